@@ -1,0 +1,56 @@
+// Package sink owns synthgen's output directory: the record type, the shard
+// files (JSONL and Parquet), the errors directory, the manifest, and the
+// recovery pass that makes a resumed run skip exactly the keys already on disk.
+package sink
+
+import "time"
+
+// Message is one chat turn as it was sent to the server.
+type Message struct {
+	Role    string `json:"role" parquet:"role"`
+	Content string `json:"content" parquet:"content"`
+}
+
+// Record is one answer: one row per (ID, Sample) in every output format.
+// Field names and types are an interface (DESIGN.md, "The record"): users'
+// scripts read them, so they change only with that page.
+type Record struct {
+	ID               string    `json:"id" parquet:"id"`
+	Sample           int       `json:"sample" parquet:"sample"`
+	Source           string    `json:"source" parquet:"source"`
+	Messages         []Message `json:"messages" parquet:"messages,list"`
+	Reasoning        string    `json:"reasoning" parquet:"reasoning"`
+	Content          string    `json:"content" parquet:"content"`
+	FinishReason     string    `json:"finish_reason" parquet:"finish_reason"`
+	Model            string    `json:"model" parquet:"model"`
+	PromptTokens     int       `json:"prompt_tokens" parquet:"prompt_tokens"`
+	CompletionTokens int       `json:"completion_tokens" parquet:"completion_tokens"`
+	LatencyMS        float64   `json:"latency_ms" parquet:"latency_ms"`
+	TTFTMS           float64   `json:"ttft_ms" parquet:"ttft_ms"`
+	Attempts         int       `json:"attempts" parquet:"attempts"`
+	CreatedAt        time.Time `json:"created_at" parquet:"created_at,timestamp(millisecond)"`
+}
+
+// Key identifies a record: a prompt id and the sample number.
+type Key struct {
+	ID     string
+	Sample int
+}
+
+// Key returns the record's key.
+func (r *Record) Key() Key { return Key{ID: r.ID, Sample: r.Sample} }
+
+// ErrorRecord is a request that used up its retries or was not retryable.
+// It lives under DIR/errors/ and is superseded by a later success.
+type ErrorRecord struct {
+	ID        string    `json:"id"`
+	Sample    int       `json:"sample"`
+	Status    int       `json:"status"`  // HTTP status; 0 when none (connection error, cut stream)
+	Message   string    `json:"message"` // the server's message, or the error text
+	Attempts  int       `json:"attempts"`
+	Cause     string    `json:"cause"` // short class: http_400, http_429, timeout, connection, stream_cut, ...
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Key returns the error record's key.
+func (e *ErrorRecord) Key() Key { return Key{ID: e.ID, Sample: e.Sample} }
