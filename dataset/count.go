@@ -1,0 +1,108 @@
+package dataset
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// Count returns how many prompts Next would yield if no row were bad: the
+// physical rows below Limit that belong to the shard. It is cheap enough for
+// a progress total: Parquet footers hold row counts; JSONL is a line count
+// (of the decompressed stream); only JSON arrays need a full scan. It stops
+// reading once Limit is reached.
+func Count(opts Options) (int64, error) {
+	o, err := opts.normalize()
+	if err != nil {
+		return 0, err
+	}
+	files, err := resolve(o.Path)
+	if err != nil {
+		return 0, err
+	}
+	var rows int64
+	for _, path := range files {
+		if o.Limit > 0 && rows >= o.Limit {
+			break
+		}
+		max := int64(-1)
+		if o.Limit > 0 {
+			max = o.Limit - rows
+		}
+		n, err := countFile(path, max)
+		if err != nil {
+			return 0, err
+		}
+		rows += n
+	}
+	if o.Limit > 0 && rows > o.Limit {
+		rows = o.Limit
+	}
+	return inShard(rows, o.Shard, o.NumShards), nil
+}
+
+// inShard is how many of the indexes 0..n-1 are ≡ shard (mod shards).
+func inShard(n int64, shard, shards int) int64 {
+	s, k := int64(shard), int64(shards)
+	c := n / k
+	if n%k > s {
+		c++
+	}
+	return c
+}
+
+// countFile counts a file's physical rows, stopping past max when max >= 0.
+func countFile(path string, max int64) (int64, error) {
+	kind, comp, err := fileType(path)
+	if err != nil {
+		return 0, err
+	}
+	if kind == kindParquet {
+		f, pf, err := openParquetFile(path)
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		return pf.NumRows(), nil
+	}
+	br, closeFn, err := openText(path, comp)
+	if err != nil {
+		return 0, err
+	}
+	defer closeFn()
+	isArray := false
+	if kind == kindJSON {
+		isArray, err = startsArray(br)
+	} else {
+		err = skipBOM(br)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	var n int64
+	if isArray {
+		dec := json.NewDecoder(br)
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+			return 0, fmt.Errorf("read %s: not a JSON array", path)
+		}
+		for dec.More() && (max < 0 || n < max) {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return 0, fmt.Errorf("read %s:row %d: invalid JSON: %w", path, n, jsonCause(err))
+			}
+			n++
+		}
+		return n, nil
+	}
+	lr := lineReader{br: br}
+	for max < 0 || n < max {
+		if _, err := lr.next(); err != nil {
+			if err == io.EOF {
+				break
+			}
+			return 0, fmt.Errorf("read %s:%d: %w", path, lr.line+1, err)
+		}
+		n++
+	}
+	return n, nil
+}

@@ -1,0 +1,72 @@
+package dataset
+
+import (
+	"errors"
+	"fmt"
+)
+
+// RowError is a bad dataset row: one that cannot become a prompt. It names the
+// file, the line (JSONL) or row (Parquet, JSON array) and the field, so that a
+// person can find and fix it.
+type RowError struct {
+	// File is the path of the file holding the row, as matched by Options.Path.
+	File string
+	// Line is the 1-based line for JSONL files, 0 where lines do not apply.
+	Line int64
+	// Row is the row's physical index across all files (its id when no
+	// IDField is set).
+	Row int64
+	// FileRow is the 0-based row within File; the message uses it when Line is 0.
+	FileRow int64
+	// Field is the path of the offending field, e.g. "conversations[0].value";
+	// empty when the row as a whole is bad (invalid JSON).
+	Field string
+	// Err says what is wrong.
+	Err error
+}
+
+// Error formats as "data.jsonl:812: conversations[0].value: not a string", or
+// "data.parquet:row 7: conversations: ..." where there are no lines.
+func (e *RowError) Error() string {
+	loc := e.location()
+	if e.Field == "" {
+		return fmt.Sprintf("%s: %v", loc, e.Err)
+	}
+	return fmt.Sprintf("%s: %s: %v", loc, e.Field, e.Err)
+}
+
+func (e *RowError) Unwrap() error { return e.Err }
+
+func (e *RowError) location() string {
+	return location(e.File, e.Line, e.FileRow)
+}
+
+// location is "file:line" where lines apply, else "file:row N" (0-based, as
+// pandas, pyarrow and DuckDB number rows).
+func location(file string, line, fileRow int64) string {
+	if line > 0 {
+		return fmt.Sprintf("%s:%d", file, line)
+	}
+	return fmt.Sprintf("%s:row %d", file, fileRow)
+}
+
+// fieldError is a RowError before the reader adds where the row is.
+type fieldError struct {
+	field string
+	err   error
+}
+
+func fieldErr(field string, err error) *fieldError { return &fieldError{field: field, err: err} }
+
+// The reasons a field is bad. They are values so tests and callers can match
+// them with errors.Is.
+var (
+	ErrMissing      = errors.New("missing")
+	ErrNotString    = errors.New("not a string")
+	ErrNotList      = errors.New("not a list")
+	ErrNotObject    = errors.New("not an object")
+	ErrEmpty        = errors.New("empty")
+	ErrNoUserTurn   = errors.New("no user turn before the first assistant turn")
+	ErrUnknownShape = errors.New("no conversations, messages, prompt or instruction field")
+	ErrLineTooLong  = errors.New("line too long")
+)

@@ -1,0 +1,213 @@
+package dataset
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// Options say which rows to read and how to turn them into prompts.
+type Options struct {
+	// Path is a file or a glob; a glob's files are read in sorted path order.
+	// Supported: .jsonl (.ndjson), .json (an array, or JSON lines), .parquet;
+	// jsonl and json may be compressed as .gz or .zst.
+	Path string
+	// Format is the row shape: auto (per row), sharegpt, messages, prompt or
+	// alpaca. Empty means auto.
+	Format string
+	// PromptField is the column of the prompt shape; empty means "prompt".
+	PromptField string
+	// IDField is the id column; empty: the physical row index in decimal.
+	IDField string
+	// SourceField is the source/category column; empty means "source".
+	SourceField string
+	// Limit, when positive, keeps only the physical rows with Index < Limit.
+	Limit int64
+	// OnBadRow is "skip" (the default: report through OnSkip, count in
+	// Skipped) or "fail" (Next returns the *RowError).
+	OnBadRow string
+	// Shard and NumShards keep the rows with Index % NumShards == Shard, so
+	// that several processes split one dataset; NumShards 0 or 1 keeps all.
+	Shard, NumShards int
+	// OnSkip, when set, is called with every skipped bad row.
+	OnSkip func(err *RowError)
+}
+
+// Bad-row policies.
+const (
+	OnBadRowSkip = "skip"
+	OnBadRowFail = "fail"
+)
+
+// normalize fills defaults and checks the options, naming the bad one.
+func (o Options) normalize() (Options, error) {
+	switch o.Format {
+	case "":
+		o.Format = FormatAuto
+	case FormatAuto, FormatShareGPT, FormatMessages, FormatPrompt, FormatAlpaca:
+	default:
+		return o, fmt.Errorf("dataset format %q: want auto, sharegpt, messages, prompt or alpaca", o.Format)
+	}
+	switch o.OnBadRow {
+	case "":
+		o.OnBadRow = OnBadRowSkip
+	case OnBadRowSkip, OnBadRowFail:
+	default:
+		return o, fmt.Errorf("dataset on_bad_row %q: want skip or fail", o.OnBadRow)
+	}
+	if o.SourceField == "" {
+		o.SourceField = "source"
+	}
+	if o.Limit < 0 {
+		return o, fmt.Errorf("dataset limit %d: must not be negative", o.Limit)
+	}
+	if o.NumShards <= 1 {
+		if o.Shard != 0 || o.NumShards < 0 {
+			return o, fmt.Errorf("dataset shard %d/%d: want 0 <= shard < shards", o.Shard, o.NumShards)
+		}
+		o.NumShards = 1
+	} else if o.Shard < 0 || o.Shard >= o.NumShards {
+		return o, fmt.Errorf("dataset shard %d/%d: want 0 <= shard < shards", o.Shard, o.NumShards)
+	}
+	return o, nil
+}
+
+// Reader yields the prompts of a dataset one row at a time. It holds one
+// file open and one row decoded, whatever the dataset's size. A Reader is
+// used by one goroutine.
+//
+// Ids: the physical row index counts every row of every file of the glob in
+// sorted path order, bad rows included, so that ids do not move when the
+// bad-row policy changes. In JSONL, blank lines are not rows: they are
+// passed over and not counted (they still count for line numbers).
+type Reader struct {
+	opts     Options
+	conv     converter
+	files    []string
+	nextFile int    // index in files of the next file to open
+	cur      source // nil between files
+	curPath  string
+	index    int64 // physical index of the next row
+	skipped  int64
+	err      error // sticky: io.EOF, a fatal error, or a failed row
+}
+
+// Open checks the options, finds the files and opens the first one, so that
+// a wrong path or an unreadable file is reported before any work starts.
+func Open(opts Options) (*Reader, error) {
+	o, err := opts.normalize()
+	if err != nil {
+		return nil, err
+	}
+	files, err := resolve(o.Path)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{
+		opts:  o,
+		files: files,
+		conv: converter{
+			format:      o.Format,
+			promptField: o.PromptField,
+			idField:     o.IDField,
+			sourceField: o.SourceField,
+		},
+	}
+	if err := r.openNext(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Reader) openNext() error {
+	path := r.files[r.nextFile]
+	src, err := openSource(path)
+	if err != nil {
+		return err
+	}
+	r.nextFile++
+	r.cur, r.curPath = src, path
+	return nil
+}
+
+// Next returns the next prompt of this shard. It returns io.EOF at the end,
+// a *RowError for a bad row when OnBadRow is fail, and an error naming the
+// file when a file cannot be read; after an error, Next returns it again.
+func (r *Reader) Next() (Prompt, error) {
+	for r.err == nil {
+		if r.opts.Limit > 0 && r.index >= r.opts.Limit {
+			r.err = io.EOF
+			break
+		}
+		if r.cur == nil {
+			if r.nextFile == len(r.files) {
+				r.err = io.EOF
+				break
+			}
+			if r.err = r.openNext(); r.err != nil {
+				break
+			}
+		}
+		index := r.index
+		want := index%int64(r.opts.NumShards) == int64(r.opts.Shard)
+		row, pos, bad, err := r.cur.next(want)
+		if err == io.EOF {
+			err = r.cur.close()
+			r.cur = nil
+			if err != nil {
+				r.err = fmt.Errorf("close %s: %w", r.curPath, err)
+			}
+			continue
+		}
+		if err != nil {
+			r.err = err
+			break
+		}
+		r.index++
+		if !want {
+			continue
+		}
+		var p Prompt
+		if bad == nil {
+			p.Messages, p.ID, p.Source, bad = r.conv.convert(row)
+		}
+		if bad != nil {
+			re := &RowError{File: r.curPath, Line: pos.line, Row: index, FileRow: pos.fileRow, Field: bad.field, Err: bad.err}
+			if r.opts.OnBadRow == OnBadRowFail {
+				r.err = re
+				break
+			}
+			r.skipped++
+			if r.opts.OnSkip != nil {
+				r.opts.OnSkip(re)
+			}
+			continue
+		}
+		if r.opts.IDField == "" {
+			p.ID = strconv.FormatInt(index, 10)
+		}
+		p.Index = index
+		p.Location = location(r.curPath, pos.line, pos.fileRow)
+		return p, nil
+	}
+	return Prompt{}, r.err
+}
+
+// Skipped is the number of bad rows skipped so far.
+func (r *Reader) Skipped() int64 { return r.skipped }
+
+// Close closes the open file. Next returns an error after it.
+func (r *Reader) Close() error {
+	var err error
+	if r.cur != nil {
+		err = r.cur.close()
+		r.cur = nil
+	}
+	if r.err == nil {
+		r.err = errClosed
+	}
+	return err
+}
+
+var errClosed = errors.New("dataset: reader closed")

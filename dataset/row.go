@@ -1,0 +1,337 @@
+package dataset
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// A row is one decoded dataset row: JSON objects decode into it with
+// json.Number for numbers, Parquet rows with int64/float64, and both give
+// lists as []any and structs as map[string]any. One converter for both keeps
+// the JSON and Parquet readers in agreement about what a prompt is.
+type row = map[string]any
+
+// The row shapes Options.Format names.
+const (
+	FormatAuto     = "auto"
+	FormatShareGPT = "sharegpt"
+	FormatMessages = "messages"
+	FormatPrompt   = "prompt"
+	FormatAlpaca   = "alpaca"
+)
+
+// converter turns rows into prompt parts; it holds the resolved options.
+type converter struct {
+	format      string
+	promptField string // "" in auto mode: "prompt"
+	idField     string
+	sourceField string
+}
+
+// convert returns the conversation to send, the row's id (when an id field is
+// set) and its source, or the field that makes the row bad.
+func (c *converter) convert(r row) (msgs []Message, id, source string, fe *fieldError) {
+	if c.idField != "" {
+		if id, fe = idOf(r, c.idField); fe != nil {
+			return nil, "", "", fe
+		}
+	}
+	switch c.shape(r) {
+	case FormatShareGPT:
+		msgs, fe = turns(r, "conversations", "from", "value")
+	case FormatMessages:
+		msgs, fe = turns(r, "messages", "role", "content")
+	case FormatPrompt:
+		msgs, fe = promptColumn(r, c.promptFieldName())
+	case FormatAlpaca:
+		msgs, fe = alpaca(r)
+	default:
+		fe = fieldErr("", ErrUnknownShape)
+	}
+	if fe != nil {
+		return nil, "", "", fe
+	}
+	return msgs, id, scalarString(r[c.sourceField]), nil
+}
+
+func (c *converter) promptFieldName() string {
+	if c.promptField == "" {
+		return "prompt"
+	}
+	return c.promptField
+}
+
+// shape is the forced format, or the first shape whose field the row has (a
+// null column counts as absent: merged Parquet datasets carry every shape's
+// columns with nulls).
+func (c *converter) shape(r row) string {
+	if c.format != FormatAuto {
+		return c.format
+	}
+	switch {
+	case r["conversations"] != nil:
+		return FormatShareGPT
+	case r["messages"] != nil:
+		return FormatMessages
+	case r[c.promptFieldName()] != nil:
+		return FormatPrompt
+	case r["instruction"] != nil:
+		return FormatAlpaca
+	}
+	return ""
+}
+
+// roles maps ShareGPT "from" and OpenAI "role" values to OpenAI roles.
+var roles = map[string]string{
+	"human":     "user",
+	"user":      "user",
+	"gpt":       "assistant",
+	"assistant": "assistant",
+	"model":     "assistant",
+	"system":    "system",
+	"developer": "system", // OpenAI's newer name; chat templates know only system
+}
+
+// turns reads a list of turns, keeping those before the first assistant turn.
+// Each turn may be {from, value} or {role, content} whatever the list is
+// called, because datasets mix them; errors name the keys the turn used.
+func turns(r row, list, roleKey, contentKey string) ([]Message, *fieldError) {
+	v, ok := r[list]
+	if !ok || v == nil {
+		return nil, fieldErr(list, ErrMissing)
+	}
+	items, ok := v.([]any)
+	if !ok {
+		return nil, fieldErr(list, ErrNotList)
+	}
+	if len(items) == 0 {
+		return nil, fieldErr(list, ErrEmpty)
+	}
+	msgs := make([]Message, 0, 2)
+	hasUser := false
+	for i, it := range items {
+		at := func(key string) string { return list + "[" + strconv.Itoa(i) + "]" + dot(key) }
+		turn, ok := it.(map[string]any)
+		if !ok {
+			return nil, fieldErr(at(""), ErrNotObject)
+		}
+		rk, ck := roleKey, contentKey
+		if _, has := turn[rk]; !has {
+			if _, alt := turn[altRoleKey(rk)]; alt {
+				rk, ck = altRoleKey(rk), altContentKey(ck)
+			}
+		}
+		name, fe := stringField(turn, rk, at(rk))
+		if fe != nil {
+			return nil, fe
+		}
+		role, known := roles[strings.ToLower(name)]
+		if !known {
+			return nil, fieldErr(at(rk), fmt.Errorf("unknown role %q", name))
+		}
+		if role == "assistant" {
+			break
+		}
+		content, fe := contentOf(turn[ck], at(ck), ck == "content")
+		if fe != nil {
+			return nil, fe
+		}
+		if role == "system" && content == "" {
+			// Many ShareGPT exports carry an empty system turn; sending it
+			// would only change the chat template's default.
+			continue
+		}
+		if role == "user" {
+			if strings.TrimSpace(content) == "" {
+				return nil, fieldErr(at(ck), ErrEmpty)
+			}
+			hasUser = true
+		}
+		msgs = append(msgs, Message{Role: role, Content: content})
+	}
+	if !hasUser {
+		return nil, fieldErr(list, ErrNoUserTurn)
+	}
+	return msgs, nil
+}
+
+func dot(key string) string {
+	if key == "" {
+		return ""
+	}
+	return "." + key
+}
+
+func altRoleKey(k string) string {
+	if k == "from" {
+		return "role"
+	}
+	return "from"
+}
+
+func altContentKey(k string) string {
+	if k == "value" {
+		return "content"
+	}
+	return "value"
+}
+
+// contentOf reads a turn's content: a string, or (for OpenAI's "content",
+// when parts are allowed) a list of parts of which only text parts can be sent
+// by a text-only job. Parts are joined with "\n" as vLLM joins them.
+func contentOf(v any, field string, parts bool) (string, *fieldError) {
+	switch c := v.(type) {
+	case nil:
+		return "", fieldErr(field, ErrMissing)
+	case string:
+		return c, nil
+	case []byte:
+		return string(c), nil
+	case []any:
+		if !parts {
+			break
+		}
+		var b strings.Builder
+		for i, p := range c {
+			at := field + "[" + strconv.Itoa(i) + "]"
+			part, ok := p.(map[string]any)
+			if !ok {
+				return "", fieldErr(at, ErrNotObject)
+			}
+			if t, has := part["type"]; has && t != "text" {
+				return "", fieldErr(at+".type", fmt.Errorf("unsupported content part %v", t))
+			}
+			text, fe := stringField(part, "text", at+".text")
+			if fe != nil {
+				return "", fe
+			}
+			if i > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(text)
+		}
+		return b.String(), nil
+	}
+	return "", fieldErr(field, ErrNotString)
+}
+
+func promptColumn(r row, field string) ([]Message, *fieldError) {
+	s, fe := stringField(r, field, field)
+	if fe != nil {
+		return nil, fe
+	}
+	if strings.TrimSpace(s) == "" {
+		return nil, fieldErr(field, ErrEmpty)
+	}
+	return []Message{{Role: "user", Content: s}}, nil
+}
+
+// alpaca makes one user turn of instruction and, when present, input.
+func alpaca(r row) ([]Message, *fieldError) {
+	inst, fe := stringField(r, "instruction", "instruction")
+	if fe != nil {
+		return nil, fe
+	}
+	if strings.TrimSpace(inst) == "" {
+		return nil, fieldErr("instruction", ErrEmpty)
+	}
+	if v := r["input"]; v != nil {
+		in, ok := asString(v)
+		if !ok {
+			return nil, fieldErr("input", ErrNotString)
+		}
+		if strings.TrimSpace(in) != "" {
+			inst += "\n\n" + in
+		}
+	}
+	return []Message{{Role: "user", Content: inst}}, nil
+}
+
+func stringField(m map[string]any, key, field string) (string, *fieldError) {
+	v, ok := m[key]
+	if !ok || v == nil {
+		return "", fieldErr(field, ErrMissing)
+	}
+	s, ok := asString(v)
+	if !ok {
+		return "", fieldErr(field, ErrNotString)
+	}
+	return s, nil
+}
+
+func asString(v any) (string, bool) {
+	switch s := v.(type) {
+	case string:
+		return s, true
+	case []byte: // BYTE_ARRAY columns written without the STRING annotation
+		return string(s), true
+	}
+	return "", false
+}
+
+// idOf reads the id column: a non-empty string, or a number in plain decimal
+// so that 1e3 and 1000 name the same row.
+func idOf(r row, field string) (string, *fieldError) {
+	v := r[field]
+	if v == nil {
+		return "", fieldErr(field, ErrMissing)
+	}
+	if s, ok := asString(v); ok {
+		if s == "" {
+			return "", fieldErr(field, ErrEmpty)
+		}
+		return s, nil
+	}
+	if s, ok := number(v); ok {
+		return s, nil
+	}
+	return "", fieldErr(field, fmt.Errorf("not a string or number"))
+}
+
+// number formats a numeric value in decimal without an exponent.
+func number(v any) (string, bool) {
+	switch n := v.(type) {
+	case json.Number:
+		s := string(n)
+		if !strings.ContainsAny(s, ".eE") {
+			return s, true // integers stay exact, however long
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return s, true
+		}
+		return strconv.FormatFloat(f, 'f', -1, 64), true
+	case int64:
+		return strconv.FormatInt(n, 10), true
+	case int32:
+		return strconv.FormatInt(int64(n), 10), true
+	case int:
+		return strconv.Itoa(n), true
+	case uint64:
+		return strconv.FormatUint(n, 10), true
+	case uint32:
+		return strconv.FormatUint(uint64(n), 10), true
+	case float64:
+		return strconv.FormatFloat(n, 'f', -1, 64), true
+	case float32:
+		return strconv.FormatFloat(float64(n), 'f', -1, 32), true
+	}
+	return "", false
+}
+
+// scalarString is the source column as text; a column of another type (a
+// struct, a list) is not a source and yields "" rather than failing every row.
+func scalarString(v any) string {
+	if s, ok := asString(v); ok {
+		return s
+	}
+	if s, ok := number(v); ok {
+		return s
+	}
+	if b, ok := v.(bool); ok {
+		return strconv.FormatBool(b)
+	}
+	return ""
+}

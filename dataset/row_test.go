@@ -1,0 +1,240 @@
+package dataset
+
+import (
+	"errors"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func u(s string) Message  { return Message{Role: "user", Content: s} }
+func a(s string) Message  { return Message{Role: "assistant", Content: s} }
+func sy(s string) Message { return Message{Role: "system", Content: s} }
+
+// TestRowShapes reads one JSONL row per case through a real file and checks
+// the conversation, id and source a user would get, or the field named bad.
+func TestRowShapes(t *testing.T) {
+	tests := []struct {
+		name   string
+		opts   Options
+		line   string
+		want   []Message
+		id     string
+		source string
+		field  string // when the row is bad
+		err    error  // matched with errors.Is when set
+		msg    string // the error text after "file:1: " when set
+	}{
+		{
+			name: "sharegpt single turn", line: sharegptLine("MetaMath", "human", "What is 2+2?", "gpt", "4"),
+			want: []Message{u("What is 2+2?")}, id: "0", source: "MetaMath",
+		},
+		{
+			name: "sharegpt system first, stops at first assistant",
+			line: sharegptLine("slimorca", "system", "Be brief.", "human", "Hi", "gpt", "Hello", "human", "More?", "gpt", "No"),
+			want: []Message{sy("Be brief."), u("Hi")}, id: "0", source: "slimorca",
+		},
+		{
+			name: "sharegpt role aliases user/assistant/model",
+			line: sharegptLine("x", "user", "q1", "model", "a1"),
+			want: []Message{u("q1")}, id: "0", source: "x",
+		},
+		{
+			name: "sharegpt empty system turn dropped",
+			line: sharegptLine("x", "system", "", "human", "q", "gpt", "a"),
+			want: []Message{u("q")}, id: "0", source: "x",
+		},
+		{
+			name: "sharegpt consecutive user turns kept, no assistant at all",
+			line: sharegptLine("", "human", "part 1", "human", "part 2"),
+			want: []Message{u("part 1"), u("part 2")}, id: "0",
+		},
+		{
+			name: "sharegpt unicode",
+			line: sharegptLine("ultrafeedback", "human", "请解释 🐙 café", "gpt", "好"),
+			want: []Message{u("请解释 🐙 café")}, id: "0", source: "ultrafeedback",
+		},
+		{
+			name: "messages with string content",
+			line: `{"messages":[{"role":"system","content":"S"},{"role":"user","content":"Q"},{"role":"assistant","content":"A"}]}`,
+			want: []Message{sy("S"), u("Q")}, id: "0",
+		},
+		{
+			name: "messages with text parts joined by newline",
+			line: `{"messages":[{"role":"user","content":[{"type":"text","text":"one"},{"type":"text","text":"two"}]}]}`,
+			want: []Message{u("one\ntwo")}, id: "0",
+		},
+		{
+			name: "messages developer role is a system turn",
+			line: `{"messages":[{"role":"developer","content":"D"},{"role":"user","content":"Q"}]}`,
+			want: []Message{sy("D"), u("Q")}, id: "0",
+		},
+		{
+			name: "conversations holding role/content turns",
+			line: `{"conversations":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"}]}`,
+			want: []Message{u("Q")}, id: "0",
+		},
+		{
+			name: "plain prompt column, auto",
+			line: `{"prompt":"Tell me a joke","source":"jokes"}`,
+			want: []Message{u("Tell me a joke")}, id: "0", source: "jokes",
+		},
+		{
+			name: "prompt column named by PromptField", opts: Options{Format: "prompt", PromptField: "question"},
+			line: `{"question":"Why is the sky blue?","prompt":"ignored"}`,
+			want: []Message{u("Why is the sky blue?")}, id: "0",
+		},
+		{
+			name: "alpaca with input",
+			line: `{"instruction":"Translate to French.","input":"Good morning","output":"Bonjour"}`,
+			want: []Message{u("Translate to French.\n\nGood morning")}, id: "0",
+		},
+		{
+			name: "alpaca with empty input",
+			line: `{"instruction":"Name a color.","input":"","output":"Red"}`,
+			want: []Message{u("Name a color.")}, id: "0",
+		},
+		{
+			name: "auto prefers conversations over a null messages column",
+			line: `{"messages":null,"conversations":[{"from":"human","value":"Q"}]}`,
+			want: []Message{u("Q")}, id: "0",
+		},
+		{
+			name: "string id field", opts: Options{IDField: "uuid"},
+			line: `{"uuid":"ab-12","prompt":"p"}`, want: []Message{u("p")}, id: "ab-12",
+		},
+		{
+			name: "numeric id keeps every digit", opts: Options{IDField: "id"},
+			line: `{"id":12345678901234567890,"prompt":"p"}`, want: []Message{u("p")}, id: "12345678901234567890",
+		},
+		{
+			name: "numeric id with exponent in decimal", opts: Options{IDField: "id"},
+			line: `{"id":1e3,"prompt":"p"}`, want: []Message{u("p")}, id: "1000",
+		},
+		{
+			name: "source field renamed", opts: Options{SourceField: "category"},
+			line: `{"prompt":"p","category":"math","source":"no"}`, want: []Message{u("p")}, id: "0", source: "math",
+		},
+		{
+			name: "numeric source as text",
+			line: `{"prompt":"p","source":7}`, want: []Message{u("p")}, id: "0", source: "7",
+		},
+		{
+			name: "value not a string", line: `{"conversations":[{"from":"human","value":5}]}`,
+			field: "conversations[0].value", err: ErrNotString, msg: "conversations[0].value: not a string",
+		},
+		{
+			name: "assistant first", line: sharegptLine("x", "gpt", "hi", "human", "q"),
+			field: "conversations", err: ErrNoUserTurn, msg: "conversations: no user turn before the first assistant turn",
+		},
+		{
+			name: "system only", line: sharegptLine("x", "system", "S"),
+			field: "conversations", err: ErrNoUserTurn,
+		},
+		{
+			name: "empty conversations", line: `{"conversations":[]}`,
+			field: "conversations", err: ErrEmpty, msg: "conversations: empty",
+		},
+		{
+			name: "conversations not a list", line: `{"conversations":"hi"}`,
+			field: "conversations", err: ErrNotList,
+		},
+		{
+			name: "turn not an object", line: `{"conversations":["hi"]}`,
+			field: "conversations[0]", err: ErrNotObject,
+		},
+		{
+			name: "unknown role", line: sharegptLine("x", "tool", "t", "human", "q"),
+			field: "conversations[0].from", msg: `conversations[0].from: unknown role "tool"`,
+		},
+		{
+			name: "blank user turn", line: sharegptLine("x", "human", "  \n", "gpt", "a"),
+			field: "conversations[0].value", err: ErrEmpty,
+		},
+		{
+			name: "missing value", line: `{"conversations":[{"from":"human"}]}`,
+			field: "conversations[0].value", err: ErrMissing,
+		},
+		{
+			name: "image part", line: `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`,
+			field: "messages[0].content[0].type", msg: `messages[0].content[0].type: unsupported content part image_url`,
+		},
+		{
+			name: "forced sharegpt on a messages row", opts: Options{Format: "sharegpt"},
+			line: `{"messages":[{"role":"user","content":"Q"}]}`, field: "conversations", err: ErrMissing,
+		},
+		{
+			name: "no known shape", line: `{"text":"hello"}`,
+			err: ErrUnknownShape, msg: "no conversations, messages, prompt or instruction field",
+		},
+		{
+			name: "id field missing", opts: Options{IDField: "id"}, line: `{"prompt":"p"}`,
+			field: "id", err: ErrMissing, msg: "id: missing",
+		},
+		{
+			name: "id field of another type", opts: Options{IDField: "id"}, line: `{"id":[1],"prompt":"p"}`,
+			field: "id", msg: "id: not a string or number",
+		},
+		{
+			name: "alpaca instruction not a string", line: `{"instruction":3}`,
+			field: "instruction", err: ErrNotString,
+		},
+		{
+			name: "invalid JSON", line: `{"conversations":[`,
+			msg: "invalid JSON: unexpected end of line",
+		},
+		{
+			name: "two objects on a line", line: `{"prompt":"a"} {"prompt":"b"}`,
+			msg: "invalid JSON: data after the object",
+		},
+		{
+			name: "not an object", line: `["prompt"]`, msg: "not a JSON object",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeFile(t, t.TempDir(), "data.jsonl", tt.line+"\n")
+			opts := tt.opts
+			opts.Path, opts.OnBadRow = path, "fail"
+			r, err := Open(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			p, err := r.Next()
+			bad := tt.field != "" || tt.err != nil || tt.msg != ""
+			if !bad {
+				if err != nil {
+					t.Fatalf("Next: %v", err)
+				}
+				if !reflect.DeepEqual(p.Messages, tt.want) {
+					t.Errorf("messages = %q, want %q", p.Messages, tt.want)
+				}
+				if p.ID != tt.id || p.Source != tt.source {
+					t.Errorf("id, source = %q, %q; want %q, %q", p.ID, p.Source, tt.id, tt.source)
+				}
+				if p.Location != path+":1" {
+					t.Errorf("location = %q, want %q", p.Location, path+":1")
+				}
+				return
+			}
+			var re *RowError
+			if !errors.As(err, &re) {
+				t.Fatalf("Next = %v, %v; want a *RowError", p, err)
+			}
+			if re.Field != tt.field || re.File != path || re.Line != 1 || re.Row != 0 {
+				t.Errorf("RowError{File %q Line %d Row %d Field %q}, want field %q at %s:1 row 0", re.File, re.Line, re.Row, re.Field, tt.field, path)
+			}
+			if tt.err != nil && !errors.Is(err, tt.err) {
+				t.Errorf("error %v is not %v", err, tt.err)
+			}
+			if tt.msg != "" && err.Error() != path+":1: "+tt.msg {
+				t.Errorf("error = %q, want %q", err, path+":1: "+tt.msg)
+			}
+			if !strings.HasPrefix(err.Error(), filepath.Join(filepath.Dir(path), "data.jsonl:1: ")) {
+				t.Errorf("error %q does not start with file:line", err)
+			}
+		})
+	}
+}
