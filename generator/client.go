@@ -1,0 +1,478 @@
+package generator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// This file is the bridge between the engine and go-openai (DESIGN.md,
+// "go-openai ... known pitfalls"). go-openai sends and receives, but:
+//   - its request type drops temperature 0 (omitempty) and has no top_k,
+//     min_p or chat_template_kwargs, so we build the exact body ourselves and
+//     swap it in through ClientConfig.HTTPClient (the HTTPDoer hook);
+//   - its response types drop vLLM's `reasoning`, so the Doer keeps the raw
+//     plain body and streams are read with RecvRaw, and decode.go decodes;
+//   - its errors carry no headers, so the Doer keeps them for Retry-After.
+// Everything about one request travels in an *exchange in the context.
+
+// Message is one chat turn as sent.
+type Message struct{ Role, Content string }
+
+// ClientOptions configure a Client.
+type ClientOptions struct {
+	BaseURL string // e.g. http://localhost:8000/v1
+	// APIKey is sent as "Authorization: Bearer KEY". Empty sends no
+	// Authorization header at all, which is what vLLM without --api-key
+	// expects (it ignores the header then; a server that requires a key
+	// rejects "Bearer EMPTY" just the same).
+	APIKey string
+	// Timeout bounds one request, whole, through its context (0 = none).
+	// There is no response-header timeout: a queued request's first byte
+	// may take minutes under load.
+	Timeout time.Duration
+	// MaxConns is the pool size: the transport keeps this many idle
+	// connections per host, so N requests in flight never wait for a
+	// connection nor open and close one per request. 0 = DefaultMaxConns.
+	MaxConns int
+	// HTTPClient, when set, is used as is (its transport included); nil
+	// builds one from the options.
+	HTTPClient *http.Client
+}
+
+// DefaultMaxConns is the pool size when ClientOptions.MaxConns is 0.
+const DefaultMaxConns = 256
+
+// Request is one chat completion to send.
+type Request struct {
+	Model     string
+	Messages  []Message
+	MaxTokens int // 0 = not sent (the server's default)
+	// Temperature is always sent: 0 reaches the server as 0.
+	Temperature float64
+	// TopP is sent when > 0. 0 is not a valid top_p for OpenAI or vLLM (it
+	// must be in (0, 1]), so 0 means "not set" rather than a 400 per prompt.
+	TopP float64
+	// Stream asks for SSE, with stream_options.include_usage=true so the last
+	// chunk carries the token counts.
+	Stream bool
+	// Extra is extra_body: merged last into the top level of the request
+	// JSON (top_k, min_p, chat_template_kwargs, ...); a key here replaces the
+	// field above of the same name, except "stream", which decides how the
+	// answer is read and so is only Stream's to set.
+	Extra map[string]any
+}
+
+// Response is one complete answer.
+type Response struct {
+	Model            string
+	Reasoning        string // `reasoning` (vLLM >= 0.11) else `reasoning_content`
+	Content          string // null -> ""
+	FinishReason     string
+	PromptTokens     int
+	CompletionTokens int
+	UsageKnown       bool          // the server reported usage
+	Chunks           int           // streamed chunks that carried reasoning/content text
+	TTFT             time.Duration // streaming: time to the first reasoning/content delta
+}
+
+// Client sends chat completions through go-openai. It is safe for
+// concurrent use.
+type Client struct {
+	oa      *openai.Client
+	timeout time.Duration
+}
+
+// bridgeModel is the model name in the request go-openai builds and
+// validates. The body that reaches the server is ours (see doer), so the
+// name only has to pass go-openai's model checks, which reject some real
+// OpenAI names with parameters that vLLM serves fine.
+const bridgeModel = "synthgen-bridge"
+
+// NewClient builds a Client.
+func NewClient(opts ClientOptions) *Client {
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Transport: NewTransport(opts.MaxConns)}
+	}
+	cfg := openai.DefaultConfig(opts.APIKey)
+	cfg.BaseURL = strings.TrimRight(opts.BaseURL, "/")
+	cfg.HTTPClient = &doer{next: hc}
+	// go-openai counts consecutive non-data lines (keep-alive comments,
+	// blank separators) and gives up past this limit; a server that pings
+	// while a request waits in its queue must not kill the stream. The
+	// request's Timeout is what bounds a silent stream.
+	cfg.EmptyMessagesLimit = math.MaxUint32
+	return &Client{oa: openai.NewClientWithConfig(cfg), timeout: opts.Timeout}
+}
+
+// NewTransport is the transport for maxConns requests in flight to one
+// server: that many idle keep-alive connections per host (the default of 2
+// would close and reopen connections all the time at 200 in flight), no cap
+// on open connections, HTTP/1.1 (vLLM serves HTTP/1.1, and HTTP/2 would put
+// every stream on one connection's flow-control window), and no
+// ResponseHeaderTimeout.
+func NewTransport(maxConns int) *http.Transport {
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	return &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   30 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		MaxIdleConns:          0, // no global cap: MaxIdleConnsPerHost governs
+		MaxIdleConnsPerHost:   maxConns,
+		MaxConnsPerHost:       0,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     false,
+	}
+}
+
+// Models lists the ids the server serves (GET /models).
+func (c *Client) Models(ctx context.Context) ([]string, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	ex := &exchange{}
+	list, err := c.oa.ListModels(withExchange(ctx, ex))
+	if err != nil {
+		return nil, c.fail(ctx, ex, fmt.Errorf("list models: %w", err))
+	}
+	ids := make([]string, 0, len(list.Models))
+	for _, m := range list.Models {
+		ids = append(ids, m.ID)
+	}
+	return ids, nil
+}
+
+// Complete sends one chat completion and returns the complete answer, or an
+// *Error (see Classify). onDelta (may be nil) is called on every streamed
+// chunk that carries reasoning or content text, with the number of such
+// deltas in that chunk (1), so the caller can count tokens as they arrive.
+//
+// An answer is complete only when a finish_reason arrived: a stream that ends
+// before one (with or without [DONE]: go-openai reports both as io.EOF) is an
+// *Error with Cause "stream_cut". A stream that sent its finish_reason and
+// then ended without usage or [DONE] is complete; UsageKnown tells whether
+// the counts came.
+func (c *Client) Complete(ctx context.Context, req Request, onDelta func(n int)) (Response, error) {
+	start := time.Now()
+	body, err := EncodeRequest(req)
+	if err != nil {
+		return Response{}, &Error{Cause: CauseRequest, Message: err.Error(), Err: err}
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	ex := &exchange{body: body, chat: true, stream: req.Stream}
+	ctx = withExchange(ctx, ex)
+	if !req.Stream {
+		return c.completePlain(ctx, ex)
+	}
+	return c.completeStream(ctx, ex, start, onDelta)
+}
+
+func (c *Client) completePlain(ctx context.Context, ex *exchange) (Response, error) {
+	if _, err := c.oa.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: bridgeModel}); err != nil {
+		return Response{}, c.fail(ctx, ex, err)
+	}
+	return DecodeResponse(ex.raw)
+}
+
+func (c *Client) completeStream(ctx context.Context, ex *exchange, start time.Time, onDelta func(int)) (Response, error) {
+	stream, err := c.oa.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{Model: bridgeModel})
+	if err != nil {
+		return Response{}, c.fail(ctx, ex, err)
+	}
+	defer stream.Close()
+	var a answer
+	for {
+		raw, err := stream.RecvRaw()
+		if err != nil {
+			if a.resp.FinishReason != "" {
+				// The answer is whole; only what follows it (the usage
+				// chunk, [DONE]) may be missing.
+				break
+			}
+			if errors.Is(err, io.EOF) {
+				err = errStreamCut
+			}
+			return Response{}, c.failStream(ctx, ex, &a, err)
+		}
+		d, err := DecodeChunk(raw)
+		if err != nil {
+			return Response{}, err
+		}
+		if a.add(&d) {
+			if a.resp.Chunks == 1 {
+				a.resp.TTFT = time.Since(start)
+			}
+			if onDelta != nil {
+				onDelta(1)
+			}
+		}
+	}
+	if err := checkFinish(a.resp.FinishReason); err != nil {
+		return Response{}, err
+	}
+	return a.result(), nil
+}
+
+// failStream classifies an error that ended a stream after its 200: any
+// read failure there (reset, unexpected EOF, a plain EOF) cut an answer that
+// had started, which is what "stream_cut" means to a person reading
+// DIR/errors/.
+func (c *Client) failStream(ctx context.Context, ex *exchange, a *answer, err error) *Error {
+	e := c.fail(ctx, ex, err)
+	if e.Cause == CauseConnection {
+		e.Cause = CauseStreamCut
+	}
+	if e.Cause == CauseStreamCut {
+		e.Message = fmt.Sprintf("stream ended after %d text chunks without a finish_reason: %v", a.resp.Chunks, err)
+	}
+	return e
+}
+
+// fail classifies err with what the exchange saw: the context's own state
+// first (a canceled request fails with whatever the transport made of it),
+// then the server's message and Retry-After.
+func (c *Client) fail(ctx context.Context, ex *exchange, err error) *Error {
+	if ce := ctx.Err(); ce != nil && !errors.Is(err, ce) {
+		err = fmt.Errorf("%w (%v)", ce, err)
+	}
+	e := Classify(err)
+	if e.Status == 0 && ex.status >= 400 {
+		e.Status = ex.status
+	}
+	if e.Status != 0 && len(ex.raw) > 0 {
+		if m := errorMessage(ex.raw); m != "" {
+			e.Message = m
+		}
+	}
+	if (e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable) && ex.header != nil {
+		e.RetryAfter = parseRetryAfter(ex.header.Get("Retry-After"), time.Now())
+	}
+	return e
+}
+
+func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.timeout > 0 {
+		return context.WithTimeout(ctx, c.timeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// exchange is one request's state shared between Complete and the doer.
+// The doer writes it before go-openai returns, and Complete reads it after:
+// no two goroutines touch it at once.
+type exchange struct {
+	body   []byte // the request body to send instead of go-openai's
+	chat   bool   // a chat completion: its body is ours to read
+	stream bool
+	status int
+	header http.Header
+	raw    []byte // a plain 2xx body, or any error body
+}
+
+type exchangeKey struct{}
+
+func withExchange(ctx context.Context, ex *exchange) context.Context {
+	return context.WithValue(ctx, exchangeKey{}, ex)
+}
+
+// doer is the HTTPDoer go-openai sends through.
+type doer struct{ next openai.HTTPDoer }
+
+var _ openai.HTTPDoer = (*doer)(nil)
+
+// emptyObject is what go-openai decodes in place of a plain 2xx body: its
+// ChatCompletionResponse would fail on shapes we accept, and we decode the
+// real body ourselves.
+var emptyObject = []byte("{}")
+
+func (d *doer) Do(req *http.Request) (*http.Response, error) {
+	ex, _ := req.Context().Value(exchangeKey{}).(*exchange)
+	if ex == nil {
+		return d.next.Do(req)
+	}
+	if ex.body != nil {
+		body := ex.body
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		req.ContentLength = int64(len(body))
+	}
+	resp, err := d.next.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	ex.status, ex.header = resp.StatusCode, resp.Header
+	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
+	if ok && (!ex.chat || ex.stream) {
+		// go-openai decodes a models list itself, and reads an SSE body
+		// line by line for RecvRaw to hand us each chunk.
+		return resp, nil
+	}
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read response body (status %d): %w", resp.StatusCode, err)
+	}
+	ex.raw = raw
+	if ok {
+		resp.Body = io.NopCloser(bytes.NewReader(emptyObject))
+	} else {
+		resp.Body = io.NopCloser(bytes.NewReader(raw))
+	}
+	return resp, nil
+}
+
+// EncodeRequest builds the exact JSON body of a chat completion request:
+// model, messages, max_tokens (when > 0), temperature (always, 0 included),
+// top_p (when > 0), stream, stream_options when streaming, then Extra's keys
+// in sorted order, each replacing the field of the same name.
+func EncodeRequest(req Request) ([]byte, error) {
+	if _, ok := req.Extra["stream"]; ok {
+		return nil, errors.New(`extra_body: "stream" is set by generation.stream, not extra_body`)
+	}
+	if math.IsNaN(req.Temperature) || math.IsInf(req.Temperature, 0) {
+		return nil, fmt.Errorf("temperature: %v is not a JSON number", req.Temperature)
+	}
+	if math.IsNaN(req.TopP) || math.IsInf(req.TopP, 0) {
+		return nil, fmt.Errorf("top_p: %v is not a JSON number", req.TopP)
+	}
+	n := 128
+	for _, m := range req.Messages {
+		n += len(m.Role) + len(m.Content) + 32
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '{')
+	first := true
+	key := func(k string) bool {
+		if _, over := req.Extra[k]; over {
+			return false
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendString(b, k)
+		b = append(b, ':')
+		return true
+	}
+	if key("model") {
+		b = appendString(b, req.Model)
+	}
+	if key("messages") {
+		b = append(b, '[')
+		for i, m := range req.Messages {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"role":`...)
+			b = appendString(b, m.Role)
+			b = append(b, `,"content":`...)
+			b = appendString(b, m.Content)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if req.MaxTokens > 0 && key("max_tokens") {
+		b = strconv.AppendInt(b, int64(req.MaxTokens), 10)
+	}
+	if key("temperature") {
+		b = strconv.AppendFloat(b, req.Temperature, 'g', -1, 64)
+	}
+	if req.TopP > 0 && key("top_p") {
+		b = strconv.AppendFloat(b, req.TopP, 'g', -1, 64)
+	}
+	if key("stream") {
+		b = strconv.AppendBool(b, req.Stream)
+	}
+	if req.Stream && key("stream_options") {
+		b = append(b, `{"include_usage":true}`...)
+	}
+	if len(req.Extra) > 0 {
+		keys := make([]string, 0, len(req.Extra))
+		for k := range req.Extra {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			v, err := json.Marshal(req.Extra[k])
+			if err != nil {
+				return nil, fmt.Errorf("extra_body.%s: %w", k, err)
+			}
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = appendString(b, k)
+			b = append(b, ':')
+			b = append(b, v...)
+		}
+	}
+	b = append(b, '}')
+	return b, nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string: quotes, backslashes and control
+// characters escaped, invalid UTF-8 replaced by U+FFFD (as encoding/json
+// does), everything else verbatim, including <, > and & (the body is not
+// HTML).
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

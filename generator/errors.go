@@ -1,0 +1,239 @@
+package generator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Causes: the short classes of a failure, as written to DIR/errors/ and
+// counted by Stats. An HTTP status is "http_NNN" (see HTTPCause).
+const (
+	CauseTimeout    = "timeout"      // the request's deadline passed
+	CauseConnection = "connection"   // refused, reset, EOF before any answer
+	CauseStreamCut  = "stream_cut"   // the stream ended before a finish_reason
+	CauseIncomplete = "incomplete"   // a plain answer without choices or finish_reason
+	CauseAborted    = "aborted"      // the server finished with "abort"/"error"
+	CauseDecode     = "decode"       // a 2xx body that is not a chat completion
+	CauseStreamErr  = "stream_error" // an error event inside a 200 stream, no code
+	CauseCanceled   = "canceled"     // the caller's context was canceled
+	CauseRequest    = "request"      // the request could not be built
+	CauseOther      = "error"        // anything else
+)
+
+// HTTPCause is the cause of an HTTP error status: "http_429", "http_500".
+func HTTPCause(status int) string { return "http_" + strconv.Itoa(status) }
+
+// Error is a classified failure of one request: what the engine needs to
+// decide on a retry and what the error record keeps.
+type Error struct {
+	Status     int           // HTTP status; 0 when there was none
+	Message    string        // the server's own message when it sent one, else the error text
+	Cause      string        // short class, see the Cause constants
+	RetryAfter time.Duration // from a 429/503 Retry-After header; 0 when absent
+	Retryable  bool          // whether the same request may succeed later
+	Err        error         // the underlying error
+}
+
+var _ error = (*Error)(nil)
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Cause)
+	if e.Status != 0 && e.Cause != HTTPCause(e.Status) {
+		fmt.Fprintf(&b, " (status %d)", e.Status)
+	}
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	} else if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying error, so errors.Is(err, context.Canceled)
+// and errors.As(err, **openai.APIError) see through an *Error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// errStreamCut is the underlying error of a stream that ended (io.EOF, with or
+// without [DONE]) before any finish_reason: go-openai reports such an end as
+// a normal one, so it is ours to call it a failure.
+var errStreamCut = errors.New("stream ended before a finish_reason")
+
+// Classify turns any error from this package, go-openai, net/http or a
+// context into an *Error. It never returns nil for a non-nil err; for nil it
+// returns nil.
+func Classify(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var ce *Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	e := &Error{Err: err, Message: err.Error()}
+	var apiErr *openai.APIError
+	var reqErr *openai.RequestError
+	switch {
+	case errors.Is(err, context.Canceled):
+		e.Cause = CauseCanceled
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		e.Cause, e.Retryable = CauseTimeout, true
+	case errors.As(err, &apiErr):
+		status := apiErr.HTTPStatusCode
+		if status == 0 {
+			// An error event inside a 200 stream: vLLM puts its status in
+			// "code" (a number), OpenAI may put a string there.
+			if c, ok := apiErr.Code.(int); ok && c >= 400 && c <= 599 {
+				status = c
+			}
+		}
+		e.Status = status
+		if apiErr.Message != "" {
+			e.Message = apiErr.Message
+		}
+		if status == 0 {
+			e.Cause, e.Retryable = CauseStreamErr, true
+		} else {
+			e.Cause, e.Retryable = HTTPCause(status), retryableStatus(status)
+		}
+	case errors.As(err, &reqErr):
+		e.Status = reqErr.HTTPStatusCode
+		e.Cause, e.Retryable = HTTPCause(e.Status), retryableStatus(e.Status)
+		if m := errorMessage(reqErr.Body); m != "" {
+			e.Message = m
+		}
+	case errors.Is(err, errStreamCut), errors.Is(err, openai.ErrTooManyEmptyStreamMessages):
+		e.Cause, e.Retryable = CauseStreamCut, true
+	case isTimeout(err):
+		e.Cause, e.Retryable = CauseTimeout, true
+	case isConnection(err):
+		e.Cause, e.Retryable = CauseConnection, true
+	default:
+		e.Cause = CauseOther
+	}
+	return e
+}
+
+// retryableStatus: rate limits and server-side failures may pass; any other
+// 4xx is the request's own fault and will fail the same way again. 408 (the
+// server's request timeout) and 409 are transient by their definition.
+func retryableStatus(status int) bool {
+	switch {
+	case status == http.StatusTooManyRequests, status == http.StatusRequestTimeout,
+		status == http.StatusConflict:
+		return true
+	case status >= 500:
+		return true
+	}
+	return false
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func isConnection(err error) bool {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return true
+	}
+	var de *net.DNSError
+	return errors.As(err, &de)
+}
+
+// errorMessage extracts the server's message from an error body: OpenAI's
+// {"error":{"message":...}}, vLLM's {"object":"error","message":...}, a bare
+// {"error":"..."}, FastAPI's {"detail":...}; a message that is not a string
+// (vLLM nests validation details) is kept as its JSON text. A body that is not
+// JSON is kept as text, trimmed and bounded.
+func errorMessage(body []byte) string {
+	var top struct {
+		Error   json.RawMessage `json:"error"`
+		Message json.RawMessage `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if err := json.Unmarshal(body, &top); err != nil {
+		return boundedText(body)
+	}
+	if len(top.Error) > 0 && string(top.Error) != "null" {
+		var inner struct {
+			Message json.RawMessage `json:"message"`
+		}
+		if json.Unmarshal(top.Error, &inner) == nil && len(inner.Message) > 0 {
+			return rawText(inner.Message)
+		}
+		return rawText(top.Error)
+	}
+	if len(top.Message) > 0 && string(top.Message) != "null" {
+		return rawText(top.Message)
+	}
+	if len(top.Detail) > 0 && string(top.Detail) != "null" {
+		return rawText(top.Detail)
+	}
+	return boundedText(body)
+}
+
+// rawText is a JSON string's value, or any other JSON value's text.
+func rawText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return boundedText(raw)
+}
+
+// maxMessage bounds a message kept from a body that is not the expected
+// shape: an HTML error page from a proxy must not bloat DIR/errors/.
+const maxMessage = 2048
+
+func boundedText(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > maxMessage {
+		s = s[:maxMessage] + "..."
+	}
+	return s
+}
+
+// parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP date
+// (RFC 9110 10.2.3). Anything unparsable, negative or past is 0.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		if !(secs > 0) || secs > 1e9 { // also rejects NaN
+			return 0
+		}
+		return time.Duration(secs * float64(time.Second))
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0
+	}
+	if d := t.Sub(now); d > 0 {
+		return d
+	}
+	return 0
+}
