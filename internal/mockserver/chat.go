@@ -1,0 +1,353 @@
+package mockserver
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// maxBodyBytes bounds a request body: the longest real prompts are far below.
+const maxBodyBytes = 32 << 20
+
+// writeChunkBytes is how much streamed output is gathered before it is handed
+// to the connection when no pause forces an earlier flush.
+const writeChunkBytes = 8 << 10
+
+// Pre-encoded pieces of chunk frames; see appendChunkHead for the rest.
+var (
+	roleDelta  = []byte(`{"role":"assistant","content":""}`)
+	emptyDelta = []byte(`{"content":""}`)
+	tailNone   = []byte(`,"logprobs":null,"finish_reason":null}]}` + "\n\n")
+	tailStop   = []byte(`,"logprobs":null,"finish_reason":"stop","stop_reason":null}]}` + "\n\n")
+	tailLength = []byte(`,"logprobs":null,"finish_reason":"length","stop_reason":null}]}` + "\n\n")
+	doneFrame  = []byte("data: [DONE]\n\n")
+)
+
+// handleChat serves POST /v1/chat/completions, plain or streamed.
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	bp := s.bufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 1<<20 { // a huge prompt's buffer is not worth keeping
+			s.bufs.Put(bp)
+		}
+	}()
+	body, err := readBody(http.MaxBytesReader(w, r.Body, maxBodyBytes), (*bp)[:0])
+	*bp = body[:0]
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "BadRequestError", "read request body: "+err.Error(), "")
+		return
+	}
+	req, err := parseRequest(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "BadRequestError", err.Error(), "")
+		return
+	}
+	if req.Model != "" && req.Model != s.opts.Model {
+		writeError(w, http.StatusNotFound, "NotFoundError", "The model `"+req.Model+"` does not exist.", "model")
+		return
+	}
+	s.requests.Add(1)
+
+	g := &generation{
+		s: s, w: w, done: r.Context().Done(), buf: (*bp)[:0],
+		id: s.idSeq.Add(1), created: time.Now().Unix(),
+	}
+	if req.Stream {
+		// vLLM sends the headers as soon as it accepts the request; the body
+		// waits for the engine.
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		_ = g.flush() // a client already gone is seen while waiting for a slot
+	}
+	if !s.acquire(g.done) {
+		s.aborted.Add(1)
+		s.success.WithLabelValues("abort").Inc()
+		return
+	}
+	g.running = true
+	defer g.release()
+	prompt := req.promptTokens()
+	s.promptTokens.Add(int64(prompt))
+	g.start = time.Now()
+
+	p := newPlan(s.opts.Seed, req.promptHash(), s.opts.MeanTokens, req.limit())
+	var ok bool
+	if req.Stream {
+		ok = g.stream(&p, prompt, req.includeUsage())
+	} else {
+		ok = g.plain(&p, prompt)
+	}
+	*bp = g.buf[:0]
+	if !ok {
+		s.aborted.Add(1)
+		s.success.WithLabelValues("abort").Inc()
+	}
+}
+
+// generation is one answer being produced: its output buffer, its pacing and
+// the tokens not yet published to the counters.
+type generation struct {
+	s       *Server
+	w       http.ResponseWriter
+	id      uint64 // with the server's prefix, the chatcmpl- id
+	created int64
+	done    <-chan struct{}
+	buf     []byte
+	start   time.Time
+	timer   *time.Timer // made on the first pause and reused: one per request
+	pending int64
+	running bool
+}
+
+// pause waits until token i is due (TTFT, then one TokenDelay per token)
+// when pacing is on. Output gathered so far reaches the client first, and
+// the generated tokens reach the counters, so a scrape during a long answer
+// sees progress. It returns false when the client has gone.
+func (g *generation) pause(i int, stream bool) bool {
+	o := &g.s.opts
+	if o.TTFT == 0 && o.TokenDelay == 0 {
+		return true
+	}
+	d := time.Until(g.start.Add(o.TTFT + time.Duration(i)*o.TokenDelay))
+	if d <= 0 {
+		return true
+	}
+	g.publish() // before the flush: what a client has read is already counted
+	if stream && g.flush() != nil {
+		return false
+	}
+	if g.timer == nil {
+		g.timer = time.NewTimer(d)
+	} else {
+		g.timer.Reset(d)
+	}
+	select {
+	case <-g.timer.C:
+		return true
+	case <-g.done:
+		g.timer.Stop()
+		return false
+	}
+}
+
+func (g *generation) publish() {
+	g.s.genTokens.Add(g.pending)
+	g.pending = 0
+}
+
+// finish publishes a complete answer and frees its slot before the last
+// bytes go out, as vLLM does: a client that has read the whole answer then
+// sees the counters already include it.
+func (g *generation) finish(reason string) {
+	g.publish()
+	g.s.completed.Add(1)
+	g.s.success.WithLabelValues(reason).Inc()
+	g.release()
+}
+
+func (g *generation) release() {
+	if g.running {
+		g.running = false
+		g.publish()
+		g.s.release()
+	}
+}
+
+// write hands the gathered output to the connection.
+func (g *generation) write() error {
+	if len(g.buf) == 0 {
+		return nil
+	}
+	_, err := g.w.Write(g.buf)
+	g.buf = g.buf[:0]
+	return err
+}
+
+// flush writes and pushes everything to the client now. Every writer
+// net/http and httptest hand out can flush; one that cannot just buffers.
+func (g *generation) flush() error {
+	if err := g.write(); err != nil {
+		return err
+	}
+	if f, ok := g.w.(http.Flusher); ok {
+		f.Flush()
+	}
+	return nil
+}
+
+// stream sends the answer as vLLM's SSE chunks: the role, one chunk per
+// token (reasoning first, then content), the finish reason, the usage when
+// asked for, then [DONE]. Output is flushed before every pause, so each
+// chunk reaches the client when it is due; without pacing (TokenDelay and
+// TTFT 0) chunks go out in writeChunkBytes batches, which a client cannot
+// tell apart from a fast server but costs far fewer syscalls. It returns false when the client went away before
+// the answer was complete.
+func (g *generation) stream(p *plan, prompt int, usage bool) bool {
+	s := g.s
+	var headArr [192]byte
+	head := g.appendChunkHead(headArr[:0])
+	for i := range p.total {
+		if !g.pause(i, true) {
+			return false
+		}
+		if i == 0 {
+			g.buf = append(g.buf, head...)
+			g.buf = append(g.buf, roleDelta...)
+			g.buf = append(g.buf, tailNone...)
+		}
+		t := p.next()
+		g.buf = append(g.buf, head...)
+		if i < p.reasoning {
+			g.buf = append(g.buf, s.tok.reason[t]...)
+		} else {
+			g.buf = append(g.buf, s.tok.content[t]...)
+		}
+		if i == p.total-1 && p.finish == "length" {
+			g.buf = append(g.buf, tailLength...)
+		} else {
+			g.buf = append(g.buf, tailNone...)
+		}
+		g.pending++
+		if len(g.buf) >= writeChunkBytes && g.write() != nil {
+			return false
+		}
+	}
+	if p.finish == "stop" {
+		// The end-of-sequence token shows as an empty delta carrying the reason.
+		g.buf = append(g.buf, head...)
+		g.buf = append(g.buf, emptyDelta...)
+		g.buf = append(g.buf, tailStop...)
+	}
+	if usage {
+		g.buf = append(g.buf, "data: "...)
+		g.buf = g.appendEnvelope(g.buf, "chat.completion.chunk")
+		g.buf = append(g.buf, `"choices":[],"usage":`...)
+		g.buf = appendUsage(g.buf, prompt, p.total, false)
+		g.buf = append(g.buf, "}\n\n"...)
+	}
+	g.buf = append(g.buf, doneFrame...)
+	g.finish(p.finish)
+	_ = g.flush() // the answer is counted: a client gone now is not an abort
+	return true
+}
+
+// plain sends the answer as one chat.completion object. It returns false
+// when the client went away before the answer was complete.
+func (g *generation) plain(p *plan, prompt int) bool {
+	s := g.s
+	field := s.opts.ReasoningField
+	g.buf = g.appendEnvelope(g.buf, "chat.completion")
+	g.buf = append(g.buf, `"choices":[{"index":0,"message":{"role":"assistant","`...)
+	if field == FieldNone {
+		g.buf = append(g.buf, `content":"`...)
+	} else {
+		if field == FieldReasoningContent {
+			g.buf = append(g.buf, FieldReasoningContent...)
+		} else {
+			g.buf = append(g.buf, FieldReasoning...)
+		}
+		g.buf = append(g.buf, `":"`...)
+	}
+	reasonStart := len(g.buf)
+	for i := range p.total {
+		if !g.pause(i, false) {
+			return false
+		}
+		if i == p.reasoning && field != FieldNone {
+			g.endReasoning(reasonStart)
+		}
+		g.buf = append(g.buf, s.tok.escaped[p.next()]...)
+		g.pending++
+	}
+	if p.reasoning == p.total && field != FieldNone { // no content token was generated
+		g.endReasoning(reasonStart)
+	}
+	g.buf = append(g.buf, `","tool_calls":[]},"logprobs":null,"finish_reason":"`...)
+	g.buf = append(g.buf, p.finish...)
+	g.buf = append(g.buf, `","stop_reason":null}],"usage":`...)
+	g.buf = appendUsage(g.buf, prompt, p.total, true)
+	g.buf = append(g.buf, `,"prompt_logprobs":null}`...)
+	g.finish(p.finish)
+
+	g.w.Header().Set("Content-Type", "application/json")
+	g.w.Header().Set("Content-Length", strconv.Itoa(len(g.buf)))
+	_ = g.write() // the answer is counted: a client gone now is not an abort
+	return true
+}
+
+// endReasoning closes the plain answer's reasoning string (copying it into
+// reasoning_content too for FieldBoth) and opens the content string.
+func (g *generation) endReasoning(reasonStart int) {
+	if g.s.opts.ReasoningField == FieldBoth {
+		end := len(g.buf)
+		g.buf = append(g.buf, `","reasoning_content":"`...)
+		g.buf = append(g.buf, g.buf[reasonStart:end]...)
+	}
+	g.buf = append(g.buf, `","content":"`...)
+}
+
+// appendChunkHead appends a stream chunk's frame up to its delta:
+// `data: {"id":...,"choices":[{"index":0,"delta":`.
+func (g *generation) appendChunkHead(b []byte) []byte {
+	b = append(b, "data: "...)
+	b = g.appendEnvelope(b, "chat.completion.chunk")
+	return append(b, `"choices":[{"index":0,"delta":`...)
+}
+
+// appendEnvelope appends `{"id":"chatcmpl-...","object":OBJECT,"created":N,"model":M,`:
+// every chunk of one answer carries the same id and created time.
+func (g *generation) appendEnvelope(b []byte, object string) []byte {
+	s := g.s
+	b = append(b, `{"id":"chatcmpl-`...)
+	b = appendHex(b, s.idPrefix)
+	b = appendHex(b, g.id)
+	b = append(b, `","object":"`...)
+	b = append(b, object...)
+	b = append(b, `","created":`...)
+	b = strconv.AppendInt(b, g.created, 10)
+	b = append(b, `,"model":`...)
+	b = append(b, s.modelJSON...)
+	return append(b, ',')
+}
+
+// appendUsage appends vLLM's usage object; the plain answer's carries
+// prompt_tokens_details (null), the stream's usage chunk drops nulls.
+func appendUsage(b []byte, prompt, completion int, details bool) []byte {
+	b = append(b, `{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(prompt), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(prompt+completion), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(completion), 10)
+	if details {
+		b = append(b, `,"prompt_tokens_details":null`...)
+	}
+	return append(b, '}')
+}
+
+// appendHex appends v as 16 lowercase hex digits.
+func appendHex(b []byte, v uint64) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 60; shift >= 0; shift -= 4 {
+		b = append(b, digits[(v>>uint(shift))&0xf])
+	}
+	return b
+}
+
+// readBody reads r to its end into b, growing it as needed.
+func readBody(r io.Reader, b []byte) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}

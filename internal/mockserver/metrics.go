@@ -1,0 +1,69 @@
+package mockserver
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// nominalCapacity is the number of sequences taken to fill the KV cache when
+// MaxRunning is unlimited, so kv_cache_usage_perc still moves with load.
+const nominalCapacity = 256
+
+// registerMetrics exposes the server's counters under vLLM's metric names and
+// labels. Token counters and gauges read the same atomics as Stats, so the
+// two never disagree. Each Server has its own registry: two servers in one
+// process (tests) do not collide.
+func (s *Server) registerMetrics() {
+	labels := prometheus.Labels{"model_name": s.opts.Model, "engine": "0"}
+	s.registry = prometheus.NewRegistry()
+	s.success = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name:        "vllm:request_success_total",
+		Help:        "Count of successfully processed requests.",
+		ConstLabels: labels,
+	}, []string{"finished_reason"})
+	for _, reason := range []string{"stop", "length", "abort"} {
+		s.success.WithLabelValues(reason) // vLLM exports every reason from the start
+	}
+	s.registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "vllm:generation_tokens_total",
+			Help:        "Number of generation tokens processed.",
+			ConstLabels: labels,
+		}, func() float64 { return float64(s.genTokens.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "vllm:prompt_tokens_total",
+			Help:        "Number of prefill tokens processed.",
+			ConstLabels: labels,
+		}, func() float64 { return float64(s.promptTokens.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "vllm:num_requests_running",
+			Help:        "Number of requests in model execution batches.",
+			ConstLabels: labels,
+		}, func() float64 { return float64(s.running.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "vllm:num_requests_waiting",
+			Help:        "Number of requests waiting to be processed.",
+			ConstLabels: labels,
+		}, func() float64 { return float64(s.waiting.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "vllm:kv_cache_usage_perc",
+			Help:        "KV-cache usage. 1 means 100 percent usage.",
+			ConstLabels: labels,
+		}, s.kvCacheUsage),
+		s.success,
+	)
+}
+
+func (s *Server) kvCacheUsage() float64 {
+	capacity := float64(nominalCapacity)
+	if s.opts.MaxRunning > 0 {
+		capacity = float64(s.opts.MaxRunning)
+	}
+	return min(float64(s.running.Load())/capacity, 1)
+}
+
+func (s *Server) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})
+}

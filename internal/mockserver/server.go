@@ -1,0 +1,266 @@
+// Package mockserver is a vLLM-like OpenAI-compatible server for running and
+// testing synthgen offline: /v1/models, /v1/chat/completions (plain and
+// streamed, with reasoning and content in vLLM's exact shapes), and a
+// Prometheus /metrics with vLLM's metric names. Answers are made of word
+// pieces from a small vocabulary; their lengths are long-tailed and a pure
+// function of the seed and the prompt, so retries and resumes see the same
+// answer. It serves a bounded number of requests at once and queues the rest,
+// like vLLM's continuous batching, so load tests see realistic back-pressure.
+package mockserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ReasoningField values: where the reasoning text goes in messages and deltas.
+const (
+	FieldReasoning        = "reasoning"         // vLLM >= 0.11
+	FieldReasoningContent = "reasoning_content" // older vLLM, SGLang
+	FieldBoth             = "both"              // both fields, same text
+	FieldNone             = "none"              // no reasoning parser: the whole answer is content
+)
+
+// Options configures a Server. The zero value is usable: see the defaults.
+type Options struct {
+	Model          string        // default "mock-model"
+	ReasoningField string        // FieldReasoning (default), FieldReasoningContent, FieldBoth or FieldNone
+	TokenDelay     time.Duration // per generated token; 0 = as fast as possible
+	TTFT           time.Duration // time to first token, counted from when the request starts running
+	MeanTokens     int           // mean completion length (reasoning+content) in tokens, default 300; lognormal, capped by max_tokens
+	MaxRunning     int           // requests served at once; the rest wait in a FIFO queue; 0 = unlimited
+	Seed           int64         // an answer is a pure function of (Seed, request messages)
+}
+
+// DefaultModel is the model name served when Options.Model is empty.
+const DefaultModel = "mock-model"
+
+// DefaultMeanTokens is the mean answer length when Options.MeanTokens is 0.
+const DefaultMeanTokens = 300
+
+// Validate reports the first invalid option, naming it.
+func (o Options) Validate() error {
+	switch o.ReasoningField {
+	case "", FieldReasoning, FieldReasoningContent, FieldBoth, FieldNone:
+	default:
+		return fmt.Errorf("reasoning field %q: want %s, %s, %s or %s",
+			o.ReasoningField, FieldReasoning, FieldReasoningContent, FieldBoth, FieldNone)
+	}
+	if o.TokenDelay < 0 {
+		return fmt.Errorf("token delay %v: must not be negative", o.TokenDelay)
+	}
+	if o.TTFT < 0 {
+		return fmt.Errorf("ttft %v: must not be negative", o.TTFT)
+	}
+	if o.MeanTokens < 0 {
+		return fmt.Errorf("mean tokens %d: must not be negative", o.MeanTokens)
+	}
+	if o.MaxRunning < 0 {
+		return fmt.Errorf("max running %d: must not be negative", o.MaxRunning)
+	}
+	return nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.Model == "" {
+		o.Model = DefaultModel
+	}
+	if o.ReasoningField == "" {
+		o.ReasoningField = FieldReasoning
+	}
+	if o.MeanTokens == 0 {
+		o.MeanTokens = DefaultMeanTokens
+	}
+	return o
+}
+
+// Stats is a snapshot of a Server's counters.
+type Stats struct {
+	Requests         int64 // chat completion requests accepted (valid ones)
+	Completed        int64 // answers sent in full
+	Aborted          int64 // requests whose client went away first
+	Running          int64 // being generated now
+	Waiting          int64 // queued for a running slot
+	PeakRunning      int64 // the most ever running at once
+	GenerationTokens int64 // tokens generated, counted as they are produced
+	PromptTokens     int64 // prompt tokens of requests that started running
+}
+
+// Server is the mock: an http.Handler serving vLLM's OpenAI-compatible API.
+type Server struct {
+	opts      Options
+	tok       *tokens
+	modelJSON []byte // the model name as a JSON string
+	created   int64  // the model's creation time in /v1/models
+	mux       *http.ServeMux
+	slots     chan struct{} // nil when MaxRunning is 0
+
+	idPrefix uint64
+	idSeq    atomic.Uint64
+
+	requests, completed, aborted atomic.Int64
+	running, waiting, peak       atomic.Int64
+	genTokens, promptTokens      atomic.Int64
+
+	registry *prometheus.Registry
+	success  *prometheus.CounterVec // vllm:request_success_total{finished_reason}
+
+	bufs sync.Pool // *[]byte: response assembly buffers
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New returns a Server for opts. It panics when opts.Validate fails: callers
+// that take options from a person validate them first.
+func New(opts Options) *Server {
+	if err := opts.Validate(); err != nil {
+		panic("mockserver: " + err.Error())
+	}
+	opts = opts.withDefaults()
+	model, _ := json.Marshal(opts.Model) // a string always marshals
+	s := &Server{
+		opts:      opts,
+		tok:       newTokens(opts.ReasoningField),
+		modelJSON: model,
+		created:   time.Now().Unix(),
+		idPrefix:  rand.Uint64(),
+	}
+	if opts.MaxRunning > 0 {
+		s.slots = make(chan struct{}, opts.MaxRunning)
+	}
+	s.bufs.New = func() any { b := make([]byte, 0, 16<<10); return &b }
+	s.registerMetrics()
+
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("GET /v1/models", s.handleModels)
+	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	s.mux.Handle("GET /metrics", s.metricsHandler())
+	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {})
+	return s
+}
+
+// ServeHTTP routes a request to one of the endpoints.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
+
+// Options returns the options in force, defaults applied.
+func (s *Server) Options() Options { return s.opts }
+
+// Stats returns a snapshot of the counters. Each field is read atomically;
+// the fields together are not one instant.
+func (s *Server) Stats() Stats {
+	return Stats{
+		Requests:         s.requests.Load(),
+		Completed:        s.completed.Load(),
+		Aborted:          s.aborted.Load(),
+		Running:          s.running.Load(),
+		Waiting:          s.waiting.Load(),
+		PeakRunning:      s.peak.Load(),
+		GenerationTokens: s.genTokens.Load(),
+		PromptTokens:     s.promptTokens.Load(),
+	}
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	type permission struct {
+		ID                 string  `json:"id"`
+		Object             string  `json:"object"`
+		Created            int64   `json:"created"`
+		AllowCreateEngine  bool    `json:"allow_create_engine"`
+		AllowSampling      bool    `json:"allow_sampling"`
+		AllowLogprobs      bool    `json:"allow_logprobs"`
+		AllowSearchIndices bool    `json:"allow_search_indices"`
+		AllowView          bool    `json:"allow_view"`
+		AllowFineTuning    bool    `json:"allow_fine_tuning"`
+		Organization       string  `json:"organization"`
+		Group              *string `json:"group"`
+		IsBlocking         bool    `json:"is_blocking"`
+	}
+	type model struct {
+		ID          string       `json:"id"`
+		Object      string       `json:"object"`
+		Created     int64        `json:"created"`
+		OwnedBy     string       `json:"owned_by"`
+		Root        string       `json:"root"`
+		Parent      *string      `json:"parent"`
+		MaxModelLen int          `json:"max_model_len"`
+		Permission  []permission `json:"permission"`
+	}
+	body := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{"list", []model{{
+		ID: s.opts.Model, Object: "model", Created: s.created, OwnedBy: "vllm",
+		Root: s.opts.Model, MaxModelLen: maxTokenLimit,
+		Permission: []permission{{
+			ID: "modelperm-" + strconv.FormatUint(s.idPrefix, 16), Object: "model_permission",
+			Created: s.created, AllowSampling: true, AllowLogprobs: true, AllowView: true,
+			Organization: "*",
+		}},
+	}}}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(body) // a write error means the client left
+}
+
+// writeError answers with vLLM's error shape; an empty param is null.
+func writeError(w http.ResponseWriter, code int, typ, msg, param string) {
+	var p *string
+	if param != "" {
+		p = &param
+	}
+	b, _ := json.Marshal(struct {
+		Object  string  `json:"object"`
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    int     `json:"code"`
+	}{"error", msg, typ, p, code})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+// acquire waits for a running slot in FIFO order (blocked channel senders
+// are served first come, first served) and counts the request as running.
+// It fails only when the request's context ends first.
+func (s *Server) acquire(done <-chan struct{}) bool {
+	if s.slots != nil {
+		select {
+		case s.slots <- struct{}{}:
+		default:
+			s.waiting.Add(1)
+			select {
+			case s.slots <- struct{}{}:
+				s.waiting.Add(-1)
+			case <-done:
+				s.waiting.Add(-1)
+				return false
+			}
+		}
+	}
+	n := s.running.Add(1)
+	for {
+		p := s.peak.Load()
+		if n <= p || s.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	return true
+}
+
+func (s *Server) release() {
+	s.running.Add(-1)
+	if s.slots != nil {
+		<-s.slots
+	}
+}
