@@ -1,0 +1,224 @@
+// Package config holds synthgen's one typed configuration: its defaults, the
+// keys users and scripts depend on (DESIGN.md, "The config"), loading from a
+// YAML/TOML/JSON file, SYNTHGEN_* environment variables and flags, and
+// validation that names the bad key. Only cmd reads a Config; the other
+// packages take small option structs built from it.
+package config
+
+import (
+	"encoding/json"
+	"net/url"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Config is the whole effective configuration of a run.
+type Config struct {
+	Endpoint    EndpointConfig   `mapstructure:"endpoint"`
+	Dataset     DatasetConfig    `mapstructure:"dataset"`
+	Generation  GenerationConfig `mapstructure:"generation"`
+	Concurrency int              `mapstructure:"concurrency"`
+	Retry       RetryConfig      `mapstructure:"retry"`
+	Output      OutputConfig     `mapstructure:"output"`
+	Progress    ProgressConfig   `mapstructure:"progress"`
+	Shutdown    ShutdownConfig   `mapstructure:"shutdown"`
+}
+
+// EndpointConfig says which OpenAI-compatible server answers and how.
+type EndpointConfig struct {
+	BaseURL    string        `mapstructure:"base_url"`
+	Model      string        `mapstructure:"model"`
+	APIKeyEnv  string        `mapstructure:"api_key_env"`
+	Timeout    time.Duration `mapstructure:"timeout"`
+	MetricsURL string        `mapstructure:"metrics_url"`
+}
+
+// DatasetConfig says where the prompts come from and how rows map to them.
+type DatasetConfig struct {
+	Path        string `mapstructure:"path"`
+	Format      string `mapstructure:"format"`
+	PromptField string `mapstructure:"prompt_field"`
+	IDField     string `mapstructure:"id_field"`
+	Limit       int64  `mapstructure:"limit"`
+	OnBadRow    string `mapstructure:"on_bad_row"`
+}
+
+// GenerationConfig is what is asked of the model for every prompt.
+type GenerationConfig struct {
+	MaxTokens    int            `mapstructure:"max_tokens"`
+	Temperature  float64        `mapstructure:"temperature"`
+	TopP         float64        `mapstructure:"top_p"`
+	N            int            `mapstructure:"n"`
+	SystemPrompt string         `mapstructure:"system_prompt"`
+	Stream       bool           `mapstructure:"stream"`
+	ExtraBody    map[string]any `mapstructure:"extra_body"`
+}
+
+// RetryConfig bounds the retries done inside a request's slot.
+type RetryConfig struct {
+	MaxAttempts    int           `mapstructure:"max_attempts"`
+	InitialBackoff time.Duration `mapstructure:"initial_backoff"`
+	MaxBackoff     time.Duration `mapstructure:"max_backoff"`
+}
+
+// OutputConfig says where and how records are written.
+type OutputConfig struct {
+	Dir          string        `mapstructure:"dir"`
+	Format       string        `mapstructure:"format"`
+	ShardSize    int           `mapstructure:"shard_size"`
+	SyncInterval time.Duration `mapstructure:"sync_interval"`
+}
+
+// ProgressConfig paces the plain progress lines printed when not on a TTY.
+type ProgressConfig struct {
+	Interval time.Duration `mapstructure:"interval"`
+}
+
+// ShutdownConfig bounds the graceful stage of shutdown.
+type ShutdownConfig struct {
+	Grace time.Duration `mapstructure:"grace"`
+}
+
+// Default returns the configuration of DESIGN.md's table. Each call returns
+// its own ExtraBody map, so callers may modify the result freely.
+func Default() Config {
+	return Config{
+		Endpoint: EndpointConfig{
+			BaseURL:   "http://localhost:8000/v1",
+			APIKeyEnv: "OPENAI_API_KEY",
+			Timeout:   30 * time.Minute,
+		},
+		Dataset: DatasetConfig{
+			Path:     "examples/data/sample.jsonl",
+			Format:   "auto",
+			OnBadRow: "skip",
+		},
+		Generation: GenerationConfig{
+			MaxTokens:   8192,
+			Temperature: 0.6,
+			TopP:        0.95,
+			N:           1,
+			Stream:      true,
+			ExtraBody:   map[string]any{},
+		},
+		Concurrency: 200,
+		Retry: RetryConfig{
+			MaxAttempts:    6,
+			InitialBackoff: time.Second,
+			MaxBackoff:     60 * time.Second,
+		},
+		Output: OutputConfig{
+			Dir:          "out/run",
+			Format:       "parquet",
+			ShardSize:    1000,
+			SyncInterval: time.Second,
+		},
+		Progress: ProgressConfig{Interval: 10 * time.Second},
+		Shutdown: ShutdownConfig{Grace: 2 * time.Minute},
+	}
+}
+
+// APIKey returns the API key from the environment variable the config names;
+// the key itself never enters a Config, so it cannot leak into the manifest.
+func (c Config) APIKey() string {
+	if c.Endpoint.APIKeyEnv == "" {
+		return ""
+	}
+	return os.Getenv(c.Endpoint.APIKeyEnv)
+}
+
+// AnswerKeys returns the keys whose values change the answers (DESIGN.md,
+// invariant 4), each as a canonical string, for the manifest's hash: a resume
+// whose map differs is refused with the differing keys named. Throughput,
+// durability and transport settings are left out on purpose (changing them
+// between runs is normal), and so are dataset.limit (growing it only adds rows)
+// and generation.stream (same answers either way).
+func (c Config) AnswerKeys() map[string]string {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	return map[string]string{
+		"endpoint.model":           c.Endpoint.Model,
+		"generation.max_tokens":    strconv.Itoa(c.Generation.MaxTokens),
+		"generation.temperature":   f(c.Generation.Temperature),
+		"generation.top_p":         f(c.Generation.TopP),
+		"generation.n":             strconv.Itoa(c.Generation.N),
+		"generation.system_prompt": c.Generation.SystemPrompt,
+		"generation.extra_body":    canonicalJSON(c.Generation.ExtraBody),
+		"dataset.path":             c.Dataset.Path,
+		"dataset.format":           c.Dataset.Format,
+		"dataset.prompt_field":     c.Dataset.PromptField,
+		"dataset.id_field":         c.Dataset.IDField,
+	}
+}
+
+// canonicalJSON encodes v with sorted object keys (encoding/json sorts map
+// keys), so equal bodies give equal strings whatever order the file had.
+// A nil or empty map is "{}" in both cases so that an absent extra_body and
+// an explicit `extra_body: {}` hash the same.
+func canonicalJSON(m map[string]any) string {
+	if len(m) == 0 {
+		return "{}"
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		// Validate rejects bodies that do not encode; a Config built by hand
+		// still gets a stable, visibly wrong value instead of a panic.
+		return "!unencodable: " + err.Error()
+	}
+	return string(b)
+}
+
+// Redacted returns the effective configuration as a nested map (the shape of
+// the config file) for the manifest. It holds no secret: the API key is never
+// in a Config (api_key_env is only the variable's name), and passwords in
+// URLs are masked. Durations are strings such as "30m0s".
+func (c Config) Redacted() map[string]any {
+	out := map[string]any{}
+	for _, k := range keys {
+		var v any
+		switch p := k.field(&c).(type) {
+		case *string:
+			v = *p
+			if k.url && *p != "" {
+				if u, err := url.Parse(*p); err == nil {
+					v = u.Redacted()
+				}
+			}
+		case *int:
+			v = *p
+		case *int64:
+			v = *p
+		case *float64:
+			v = *p
+		case *bool:
+			v = *p
+		case *time.Duration:
+			v = p.String()
+		case *map[string]any:
+			v = deepCopy(*p)
+		}
+		setNested(out, k.name, v)
+	}
+	return out
+}
+
+// deepCopy copies a JSON-like tree so the manifest's copy cannot alias the
+// Config's map.
+func deepCopy(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(t))
+		for k, e := range t {
+			m[k] = deepCopy(e)
+		}
+		return m
+	case []any:
+		s := make([]any, len(t))
+		for i, e := range t {
+			s[i] = deepCopy(e)
+		}
+		return s
+	default:
+		return v
+	}
+}

@@ -1,0 +1,172 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// key is one config key: its dotted name (also its flag name), a one-line
+// usage for --help, and the Config field it fills. The table below is the
+// single list that flags, environment variables, the unknown-key check, the
+// manifest and the tests all walk, so a key cannot exist in one and not the
+// others.
+type key struct {
+	name  string
+	usage string
+	// field returns a pointer to the key's field in c: *string, *int, *int64,
+	// *float64, *bool, *time.Duration or *map[string]any.
+	field func(c *Config) any
+	// url marks strings that are URLs, whose passwords Redacted masks.
+	url bool
+}
+
+var keys = []key{
+	{name: "endpoint.base_url", url: true, usage: "root URL of the OpenAI-compatible API the requests go to", field: func(c *Config) any { return &c.Endpoint.BaseURL }},
+	{name: "endpoint.model", usage: "model to ask for; empty: the first model listed by /v1/models", field: func(c *Config) any { return &c.Endpoint.Model }},
+	{name: "endpoint.api_key_env", usage: "name of the environment variable holding the API key (the key itself is never stored)", field: func(c *Config) any { return &c.Endpoint.APIKeyEnv }},
+	{name: "endpoint.timeout", usage: "time limit for one whole request, a streamed answer included", field: func(c *Config) any { return &c.Endpoint.Timeout }},
+	{name: "endpoint.metrics_url", url: true, usage: "the server's Prometheus /metrics URL; empty: derived from base_url", field: func(c *Config) any { return &c.Endpoint.MetricsURL }},
+
+	{name: "dataset.path", usage: "dataset file or glob (.jsonl, .json, .parquet; gzip and zstd read transparently)", field: func(c *Config) any { return &c.Dataset.Path }},
+	{name: "dataset.format", usage: "row shape: auto, sharegpt, messages, prompt or alpaca", field: func(c *Config) any { return &c.Dataset.Format }},
+	{name: "dataset.prompt_field", usage: "column holding the prompt text (required with dataset.format prompt)", field: func(c *Config) any { return &c.Dataset.PromptField }},
+	{name: "dataset.id_field", usage: "column holding each row's id; empty: the 0-based row index", field: func(c *Config) any { return &c.Dataset.IDField }},
+	{name: "dataset.limit", usage: "use only the first N rows; 0: all rows", field: func(c *Config) any { return &c.Dataset.Limit }},
+	{name: "dataset.on_bad_row", usage: "what a malformed row does: skip (reported with file:line and counted) or fail", field: func(c *Config) any { return &c.Dataset.OnBadRow }},
+
+	{name: "generation.max_tokens", usage: "most tokens one answer may have", field: func(c *Config) any { return &c.Generation.MaxTokens }},
+	{name: "generation.temperature", usage: "sampling temperature (0 is sent to the server as 0)", field: func(c *Config) any { return &c.Generation.Temperature }},
+	{name: "generation.top_p", usage: "nucleus sampling probability mass, greater than 0 and at most 1", field: func(c *Config) any { return &c.Generation.TopP }},
+	{name: "generation.n", usage: "samples (answers) per prompt", field: func(c *Config) any { return &c.Generation.N }},
+	{name: "generation.system_prompt", usage: "system turn to set or replace in every prompt; empty: keep the dataset's", field: func(c *Config) any { return &c.Generation.SystemPrompt }},
+	{name: "generation.stream", usage: "stream answers (tokens counted as they arrive, time to first token measured)", field: func(c *Config) any { return &c.Generation.Stream }},
+	{name: "generation.extra_body", usage: `JSON object merged into every request body, e.g. '{"top_k":20}'`, field: func(c *Config) any { return &c.Generation.ExtraBody }},
+
+	{name: "concurrency", usage: "requests kept in flight at once", field: func(c *Config) any { return &c.Concurrency }},
+
+	{name: "retry.max_attempts", usage: "tries per request, the first one included", field: func(c *Config) any { return &c.Retry.MaxAttempts }},
+	{name: "retry.initial_backoff", usage: "wait before the first retry; it doubles on each further retry", field: func(c *Config) any { return &c.Retry.InitialBackoff }},
+	{name: "retry.max_backoff", usage: "longest wait between two tries", field: func(c *Config) any { return &c.Retry.MaxBackoff }},
+
+	{name: "output.dir", usage: "output directory (manifest, data shards, errors); running again resumes it", field: func(c *Config) any { return &c.Output.Dir }},
+	{name: "output.format", usage: "shard format: jsonl or parquet", field: func(c *Config) any { return &c.Output.Format }},
+	{name: "output.shard_size", usage: "records per shard file", field: func(c *Config) any { return &c.Output.ShardSize }},
+	{name: "output.sync_interval", usage: "longest time a finished record waits for fsync; 0: fsync every record", field: func(c *Config) any { return &c.Output.SyncInterval }},
+
+	{name: "progress.interval", usage: "time between plain progress lines when output is not a terminal", field: func(c *Config) any { return &c.Progress.Interval }},
+
+	{name: "shutdown.grace", usage: "after the first signal, how long in-flight requests may still finish", field: func(c *Config) any { return &c.Shutdown.Grace }},
+}
+
+// extraBodyKey is free-form below itself: its contents go to the server as
+// written, so it is never checked for unknown keys nor handed to viper (which
+// would lowercase the keys inside it).
+const extraBodyKey = "generation.extra_body"
+
+// Keys returns every config key's dotted name, in the order of DESIGN.md.
+func Keys() []string {
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.name
+	}
+	return names
+}
+
+// EnvName returns the environment variable that sets a key:
+// "endpoint.base_url" is SYNTHGEN_ENDPOINT_BASE_URL.
+func EnvName(key string) string {
+	return envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+const envPrefix = "SYNTHGEN"
+
+// RegisterFlags adds one flag per config key to fs, named by its dotted key
+// (--dataset.limit, --generation.stream=false), with the key's default.
+// generation.extra_body is a JSON object string. Only flags the user set
+// override the other sources in Load. Calling it twice on one FlagSet panics,
+// as pflag does for any redefined flag.
+func RegisterFlags(fs *pflag.FlagSet) {
+	def := Default()
+	for _, k := range keys {
+		switch p := k.field(&def).(type) {
+		case *string:
+			fs.String(k.name, *p, k.usage)
+		case *int:
+			fs.Int(k.name, *p, k.usage)
+		case *int64:
+			fs.Int64(k.name, *p, k.usage)
+		case *float64:
+			fs.Float64(k.name, *p, k.usage)
+		case *bool:
+			fs.Bool(k.name, *p, k.usage)
+		case *time.Duration:
+			fs.Duration(k.name, *p, k.usage)
+		case *map[string]any:
+			fs.String(k.name, canonicalJSON(*p), k.usage)
+		default:
+			panic(fmt.Sprintf("config: key %s has unsupported field type %T", k.name, p))
+		}
+	}
+}
+
+// setNested stores v in m under a dotted key, creating the sections on the way.
+func setNested(m map[string]any, dotted string, v any) {
+	parts := strings.Split(dotted, ".")
+	for _, p := range parts[:len(parts)-1] {
+		sub, ok := m[p].(map[string]any)
+		if !ok {
+			sub = map[string]any{}
+			m[p] = sub
+		}
+		m = sub
+	}
+	m[parts[len(parts)-1]] = v
+}
+
+// jsonObject decodes s as one JSON object, keeping numbers exact
+// (json.Number) so that a large integer such as a seed reaches the server
+// unchanged.
+func jsonObject(s string) (map[string]any, error) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("not a JSON object: data after the closing brace")
+	}
+	if m == nil {
+		// "null" decodes to a nil map without error.
+		return nil, fmt.Errorf("not a JSON object: null")
+	}
+	return m, nil
+}
+
+var (
+	// keyByName indexes keys by dotted name.
+	keyByName = map[string]key{}
+	// sections holds every proper prefix of a key ("generation", ...).
+	sections = map[string]bool{}
+	// sectionNames is sections in a fixed order, for deterministic suggestions.
+	sectionNames []string
+)
+
+func init() {
+	for _, k := range keys {
+		keyByName[k.name] = k
+		parts := strings.Split(k.name, ".")
+		for i := 1; i < len(parts); i++ {
+			s := strings.Join(parts[:i], ".")
+			if !sections[s] {
+				sections[s] = true
+				sectionNames = append(sectionNames, s)
+			}
+		}
+	}
+}

@@ -1,0 +1,160 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// FieldError says which config key is wrong and why:
+// `output.format: "csv" is not one of jsonl, parquet`.
+type FieldError struct {
+	Key    string // dotted key, e.g. "output.format"
+	Value  any    // the offending value (masked where it may be a secret)
+	Reason string // what is wrong, for a person; it quotes the value where that helps
+	// related names other keys that took part in a cross-key rule, so Load
+	// can say where the value came from even when Key itself was not set.
+	related []string
+}
+
+func (e *FieldError) Error() string { return e.Key + ": " + e.Reason }
+
+// Enumerated values, in the order their errors list them.
+var (
+	DatasetFormats = []string{"auto", "sharegpt", "messages", "prompt", "alpaca"}
+	OutputFormats  = []string{"jsonl", "parquet"}
+	BadRowPolicies = []string{"skip", "fail"}
+)
+
+// bodyKeysOwnedByConfig are request fields that typed keys already set;
+// the same field in extra_body would make what the server receives depend
+// on merge order instead of on what the config says.
+var bodyKeysOwnedByConfig = map[string]string{
+	"model":       "endpoint.model",
+	"messages":    "the dataset",
+	"stream":      "generation.stream",
+	"n":           "generation.n",
+	"max_tokens":  "generation.max_tokens",
+	"temperature": "generation.temperature",
+	"top_p":       "generation.top_p",
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Validate checks every key and returns nil, one *FieldError, or several
+// joined with errors.Join (each found with errors.As or by unwrapping).
+func (c Config) Validate() error {
+	var errs []error
+	add := func(key string, v any, reason string, related ...string) {
+		errs = append(errs, &FieldError{Key: key, Value: v, Reason: reason, related: related})
+	}
+	positiveDur := func(key string, d time.Duration) {
+		if d <= 0 {
+			add(key, d, fmt.Sprintf("%s must be greater than 0", d))
+		}
+	}
+	atLeast := func(key string, v, min int64) {
+		if v < min {
+			add(key, v, fmt.Sprintf("%d is less than %d", v, min))
+		}
+	}
+	oneOf := func(key, v string, allowed []string) {
+		if !slices.Contains(allowed, v) {
+			add(key, v, fmt.Sprintf("%q is not one of %s", v, strings.Join(allowed, ", ")))
+		}
+	}
+	httpURL := func(key, v string) {
+		u, err := url.Parse(v)
+		switch {
+		case err != nil:
+			add(key, v, fmt.Sprintf("%q is not a URL: %v", v, errors.Unwrap(err)))
+		case u.Scheme != "http" && u.Scheme != "https":
+			add(key, v, fmt.Sprintf("%q is not an http:// or https:// URL", v))
+		case u.Host == "":
+			add(key, v, fmt.Sprintf("%q has no host", v))
+		}
+	}
+
+	e := c.Endpoint
+	httpURL("endpoint.base_url", e.BaseURL)
+	if e.MetricsURL != "" {
+		httpURL("endpoint.metrics_url", e.MetricsURL)
+	}
+	if e.APIKeyEnv != "" && !envNameRE.MatchString(e.APIKeyEnv) {
+		// The value is not echoed: a string that is not a variable name is
+		// most likely the key itself pasted in by mistake.
+		add("endpoint.api_key_env", "(hidden)", "must be the name of an environment variable (letters, digits, _), not the key itself")
+	}
+	positiveDur("endpoint.timeout", e.Timeout)
+
+	d := c.Dataset
+	if strings.TrimSpace(d.Path) == "" {
+		add("dataset.path", d.Path, "must not be empty")
+	}
+	oneOf("dataset.format", d.Format, DatasetFormats)
+	if d.Format == "prompt" && d.PromptField == "" {
+		add("dataset.prompt_field", d.PromptField, `required when dataset.format is "prompt"`, "dataset.format")
+	}
+	atLeast("dataset.limit", d.Limit, 0)
+	oneOf("dataset.on_bad_row", d.OnBadRow, BadRowPolicies)
+
+	g := c.Generation
+	atLeast("generation.max_tokens", int64(g.MaxTokens), 1)
+	if !(g.Temperature >= 0) || math.IsInf(g.Temperature, 0) {
+		add("generation.temperature", g.Temperature, fmt.Sprintf("%v must be a finite number at least 0", g.Temperature))
+	}
+	if !(g.TopP > 0 && g.TopP <= 1) {
+		add("generation.top_p", g.TopP, fmt.Sprintf("%v is not greater than 0 and at most 1", g.TopP))
+	}
+	atLeast("generation.n", int64(g.N), 1)
+	for _, k := range slices.Sorted(maps.Keys(g.ExtraBody)) {
+		if owner, ok := bodyKeysOwnedByConfig[k]; ok {
+			add("generation.extra_body", k, fmt.Sprintf("%q is set by %s; set it there", k, owner))
+		}
+	}
+	if _, err := json.Marshal(g.ExtraBody); err != nil {
+		add("generation.extra_body", g.ExtraBody, fmt.Sprintf("cannot be sent as JSON: %v", err))
+	}
+
+	atLeast("concurrency", int64(c.Concurrency), 1)
+
+	r := c.Retry
+	atLeast("retry.max_attempts", int64(r.MaxAttempts), 1)
+	positiveDur("retry.initial_backoff", r.InitialBackoff)
+	positiveDur("retry.max_backoff", r.MaxBackoff)
+	if r.InitialBackoff > 0 && r.MaxBackoff > 0 && r.InitialBackoff > r.MaxBackoff {
+		add("retry.initial_backoff", r.InitialBackoff,
+			fmt.Sprintf("%s is more than retry.max_backoff %s", r.InitialBackoff, r.MaxBackoff), "retry.max_backoff")
+	}
+
+	o := c.Output
+	if strings.TrimSpace(o.Dir) == "" {
+		add("output.dir", o.Dir, "must not be empty")
+	}
+	oneOf("output.format", o.Format, OutputFormats)
+	atLeast("output.shard_size", int64(o.ShardSize), 1)
+	if o.SyncInterval < 0 {
+		add("output.sync_interval", o.SyncInterval, fmt.Sprintf("%s is negative (0 means fsync every record)", o.SyncInterval))
+	}
+
+	positiveDur("progress.interval", c.Progress.Interval)
+	if c.Shutdown.Grace < 0 {
+		add("shutdown.grace", c.Shutdown.Grace, fmt.Sprintf("%s is negative", c.Shutdown.Grace))
+	}
+
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	default:
+		return errors.Join(errs...)
+	}
+}

@@ -1,0 +1,118 @@
+package config
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(c *Config)
+		want   string // the whole message of the one error
+	}{
+		{"base_url scheme", func(c *Config) { c.Endpoint.BaseURL = "localhost:8000/v1" }, `endpoint.base_url: "localhost:8000/v1" is not an http:// or https:// URL`},
+		{"base_url empty", func(c *Config) { c.Endpoint.BaseURL = "" }, `endpoint.base_url: "" is not an http:// or https:// URL`},
+		{"base_url no host", func(c *Config) { c.Endpoint.BaseURL = "http:///v1" }, `endpoint.base_url: "http:///v1" has no host`},
+		{"base_url unparsable", func(c *Config) { c.Endpoint.BaseURL = "http://[::1" }, `endpoint.base_url: "http://[::1" is not a URL: missing ']' in host`},
+		{"metrics_url", func(c *Config) { c.Endpoint.MetricsURL = "ftp://gpu/metrics" }, `endpoint.metrics_url: "ftp://gpu/metrics" is not an http:// or https:// URL`},
+		{"api key pasted as its env name", func(c *Config) { c.Endpoint.APIKeyEnv = "sk-abc123" }, `endpoint.api_key_env: must be the name of an environment variable (letters, digits, _), not the key itself`},
+		{"timeout", func(c *Config) { c.Endpoint.Timeout = 0 }, `endpoint.timeout: 0s must be greater than 0`},
+		{"dataset path", func(c *Config) { c.Dataset.Path = " " }, `dataset.path: must not be empty`},
+		{"dataset format", func(c *Config) { c.Dataset.Format = "csv" }, `dataset.format: "csv" is not one of auto, sharegpt, messages, prompt, alpaca`},
+		{"prompt field", func(c *Config) { c.Dataset.Format = "prompt" }, `dataset.prompt_field: required when dataset.format is "prompt"`},
+		{"limit", func(c *Config) { c.Dataset.Limit = -1 }, `dataset.limit: -1 is less than 0`},
+		{"on_bad_row", func(c *Config) { c.Dataset.OnBadRow = "ignore" }, `dataset.on_bad_row: "ignore" is not one of skip, fail`},
+		{"max_tokens", func(c *Config) { c.Generation.MaxTokens = 0 }, `generation.max_tokens: 0 is less than 1`},
+		{"temperature negative", func(c *Config) { c.Generation.Temperature = -0.1 }, `generation.temperature: -0.1 must be a finite number at least 0`},
+		{"temperature nan", func(c *Config) { c.Generation.Temperature = math.NaN() }, `generation.temperature: NaN must be a finite number at least 0`},
+		{"top_p zero", func(c *Config) { c.Generation.TopP = 0 }, `generation.top_p: 0 is not greater than 0 and at most 1`},
+		{"top_p above 1", func(c *Config) { c.Generation.TopP = 1.5 }, `generation.top_p: 1.5 is not greater than 0 and at most 1`},
+		{"n", func(c *Config) { c.Generation.N = 0 }, `generation.n: 0 is less than 1`},
+		{"extra_body owned field", func(c *Config) { c.Generation.ExtraBody = map[string]any{"messages": nil} }, `generation.extra_body: "messages" is set by the dataset; set it there`},
+		{"extra_body not json", func(c *Config) { c.Generation.ExtraBody = map[string]any{"x": math.Inf(1)} }, `generation.extra_body: cannot be sent as JSON: json: unsupported value: +Inf`},
+		{"concurrency", func(c *Config) { c.Concurrency = 0 }, `concurrency: 0 is less than 1`},
+		{"max_attempts", func(c *Config) { c.Retry.MaxAttempts = 0 }, `retry.max_attempts: 0 is less than 1`},
+		{"initial_backoff", func(c *Config) { c.Retry.InitialBackoff = -time.Second }, `retry.initial_backoff: -1s must be greater than 0`},
+		{"max_backoff", func(c *Config) { c.Retry.MaxBackoff = 0; c.Retry.InitialBackoff = time.Second }, `retry.max_backoff: 0s must be greater than 0`},
+		{"backoffs ordered", func(c *Config) { c.Retry.InitialBackoff = 2 * time.Minute }, `retry.initial_backoff: 2m0s is more than retry.max_backoff 1m0s`},
+		{"output dir", func(c *Config) { c.Output.Dir = "" }, `output.dir: must not be empty`},
+		{"output format", func(c *Config) { c.Output.Format = "csv" }, `output.format: "csv" is not one of jsonl, parquet`},
+		{"shard_size", func(c *Config) { c.Output.ShardSize = 0 }, `output.shard_size: 0 is less than 1`},
+		{"sync_interval", func(c *Config) { c.Output.SyncInterval = -time.Second }, `output.sync_interval: -1s is negative (0 means fsync every record)`},
+		{"progress interval", func(c *Config) { c.Progress.Interval = 0 }, `progress.interval: 0s must be greater than 0`},
+		{"grace", func(c *Config) { c.Shutdown.Grace = -time.Second }, `shutdown.grace: -1s is negative`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.mutate(&c)
+			err := c.Validate()
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if err.Error() != tt.want {
+				t.Errorf("error\n%s\nwant\n%s", err, tt.want)
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("%T is not a *FieldError", err)
+			}
+			if key, _, _ := strings.Cut(tt.want, ":"); fe.Key != key {
+				t.Errorf("Key = %q, want %q", fe.Key, key)
+			}
+		})
+	}
+}
+
+func TestValidateAccepts(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(c *Config)
+	}{
+		{"temperature 0", func(c *Config) { c.Generation.Temperature = 0 }},
+		{"temperature above 2", func(c *Config) { c.Generation.Temperature = 3 }},
+		{"top_p 1", func(c *Config) { c.Generation.TopP = 1 }},
+		{"sync every record", func(c *Config) { c.Output.SyncInterval = 0 }},
+		{"no grace", func(c *Config) { c.Shutdown.Grace = 0 }},
+		{"no api key", func(c *Config) { c.Endpoint.APIKeyEnv = "" }},
+		{"equal backoffs", func(c *Config) { c.Retry.InitialBackoff = c.Retry.MaxBackoff }},
+		{"prompt format with field", func(c *Config) { c.Dataset.Format = "prompt"; c.Dataset.PromptField = "question" }},
+		{"https metrics", func(c *Config) { c.Endpoint.MetricsURL = "https://gpu:8000/metrics" }},
+		{"nil extra_body", func(c *Config) { c.Generation.ExtraBody = nil }},
+		{"vendor fields in extra_body", func(c *Config) {
+			c.Generation.ExtraBody = map[string]any{"top_k": 20, "min_p": 0.05, "chat_template_kwargs": map[string]any{"enable_thinking": true}}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.mutate(&c)
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	c := Default()
+	c.Concurrency = 0
+	c.Output.Format = "csv"
+	c.Generation.TopP = 2
+	err := c.Validate()
+	var keys []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var fe *FieldError
+		if !errors.As(e, &fe) {
+			t.Fatalf("%v is not a *FieldError", e)
+		}
+		keys = append(keys, fe.Key)
+	}
+	if got := strings.Join(keys, " "); got != "generation.top_p concurrency output.format" {
+		t.Errorf("keys %s", got)
+	}
+}
