@@ -1,0 +1,267 @@
+package sink
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"unicode/utf8"
+)
+
+// appendFile is a JSONL file appended under a temporary name (".open" for a
+// JSONL shard or an errors shard, ".journal" for the rows of a future
+// Parquet shard). Lines reach the file through a bufio.Writer and become
+// durable on sync; a crash can leave at most a torn last line, which
+// recoverTail cuts.
+type appendFile struct {
+	path  string
+	f     *os.File
+	w     *bufio.Writer
+	enc   *json.Encoder
+	lines int  // complete lines in the file, including recovered ones
+	dirty bool // bytes written since the last sync
+}
+
+func createAppendFile(path string) (*appendFile, error) {
+	// O_EXCL: a name is created once; finding it already there means the
+	// recovery pass missed something, and appending to it could duplicate.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create shard: %w", err)
+	}
+	// The new name must survive a crash too, or its fsynced lines would be
+	// unreachable.
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	a := &appendFile{path: path, f: f, w: bufio.NewWriterSize(f, 256<<10)}
+	a.enc = json.NewEncoder(a.w)
+	// Model output is full of <, > and &: keep them readable; the JSON is
+	// equally valid.
+	a.enc.SetEscapeHTML(false)
+	return a, nil
+}
+
+// encode appends v as one line. json.Encoder marshals into its own reused
+// buffer and hands the whole line to the bufio.Writer in one call.
+func (a *appendFile) encode(v any) error {
+	if err := a.enc.Encode(v); err != nil {
+		return fmt.Errorf("append %s: %w", a.path, err)
+	}
+	a.lines++
+	a.dirty = true
+	return nil
+}
+
+func (a *appendFile) sync() error {
+	if !a.dirty {
+		return nil
+	}
+	if err := a.w.Flush(); err != nil {
+		return fmt.Errorf("write %s: %w", a.path, err)
+	}
+	if err := a.f.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", a.path, err)
+	}
+	a.dirty = false
+	return nil
+}
+
+func (a *appendFile) close() error {
+	err := a.sync()
+	if cerr := a.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close %s: %w", a.path, cerr)
+	}
+	return err
+}
+
+// forEachLine calls fn for every complete ('\n'-terminated) line of r, with
+// the line's 1-based number and without its '\n'. It returns the byte length
+// of the complete lines; bytes after the last '\n' are a torn tail and are
+// not passed to fn. The slice passed to fn is only valid during the call.
+func forEachLine(r io.Reader, fn func(line []byte, n int) error) (int64, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var (
+		long     []byte // a line longer than br's buffer, assembled
+		complete int64
+		n        int
+	)
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long, chunk...)
+			continue
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return complete, nil
+			}
+			return complete, err
+		}
+		line := chunk
+		if len(long) > 0 {
+			long = append(long, chunk...)
+			line = long
+		}
+		n++
+		complete += int64(len(line))
+		if err := fn(line[:len(line)-1], n); err != nil {
+			return complete, err
+		}
+		long = long[:0]
+	}
+}
+
+// lineKey extracts (id, sample) from one JSON line of a record or an error
+// record without decoding the rest: resume reads ids only, and a record's
+// reasoning is kilobytes. The sink writes "id" then "sample" first, so the
+// fast path matches that prefix; anything else (escaped ids, other field
+// order, files written by hand) takes the full decode, which also validates.
+func lineKey(line []byte) (Key, error) {
+	if k, ok := fastLineKey(line); ok {
+		return k, nil
+	}
+	var v struct {
+		ID     *string `json:"id"`
+		Sample *int    `json:"sample"`
+	}
+	if err := json.Unmarshal(line, &v); err != nil {
+		return Key{}, err
+	}
+	if v.ID == nil {
+		return Key{}, errors.New(`id: missing`)
+	}
+	if v.Sample == nil {
+		return Key{}, errors.New(`sample: missing`)
+	}
+	return Key{ID: *v.ID, Sample: *v.Sample}, nil
+}
+
+var (
+	prefixID     = []byte(`{"id":"`)
+	prefixSample = []byte(`,"sample":`)
+)
+
+func fastLineKey(line []byte) (Key, bool) {
+	if !bytes.HasPrefix(line, prefixID) || len(line) == 0 || line[len(line)-1] != '}' {
+		return Key{}, false
+	}
+	rest := line[len(prefixID):]
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return Key{}, false
+	}
+	id := rest[:end]
+	ascii := true
+	for _, c := range id {
+		if c < 0x20 { // control characters are invalid in a JSON string
+			return Key{}, false
+		}
+		ascii = ascii && c < utf8.RuneSelf
+	}
+	// encoding/json reads invalid UTF-8 as U+FFFD: leave that to it so both
+	// paths agree.
+	if !ascii && !utf8.Valid(id) {
+		return Key{}, false
+	}
+	rest = rest[end+1:]
+	if !bytes.HasPrefix(rest, prefixSample) {
+		return Key{}, false
+	}
+	rest = rest[len(prefixSample):]
+	i := 0
+	if i < len(rest) && rest[i] == '-' {
+		i++
+	}
+	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+		i++
+	}
+	if i == 0 || i >= len(rest) || (rest[i] != ',' && rest[i] != '}') {
+		return Key{}, false
+	}
+	sample, err := strconv.Atoi(string(rest[:i]))
+	if err != nil {
+		return Key{}, false
+	}
+	return Key{ID: string(id), Sample: sample}, true
+}
+
+// scanJSONLKeys reads the keys of a final JSONL file (a data shard or an
+// errors shard) in file order. A final file is complete by construction, so
+// a torn or undecodable line is corruption: an error naming file:line.
+func scanJSONLKeys(path string, fn func(k Key, line int) error) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("read shard: %w", err)
+	}
+	defer f.Close()
+	lines := 0
+	complete, err := forEachLine(f, func(line []byte, n int) error {
+		k, err := lineKey(line)
+		if err != nil {
+			return fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		lines = n
+		return fn(k, n)
+	})
+	if err != nil {
+		return lines, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return lines, fmt.Errorf("read shard: %w", err)
+	}
+	if st.Size() != complete {
+		return lines, fmt.Errorf("%s:%d: last line is incomplete (%d bytes without a newline): the file was cut after it was finalized",
+			path, lines+1, st.Size()-complete)
+	}
+	return lines, nil
+}
+
+// recoverTail makes a temporary JSONL file (.open, .journal) left by a crash
+// consistent: bytes after the last '\n' are a line torn mid-write and are
+// cut (then fsynced); every complete line must be a JSON object with a key,
+// else the error names file:line and the file is left as it was. It returns
+// the number of complete lines. A complete line is never dropped: the cut
+// only removes bytes no '\n' followed, which no reader could have taken as
+// a record.
+func recoverTail(path string) (int, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return 0, fmt.Errorf("recover shard: %w", err)
+	}
+	defer f.Close()
+	lines := 0
+	complete, err := forEachLine(f, func(line []byte, n int) error {
+		if !json.Valid(line) {
+			return fmt.Errorf("%s:%d: not a JSON record", path, n)
+		}
+		if _, err := lineKey(line); err != nil {
+			return fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		lines = n
+		return nil
+	})
+	if err != nil {
+		return lines, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return lines, fmt.Errorf("recover shard: %w", err)
+	}
+	if st.Size() != complete {
+		if err := f.Truncate(complete); err != nil {
+			return lines, fmt.Errorf("cut torn line of %s: %w", path, err)
+		}
+		if err := f.Sync(); err != nil {
+			return lines, fmt.Errorf("fsync %s: %w", path, err)
+		}
+	}
+	return lines, nil
+}

@@ -1,0 +1,22 @@
+//go:build !unix
+
+package sink
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// LockName is the lock file inside the output directory. On systems without
+// flock it is created but not locked: do not run two synthgen processes on
+// one output directory there.
+const LockName = ".lock"
+
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, LockName), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock output dir: %w", err)
+	}
+	return f, nil
+}

@@ -1,0 +1,220 @@
+package sink
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// A Parquet shard cannot be appended to (its footer comes last), yet its
+// records must be durable as they arrive. So the rows of the shard being
+// filled are journaled as JSONL in part-N.parquet.journal (same encoding as
+// a JSONL shard, fsynced on the same schedule), and on rotation, Close or
+// recovery the journal becomes a Parquet file:
+//
+//	journal --convert--> part-N.parquet.tmp --fsync, rename--> part-N.parquet
+//	--fsync dir--> remove journal
+//
+// Whatever step a crash interrupts, recovery finds one of these states and
+// every record stays in exactly one place: journal + final means the final is
+// complete (it appears only by rename of an fsynced file) and the journal is
+// dropped; journal (+ a .tmp) means the conversion is redone from the journal.
+
+const (
+	suffixJSONL   = ".jsonl"
+	suffixParquet = ".parquet"
+	suffixOpen    = ".open"    // JSONL shard or errors shard being appended
+	suffixJournal = ".journal" // rows of the Parquet shard being filled
+	suffixTmp     = ".tmp"     // Parquet file being converted
+)
+
+// convertBatch is how many journal rows are decoded before they are handed
+// to the Parquet writer: enough to amortize the call, small in memory.
+const convertBatch = 64
+
+// convertJournal writes the records of a journal (complete lines only: the
+// caller has cut any torn tail) as the Parquet file final, via final+".tmp".
+// It returns the number of rows written.
+func convertJournal(journal, final string) (rows int, err error) {
+	tmp := final + suffixTmp
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("remove stale %s: %w", tmp, err)
+	}
+	in, err := os.Open(journal)
+	if err != nil {
+		return 0, fmt.Errorf("convert journal: %w", err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return 0, fmt.Errorf("convert journal: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = out.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+
+	w := parquet.NewGenericWriter[Record](out, parquet.Compression(&parquet.Zstd))
+	batch := make([]Record, convertBatch)
+	n := 0
+	flush := func() error {
+		if n == 0 {
+			return nil
+		}
+		if _, err := w.Write(batch[:n]); err != nil {
+			return fmt.Errorf("write %s: %w", tmp, err)
+		}
+		rows += n
+		n = 0
+		return nil
+	}
+	complete, err := forEachLine(in, func(line []byte, ln int) error {
+		batch[n] = Record{}
+		if err := json.Unmarshal(line, &batch[n]); err != nil {
+			return fmt.Errorf("%s:%d: %w", journal, ln, err)
+		}
+		n++
+		if n == len(batch) {
+			return flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if err := flush(); err != nil {
+		return 0, err
+	}
+	if st, err := in.Stat(); err != nil {
+		return 0, fmt.Errorf("convert journal: %w", err)
+	} else if st.Size() != complete {
+		return 0, fmt.Errorf("%s: ends in a torn line: recover it before converting", journal)
+	}
+	if err := w.Close(); err != nil {
+		return 0, fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := out.Sync(); err != nil {
+		return 0, fmt.Errorf("fsync %s: %w", tmp, err)
+	}
+	if err := out.Close(); err != nil {
+		return 0, fmt.Errorf("close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return 0, fmt.Errorf("finalize shard: %w", err)
+	}
+	if err := syncDir(filepath.Dir(final)); err != nil {
+		return 0, err
+	}
+	// The final file holds every row now; a journal that survives a crash
+	// here is recognized (journal + final) and dropped by recovery.
+	if err := os.Remove(journal); err != nil {
+		return rows, fmt.Errorf("remove journal: %w", err)
+	}
+	return rows, nil
+}
+
+// scanParquetKeys reads only the id and sample columns of a Parquet shard
+// and calls fn for each row's key in file order. A file that does not parse
+// (no footer, bad pages, missing columns) is an error naming it.
+func scanParquetKeys(path string, fn func(k Key, row int) error) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("read shard: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("read shard: %w", err)
+	}
+	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	if err != nil {
+		return 0, fmt.Errorf("%s: not a readable parquet file: %w", path, err)
+	}
+	idCol, ok := pf.Schema().Lookup("id")
+	if !ok {
+		return 0, fmt.Errorf("%s: no id column", path)
+	}
+	sampleCol, ok := pf.Schema().Lookup("sample")
+	if !ok {
+		return 0, fmt.Errorf("%s: no sample column", path)
+	}
+	row := 0
+	var ids []string
+	var samples []int64
+	for g, rg := range pf.RowGroups() {
+		chunks := rg.ColumnChunks()
+		ids = ids[:0]
+		samples = samples[:0]
+		if err := readColumn(chunks[idCol.ColumnIndex], func(v parquet.Value) error {
+			ids = append(ids, string(v.ByteArray()))
+			return nil
+		}); err != nil {
+			return row, fmt.Errorf("%s: row group %d: id: %w", path, g, err)
+		}
+		if err := readColumn(chunks[sampleCol.ColumnIndex], func(v parquet.Value) error {
+			samples = append(samples, v.Int64())
+			return nil
+		}); err != nil {
+			return row, fmt.Errorf("%s: row group %d: sample: %w", path, g, err)
+		}
+		if len(ids) != len(samples) || int64(len(ids)) != rg.NumRows() {
+			return row, fmt.Errorf("%s: row group %d: %d ids, %d samples, %d rows",
+				path, g, len(ids), len(samples), rg.NumRows())
+		}
+		for i := range ids {
+			if err := fn(Key{ID: ids[i], Sample: int(samples[i])}, row); err != nil {
+				return row, err
+			}
+			row++
+		}
+	}
+	return row, nil
+}
+
+func readColumn(chunk parquet.ColumnChunk, fn func(parquet.Value) error) error {
+	pages := chunk.Pages()
+	defer pages.Close()
+	buf := make([]parquet.Value, 512)
+	for {
+		p, err := pages.ReadPage()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		err = readPage(p, buf, fn)
+		parquet.Release(p)
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func readPage(p parquet.Page, buf []parquet.Value, fn func(parquet.Value) error) error {
+	vr := p.Values()
+	for {
+		n, err := vr.ReadValues(buf)
+		for _, v := range buf[:n] {
+			if v.IsNull() {
+				return errors.New("null value")
+			}
+			if err := fn(v); err != nil {
+				return err
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,360 @@
+package sink
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Recovery: what Open finds in DIR/data and DIR/errors after any crash, and
+// what it does about it. Every step is idempotent, so a crash during recovery
+// is recovered by the next Open the same way.
+//
+//	part-N.jsonl.open                  cut a torn last line, then rename to part-N.jsonl
+//	                                   (removed when it holds no complete line); a new
+//	                                   shard is started rather than appending to it
+//	part-N.parquet.journal             cut a torn last line, convert to part-N.parquet
+//	part-N.parquet.journal + .parquet  the Parquet file is complete (it appears only by
+//	                                   rename): remove the journal
+//	part-N.parquet.tmp                 a conversion cut short: removed; its rows are in
+//	                                   the journal (converted again), or in the final file
+//	final shard not in the manifest    adopted (a crash between rename and manifest write)
+//	manifest shard missing on disk     error naming it; with --force the loss is accepted
+//	                                   and its keys are generated again
+//	final shard that does not parse    error naming file (and line); never dropped
+//	a key in two shards                error naming both files
+//	a complete line that is not JSON   error naming file:line (in .open and .journal too)
+
+var partName = regexp.MustCompile(`^part-(\d{6,})\.(jsonl|parquet)(\.open|\.journal|\.tmp)?$`)
+
+// partFile is one file of a shard directory, by the parts of its name.
+type partFile struct {
+	index  int
+	format string // jsonl | parquet
+	suffix string // "" (final) | .open | .journal | .tmp
+}
+
+func parsePart(name string) (partFile, bool) {
+	m := partName.FindStringSubmatch(name)
+	if m == nil {
+		return partFile{}, false
+	}
+	i, err := strconv.Atoi(m[1])
+	if err != nil {
+		return partFile{}, false
+	}
+	p := partFile{index: i, format: m[2], suffix: m[3]}
+	// Only the combinations the sink makes; anything else is not ours.
+	switch {
+	case p.suffix == suffixOpen && p.format != FormatJSONL,
+		p.suffix == suffixJournal && p.format != FormatParquet,
+		p.suffix == suffixTmp && p.format != FormatParquet:
+		return partFile{}, false
+	}
+	return p, true
+}
+
+func hasShards(dir string) (bool, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if _, ok := parsePart(e.Name()); ok {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+type recovered struct {
+	shards   []ShardInfo // final data shards, in index order
+	nextData int
+	nextErr  int
+	notes    []string
+}
+
+// recover resolves the temporaries, reads the keys of every final shard and
+// reconciles them with the previous manifest (nil when there is none).
+func (s *Sink) recover(old *Manifest) (*recovered, error) {
+	rec := &recovered{}
+	finals, next, notes, err := settleDir(s.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	rec.notes = append(rec.notes, notes...)
+	rec.nextData = next
+
+	// The key set: every final shard's ids, and which shard each came from
+	// so that a duplicate names both files. Sized from the manifest to
+	// spare the map its growth steps at a million keys.
+	hint := s.opts.ShardSize
+	if old != nil {
+		for _, sh := range old.Shards {
+			hint += sh.Records
+		}
+	}
+	s.done = make(map[Key]int32, hint)
+	where := s.done
+	for i, name := range finals {
+		path := filepath.Join(s.dataDir, name)
+		info := ShardInfo{Name: name, Format: strings.TrimPrefix(filepath.Ext(name), ".")}
+		var lo, hi Key
+		visit := func(k Key, _ int) error {
+			if j, dup := where[k]; dup {
+				return fmt.Errorf("key id=%q sample=%d is in both %s and %s: remove one copy by hand",
+					k.ID, k.Sample, filepath.Join(s.dataDir, finals[j]), path)
+			}
+			where[k] = int32(i)
+			if info.Records == 0 || compareKeys(k, lo) < 0 {
+				lo = k
+			}
+			if info.Records == 0 || compareKeys(k, hi) > 0 {
+				hi = k
+			}
+			info.Records++
+			return nil
+		}
+		if info.Format == FormatParquet {
+			_, err = scanParquetKeys(path, visit)
+		} else {
+			_, err = scanJSONLKeys(path, visit)
+		}
+		if err != nil {
+			return nil, err
+		}
+		info.FirstID, info.LastID = lo.ID, hi.ID
+		rec.shards = append(rec.shards, info)
+	}
+	if old != nil {
+		notes, err := s.reconcile(old, rec)
+		if err != nil {
+			return nil, err
+		}
+		rec.notes = append(rec.notes, notes...)
+	}
+
+	errFinals, nextErr, notes, err := settleDir(s.errDir)
+	if err != nil {
+		return nil, err
+	}
+	rec.notes = append(rec.notes, notes...)
+	rec.nextErr = nextErr
+	for _, name := range errFinals {
+		if !strings.HasSuffix(name, suffixJSONL) {
+			return nil, fmt.Errorf("%s: errors are JSONL only", filepath.Join(s.errDir, name))
+		}
+		if _, err := scanJSONLKeys(filepath.Join(s.errDir, name), func(k Key, _ int) error {
+			s.failed[k] = struct{}{}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	for k := range s.failed {
+		if !s.Done(k) {
+			s.failedOpen++
+		}
+	}
+	return rec, nil
+}
+
+// reconcile compares what is on disk with the previous manifest. The disk
+// is the truth about keys; the manifest is the truth about what should be
+// there, so a shard it lists that is gone means records were lost.
+func (s *Sink) reconcile(old *Manifest, rec *recovered) ([]string, error) {
+	onDisk := make(map[string]int, len(rec.shards))
+	for i, sh := range rec.shards {
+		onDisk[sh.Name] = i
+	}
+	var notes, missing, changed []string
+	listed := make(map[string]bool, len(old.Shards))
+	for _, sh := range old.Shards {
+		listed[sh.Name] = true
+		if p, ok := parsePart(sh.Name); ok && p.index >= rec.nextData {
+			// Never reuse the name of a lost shard.
+			rec.nextData = p.index + 1
+		}
+		i, ok := onDisk[sh.Name]
+		if !ok {
+			missing = append(missing, fmt.Sprintf("%s (%d records)", sh.Name, sh.Records))
+			continue
+		}
+		if got := rec.shards[i].Records; got != sh.Records {
+			changed = append(changed, fmt.Sprintf("%s: %d records on disk, %d in the manifest", sh.Name, got, sh.Records))
+		}
+	}
+	for _, sh := range rec.shards {
+		if !listed[sh.Name] {
+			notes = append(notes, fmt.Sprintf("adopted %s (%d records), not yet in the manifest", sh.Name, sh.Records))
+		}
+	}
+	if len(missing)+len(changed) > 0 {
+		if !s.opts.Force {
+			var b strings.Builder
+			if len(missing) > 0 {
+				fmt.Fprintf(&b, "shards listed in the manifest are missing from %s: %s", s.dataDir, strings.Join(missing, ", "))
+			}
+			if len(changed) > 0 {
+				if b.Len() > 0 {
+					b.WriteString("; ")
+				}
+				fmt.Fprintf(&b, "shards changed since they were written: %s", strings.Join(changed, ", "))
+			}
+			b.WriteString("; restore them, or use --force to accept what is on disk and generate the missing records again")
+			return nil, errors.New(b.String())
+		}
+		for _, m := range missing {
+			notes = append(notes, forcedNote+"lost "+m+", its records are generated again")
+		}
+		for _, c := range changed {
+			notes = append(notes, forcedNote+"accepted "+c)
+		}
+	}
+	return notes, nil
+}
+
+// settleDir resolves every temporary file of a shard directory into final
+// shards or nothing (see the table at the top of this file) and returns the
+// final names in index order and the next free index.
+func settleDir(dir string) (finals []string, next int, notes []string, err error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("read %s: %w", dir, err)
+	}
+	type shard struct {
+		index                     int
+		format                    string
+		final, open, journal, tmp bool
+	}
+	byName := map[string]*shard{}
+	for _, e := range entries {
+		p, ok := parsePart(e.Name())
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		base := shardName(p.index, p.format)
+		sh := byName[base]
+		if sh == nil {
+			sh = &shard{index: p.index, format: p.format}
+			byName[base] = sh
+		}
+		switch p.suffix {
+		case "":
+			sh.final = true
+		case suffixOpen:
+			sh.open = true
+		case suffixJournal:
+			sh.journal = true
+		case suffixTmp:
+			sh.tmp = true
+		}
+		next = max(next, p.index+1)
+	}
+	names := slices.SortedFunc(maps.Keys(byName), func(a, b string) int {
+		return cmp.Or(cmp.Compare(byName[a].index, byName[b].index), strings.Compare(a, b))
+	})
+	changed := false
+	for _, name := range names {
+		sh := byName[name]
+		final := filepath.Join(dir, name)
+		if sh.tmp {
+			// A conversion cut short is never completed, only redone: its
+			// rows are in the journal (converted again below) or, when the
+			// journal is gone, in the final file, whose rename is what
+			// allows the journal's removal. Nothing in it is unique.
+			if err := os.Remove(final + suffixTmp); err != nil {
+				return nil, 0, nil, fmt.Errorf("remove %s: %w", final+suffixTmp, err)
+			}
+			notes = append(notes, "removed leftover "+name+suffixTmp)
+			changed = true
+		}
+		switch {
+		case sh.open && sh.final:
+			return nil, 0, nil, fmt.Errorf("both %s and %s exist, which the sink never leaves: keep the one with all records and remove the other",
+				final, final+suffixOpen)
+		case sh.open:
+			n, err := settleTemp(final+suffixOpen, func() error {
+				if err := os.Rename(final+suffixOpen, final); err != nil {
+					return fmt.Errorf("finalize shard: %w", err)
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, 0, nil, err
+			}
+			if n > 0 {
+				notes = append(notes, fmt.Sprintf("recovered %s (%d records) from %s", name, n, name+suffixOpen))
+				sh.final = true
+			} else {
+				notes = append(notes, "removed empty "+name+suffixOpen)
+			}
+			changed = true
+		case sh.journal && sh.final:
+			if err := os.Remove(final + suffixJournal); err != nil {
+				return nil, 0, nil, fmt.Errorf("remove %s: %w", final+suffixJournal, err)
+			}
+			notes = append(notes, "removed journal "+name+suffixJournal+" of complete "+name)
+			changed = true
+		case sh.journal:
+			var rows int
+			n, err := settleTemp(final+suffixJournal, func() error {
+				var err error
+				rows, err = convertJournal(final+suffixJournal, final)
+				return err
+			})
+			if err != nil {
+				return nil, 0, nil, err
+			}
+			if n > 0 {
+				if rows != n {
+					return nil, 0, nil, fmt.Errorf("convert %s: %d rows, want %d", final+suffixJournal, rows, n)
+				}
+				notes = append(notes, fmt.Sprintf("recovered %s (%d records) from %s", name, n, name+suffixJournal))
+				sh.final = true
+			} else {
+				notes = append(notes, "removed empty "+name+suffixJournal)
+			}
+			changed = true
+		}
+		if sh.final {
+			finals = append(finals, name)
+		}
+	}
+	if changed {
+		if err := syncDir(dir); err != nil {
+			return nil, 0, nil, err
+		}
+	}
+	return finals, next, notes, nil
+}
+
+// settleTemp cuts the torn tail of a temporary JSONL file and, when it holds
+// records, runs finalize; an empty one is removed. It returns the number of
+// records.
+func settleTemp(path string, finalize func() error) (int, error) {
+	n, err := recoverTail(path)
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		if err := os.Remove(path); err != nil {
+			return 0, fmt.Errorf("remove %s: %w", path, err)
+		}
+		return 0, nil
+	}
+	if err := finalize(); err != nil {
+		return 0, err
+	}
+	return n, nil
+}

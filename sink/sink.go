@@ -1,0 +1,518 @@
+package sink
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Identity is what a run is: the settings that change the answers (hashed
+// and compared on resume), the effective config for people, and the limit,
+// which is deliberately outside the hash so that growing it resumes.
+type Identity struct {
+	Version string            // synthgen version
+	Answer  map[string]string // answer-changing key -> canonical value
+	Config  map[string]any    // effective config without secrets, stored for humans
+	Limit   int64             // dataset.limit of this run (0 = all)
+}
+
+// Options configures Open.
+type Options struct {
+	Dir          string
+	Format       string        // "jsonl" | "parquet": the format of new shards
+	ShardSize    int           // records per shard
+	SyncInterval time.Duration // fsync bound; 0 = fsync after every record
+	RetryErrors  bool          // errored keys are pending again (else skipped like done keys)
+	Force        bool          // accept a changed Identity.Answer, or shards lost from disk
+	Identity     Identity
+	Now          func() time.Time // nil = time.Now
+}
+
+// forcedNote starts the run notes of what Options.Force accepted; a run
+// with any is marked Forced in the manifest.
+const forcedNote = "forced: "
+
+// Output formats.
+const (
+	FormatJSONL   = "jsonl"
+	FormatParquet = "parquet"
+)
+
+// Sink owns an output directory for one run: Open recovers it, Write and
+// WriteError append, Flush and Close make it durable.
+//
+// A Sink is not safe for concurrent use: exactly one goroutine (the engine's
+// writer) calls Write, WriteError, Flush and Close, and the query methods
+// (Done, Failed, Skip, counts) from that goroutine or before it starts. That
+// single owner is what lets the done set be a plain map.
+type Sink struct {
+	opts    Options
+	now     func() time.Time
+	dir     string
+	dataDir string
+	errDir  string
+	lock    *os.File
+	man     *Manifest
+	run     int // index of this run in man.Runs
+
+	// done maps every done key to the index of the recovered shard holding
+	// it (for recovery's duplicate check), or -1 when written by this run.
+	done       map[Key]int32
+	failed     map[Key]struct{} // keys with an error record, done or not
+	failedOpen int              // failed keys that are not done
+
+	nextData int
+	cur      *appendFile // data shard being filled; nil until the next Write
+	curFinal string      // its final name
+	curFmt   string
+	curMin   Key
+	curMax   Key
+
+	nextErr  int
+	errFile  *appendFile
+	errFinal string
+
+	lastSync time.Time
+	err      error // sticky: after a failed write a file may end mid-line
+	closed   bool
+}
+
+// Open creates or recovers opts.Dir (see recover.go) and returns a Sink that
+// knows every key already on disk. It returns a *MismatchError when the
+// directory was made with other answer settings and opts.Force is false.
+func Open(opts Options) (_ *Sink, err error) {
+	if err := validate(&opts); err != nil {
+		return nil, err
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	s := &Sink{
+		opts:    opts,
+		now:     now,
+		dir:     opts.Dir,
+		dataDir: filepath.Join(opts.Dir, "data"),
+		errDir:  filepath.Join(opts.Dir, "errors"),
+		done:    make(map[Key]int32),
+		failed:  make(map[Key]struct{}),
+	}
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create output dir: %w", err)
+	}
+	if s.lock, err = lockDir(s.dir); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = s.lock.Close()
+		}
+	}()
+
+	old, err := ReadManifest(s.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		old = nil
+	} else if err != nil {
+		return nil, fmt.Errorf("open %s: %w", s.dir, err)
+	}
+	var notes []string
+	if old != nil {
+		// Checked before recovery touches anything: a mismatch is usually
+		// the wrong output.dir, and that directory is not ours to change.
+		if diffs := diffAnswer(old.Identity.Answer, opts.Identity.Answer); len(diffs) > 0 {
+			if !opts.Force {
+				return nil, &MismatchError{Dir: s.dir, Diffs: diffs}
+			}
+			for _, d := range diffs {
+				notes = append(notes, fmt.Sprintf(forcedNote+"%s: %s -> %s", d.Key, d.Old, d.New))
+			}
+		}
+	} else if has, err := hasShards(s.dataDir); err != nil {
+		return nil, err
+	} else if has {
+		if !opts.Force {
+			return nil, fmt.Errorf("open %s: %w: nothing says which settings made them; use --force to adopt them as made by this config, or choose a new output.dir",
+				s.dir, ErrDataWithoutManifest)
+		}
+		notes = append(notes, forcedNote+"adopted shards of a directory without manifest")
+	}
+	for _, d := range []string{s.dataDir, s.errDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("create output dir: %w", err)
+		}
+	}
+	if err := syncDir(s.dir); err != nil {
+		return nil, err
+	}
+	removeManifestLeftovers(s.dir)
+
+	rec, err := s.recover(old)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", s.dir, err)
+	}
+	notes = append(notes, rec.notes...)
+
+	t := now().UTC()
+	m := &Manifest{
+		Version:   opts.Identity.Version,
+		CreatedAt: t,
+		Identity: ManifestIdentity{
+			Hash:   IdentityHash(opts.Identity.Answer),
+			Answer: opts.Identity.Answer,
+			Config: opts.Identity.Config,
+		},
+		Limit:  opts.Identity.Limit,
+		Shards: rec.shards,
+	}
+	if old != nil {
+		m.CreatedAt = old.CreatedAt
+		m.Runs = old.Runs
+	}
+	m.Runs = append(m.Runs, Run{
+		StartedAt:    t,
+		Version:      opts.Identity.Version,
+		IdentityHash: m.Identity.Hash,
+		Limit:        opts.Identity.Limit,
+		Forced:       slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, forcedNote) }),
+		Notes:        notes,
+	})
+	s.man = m
+	s.run = len(m.Runs) - 1
+	s.nextData = rec.nextData
+	s.nextErr = rec.nextErr
+	s.lastSync = now()
+	if err := writeManifest(s.dir, m); err != nil {
+		return nil, fmt.Errorf("open %s: %w", s.dir, err)
+	}
+	return s, nil
+}
+
+func validate(o *Options) error {
+	if o.Dir == "" {
+		return errors.New("output.dir: empty")
+	}
+	if o.Format != FormatJSONL && o.Format != FormatParquet {
+		return fmt.Errorf("output.format: %q: want jsonl or parquet", o.Format)
+	}
+	if o.ShardSize <= 0 {
+		return fmt.Errorf("output.shard_size: %d: want > 0", o.ShardSize)
+	}
+	if o.SyncInterval < 0 {
+		return fmt.Errorf("output.sync_interval: %v: want >= 0", o.SyncInterval)
+	}
+	return nil
+}
+
+// removeManifestLeftovers deletes temporaries of an interrupted manifest
+// rewrite: the manifest itself is either the old or the new one.
+func removeManifestLeftovers(dir string) {
+	leftovers, _ := filepath.Glob(filepath.Join(dir, "."+ManifestName+".*"+suffixTmp))
+	for _, p := range leftovers {
+		_ = os.Remove(p)
+	}
+}
+
+// Done reports whether a record for k exists: recovered from disk at Open,
+// or written by this Sink (durable after the next sync).
+func (s *Sink) Done(k Key) bool {
+	_, ok := s.done[k]
+	return ok
+}
+
+// Failed reports whether k has an error record and no record superseded it.
+func (s *Sink) Failed(k Key) bool {
+	if _, ok := s.failed[k]; !ok {
+		return false
+	}
+	return !s.Done(k)
+}
+
+// Skip reports whether the engine must not request k: it is done, or it
+// failed and this run does not retry errors.
+func (s *Sink) Skip(k Key) bool {
+	return s.Done(k) || (!s.opts.RetryErrors && s.Failed(k))
+}
+
+// DoneCount is the number of done keys.
+func (s *Sink) DoneCount() int { return len(s.done) }
+
+// FailedCount is the number of failed keys not superseded by a record.
+func (s *Sink) FailedCount() int { return s.failedOpen }
+
+// Manifest returns a copy of the manifest as last written (for inspect and
+// for tests); its slices are not shared with the Sink.
+func (s *Sink) Manifest() Manifest {
+	m := *s.man
+	m.Shards = append([]ShardInfo(nil), m.Shards...)
+	m.Runs = append([]Run(nil), m.Runs...)
+	return m
+}
+
+// Write appends r to the shard being filled, finalizes the shard when it
+// reaches ShardSize, and fsyncs when SyncInterval has elapsed since the last
+// sync (every record when it is 0). Writing a key that is already done is a
+// bug in the caller: it is refused and nothing is written.
+func (s *Sink) Write(r *Record) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	k := r.Key()
+	if !utf8.ValidString(k.ID) {
+		// JSON would store it as U+FFFD, so a resume would read back another
+		// id, never see this key as done and write it again.
+		return fmt.Errorf("write record id=%q sample=%d: id is not valid UTF-8", k.ID, k.Sample)
+	}
+	if s.Done(k) {
+		return fmt.Errorf("write record id=%q sample=%d: already done: a key is written once", k.ID, k.Sample)
+	}
+	if s.cur == nil {
+		if err := s.openShard(); err != nil {
+			return s.fail(err)
+		}
+	}
+	if err := s.cur.encode(r); err != nil {
+		return s.fail(err)
+	}
+	s.done[k] = -1
+	if _, ok := s.failed[k]; ok {
+		s.failedOpen--
+	}
+	if s.cur.lines == 1 || compareKeys(k, s.curMin) < 0 {
+		s.curMin = k
+	}
+	if s.cur.lines == 1 || compareKeys(k, s.curMax) > 0 {
+		s.curMax = k
+	}
+	s.man.Runs[s.run].RecordsWritten++
+	if s.cur.lines >= s.opts.ShardSize {
+		if err := s.finalizeShard(); err != nil {
+			return s.fail(err)
+		}
+	}
+	return s.maybeSync()
+}
+
+// WriteError appends e under DIR/errors. A key may fail on several runs
+// (with RetryErrors); all its error records are kept. An error for a done
+// key is a bug in the caller and is refused.
+func (s *Sink) WriteError(e *ErrorRecord) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	k := e.Key()
+	if !utf8.ValidString(k.ID) {
+		return fmt.Errorf("write error id=%q sample=%d: id is not valid UTF-8", k.ID, k.Sample)
+	}
+	if s.Done(k) {
+		return fmt.Errorf("write error id=%q sample=%d: already done", k.ID, k.Sample)
+	}
+	if s.errFile == nil {
+		name := shardName(s.nextErr, FormatJSONL)
+		f, err := createAppendFile(filepath.Join(s.errDir, name+suffixOpen))
+		if err != nil {
+			return s.fail(err)
+		}
+		s.errFile, s.errFinal = f, filepath.Join(s.errDir, name)
+	}
+	if err := s.errFile.encode(e); err != nil {
+		return s.fail(err)
+	}
+	if _, ok := s.failed[k]; !ok {
+		s.failed[k] = struct{}{}
+		s.failedOpen++
+	}
+	s.man.Runs[s.run].ErrorsWritten++
+	if s.errFile.lines >= s.opts.ShardSize {
+		if err := s.finalizeErrors(); err != nil {
+			return s.fail(err)
+		}
+	}
+	return s.maybeSync()
+}
+
+// Flush fsyncs everything written so far. The owner calls it every
+// SyncInterval so that the tail is durable even when no record arrives.
+func (s *Sink) Flush() error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	return s.syncAll()
+}
+
+// Close finalizes the open shards (no temporary file remains after a clean
+// exit), records the run's end in the manifest and releases the directory.
+// After a write error it only releases the files: the temporaries stay for
+// the next Open to recover.
+func (s *Sink) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	defer s.lock.Close()
+	if s.err != nil {
+		if s.cur != nil {
+			_ = s.cur.f.Close()
+		}
+		if s.errFile != nil {
+			_ = s.errFile.f.Close()
+		}
+		return fmt.Errorf("close %s: %w", s.dir, s.err)
+	}
+	if s.cur != nil {
+		if err := s.finalizeShard(); err != nil {
+			return fmt.Errorf("close %s: %w", s.dir, err)
+		}
+	}
+	if s.errFile != nil {
+		if err := s.finalizeErrors(); err != nil {
+			return fmt.Errorf("close %s: %w", s.dir, err)
+		}
+	}
+	t := s.now().UTC()
+	s.man.Runs[s.run].EndedAt = &t
+	if err := writeManifest(s.dir, s.man); err != nil {
+		return fmt.Errorf("close %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+func (s *Sink) usable() error {
+	if s.closed {
+		return errors.New("sink is closed")
+	}
+	return s.err
+}
+
+// fail makes err sticky: a file may now end in a partial line, and only the
+// recovery of the next Open may decide what it holds.
+func (s *Sink) fail(err error) error {
+	s.err = err
+	return err
+}
+
+func (s *Sink) openShard() error {
+	name := shardName(s.nextData, s.opts.Format)
+	tmp := name + suffixOpen
+	if s.opts.Format == FormatParquet {
+		tmp = name + suffixJournal
+	}
+	f, err := createAppendFile(filepath.Join(s.dataDir, tmp))
+	if err != nil {
+		return err
+	}
+	s.cur, s.curFinal, s.curFmt = f, filepath.Join(s.dataDir, name), s.opts.Format
+	return nil
+}
+
+// finalizeShard turns the shard being filled into a final file and lists it
+// in the manifest. If the manifest write fails after the rename, the shard is
+// still complete and the next Open adopts it.
+func (s *Sink) finalizeShard() error {
+	cur := s.cur
+	s.cur = nil
+	if err := cur.close(); err != nil {
+		return err
+	}
+	switch s.curFmt {
+	case FormatParquet:
+		rows, err := convertJournal(cur.path, s.curFinal)
+		if err != nil {
+			return err
+		}
+		if rows != cur.lines {
+			return fmt.Errorf("convert %s: %d rows, want %d", cur.path, rows, cur.lines)
+		}
+	default:
+		if err := os.Rename(cur.path, s.curFinal); err != nil {
+			return fmt.Errorf("finalize shard: %w", err)
+		}
+		if err := syncDir(s.dataDir); err != nil {
+			return err
+		}
+	}
+	s.nextData++
+	s.man.Shards = append(s.man.Shards, ShardInfo{
+		Name:    filepath.Base(s.curFinal),
+		Format:  s.curFmt,
+		Records: cur.lines,
+		FirstID: s.curMin.ID,
+		LastID:  s.curMax.ID,
+	})
+	return writeManifest(s.dir, s.man)
+}
+
+func (s *Sink) finalizeErrors() error {
+	f := s.errFile
+	s.errFile = nil
+	if err := f.close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.path, s.errFinal); err != nil {
+		return fmt.Errorf("finalize errors shard: %w", err)
+	}
+	s.nextErr++
+	return syncDir(s.errDir)
+}
+
+func (s *Sink) maybeSync() error {
+	if s.opts.SyncInterval > 0 && s.now().Sub(s.lastSync) < s.opts.SyncInterval {
+		return nil
+	}
+	return s.syncAll()
+}
+
+func (s *Sink) syncAll() error {
+	for _, f := range []*appendFile{s.cur, s.errFile} {
+		if f == nil {
+			continue
+		}
+		if err := f.sync(); err != nil {
+			return s.fail(err)
+		}
+	}
+	s.lastSync = s.now()
+	return nil
+}
+
+// shardName is the final file name of shard i: part-000007.jsonl.
+func shardName(i int, format string) string {
+	return fmt.Sprintf("part-%06d.%s", i, format)
+}
+
+// compareKeys orders keys by id, then sample. Decimal ids (row indices)
+// compare as numbers so that "10" follows "9"; other ids as strings.
+func compareKeys(a, b Key) int {
+	if c := compareIDs(a.ID, b.ID); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Sample, b.Sample)
+}
+
+func compareIDs(a, b string) int {
+	if isDecimal(a) && isDecimal(b) {
+		a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
+		if len(a) != len(b) {
+			return len(a) - len(b)
+		}
+	}
+	return strings.Compare(a, b)
+}
+
+func isDecimal(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,405 @@
+package sink
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWriteCloseReopen(t *testing.T) {
+	for _, format := range []string{FormatJSONL, FormatParquet} {
+		t.Run(format, func(t *testing.T) {
+			dir := t.TempDir()
+			s := mustOpen(t, testOptions(dir, format))
+			writeRange(t, s, 0, 25)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			wantFiles := []string{"part-000000." + format, "part-000001." + format, "part-000002." + format}
+			if got := dirNames(t, filepath.Join(dir, "data")); !slices.Equal(got, wantFiles) {
+				t.Fatalf("data/ = %v, want %v (no temporaries after Close)", got, wantFiles)
+			}
+
+			s = mustOpen(t, testOptions(dir, format))
+			defer s.Close()
+			if s.DoneCount() != 25 {
+				t.Errorf("DoneCount = %d, want 25", s.DoneCount())
+			}
+			for _, k := range keysOf(0, 25) {
+				if !s.Done(k) || !s.Skip(k) {
+					t.Errorf("key %v not done after reopen", k)
+				}
+			}
+			if s.Done(testRecord(25).Key()) {
+				t.Error("key 25 done but never written")
+			}
+			m := s.Manifest()
+			wantShards := []ShardInfo{
+				{Name: wantFiles[0], Format: format, Records: 10, FirstID: "0", LastID: "9"},
+				{Name: wantFiles[1], Format: format, Records: 10, FirstID: "10", LastID: "19"},
+				{Name: wantFiles[2], Format: format, Records: 5, FirstID: "20", LastID: "24"},
+			}
+			if !reflect.DeepEqual(m.Shards, wantShards) {
+				t.Errorf("manifest shards = %+v, want %+v", m.Shards, wantShards)
+			}
+			if len(m.Runs) != 2 || m.Runs[0].EndedAt == nil || m.Runs[0].RecordsWritten != 25 {
+				t.Errorf("runs = %+v, want a closed first run with 25 records and a second one", m.Runs)
+			}
+			assertExactlyOnce(t, dir, keysOf(0, 25))
+		})
+	}
+}
+
+// Every field written comes back equal from a reader that is not the sink's,
+// the messages list included (the standard LIST layout for Parquet).
+func TestRecordsReadBack(t *testing.T) {
+	for _, format := range []string{FormatJSONL, FormatParquet} {
+		t.Run(format, func(t *testing.T) {
+			dir := t.TempDir()
+			s := mustOpen(t, testOptions(dir, format))
+			var want []Record
+			for i := range 13 {
+				r := testRecord(i)
+				want = append(want, *r)
+				if err := s.Write(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			got := readShards(t, dir)
+			for i := range got {
+				got[i].CreatedAt = got[i].CreatedAt.UTC()
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("read back differs:\n got %+v\nwant %+v", got[0], want[0])
+			}
+		})
+	}
+}
+
+func TestWriteDoneKeyRefused(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, testOptions(dir, FormatJSONL))
+	writeRange(t, s, 0, 3)
+	if err := s.Write(testRecord(1)); err == nil || !strings.Contains(err.Error(), "already done") {
+		t.Fatalf("second write of key 1: err = %v, want already done", err)
+	}
+	// The refusal is not a failure of the sink: later writes still work.
+	writeRange(t, s, 3, 4)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, testOptions(dir, FormatJSONL))
+	if err := s.Write(testRecord(2)); err == nil {
+		t.Fatal("write of a key recovered from disk succeeded")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	assertExactlyOnce(t, dir, keysOf(0, 4))
+}
+
+func TestWriteRefusesInvalidUTF8ID(t *testing.T) {
+	s := mustOpen(t, testOptions(t.TempDir(), FormatJSONL))
+	defer s.Close()
+	r := testRecord(0)
+	r.ID = "bad\xff"
+	if err := s.Write(r); err == nil || !strings.Contains(err.Error(), "UTF-8") {
+		t.Fatalf("err = %v, want an error about UTF-8", err)
+	}
+}
+
+// A crash loses at most what was not yet synced; every synced key is done
+// exactly once after resume, and finishing the job yields every key once.
+func TestCrashExactlyOnce(t *testing.T) {
+	for _, format := range []string{FormatJSONL, FormatParquet} {
+		t.Run(format, func(t *testing.T) {
+			dir := t.TempDir()
+			clock := time.Unix(0, 0)
+			opts := testOptions(dir, format)
+			opts.SyncInterval = time.Hour // only Flush and rotation sync
+			opts.Now = func() time.Time { return clock }
+
+			s := mustOpen(t, opts)
+			writeRange(t, s, 0, 23) // two shards final, 3 records in the third
+			if err := s.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			writeRange(t, s, 23, 27) // never synced: may be lost
+			crash(s)
+
+			s = mustOpen(t, opts)
+			for _, k := range keysOf(0, 23) {
+				if !s.Done(k) {
+					t.Errorf("flushed key %v not done after crash", k)
+				}
+			}
+			// Resume the job: write every key that is not done.
+			for i := range 40 {
+				if r := testRecord(i); !s.Skip(r.Key()) {
+					if err := s.Write(r); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			crash(s) // a second crash, mid-shard, right after the writes
+
+			s = mustOpen(t, opts)
+			for i := range 40 {
+				if r := testRecord(i); !s.Skip(r.Key()) {
+					if err := s.Write(r); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			assertExactlyOnce(t, dir, keysOf(0, 40))
+			for _, name := range dirNames(t, filepath.Join(dir, "data")) {
+				if !strings.HasSuffix(name, "."+format) {
+					t.Errorf("temporary %s left after Close", name)
+				}
+			}
+		})
+	}
+}
+
+func TestSyncInterval(t *testing.T) {
+	dir := t.TempDir()
+	clock := time.Unix(0, 0)
+	opts := testOptions(dir, FormatJSONL)
+	opts.ShardSize = 100
+	opts.SyncInterval = time.Second
+	opts.Now = func() time.Time { return clock }
+	s := mustOpen(t, opts)
+	defer s.Close()
+	open := filepath.Join(dir, "data", "part-000000.jsonl.open")
+	lines := func() int {
+		b, err := os.ReadFile(open)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(string(b), "\n")
+	}
+	writeRange(t, s, 0, 3)
+	if n := lines(); n != 0 {
+		t.Errorf("%d lines on disk before the interval elapsed, want 0 (buffered)", n)
+	}
+	clock = clock.Add(time.Second)
+	writeRange(t, s, 3, 4)
+	if n := lines(); n != 4 {
+		t.Errorf("%d lines on disk after the interval, want 4", n)
+	}
+	writeRange(t, s, 4, 6)
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := lines(); n != 6 {
+		t.Errorf("%d lines on disk after Flush, want 6", n)
+	}
+}
+
+func TestMismatch(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, testOptions(dir, FormatJSONL))
+	writeRange(t, s, 0, 2)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	opts := testOptions(dir, FormatJSONL)
+	opts.Identity.Answer = map[string]string{
+		"endpoint.model":         "Qwen/Qwen3-8B",
+		"generation.temperature": "0.7",
+		"dataset.path":           "data/*.jsonl",
+		"generation.system":      "be nice",
+	}
+	opts.Identity.Limit = 500 // not part of the identity
+	_, err := Open(opts)
+	var mm *MismatchError
+	if !errors.As(err, &mm) {
+		t.Fatalf("err = %v, want *MismatchError", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"generation.temperature: 0.6 (on disk) -> 0.7 (now)",
+		"generation.top_p: 0.95 (on disk) -> (unset) (now)",
+		"generation.system: (unset) (on disk) -> be nice (now)",
+		"--force", "output.dir", dir,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error does not contain %q:\n%s", want, msg)
+		}
+	}
+	if len(mm.Diffs) != 3 {
+		t.Errorf("diffs = %+v, want 3", mm.Diffs)
+	}
+
+	opts.Force = true
+	s = mustOpen(t, opts)
+	if s.DoneCount() != 2 {
+		t.Errorf("DoneCount = %d after forced resume, want 2", s.DoneCount())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := m.Runs[len(m.Runs)-1]
+	if !last.Forced || m.Identity.Hash != IdentityHash(opts.Identity.Answer) || m.Limit != 500 {
+		t.Errorf("manifest after forced run: hash %s, limit %d, run %+v", m.Identity.Hash, m.Limit, last)
+	}
+	// The forced settings are now the directory's: resuming them needs no force.
+	opts.Force = false
+	s = mustOpen(t, opts)
+	s.Close()
+	// --force with nothing to accept does not mark the run forced.
+	opts.Force = true
+	s = mustOpen(t, opts)
+	if m := s.Manifest(); m.Runs[len(m.Runs)-1].Forced {
+		t.Error("run marked forced although nothing differed")
+	}
+	s.Close()
+}
+
+func TestLimitDoesNotChangeIdentity(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(dir, FormatJSONL)
+	opts.Identity.Limit = 10
+	s := mustOpen(t, opts)
+	writeRange(t, s, 0, 10)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	opts.Identity.Limit = 0
+	s = mustOpen(t, opts)
+	defer s.Close()
+	if s.DoneCount() != 10 {
+		t.Errorf("DoneCount = %d, want 10", s.DoneCount())
+	}
+}
+
+func TestErrorsRetryAndSupersede(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(dir, FormatJSONL)
+	s := mustOpen(t, opts)
+	writeRange(t, s, 0, 2)
+	for _, i := range []int{5, 6} {
+		e := &ErrorRecord{ID: testRecord(i).ID, Sample: testRecord(i).Sample, Status: 400, Message: "bad", Attempts: 1, Cause: "http_400"}
+		if err := s.WriteError(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.WriteError(&ErrorRecord{ID: "0", Sample: 0}); err == nil {
+		t.Error("error record for a done key accepted")
+	}
+	k5, k6 := testRecord(5).Key(), testRecord(6).Key()
+	if !s.Failed(k5) || !s.Skip(k5) || s.FailedCount() != 2 {
+		t.Errorf("after WriteError: Failed=%v Skip=%v FailedCount=%d", s.Failed(k5), s.Skip(k5), s.FailedCount())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := dirNames(t, filepath.Join(dir, "errors")); !slices.Equal(got, []string{"part-000000.jsonl"}) {
+		t.Errorf("errors/ = %v", got)
+	}
+
+	s = mustOpen(t, opts)
+	if !s.Failed(k5) || !s.Skip(k5) || s.FailedCount() != 2 {
+		t.Errorf("reopen without retry: Failed=%v Skip=%v FailedCount=%d", s.Failed(k5), s.Skip(k5), s.FailedCount())
+	}
+	s.Close()
+
+	opts.RetryErrors = true
+	s = mustOpen(t, opts)
+	if !s.Failed(k5) || s.Skip(k5) {
+		t.Errorf("reopen with retry: Failed=%v Skip=%v, want failed and not skipped", s.Failed(k5), s.Skip(k5))
+	}
+	if err := s.Write(testRecord(5)); err != nil {
+		t.Fatal(err)
+	}
+	// Failing again on a retry is recorded again.
+	if err := s.WriteError(&ErrorRecord{ID: k6.ID, Sample: k6.Sample, Cause: "timeout"}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Failed(k5) || !s.Done(k5) || s.FailedCount() != 1 {
+		t.Errorf("after success: Failed=%v Done=%v FailedCount=%d", s.Failed(k5), s.Done(k5), s.FailedCount())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	opts.RetryErrors = false
+	s = mustOpen(t, opts)
+	defer s.Close()
+	if s.Failed(k5) || !s.Done(k5) || !s.Failed(k6) || s.FailedCount() != 1 {
+		t.Errorf("after resume: Failed(5)=%v Done(5)=%v Failed(6)=%v FailedCount=%d",
+			s.Failed(k5), s.Done(k5), s.Failed(k6), s.FailedCount())
+	}
+}
+
+func TestOpenIsExclusive(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, testOptions(dir, FormatJSONL))
+	_, err := Open(testOptions(dir, FormatJSONL))
+	if err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("second Open: err = %v, want in use", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, testOptions(dir, FormatJSONL))
+	s.Close()
+}
+
+func TestOpenValidates(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*Options)
+		want string
+	}{
+		{"format", func(o *Options) { o.Format = "csv" }, "output.format"},
+		{"shard size", func(o *Options) { o.ShardSize = 0 }, "output.shard_size"},
+		{"sync interval", func(o *Options) { o.SyncInterval = -time.Second }, "output.sync_interval"},
+		{"dir", func(o *Options) { o.Dir = "" }, "output.dir"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := testOptions(t.TempDir(), FormatJSONL)
+			tt.edit(&opts)
+			_, err := Open(opts)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to name %s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestMixedFormatsResume(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, testOptions(dir, FormatJSONL))
+	writeRange(t, s, 0, 12)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, testOptions(dir, FormatParquet))
+	writeRange(t, s, 12, 20)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"part-000000.jsonl", "part-000001.jsonl", "part-000002.parquet"}
+	if got := dirNames(t, filepath.Join(dir, "data")); !slices.Equal(got, want) {
+		t.Errorf("data/ = %v, want %v", got, want)
+	}
+	assertExactlyOnce(t, dir, keysOf(0, 20))
+}
