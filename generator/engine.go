@@ -1,0 +1,419 @@
+// Package generator turns prompts into answers: a bounded pool that keeps
+// exactly Options.Concurrency requests in flight against an OpenAI-compatible
+// server, retries inside the slot (so the limit is also back-pressure), and
+// hands every finished answer to a single writer goroutine that owns the sink.
+package generator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/sink"
+)
+
+// Source yields prompts one at a time; io.EOF ends it. *dataset.Reader is one.
+type Source interface {
+	Next() (dataset.Prompt, error)
+}
+
+// Sink receives the engine's results. The engine calls it from one goroutine
+// only, so implementations need no locking. *sink.Sink is one.
+type Sink interface {
+	// Skip reports whether a key needs no request (done, or failed and not
+	// to be retried).
+	Skip(k sink.Key) bool
+	Write(r *sink.Record) error
+	WriteError(e *sink.ErrorRecord) error
+	// Flush makes everything written so far durable.
+	Flush() error
+}
+
+var (
+	_ Source = (*dataset.Reader)(nil)
+	_ Sink   = (*sink.Sink)(nil)
+)
+
+// Completer sends one chat completion. *Client is one; tests may wrap it.
+type Completer interface {
+	Complete(ctx context.Context, req Request, onDelta func(n int)) (Response, error)
+}
+
+var _ Completer = (*Client)(nil)
+
+// RetryPolicy bounds the retries of one request.
+type RetryPolicy struct {
+	MaxAttempts    int           // 1 = no retry
+	InitialBackoff time.Duration // first wait, before jitter
+	MaxBackoff     time.Duration // cap of the exponential wait
+}
+
+// Options configure an Engine.
+type Options struct {
+	Concurrency  int            // requests in flight
+	Model        string         // model to ask; must be set (the caller resolves "first of /v1/models")
+	MaxTokens    int            // max_tokens of every request
+	Temperature  float64        // sent as is, 0 included
+	TopP         float64        // sent as is
+	Samples      int            // answers per prompt (keys (id, 0..Samples-1))
+	SystemPrompt string         // replaces or sets the system turn when not empty
+	Stream       bool           // stream responses (tok/s from the first second)
+	Extra        map[string]any // extra_body, merged into every request
+	Retry        RetryPolicy
+	// SyncInterval is how often the writer flushes the sink when results
+	// stop arriving; 0 means the sink syncs on every write itself.
+	SyncInterval time.Duration
+	// Now is the clock for record timestamps; nil = time.Now.
+	Now func() time.Time
+}
+
+// Engine runs prompts through a Completer into a Sink.
+type Engine struct {
+	client Completer
+	opts   Options
+	stats  *Stats
+
+	drainOnce sync.Once
+	drain     chan struct{}
+}
+
+// New returns an engine. stats receives every event; it may be shared with a
+// reporter that renders it.
+func New(client Completer, stats *Stats, opts Options) (*Engine, error) {
+	if opts.Concurrency < 1 {
+		return nil, fmt.Errorf("concurrency must be at least 1, got %d", opts.Concurrency)
+	}
+	if opts.Samples < 1 {
+		opts.Samples = 1
+	}
+	if opts.Retry.MaxAttempts < 1 {
+		opts.Retry.MaxAttempts = 1
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if stats == nil {
+		stats = NewStats(nil)
+	}
+	return &Engine{client: client, opts: opts, stats: stats, drain: make(chan struct{})}, nil
+}
+
+// Stats returns the engine's statistics.
+func (e *Engine) Stats() *Stats { return e.stats }
+
+// Drain stops intake: no new request starts, the ones in flight go on until
+// they finish or Run's context is cancelled. Safe to call more than once and
+// from any goroutine (the first SIGINT calls it).
+func (e *Engine) Drain() { e.drainOnce.Do(func() { close(e.drain) }) }
+
+// job is one key to request.
+type job struct {
+	prompt dataset.Prompt
+	sample int
+	msgs   []Message
+}
+
+// result is what a slot hands to the writer.
+type result struct {
+	rec  *sink.Record
+	fail *sink.ErrorRecord
+}
+
+// Summary counts what one Run did.
+type Summary struct {
+	Written  int   // records written
+	Failed   int   // error records written
+	Skipped  int64 // keys already on disk
+	Drained  bool  // intake stopped before the source ended
+	Canceled int   // requests cut or not started because the run stopped (redone on resume)
+}
+
+// Run requests every key of src that out does not skip, keeping exactly
+// Concurrency requests in flight, and writes each answer or final failure to
+// out from one goroutine. It returns when the source is exhausted (or Drain
+// was called) and every request in flight has ended. Cancelling ctx cuts the
+// requests in flight; what was written stays written. A failed request is a
+// result (an error record), never an error of Run: Run fails only when the
+// source or the sink does.
+func (e *Engine) Run(ctx context.Context, src Source, out Sink) (Summary, error) {
+	var sum Summary
+	// A buffer as deep as the pool: a slot never waits for an fsync.
+	results := make(chan result, e.opts.Concurrency)
+	// A sink failure cancels every request (nothing could be recorded any
+	// more); a source failure only stops intake.
+	reqCtx, cancelReqs := context.WithCancelCause(ctx)
+	defer cancelReqs(nil)
+
+	// The sink belongs to the writer goroutine alone, so the producer asks it
+	// whether a key is done through this channel instead of reading the
+	// sink's key set while the writer adds to it.
+	skipReq := make(chan skipQuery)
+	writerErr := make(chan error, 1)
+	go func() { writerErr <- e.write(cancelReqs, out, results, skipReq, &sum) }()
+
+	// The pool: SetLimit makes Go block while Concurrency requests are in
+	// flight, so a slot is refilled the moment one frees. Slots never return
+	// an error: a failed prompt is a result, not a reason to cancel siblings.
+	var pool errgroup.Group
+	pool.SetLimit(e.opts.Concurrency)
+	srcErr := e.produce(reqCtx, src, skipReq, func(j job) {
+		pool.Go(func() error {
+			if e.draining() || reqCtx.Err() != nil {
+				results <- result{} // taken after intake stopped: not started
+				return nil
+			}
+			results <- e.do(reqCtx, j)
+			return nil
+		})
+	}, &sum.Skipped)
+	_ = pool.Wait()
+	close(results)
+	err := <-writerErr
+	sum.Drained = e.draining()
+	if err != nil {
+		return sum, err
+	}
+	return sum, srcErr
+}
+
+func (e *Engine) draining() bool {
+	select {
+	case <-e.drain:
+		return true
+	default:
+		return false
+	}
+}
+
+type skipQuery struct {
+	key   sink.Key
+	reply chan bool
+}
+
+// produce hands jobs to start until the source ends, Drain is called or ctx
+// ends. start blocks while the pool is full.
+func (e *Engine) produce(ctx context.Context, src Source, skipReq chan<- skipQuery, start func(job), skipped *int64) error {
+	reply := make(chan bool)
+	for {
+		if e.draining() || ctx.Err() != nil {
+			return nil
+		}
+		p, err := src.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read dataset: %w", err)
+		}
+		msgs := e.messages(p)
+		for s := range e.opts.Samples {
+			k := sink.Key{ID: p.ID, Sample: s}
+			select {
+			case skipReq <- skipQuery{key: k, reply: reply}:
+			case <-ctx.Done():
+				return nil
+			}
+			if <-reply {
+				*skipped++
+				e.stats.AddAlreadyDone(1)
+				continue
+			}
+			if e.draining() || ctx.Err() != nil {
+				return nil
+			}
+			start(job{prompt: p, sample: s, msgs: msgs})
+		}
+	}
+}
+
+// messages is the conversation to send: the prompt's turns with the system
+// turn replaced or set when a system prompt is configured.
+func (e *Engine) messages(p dataset.Prompt) []Message {
+	msgs := make([]Message, 0, len(p.Messages)+1)
+	if e.opts.SystemPrompt != "" {
+		msgs = append(msgs, Message{Role: "system", Content: e.opts.SystemPrompt})
+	}
+	for _, m := range p.Messages {
+		if m.Role == "system" && e.opts.SystemPrompt != "" {
+			continue
+		}
+		msgs = append(msgs, Message{Role: m.Role, Content: m.Content})
+	}
+	return msgs
+}
+
+// do runs one key to an answer or a final failure, retrying inside the slot.
+func (e *Engine) do(ctx context.Context, j job) result {
+	req := Request{
+		Model:       e.opts.Model,
+		Messages:    j.msgs,
+		MaxTokens:   e.opts.MaxTokens,
+		Temperature: e.opts.Temperature,
+		TopP:        e.opts.TopP,
+		Stream:      e.opts.Stream,
+		Extra:       e.opts.Extra,
+	}
+	tr := e.stats.Begin()
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		resp, err := e.client.Complete(ctx, req, tr.Delta)
+		if err == nil {
+			latency := time.Since(start)
+			tr.Done(Outcome{
+				PromptTokens:     resp.PromptTokens,
+				CompletionTokens: resp.CompletionTokens,
+				UsageKnown:       resp.UsageKnown,
+				Deltas:           resp.Chunks,
+				FinishReason:     resp.FinishReason,
+				Latency:          latency,
+				TTFT:             resp.TTFT,
+				Attempts:         attempt,
+			})
+			return result{rec: e.record(j, resp, attempt, latency)}
+		}
+		ce := Classify(err)
+		if ctx.Err() != nil || ce.Cause == CauseCanceled {
+			// Not a failure of the key: the run is stopping. Nothing is
+			// written, so a resume asks again.
+			tr.Cancel()
+			return result{}
+		}
+		if !ce.Retryable || attempt >= e.opts.Retry.MaxAttempts {
+			tr.Fail(ce.Cause)
+			return result{fail: &sink.ErrorRecord{
+				ID:        j.prompt.ID,
+				Sample:    j.sample,
+				Status:    ce.Status,
+				Message:   ce.Message,
+				Attempts:  attempt,
+				Cause:     ce.Cause,
+				CreatedAt: e.opts.Now().UTC(),
+			}}
+		}
+		tr.Retry(ce.Cause)
+		if !sleep(ctx, e.backoff(attempt, ce.RetryAfter)) {
+			tr.Cancel()
+			return result{}
+		}
+	}
+}
+
+// backoff is the wait after the attempt-th failure: exponential with full
+// jitter (so 200 slots hit by one 503 do not come back in lockstep), at least
+// what the server asked for in Retry-After.
+func (e *Engine) backoff(attempt int, retryAfter time.Duration) time.Duration {
+	ceil := e.opts.Retry.InitialBackoff
+	for i := 1; i < attempt && ceil < e.opts.Retry.MaxBackoff; i++ {
+		ceil *= 2
+	}
+	if ceil > e.opts.Retry.MaxBackoff {
+		ceil = e.opts.Retry.MaxBackoff
+	}
+	var d time.Duration
+	if ceil > 0 {
+		d = rand.N(ceil + 1)
+	}
+	if retryAfter > d {
+		d = retryAfter
+	}
+	return d
+}
+
+// sleep waits d or until ctx ends; it reports whether the wait completed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (e *Engine) record(j job, resp Response, attempts int, latency time.Duration) *sink.Record {
+	msgs := make([]sink.Message, len(j.msgs))
+	for i, m := range j.msgs {
+		msgs[i] = sink.Message{Role: m.Role, Content: m.Content}
+	}
+	model := resp.Model
+	if model == "" {
+		model = e.opts.Model
+	}
+	return &sink.Record{
+		ID:               j.prompt.ID,
+		Sample:           j.sample,
+		Source:           j.prompt.Source,
+		Messages:         msgs,
+		Reasoning:        resp.Reasoning,
+		Content:          resp.Content,
+		FinishReason:     resp.FinishReason,
+		Model:            model,
+		PromptTokens:     resp.PromptTokens,
+		CompletionTokens: resp.CompletionTokens,
+		LatencyMS:        float64(latency.Microseconds()) / 1000,
+		TTFTMS:           float64(resp.TTFT.Microseconds()) / 1000,
+		Attempts:         attempts,
+		CreatedAt:        e.opts.Now().UTC(),
+	}
+}
+
+// write is the single owner of the sink: it answers the producer's skip
+// queries, writes results and flushes on a ticker so that a record counted
+// as done is durable within SyncInterval even when no further result comes.
+func (e *Engine) write(cancel context.CancelCauseFunc, out Sink, results <-chan result, skipReq <-chan skipQuery, sum *Summary) (err error) {
+	var tick <-chan time.Time
+	if e.opts.SyncInterval > 0 {
+		t := time.NewTicker(e.opts.SyncInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	fail := func(e error) error {
+		cancel(e)
+		// Keep draining so that no slot blocks on a full channel forever.
+		for range results {
+		}
+		return e
+	}
+	for {
+		select {
+		case q := <-skipReq:
+			q.reply <- out.Skip(q.key)
+		case r, ok := <-results:
+			if !ok {
+				if err := out.Flush(); err != nil {
+					return fmt.Errorf("flush output: %w", err)
+				}
+				return nil
+			}
+			switch {
+			case r.rec != nil:
+				if err := out.Write(r.rec); err != nil {
+					return fail(fmt.Errorf("write record %s/%d: %w", r.rec.ID, r.rec.Sample, err))
+				}
+				sum.Written++
+			case r.fail != nil:
+				if err := out.WriteError(r.fail); err != nil {
+					return fail(fmt.Errorf("write error record %s/%d: %w", r.fail.ID, r.fail.Sample, err))
+				}
+				sum.Failed++
+			default:
+				sum.Canceled++
+			}
+		case <-tick:
+			if err := out.Flush(); err != nil {
+				return fail(fmt.Errorf("flush output: %w", err))
+			}
+		}
+	}
+}

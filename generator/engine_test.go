@@ -1,0 +1,297 @@
+package generator
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/sink"
+)
+
+// sliceSource yields prompts with ids 0..n-1 (and an optional extra id).
+type sliceSource struct {
+	mu      sync.Mutex
+	prompts []dataset.Prompt
+	next    int
+}
+
+func newSliceSource(ids ...string) *sliceSource {
+	s := &sliceSource{}
+	for i, id := range ids {
+		s.prompts = append(s.prompts, dataset.Prompt{
+			ID: id, Index: int64(i), Source: "test",
+			Messages: []dataset.Message{{Role: "user", Content: "prompt " + id}},
+		})
+	}
+	return s
+}
+
+func numberedIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i)
+	}
+	return ids
+}
+
+func (s *sliceSource) Next() (dataset.Prompt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.next >= len(s.prompts) {
+		return dataset.Prompt{}, io.EOF
+	}
+	p := s.prompts[s.next]
+	s.next++
+	return p, nil
+}
+
+// countingServer answers chat completions in vLLM's plain shape and records
+// how many requests are in flight at once. A request is counted out before
+// its response is written, so a client can never observe a freed slot the
+// server still counts.
+type countingServer struct {
+	inFlight, peak, requests, completed atomic.Int64
+	// hook runs for each request after it is counted in; it may block.
+	hook func(prompt string)
+}
+
+func (c *countingServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/v1/models" {
+		fmt.Fprint(w, `{"object":"list","data":[{"id":"test-model","object":"model"}]}`)
+		return
+	}
+	var body struct {
+		Messages []struct{ Content string } `json:"messages"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || len(body.Messages) == 0 {
+		http.Error(w, `{"object":"error","message":"bad body","code":400}`, http.StatusBadRequest)
+		return
+	}
+	c.requests.Add(1)
+	n := c.inFlight.Add(1)
+	for {
+		p := c.peak.Load()
+		if n <= p || c.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	prompt := body.Messages[len(body.Messages)-1].Content
+	if c.hook != nil {
+		c.hook(prompt)
+	}
+	resp := fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"test-model",`+
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"answer to %s","reasoning":"thinking about %s"},`+
+		`"logprobs":null,"finish_reason":"stop","stop_reason":null}],`+
+		`"usage":{"prompt_tokens":5,"total_tokens":12,"completion_tokens":7}}`, prompt, prompt)
+	c.inFlight.Add(-1)
+	c.completed.Add(1)
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, resp)
+}
+
+func testOptions(n int) Options {
+	return Options{
+		Concurrency: n, Model: "test-model", MaxTokens: 64, Temperature: 0, TopP: 1, Samples: 1,
+		Retry:        RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
+		SyncInterval: 50 * time.Millisecond,
+	}
+}
+
+func openSink(t *testing.T, dir string) *sink.Sink {
+	t.Helper()
+	s, err := sink.Open(sink.Options{
+		Dir: dir, Format: "jsonl", ShardSize: 100, SyncInterval: 20 * time.Millisecond,
+		Identity: sink.Identity{Version: "test", Answer: map[string]string{"endpoint.model": "test-model"}},
+	})
+	if err != nil {
+		t.Fatalf("open sink: %v", err)
+	}
+	return s
+}
+
+// readIDs returns how many times each id appears in the final and open
+// JSONL shards of dir.
+func readIDs(t *testing.T, dir string) map[string]int {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "data", "part-*"))
+	seen := map[string]int{}
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 1<<20), 1<<26)
+		for sc.Scan() {
+			var r sink.Record
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if r.Reasoning == "" || r.Content == "" || r.FinishReason != "stop" {
+				t.Fatalf("%s: incomplete record %+v", f, r)
+			}
+			seen[r.ID]++
+		}
+		fh.Close()
+	}
+	return seen
+}
+
+// TestPoolKeepsExactlyNInFlight: a server holds one request open while at
+// least 3N others complete; the pool refills every freed slot at once, so
+// the server sees exactly N in flight and never more.
+func TestPoolKeepsExactlyNInFlight(t *testing.T) {
+	const n = 200
+	release := make(chan struct{})
+	var heldDuring atomic.Int64 // completions observed while "hold" was open
+	var arrived sync.WaitGroup
+	arrived.Add(n)
+	var first atomic.Int64
+	srv := &countingServer{}
+	srv.hook = func(prompt string) {
+		// A barrier for the first N so that the peak is reached whatever the
+		// scheduling: if the pool started fewer than N at once, this hangs
+		// and the test times out; if it started more, peak > N.
+		if first.Add(1) <= n {
+			arrived.Done()
+			arrived.Wait()
+		}
+		if prompt == "prompt hold" {
+			before := srv.completed.Load()
+			select {
+			case <-release:
+			case <-time.After(30 * time.Second): // the assertion below reports it
+			}
+			heldDuring.Store(srv.completed.Load() - before)
+			return
+		}
+		time.Sleep(time.Millisecond)
+		if srv.completed.Load() >= 3*n+n/2 {
+			select {
+			case <-release:
+			default:
+				close(release)
+			}
+		}
+	}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+
+	ids := append([]string{"hold"}, numberedIDs(4*n)...)
+	dir := t.TempDir()
+	out := openSink(t, dir)
+	client := NewClient(ClientOptions{BaseURL: ts.URL + "/v1", MaxConns: n})
+	eng, err := New(client, NewStats(nil), testOptions(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sum, err := eng.Run(ctx, newSliceSource(ids...), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.peak.Load(); got != n {
+		t.Errorf("peak concurrency at the server = %d, want exactly %d", got, n)
+	}
+	if got := heldDuring.Load(); got < 3*n {
+		t.Errorf("while one request was held, %d others completed; want at least %d (a slot must not wait for its neighbours)", got, 3*n)
+	}
+	if sum.Written != len(ids) {
+		t.Errorf("written = %d, want %d", sum.Written, len(ids))
+	}
+	seen := readIDs(t, dir)
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Errorf("id %s present %d times, want 1", id, seen[id])
+		}
+	}
+}
+
+// TestResumeWritesEveryIDOnce stops a run part-way (both gracefully and by
+// cancellation), resumes, and checks every id is on disk exactly once and
+// the server was asked at most rows + N times in all.
+func TestResumeWritesEveryIDOnce(t *testing.T) {
+	for _, mode := range []string{"drain", "cancel"} {
+		t.Run(mode, func(t *testing.T) {
+			const rows, n = 1000, 50
+			srv := &countingServer{}
+			srv.hook = func(string) { time.Sleep(2 * time.Millisecond) }
+			ts := httptest.NewServer(srv)
+			defer ts.Close()
+			dir := t.TempDir()
+			client := NewClient(ClientOptions{BaseURL: ts.URL + "/v1", MaxConns: n})
+
+			// First run: stop once 40% is answered.
+			out := openSink(t, dir)
+			eng, _ := New(client, NewStats(nil), testOptions(n))
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() {
+				for srv.completed.Load() < rows*4/10 {
+					time.Sleep(time.Millisecond)
+				}
+				if mode == "drain" {
+					eng.Drain()
+				} else {
+					cancel()
+				}
+			}()
+			sum1, err := eng.Run(ctx, newSliceSource(numberedIDs(rows)...), out)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := out.Close(); err != nil {
+				t.Fatal(err)
+			}
+			written := len(readIDs(t, dir))
+			if written < rows*2/10 || written > rows*8/10 {
+				t.Fatalf("first run wrote %d of %d; the test wants a stop between 20%% and 80%%", written, rows)
+			}
+			if sum1.Written != written {
+				t.Errorf("first run reported %d written, %d on disk", sum1.Written, written)
+			}
+
+			// Second run: completes.
+			out = openSink(t, dir)
+			eng, _ = New(client, NewStats(nil), testOptions(n))
+			sum2, err := eng.Run(context.Background(), newSliceSource(numberedIDs(rows)...), out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := out.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if sum2.Skipped != int64(written) {
+				t.Errorf("second run skipped %d, want the %d already written", sum2.Skipped, written)
+			}
+			seen := readIDs(t, dir)
+			for _, id := range numberedIDs(rows) {
+				if seen[id] != 1 {
+					t.Errorf("id %s present %d times, want 1", id, seen[id])
+				}
+			}
+			if len(seen) != rows {
+				t.Errorf("%d distinct ids on disk, want %d", len(seen), rows)
+			}
+			if got := srv.requests.Load(); got > rows+n {
+				t.Errorf("server received %d requests over both runs, want at most rows+N = %d", got, rows+n)
+			}
+		})
+	}
+}

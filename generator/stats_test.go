@@ -1,0 +1,466 @@
+package generator
+
+import (
+	"math"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock is a settable clock for Stats: every figure below is checked
+// against a value worked out by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func near(a, b float64) bool {
+	if a == b {
+		return true
+	}
+	return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b))
+}
+
+func checkF(t *testing.T, name string, got, want float64) {
+	t.Helper()
+	if !near(got, want) {
+		t.Errorf("%s = %v, want %v", name, got, want)
+	}
+}
+
+func checkI(t *testing.T, name string, got, want int64) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s = %d, want %d", name, got, want)
+	}
+}
+
+func checkD(t *testing.T, name string, got, want time.Duration) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s = %v, want %v", name, got, want)
+	}
+}
+
+// The ramp: 200 long answers start together and none finishes for minutes.
+// tok/s must be right from the first second although req/s is 0.
+func TestStatsRampTokensWithoutCompletions(t *testing.T) {
+	clk := newFakeClock()
+	s := NewStats(clk.now)
+	s.SetTotal(25000)
+	reqs := make([]*Tracker, 200)
+	for i := range reqs {
+		reqs[i] = s.Begin()
+	}
+	// Each request streams 30 deltas per second for 5 seconds.
+	for sec := 0; sec < 5; sec++ {
+		for _, r := range reqs {
+			for k := 0; k < 3; k++ {
+				r.Delta(10)
+			}
+		}
+		clk.advance(time.Second)
+	}
+	snap := s.Snapshot()
+	checkD(t, "Elapsed", snap.Elapsed, 5*time.Second)
+	checkI(t, "Done", snap.Done, 0)
+	checkI(t, "InFlight", snap.InFlight, 200)
+	checkI(t, "CompletionTokens", snap.CompletionTokens, 200*150)
+	checkI(t, "RunningTokens", snap.RunningTokens, 200*150)
+	checkF(t, "ReqPerSec", snap.ReqPerSec, 0)
+	checkF(t, "TokPerSec", snap.TokPerSec, 6000)
+	// Shorter than both windows: they equal the cumulative rate.
+	checkF(t, "Last10s.TokPerSec", snap.Last10s.TokPerSec, 6000)
+	checkD(t, "Last10s.Span", snap.Last10s.Span, 5*time.Second)
+	checkF(t, "Last60s.TokPerSec", snap.Last60s.TokPerSec, 6000)
+	// No completion yet: every request is censored at 150 tokens, the
+	// product-limit estimate is the longest observation, 150.
+	checkF(t, "ExpectedCompletion", snap.ExpectedCompletion, 150)
+	if !math.IsNaN(snap.ExpectedCompletionSE) {
+		t.Errorf("ExpectedCompletionSE = %v, want NaN with no completions", snap.ExpectedCompletionSE)
+	}
+	// 24800 not started × 150 + 200 running × max(150-150, 0) = 3,720,000
+	// tokens at 6000 tok/s = 620 s.
+	checkF(t, "RemainingTokens", snap.RemainingTokens, 3720000)
+	if !snap.ETAKnown {
+		t.Fatal("ETAKnown = false during a ramp with tokens flowing")
+	}
+	checkD(t, "ETA", snap.ETA, 620*time.Second)
+	checkD(t, "ETAError", snap.ETAError, 0)
+	if snap.Confidence != "low" {
+		t.Errorf("Confidence = %q, want low", snap.Confidence)
+	}
+}
+
+// Usage is the truth: at completion the streamed count is corrected to
+// usage.completion_tokens, in the cumulative total and in the window of the
+// completion.
+func TestStatsUsageCorrectsStreamedCount(t *testing.T) {
+	tests := []struct {
+		name       string
+		deltas     int
+		outcome    Outcome
+		wantTokens int64
+	}{
+		{"usage above deltas (speculative decoding)", 100, Outcome{CompletionTokens: 250, UsageKnown: true, Deltas: 100}, 250},
+		{"usage below deltas", 100, Outcome{CompletionTokens: 90, UsageKnown: true, Deltas: 100}, 90},
+		{"no usage: deltas stand", 100, Outcome{Deltas: 100}, 100},
+		{"no usage, outcome deltas win over the count", 100, Outcome{Deltas: 120}, 120},
+		{"not streaming: all credited at completion", 0, Outcome{CompletionTokens: 400, UsageKnown: true}, 400},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock()
+			s := NewStats(clk.now)
+			s.SetTotal(1)
+			r := s.Begin()
+			r.Delta(tc.deltas)
+			clk.advance(2 * time.Second)
+			r.Done(tc.outcome)
+			snap := s.Snapshot()
+			checkI(t, "CompletionTokens", snap.CompletionTokens, tc.wantTokens)
+			checkI(t, "RunningTokens", snap.RunningTokens, 0)
+			checkF(t, "TokPerSec", snap.TokPerSec, float64(tc.wantTokens)/2)
+			checkI(t, "CompletionMax", snap.CompletionMax, tc.wantTokens)
+			checkI(t, "InFlight", snap.InFlight, 0)
+		})
+	}
+}
+
+// Window rates sum whole seconds; the second in progress is left out, and
+// the corrections land in the second they happen.
+func TestStatsWindows(t *testing.T) {
+	clk := newFakeClock()
+	s := NewStats(clk.now)
+	s.SetTotal(100)
+	r := s.Begin() // t = 0
+	// Seconds 0..59: 100 deltas each. Seconds 60..69: 400 deltas each.
+	for sec := 0; sec < 70; sec++ {
+		n := 100
+		if sec >= 60 {
+			n = 400
+		}
+		r.Delta(n)
+		clk.advance(time.Second)
+	}
+	// t = 70.5 s: the partial second 70 gets deltas that no window counts.
+	clk.advance(500 * time.Millisecond)
+	r.Delta(1000)
+	snap := s.Snapshot()
+	checkD(t, "Elapsed", snap.Elapsed, 70500*time.Millisecond)
+	checkD(t, "Last10s.Span", snap.Last10s.Span, 10*time.Second)
+	checkF(t, "Last10s.TokPerSec", snap.Last10s.TokPerSec, 400)
+	// Seconds 10..69: 50×100 + 10×400 = 9000 over 60 s.
+	checkF(t, "Last60s.TokPerSec", snap.Last60s.TokPerSec, 150)
+	// Cumulative: 6000 + 4000 + 1000 over 70.5 s.
+	checkF(t, "TokPerSec", snap.TokPerSec, 11000/70.5)
+
+	// A completion in second 70 with usage 11500: correction +500, one
+	// request, 300 prompt tokens. Seen by the windows once second 70 is whole.
+	r.Done(Outcome{CompletionTokens: 11500, UsageKnown: true, PromptTokens: 300, Deltas: 11000})
+	clk.advance(time.Second) // t = 71.5
+	snap = s.Snapshot()
+	// Seconds 61..70: 9×400 + 1000 + 500 = 5100.
+	checkF(t, "Last10s.TokPerSec", snap.Last10s.TokPerSec, 510)
+	checkF(t, "Last10s.ReqPerSec", snap.Last10s.ReqPerSec, 0.1)
+	checkF(t, "Last10s.PromptTokPerSec", snap.Last10s.PromptTokPerSec, 30)
+	// Seconds 11..70: 49×100 + 10×400 + 1500 = 10400.
+	checkF(t, "Last60s.TokPerSec", snap.Last60s.TokPerSec, 10400.0/60)
+	checkF(t, "Last60s.ReqPerSec", snap.Last60s.ReqPerSec, 1.0/60)
+	checkF(t, "ReqPerSec", snap.ReqPerSec, 1/71.5)
+	checkF(t, "PromptTokPerSec", snap.PromptTokPerSec, 300/71.5)
+
+	// Two minutes of silence: the ring forgets, the windows read zero.
+	clk.advance(2 * time.Minute)
+	snap = s.Snapshot()
+	checkF(t, "Last10s.TokPerSec after silence", snap.Last10s.TokPerSec, 0)
+	checkF(t, "Last60s.TokPerSec after silence", snap.Last60s.TokPerSec, 0)
+	checkF(t, "Last60s.ReqPerSec after silence", snap.Last60s.ReqPerSec, 0)
+}
+
+// A retry takes the attempt's tokens back; a failure too. Both are counted
+// by cause.
+func TestStatsRetryAndFail(t *testing.T) {
+	clk := newFakeClock()
+	s := NewStats(clk.now)
+	s.SetTotal(3)
+	a, b := s.Begin(), s.Begin()
+	a.Delta(50)
+	b.Delta(70)
+	clk.advance(time.Second)
+	a.Retry("stream_cut")
+	a.Retry("http_429")
+	a.Delta(20)
+	b.Fail("timeout")
+	clk.advance(time.Second)
+	snap := s.Snapshot()
+	checkI(t, "Retries", snap.Retries, 2)
+	checkI(t, "RetriesByCause[stream_cut]", snap.RetriesByCause["stream_cut"], 1)
+	checkI(t, "RetriesByCause[http_429]", snap.RetriesByCause["http_429"], 1)
+	checkI(t, "Errors", snap.Errors, 1)
+	checkI(t, "ErrorsByCause[timeout]", snap.ErrorsByCause["timeout"], 1)
+	checkI(t, "InFlight", snap.InFlight, 1)
+	checkI(t, "CompletionTokens", snap.CompletionTokens, 20)
+	checkF(t, "TokPerSec", snap.TokPerSec, 10)
+
+	a.Done(Outcome{CompletionTokens: 20, UsageKnown: true, Deltas: 20, Attempts: 3})
+	a.Fail("late") // a second end is ignored: in-flight counts stay true
+	snap = s.Snapshot()
+	checkI(t, "Done", snap.Done, 1)
+	checkI(t, "Errors after double end", snap.Errors, 1)
+	checkI(t, "InFlight", snap.InFlight, 0)
+	// The snapshot's maps are copies.
+	snap.ErrorsByCause["timeout"] = 99
+	checkI(t, "ErrorsByCause after caller edit", s.Snapshot().ErrorsByCause["timeout"], 1)
+}
+
+// Length, latency percentiles (nearest rank), truncated share and resume.
+func TestStatsDistributions(t *testing.T) {
+	clk := newFakeClock()
+	s := NewStats(clk.now)
+	s.AddAlreadyDone(40)
+	s.SetTotal(20)
+	// Ten completions: lengths 100, 200, ..., 1000; TTFT i×100 ms; latency
+	// TTFT + (deltas-1) × i ms, so the ITL of request i is i ms.
+	for i := 1; i <= 10; i++ {
+		r := s.Begin()
+		r.Delta(i * 100)
+		finish := "stop"
+		if i > 8 {
+			finish = "length"
+		}
+		ttft := time.Duration(i) * 100 * time.Millisecond
+		r.Done(Outcome{
+			CompletionTokens: i * 100, UsageKnown: true, PromptTokens: 10,
+			Deltas: i * 100, FinishReason: finish,
+			TTFT: ttft, Latency: ttft + time.Duration(i*100-1)*time.Duration(i)*time.Millisecond,
+		})
+	}
+	clk.advance(10 * time.Second)
+	snap := s.Snapshot()
+	checkI(t, "Completed", snap.Completed(), 50)
+	checkI(t, "Planned", snap.Planned(), 60)
+	checkF(t, "ReqPerSec (this run only)", snap.ReqPerSec, 1)
+	checkF(t, "CompletionAvg", snap.CompletionAvg, 550)
+	checkI(t, "CompletionP50", snap.CompletionP50, 500)
+	checkI(t, "CompletionP90", snap.CompletionP90, 900)
+	checkI(t, "CompletionMax", snap.CompletionMax, 1000)
+	checkD(t, "TTFTP50", snap.TTFTP50, 500*time.Millisecond)
+	checkD(t, "TTFTP90", snap.TTFTP90, 900*time.Millisecond)
+	checkD(t, "ITLP50", snap.ITLP50, 5*time.Millisecond)
+	checkD(t, "ITLP90", snap.ITLP90, 9*time.Millisecond)
+	checkI(t, "Truncated", snap.Truncated, 2)
+	checkF(t, "TruncatedShare", snap.TruncatedShare, 0.2)
+	checkI(t, "PromptTokens", snap.PromptTokens, 100)
+
+	// Nothing running: the estimate is the plain mean, the SE the
+	// population sd over sqrt(n): sd of 100..1000 is sqrt(82500).
+	checkF(t, "ExpectedCompletion", snap.ExpectedCompletion, 550)
+	checkF(t, "ExpectedCompletionSE", snap.ExpectedCompletionSE, math.Sqrt(82500)/math.Sqrt(10))
+	// 10 left × 550 tokens at 5500/10 s = 550 tok/s: 10 s ± 10×SE/550.
+	checkD(t, "ETA", snap.ETA, 10*time.Second)
+	checkD(t, "ETAError", snap.ETAError, secondsToDuration(10*math.Sqrt(8250)/550))
+
+	// A retried request's latency spans its earlier attempts: no ITL from it.
+	r := s.Begin()
+	r.Delta(1000)
+	r.Done(Outcome{CompletionTokens: 1000, UsageKnown: true, Deltas: 1000, TTFT: time.Millisecond, Latency: time.Hour, Attempts: 2})
+	if got := s.Snapshot().ITLP90; got != 9*time.Millisecond {
+		t.Errorf("ITLP90 after a retried request = %v, want 9ms unchanged", got)
+	}
+}
+
+// The ETA's bias correction: short answers finish first, so the completed
+// mean is too low; running requests count as censored at their tokens.
+func TestStatsETABiasCorrection(t *testing.T) {
+	clk := newFakeClock()
+	s := NewStats(clk.now)
+	s.SetTotal(10)
+	running := make([]*Tracker, 4)
+	for i := range running {
+		running[i] = s.Begin()
+	}
+	short := []int{100, 200}
+	for _, n := range short {
+		r := s.Begin()
+		r.Delta(n)
+		r.Done(Outcome{CompletionTokens: n, UsageKnown: true, Deltas: n})
+	}
+	// Running: 50 (started late), 400, 400, 600.
+	for i, n := range []int{50, 400, 400, 600} {
+		running[i].Delta(n)
+	}
+	clk.advance(10 * time.Second)
+	snap := s.Snapshot()
+	// Completed mean 150 and the naive mean over all six (1750/6) are both
+	// too low. Product-limit over {50+, 100, 200, 400+, 400+, 600+} (+ =
+	// still running): 50+ leaves the risk set; at 100, 5 at risk, S = 4/5;
+	// at 200, 4 at risk, S = 3/5; restricted to 600:
+	// mean = 100 + 4/5×(200-100) + 3/5×(600-200) = 420.
+	checkF(t, "ExpectedCompletion", snap.ExpectedCompletion, 420)
+	if snap.ExpectedCompletion < 1750.0/6 || snap.ExpectedCompletion < 150 {
+		t.Errorf("ExpectedCompletion %v below the naive means", snap.ExpectedCompletion)
+	}
+	// E[X²] = 100² + 4/5(200²-100²) + 3/5(600²-200²) = 10000+24000+192000.
+	m2 := 226000.0
+	checkF(t, "ExpectedCompletionSE", snap.ExpectedCompletionSE, math.Sqrt(m2-420*420)/math.Sqrt(2))
+	// Tokens credited: 300 + 1450 = 1750 over 10 s = 175 tok/s.
+	checkF(t, "TokPerSec", snap.TokPerSec, 175)
+	// Remaining: 4 not started × 420 + (370 + 20 + 20 + 0) = 2090 tokens.
+	checkF(t, "RemainingTokens", snap.RemainingTokens, 2090)
+	checkD(t, "ETA", snap.ETA, secondsToDuration(2090.0/175))
+	checkD(t, "ETAError", snap.ETAError, secondsToDuration(8*snap.ExpectedCompletionSE/175))
+
+	// The completed-only ETA would have said 4×150 + 0 + ... : far lower.
+	naive := (4*150 + 100) / 175.0
+	if snap.ETA.Seconds() <= naive {
+		t.Errorf("ETA %v not above the naive %vs", snap.ETA, naive)
+	}
+}
+
+func TestStatsETAStates(t *testing.T) {
+	t.Run("before any request", func(t *testing.T) {
+		s := NewStats(newFakeClock().now)
+		s.SetTotal(5)
+		snap := s.Snapshot()
+		if snap.ETAKnown || snap.Elapsed != 0 || snap.TokPerSec != 0 {
+			t.Errorf("empty ledger: ETAKnown=%v Elapsed=%v TokPerSec=%v", snap.ETAKnown, snap.Elapsed, snap.TokPerSec)
+		}
+	})
+	t.Run("all done", func(t *testing.T) {
+		clk := newFakeClock()
+		s := NewStats(clk.now)
+		s.SetTotal(1)
+		r := s.Begin()
+		clk.advance(time.Second)
+		r.Done(Outcome{CompletionTokens: 5, UsageKnown: true})
+		snap := s.Snapshot()
+		if !snap.ETAKnown || snap.ETA != 0 {
+			t.Errorf("ETAKnown=%v ETA=%v, want known 0", snap.ETAKnown, snap.ETA)
+		}
+	})
+	t.Run("stalled", func(t *testing.T) {
+		clk := newFakeClock()
+		s := NewStats(clk.now)
+		s.SetTotal(2)
+		s.Begin()
+		clk.advance(time.Minute)
+		if snap := s.Snapshot(); snap.ETAKnown {
+			t.Errorf("no tokens yet, ETAKnown = true (ETA %v)", snap.ETA)
+		}
+	})
+	t.Run("confidence", func(t *testing.T) {
+		for _, c := range []struct {
+			done int64
+			want string
+		}{{0, "low"}, {29, "low"}, {30, "medium"}, {299, "medium"}, {300, "high"}} {
+			if got := confidence(c.done); got != c.want {
+				t.Errorf("confidence(%d) = %q, want %q", c.done, got, c.want)
+			}
+		}
+	})
+}
+
+// Concurrent use from many goroutines, as the engine does it; run with -race.
+func TestStatsConcurrent(t *testing.T) {
+	s := NewStats(nil)
+	const workers, per, deltas = 16, 50, 20
+	s.SetTotal(workers * per)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				r := s.Begin()
+				for d := 0; d < deltas; d++ {
+					r.Delta(1)
+				}
+				r.Done(Outcome{Deltas: deltas})
+				_ = s.Snapshot()
+			}
+		}()
+	}
+	wg.Wait()
+	snap := s.Snapshot()
+	checkI(t, "Done", snap.Done, workers*per)
+	checkI(t, "CompletionTokens", snap.CompletionTokens, workers*per*deltas)
+	checkI(t, "InFlight", snap.InFlight, 0)
+}
+
+// The reservoir keeps memory bounded and the quantiles close.
+func TestSampleSetReservoir(t *testing.T) {
+	var ss sampleSet
+	ss.seed = 1
+	const n = 3 * maxSamples
+	for i := int64(1); i <= n; i++ {
+		ss.add(i)
+	}
+	if len(ss.vals) != maxSamples {
+		t.Fatalf("kept %d samples, want %d", len(ss.vals), maxSamples)
+	}
+	checkI(t, "max", ss.max, n)
+	p50 := float64(ss.quantile(0.5))
+	if math.Abs(p50-n/2) > 0.01*n {
+		t.Errorf("p50 = %v, want within 1%% of %v", p50, n/2)
+	}
+}
+
+func BenchmarkStatsDelta(b *testing.B) {
+	s := NewStats(nil)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		r := s.Begin()
+		for pb.Next() {
+			r.Delta(1)
+		}
+		r.Done(Outcome{})
+	})
+}
+
+func BenchmarkStatsSnapshot(b *testing.B) {
+	s := NewStats(nil)
+	for i := 0; i < 25000; i++ {
+		r := s.Begin()
+		r.Delta(i % 2000)
+		r.Done(Outcome{CompletionTokens: i % 2000, UsageKnown: true, TTFT: time.Millisecond, Latency: time.Second, Deltas: i % 2000})
+	}
+	for i := 0; i < 200; i++ {
+		s.Begin().Delta(i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_ = s.Snapshot()
+	}
+}
+
+// TestStatsResumeTotals: on resume the engine finds done keys as it reaches
+// them; done/planned must stay the selection's size, not grow with them.
+func TestStatsResumeTotals(t *testing.T) {
+	s := NewStats(nil)
+	s.SetTotal(300)
+	s.AddAlreadyDone(120)
+	tr := s.Begin()
+	tr.Done(Outcome{CompletionTokens: 10, UsageKnown: true, FinishReason: "stop", Attempts: 1})
+	snap := s.Snapshot()
+	if snap.Planned() != 300 || snap.Completed() != 121 || snap.Total != 180 {
+		t.Fatalf("planned %d completed %d total %d, want 300, 121, 180", snap.Planned(), snap.Completed(), snap.Total)
+	}
+}
