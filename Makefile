@@ -1,0 +1,57 @@
+# synthgen's front door. `make help` lists the targets.
+GO        ?= go
+BIN       := bin/synthgen
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X main.version=$(VERSION)
+MOCK_ADDR ?= 127.0.0.1:18080
+
+.DEFAULT_GOAL := help
+
+## help: list the targets
+.PHONY: help
+help:
+	@grep -E '^## ' $(MAKEFILE_LIST) | sed 's/^## //' | awk -F': ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+## build: build bin/synthgen
+.PHONY: build
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/synthgen
+
+## run: generate answers for the bundled sample against the built-in mock server (out/sample)
+.PHONY: run
+run: build
+	@set -e; \
+	$(BIN) mock --addr $(MOCK_ADDR) --token-delay 2ms --ttft 50ms & mock=$$!; \
+	trap 'kill $$mock 2>/dev/null; wait $$mock 2>/dev/null' EXIT; \
+	$(BIN) run --config examples/sample.yaml --endpoint.base_url http://$(MOCK_ADDR)/v1
+
+## test: the whole test suite with the race detector
+.PHONY: test
+test:
+	$(GO) test -race -count=1 ./...
+
+## bench: the benchmarks (ratios are meaningful within one run only)
+.PHONY: bench
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## lint: gofmt and go vet
+.PHONY: lint
+lint:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+## fuzz: run every fuzzer for a short while (FUZZTIME=30s)
+FUZZTIME ?= 10s
+.PHONY: fuzz
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+## clean: remove build output and the sample run
+.PHONY: clean
+clean:
+	rm -rf bin out

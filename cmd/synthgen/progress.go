@@ -1,0 +1,519 @@
+package main
+
+// Rendering generator.Stats for a person: a progress bar on a terminal, one
+// grep-friendly line per interval otherwise (nohup, a log file), or one JSON
+// object per interval with --log-format json.
+//
+// The plain line, field by field (every field is always present, so awk and
+// grep can count on the layout):
+//
+//	progress 150/25000          done/total keys, those of earlier runs included
+//	(0 errors)                  requests that gave up in this run
+//	0.9 req/s                   completed per second, this run
+//	1598 tok/s                  completion tokens per second, this run, counted as they stream
+//	avg completion 648 tok      mean length of the completed answers ("--" before the first)
+//	in flight 200               requests in a slot now
+//	eta 2h41m ±12m              from tokens (see generator.Snapshot.ETA); ">2h41m" while no
+//	                            answer has finished (a lower bound), "--" while unknown
+//	| 10s 1650 tok/s 1.0 req/s  the last 10 s
+//	| 60s 1600 tok/s 0.9 req/s  the last 60 s
+//	| retries 0                 attempts retried
+//	| server 1700 tok/s ...     the server's own /metrics, when scraped: generation tok/s,
+//	                            running, waiting, kv (cache usage), preemptions, spec decoding
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/internal/promscrape"
+)
+
+// barRefresh is how often the terminal bar is redrawn.
+const barRefresh = 200 * time.Millisecond
+
+// defaultInterval is the plain-line interval when none is configured.
+const defaultInterval = 10 * time.Second
+
+type reporterOptions struct {
+	TTY      bool          // draw a progress bar (the caller checked the file descriptor)
+	Interval time.Duration // one line (or JSON object) per Interval; the server is scraped at this pace too
+	Quiet    bool          // no progress output at all; Summary is still there for the caller
+	JSON     bool          // --log-format json: one JSON object per Interval, even on a terminal
+	// Scrape fetches the server's /metrics; nil: no server view.
+	Scrape func(ctx context.Context) (promscrape.Sample, error)
+	// Status receives the progress record as JSON (the object --log-format
+	// json prints) each Interval and once at the end, e.g. to rewrite
+	// DIR/status.json. May be nil.
+	Status func(b []byte)
+}
+
+// reporter renders the progress of one run. Run is its only goroutine; all
+// its state is owned by it.
+type reporter struct {
+	w    io.Writer
+	opts reporterOptions
+
+	// ticks makes the line interval; tests replace it to drive the reporter
+	// tick by tick.
+	ticks func(time.Duration) (<-chan time.Time, func())
+
+	prevSample   *promscrape.Sample
+	server       *promscrape.Rates
+	scrapeFailed bool
+
+	bar *progressbar.ProgressBar
+}
+
+func newReporter(w io.Writer, opts reporterOptions) *reporter {
+	if opts.Interval <= 0 {
+		opts.Interval = defaultInterval
+	}
+	return &reporter{w: w, opts: opts, ticks: realTicks}
+}
+
+func realTicks(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+func (r *reporter) barMode() bool { return r.opts.TTY && !r.opts.JSON && !r.opts.Quiet }
+
+// Run reports until ctx is done, then renders once more (the final state)
+// and returns.
+func (r *reporter) Run(ctx context.Context, stats *generator.Stats) {
+	// The first sample is the baseline of the server's rates, so the first
+	// line already shows the server's tok/s.
+	r.scrape(ctx)
+	lines, stop := r.ticks(r.opts.Interval)
+	defer stop()
+	var barTicks <-chan time.Time
+	if r.barMode() {
+		t := time.NewTicker(barRefresh)
+		defer t.Stop()
+		barTicks = t.C
+		r.renderBar(stats.Snapshot())
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			r.report(stats.Snapshot(), true)
+			return
+		case <-barTicks:
+			r.renderBar(stats.Snapshot())
+		case <-lines:
+			r.scrape(ctx)
+			r.report(stats.Snapshot(), false)
+		}
+	}
+}
+
+// report writes the status record and, unless quiet, one line, JSON object
+// or bar redraw.
+func (r *reporter) report(snap generator.Snapshot, final bool) {
+	rec := newProgressRecord(snap, r.server)
+	var js []byte
+	if r.opts.Status != nil || r.opts.JSON {
+		var err error
+		if js, err = json.Marshal(rec); err != nil {
+			// Every field is a plain number or string; this is unreachable
+			// short of a bug, and a progress line is not worth a crash.
+			js = fmt.Appendf(nil, `{"event":"progress","error":%q}`, err.Error())
+		}
+	}
+	if r.opts.Status != nil {
+		r.opts.Status(js)
+	}
+	switch {
+	case r.opts.Quiet:
+	case r.opts.JSON:
+		fmt.Fprintf(r.w, "%s\n", js)
+	case r.barMode():
+		r.renderBar(snap)
+		if final {
+			fmt.Fprintln(r.w)
+		}
+	default:
+		fmt.Fprintln(r.w, formatLine(snap, r.server))
+	}
+}
+
+// scrape takes one sample of the server's metrics and updates the rates
+// since the previous one. A failure is said once, then retried silently at
+// each interval: the server's view is an extra, never a reason to stop.
+func (r *reporter) scrape(ctx context.Context) {
+	if r.opts.Scrape == nil {
+		return
+	}
+	s, err := r.opts.Scrape(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		if !r.scrapeFailed {
+			r.scrapeFailed = true
+			r.warn(fmt.Sprintf("metrics: %v; not showing the server's view (retrying quietly)", err))
+		}
+		return
+	}
+	if r.scrapeFailed {
+		r.scrapeFailed = false
+		r.warn("metrics: reachable again; showing the server's view")
+	}
+	if r.prevSample != nil {
+		rates := promscrape.Between(*r.prevSample, s)
+		r.server = &rates
+	}
+	r.prevSample = &s
+}
+
+func (r *reporter) warn(msg string) {
+	switch {
+	case r.opts.Quiet:
+	case r.opts.JSON:
+		b, _ := json.Marshal(struct {
+			Event string `json:"event"`
+			Msg   string `json:"msg"`
+		}{"warning", msg})
+		fmt.Fprintf(r.w, "%s\n", b)
+	case r.barMode():
+		if r.bar != nil {
+			_ = r.bar.Clear()
+		}
+		fmt.Fprintln(r.w, msg)
+	default:
+		fmt.Fprintln(r.w, msg)
+	}
+}
+
+// renderBar redraws the terminal bar; progressbar/v3 draws with \r and
+// ANSI codes, so the description is cut to the terminal's width.
+func (r *reporter) renderBar(snap generator.Snapshot) {
+	planned := snap.Planned()
+	if planned <= 0 {
+		return
+	}
+	if r.bar == nil {
+		r.bar = progressbar.NewOptions64(planned,
+			progressbar.OptionSetWriter(r.w),
+			progressbar.OptionSetWidth(16),
+			progressbar.OptionSetPredictTime(false),
+			progressbar.OptionSetElapsedTime(false),
+			progressbar.OptionUseANSICodes(true),
+			progressbar.OptionThrottle(0),
+		)
+	}
+	if r.bar.GetMax64() != planned {
+		r.bar.ChangeMax64(planned)
+	}
+	desc := barDescription(snap, r.server)
+	if width := terminalWidth(r.w); width > 0 {
+		// Room for the bar itself and the percentage: "100% |################| ".
+		desc = truncate(desc, width-26)
+	}
+	r.bar.Describe(desc)
+	_ = r.bar.Set64(min(snap.Completed(), planned))
+}
+
+func barDescription(s generator.Snapshot, server *promscrape.Rates) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d/%d %s tok/s %s req/s avg %s tok %d in flight", s.Completed(), s.Planned(),
+		fmtTok(s.Last10s.TokPerSec), fmtRate(s.Last10s.ReqPerSec), fmtAvg(s), s.InFlight)
+	if s.Errors > 0 {
+		fmt.Fprintf(&b, " %d err", s.Errors)
+	}
+	fmt.Fprintf(&b, " eta %s", fmtETA(s))
+	if server != nil {
+		fmt.Fprintf(&b, " | server %s tok/s", fmtTok(server.GenTokPerSec))
+	}
+	return b.String()
+}
+
+func terminalWidth(w io.Writer) int {
+	f, ok := w.(*os.File)
+	if !ok {
+		return 0
+	}
+	width, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return 0
+	}
+	return width
+}
+
+func truncate(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n])
+}
+
+// isTerminal reports whether f is a terminal; progressbar/v3 does not check.
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+// formatLine renders the plain progress line (see the top of this file).
+func formatLine(s generator.Snapshot, server *promscrape.Rates) string {
+	var b strings.Builder
+	total := "?"
+	if s.Total > 0 {
+		total = fmt.Sprint(s.Planned())
+	}
+	fmt.Fprintf(&b, "progress %d/%s (%d errors) %s req/s %s tok/s avg completion %s tok in flight %d eta %s",
+		s.Completed(), total, s.Errors, fmtRate(s.ReqPerSec), fmtTok(s.TokPerSec), fmtAvg(s), s.InFlight, fmtETA(s))
+	fmt.Fprintf(&b, " | 10s %s tok/s %s req/s | 60s %s tok/s %s req/s | retries %d",
+		fmtTok(s.Last10s.TokPerSec), fmtRate(s.Last10s.ReqPerSec),
+		fmtTok(s.Last60s.TokPerSec), fmtRate(s.Last60s.ReqPerSec), s.Retries)
+	if server != nil {
+		b.WriteString(" | server ")
+		b.WriteString(formatServer(*server))
+	}
+	return b.String()
+}
+
+// formatServer renders the server's view: generation tok/s first.
+func formatServer(r promscrape.Rates) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s tok/s running %.0f waiting %.0f", fmtTok(r.GenTokPerSec), r.Running, r.Waiting)
+	if r.HasKV {
+		fmt.Fprintf(&b, " kv %.0f%%", 100*r.KVCacheUsage)
+	}
+	fmt.Fprintf(&b, " preemptions %.0f", r.Preemptions)
+	if r.HasSpec {
+		fmt.Fprintf(&b, " spec acceptance %.0f%% length %.2f", 100*r.AcceptanceRate, r.MeanAcceptanceLength)
+	}
+	return b.String()
+}
+
+func fmtTok(v float64) string { return fmt.Sprintf("%.0f", v) }
+
+// fmtRate keeps slow rates readable: 0.04 req/s is not 0.0.
+func fmtRate(v float64) string {
+	if v == 0 || v >= 0.1 {
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+func fmtAvg(s generator.Snapshot) string {
+	if s.Done == 0 {
+		return "--"
+	}
+	return fmt.Sprintf("%.0f", s.CompletionAvg)
+}
+
+func fmtETA(s generator.Snapshot) string {
+	switch {
+	case !s.ETAKnown:
+		return "--"
+	case s.Done == 0 && s.ETA > 0:
+		// No answer has finished: the length estimate is the longest
+		// answer so far, so the ETA is a lower bound.
+		return ">" + fmtDuration(s.ETA)
+	}
+	out := fmtDuration(s.ETA)
+	if s.ETAError > 0 {
+		out += " ±" + fmtDuration(s.ETAError)
+	}
+	if s.Confidence == "low" && s.ETA > 0 {
+		out += " (low confidence)"
+	}
+	return out
+}
+
+// fmtDuration is a compact duration: 2h41m, 12m05s, 45s, 3d04h.
+func fmtDuration(d time.Duration) string {
+	d = d.Round(time.Second)
+	switch {
+	case d >= 100*24*time.Hour:
+		return ">99d"
+	case d >= 24*time.Hour:
+		return fmt.Sprintf("%dd%02dh", d/(24*time.Hour), d%(24*time.Hour)/time.Hour)
+	case d >= time.Hour:
+		return fmt.Sprintf("%dh%02dm", d/time.Hour, d%time.Hour/time.Minute)
+	case d >= time.Minute:
+		return fmt.Sprintf("%dm%02ds", d/time.Minute, d%time.Minute/time.Second)
+	default:
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+}
+
+// progressRecord is the JSON form of one progress report: a --log-format
+// json line and the content of DIR/status.json. Durations are seconds.
+type progressRecord struct {
+	Event          string           `json:"event"` // "progress"
+	Time           time.Time        `json:"time"`
+	ElapsedS       float64          `json:"elapsed_s"`
+	Done           int64            `json:"done"`  // keys done, earlier runs included
+	Total          int64            `json:"total"` // keys of the job, earlier runs included
+	AlreadyDone    int64            `json:"already_done"`
+	Errors         int64            `json:"errors"`
+	ErrorsByCause  map[string]int64 `json:"errors_by_cause"`
+	Retries        int64            `json:"retries"`
+	RetriesByCause map[string]int64 `json:"retries_by_cause"`
+	InFlight       int64            `json:"in_flight"`
+
+	ReqPerS          float64 `json:"req_per_s"`
+	TokPerS          float64 `json:"tok_per_s"`
+	PromptTokPerS    float64 `json:"prompt_tok_per_s"`
+	ReqPerS10s       float64 `json:"req_per_s_10s"`
+	TokPerS10s       float64 `json:"tok_per_s_10s"`
+	ReqPerS60s       float64 `json:"req_per_s_60s"`
+	TokPerS60s       float64 `json:"tok_per_s_60s"`
+	CompletionTokens int64   `json:"completion_tokens"`
+	PromptTokens     int64   `json:"prompt_tokens"`
+
+	CompletionAvg  float64 `json:"completion_avg"`
+	CompletionP50  int64   `json:"completion_p50"`
+	CompletionP90  int64   `json:"completion_p90"`
+	CompletionMax  int64   `json:"completion_max"`
+	TruncatedShare float64 `json:"truncated_share"`
+	TTFTP50S       float64 `json:"ttft_p50_s"`
+	TTFTP90S       float64 `json:"ttft_p90_s"`
+	ITLP50S        float64 `json:"itl_p50_s"`
+	ITLP90S        float64 `json:"itl_p90_s"`
+
+	ExpectedCompletion float64  `json:"expected_completion"`
+	ETAS               *float64 `json:"eta_s"` // null while unknown
+	ETAErrorS          *float64 `json:"eta_error_s,omitempty"`
+	ETAConfidence      string   `json:"eta_confidence"`
+
+	Server *serverRecord `json:"server,omitempty"`
+}
+
+// serverRecord is the server's view in JSON, shared with `synthgen watch`.
+type serverRecord struct {
+	URL                      string   `json:"url,omitempty"`
+	Time                     string   `json:"time,omitempty"`
+	WindowS                  float64  `json:"window_s"`
+	GenTokPerS               float64  `json:"gen_tok_per_s"`
+	PromptTokPerS            float64  `json:"prompt_tok_per_s"`
+	Running                  float64  `json:"running"`
+	Waiting                  float64  `json:"waiting"`
+	KVCacheUsage             *float64 `json:"kv_cache_usage,omitempty"`
+	Preemptions              float64  `json:"preemptions"`
+	SpecAcceptanceRate       *float64 `json:"spec_acceptance_rate,omitempty"`
+	SpecMeanAcceptanceLength *float64 `json:"spec_mean_acceptance_length,omitempty"`
+}
+
+func newServerRecord(r promscrape.Rates) *serverRecord {
+	out := &serverRecord{
+		WindowS:       r.Window.Seconds(),
+		GenTokPerS:    r.GenTokPerSec,
+		PromptTokPerS: r.PromptTokPerSec,
+		Running:       r.Running,
+		Waiting:       r.Waiting,
+		Preemptions:   r.Preemptions,
+	}
+	if r.HasKV {
+		out.KVCacheUsage = finite(r.KVCacheUsage)
+	}
+	if r.HasSpec {
+		out.SpecAcceptanceRate = finite(r.AcceptanceRate)
+		out.SpecMeanAcceptanceLength = finite(r.MeanAcceptanceLength)
+	}
+	return out
+}
+
+// finite returns a pointer to v, or nil for NaN and infinities, which JSON
+// cannot carry.
+func finite(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+func newProgressRecord(s generator.Snapshot, server *promscrape.Rates) progressRecord {
+	rec := progressRecord{
+		Event: "progress", Time: s.At, ElapsedS: s.Elapsed.Seconds(),
+		Done: s.Completed(), Total: s.Planned(), AlreadyDone: s.AlreadyDone,
+		Errors: s.Errors, ErrorsByCause: s.ErrorsByCause, Retries: s.Retries, RetriesByCause: s.RetriesByCause,
+		InFlight: s.InFlight,
+		ReqPerS:  s.ReqPerSec, TokPerS: s.TokPerSec, PromptTokPerS: s.PromptTokPerSec,
+		ReqPerS10s: s.Last10s.ReqPerSec, TokPerS10s: s.Last10s.TokPerSec,
+		ReqPerS60s: s.Last60s.ReqPerSec, TokPerS60s: s.Last60s.TokPerSec,
+		CompletionTokens: s.CompletionTokens, PromptTokens: s.PromptTokens,
+		CompletionAvg: s.CompletionAvg, CompletionP50: s.CompletionP50, CompletionP90: s.CompletionP90,
+		CompletionMax: s.CompletionMax, TruncatedShare: s.TruncatedShare,
+		TTFTP50S: s.TTFTP50.Seconds(), TTFTP90S: s.TTFTP90.Seconds(),
+		ITLP50S: s.ITLP50.Seconds(), ITLP90S: s.ITLP90.Seconds(),
+		ETAConfidence: s.Confidence,
+	}
+	if v := finite(s.ExpectedCompletion); v != nil {
+		rec.ExpectedCompletion = *v
+	}
+	if s.ETAKnown {
+		rec.ETAS = finite(s.ETA.Seconds())
+		if s.ETAError > 0 {
+			rec.ETAErrorS = finite(s.ETAError.Seconds())
+		}
+	}
+	if server != nil {
+		rec.Server = newServerRecord(*server)
+	}
+	return rec
+}
+
+// Summary is the small table printed when a run ends.
+func (r *reporter) Summary(stats *generator.Stats) string {
+	s := stats.Snapshot()
+	var b strings.Builder
+	fmt.Fprintf(&b, "done %d/%d in %s", s.Completed(), s.Planned(), fmtDuration(s.Elapsed))
+	if s.AlreadyDone > 0 {
+		fmt.Fprintf(&b, " (%d before this run)", s.AlreadyDone)
+	}
+	fmt.Fprintf(&b, ", %d errors, %d retries\n", s.Errors, s.Retries)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	if len(s.ErrorsByCause) > 0 {
+		fmt.Fprintf(tw, "  errors\t%s\n", formatCounts(s.ErrorsByCause))
+	}
+	if len(s.RetriesByCause) > 0 {
+		fmt.Fprintf(tw, "  retries\t%s\n", formatCounts(s.RetriesByCause))
+	}
+	fmt.Fprintf(tw, "  throughput\t%s req/s\t%s tok/s\t%s prompt tok/s\n",
+		fmtRate(s.ReqPerSec), fmtTok(s.TokPerSec), fmtTok(s.PromptTokPerSec))
+	fmt.Fprintf(tw, "  completion\tavg %s\tp50 %d\tp90 %d\tmax %d tok\ttruncated %.1f%%\n",
+		fmtAvg(s), s.CompletionP50, s.CompletionP90, s.CompletionMax, 100*s.TruncatedShare)
+	if s.TTFTP50 > 0 {
+		fmt.Fprintf(tw, "  latency\tttft p50 %s\tp90 %s\titl p50 %s\tp90 %s\n",
+			fmtLatency(s.TTFTP50), fmtLatency(s.TTFTP90), fmtLatency(s.ITLP50), fmtLatency(s.ITLP90))
+	}
+	_ = tw.Flush()
+	return b.String()
+}
+
+func formatCounts(m map[string]int64) string {
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func fmtLatency(d time.Duration) string {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond).String()
+	default:
+		return d.Round(100 * time.Microsecond).String()
+	}
+}

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/internal/promscrape"
+)
+
+// testClock is the clock given to generator.Stats so the figures in the
+// lines are known exactly.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// driven runs a reporter whose line ticks the test sends one by one. Each
+// send returns once the reporter has taken the tick, so the previous tick's
+// output is complete; stop ends Run and waits for its final render.
+type driven struct {
+	ticks  chan time.Time
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func drive(r *reporter, stats *generator.Stats) *driven {
+	d := &driven{ticks: make(chan time.Time), done: make(chan struct{})}
+	r.ticks = func(time.Duration) (<-chan time.Time, func()) { return d.ticks, func() {} }
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	go func() { defer close(d.done); r.Run(ctx, stats) }()
+	return d
+}
+
+func (d *driven) tick() { d.ticks <- time.Time{} }
+
+// stop ends Run; the unbuffered send guarantees the last tick was handled
+// before cancelling.
+func (d *driven) stop() {
+	d.cancel()
+	<-d.done
+}
+
+// A 200-request ramp at 6000 tok/s, none finished after 5 s.
+func rampStats() (*generator.Stats, *testClock) {
+	clk := &testClock{t: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
+	stats := generator.NewStats(clk.now)
+	stats.SetTotal(25000)
+	trs := make([]*generator.Tracker, 200)
+	for i := range trs {
+		trs[i] = stats.Begin()
+	}
+	for range 5 {
+		for _, tr := range trs {
+			tr.Delta(30)
+		}
+		clk.advance(time.Second)
+	}
+	return stats, clk
+}
+
+func TestFormatLineRamp(t *testing.T) {
+	stats, _ := rampStats()
+	got := formatLine(stats.Snapshot(), nil)
+	want := "progress 0/25000 (0 errors) 0.0 req/s 6000 tok/s avg completion -- tok in flight 200 eta >10m20s" +
+		" | 10s 6000 tok/s 0.0 req/s | 60s 6000 tok/s 0.0 req/s | retries 0"
+	if got != want {
+		t.Errorf("formatLine =\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestFormatLineWithServer(t *testing.T) {
+	clk := &testClock{t: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
+	stats := generator.NewStats(clk.now)
+	stats.AddAlreadyDone(100)
+	stats.SetTotal(50)
+	for i := 1; i <= 40; i++ {
+		tr := stats.Begin()
+		tr.Done(generator.Outcome{CompletionTokens: 500, UsageKnown: true})
+	}
+	tr := stats.Begin()
+	tr.Fail("http_400")
+	clk.advance(20 * time.Second)
+	server := &promscrape.Rates{GenTokPerSec: 1234.4, Running: 9, Waiting: 1, HasKV: true, KVCacheUsage: 0.873,
+		Preemptions: 2, HasSpec: true, AcceptanceRate: 0.72, MeanAcceptanceLength: 3.1, Window: 10 * time.Second}
+	got := formatLine(stats.Snapshot(), server)
+	// 9 keys left × 500 tokens at 20000/20 s = 1000 tok/s: 4.5 s; the SE is 0
+	// (all lengths equal).
+	want := "progress 140/150 (1 errors) 2.0 req/s 1000 tok/s avg completion 500 tok in flight 0 eta 5s" +
+		" | 10s 0 tok/s 0.0 req/s | 60s 1000 tok/s 2.0 req/s | retries 0" +
+		" | server 1234 tok/s running 9 waiting 1 kv 87% preemptions 2 spec acceptance 72% length 3.10"
+	if got != want {
+		t.Errorf("formatLine =\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestFmtDuration(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0s"}, {45 * time.Second, "45s"}, {12*time.Minute + 5*time.Second, "12m05s"},
+		{2*time.Hour + 41*time.Minute + 10*time.Second, "2h41m"}, {76 * time.Hour, "3d04h"},
+		{200 * 24 * time.Hour, ">99d"},
+	}
+	for _, tc := range tests {
+		if got := fmtDuration(tc.d); got != tc.want {
+			t.Errorf("fmtDuration(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}
+
+var escapes = regexp.MustCompile("[\r\x1b]")
+
+// Not a terminal (nohup, a log file): exactly one plain line per interval,
+// no carriage return, no escape code, and a final line at the end.
+func TestReporterPlainLines(t *testing.T) {
+	stats, clk := rampStats()
+	var buf bytes.Buffer
+	var statuses [][]byte
+	// Status runs inside each report, after the snapshot: advancing the
+	// clock there puts exactly one second between consecutive lines.
+	r := newReporter(&buf, reporterOptions{Interval: time.Second, Status: func(b []byte) {
+		statuses = append(statuses, append([]byte(nil), b...))
+		clk.advance(time.Second)
+	}})
+	d := drive(r, stats)
+	for range 3 {
+		d.tick()
+	}
+	d.stop()
+
+	out := buf.String()
+	if escapes.MatchString(out) {
+		t.Errorf("plain output has \\r or escape codes: %q", out)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("got %d lines, want 3 ticks + 1 final:\n%s", len(lines), out)
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "progress 0/25000 (0 errors) ") {
+			t.Errorf("line %q does not start like a progress line", l)
+		}
+	}
+	// The clock moved 1 s between lines with no new token: 30000 tokens
+	// over 5, 6, 7 s, then 8 s at the end.
+	for i, want := range []string{"5000 tok/s", "4286 tok/s", "3750 tok/s"} {
+		if !strings.Contains(lines[i+1], " "+want+" ") {
+			t.Errorf("line %d = %q, want %s", i+1, lines[i+1], want)
+		}
+	}
+	if len(statuses) != 4 {
+		t.Fatalf("Status called %d times, want 4", len(statuses))
+	}
+	var rec progressRecord
+	if err := json.Unmarshal(statuses[3], &rec); err != nil {
+		t.Fatalf("status is not JSON: %v\n%s", err, statuses[3])
+	}
+	if rec.Event != "progress" || rec.Total != 25000 || rec.InFlight != 200 || rec.TokPerS != 3750 || rec.ETAS == nil {
+		t.Errorf("status record = %+v", rec)
+	}
+}
+
+func TestReporterQuietAndJSON(t *testing.T) {
+	t.Run("quiet", func(t *testing.T) {
+		stats, _ := rampStats()
+		var buf bytes.Buffer
+		calls := 0
+		r := newReporter(&buf, reporterOptions{Quiet: true, TTY: true, Status: func([]byte) { calls++ },
+			Scrape: func(context.Context) (promscrape.Sample, error) { return promscrape.Sample{}, errors.New("down") }})
+		d := drive(r, stats)
+		d.tick()
+		d.tick()
+		d.stop()
+		if buf.Len() != 0 {
+			t.Errorf("quiet wrote %q", buf.String())
+		}
+		if calls != 3 {
+			t.Errorf("Status called %d times, want 3", calls)
+		}
+		if s := r.Summary(stats); !strings.HasPrefix(s, "done 0/25000 in 5s, 0 errors, 0 retries\n") {
+			t.Errorf("Summary = %q", s)
+		}
+	})
+	t.Run("json", func(t *testing.T) {
+		stats, _ := rampStats()
+		var buf bytes.Buffer
+		r := newReporter(&buf, reporterOptions{JSON: true, TTY: true})
+		d := drive(r, stats)
+		d.tick()
+		d.stop()
+		lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("got %d lines, want 2:\n%s", len(lines), buf.String())
+		}
+		for _, l := range lines {
+			var rec progressRecord
+			if err := json.Unmarshal([]byte(l), &rec); err != nil {
+				t.Fatalf("line is not JSON: %v\n%s", err, l)
+			}
+			if rec.TokPerS != 6000 || rec.InFlight != 200 || rec.ETAConfidence != "low" {
+				t.Errorf("record = %+v", rec)
+			}
+		}
+	})
+}
+
+// A failing scrape is said once, then retried quietly; when it works
+// again the server's tok/s comes from consecutive samples.
+func TestReporterServerView(t *testing.T) {
+	stats, _ := rampStats()
+	base := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	results := []func() (promscrape.Sample, error){
+		func() (promscrape.Sample, error) {
+			return promscrape.Sample{}, errors.New("scrape http://gpu:8000/metrics: connection refused")
+		},
+		func() (promscrape.Sample, error) {
+			return promscrape.Sample{}, errors.New("scrape http://gpu:8000/metrics: connection refused")
+		},
+		func() (promscrape.Sample, error) {
+			return promscrape.Sample{At: base, GenerationTokens: 1000, Running: 3}, nil
+		},
+		func() (promscrape.Sample, error) {
+			return promscrape.Sample{At: base.Add(10 * time.Second), GenerationTokens: 21000, Running: 180, Waiting: 20, HasKV: true, KVCacheUsage: 0.5}, nil
+		},
+	}
+	calls := 0
+	scrape := func(context.Context) (promscrape.Sample, error) {
+		f := results[min(calls, len(results)-1)]
+		calls++
+		return f()
+	}
+	var buf bytes.Buffer
+	d := drive(newReporter(&buf, reporterOptions{Scrape: scrape}), stats)
+	d.tick() // second failure: silent
+	d.tick() // first sample: no rate yet
+	d.tick() // rate
+	d.stop()
+	out := buf.String()
+	if n := strings.Count(out, "connection refused"); n != 1 {
+		t.Errorf("failure reported %d times, want once:\n%s", n, out)
+	}
+	if !strings.Contains(out, "metrics: scrape http://gpu:8000/metrics: connection refused; not showing the server's view") {
+		t.Errorf("failure message missing:\n%s", out)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasSuffix(last, "| server 2000 tok/s running 180 waiting 20 kv 50% preemptions 0") {
+		t.Errorf("last line = %q, want the server's 2000 tok/s", last)
+	}
+}
+
+// On a terminal the bar is drawn; the final render ends the line.
+func TestReporterTTY(t *testing.T) {
+	stats, _ := rampStats()
+	var buf bytes.Buffer
+	d := drive(newReporter(&buf, reporterOptions{TTY: true}), stats)
+	d.tick()
+	d.stop()
+	out := buf.String()
+	if !strings.Contains(out, "0/25000 6000 tok/s") || !strings.Contains(out, "\x1b[") || !strings.HasSuffix(out, "\n") {
+		t.Errorf("bar output = %q", out)
+	}
+}
+
+func TestSummary(t *testing.T) {
+	clk := &testClock{t: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
+	stats := generator.NewStats(clk.now)
+	stats.AddAlreadyDone(10)
+	stats.SetTotal(3)
+	for _, n := range []int{100, 300} {
+		tr := stats.Begin()
+		tr.Retry("http_429")
+		tr.Done(generator.Outcome{CompletionTokens: n, UsageKnown: true, PromptTokens: 50, FinishReason: "stop",
+			TTFT: 200 * time.Millisecond, Latency: 200*time.Millisecond + time.Duration(n-1)*20*time.Millisecond, Deltas: n})
+	}
+	stats.Begin().Fail("timeout")
+	clk.advance(100 * time.Second)
+	got := newReporter(&bytes.Buffer{}, reporterOptions{}).Summary(stats)
+	want := "done 12/13 in 1m40s (10 before this run), 1 errors, 2 retries\n" +
+		"  errors      timeout 1\n" +
+		"  retries     http_429 2\n" +
+		"  throughput  0.020 req/s     4 tok/s    1 prompt tok/s\n" +
+		"  completion  avg 200         p50 100    p90 300       max 300 tok  truncated 0.0%\n" +
+		"  latency     ttft p50 200ms  p90 200ms  itl p50 20ms  p90 20ms\n"
+	if got != want {
+		t.Errorf("Summary =\n%s\nwant\n%s", got, want)
+	}
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time: -ldflags "-X main.version=...".
+var version = "dev"
+
+// Exit codes, documented in the README: scripts that chain on synthgen read them.
+const (
+	exitOK          = 0
+	exitFailure     = 1   // the run could not go on (I/O, server unreachable, ...)
+	exitUsage       = 2   // bad flags, config or input: nothing was started or nothing was lost
+	exitIncomplete  = 3   // the run ended, but some requests failed for good (see DIR/errors)
+	exitInterrupted = 130 // stopped by a signal before the dataset was done; rerun to resume
+)
+
+// exitError carries an exit code and an optional hint for the person.
+type exitError struct {
+	code int
+	err  error
+	hint string
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+func (e *exitError) Hint() string  { return e.hint }
+
+func usageError(err error, hint string) error {
+	return &exitError{code: exitUsage, err: err, hint: hint}
+}
+
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return exitFailure
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "synthgen",
+		Short: "Generate model answers for a dataset of prompts against an OpenAI-compatible server",
+		Long: `synthgen sends every prompt of a dataset to an OpenAI-compatible server (vLLM,
+SGLang, ...) with a fixed number of requests in flight, records each answer's
+reasoning and content into resumable JSONL or Parquet shards, and shows live
+req/s, tok/s and average completion length. Stop it at any time (Ctrl-C, kill,
+reboot) and run the same command again: it resumes where it was.`,
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError(err, fmt.Sprintf("see '%s --help'", c.CommandPath()))
+	})
+	root.AddCommand(newRunCmd(), newMockCmd(), newWatchCmd())
+	return root
+}

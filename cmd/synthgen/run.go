@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/synthgen/synthgen/config"
+	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/internal/promscrape"
+	"github.com/synthgen/synthgen/sink"
+)
+
+// runFlags are the run flags that are not config keys.
+type runFlags struct {
+	configFile  string
+	force       bool
+	retryErrors bool
+	shard       string
+	quiet       bool
+	logFormat   string
+	metricsAddr string
+}
+
+func newRunCmd() *cobra.Command {
+	var rf runFlags
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Generate answers for every prompt of the dataset (resumes an existing output.dir)",
+		Long: `run sends every prompt of dataset.path to the server at endpoint.base_url with
+concurrency requests in flight and writes one record per (id, sample) under
+output.dir. Running it again on the same output.dir resumes: prompts already
+answered are skipped, nothing is written twice.
+
+Settings come from --config FILE (YAML, TOML or JSON), then SYNTHGEN_* environment
+variables (SYNTHGEN_ENDPOINT_BASE_URL, SYNTHGEN_CONCURRENCY, ...), then flags; a
+flag wins. Every config key is also a flag with its dotted name.
+
+The first Ctrl-C (or SIGTERM) stops taking new prompts and lets the requests in
+flight finish for up to shutdown.grace; a second one stops at once. SIGHUP is
+ignored, so the job survives the closing of its terminal under nohup.`,
+		Example: `  synthgen run --config examples/sample.yaml
+  synthgen run --config my.yaml --concurrency 64 --dataset.limit 1000
+  nohup synthgen run --config my.yaml > gen.log 2>&1 &`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runRun(cmd, rf)
+		},
+	}
+	fs := cmd.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&rf.configFile, "config", "", "config file (YAML, TOML or JSON); its keys are those of the flags below")
+	fs.BoolVar(&rf.force, "force", false, "resume even though settings that change the answers differ from the ones in output.dir's manifest")
+	fs.BoolVar(&rf.retryErrors, "retry-errors", false, "request again the prompts that failed for good in an earlier run (listed in output.dir/errors)")
+	fs.StringVar(&rf.shard, "shard", "", "run only shard i of n of the dataset, as \"i/n\" (rows whose index mod n is i), e.g. for a Slurm array or a Kubernetes Indexed Job")
+	fs.BoolVarP(&rf.quiet, "quiet", "q", false, "print no progress, only the final summary and errors")
+	fs.StringVar(&rf.logFormat, "log-format", "text", "progress line format when not on a terminal: text or json (one object per line)")
+	fs.StringVar(&rf.metricsAddr, "metrics-addr", "", "serve synthgen's own Prometheus metrics on this address, e.g. 127.0.0.1:9464 (empty: off)")
+	config.RegisterFlags(fs)
+	return cmd
+}
+
+func runRun(cmd *cobra.Command, rf runFlags) error {
+	cfg, err := config.Load(cmd.Flags(), rf.configFile)
+	if err != nil {
+		return usageError(err, "fix the key named above, or see 'synthgen run --help' for every key and its default")
+	}
+	if rf.logFormat != "text" && rf.logFormat != "json" {
+		return usageError(fmt.Errorf("--log-format: %q is not one of text, json", rf.logFormat), "")
+	}
+	shard, nshards, err := parseShard(rf.shard)
+	if err != nil {
+		return usageError(err, "")
+	}
+	stderr := cmd.ErrOrStderr()
+	stdout := cmd.OutOrStdout()
+
+	// Two-stage shutdown: the first signal drains, the second (or the end of
+	// the grace period) cancels the requests in flight. The sink is closed
+	// cleanly in every case.
+	ctx, cancel := context.WithCancelCause(cmd.Context())
+	defer cancel(nil)
+	signal.Ignore(syscall.SIGHUP)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	dsOpts := dataset.Options{
+		Path:        cfg.Dataset.Path,
+		Format:      cfg.Dataset.Format,
+		PromptField: cfg.Dataset.PromptField,
+		IDField:     cfg.Dataset.IDField,
+		Limit:       cfg.Dataset.Limit,
+		OnBadRow:    cfg.Dataset.OnBadRow,
+		Shard:       shard,
+		NumShards:   nshards,
+		OnSkip: func(e *dataset.RowError) {
+			fmt.Fprintf(stderr, "skip row %s (dataset.on_bad_row: skip)\n", e)
+		},
+	}
+	total, err := dataset.Count(dsOpts)
+	if err != nil {
+		return usageError(err, "check dataset.path and dataset.format")
+	}
+
+	client := generator.NewClient(generator.ClientOptions{
+		BaseURL:  cfg.Endpoint.BaseURL,
+		APIKey:   cfg.APIKey(),
+		Timeout:  cfg.Endpoint.Timeout,
+		MaxConns: cfg.Concurrency,
+	})
+	model := cfg.Endpoint.Model
+	if model == "" {
+		model, err = firstModel(ctx, client, cfg.Endpoint.BaseURL, stderr)
+		if err != nil {
+			return err
+		}
+		cfg.Endpoint.Model = model
+	}
+
+	out, err := sink.Open(sink.Options{
+		Dir:          cfg.Output.Dir,
+		Format:       cfg.Output.Format,
+		ShardSize:    cfg.Output.ShardSize,
+		SyncInterval: cfg.Output.SyncInterval,
+		RetryErrors:  rf.retryErrors,
+		Force:        rf.force,
+		Identity: sink.Identity{
+			Version: version,
+			Answer:  cfg.AnswerKeys(),
+			Config:  cfg.Redacted(),
+			Limit:   cfg.Dataset.Limit,
+		},
+	})
+	if err != nil {
+		var me *sink.MismatchError
+		if errors.As(err, &me) {
+			return usageError(err, "")
+		}
+		return fmt.Errorf("open output %s: %w", cfg.Output.Dir, err)
+	}
+
+	stats := generator.NewStats(nil)
+	stats.SetTotal(total * int64(max(cfg.Generation.N, 1)))
+	eng, err := generator.New(client, stats, generator.Options{
+		Concurrency:  cfg.Concurrency,
+		Model:        model,
+		MaxTokens:    cfg.Generation.MaxTokens,
+		Temperature:  cfg.Generation.Temperature,
+		TopP:         cfg.Generation.TopP,
+		Samples:      cfg.Generation.N,
+		SystemPrompt: cfg.Generation.SystemPrompt,
+		Stream:       cfg.Generation.Stream,
+		Extra:        cfg.Generation.ExtraBody,
+		Retry: generator.RetryPolicy{
+			MaxAttempts:    cfg.Retry.MaxAttempts,
+			InitialBackoff: cfg.Retry.InitialBackoff,
+			MaxBackoff:     cfg.Retry.MaxBackoff,
+		},
+		SyncInterval: cfg.Output.SyncInterval,
+	})
+	if err != nil {
+		_ = out.Close()
+		return usageError(err, "")
+	}
+
+	src, err := dataset.Open(dsOpts)
+	if err != nil {
+		_ = out.Close()
+		return usageError(err, "check dataset.path and dataset.format")
+	}
+	defer src.Close()
+
+	fmt.Fprintf(stderr, "synthgen %s: %d prompts from %s -> %s (%s), model %s at %s, %d in flight\n",
+		version, total, cfg.Dataset.Path, cfg.Output.Dir, cfg.Output.Format, model, cfg.Endpoint.BaseURL, cfg.Concurrency)
+	if n := out.DoneCount(); n > 0 {
+		fmt.Fprintf(stderr, "resuming: %d records already in %s\n", n, cfg.Output.Dir)
+	}
+
+	interrupted := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+		case <-ctx.Done():
+			return
+		}
+		close(interrupted)
+		fmt.Fprintf(stderr, "\nstopping: no new requests; waiting up to %s for the %d in flight (Ctrl-C again to stop now)\n",
+			cfg.Shutdown.Grace, stats.Snapshot().InFlight)
+		eng.Drain()
+		grace := time.NewTimer(cfg.Shutdown.Grace)
+		defer grace.Stop()
+		select {
+		case <-sigs:
+			fmt.Fprintln(stderr, "stopping now: requests in flight are cancelled and will be asked again on resume")
+			cancel(errors.New("second signal"))
+		case <-grace.C:
+			fmt.Fprintf(stderr, "stopping now: shutdown.grace (%s) is over\n", cfg.Shutdown.Grace)
+			cancel(errors.New("grace period over"))
+		case <-ctx.Done():
+		}
+	}()
+
+	var scrape func(context.Context) (promscrape.Sample, error)
+	if metricsURL, err := metricsURLFor(cfg); err == nil && metricsURL != "" {
+		scraper := promscrape.NewScraper(metricsURL, nil)
+		scrape = scraper.Scrape
+	}
+	statusPath := cfg.Output.Dir + "/status.json"
+	rep := newReporter(stdout, reporterOptions{
+		TTY:      isTerminal(os.Stdout) && stdout == io.Writer(os.Stdout),
+		Interval: cfg.Progress.Interval,
+		Quiet:    rf.quiet,
+		JSON:     rf.logFormat == "json",
+		Scrape:   scrape,
+		Status: func(b []byte) {
+			// A heartbeat that cannot be written is not worth stopping for.
+			_ = sink.WriteFileAtomic(statusPath, b, 0o644)
+		},
+	})
+	repCtx, stopRep := context.WithCancel(context.WithoutCancel(ctx))
+	repDone := make(chan struct{})
+	go func() { defer close(repDone); rep.Run(repCtx, stats) }()
+
+	sum, runErr := eng.Run(ctx, src, out)
+	stopRep()
+	<-repDone
+	closeErr := out.Close()
+	fmt.Fprint(stdout, rep.Summary(stats))
+
+	switch {
+	case runErr != nil:
+		var re *dataset.RowError
+		if errors.As(runErr, &re) {
+			return usageError(runErr, "fix the row, or set dataset.on_bad_row: skip to skip bad rows; what was written is kept, rerun to resume")
+		}
+		return fmt.Errorf("%w (what was written is kept; rerun to resume)", runErr)
+	case closeErr != nil:
+		return fmt.Errorf("close output %s: %w", cfg.Output.Dir, closeErr)
+	}
+	select {
+	case <-interrupted:
+		return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted after %d new records", sum.Written),
+			hint: "run the same command again to resume"}
+	default:
+	}
+	if sum.Written == 0 && sum.Failed == 0 && sum.Skipped > 0 {
+		fmt.Fprintf(stderr, "nothing to do: all %d selected keys are already in %s\n", sum.Skipped, cfg.Output.Dir)
+	}
+	if n := out.FailedCount(); n > 0 {
+		return &exitError{code: exitIncomplete, err: fmt.Errorf("%d requests failed for good (see %s/errors)", n, cfg.Output.Dir),
+			hint: "fix the cause, then rerun with --retry-errors to request them again"}
+	}
+	return nil
+}
+
+// firstModel asks the server for its models and takes the first. A server
+// that is still loading (vLLM takes minutes for a large model) is waited for,
+// with a line every 30 s, for up to 10 minutes.
+func firstModel(ctx context.Context, client *generator.Client, baseURL string, stderr io.Writer) (string, error) {
+	deadline := time.Now().Add(10 * time.Minute)
+	// Quiet for the first seconds: a server started a moment ago (make run)
+	// is not worth a line.
+	lastSaid := time.Now().Add(-25 * time.Second)
+	for {
+		reqCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		models, err := client.Models(reqCtx)
+		cancel()
+		if err == nil {
+			if len(models) == 0 {
+				return "", fmt.Errorf("%s/models lists no model", strings.TrimRight(baseURL, "/"))
+			}
+			return models[0], nil
+		}
+		ce := generator.Classify(err)
+		if !ce.Retryable || time.Now().After(deadline) {
+			return "", &exitError{code: exitFailure, err: fmt.Errorf("list models at %s: %w", baseURL, err),
+				hint: "is the server running? check endpoint.base_url (it ends in /v1), or set endpoint.model to skip this lookup"}
+		}
+		if time.Since(lastSaid) > 30*time.Second {
+			fmt.Fprintf(stderr, "waiting for the server at %s (%v)\n", baseURL, err)
+			lastSaid = time.Now()
+		}
+		if !sleepCtx(ctx, 2*time.Second) {
+			return "", ctx.Err()
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func metricsURLFor(cfg config.Config) (string, error) {
+	if cfg.Endpoint.MetricsURL != "" {
+		return cfg.Endpoint.MetricsURL, nil
+	}
+	return promscrape.MetricsURL(cfg.Endpoint.BaseURL)
+}
+
+// parseShard parses --shard "i/n".
+func parseShard(s string) (int, int, error) {
+	if s == "" {
+		return 0, 1, nil
+	}
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("--shard: %q is not i/n with 0 <= i < n (e.g. 0/4)", s)
+	}
+	return i, n, nil
+}
