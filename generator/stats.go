@@ -258,21 +258,15 @@ func (r *Tracker) Done(o Outcome) {
 
 // Cancel ends a request cut by the run stopping (in flight -1, no error):
 // nothing is recorded and a resume asks again. Its deltas stop counting.
-func (r *Tracker) Cancel() {
-	if r.ended.Swap(true) {
-		return
-	}
-	lost := r.cur.Swap(0)
-	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.inFlight, r)
-	s.bucketLocked(s.now()).tokens -= lost
-}
+func (r *Tracker) Cancel() { r.end("") }
 
 // Fail records a request that gave up (in flight -1, errors +1). Its
 // deltas stop counting: a failure leaves no record.
-func (r *Tracker) Fail(cause string) {
+func (r *Tracker) Fail(cause string) { r.end(cause) }
+
+// end takes a request that left no record out of flight; a non-empty cause
+// counts it as an error.
+func (r *Tracker) end(cause string) {
 	if r.ended.Swap(true) {
 		return
 	}
@@ -281,8 +275,10 @@ func (r *Tracker) Fail(cause string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.inFlight, r)
-	s.errors++
-	s.errCause[cause]++
+	if cause != "" {
+		s.errors++
+		s.errCause[cause]++
+	}
 	s.bucketLocked(s.now()).tokens -= lost
 }
 

@@ -464,3 +464,19 @@ func TestStatsResumeTotals(t *testing.T) {
 		t.Fatalf("planned %d completed %d total %d, want 300, 121, 180", snap.Planned(), snap.Completed(), snap.Total)
 	}
 }
+
+// TestStatsCancelIsNotAnError: Ctrl-C cuts requests in flight; they are
+// asked again on resume, so the progress line must not count them as errors.
+func TestStatsCancelIsNotAnError(t *testing.T) {
+	s := NewStats(nil)
+	s.SetTotal(2)
+	a, b := s.Begin(), s.Begin()
+	a.Delta(5)
+	a.Cancel()
+	b.Fail("http_400")
+	snap := s.Snapshot()
+	if snap.InFlight != 0 || snap.Errors != 1 || snap.ErrorsByCause["http_400"] != 1 || snap.RunningTokens != 0 {
+		t.Fatalf("in flight %d, errors %d (%v), running tokens %d; want 0, 1 (http_400), 0",
+			snap.InFlight, snap.Errors, snap.ErrorsByCause, snap.RunningTokens)
+	}
+}
