@@ -82,6 +82,24 @@ type Engine struct {
 
 	drainOnce sync.Once
 	drain     chan struct{}
+	gate      *outage // nil when the client cannot be probed
+}
+
+// newOutage returns the gate for one Run, or nil when the client has no way
+// to ask whether the server is up.
+func (e *Engine) newOutage(life context.Context) *outage {
+	p, ok := e.client.(Prober)
+	if !ok {
+		return nil
+	}
+	return &outage{
+		life:       life,
+		probe:      func(ctx context.Context) error { _, err := p.Models(ctx); return err },
+		minBackoff: time.Second,
+		maxBackoff: 30 * time.Second,
+		now:        time.Now,
+		onChange:   e.stats.SetServerDown,
+	}
 }
 
 // New returns an engine. stats receives every event; it may be shared with a
@@ -150,6 +168,7 @@ func (e *Engine) Run(ctx context.Context, src Source, out Sink) (Summary, error)
 	// more); a source failure only stops intake.
 	reqCtx, cancelReqs := context.WithCancelCause(ctx)
 	defer cancelReqs(nil)
+	e.gate = e.newOutage(reqCtx)
 
 	// The sink belongs to the writer goroutine alone, so the producer asks it
 	// whether a key is done through this channel instead of reading the
@@ -262,6 +281,11 @@ func (e *Engine) do(ctx context.Context, j job) result {
 	}
 	tr := e.stats.Begin()
 	start := time.Now()
+	// charged counts the attempts held against the prompt: not those that
+	// failed because the whole server was away (see outage.go). Those are
+	// bounded too, so a prompt that crashes the server every time it is
+	// sent cannot keep the run busy forever.
+	charged, excused := 0, 0
 	for attempt := 1; ; attempt++ {
 		resp, err := e.client.Complete(ctx, req, tr.Delta)
 		if err == nil {
@@ -285,7 +309,21 @@ func (e *Engine) do(ctx context.Context, j job) result {
 			tr.Cancel()
 			return result{}
 		}
-		if !ce.Retryable || attempt >= e.opts.Retry.MaxAttempts {
+		charged++
+		if ce.Cause == CauseConnection && e.gate != nil && excused < e.opts.Retry.MaxAttempts {
+			wasDown, werr := e.gate.check(ctx)
+			if werr != nil {
+				tr.Cancel()
+				return result{}
+			}
+			if wasDown {
+				charged--
+				excused++
+				tr.Retry(ce.Cause)
+				continue // the server is back: try at once
+			}
+		}
+		if !ce.Retryable || charged >= e.opts.Retry.MaxAttempts {
 			tr.Fail(ce.Cause)
 			return result{fail: &sink.ErrorRecord{
 				ID:        j.prompt.ID,
@@ -298,7 +336,7 @@ func (e *Engine) do(ctx context.Context, j job) result {
 			}}
 		}
 		tr.Retry(ce.Cause)
-		if !sleep(ctx, e.backoff(attempt, ce.RetryAfter)) {
+		if !sleep(ctx, e.backoff(charged, ce.RetryAfter)) {
 			tr.Cancel()
 			return result{}
 		}

@@ -78,6 +78,19 @@ type Stats struct {
 	lengths    sampleSet // completion tokens per completed request
 	ttft       sampleSet // microseconds
 	itl        sampleSet // microseconds
+	downSince  time.Time // zero while the server is reachable
+}
+
+// SetServerDown records that the server stopped answering at since (down)
+// or is back (!down). The engine calls it from its outage gate.
+func (s *Stats) SetServerDown(down bool, since time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if down {
+		s.downSince = since
+	} else {
+		s.downSince = time.Time{}
+	}
 }
 
 // corrBucket holds what is credited at the end of requests in one second:
@@ -316,6 +329,9 @@ type Snapshot struct {
 	Errors      int64 // gave up in this run
 	InFlight    int64
 	Retries     int64 // attempts retried (a request retried twice counts 2)
+	// ServerDownSince is when the server stopped answering (every slot
+	// waits for it to come back); zero while it answers.
+	ServerDownSince time.Time
 
 	ErrorsByCause  map[string]int64
 	RetriesByCause map[string]int64
@@ -392,18 +408,19 @@ func (s *Stats) Snapshot() Snapshot {
 	defer s.mu.Unlock()
 
 	snap := Snapshot{
-		At:             now,
-		Total:          s.total.Load(),
-		AlreadyDone:    s.alreadyDone.Load(),
-		Done:           s.done,
-		Errors:         s.errors,
-		InFlight:       int64(len(s.inFlight)),
-		Retries:        s.retries,
-		ErrorsByCause:  copyCounts(s.errCause),
-		RetriesByCause: copyCounts(s.retryCause),
-		PromptTokens:   s.promptTok,
-		Truncated:      s.truncated,
-		Confidence:     confidence(s.done),
+		At:              now,
+		Total:           s.total.Load(),
+		AlreadyDone:     s.alreadyDone.Load(),
+		Done:            s.done,
+		Errors:          s.errors,
+		InFlight:        int64(len(s.inFlight)),
+		Retries:         s.retries,
+		ServerDownSince: s.downSince,
+		ErrorsByCause:   copyCounts(s.errCause),
+		RetriesByCause:  copyCounts(s.retryCause),
+		PromptTokens:    s.promptTok,
+		Truncated:       s.truncated,
+		Confidence:      confidence(s.done),
 	}
 	running := make([]int64, 0, len(s.inFlight))
 	for r := range s.inFlight {

@@ -1,0 +1,101 @@
+package generator
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// A restarting vLLM refuses connections for minutes (loading a large model
+// takes that long). Counted as ordinary retries, 200 slots would use up
+// their attempts within a minute and then, slot after slot, mark the whole
+// dataset failed while the server is away. So a connection failure first
+// asks the outage gate whether the server is there at all: if it is not,
+// every slot waits on the gate (one prober, not 200) and the attempts spent
+// during the outage are not the prompt's fault. If it is (the failure was
+// this request's), the attempt counts as usual.
+
+// Prober tells whether the server answers at all; *Client is one (its
+// Models call is cheap and needs no model).
+type Prober interface {
+	Models(ctx context.Context) ([]string, error)
+}
+
+var _ Prober = (*Client)(nil)
+
+// outage is shared by every slot of an Engine.
+type outage struct {
+	life       context.Context // the Run's: probing ends with it
+	probe      func(ctx context.Context) error
+	minBackoff time.Duration
+	maxBackoff time.Duration
+	now        func() time.Time
+	onChange   func(down bool, since time.Time) // may be nil
+
+	mu    sync.Mutex
+	back  chan struct{} // non-nil while the server is down; closed when it is back
+	since time.Time
+}
+
+// check is called by a slot after a connection failure. It reports whether
+// the server was down (the caller then does not count the attempt), after
+// waiting until it is back; err is ctx's error when the wait was cut.
+func (o *outage) check(ctx context.Context) (wasDown bool, err error) {
+	o.mu.Lock()
+	back := o.back
+	if back == nil {
+		// Is it only this request? One quick probe, by this slot.
+		o.mu.Unlock()
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		perr := o.probe(pctx)
+		cancel()
+		if perr == nil || ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		o.mu.Lock()
+		if o.back == nil {
+			o.back = make(chan struct{})
+			o.since = o.now()
+			if o.onChange != nil {
+				o.onChange(true, o.since)
+			}
+			go o.watch(o.life, o.back)
+		}
+		back = o.back
+	}
+	o.mu.Unlock()
+	select {
+	case <-back:
+		return true, nil
+	case <-ctx.Done():
+		return true, ctx.Err()
+	}
+}
+
+// watch probes with capped exponential backoff until the server answers,
+// then opens the gate. It outlives the slot that started it but not the
+// Run (o.life); slots waiting on a gate that never opens end with their own
+// context, which is the Run's too.
+func (o *outage) watch(ctx context.Context, back chan struct{}) {
+	wait := o.minBackoff
+	for {
+		if !sleep(ctx, wait) {
+			return
+		}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := o.probe(pctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		wait = min(wait*2, o.maxBackoff)
+	}
+	o.mu.Lock()
+	o.back = nil
+	since := o.since
+	o.mu.Unlock()
+	if o.onChange != nil {
+		o.onChange(false, since)
+	}
+	close(back)
+}

@@ -1,0 +1,127 @@
+package generator
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// TestServerRestartLosesNoPrompt: the server goes away for longer than all
+// retries of a prompt would last, then comes back on the same address. No
+// prompt may be marked failed for it (before the gate, every prompt reached
+// during the outage used up its attempts within seconds), every prompt is
+// answered once, and the stats say the server was down while it was.
+func TestServerRestartLosesNoPrompt(t *testing.T) {
+	const rows, n = 300, 20
+	srv := &countingServer{hook: func(string) { time.Sleep(2 * time.Millisecond) }}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	hs := &http.Server{Handler: srv}
+	go hs.Serve(ln)
+
+	client := NewClient(ClientOptions{BaseURL: "http://" + addr + "/v1", MaxConns: n})
+	opts := testOptions(n)
+	opts.Retry = RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
+	stats := NewStats(nil)
+	eng, err := New(client, stats, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The outage's prober starts at 1 s; keep the test short but longer
+	// than every retry of a prompt (two attempts a few ms apart).
+	sawDown := make(chan bool, 1)
+	go func() {
+		for srv.completed.Load() < rows/3 {
+			time.Sleep(time.Millisecond)
+		}
+		_ = hs.Close() // drops every connection: in-flight requests fail
+		down := false
+		for start := time.Now(); time.Since(start) < 1500*time.Millisecond; time.Sleep(10 * time.Millisecond) {
+			if !stats.Snapshot().ServerDownSince.IsZero() {
+				down = true
+			}
+		}
+		sawDown <- down
+		ln2, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Errorf("listen again on %s: %v", addr, err)
+			return
+		}
+		hs2 := &http.Server{Handler: srv}
+		t.Cleanup(func() { hs2.Close() })
+		go hs2.Serve(ln2)
+	}()
+
+	dir := t.TempDir()
+	out := openSink(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sum, err := eng.Run(ctx, newSliceSource(numberedIDs(rows)...), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !<-sawDown {
+		t.Error("stats never showed the server as down during the outage")
+	}
+	if sum.Failed != 0 {
+		t.Errorf("%d prompts marked failed because the server restarted; want 0", sum.Failed)
+	}
+	seen := readIDs(t, dir)
+	for _, id := range numberedIDs(rows) {
+		if seen[id] != 1 {
+			t.Errorf("id %s present %d times, want 1", id, seen[id])
+		}
+	}
+	if snap := stats.Snapshot(); !snap.ServerDownSince.IsZero() {
+		t.Errorf("server still shown down after the run: since %v", snap.ServerDownSince)
+	}
+}
+
+// TestConnectionFailureOfOnePromptCounts: a prompt whose every attempt
+// drops the connection while the server stays up is the prompt's fault (a
+// server that crashes on one prompt looks like this): it fails after
+// max_attempts and the others are answered.
+func TestConnectionFailureOfOnePromptCounts(t *testing.T) {
+	srv := &countingServer{}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte("prompt poison")) {
+			c, _, _ := w.(http.Hijacker).Hijack()
+			c.Close()
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		srv.ServeHTTP(w, r)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: h}
+	go hs.Serve(ln)
+	defer hs.Close()
+
+	client := NewClient(ClientOptions{BaseURL: "http://" + ln.Addr().String() + "/v1", MaxConns: 4})
+	opts := testOptions(4)
+	opts.Retry = RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
+	eng, _ := New(client, NewStats(nil), opts)
+	out := openSink(t, t.TempDir())
+	defer out.Close()
+	sum, err := eng.Run(context.Background(), newSliceSource("a", "poison", "b"), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Failed != 1 || sum.Written != 2 {
+		t.Fatalf("failed %d written %d; want the poison prompt failed and the 2 others written", sum.Failed, sum.Written)
+	}
+}
