@@ -170,6 +170,7 @@ func TestClassify(t *testing.T) {
 		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, CauseConnection, true, 0, ""},
 		{"eof", fmt.Errorf("post: %w", io.EOF), CauseConnection, true, 0, ""},
 		{"unexpected eof", io.ErrUnexpectedEOF, CauseConnection, true, 0, ""},
+		{"idle keep-alive closed under a POST", errors.New(`Post "http://h/v1/chat/completions": http: server closed idle connection`), CauseConnection, true, 0, ""},
 		{"cut stream", errStreamCut, CauseStreamCut, true, 0, ""},
 		{"keep-alive flood", openai.ErrTooManyEmptyStreamMessages, CauseStreamCut, true, 0, ""},
 		{"ours passes through", fmt.Errorf("x: %w", &Error{Cause: CauseAborted, Retryable: true}), CauseAborted, true, 0, ""},

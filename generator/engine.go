@@ -93,8 +93,18 @@ func (e *Engine) newOutage(life context.Context) *outage {
 		return nil
 	}
 	return &outage{
-		life:       life,
-		probe:      func(ctx context.Context) error { _, err := p.Models(ctx); return err },
+		life: life,
+		probe: func(ctx context.Context) error {
+			_, err := p.Models(ctx)
+			if ce := Classify(err); ce != nil && ce.Status != 0 && ce.Status < 500 {
+				// It answered: the server is there, whatever it thinks of
+				// GET /models (a gateway may route only the chat path, or
+				// want another key there). A 5xx is a proxy whose backend
+				// is away.
+				return nil
+			}
+			return err
+		},
 		minBackoff: time.Second,
 		maxBackoff: 30 * time.Second,
 		now:        time.Now,

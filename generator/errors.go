@@ -159,7 +159,15 @@ func isConnection(err error) bool {
 		return true
 	}
 	var de *net.DNSError
-	return errors.As(err, &de)
+	if errors.As(err, &de) {
+		return true
+	}
+	// net/http keeps these unexported: a reused keep-alive connection the
+	// server closed (on restart, or its idle timeout) under a POST, which the
+	// transport does not retry by itself.
+	msg := err.Error()
+	return strings.Contains(msg, "server closed idle connection") ||
+		strings.Contains(msg, "transport connection broken")
 }
 
 // errorMessage extracts the server's message from an error body: OpenAI's

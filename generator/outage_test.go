@@ -74,7 +74,7 @@ func TestServerRestartLosesNoPrompt(t *testing.T) {
 		t.Error("stats never showed the server as down during the outage")
 	}
 	if sum.Failed != 0 {
-		t.Errorf("%d prompts marked failed because the server restarted; want 0", sum.Failed)
+		t.Errorf("%d prompts marked failed because the server restarted (%v); want 0", sum.Failed, stats.Snapshot().ErrorsByCause)
 	}
 	seen := readIDs(t, dir)
 	for _, id := range numberedIDs(rows) {
