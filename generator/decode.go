@@ -86,6 +86,17 @@ func pickReasoning(t *textJSON) string {
 // that is an error event returns a classified *Error; undecodable bytes return
 // an *Error with Cause "decode".
 func DecodeChunk(data []byte) (Delta, error) {
+	// The hand-written scanner (chunkscan.go) answers the ordinary chunk;
+	// anything it cannot vouch for is decoded by encoding/json.
+	if d, ok := scanChunk(data); ok {
+		return d, nil
+	}
+	return decodeChunkReference(data)
+}
+
+// decodeChunkReference is DecodeChunk by encoding/json: the definition of
+// what DecodeChunk returns, which scanChunk must match exactly.
+func decodeChunkReference(data []byte) (Delta, error) {
 	var c chunkJSON
 	if err := json.Unmarshal(data, &c); err != nil {
 		return Delta{}, decodeError("decode chunk", err, data)

@@ -1,0 +1,715 @@
+package generator
+
+import (
+	"bytes"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// This file is DecodeChunk's fast path. A long answer is thousands of
+// chunks, and encoding/json's reflection made decoding them most of the
+// cost of a stream (DESIGN.md, "Performance bar"). scanChunk walks the chunk
+// once, by hand, and extracts what DecodeChunk returns; it allocates one
+// string for all the text of a chunk.
+//
+// It is a fast path, not a second decoder: whenever it meets anything it
+// cannot vouch for (an error body, invalid JSON, a type encoding/json would
+// refuse, a number that is not a plain int, a duplicate or case-folded key,
+// an escaped key, nesting deeper than it tracks), it reports !ok and
+// DecodeChunk runs decodeChunkReference, whose result is then the answer.
+// So every error, and its message, comes from encoding/json; the fuzzer
+// FuzzChunkScanMatchesReference holds the two to the same values.
+
+// The keys the reference decoder's structs know, level by level. A key that
+// is none of them exactly but matches one case-insensitively (encoding/json
+// accepts "Content" for `json:"content"`) sends the chunk to the reference.
+var (
+	topKeys    = []string{"model", "choices", "usage", "object", "error", "message"}
+	choiceKeys = []string{"index", "delta", "finish_reason"}
+	deltaKeys  = []string{"content", "reasoning", "reasoning_content"}
+	usageKeys  = []string{"prompt_tokens", "completion_tokens"}
+)
+
+// maxSkipDepth bounds the nesting scanChunk validates in a skipped value;
+// deeper input goes to the reference, which has its own (larger) limit.
+const maxSkipDepth = 256
+
+// strSpan is a JSON string's contents, between its quotes, in the input.
+// Absent and null are the empty span, which is what the reference's plain
+// string fields make of them.
+type strSpan struct {
+	lo, hi int
+	esc    bool // contains a backslash escape
+	high   bool // contains a byte >= 0x80 (maybe invalid UTF-8)
+}
+
+func (s strSpan) empty() bool { return s.lo == s.hi }
+
+// chunkChoice is what one choices[] entry carries.
+type chunkChoice struct {
+	index                         int
+	content, reasoning, reasonAlt strSpan // reasonAlt: reasoning_content
+	finish                        strSpan
+}
+
+// scanChunk decodes data as DecodeChunk would, or reports !ok when the
+// answer must come from decodeChunkReference.
+func scanChunk(data []byte) (Delta, bool) {
+	s := chunkScanner{b: data}
+	var (
+		model, object strSpan
+		pick          chunkChoice
+		picked        bool
+		usage         bool
+		prompt, compl int
+		seen          uint8
+	)
+	s.ws()
+	if !s.consume('{') {
+		return Delta{}, false
+	}
+	for first := true; ; first = false {
+		key, done, ok := s.member(first)
+		if !ok {
+			return Delta{}, false
+		}
+		if done {
+			break
+		}
+		bit := uint8(0)
+		switch string(key.b) {
+		case "model":
+			bit = 1 << 0
+			if model, ok = s.stringOrNull(); !ok {
+				return Delta{}, false
+			}
+		case "choices":
+			bit = 1 << 1
+			if ok = s.choices(&pick, &picked); !ok {
+				return Delta{}, false
+			}
+		case "usage":
+			bit = 1 << 2
+			if usage, prompt, compl, ok = s.usage(); !ok {
+				return Delta{}, false
+			}
+		case "object":
+			bit = 1 << 3
+			if object, ok = s.stringOrNull(); !ok {
+				return Delta{}, false
+			}
+			// An error body is the reference's to classify; an escaped
+			// value is compared there too, rather than unquoted here.
+			if object.esc || string(data[object.lo:object.hi]) == "error" {
+				return Delta{}, false
+			}
+		case "error":
+			bit = 1 << 4
+			// Any value but null makes the chunk an error event.
+			if !s.null() {
+				return Delta{}, false
+			}
+		case "message":
+			bit = 1 << 5
+			if !s.skipValue() {
+				return Delta{}, false
+			}
+		default:
+			if !s.unknown(key, topKeys) {
+				return Delta{}, false
+			}
+		}
+		if seen&bit != 0 {
+			return Delta{}, false // duplicate key: encoding/json merges, last wins
+		}
+		seen |= bit
+	}
+	s.ws()
+	if s.i != len(data) {
+		return Delta{}, false
+	}
+
+	d := Delta{PromptTokens: prompt, CompletionTokens: compl, UsageKnown: usage}
+	reasoning := pick.reasoning
+	if reasoning.empty() { // pickReasoning: an empty `reasoning` does not count
+		reasoning = pick.reasonAlt
+	}
+	// One allocation for all the text: the fields are slices of one string,
+	// so keeping one keeps the chunk's text (a few hundred bytes) alive;
+	// answer keeps one chunk's Model and copies the text out.
+	var arr [512]byte
+	buf := arr[:0]
+	var ends [4]int
+	for i, sp := range [4]strSpan{model, reasoning, pick.content, pick.finish} {
+		buf = appendSpan(buf, data, sp)
+		ends[i] = len(buf)
+	}
+	if len(buf) == 0 {
+		return d, true
+	}
+	all := string(buf)
+	d.Model = all[:ends[0]]
+	d.Reasoning = all[ends[0]:ends[1]]
+	d.Content = all[ends[1]:ends[2]]
+	d.FinishReason = all[ends[2]:ends[3]]
+	return d, true
+}
+
+// chunkScanner is a cursor over one chunk.
+type chunkScanner struct {
+	b []byte
+	i int
+}
+
+func (s *chunkScanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// consume skips c (after whitespace) and reports whether it was there.
+func (s *chunkScanner) consume(c byte) bool {
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// member steps to the next key of an object whose '{' was consumed: it
+// returns the key (raw, between its quotes) with the cursor after the ':',
+// or done with the cursor after the '}'.
+func (s *chunkScanner) member(first bool) (key strKey, done, ok bool) {
+	s.ws()
+	if s.i >= len(s.b) {
+		return strKey{}, false, false
+	}
+	if s.b[s.i] == '}' {
+		s.i++
+		return strKey{}, true, true
+	}
+	if !first {
+		if s.b[s.i] != ',' {
+			return strKey{}, false, false
+		}
+		s.i++
+		s.ws()
+	}
+	sp, ok := s.str()
+	if !ok || sp.esc {
+		return strKey{}, false, false // an escaped key may spell a known one
+	}
+	if !s.consume(':') {
+		return strKey{}, false, false
+	}
+	s.ws()
+	return strKey{s.b[sp.lo:sp.hi], sp.high}, false, true
+}
+
+// strKey is an object key as it appears in the input (it has no escapes).
+type strKey struct {
+	b    []byte
+	high bool // contains a byte >= 0x80
+}
+
+// unknown skips the value of a key the reference ignores, unless the key
+// matches one of known case-insensitively (the reference would take it).
+func (s *chunkScanner) unknown(key strKey, known []string) bool {
+	for _, k := range known {
+		if foldMatch(key, k) {
+			return false
+		}
+	}
+	return s.skipValue()
+}
+
+// foldMatch reports whether encoding/json would match key to the field
+// name k (an exact match was already ruled out). encoding/json folds like
+// bytes.EqualFold, Unicode included ("ſ" matches "s", "K" (Kelvin) "k"),
+// so only an ASCII key must have k's length.
+func foldMatch(key strKey, k string) bool {
+	if key.high {
+		return bytes.EqualFold(key.b, []byte(k))
+	}
+	if len(key.b) != len(k) {
+		return false
+	}
+	for i, c := range key.b {
+		if lower(c) != lower(k[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// null consumes a null literal.
+func (s *chunkScanner) null() bool { return s.literal("null") }
+
+// stringOrNull reads what a plain string field accepts without error.
+func (s *chunkScanner) stringOrNull() (strSpan, bool) {
+	if s.i < len(s.b) && s.b[s.i] == '"' {
+		return s.str()
+	}
+	return strSpan{}, s.null()
+}
+
+// intOrNull reads what an int field accepts: null (no change: 0) or a
+// plain integer small enough that it cannot overflow. A fraction or an
+// exponent, which encoding/json refuses for an int, goes to the reference.
+func (s *chunkScanner) intOrNull() (int, bool) {
+	if s.null() {
+		return 0, true
+	}
+	neg := false
+	if s.i < len(s.b) && s.b[s.i] == '-' {
+		neg = true
+		s.i++
+	}
+	start, n := s.i, 0
+	for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
+		n = n*10 + int(s.b[s.i]-'0')
+		s.i++
+	}
+	digits := s.i - start
+	if digits == 0 || digits > 18 || (digits > 1 && s.b[start] == '0') {
+		return 0, false
+	}
+	if s.i < len(s.b) && (s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		return 0, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// choices reads the choices array, keeping the first entry with index 0
+// as the reference's loop does.
+func (s *chunkScanner) choices(pick *chunkChoice, picked *bool) bool {
+	if s.null() {
+		return true
+	}
+	if !s.consume('[') {
+		return false
+	}
+	if s.consume(']') {
+		return true
+	}
+	for {
+		s.ws()
+		var c chunkChoice
+		if !s.null() && !s.choice(&c) {
+			return false
+		}
+		// A null entry is a zero choice, so index 0, for the reference too.
+		if c.index == 0 && !*picked {
+			*pick, *picked = c, true
+		}
+		if s.consume(']') {
+			return true
+		}
+		if !s.consume(',') {
+			return false
+		}
+	}
+}
+
+func (s *chunkScanner) choice(c *chunkChoice) bool {
+	if !s.consume('{') {
+		return false
+	}
+	var seen uint8
+	for first := true; ; first = false {
+		key, done, ok := s.member(first)
+		if !ok {
+			return false
+		}
+		if done {
+			return true
+		}
+		bit := uint8(0)
+		switch string(key.b) {
+		case "index":
+			bit = 1 << 0
+			c.index, ok = s.intOrNull()
+		case "delta":
+			bit = 1 << 1
+			ok = s.null() || s.delta(c)
+		case "finish_reason":
+			bit = 1 << 2
+			c.finish, ok = s.stringOrNull()
+		default:
+			ok = s.unknown(key, choiceKeys)
+		}
+		if !ok || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+	}
+}
+
+func (s *chunkScanner) delta(c *chunkChoice) bool {
+	if !s.consume('{') {
+		return false
+	}
+	var seen uint8
+	for first := true; ; first = false {
+		key, done, ok := s.member(first)
+		if !ok {
+			return false
+		}
+		if done {
+			return true
+		}
+		bit := uint8(0)
+		switch string(key.b) {
+		case "content":
+			bit = 1 << 0
+			c.content, ok = s.stringOrNull()
+		case "reasoning":
+			bit = 1 << 1
+			c.reasoning, ok = s.stringOrNull()
+		case "reasoning_content":
+			bit = 1 << 2
+			c.reasonAlt, ok = s.stringOrNull()
+		default:
+			ok = s.unknown(key, deltaKeys)
+		}
+		if !ok || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+	}
+}
+
+// usage reads the usage field: null is no usage, an object is a usage
+// even when empty.
+func (s *chunkScanner) usage() (known bool, prompt, compl int, ok bool) {
+	if s.null() {
+		return false, 0, 0, true
+	}
+	if !s.consume('{') {
+		return false, 0, 0, false
+	}
+	var seen uint8
+	for first := true; ; first = false {
+		key, done, ok := s.member(first)
+		if !ok {
+			return false, 0, 0, false
+		}
+		if done {
+			return true, prompt, compl, true
+		}
+		bit := uint8(0)
+		switch string(key.b) {
+		case "prompt_tokens":
+			bit = 1 << 0
+			prompt, ok = s.intOrNull()
+		case "completion_tokens":
+			bit = 1 << 1
+			compl, ok = s.intOrNull()
+		default:
+			ok = s.unknown(key, usageKeys)
+		}
+		if !ok || seen&bit != 0 {
+			return false, 0, 0, false
+		}
+		seen |= bit
+	}
+}
+
+// strSpecial marks the bytes at which str stops looking at a string
+// quickly: its end, an escape, a control character (invalid in JSON) and
+// the start of a non-ASCII sequence.
+var strSpecial = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	for c := 0x80; c < 0x100; c++ {
+		t[c] = true
+	}
+	return t
+}()
+
+// str reads a string at the cursor, validating it as JSON does: no control
+// characters, only the escapes \" \\ \/ \b \f \n \r \t \uXXXX.
+func (s *chunkScanner) str() (strSpan, bool) {
+	b := s.b
+	if s.i >= len(b) || b[s.i] != '"' {
+		return strSpan{}, false
+	}
+	sp := strSpan{lo: s.i + 1}
+	i := sp.lo
+	for {
+		for i < len(b) && !strSpecial[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			return strSpan{}, false
+		}
+		switch c := b[i]; {
+		case c == '"':
+			sp.hi = i
+			s.i = i + 1
+			return sp, true
+		case c == '\\':
+			sp.esc = true
+			if i+1 >= len(b) {
+				return strSpan{}, false
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+					return strSpan{}, false
+				}
+				i += 6
+			default:
+				return strSpan{}, false
+			}
+		case c < 0x20:
+			return strSpan{}, false
+		default:
+			sp.high = true
+			i++
+		}
+	}
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// skipValue validates and skips one JSON value of any kind. Nesting is
+// tracked in a bit stack (1: object, 0: array) up to maxSkipDepth.
+func (s *chunkScanner) skipValue() bool {
+	var stack [maxSkipDepth / 64]uint64
+	depth := 0
+	for {
+		// A value is expected at the cursor.
+		s.ws()
+		if s.i >= len(s.b) {
+			return false
+		}
+		switch s.b[s.i] {
+		case '{', '[':
+			obj := s.b[s.i] == '{'
+			s.i++
+			if obj && s.consume('}') || !obj && s.consume(']') {
+				break // empty: a whole value
+			}
+			if depth == maxSkipDepth {
+				return false
+			}
+			if obj {
+				stack[depth/64] |= 1 << (depth % 64)
+			} else {
+				stack[depth/64] &^= 1 << (depth % 64)
+			}
+			depth++
+			if obj && !s.key() {
+				return false
+			}
+			continue // the first member's value
+		case '"':
+			if _, ok := s.str(); !ok {
+				return false
+			}
+		case 't':
+			if !s.literal("true") {
+				return false
+			}
+		case 'f':
+			if !s.literal("false") {
+				return false
+			}
+		case 'n':
+			if !s.literal("null") {
+				return false
+			}
+		default:
+			if !s.number() {
+				return false
+			}
+		}
+		// After a whole value: close containers until one continues.
+		for {
+			if depth == 0 {
+				return true
+			}
+			obj := stack[(depth-1)/64]&(1<<((depth-1)%64)) != 0
+			s.ws()
+			if s.i >= len(s.b) {
+				return false
+			}
+			c := s.b[s.i]
+			if c == ',' {
+				s.i++
+				if obj && !s.key() {
+					return false
+				}
+				break
+			}
+			if obj && c == '}' || !obj && c == ']' {
+				s.i++
+				depth--
+				continue
+			}
+			return false
+		}
+	}
+}
+
+// key reads an object key and its ':' inside a skipped value.
+func (s *chunkScanner) key() bool {
+	s.ws()
+	if _, ok := s.str(); !ok {
+		return false
+	}
+	return s.consume(':')
+}
+
+func (s *chunkScanner) literal(lit string) bool {
+	if rest := s.b[s.i:]; len(rest) >= len(lit) && string(rest[:len(lit)]) == lit {
+		s.i += len(lit)
+		return true
+	}
+	return false
+}
+
+// number skips a JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (s *chunkScanner) number() bool {
+	b, i := s.b, s.i
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && '1' <= b[i] && b[i] <= '9':
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+			return false
+		}
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+			return false
+		}
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+	}
+	s.i = i
+	return true
+}
+
+// appendSpan appends the decoded text of sp. Plain text (no escape, valid
+// UTF-8) is copied as is, as encoding/json returns it.
+func appendSpan(dst, data []byte, sp strSpan) []byte {
+	raw := data[sp.lo:sp.hi]
+	if !sp.esc && (!sp.high || utf8.Valid(raw)) {
+		return append(dst, raw...)
+	}
+	return appendUnquoted(dst, raw)
+}
+
+// appendUnquoted decodes the contents of a JSON string that str validated,
+// exactly as encoding/json's unquoteBytes does: a \uXXXX surrogate that is
+// not half of a valid pair and every byte of invalid UTF-8 become U+FFFD.
+func appendUnquoted(dst, s []byte) []byte {
+	for r := 0; r < len(s); {
+		c := s[r]
+		switch {
+		case c == '\\':
+			switch e := s[r+1]; e {
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			case 'u':
+				rr := getu4(s[r:])
+				r += 6
+				if utf16.IsSurrogate(rr) {
+					if dec := utf16.DecodeRune(rr, getu4(s[r:])); dec != unicode.ReplacementChar {
+						dst = utf8.AppendRune(dst, dec)
+						r += 6
+						continue
+					}
+					rr = unicode.ReplacementChar
+				}
+				dst = utf8.AppendRune(dst, rr)
+				continue
+			default: // " \ /
+				dst = append(dst, e)
+			}
+			r += 2
+		case c < utf8.RuneSelf:
+			dst = append(dst, c)
+			r++
+		default:
+			rr, size := utf8.DecodeRune(s[r:])
+			dst = utf8.AppendRune(dst, rr)
+			r += size
+		}
+	}
+	return dst
+}
+
+// getu4 decodes \uXXXX at the start of s, or returns -1.
+func getu4(s []byte) rune {
+	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
+		return -1
+	}
+	var r rune
+	for _, c := range s[2:6] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
+}

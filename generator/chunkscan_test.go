@@ -1,0 +1,231 @@
+package generator
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// chunkSeeds is every streamed chunk and body in testdata, the chunk shape
+// BenchmarkStream sends, and the edge cases of chunkEdgeCases.
+func chunkSeeds(t testing.TB) [][]byte {
+	var seeds [][]byte
+	sse, err := filepath.Glob(filepath.Join("testdata", "*.sse"))
+	if err != nil || len(sse) == 0 {
+		t.Fatalf("no testdata/*.sse: %v", err)
+	}
+	for _, p := range sse {
+		seeds = append(seeds, sseChunks(t, filepath.Base(p))...)
+	}
+	bodies, _ := filepath.Glob(filepath.Join("testdata", "*.json"))
+	for _, p := range bodies {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeds = append(seeds, b)
+	}
+	seeds = append(seeds, []byte(benchChunk))
+	for _, c := range chunkEdgeCases {
+		seeds = append(seeds, []byte(c.in))
+	}
+	return seeds
+}
+
+// benchChunk is a reasoning chunk as vLLM streams it with usage reporting on.
+const benchChunk = `{"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"reasoning":" token"},"logprobs":null,"finish_reason":null,"token_ids":null}],"usage":null}`
+
+// chunkEdgeCases are inputs where a hand-written scanner is easy to get
+// wrong. fast says whether scanChunk must answer itself (true) or hand the
+// chunk to the reference (false): a fast path that silently always fell
+// back would pass the differential test and be useless.
+var chunkEdgeCases = []struct {
+	name string
+	in   string
+	fast bool
+}{
+	{"key order reversed, whitespace", " \r\n\t{ \"usage\" : { \"completion_tokens\" : 7 , \"prompt_tokens\" : 3 } ,\n\"choices\":[ { \"finish_reason\" : \"length\" , \"delta\" : { \"content\" : \"c\" , \"reasoning\" : \"r\" } , \"index\" : 0 } ] , \"model\" : \"m\" } \n", true},
+	{"empty object", `{}`, true},
+	{"everything null", `{"model":null,"object":null,"error":null,"message":null,"choices":[{"index":null,"delta":{"content":null,"reasoning":null,"reasoning_content":null},"finish_reason":null}],"usage":null}`, true},
+	{"choices null", `{"model":"m","choices":null}`, true},
+	{"delta null", `{"choices":[{"index":0,"delta":null,"finish_reason":"stop"}]}`, true},
+	{"null choice entry is index 0", `{"choices":[null,{"index":0,"delta":{"content":"x"}}]}`, true},
+	{"usage empty object is known", `{"choices":[],"usage":{}}`, true},
+	{"usage with details", `{"usage":{"prompt_tokens":14,"total_tokens":37,"completion_tokens":23,"prompt_tokens_details":{"cached_tokens":0}}}`, true},
+	{"negative and zero ints", `{"choices":[{"index":-0}],"usage":{"prompt_tokens":-5,"completion_tokens":0}}`, true},
+	{"reasoning empty, reasoning_content set", `{"choices":[{"delta":{"reasoning":"","reasoning_content":"rc"}}]}`, true},
+	{"reasoning and reasoning_content differ", `{"choices":[{"delta":{"reasoning_content":"rc","reasoning":"r"}}]}`, true},
+	{"several choices, index 0 second", `{"choices":[{"index":1,"delta":{"content":"one"}},{"index":0,"delta":{"content":"zero"},"finish_reason":"stop"},{"index":0,"delta":{"content":"again"}}]}`, true},
+	{"no choice 0", `{"choices":[{"index":2,"delta":{"content":"two"}}]}`, true},
+	{"unknown keys hold known names", `{"x":{"content":"no","choices":[{"index":0,"delta":{"content":"no"}}]},"choices":[{"logprobs":{"content":[{"token":"a","logprob":-0.5e-3,"bytes":[97],"top_logprobs":[]}]},"delta":{"tool_calls":[{"function":{"content":"no"}}],"content":"yes"}}],"y":[true,false,null,1.5E+2,-0,"s\"\\"]}`, true},
+	{"escapes", `{"model":"a\/b","choices":[{"delta":{"content":"q\"b\\s\/b\bf\fn\nr\rt\t\u00e9\u4e2d\ud83d\ude00"}}]}`, true},
+	{"lone high surrogate", `{"choices":[{"delta":{"content":"\ud83d x"}}]}`, true},
+	{"high surrogate then non-surrogate escape", `{"choices":[{"delta":{"content":"\ud83d\u0041"}}]}`, true},
+	{"lone low surrogate", `{"choices":[{"delta":{"content":"\ude00"}}]}`, true},
+	{"surrogate at end of string", `{"choices":[{"delta":{"content":"a\ud83d"}}]}`, true},
+	{"two high surrogates", `{"choices":[{"delta":{"content":"\ud83d\ud83d\ude00"}}]}`, true},
+	{"escaped NUL", `{"choices":[{"delta":{"content":"\u0000"}}]}`, true},
+	{"raw UTF-8", `{"model":"modèle","choices":[{"delta":{"reasoning":"思考 😊"}}]}`, true},
+	{"invalid UTF-8", "{\"choices\":[{\"delta\":{\"content\":\"a\xffb\xed\xa0\x80c\xe4\xb8\"}}]}", true},
+	{"invalid UTF-8 with escapes", "{\"choices\":[{\"delta\":{\"content\":\"\\n\xc3(\"}}]}", true},
+	{"long content", `{"choices":[{"delta":{"content":"` + strings.Repeat("long text ", 100) + `"}}]}`, true},
+	{"object not error", `{"object":"chat.completion.chunk","error":null}`, true},
+
+	{"key case-folds", `{"choices":[{"delta":{"Content":"x"}}]}`, false},
+	{"key folds by Unicode (long s)", `{"choices":[{"delta":{"reaſoning":"x"}}]}`, false},
+	{"key upper case", `{"MODEL":"m"}`, false},
+	{"key folds by Unicode (Kelvin sign)", "{\"usage\":{\"prompt_to\u212aens\":5}}", false},
+	{"escaped key", `{"\u006dodel":"m"}`, false},
+	{"duplicate model, last wins", `{"model":"a","model":"b"}`, false},
+	{"duplicate delta merges", `{"choices":[{"delta":{"content":"a"},"delta":{"reasoning":"b"}}]}`, false},
+	{"duplicate usage then null", `{"usage":{"prompt_tokens":1},"usage":null}`, false},
+	{"duplicate content", `{"choices":[{"delta":{"content":"a","content":"b"}}]}`, false},
+	{"error event", `{"error": {"object": "error", "message": "too long", "type": "BadRequestError", "param": null, "code": 400}}`, false},
+	{"flat error", `{"object":"error","message":"bad","code":400}`, false},
+	{"escaped object error", `{"object":"err\u006fr","message":"bad"}`, false},
+	{"error false", `{"error":false,"choices":[]}`, false},
+	{"float in int", `{"usage":{"prompt_tokens":1.0}}`, false},
+	{"exponent in int", `{"usage":{"prompt_tokens":1e3}}`, false},
+	{"int overflow", `{"usage":{"completion_tokens":9223372036854775808}}`, false},
+	{"19 digits", `{"usage":{"completion_tokens":1000000000000000000}}`, false},
+	{"leading zero", `{"choices":[{"index":01}]}`, false},
+	{"index as string", `{"choices":[{"index":"0"}]}`, false},
+	{"model as number", `{"model":1}`, false},
+	{"content as array", `{"choices":[{"delta":{"content":["a"]}}]}`, false},
+	{"choices as object", `{"choices":{"index":0}}`, false},
+	{"usage as number", `{"usage":0}`, false},
+	{"top-level null", `null`, false},
+	{"top-level array", `[]`, false},
+	{"empty input", ``, false},
+	{"byte order mark", "\ufeff{}", false},
+	{"trailing garbage", `{}x`, false},
+	{"two objects", `{}{}`, false},
+	{"trailing comma", `{"model":"m",}`, false},
+	{"missing colon", `{"model" "m"}`, false},
+	{"single-quote escape", `{"x":"\'"}`, false},
+	{"bad unicode escape", `{"x":"\u12G4"}`, false},
+	{"control char", "{\"x\":\"a\tb\"}", false},
+	{"unterminated string", `{"model":"m`, false},
+	{"bad literal", `{"x":nul}`, false},
+	{"bad number", `{"x":-}`, false},
+	{"bad fraction", `{"x":1.}`, false},
+	{"bad exponent", `{"x":1e}`, false},
+	{"deep nesting", `{"x":` + strings.Repeat("[", 300) + strings.Repeat("]", 300) + `}`, false},
+	{"mismatched brackets", `{"x":[}`, false},
+}
+
+// sameDecode fails t unless DecodeChunk and the reference agree on data.
+func sameDecode(t *testing.T, data []byte) {
+	t.Helper()
+	got, gerr := DecodeChunk(data)
+	want, werr := decodeChunkReference(data)
+	if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
+		t.Fatalf("input %q: error %v, reference %v", data, gerr, werr)
+	}
+	if got != want {
+		t.Fatalf("input %q:\n got %+v\nwant %+v", data, got, want)
+	}
+	if d, ok := scanChunk(data); ok && (werr != nil || d != want) {
+		t.Fatalf("input %q: fast path answered %+v, reference %+v, %v", data, d, want, werr)
+	}
+}
+
+func TestChunkScanEdgeCases(t *testing.T) {
+	for _, c := range chunkEdgeCases {
+		t.Run(c.name, func(t *testing.T) {
+			sameDecode(t, []byte(c.in))
+			if _, ok := scanChunk([]byte(c.in)); ok != c.fast {
+				t.Errorf("fast path taken: %v, want %v", ok, c.fast)
+			}
+		})
+	}
+}
+
+// TestChunkScanTestdata: every chunk of the recorded streams decodes the
+// same, and the fast path answers every one that is not an error event.
+func TestChunkScanTestdata(t *testing.T) {
+	sse, _ := filepath.Glob(filepath.Join("testdata", "*.sse"))
+	for _, p := range sse {
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			for i, c := range sseChunks(t, filepath.Base(p)) {
+				sameDecode(t, c)
+				_, ok := scanChunk(c)
+				if isError := bytes.Contains(c, []byte(`"error"`)); ok == isError {
+					t.Errorf("chunk %d: fast path %v for %q", i, ok, c)
+				}
+			}
+		})
+	}
+}
+
+// TestChunkScanValues pins a few decoded values directly, so that a bug
+// shared by both decoders (a wrong struct tag, pickReasoning) still shows.
+func TestChunkScanValues(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Delta
+	}{
+		{benchChunk, Delta{Model: "Qwen/Qwen3-8B", Reasoning: " token"}},
+		{`{"choices":[{"delta":{"content":"\ud83d\ude00 \ud83d"}}]}`, Delta{Content: "😀 \uFFFD"}},
+		{"{\"choices\":[{\"delta\":{\"content\":\"a\xffb\"}}]}", Delta{Content: "a\uFFFDb"}},
+		{`{"choices":[{"index":1,"delta":{"content":"one"}},{"index":0,"delta":{"reasoning":"","reasoning_content":"zero"},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}`,
+			Delta{Reasoning: "zero", FinishReason: "length", PromptTokens: 3, CompletionTokens: 4, UsageKnown: true}},
+	}
+	for i, tt := range tests {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			got, ok := scanChunk([]byte(tt.in))
+			if !ok || got != tt.want {
+				t.Errorf("scanChunk(%q) = %+v, %v; want %+v", tt.in, got, ok, tt.want)
+			}
+		})
+	}
+}
+
+// TestChunkScanAllocs: the point of the fast path is one allocation per
+// chunk (the text), none for a chunk without text.
+func TestChunkScanAllocs(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		max  float64
+		name string
+	}{
+		{benchChunk, 1, "text"},
+		{`{"id":"x","choices":[],"usage":{"prompt_tokens":14,"completion_tokens":23}}`, 0, "usage only"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data := []byte(c.in)
+			if n := testing.AllocsPerRun(100, func() { _, _ = DecodeChunk(data) }); n > c.max {
+				t.Errorf("%.0f allocations per chunk, want at most %.0f", n, c.max)
+			}
+		})
+	}
+}
+
+// FuzzChunkScanMatchesReference: for any bytes, DecodeChunk (fast path or
+// fallback) returns exactly what the encoding/json reference returns, the
+// same value or an error with the same text, and the fast path never
+// answers an input the reference refuses.
+func FuzzChunkScanMatchesReference(f *testing.F) {
+	for _, s := range chunkSeeds(f) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sameDecode(t, data)
+	})
+}
+
+// BenchmarkDecodeChunkReference is BenchmarkDecodeChunk's chunk through
+// encoding/json, for the ratio within one run.
+func BenchmarkDecodeChunkReference(b *testing.B) {
+	chunk := sseChunks(b, "stream_reasoning_usage.sse")[5]
+	b.SetBytes(int64(len(chunk)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeChunkReference(chunk); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
