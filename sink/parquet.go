@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // A Parquet shard cannot be appended to (its footer comes last), yet its
@@ -123,7 +125,23 @@ func convertJournal(journal, final string) (rows int, err error) {
 // scanParquetKeys reads only the id and sample columns of a Parquet shard
 // and calls fn for each row's key in file order. A file that does not parse
 // (no footer, bad pages, missing columns) is an error naming it.
-func scanParquetKeys(path string, fn func(k Key, row int) error) (int, error) {
+// refuseLZ4 rejects a file with LZ4 columns before any page is read.
+// parquet-go's LZ4 decoder doubles its buffer until a block decodes, so a
+// corrupt LZ4 page allocates without bound and kills the process, which no
+// recover catches (found by FuzzInspectParquet). The sink never writes LZ4.
+func refuseLZ4(pf *parquet.File) error {
+	for g, rg := range pf.Metadata().RowGroups {
+		for _, cc := range rg.Columns {
+			if c := cc.MetaData.Codec; c == format.Lz4Raw || c == format.Lz4 {
+				return fmt.Errorf("row group %d: column %s: %s compression is not read (the sink never writes it)",
+					g, strings.Join(cc.MetaData.PathInSchema, "."), c)
+			}
+		}
+	}
+	return nil
+}
+
+func scanParquetKeys(path string, fn func(k Key, row int) error) (n int, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, fmt.Errorf("read shard: %w", err)
@@ -133,9 +151,19 @@ func scanParquetKeys(path string, fn func(k Key, row int) error) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read shard: %w", err)
 	}
+	// parquet-go panics on some malformed pages: a corrupt shard is an
+	// error naming it, not a crash of the resume.
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%s: unreadable parquet file: %v", path, p)
+		}
+	}()
 	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
 	if err != nil {
 		return 0, fmt.Errorf("%s: not a readable parquet file: %w", path, err)
+	}
+	if err := refuseLZ4(pf); err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
 	}
 	idCol, ok := pf.Schema().Lookup("id")
 	if !ok {
