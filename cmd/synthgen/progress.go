@@ -54,10 +54,10 @@ type reporterOptions struct {
 	JSON     bool          // --log-format json: one JSON object per Interval, even on a terminal
 	// Scrape fetches the server's /metrics; nil: no server view.
 	Scrape func(ctx context.Context) (promscrape.Sample, error)
-	// Status receives the progress record as JSON (the object --log-format
-	// json prints) each Interval and once at the end, e.g. to rewrite
-	// DIR/status.json. May be nil.
-	Status func(b []byte)
+	// Status receives the progress record (the object --log-format json
+	// prints) each Interval and once more when Run ends (final), e.g. to
+	// rewrite DIR/status.json. May be nil.
+	Status func(rec progressRecord, final bool)
 }
 
 // reporter renders the progress of one run. Run is its only goroutine; all
@@ -124,21 +124,18 @@ func (r *reporter) Run(ctx context.Context, stats *generator.Stats) {
 // or bar redraw.
 func (r *reporter) report(snap generator.Snapshot, final bool) {
 	rec := newProgressRecord(snap, r.server)
-	var js []byte
-	if r.opts.Status != nil || r.opts.JSON {
-		var err error
-		if js, err = json.Marshal(rec); err != nil {
-			// Every field is a plain number or string; this is unreachable
-			// short of a bug, and a progress line is not worth a crash.
-			js = fmt.Appendf(nil, `{"event":"progress","error":%q}`, err.Error())
-		}
-	}
 	if r.opts.Status != nil {
-		r.opts.Status(js)
+		r.opts.Status(rec, final)
 	}
 	switch {
 	case r.opts.Quiet:
 	case r.opts.JSON:
+		js, err := json.Marshal(rec)
+		if err != nil {
+			// Every field is a plain number or string; this is unreachable
+			// short of a bug, and a progress line is not worth a crash.
+			js = fmt.Appendf(nil, `{"event":"progress","error":%q}`, err.Error())
+		}
 		fmt.Fprintf(r.w, "%s\n", js)
 	case r.barMode():
 		r.renderBar(snap)
@@ -149,6 +146,10 @@ func (r *reporter) report(snap generator.Snapshot, final bool) {
 		fmt.Fprintln(r.w, formatLine(snap, r.server))
 	}
 }
+
+// Server returns the server's rates as of the last scrape, nil when there
+// were none. Call it after Run has returned: Run owns them until then.
+func (r *reporter) Server() *promscrape.Rates { return r.server }
 
 // scrape takes one sample of the server's metrics and updates the rates
 // since the previous one. A failure is said once, then retried silently at

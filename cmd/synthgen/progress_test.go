@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -137,11 +138,13 @@ var escapes = regexp.MustCompile("[\r\x1b]")
 func TestReporterPlainLines(t *testing.T) {
 	stats, clk := rampStats()
 	var buf bytes.Buffer
-	var statuses [][]byte
+	var statuses []progressRecord
+	var finals []bool
 	// Status runs inside each report, after the snapshot: advancing the
 	// clock there puts exactly one second between consecutive lines.
-	r := newReporter(&buf, reporterOptions{Interval: time.Second, Status: func(b []byte) {
-		statuses = append(statuses, append([]byte(nil), b...))
+	r := newReporter(&buf, reporterOptions{Interval: time.Second, Status: func(rec progressRecord, final bool) {
+		statuses = append(statuses, rec)
+		finals = append(finals, final)
 		clk.advance(time.Second)
 	}})
 	d := drive(r, stats)
@@ -173,10 +176,10 @@ func TestReporterPlainLines(t *testing.T) {
 	if len(statuses) != 4 {
 		t.Fatalf("Status called %d times, want 4", len(statuses))
 	}
-	var rec progressRecord
-	if err := json.Unmarshal(statuses[3], &rec); err != nil {
-		t.Fatalf("status is not JSON: %v\n%s", err, statuses[3])
+	if !slices.Equal(finals, []bool{false, false, false, true}) {
+		t.Errorf("final flags = %v, want only the last one set", finals)
 	}
+	rec := statuses[3]
 	if rec.Event != "progress" || rec.Total != 25000 || rec.InFlight != 200 || rec.TokPerS != 3750 || rec.ETAS == nil {
 		t.Errorf("status record = %+v", rec)
 	}
@@ -187,7 +190,7 @@ func TestReporterQuietAndJSON(t *testing.T) {
 		stats, _ := rampStats()
 		var buf bytes.Buffer
 		calls := 0
-		r := newReporter(&buf, reporterOptions{Quiet: true, TTY: true, Status: func([]byte) { calls++ },
+		r := newReporter(&buf, reporterOptions{Quiet: true, TTY: true, Status: func(progressRecord, bool) { calls++ },
 			Scrape: func(context.Context) (promscrape.Sample, error) { return promscrape.Sample{}, errors.New("down") }})
 		d := drive(r, stats)
 		d.tick()

@@ -82,6 +82,7 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	if err != nil {
 		return usageError(err, "")
 	}
+	started := time.Now()
 	stderr := cmd.ErrOrStderr()
 	stdout := cmd.OutOrStdout()
 
@@ -111,6 +112,19 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	total, err := dataset.Count(dsOpts)
 	if err != nil {
 		return usageError(err, "check dataset.path and dataset.format")
+	}
+	stats := generator.NewStats(nil)
+	stats.SetTotal(total * int64(max(cfg.Generation.N, 1)))
+
+	// synthgen's own metrics are up from here, while the server may still be
+	// loading, until the run ends; a taken address fails before any work.
+	var metrics *selfMetricsServer
+	if rf.metricsAddr != "" {
+		metrics, err = startSelfMetrics(rf.metricsAddr, stats)
+		if err != nil {
+			return usageError(err, "pass a free HOST:PORT, e.g. --metrics-addr 127.0.0.1:9464, or leave it empty")
+		}
+		defer metrics.Close()
 	}
 
 	client := generator.NewClient(generator.ClientOptions{
@@ -150,8 +164,6 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 		return fmt.Errorf("open output %s: %w", cfg.Output.Dir, err)
 	}
 
-	stats := generator.NewStats(nil)
-	stats.SetTotal(total * int64(max(cfg.Generation.N, 1)))
 	eng, err := generator.New(client, stats, generator.Options{
 		Concurrency:  cfg.Concurrency,
 		Model:        model,
@@ -182,11 +194,18 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	defer src.Close()
 
 	fmt.Fprintf(stderr, "synthgen %s: %d prompts from %s -> %s (%s), model %s at %s, %d in flight\n",
-		version, total, cfg.Dataset.Path, cfg.Output.Dir, cfg.Output.Format, model, cfg.Endpoint.BaseURL, cfg.Concurrency)
+		version, total, cfg.Dataset.Path, cfg.Output.Dir, cfg.Output.Format, model, redactURL(cfg.Endpoint.BaseURL), cfg.Concurrency)
 	if n := out.DoneCount(); n > 0 {
 		fmt.Fprintf(stderr, "resuming: %d records already in %s\n", n, cfg.Output.Dir)
 	}
+	if metrics != nil {
+		fmt.Fprintf(stderr, "metrics: synthgen's own at %s\n", metrics.URL())
+	}
 
+	status := newRunStatus(cfg.Output.Dir, started, newReportConfig(cfg, rf.shard))
+	if err := status.RemoveLeftovers(); err != nil {
+		fmt.Fprintf(stderr, "warning: %v\n", err)
+	}
 	interrupted := make(chan struct{})
 	go func() {
 		select {
@@ -195,6 +214,7 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 			return
 		}
 		close(interrupted)
+		status.SetState(stateDraining)
 		fmt.Fprintf(stderr, "\nstopping: no new requests; waiting up to %s for the %d in flight (Ctrl-C again to stop now)\n",
 			cfg.Shutdown.Grace, stats.Snapshot().InFlight)
 		eng.Drain()
@@ -214,20 +234,32 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	var scrape func(context.Context) (promscrape.Sample, error)
 	if metricsURL, err := metricsURLFor(cfg); err == nil && metricsURL != "" {
 		scraper := promscrape.NewScraper(metricsURL, nil)
-		scrape = scraper.Scrape
+		scrape = func(ctx context.Context) (promscrape.Sample, error) {
+			s, err := scraper.Scrape(ctx)
+			if err != nil {
+				// The scrape error names the URL, which may carry a password.
+				err = redactedError{err: err, raw: metricsURL, safe: redactURL(metricsURL)}
+			}
+			return s, err
+		}
 	}
-	statusPath := cfg.Output.Dir + "/status.json"
 	rep := newReporter(stdout, reporterOptions{
 		TTY:      isTerminal(os.Stdout) && stdout == io.Writer(os.Stdout),
 		Interval: cfg.Progress.Interval,
 		Quiet:    rf.quiet,
 		JSON:     rf.logFormat == "json",
 		Scrape:   scrape,
-		Status: func(b []byte) {
+		Status: func(rec progressRecord, final bool) {
+			if final {
+				return // Finish writes the last one, with the outcome
+			}
 			// A heartbeat that cannot be written is not worth stopping for.
-			_ = sink.WriteFileAtomic(statusPath, b, 0o644)
+			_ = status.Heartbeat(rec)
 		},
 	})
+	// A second shell sees the run from its first moment, not one interval
+	// (and a first scrape of the server) later.
+	_ = status.Heartbeat(newProgressRecord(stats.Snapshot(), nil))
 	repCtx, stopRep := context.WithCancel(context.WithoutCancel(ctx))
 	repDone := make(chan struct{})
 	go func() { defer close(repDone); rep.Run(repCtx, stats) }()
@@ -235,9 +267,28 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	sum, runErr := eng.Run(ctx, src, out)
 	stopRep()
 	<-repDone
+	onDisk := out.DoneCount()
 	closeErr := out.Close()
 	fmt.Fprint(stdout, rep.Summary(stats))
 
+	var wasInterrupted bool
+	select {
+	case <-interrupted:
+		wasInterrupted = true
+	default:
+	}
+	err = runResult(cfg, runErr, closeErr, wasInterrupted, sum, onDisk, out.FailedCount(), stderr)
+	final := newProgressRecord(stats.Snapshot(), rep.Server())
+	if ferr := status.Finish(final, runOutcome{Err: err, Summary: sum, EndedAt: time.Now()}); ferr != nil {
+		fmt.Fprintf(stderr, "warning: %v\n", ferr)
+	}
+	return err
+}
+
+// runResult turns how the engine and the sink ended into the error run
+// returns (nil: every selected key is done), saying "nothing to do" when
+// that was the case.
+func runResult(cfg config.Config, runErr, closeErr error, interrupted bool, sum generator.Summary, onDisk, failed int, stderr io.Writer) error {
 	switch {
 	case runErr != nil:
 		var re *dataset.RowError
@@ -247,22 +298,40 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 		return fmt.Errorf("%w (what was written is kept; rerun to resume)", runErr)
 	case closeErr != nil:
 		return fmt.Errorf("close output %s: %w", cfg.Output.Dir, closeErr)
-	}
-	select {
-	case <-interrupted:
+	case interrupted:
 		return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted after %d new records", sum.Written),
 			hint: "run the same command again to resume"}
-	default:
 	}
 	if sum.Written == 0 && sum.Failed == 0 && sum.Skipped > 0 {
-		fmt.Fprintf(stderr, "nothing to do: all %d selected keys are already in %s\n", sum.Skipped, cfg.Output.Dir)
+		switch {
+		case cfg.Dataset.Limit > 0 && int64(onDisk) > sum.Skipped:
+			// A limit shrunk below what an earlier run wrote: say why the
+			// rest is not touched, so it does not look like lost records.
+			fmt.Fprintf(stderr, "nothing to do: all %d keys selected by dataset.limit %d are done; %d records are in %s\n",
+				sum.Skipped, cfg.Dataset.Limit, onDisk, cfg.Output.Dir)
+		case int64(onDisk) > sum.Skipped:
+			fmt.Fprintf(stderr, "nothing to do: all %d selected keys are done; %d records are in %s\n",
+				sum.Skipped, onDisk, cfg.Output.Dir)
+		default:
+			fmt.Fprintf(stderr, "nothing to do: all %d selected keys are already in %s\n", sum.Skipped, cfg.Output.Dir)
+		}
 	}
-	if n := out.FailedCount(); n > 0 {
-		return &exitError{code: exitIncomplete, err: fmt.Errorf("%d requests failed for good (see %s/errors)", n, cfg.Output.Dir),
+	if failed > 0 {
+		return &exitError{code: exitIncomplete, err: fmt.Errorf("%d requests failed for good (see %s/errors)", failed, cfg.Output.Dir),
 			hint: "fix the cause, then rerun with --retry-errors to request them again"}
 	}
 	return nil
 }
+
+// redactedError shows err with raw replaced by safe (a URL with its
+// password masked) and unwraps to err, so errors.Is still sees the cause.
+type redactedError struct {
+	err       error
+	raw, safe string
+}
+
+func (e redactedError) Error() string { return strings.ReplaceAll(e.err.Error(), e.raw, e.safe) }
+func (e redactedError) Unwrap() error { return e.err }
 
 // firstModel asks the server for its models and takes the first. A server
 // that is still loading (vLLM takes minutes for a large model) is waited for,
@@ -278,17 +347,17 @@ func firstModel(ctx context.Context, client *generator.Client, baseURL string, s
 		cancel()
 		if err == nil {
 			if len(models) == 0 {
-				return "", fmt.Errorf("%s/models lists no model", strings.TrimRight(baseURL, "/"))
+				return "", fmt.Errorf("%s/models lists no model", strings.TrimRight(redactURL(baseURL), "/"))
 			}
 			return models[0], nil
 		}
 		ce := generator.Classify(err)
 		if !ce.Retryable || time.Now().After(deadline) {
-			return "", &exitError{code: exitFailure, err: fmt.Errorf("list models at %s: %w", baseURL, err),
+			return "", &exitError{code: exitFailure, err: fmt.Errorf("list models at %s: %w", redactURL(baseURL), err),
 				hint: "is the server running? check endpoint.base_url (it ends in /v1), or set endpoint.model to skip this lookup"}
 		}
 		if time.Since(lastSaid) > 30*time.Second {
-			fmt.Fprintf(stderr, "waiting for the server at %s (%v)\n", baseURL, err)
+			fmt.Fprintf(stderr, "waiting for the server at %s (%v)\n", redactURL(baseURL), err)
 			lastSaid = time.Now()
 		}
 		if !sleepCtx(ctx, 2*time.Second) {

@@ -1,0 +1,155 @@
+package main
+
+// synthgen's own Prometheus endpoint (--metrics-addr): the figures of the
+// progress line for a Prometheus server or a dashboard, read from
+// generator.Stats at scrape time. There is no second set of counters to
+// keep in step: each scrape takes one Snapshot and turns it into metrics.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/synthgen/synthgen/generator"
+)
+
+// statsCollector exposes a generator.Stats. Every counter it reports is
+// monotonic within the process, as Prometheus requires: the client's
+// credited token count is not (a retried attempt takes its streamed tokens
+// back), so it is split into the completed answers' tokens (a counter) and
+// the streamed tokens of the answers still running (a gauge).
+type statsCollector struct {
+	stats *generator.Stats
+
+	done, failed, retries, inFlight         *prometheus.Desc
+	completionTokens, runningTokens, prompt *prometheus.Desc
+	planned, alreadyDone, eta               *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*statsCollector)(nil)
+
+func newStatsCollector(stats *generator.Stats) *statsCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	return &statsCollector{
+		stats:    stats,
+		done:     d("synthgen_requests_done_total", "Requests answered and recorded by this process."),
+		failed:   d("synthgen_requests_failed_total", "Requests that gave up for good in this process (an error record), by cause.", "cause"),
+		retries:  d("synthgen_retries_total", "Attempts retried (a request retried twice counts 2), by cause.", "cause"),
+		inFlight: d("synthgen_requests_in_flight", "Requests holding a concurrency slot now."),
+		completionTokens: d("synthgen_completion_tokens_total",
+			"Completion tokens of the answered requests (the server's usage figures; streamed deltas where it sends none). "+
+				"Add synthgen_completion_tokens_in_flight for the tokens already streamed by the requests still running."),
+		runningTokens: d("synthgen_completion_tokens_in_flight",
+			"Streamed deltas of the requests still running, not yet in synthgen_completion_tokens_total."),
+		prompt:      d("synthgen_prompt_tokens_total", "Prompt tokens of the answered requests."),
+		planned:     d("synthgen_requests_planned", "Requests this process will make in all (keys done before it started are left out)."),
+		alreadyDone: d("synthgen_requests_already_done", "Keys of the selection found done on disk, from earlier runs."),
+		eta:         d("synthgen_eta_seconds", "Estimated seconds to the end of the run, from tokens; absent while unknown."),
+	}
+}
+
+// Describe sends every descriptor the collector can emit.
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.done, c.failed, c.retries, c.inFlight,
+		c.completionTokens, c.runningTokens, c.prompt, c.planned, c.alreadyDone, c.eta} {
+		ch <- d
+	}
+}
+
+// Collect takes one Snapshot and reports it.
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats.Snapshot()
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+	counter(c.done, float64(s.Done))
+	for cause, n := range s.ErrorsByCause {
+		counter(c.failed, float64(n), cause)
+	}
+	for cause, n := range s.RetriesByCause {
+		counter(c.retries, float64(n), cause)
+	}
+	gauge(c.inFlight, float64(s.InFlight))
+	counter(c.completionTokens, float64(s.CompletionTokens-s.RunningTokens))
+	gauge(c.runningTokens, float64(s.RunningTokens))
+	counter(c.prompt, float64(s.PromptTokens))
+	gauge(c.planned, float64(s.Total))
+	gauge(c.alreadyDone, float64(s.AlreadyDone))
+	if s.ETAKnown {
+		if v := s.ETA.Seconds(); !math.IsInf(v, 0) && !math.IsNaN(v) {
+			gauge(c.eta, v)
+		}
+	}
+}
+
+// newSelfRegistry returns a registry of its own (not the global default, so
+// tests and other code in the process cannot collide with it) holding the
+// stats collector and the Go runtime and process collectors.
+func newSelfRegistry(stats *generator.Stats) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		newStatsCollector(stats),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return reg
+}
+
+// selfMetricsServer serves the registry on /metrics until Close.
+type selfMetricsServer struct {
+	srv  *http.Server
+	addr string // the bound address: the port is known even for ":0"
+	done chan struct{}
+}
+
+// startSelfMetrics listens on addr at once, so that a taken or malformed
+// address fails the run before it sends a request, and serves in the
+// background.
+func startSelfMetrics(addr string, stats *generator.Stats) (*selfMetricsServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(newSelfRegistry(stats), promhttp.HandlerOpts{}))
+	m := &selfMetricsServer{
+		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
+		addr: ln.Addr().String(),
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(m.done)
+		// Serve returns ErrServerClosed after Close; any other error leaves
+		// the run without its metrics, which is not worth stopping it for.
+		_ = m.srv.Serve(ln)
+	}()
+	return m, nil
+}
+
+// URL is where the metrics are served.
+func (m *selfMetricsServer) URL() string { return "http://" + m.addr + "/metrics" }
+
+// Close stops the server, letting a scrape in progress finish for a moment.
+func (m *selfMetricsServer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := m.srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = m.srv.Close()
+	}
+	<-m.done
+	return err
+}
