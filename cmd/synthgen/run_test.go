@@ -1,0 +1,455 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/sink"
+)
+
+// These tests run `synthgen run` in-process (newRootCmd + ExecuteContext)
+// against an in-process mock, as a person would run it again and again on
+// one output directory, and assert what that person sees: the exit code,
+// the message, and the records on disk.
+
+// cliBuffer is an io.Writer safe for the goroutines that print during a run.
+type cliBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (c *cliBuffer) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.b.Write(p)
+}
+
+func (c *cliBuffer) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.b.String()
+}
+
+// cliJob is one output directory, dataset and server that runs share.
+type cliJob struct {
+	baseURL string // http://127.0.0.1:PORT/v1
+	data    string
+	dir     string
+}
+
+// args are the flags every run of the job passes, then extra (a flag given
+// twice takes its last value).
+func (j cliJob) args(extra ...string) []string {
+	return append([]string{"run",
+		"--endpoint.base_url", j.baseURL,
+		"--dataset.path", j.data,
+		"--output.dir", j.dir,
+		"--output.format", "jsonl",
+		"--output.shard_size", "16",
+		"--output.sync_interval", "20ms",
+		"--concurrency", "8",
+		"--generation.max_tokens", "64",
+		"--retry.max_attempts", "3",
+		"--retry.initial_backoff", "1ms",
+		"--retry.max_backoff", "5ms",
+		"--progress.interval", "50ms",
+		"--quiet",
+	}, extra...)
+}
+
+// cliResult is what one `synthgen ...` printed and returned.
+type cliResult struct {
+	stdout, stderr string
+	err            error
+	took           time.Duration
+}
+
+// cliRun runs synthgen with args in-process.
+func cliRun(t *testing.T, args ...string) cliResult {
+	t.Helper()
+	var stdout, stderr cliBuffer
+	cmd := newRootCmd()
+	cmd.SetArgs(args)
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := cmd.ExecuteContext(ctx)
+	return cliResult{stdout: stdout.String(), stderr: stderr.String(), err: err, took: time.Since(start)}
+}
+
+// ok fails the test when the run returned an error.
+func (r cliResult) ok(t *testing.T, what string) {
+	t.Helper()
+	if r.err != nil {
+		t.Fatalf("%s: exit %d: %v\nstderr:\n%s", what, exitCode(r.err), r.err, r.stderr)
+	}
+}
+
+// hint is the hint main would print under the error.
+func (r cliResult) hint() string {
+	var he interface{ Hint() string }
+	if errors.As(r.err, &he) {
+		return he.Hint()
+	}
+	return ""
+}
+
+// cliDataset writes n one-turn prompts "question I" in the messages shape;
+// badLine (1-based, 0 = none) is replaced by a row whose messages is not a
+// list.
+func cliDataset(t *testing.T, n, badLine int) string {
+	t.Helper()
+	var b strings.Builder
+	for i := range n {
+		if i+1 == badLine {
+			b.WriteString(`{"messages": 42}` + "\n")
+			continue
+		}
+		fmt.Fprintf(&b, `{"messages":[{"role":"user","content":"question %d"}]}`+"\n", i)
+	}
+	path := filepath.Join(t.TempDir(), "prompts.jsonl")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// cliMock starts the mock behind handler (nil: the mock itself).
+func cliMock(t *testing.T, wrap func(http.Handler) http.Handler) (*mockserver.Server, string) {
+	t.Helper()
+	m := mockserver.New(mockserver.Options{MeanTokens: 16, Seed: 7})
+	var h http.Handler = m
+	if wrap != nil {
+		h = wrap(m)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return m, ts.URL + "/v1"
+}
+
+// cliRecords counts each id's records in the final shards of DIR/data, and
+// fails on a record that is not a whole answer.
+func cliRecords(t *testing.T, dir string) map[string]int {
+	t.Helper()
+	return countJSONL(t, filepath.Join(dir, "data"), func(line []byte) (string, error) {
+		var r sink.Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			return "", err
+		}
+		if r.FinishReason == "" || r.Content == "" && r.Reasoning == "" {
+			return "", fmt.Errorf("record %s is not a whole answer: %+v", r.ID, r)
+		}
+		return r.ID, nil
+	})
+}
+
+// cliErrors reads the error records of DIR/errors.
+func cliErrors(t *testing.T, dir string) []sink.ErrorRecord {
+	t.Helper()
+	var out []sink.ErrorRecord
+	countJSONL(t, filepath.Join(dir, "errors"), func(line []byte) (string, error) {
+		var e sink.ErrorRecord
+		if err := json.Unmarshal(line, &e); err != nil {
+			return "", err
+		}
+		out = append(out, e)
+		return e.ID, nil
+	})
+	return out
+}
+
+func countJSONL(t *testing.T, dir string, id func([]byte) (string, error)) map[string]int {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "part-*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 1<<20), 1<<26)
+		for n := 1; sc.Scan(); n++ {
+			k, err := id(sc.Bytes())
+			if err != nil {
+				t.Fatalf("%s:%d: %v", f, n, err)
+			}
+			seen[k]++
+		}
+		fh.Close()
+	}
+	return seen
+}
+
+// wantIDs asserts that the ids on disk are exactly want, each once.
+func wantIDs(t *testing.T, what string, got map[string]int, want ...string) {
+	t.Helper()
+	for _, id := range want {
+		if got[id] != 1 {
+			t.Errorf("%s: id %s on disk %d times, want once", what, id, got[id])
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%s: %d distinct ids on disk, want %d", what, len(got), len(want))
+	}
+}
+
+func idRange(from, to int) []string {
+	var ids []string
+	for i := from; i < to; i++ {
+		ids = append(ids, fmt.Sprint(i))
+	}
+	return ids
+}
+
+// TestRunLimitGrowsAndShrinks: growing dataset.limit requests only the new
+// rows; shrinking it requests nothing, keeps what is there, exits 0 and
+// says there is nothing to do.
+func TestRunLimitGrowsAndShrinks(t *testing.T) {
+	m, url := cliMock(t, nil)
+	job := cliJob{baseURL: url, data: cliDataset(t, 60, 0), dir: filepath.Join(t.TempDir(), "out")}
+
+	r := cliRun(t, job.args("--dataset.limit", "20")...)
+	r.ok(t, "limit 20")
+	if got := m.Stats().Requests; got != 20 {
+		t.Errorf("limit 20: %d requests, want 20", got)
+	}
+	wantIDs(t, "limit 20", cliRecords(t, job.dir), idRange(0, 20)...)
+	if !strings.Contains(r.stdout, "done 20/20") {
+		t.Errorf("limit 20: the summary on stdout does not say done 20/20:\n%s", r.stdout)
+	}
+	t.Logf("limit 20: %v", r.took)
+
+	before := m.Stats().Requests
+	r = cliRun(t, job.args("--dataset.limit", "50")...)
+	r.ok(t, "limit 50")
+	if got := m.Stats().Requests - before; got != 30 {
+		t.Errorf("limit 20 -> 50: %d requests, want only the 30 new rows", got)
+	}
+	wantIDs(t, "limit 50", cliRecords(t, job.dir), idRange(0, 50)...)
+	if !strings.Contains(r.stderr, "resuming: 20 records") {
+		t.Errorf("limit 50: stderr does not say it resumes from 20 records:\n%s", r.stderr)
+	}
+	t.Logf("limit 50: %v", r.took)
+
+	before = m.Stats().Requests
+	r = cliRun(t, job.args("--dataset.limit", "10")...)
+	r.ok(t, "limit 10")
+	if got := m.Stats().Requests - before; got != 0 {
+		t.Errorf("limit 50 -> 10: %d requests, want none", got)
+	}
+	wantIDs(t, "limit 10", cliRecords(t, job.dir), idRange(0, 50)...)
+	var said string
+	for _, line := range strings.Split(r.stderr, "\n") {
+		if strings.Contains(line, "nothing to do") {
+			said = line
+		}
+	}
+	switch {
+	case said == "":
+		t.Errorf("limit 10: stderr does not say there is nothing to do:\n%s", r.stderr)
+	case !strings.Contains(said, "50"):
+		t.Errorf("limit 10: %q does not say the 50 records on disk are kept", said)
+	default:
+		t.Logf("limit 10 says: %s", said)
+	}
+	t.Logf("limit 10: %v", r.took)
+}
+
+// TestRunRefusesChangedSamplingParameter: resuming with another
+// temperature would mix two jobs in one dataset, so it is refused (exit 2)
+// with the key, both values and the way out named; --force goes on and the
+// manifest remembers that run was forced.
+func TestRunRefusesChangedSamplingParameter(t *testing.T) {
+	m, url := cliMock(t, nil)
+	job := cliJob{baseURL: url, data: cliDataset(t, 10, 0), dir: filepath.Join(t.TempDir(), "out")}
+
+	cliRun(t, job.args("--dataset.limit", "5", "--generation.temperature", "0.6")...).ok(t, "temperature 0.6")
+
+	before := m.Stats().Requests
+	r := cliRun(t, job.args("--dataset.limit", "5", "--generation.temperature", "0.9")...)
+	if code := exitCode(r.err); code != exitUsage {
+		t.Fatalf("temperature 0.6 -> 0.9: exit %d (%v), want %d", code, r.err, exitUsage)
+	}
+	msg := r.err.Error() + "\n" + r.hint()
+	for _, want := range []string{"generation.temperature", "0.6", "0.9", "--force"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("refusal does not mention %q:\n%s", want, msg)
+		}
+	}
+	if got := m.Stats().Requests - before; got != 0 {
+		t.Errorf("the refused run sent %d requests", got)
+	}
+	t.Logf("refused: %s", msg)
+
+	before = m.Stats().Requests
+	r = cliRun(t, job.args("--dataset.limit", "8", "--generation.temperature", "0.9", "--force")...)
+	r.ok(t, "--force")
+	if got := m.Stats().Requests - before; got != 3 {
+		t.Errorf("forced run: %d requests, want the 3 new rows", got)
+	}
+	wantIDs(t, "forced", cliRecords(t, job.dir), idRange(0, 8)...)
+	man, err := sink.ReadManifest(job.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(man.Runs) != 2 {
+		t.Fatalf("manifest lists %d runs, want 2 (the refused one never opened the directory): %+v", len(man.Runs), man.Runs)
+	}
+	if man.Runs[0].Forced {
+		t.Errorf("the first run is marked forced")
+	}
+	last := man.Runs[1]
+	if !last.Forced || !strings.Contains(strings.Join(last.Notes, "\n"), "generation.temperature: 0.6 -> 0.9") {
+		t.Errorf("forced run recorded as forced=%v notes=%q; want forced with generation.temperature: 0.6 -> 0.9", last.Forced, last.Notes)
+	}
+	if got := man.Identity.Answer["generation.temperature"]; got != "0.9" {
+		t.Errorf("manifest identity temperature %q, want the forced run's 0.9", got)
+	}
+}
+
+// TestRunUnknownConfigKey: a typo in the config file stops the run before
+// anything starts, naming the file, the key and the key it probably means.
+func TestRunUnknownConfigKey(t *testing.T) {
+	m, url := cliMock(t, nil)
+	job := cliJob{baseURL: url, data: cliDataset(t, 5, 0), dir: filepath.Join(t.TempDir(), "out")}
+	cfg := filepath.Join(t.TempDir(), "job.yaml")
+	if err := os.WriteFile(cfg, []byte("generation:\n  max_tokens: 64\n  temprature: 0.7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := cliRun(t, job.args("--config", cfg)...)
+	if code := exitCode(r.err); code != exitUsage {
+		t.Fatalf("exit %d (%v), want %d", code, r.err, exitUsage)
+	}
+	msg := r.err.Error()
+	for _, want := range []string{cfg + ":3", "generation.temprature", `did you mean "generation.temperature"`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message does not contain %q:\n%s", want, msg)
+		}
+	}
+	if m.Stats().Requests != 0 {
+		t.Errorf("%d requests sent despite a bad config", m.Stats().Requests)
+	}
+	t.Logf("refused: %s (hint: %s)", msg, r.hint())
+	if _, err := os.Stat(job.dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("output dir created despite a bad config (stat: %v)", err)
+	}
+}
+
+// TestRunBadRowFails: with dataset.on_bad_row fail, a malformed row stops
+// the run with exit 2 and file:line; the answers to the rows before it are
+// kept, and a rerun with skip resumes past it.
+func TestRunBadRowFails(t *testing.T) {
+	m, url := cliMock(t, nil)
+	job := cliJob{baseURL: url, data: cliDataset(t, 10, 6), dir: filepath.Join(t.TempDir(), "out")}
+
+	r := cliRun(t, job.args("--dataset.on_bad_row", "fail", "--concurrency", "4")...)
+	if code := exitCode(r.err); code != exitUsage {
+		t.Fatalf("exit %d (%v), want %d", code, r.err, exitUsage)
+	}
+	if want := job.data + ":6"; !strings.Contains(r.err.Error(), want) {
+		t.Errorf("message does not name %s:\n%v", want, r.err)
+	}
+	wantIDs(t, "on_bad_row fail", cliRecords(t, job.dir), idRange(0, 5)...)
+	t.Logf("stopped: %v (hint: %s)", r.err, r.hint())
+
+	before := m.Stats().Requests
+	r = cliRun(t, job.args("--dataset.on_bad_row", "skip")...)
+	r.ok(t, "on_bad_row skip")
+	if got := m.Stats().Requests - before; got != 4 {
+		t.Errorf("rerun with skip: %d requests, want the 4 rows after the bad one", got)
+	}
+	wantIDs(t, "on_bad_row skip", cliRecords(t, job.dir), append(idRange(0, 5), idRange(6, 10)...)...)
+	if !strings.Contains(r.stderr, job.data+":6") {
+		t.Errorf("rerun with skip: stderr does not report the skipped row as %s:6:\n%s", job.data, r.stderr)
+	}
+}
+
+// TestRunFailedRequestThenRetryErrors: a prompt the server refuses with a
+// 400 ends the run with exit 3 and a hint to --retry-errors; the others are
+// answered. With --retry-errors against a server that now accepts it, it
+// is answered and the run exits 0; a plain rerun then asks for nothing.
+func TestRunFailedRequestThenRetryErrors(t *testing.T) {
+	const badPrompt = `"question 3"`
+	const serverMsg = "This model's maximum context length is 40960 tokens. Please reduce the length of the messages."
+	var refuse atomic.Bool
+	refuse.Store(true)
+	var refused atomic.Int64
+	m, url := cliMock(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/v1/chat/completions" {
+				body, err := io.ReadAll(r.Body)
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+				if refuse.Load() && bytes.Contains(body, []byte(badPrompt)) {
+					refused.Add(1)
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusBadRequest)
+					fmt.Fprintf(w, `{"object":"error","message":%q,"type":"BadRequestError","param":null,"code":400}`, serverMsg)
+					return
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	job := cliJob{baseURL: url, data: cliDataset(t, 8, 0), dir: filepath.Join(t.TempDir(), "out")}
+
+	r := cliRun(t, job.args()...)
+	if code := exitCode(r.err); code != exitIncomplete {
+		t.Fatalf("exit %d (%v), want %d\nstderr:\n%s", code, r.err, exitIncomplete, r.stderr)
+	}
+	if !strings.Contains(r.hint(), "--retry-errors") {
+		t.Errorf("hint %q does not mention --retry-errors (error: %v)", r.hint(), r.err)
+	}
+	if got := refused.Load(); got != 1 {
+		t.Errorf("the 400 prompt was sent %d times, want once", got)
+	}
+	wantIDs(t, "with a 400", cliRecords(t, job.dir), "0", "1", "2", "4", "5", "6", "7")
+	errs := cliErrors(t, job.dir)
+	if len(errs) != 1 || errs[0].ID != "3" || errs[0].Status != 400 || errs[0].Message != serverMsg || errs[0].Cause != "http_400" || errs[0].Attempts != 1 {
+		t.Errorf("error records %+v, want one for id 3: status 400, attempts 1, cause http_400, the server's message", errs)
+	}
+	t.Logf("exit %d: %v; hint: %s", exitCode(r.err), r.err, r.hint())
+
+	refuse.Store(false)
+	before := m.Stats().Requests
+	r = cliRun(t, job.args("--retry-errors")...)
+	r.ok(t, "--retry-errors")
+	if got := m.Stats().Requests - before; got != 1 {
+		t.Errorf("--retry-errors: %d requests, want only the failed prompt", got)
+	}
+	wantIDs(t, "after --retry-errors", cliRecords(t, job.dir), idRange(0, 8)...)
+
+	before = m.Stats().Requests
+	r = cliRun(t, job.args()...)
+	r.ok(t, "rerun")
+	if got := m.Stats().Requests - before; got != 0 {
+		t.Errorf("rerun after everything is done: %d requests, want none", got)
+	}
+	if !strings.Contains(r.stderr, "nothing to do") {
+		t.Errorf("rerun: stderr does not say there is nothing to do:\n%s", r.stderr)
+	}
+}
