@@ -79,6 +79,19 @@ type Stats struct {
 	ttft       sampleSet // microseconds
 	itl        sampleSet // microseconds
 	downSince  time.Time // zero while the server is reachable
+	stoppedAt  time.Time // set by Stop: the clock of every later snapshot
+}
+
+// Stop freezes the ledger's clock: a snapshot taken after the run ended
+// (the final line, the summary, report.json) reports rates over the run,
+// not over the run plus however long the sink took to close.
+func (s *Stats) Stop() {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stoppedAt.IsZero() {
+		s.stoppedAt = now
+	}
 }
 
 // SetServerDown records that the server stopped answering at since (down)
@@ -406,6 +419,9 @@ func (s *Stats) Snapshot() Snapshot {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.stoppedAt.IsZero() {
+		now = s.stoppedAt
+	}
 
 	snap := Snapshot{
 		At:              now,

@@ -480,3 +480,21 @@ func TestStatsCancelIsNotAnError(t *testing.T) {
 			snap.InFlight, snap.Errors, snap.ErrorsByCause, snap.RunningTokens)
 	}
 }
+
+// TestStatsStopFreezesRates: the summary printed after the sink closed must
+// report the run's rates, not rates diluted by the time spent closing.
+func TestStatsStopFreezesRates(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	s := NewStats(clock)
+	s.SetTotal(1)
+	tr := s.Begin()
+	now = now.Add(10 * time.Second)
+	tr.Done(Outcome{CompletionTokens: 1000, UsageKnown: true, FinishReason: "stop", Attempts: 1})
+	s.Stop()
+	now = now.Add(50 * time.Second) // closing the sink, printing...
+	snap := s.Snapshot()
+	if snap.Elapsed != 10*time.Second || snap.TokPerSec != 100 {
+		t.Fatalf("after Stop: elapsed %v, %.1f tok/s; want 10s and 100 tok/s", snap.Elapsed, snap.TokPerSec)
+	}
+}

@@ -236,6 +236,10 @@ func barDescription(s generator.Snapshot, server *promscrape.Rates) string {
 		fmt.Fprintf(&b, " %d err", s.Errors)
 	}
 	fmt.Fprintf(&b, " eta %s", fmtETA(s))
+	if d := serverDown(s); d != "" {
+		b.WriteString(" | ")
+		b.WriteString(d)
+	}
 	if server != nil {
 		fmt.Fprintf(&b, " | server %s tok/s", fmtTok(server.GenTokPerSec))
 	}
@@ -280,6 +284,10 @@ func formatLine(s generator.Snapshot, server *promscrape.Rates) string {
 	fmt.Fprintf(&b, " | 10s %s tok/s %s req/s | 60s %s tok/s %s req/s | retries %d",
 		fmtTok(s.Last10s.TokPerSec), fmtRate(s.Last10s.ReqPerSec),
 		fmtTok(s.Last60s.TokPerSec), fmtRate(s.Last60s.ReqPerSec), s.Retries)
+	if d := serverDown(s); d != "" {
+		b.WriteString(" | ")
+		b.WriteString(d)
+	}
 	if server != nil {
 		b.WriteString(" | server ")
 		b.WriteString(formatServer(*server))
@@ -299,6 +307,15 @@ func formatServer(r promscrape.Rates) string {
 		fmt.Fprintf(&b, " spec acceptance %.0f%% length %.2f", 100*r.AcceptanceRate, r.MeanAcceptanceLength)
 	}
 	return b.String()
+}
+
+// serverDown says, while the server refuses connections, since when; every
+// slot is waiting for it then and no prompt is charged an attempt.
+func serverDown(s generator.Snapshot) string {
+	if s.ServerDownSince.IsZero() {
+		return ""
+	}
+	return "server unreachable for " + fmtDuration(s.At.Sub(s.ServerDownSince)) + ", waiting for it"
 }
 
 func fmtTok(v float64) string { return fmt.Sprintf("%.0f", v) }
@@ -368,6 +385,8 @@ type progressRecord struct {
 	Retries        int64            `json:"retries"`
 	RetriesByCause map[string]int64 `json:"retries_by_cause"`
 	InFlight       int64            `json:"in_flight"`
+	// ServerDownSince is set while the server refuses connections.
+	ServerDownSince *time.Time `json:"server_down_since,omitempty"`
 
 	ReqPerS          float64 `json:"req_per_s"`
 	TokPerS          float64 `json:"tok_per_s"`
@@ -455,6 +474,10 @@ func newProgressRecord(s generator.Snapshot, server *promscrape.Rates) progressR
 		TTFTP50S: s.TTFTP50.Seconds(), TTFTP90S: s.TTFTP90.Seconds(),
 		ITLP50S: s.ITLP50.Seconds(), ITLP90S: s.ITLP90.Seconds(),
 		ETAConfidence: s.Confidence,
+	}
+	if !s.ServerDownSince.IsZero() {
+		t := s.ServerDownSince
+		rec.ServerDownSince = &t
 	}
 	if v := finite(s.ExpectedCompletion); v != nil {
 		rec.ExpectedCompletion = *v

@@ -90,6 +90,27 @@ func TestFormatLineRamp(t *testing.T) {
 	}
 }
 
+// TestFormatLineServerDown: while the server is away the line says so, so a
+// person reading gen.log in the morning sees why nothing moved for an hour.
+func TestFormatLineServerDown(t *testing.T) {
+	stats, clk := rampStats()
+	stats.SetServerDown(true, clk.now().Add(-3*time.Minute))
+	snap := stats.Snapshot()
+	if got := formatLine(snap, nil); !strings.HasSuffix(got, " | server unreachable for 3m00s, waiting for it") {
+		t.Errorf("formatLine while the server is down = %q", got)
+	}
+	if got := barDescription(snap, nil); !strings.Contains(got, "server unreachable for 3m00s") {
+		t.Errorf("bar while the server is down = %q", got)
+	}
+	if rec := newProgressRecord(snap, nil); rec.ServerDownSince == nil || !rec.ServerDownSince.Equal(clk.now().Add(-3*time.Minute)) {
+		t.Errorf("progress record server_down_since = %v", rec.ServerDownSince)
+	}
+	stats.SetServerDown(false, time.Time{})
+	if got := formatLine(stats.Snapshot(), nil); strings.Contains(got, "unreachable") {
+		t.Errorf("formatLine after the server came back = %q", got)
+	}
+}
+
 func TestFormatLineWithServer(t *testing.T) {
 	clk := &testClock{t: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
 	stats := generator.NewStats(clk.now)

@@ -265,6 +265,7 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	go func() { defer close(repDone); rep.Run(repCtx, stats) }()
 
 	sum, runErr := eng.Run(ctx, src, out)
+	stats.Stop()
 	stopRep()
 	<-repDone
 	onDisk := out.DoneCount()
