@@ -276,7 +276,7 @@ func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 func formatLine(s generator.Snapshot, server *promscrape.Rates) string {
 	var b strings.Builder
 	total := "?"
-	if s.Total > 0 {
+	if s.Planned() > 0 {
 		total = fmt.Sprint(s.Planned())
 	}
 	fmt.Fprintf(&b, "progress %d/%s (%d errors) %s req/s %s tok/s avg completion %s tok in flight %d eta %s",
@@ -503,6 +503,9 @@ func (r *reporter) Summary(stats *generator.Stats) string {
 		fmt.Fprintf(&b, " (%d before this run)", s.AlreadyDone)
 	}
 	fmt.Fprintf(&b, ", %d errors, %d retries\n", s.Errors, s.Retries)
+	if s.Done == 0 && s.Errors == 0 {
+		return b.String() // nothing was asked: a table of zeros says nothing
+	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	if len(s.ErrorsByCause) > 0 {
 		fmt.Fprintf(tw, "  errors\t%s\n", formatCounts(s.ErrorsByCause))

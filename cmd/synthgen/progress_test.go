@@ -332,3 +332,21 @@ func TestSummary(t *testing.T) {
 		t.Errorf("Summary =\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestSummaryNothingAsked: a rerun over a finished directory asks nothing;
+// its summary is one line, not a table of zeros, and the line shows the
+// job's size rather than "?".
+func TestSummaryNothingAsked(t *testing.T) {
+	stats := generator.NewStats(nil)
+	stats.SetTotal(300)
+	stats.AddAlreadyDone(300)
+	stats.Stop()
+	r := newReporter(&bytes.Buffer{}, reporterOptions{Interval: time.Second})
+	got := r.Summary(stats)
+	if want := "done 300/300 in 0s (300 before this run), 0 errors, 0 retries\n"; got != want {
+		t.Errorf("Summary = %q, want %q", got, want)
+	}
+	if line := formatLine(stats.Snapshot(), nil); !strings.HasPrefix(line, "progress 300/300 ") {
+		t.Errorf("formatLine = %q, want it to start with progress 300/300", line)
+	}
+}
