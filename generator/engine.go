@@ -148,10 +148,16 @@ type job struct {
 	msgs   []Message
 }
 
-// result is what a slot hands to the writer.
+// result is what a slot hands to the writer. The writer, not the slot,
+// reports the outcome to the stats once the sink has taken the record, so
+// a record counted as done in the progress line has been written (and is
+// fsynced within SyncInterval), never merely received.
 type result struct {
-	rec  *sink.Record
-	fail *sink.ErrorRecord
+	rec     *sink.Record
+	fail    *sink.ErrorRecord
+	tr      *Tracker
+	outcome Outcome // for rec
+	cause   string  // for fail
 }
 
 // Summary counts what one Run did.
@@ -300,7 +306,7 @@ func (e *Engine) do(ctx context.Context, j job) result {
 		resp, err := e.client.Complete(ctx, req, tr.Delta)
 		if err == nil {
 			latency := time.Since(start)
-			tr.Done(Outcome{
+			return result{rec: e.record(j, resp, attempt, latency), tr: tr, outcome: Outcome{
 				PromptTokens:     resp.PromptTokens,
 				CompletionTokens: resp.CompletionTokens,
 				UsageKnown:       resp.UsageKnown,
@@ -309,8 +315,7 @@ func (e *Engine) do(ctx context.Context, j job) result {
 				Latency:          latency,
 				TTFT:             resp.TTFT,
 				Attempts:         attempt,
-			})
-			return result{rec: e.record(j, resp, attempt, latency)}
+			}}
 		}
 		ce := Classify(err)
 		if ctx.Err() != nil || ce.Cause == CauseCanceled {
@@ -334,8 +339,7 @@ func (e *Engine) do(ctx context.Context, j job) result {
 			}
 		}
 		if !ce.Retryable || charged >= e.opts.Retry.MaxAttempts {
-			tr.Fail(ce.Cause)
-			return result{fail: &sink.ErrorRecord{
+			return result{tr: tr, cause: ce.Cause, fail: &sink.ErrorRecord{
 				ID:        j.prompt.ID,
 				Sample:    j.sample,
 				Status:    ce.Status,
@@ -426,12 +430,19 @@ func (e *Engine) write(cancel context.CancelCauseFunc, out Sink, results <-chan 
 		defer t.Stop()
 		tick = t.C
 	}
-	fail := func(e error) error {
-		cancel(e)
-		// Keep draining so that no slot blocks on a full channel forever.
-		for range results {
+	fail := func(err error, r result) error {
+		cancel(err)
+		// Nothing more is recorded: what was not written is asked again on
+		// resume. Keep draining so that no slot blocks on the channel.
+		if r.tr != nil {
+			r.tr.Cancel()
 		}
-		return e
+		for r := range results {
+			if r.tr != nil {
+				r.tr.Cancel()
+			}
+		}
+		return err
 	}
 	for {
 		select {
@@ -447,20 +458,22 @@ func (e *Engine) write(cancel context.CancelCauseFunc, out Sink, results <-chan 
 			switch {
 			case r.rec != nil:
 				if err := out.Write(r.rec); err != nil {
-					return fail(fmt.Errorf("write record %s/%d: %w", r.rec.ID, r.rec.Sample, err))
+					return fail(fmt.Errorf("write record %s/%d: %w", r.rec.ID, r.rec.Sample, err), r)
 				}
+				r.tr.Done(r.outcome)
 				sum.Written++
 			case r.fail != nil:
 				if err := out.WriteError(r.fail); err != nil {
-					return fail(fmt.Errorf("write error record %s/%d: %w", r.fail.ID, r.fail.Sample, err))
+					return fail(fmt.Errorf("write error record %s/%d: %w", r.fail.ID, r.fail.Sample, err), r)
 				}
+				r.tr.Fail(r.cause)
 				sum.Failed++
 			default:
 				sum.Canceled++
 			}
 		case <-tick:
 			if err := out.Flush(); err != nil {
-				return fail(fmt.Errorf("flush output: %w", err))
+				return fail(fmt.Errorf("flush output: %w", err), result{})
 			}
 		}
 	}

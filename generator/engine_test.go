@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -293,5 +295,44 @@ func TestResumeWritesEveryIDOnce(t *testing.T) {
 				t.Errorf("server received %d requests over both runs, want at most rows+N = %d", got, rows+n)
 			}
 		})
+	}
+}
+
+// failingSink takes n records, then every write fails (a full disk).
+type failingSink struct {
+	discardSink
+	n int
+}
+
+func (f *failingSink) Write(*sink.Record) error {
+	if f.n == 0 {
+		return errors.New("no space left on device")
+	}
+	f.n--
+	return nil
+}
+
+// TestSinkFailureStopsTheRun: when records can no longer be written, the
+// run stops at once with the sink's error, cancels what is in flight instead
+// of asking the server for answers nobody can keep, and counts as done only
+// what was written.
+func TestSinkFailureStopsTheRun(t *testing.T) {
+	srv := &countingServer{hook: func(string) { time.Sleep(time.Millisecond) }}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	stats := NewStats(nil)
+	eng, _ := New(NewClient(ClientOptions{BaseURL: ts.URL + "/v1", MaxConns: 8}), stats, testOptions(8))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sum, err := eng.Run(ctx, newSliceSource(numberedIDs(1000)...), &failingSink{n: 10})
+	if err == nil || !strings.Contains(err.Error(), "no space left on device") {
+		t.Fatalf("Run error = %v, want the sink's error", err)
+	}
+	snap := stats.Snapshot()
+	if sum.Written != 10 || snap.Done != 10 || snap.InFlight != 0 {
+		t.Errorf("written %d, counted done %d, in flight %d; want 10, 10, 0", sum.Written, snap.Done, snap.InFlight)
+	}
+	if got := srv.requests.Load(); got > 10+1+8+8 {
+		t.Errorf("server asked %d times after the sink failed at record 11; want the run to stop", got)
 	}
 }
