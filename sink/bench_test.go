@@ -76,9 +76,13 @@ func BenchmarkLineKey(b *testing.B) {
 }
 
 // BenchmarkOpen measures a resume over a directory of done records: the
-// recovery pass reads ids only. SINK_BENCH_OPEN_RECORDS overrides the
-// record count (e.g. 1000000); records are compact (~600 bytes) so that
-// the fixture stays small on a shared disk.
+// recovery pass reads ids only. The directory is built the way a long job
+// builds it, over several runs with different shard sizes (each clean exit
+// also leaves a short last shard); "mixed" alternates the output format
+// between runs, so JSONL and Parquet shards lie side by side.
+// SINK_BENCH_OPEN_RECORDS overrides the record count (e.g. 1000000);
+// records are compact (~600 bytes) so that the fixture stays small on a
+// shared disk.
 func BenchmarkOpen(b *testing.B) {
 	n := 200_000
 	if v := os.Getenv("SINK_BENCH_OPEN_RECORDS"); v != "" {
@@ -87,22 +91,31 @@ func BenchmarkOpen(b *testing.B) {
 			b.Fatalf("SINK_BENCH_OPEN_RECORDS: %v", err)
 		}
 	}
-	for _, format := range []string{FormatJSONL, FormatParquet} {
-		b.Run(fmt.Sprintf("%s/%d", format, n), func(b *testing.B) {
-			opts := testOptions(b.TempDir(), format)
-			opts.ShardSize = 1000
-			opts.SyncInterval = time.Hour
-			s := mustOpen(b, opts)
+	shardSizes := []int{1000, 250, 4000, 100}
+	for _, formats := range [][]string{{FormatJSONL}, {FormatParquet}, {FormatJSONL, FormatParquet}} {
+		name := formats[0]
+		if len(formats) > 1 {
+			name = "mixed"
+		}
+		b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
+			dir := b.TempDir()
 			r := testRecord(0)
-			for i := range n {
-				r.ID = strconv.Itoa(i)
-				if err := s.Write(r); err != nil {
+			for run, size := range shardSizes {
+				opts := testOptions(dir, formats[run%len(formats)])
+				opts.ShardSize = size
+				opts.SyncInterval = time.Hour
+				s := mustOpen(b, opts)
+				for i := run * n / len(shardSizes); i < (run+1)*n/len(shardSizes); i++ {
+					r.ID = strconv.Itoa(i)
+					if err := s.Write(r); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := s.Close(); err != nil {
 					b.Fatal(err)
 				}
 			}
-			if err := s.Close(); err != nil {
-				b.Fatal(err)
-			}
+			opts := testOptions(dir, formats[0])
 			b.ReportAllocs()
 			for b.Loop() {
 				s := mustOpen(b, opts)
