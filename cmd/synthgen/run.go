@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -95,6 +97,49 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	// Before the engine runs (counting the dataset, waiting for a server
+	// that is still loading) a signal stops at once: nothing is in flight.
+	// Once it runs, engineUp hands over the drain and the two stages begin.
+	interrupted := make(chan struct{})
+	engineUp := make(chan func(), 1)
+	go func() {
+		select {
+		case <-sigs:
+		case <-ctx.Done():
+			return
+		}
+		close(interrupted)
+		var drain func()
+		select {
+		case drain = <-engineUp:
+		default:
+		}
+		if drain == nil {
+			cancel(errors.New("interrupted before the run started"))
+			return
+		}
+		drain()
+		grace := time.NewTimer(cfg.Shutdown.Grace)
+		defer grace.Stop()
+		select {
+		case <-sigs:
+			fmt.Fprintln(stderr, "stopping now: requests in flight are cancelled and will be asked again on resume")
+			cancel(errors.New("second signal"))
+		case <-grace.C:
+			fmt.Fprintf(stderr, "stopping now: shutdown.grace (%s) is over\n", cfg.Shutdown.Grace)
+			cancel(errors.New("grace period over"))
+		case <-ctx.Done():
+		}
+	}()
+	stoppedEarly := func(err error) error {
+		select {
+		case <-interrupted:
+			return &exitError{code: exitInterrupted, err: errors.New("interrupted before the run started"),
+				hint: "nothing was asked yet; run the same command to start"}
+		default:
+			return err
+		}
+	}
 
 	dsOpts := dataset.Options{
 		Path:        cfg.Dataset.Path,
@@ -133,14 +178,11 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 		Timeout:  cfg.Endpoint.Timeout,
 		MaxConns: cfg.Concurrency,
 	})
-	model := cfg.Endpoint.Model
-	if model == "" {
-		model, err = firstModel(ctx, client, cfg.Endpoint.BaseURL, stderr)
-		if err != nil {
-			return err
-		}
-		cfg.Endpoint.Model = model
+	model, err := resolveModel(ctx, client, cfg.Endpoint.BaseURL, cfg.Endpoint.Model, stderr)
+	if err != nil {
+		return stoppedEarly(err)
 	}
+	cfg.Endpoint.Model = model
 
 	out, err := sink.Open(sink.Options{
 		Dir:          cfg.Output.Dir,
@@ -206,30 +248,12 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	if err := status.RemoveLeftovers(); err != nil {
 		fmt.Fprintf(stderr, "warning: %v\n", err)
 	}
-	interrupted := make(chan struct{})
-	go func() {
-		select {
-		case <-sigs:
-		case <-ctx.Done():
-			return
-		}
-		close(interrupted)
+	engineUp <- func() {
 		status.SetState(stateDraining)
 		fmt.Fprintf(stderr, "\nstopping: no new requests; waiting up to %s for the %d in flight (Ctrl-C again to stop now)\n",
 			cfg.Shutdown.Grace, stats.Snapshot().InFlight)
 		eng.Drain()
-		grace := time.NewTimer(cfg.Shutdown.Grace)
-		defer grace.Stop()
-		select {
-		case <-sigs:
-			fmt.Fprintln(stderr, "stopping now: requests in flight are cancelled and will be asked again on resume")
-			cancel(errors.New("second signal"))
-		case <-grace.C:
-			fmt.Fprintf(stderr, "stopping now: shutdown.grace (%s) is over\n", cfg.Shutdown.Grace)
-			cancel(errors.New("grace period over"))
-		case <-ctx.Done():
-		}
-	}()
+	}
 
 	var scrape func(context.Context) (promscrape.Sample, error)
 	if metricsURL, err := metricsURLFor(cfg); err == nil && metricsURL != "" {
@@ -334,31 +358,52 @@ type redactedError struct {
 func (e redactedError) Error() string { return strings.ReplaceAll(e.err.Error(), e.raw, e.safe) }
 func (e redactedError) Unwrap() error { return e.err }
 
-// firstModel asks the server for its models and takes the first. A server
-// that is still loading (vLLM takes minutes for a large model) is waited for,
-// with a line every 30 s, for up to 10 minutes.
-func firstModel(ctx context.Context, client *generator.Client, baseURL string, stderr io.Writer) (string, error) {
+// resolveModel asks the server which models it serves before anything is
+// sent: the first one when want is empty, else a check that want is among
+// them (a wrong name would otherwise turn every prompt into a 404 in
+// DIR/errors). A server that is still loading (vLLM takes minutes for a
+// large model) is waited for, with a line every 30 s, for up to 10 minutes.
+// A server without GET /models (a gateway routing only chat) is taken at
+// its word when want is set.
+func resolveModel(ctx context.Context, client *generator.Client, baseURL, want string, stderr io.Writer) (string, error) {
 	deadline := time.Now().Add(10 * time.Minute)
 	// Quiet for the first seconds: a server started a moment ago (make run)
 	// is not worth a line.
 	lastSaid := time.Now().Add(-25 * time.Second)
+	where := strings.TrimRight(redactURL(baseURL), "/") + "/models"
 	for {
 		reqCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		models, err := client.Models(reqCtx)
 		cancel()
 		if err == nil {
-			if len(models) == 0 {
-				return "", fmt.Errorf("%s/models lists no model", strings.TrimRight(redactURL(baseURL), "/"))
+			switch {
+			case len(models) == 0:
+				return "", fmt.Errorf("%s lists no model", where)
+			case want == "":
+				return models[0], nil
+			case slices.Contains(models, want):
+				return want, nil
 			}
-			return models[0], nil
+			return "", usageError(fmt.Errorf("endpoint.model: %q is not served at %s (it serves %s)", want, where, strings.Join(models, ", ")),
+				"set endpoint.model to one of them, or leave it empty to take the first")
+		}
+		if ctx.Err() != nil {
+			return "", ctx.Err()
 		}
 		ce := generator.Classify(err)
+		if want != "" && (ce.Status == http.StatusNotFound || ce.Status == http.StatusMethodNotAllowed) {
+			fmt.Fprintf(stderr, "note: %s answers %d; going on with endpoint.model %q\n", where, ce.Status, want)
+			return want, nil
+		}
 		if !ce.Retryable || time.Now().After(deadline) {
-			return "", &exitError{code: exitFailure, err: fmt.Errorf("list models at %s: %w", redactURL(baseURL), err),
-				hint: "is the server running? check endpoint.base_url (it ends in /v1), or set endpoint.model to skip this lookup"}
+			hint := "is the server running? check endpoint.base_url (it ends in /v1)"
+			if ce.Status == http.StatusUnauthorized || ce.Status == http.StatusForbidden {
+				hint = "the server wants an API key: put it in the environment variable named by endpoint.api_key_env (default OPENAI_API_KEY)"
+			}
+			return "", &exitError{code: exitFailure, err: fmt.Errorf("list models at %s: %w", where, redactedError{err: err, raw: baseURL, safe: redactURL(baseURL)}), hint: hint}
 		}
 		if time.Since(lastSaid) > 30*time.Second {
-			fmt.Fprintf(stderr, "waiting for the server at %s (%v)\n", redactURL(baseURL), err)
+			fmt.Fprintf(stderr, "waiting for the server at %s (%v)\n", redactURL(baseURL), redactedError{err: err, raw: baseURL, safe: redactURL(baseURL)})
 			lastSaid = time.Now()
 		}
 		if !sleepCtx(ctx, 2*time.Second) {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -451,5 +452,81 @@ func TestRunFailedRequestThenRetryErrors(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "nothing to do") {
 		t.Errorf("rerun: stderr does not say there is nothing to do:\n%s", r.stderr)
+	}
+}
+
+// TestRunChecksTheModelFirst: a model name the server does not serve would
+// turn every prompt into a 404 in DIR/errors; it is refused before anything
+// is sent or created, naming what the server serves.
+func TestRunChecksTheModelFirst(t *testing.T) {
+	m, base := cliMock(t, nil)
+	job := cliJob{baseURL: base, data: cliDataset(t, 5, 0), dir: filepath.Join(t.TempDir(), "out")}
+	r := cliRun(t, job.args("--endpoint.model", "Qwen3-235B")...)
+	if exitCode(r.err) != exitUsage || !strings.Contains(r.err.Error(), `"Qwen3-235B" is not served`) ||
+		!strings.Contains(r.err.Error(), "mock-model") {
+		t.Fatalf("exit %d, err %v; want exit 2 naming the model and what is served", exitCode(r.err), r.err)
+	}
+	if got := m.Stats().Requests; got != 0 {
+		t.Errorf("%d chat requests sent with a model the server does not serve", got)
+	}
+	if _, err := os.Stat(job.dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("output dir created for a run that was refused: %v", err)
+	}
+}
+
+// TestRunBehindGatewayWithoutModels: a gateway that routes only chat
+// answers 404 on /models; with endpoint.model set the run goes on.
+func TestRunBehindGatewayWithoutModels(t *testing.T) {
+	_, base := cliMock(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/models") {
+				http.NotFound(w, r)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	job := cliJob{baseURL: base, data: cliDataset(t, 5, 0), dir: filepath.Join(t.TempDir(), "out")}
+	r := cliRun(t, job.args("--endpoint.model", "mock-model")...)
+	r.ok(t, "run behind a gateway")
+	if !strings.Contains(r.stderr, "answers 404; going on with endpoint.model") {
+		t.Errorf("stderr does not say /models was skipped:\n%s", r.stderr)
+	}
+	wantIDs(t, "records", cliRecords(t, job.dir), idRange(0, 5)...)
+}
+
+// TestRunInterruptedWhileWaitingForServer: Ctrl-C while synthgen waits for
+// a server that is still loading stops it at once (exit 130), instead of
+// being swallowed until the wait ends minutes later.
+func TestRunInterruptedWhileWaitingForServer(t *testing.T) {
+	var asked atomic.Int64
+	loading := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		http.Error(w, `{"object":"error","message":"loading","code":503}`, http.StatusServiceUnavailable)
+	}))
+	defer loading.Close()
+	dir := filepath.Join(t.TempDir(), "out")
+	r := startRunInProcess("--endpoint.base_url", loading.URL+"/v1", "--dataset.path", cliDataset(t, 5, 0),
+		"--output.dir", dir, "--quiet")
+	// run takes the signals over before it first asks for the models, so
+	// once the server was asked, SIGINT reaches run, not the test binary.
+	for deadline := time.Now().Add(10 * time.Second); asked.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("run never asked the server for its models")
+		}
+	}
+	start := time.Now()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := r.wait(t)
+	if code := exitCode(err); code != exitInterrupted {
+		t.Fatalf("exit %d (%v), want %d", code, err, exitInterrupted)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %v to stop after SIGINT while waiting for the server", took)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("output dir created by a run interrupted before it started: %v", err)
 	}
 }
