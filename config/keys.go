@@ -27,7 +27,7 @@ type key struct {
 
 var keys = []key{
 	{name: "endpoint.base_url", url: true, usage: "root URL of the OpenAI-compatible API the requests go to", field: func(c *Config) any { return &c.Endpoint.BaseURL }},
-	{name: "endpoint.model", usage: "model to ask for; empty: the first model listed by /v1/models", field: func(c *Config) any { return &c.Endpoint.Model }},
+	{name: "endpoint.model", usage: "model to ask for, checked against /v1/models before anything is sent; empty: the first model listed there", field: func(c *Config) any { return &c.Endpoint.Model }},
 	{name: "endpoint.api_key_env", usage: "name of the environment variable holding the API key (the key itself is never stored)", field: func(c *Config) any { return &c.Endpoint.APIKeyEnv }},
 	{name: "endpoint.timeout", usage: "time limit for one whole request, a streamed answer included", field: func(c *Config) any { return &c.Endpoint.Timeout }},
 	{name: "endpoint.metrics_url", url: true, usage: "the server's Prometheus /metrics URL; empty: derived from base_url", field: func(c *Config) any { return &c.Endpoint.MetricsURL }},
