@@ -540,7 +540,10 @@ func fmtLatency(d time.Duration) string {
 		return d.Round(100 * time.Millisecond).String()
 	case d >= time.Second:
 		return d.Round(10 * time.Millisecond).String()
-	default:
+	case d >= time.Millisecond:
 		return d.Round(100 * time.Microsecond).String()
+	default:
+		// A fast local server: 0s would read as "not measured".
+		return d.Round(time.Microsecond).String()
 	}
 }

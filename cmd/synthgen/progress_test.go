@@ -350,3 +350,20 @@ func TestSummaryNothingAsked(t *testing.T) {
 		t.Errorf("formatLine = %q, want it to start with progress 300/300", line)
 	}
 }
+
+func TestFmtLatency(t *testing.T) {
+	for _, tt := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{12345 * time.Millisecond, "12.3s"},
+		{1234 * time.Millisecond, "1.23s"},
+		{51234 * time.Microsecond, "51.2ms"},
+		{450 * time.Microsecond, "450µs"},
+		{0, "0s"},
+	} {
+		if got := fmtLatency(tt.d); got != tt.want {
+			t.Errorf("fmtLatency(%v) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}
