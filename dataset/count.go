@@ -16,7 +16,7 @@ func Count(opts Options) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	files, err := resolve(o.Path)
+	files, fetch, err := resolveFiles(o)
 	if err != nil {
 		return 0, err
 	}
@@ -28,6 +28,11 @@ func Count(opts Options) (int64, error) {
 		max := int64(-1)
 		if o.Limit > 0 {
 			max = o.Limit - rows
+		}
+		if fetch != nil {
+			if err := fetch(path); err != nil {
+				return 0, err
+			}
 		}
 		n, err := countFile(path, max)
 		if err != nil {

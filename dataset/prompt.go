@@ -1,7 +1,8 @@
 // Package dataset reads prompts from dataset files one row at a time: JSONL,
 // JSON arrays and Parquet (gzip/zstd transparently), in the ShareGPT, OpenAI
 // messages, plain prompt and Alpaca row shapes. It never holds a whole file in
-// memory and talks to no server.
+// memory and talks to no LLM server; hf:// datasets are fetched from the
+// Hugging Face Hub into a local cache first (hub.go).
 package dataset
 
 // Message is one chat turn with an OpenAI role (system, user, assistant).

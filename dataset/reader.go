@@ -11,7 +11,9 @@ import (
 type Options struct {
 	// Path is a file or a glob; a glob's files are read in sorted path order.
 	// Supported: .jsonl (.ndjson), .json (an array, or JSON lines), .parquet;
-	// jsonl and json may be compressed as .gz or .zst.
+	// jsonl and json may be compressed as .gz or .zst. A Hugging Face Hub
+	// dataset is hf://owner/name[@revision][/path-or-glob], downloaded
+	// once into a local cache (see hub.go and Identity).
 	Path string
 	// Format is the row shape: auto (per row), sharegpt, messages, prompt or
 	// alpaca. Empty means auto.
@@ -32,6 +34,11 @@ type Options struct {
 	Shard, NumShards int
 	// OnSkip, when set, is called with every skipped bad row.
 	OnSkip func(err *RowError)
+	// OnDownload, when set, follows the download of an hf:// dataset's
+	// files: the file's path in the repository, the bytes on disk and its
+	// size, at least once per file downloaded and about every MiB. It is
+	// called from the goroutine calling Open, Next or Count.
+	OnDownload func(file string, done, total int64)
 }
 
 // Bad-row policies.
@@ -85,8 +92,9 @@ type Reader struct {
 	opts     Options
 	conv     converter
 	files    []string
-	nextFile int    // index in files of the next file to open
-	cur      source // nil between files
+	fetch    fetcher // downloads an hf:// file before it is opened; nil for local files
+	nextFile int     // index in files of the next file to open
+	cur      source  // nil between files
 	curPath  string
 	index    int64 // physical index of the next row
 	skipped  int64
@@ -100,13 +108,14 @@ func Open(opts Options) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := resolve(o.Path)
+	files, fetch, err := resolveFiles(o)
 	if err != nil {
 		return nil, err
 	}
 	r := &Reader{
 		opts:  o,
 		files: files,
+		fetch: fetch,
 		conv: converter{
 			format:      o.Format,
 			promptField: o.PromptField,
@@ -122,6 +131,11 @@ func Open(opts Options) (*Reader, error) {
 
 func (r *Reader) openNext() error {
 	path := r.files[r.nextFile]
+	if r.fetch != nil {
+		if err := r.fetch(path); err != nil {
+			return err
+		}
+	}
 	src, err := openSource(path)
 	if err != nil {
 		return err
