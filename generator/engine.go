@@ -137,8 +137,11 @@ func New(client Completer, stats *Stats, opts Options) (*Engine, error) {
 func (e *Engine) Stats() *Stats { return e.stats }
 
 // Drain stops intake: no new request starts, the ones in flight go on until
-// they finish or Run's context is cancelled. Safe to call more than once and
-// from any goroutine (the first SIGINT calls it).
+// they finish or Run's context is cancelled. A key waiting between two
+// attempts (a backoff, or the outage gate while the server is away) has
+// nothing in flight: it stops at once, unwritten, and is asked again on
+// resume. Safe to call more than once and from any goroutine (the first
+// SIGINT calls it).
 func (e *Engine) Drain() { e.drainOnce.Do(func() { close(e.drain) }) }
 
 // job is one key to request.
@@ -165,8 +168,13 @@ type Summary struct {
 	Written  int   // records written
 	Failed   int   // error records written
 	Skipped  int64 // keys already on disk
-	Drained  bool  // intake stopped before the source ended
+	Drained  bool  // intake stopped (Drain, or ctx) before the source ended
 	Canceled int   // requests cut or not started because the run stopped (redone on resume)
+	// Duplicates counts dataset rows whose key was still being asked by
+	// this run when the row came (a repeated id): each key is asked once.
+	// A repeat that comes after the first copy was written finds it done
+	// and counts in Skipped.
+	Duplicates int
 }
 
 // Run requests every key of src that out does not skip, keeping exactly
@@ -185,6 +193,17 @@ func (e *Engine) Run(ctx context.Context, src Source, out Sink) (Summary, error)
 	reqCtx, cancelReqs := context.WithCancelCause(ctx)
 	defer cancelReqs(nil)
 	e.gate = e.newOutage(reqCtx)
+	// Waits between attempts end on Drain as well: a slot waiting there has
+	// nothing in flight, and a drain starts nothing new.
+	waitCtx, stopWaits := context.WithCancel(reqCtx)
+	defer stopWaits()
+	go func() {
+		select {
+		case <-e.drain:
+			stopWaits()
+		case <-waitCtx.Done():
+		}
+	}()
 
 	// The sink belongs to the writer goroutine alone, so the producer asks it
 	// whether a key is done through this channel instead of reading the
@@ -198,20 +217,20 @@ func (e *Engine) Run(ctx context.Context, src Source, out Sink) (Summary, error)
 	// an error: a failed prompt is a result, not a reason to cancel siblings.
 	var pool errgroup.Group
 	pool.SetLimit(e.opts.Concurrency)
-	srcErr := e.produce(reqCtx, src, skipReq, func(j job) {
+	ended, srcErr := e.produce(reqCtx, src, skipReq, func(j job) {
 		pool.Go(func() error {
 			if e.draining() || reqCtx.Err() != nil {
 				results <- result{} // taken after intake stopped: not started
 				return nil
 			}
-			results <- e.do(reqCtx, j)
+			results <- e.do(reqCtx, waitCtx, j)
 			return nil
 		})
-	}, &sum.Skipped)
+	}, &sum)
 	_ = pool.Wait()
 	close(results)
 	err := <-writerErr
-	sum.Drained = e.draining()
+	sum.Drained = !ended && srcErr == nil
 	if err != nil {
 		return sum, err
 	}
@@ -229,23 +248,32 @@ func (e *Engine) draining() bool {
 
 type skipQuery struct {
 	key   sink.Key
-	reply chan bool
+	reply chan verdict
 }
 
-// produce hands jobs to start until the source ends, Drain is called or ctx
-// ends. start blocks while the pool is full.
-func (e *Engine) produce(ctx context.Context, src Source, skipReq chan<- skipQuery, start func(job), skipped *int64) error {
-	reply := make(chan bool)
+// verdict is the writer's answer to a skip query.
+type verdict int
+
+const (
+	verdictAsk      verdict = iota // request it
+	verdictDone                    // on disk, or failed and not to be retried
+	verdictRepeated                // this run is asking it already (a repeated id)
+)
+
+// produce hands jobs to start until the source ends (ended), Drain is
+// called or ctx ends. start blocks while the pool is full.
+func (e *Engine) produce(ctx context.Context, src Source, skipReq chan<- skipQuery, start func(job), sum *Summary) (ended bool, err error) {
+	reply := make(chan verdict)
 	for {
 		if e.draining() || ctx.Err() != nil {
-			return nil
+			return false, nil
 		}
 		p, err := src.Next()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return true, nil
 		}
 		if err != nil {
-			return fmt.Errorf("read dataset: %w", err)
+			return false, fmt.Errorf("read dataset: %w", err)
 		}
 		msgs := e.messages(p)
 		for s := range e.opts.Samples {
@@ -253,15 +281,22 @@ func (e *Engine) produce(ctx context.Context, src Source, skipReq chan<- skipQue
 			select {
 			case skipReq <- skipQuery{key: k, reply: reply}:
 			case <-ctx.Done():
-				return nil
+				return false, nil
 			}
-			if <-reply {
-				*skipped++
+			switch <-reply {
+			case verdictDone:
+				sum.Skipped++
+				e.stats.AddAlreadyDone(1)
+				continue
+			case verdictRepeated:
+				// Out of the run's total like a key found done: the key is
+				// answered once, by the first copy.
+				sum.Duplicates++
 				e.stats.AddAlreadyDone(1)
 				continue
 			}
 			if e.draining() || ctx.Err() != nil {
-				return nil
+				return false, nil
 			}
 			start(job{prompt: p, sample: s, msgs: msgs})
 		}
@@ -285,7 +320,9 @@ func (e *Engine) messages(p dataset.Prompt) []Message {
 }
 
 // do runs one key to an answer or a final failure, retrying inside the slot.
-func (e *Engine) do(ctx context.Context, j job) result {
+// ctx bounds the requests; wait, which also ends on Drain, bounds the waits
+// between them.
+func (e *Engine) do(ctx, wait context.Context, j job) result {
 	req := Request{
 		Model:       e.opts.Model,
 		Messages:    j.msgs,
@@ -303,6 +340,11 @@ func (e *Engine) do(ctx context.Context, j job) result {
 	// sent cannot keep the run busy forever.
 	charged, excused := 0, 0
 	for attempt := 1; ; attempt++ {
+		if attempt > 1 && e.draining() {
+			// A retry would be a new request: the key is asked on resume.
+			tr.Cancel()
+			return result{}
+		}
 		resp, err := e.client.Complete(ctx, req, tr.Delta)
 		if err == nil {
 			latency := time.Since(start)
@@ -326,7 +368,7 @@ func (e *Engine) do(ctx context.Context, j job) result {
 		}
 		charged++
 		if ce.Cause == CauseConnection && e.gate != nil && excused < e.opts.Retry.MaxAttempts {
-			wasDown, werr := e.gate.check(ctx)
+			wasDown, werr := e.gate.check(wait)
 			if werr != nil {
 				tr.Cancel()
 				return result{}
@@ -350,7 +392,7 @@ func (e *Engine) do(ctx context.Context, j job) result {
 			}}
 		}
 		tr.Retry(ce.Cause)
-		if !sleep(ctx, e.backoff(charged, ce.RetryAfter)) {
+		if !sleep(wait, e.backoff(charged, ce.RetryAfter)) {
 			tr.Cancel()
 			return result{}
 		}
@@ -430,6 +472,11 @@ func (e *Engine) write(cancel context.CancelCauseFunc, out Sink, results <-chan 
 		defer t.Stop()
 		tick = t.C
 	}
+	// asked holds the keys this run is requesting and has not yet written:
+	// a repeated id in the dataset must not be asked (and written) twice.
+	// Written keys leave it, the sink knows them from then on, so it stays
+	// as small as the pool.
+	asked := make(map[sink.Key]struct{}, e.opts.Concurrency)
 	fail := func(err error, r result) error {
 		cancel(err)
 		// Nothing more is recorded: what was not written is asked again on
@@ -447,7 +494,15 @@ func (e *Engine) write(cancel context.CancelCauseFunc, out Sink, results <-chan 
 	for {
 		select {
 		case q := <-skipReq:
-			q.reply <- out.Skip(q.key)
+			v := verdictAsk
+			if _, ok := asked[q.key]; ok {
+				v = verdictRepeated
+			} else if out.Skip(q.key) {
+				v = verdictDone
+			} else {
+				asked[q.key] = struct{}{}
+			}
+			q.reply <- v
 		case r, ok := <-results:
 			if !ok {
 				if err := out.Flush(); err != nil {
@@ -461,12 +516,14 @@ func (e *Engine) write(cancel context.CancelCauseFunc, out Sink, results <-chan 
 					return fail(fmt.Errorf("write record %s/%d: %w", r.rec.ID, r.rec.Sample, err), r)
 				}
 				r.tr.Done(r.outcome)
+				delete(asked, r.rec.Key())
 				sum.Written++
 			case r.fail != nil:
 				if err := out.WriteError(r.fail); err != nil {
 					return fail(fmt.Errorf("write error record %s/%d: %w", r.fail.ID, r.fail.Sample, err), r)
 				}
 				r.tr.Fail(r.cause)
+				delete(asked, r.fail.Key())
 				sum.Failed++
 			default:
 				sum.Canceled++
