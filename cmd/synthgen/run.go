@@ -299,8 +299,14 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	var wasInterrupted bool
 	select {
 	case <-interrupted:
-		wasInterrupted = true
+		// A signal that came once every key was taken (while the last
+		// answers streamed, or while the sink closed) cut nothing: the job
+		// is done and its exit code says so, not "rerun to resume".
+		wasInterrupted = sum.Drained || sum.Canceled > 0
 	default:
+	}
+	if sum.Duplicates > 0 {
+		fmt.Fprintf(stderr, "warning: %d dataset rows repeat the id of a row this run was already asking; each (id, sample) is asked and written once (is dataset.id_field unique?)\n", sum.Duplicates)
 	}
 	err = runResult(cfg, runErr, closeErr, wasInterrupted, sum, onDisk, out.FailedCount(), stderr)
 	final := newProgressRecord(stats.Snapshot(), rep.Server())
@@ -314,6 +320,11 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 // returns (nil: every selected key is done), saying "nothing to do" when
 // that was the case.
 func runResult(cfg config.Config, runErr, closeErr error, interrupted bool, sum generator.Summary, onDisk, failed int, stderr io.Writer) error {
+	if runErr != nil && closeErr != nil {
+		// The run's error is the one returned; the sink's is said too, as
+		// what it left (temporaries the next run recovers) matters.
+		fmt.Fprintf(stderr, "warning: close output %s: %v\n", cfg.Output.Dir, closeErr)
+	}
 	switch {
 	case runErr != nil:
 		var re *dataset.RowError
