@@ -276,6 +276,11 @@ func newJoinTarget(rep *sink.Report, forced *shardSel) *joinTarget {
 	if opts.Path == "" {
 		opts.Path = m.Answer["dataset.path"]
 	}
+	if id := m.Answer["dataset.identity"]; id != "" {
+		// A Hub dataset: the commit the run read, not where the branch
+		// points today.
+		opts.Path = id
+	}
 	n := max(int(cfgNumber(m.Config, "generation", "n")), 1)
 	sel := forced
 	if sel == nil {

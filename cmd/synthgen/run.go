@@ -154,9 +154,20 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 			fmt.Fprintf(stderr, "skip row %s (dataset.on_bad_row: skip)\n", e)
 		},
 	}
+	if strings.HasPrefix(dsOpts.Path, "hf://") {
+		dsOpts.OnDownload = downloadReporter(stderr)
+		pinned, err := pinDataset(cfg.Output.Dir, dsOpts)
+		if err != nil {
+			return stoppedEarly(usageError(err, hubHint(err)))
+		}
+		if pinned != dsOpts.Path {
+			fmt.Fprintf(stderr, "dataset: %s is %s\n", dsOpts.Path, pinned)
+		}
+		dsOpts.Path = pinned
+	}
 	total, err := dataset.Count(dsOpts)
 	if err != nil {
-		return usageError(err, "check dataset.path and dataset.format")
+		return stoppedEarly(usageError(err, "check dataset.path and dataset.format"))
 	}
 	stats := generator.NewStats(nil)
 	stats.SetTotal(total * int64(max(cfg.Generation.N, 1)))
@@ -193,7 +204,7 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 		Force:        rf.force,
 		Identity: sink.Identity{
 			Version: version,
-			Answer:  cfg.AnswerKeys(),
+			Answer:  answerKeys(cfg, dsOpts.Path),
 			Config:  cfg.Redacted(),
 			Limit:   cfg.Dataset.Limit,
 		},
@@ -420,6 +431,57 @@ func resolveModel(ctx context.Context, client *generator.Client, baseURL, want s
 		if !sleepCtx(ctx, 2*time.Second) {
 			return "", ctx.Err()
 		}
+	}
+}
+
+// answerKeys are the settings that change the answers, for the manifest's
+// hash. A Hub dataset adds the commit its rows came from: a branch that
+// moved is another dataset.
+func answerKeys(cfg config.Config, datasetPath string) map[string]string {
+	keys := cfg.AnswerKeys()
+	if datasetPath != cfg.Dataset.Path {
+		keys["dataset.identity"] = datasetPath
+	}
+	return keys
+}
+
+// pinDataset resolves an hf:// path to the commit to read. A resume of a
+// directory that already read this path reads the commit it read then (no
+// network, the same ids); a new job takes what the branch points at now.
+func pinDataset(dir string, opts dataset.Options) (string, error) {
+	if m, err := sink.ReadManifest(dir); err == nil {
+		if m.Identity.Answer["dataset.path"] == opts.Path {
+			if id := m.Identity.Answer["dataset.identity"]; id != "" {
+				return id, nil
+			}
+		}
+	}
+	return dataset.Identity(opts)
+}
+
+func hubHint(err error) string {
+	switch {
+	case errors.Is(err, dataset.ErrHubAccess):
+		return "a gated or private dataset needs a token: export HF_TOKEN=..."
+	case errors.Is(err, dataset.ErrHubUnreachable):
+		return "no route to the Hub from here? download the files elsewhere and point dataset.path at them (or set HF_ENDPOINT to a mirror)"
+	case errors.Is(err, dataset.ErrHubNotFound):
+		return "check the owner/name and the @revision of dataset.path"
+	}
+	return "check dataset.path"
+}
+
+// downloadReporter prints a Hub download's progress at most every 10 s and
+// when each file completes: fetching six 1 GB files takes a while, and a
+// silent start looks like a hang.
+func downloadReporter(w io.Writer) func(file string, done, total int64) {
+	var last time.Time
+	return func(file string, done, total int64) {
+		if done < total && time.Since(last) < 10*time.Second {
+			return
+		}
+		last = time.Now()
+		fmt.Fprintf(w, "download %s %.1f/%.1f MiB\n", file, float64(done)/(1<<20), float64(total)/(1<<20))
 	}
 }
 
