@@ -3,6 +3,7 @@ package sink
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -21,6 +22,7 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	if dir == "" {
 		dir = "."
 	}
+	step("create", path)
 	f, err := os.CreateTemp(dir, "."+base+".*.tmp")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -32,6 +34,7 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 			_ = os.Remove(tmp)
 		}
 	}()
+	step("write", tmp)
 	if _, err = f.Write(data); err != nil {
 		return fmt.Errorf("write %s: %w", tmp, err)
 	}
@@ -39,21 +42,50 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	if err = f.Chmod(perm); err != nil {
 		return fmt.Errorf("chmod %s: %w", tmp, err)
 	}
+	step("fsync", tmp)
 	if err = f.Sync(); err != nil {
 		return fmt.Errorf("fsync %s: %w", tmp, err)
 	}
 	if err = f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", tmp, err)
 	}
+	step("rename", tmp)
 	if err = os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("rename %s: %w", tmp, err)
 	}
 	return syncDir(dir)
 }
 
+// mkdirAllDurable is os.MkdirAll that also fsyncs the parent of every
+// directory it creates: a new directory's entry must be durable before the
+// files inside it count as durable after a power loss.
+func mkdirAllDurable(dir string) error {
+	var created []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		created = append(created, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	step("mkdir", dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, d := range created {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // syncDir fsyncs a directory so that the renames, creations and removals of
 // its entries are durable, not only the file contents.
 func syncDir(dir string) error {
+	step("syncdir", dir)
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("fsync dir %s: %w", dir, err)
@@ -68,4 +100,17 @@ func syncDir(dir string) error {
 		return fmt.Errorf("fsync dir %s: %w", dir, err)
 	}
 	return nil
+}
+
+// stepHook, when a test sets it, runs before every step that changes the
+// disk or makes a change durable (create, write, fsync, rename, remove,
+// truncate, directory fsync). The crash tests panic in it to stop the
+// process between any two such steps, as kill -9 would, and record the
+// order of the steps to check what power loss could reorder.
+var stepHook func(op, path string)
+
+func step(op, path string) {
+	if stepHook != nil {
+		stepHook(op, path)
+	}
 }

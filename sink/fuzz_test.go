@@ -13,8 +13,9 @@ import (
 // FuzzRecoverTail: whatever bytes follow the complete lines of an .open
 // shard (a torn write, garbage, zeros from a filesystem), recovery never
 // panics and never loses a complete earlier line: it either keeps every one
-// of them and cuts only bytes no '\n' followed, or refuses with an error
-// naming the file and leaves it untouched.
+// of them and cuts only bytes after them (no '\n' followed, or from a line
+// holding a NUL byte), or refuses with an error naming the file and leaves
+// it untouched.
 func FuzzRecoverTail(f *testing.F) {
 	f.Add(uint8(3), []byte(`{"id":"9","sam`))
 	f.Add(uint8(0), []byte("\x00\x00\x00\x00"))

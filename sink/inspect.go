@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -393,6 +394,12 @@ func (r *Report) readJSONL(path string, temp, mayVanish bool, sh *ShardReport) e
 	var bad []string
 	badLines := 0
 	complete, err := forEachLine(f, func(line []byte, n int) error {
+		if temp && bytes.IndexByte(line, 0) >= 0 {
+			// Where a power loss zero-filled the unsynced end: recovery
+			// cuts from here (see recoverTail), so nothing from here on
+			// is a record.
+			return errZeroFill
+		}
 		var rec Record
 		err := json.Unmarshal(line, &rec)
 		if err == nil {
@@ -408,7 +415,9 @@ func (r *Report) readJSONL(path string, temp, mayVanish bool, sh *ShardReport) e
 		acc.add(&rec)
 		return nil
 	})
-	if err != nil {
+	if errors.Is(err, errZeroFill) {
+		r.note("%s: ends in NUL bytes a power loss left; the next run cuts them", path)
+	} else if err != nil {
 		sh.State, sh.Problem = ShardInvalid, err.Error()
 		r.problem("%s: read: %v", path, err)
 		return nil

@@ -30,6 +30,7 @@ type appendFile struct {
 func createAppendFile(path string) (*appendFile, error) {
 	// O_EXCL: a name is created once; finding it already there means the
 	// recovery pass missed something, and appending to it could duplicate.
+	step("create", path)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("create shard: %w", err)
@@ -63,9 +64,11 @@ func (a *appendFile) sync() error {
 	if !a.dirty {
 		return nil
 	}
+	step("write", a.path)
 	if err := a.w.Flush(); err != nil {
 		return fmt.Errorf("write %s: %w", a.path, err)
 	}
+	step("fsync", a.path)
 	if err := a.f.Sync(); err != nil {
 		return fmt.Errorf("fsync %s: %w", a.path, err)
 	}
@@ -224,13 +227,27 @@ func scanJSONLKeys(path string, fn func(k Key, line int) error) (int, error) {
 	return lines, nil
 }
 
+// errZeroFill stops recoverTail at a line holding a NUL byte.
+var errZeroFill = errors.New("line holds a NUL byte")
+
 // recoverTail makes a temporary JSONL file (.open, .journal) left by a crash
 // consistent: bytes after the last '\n' are a line torn mid-write and are
-// cut (then fsynced); every complete line must be a JSON object with a key,
-// else the error names file:line and the file is left as it was. It returns
-// the number of complete lines. A complete line is never dropped: the cut
-// only removes bytes no '\n' followed, which no reader could have taken as
-// a record.
+// cut; every complete line must be a JSON object with a key, else the error
+// names file:line and the file is left as it was. It returns the number of
+// complete lines. A valid complete line is never dropped: the cut only
+// removes bytes no '\n' followed, which no reader could have taken as a
+// record, or starts at a line holding a NUL byte (below).
+//
+// After a power loss, some filesystems show the unsynced end of an appended
+// file as NUL bytes, possibly followed by a later page that reached the
+// disk. encoding/json never writes a raw NUL (it escapes control
+// characters), so the first line holding one is where unsynced data begins,
+// and everything from it on was never fsynced: it is cut like a torn line,
+// rather than refusing a directory nothing but a power loss made.
+//
+// The file is fsynced in every case before it returns: after kill -9 the
+// page cache still holds lines the killed process never fsynced, and the
+// caller is about to give them a final name and mark their keys done.
 func recoverTail(path string) (int, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -238,7 +255,11 @@ func recoverTail(path string) (int, error) {
 	}
 	defer f.Close()
 	lines := 0
-	complete, err := forEachLine(f, func(line []byte, n int) error {
+	var kept int64 // bytes of the valid complete lines
+	_, err = forEachLine(f, func(line []byte, n int) error {
+		if bytes.IndexByte(line, 0) >= 0 {
+			return errZeroFill
+		}
 		if !json.Valid(line) {
 			return fmt.Errorf("%s:%d: not a JSON record", path, n)
 		}
@@ -246,22 +267,25 @@ func recoverTail(path string) (int, error) {
 			return fmt.Errorf("%s:%d: %w", path, n, err)
 		}
 		lines = n
+		kept += int64(len(line)) + 1
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errZeroFill) {
 		return lines, err
 	}
 	st, err := f.Stat()
 	if err != nil {
 		return lines, fmt.Errorf("recover shard: %w", err)
 	}
-	if st.Size() != complete {
-		if err := f.Truncate(complete); err != nil {
+	if st.Size() != kept {
+		step("truncate", path)
+		if err := f.Truncate(kept); err != nil {
 			return lines, fmt.Errorf("cut torn line of %s: %w", path, err)
 		}
-		if err := f.Sync(); err != nil {
-			return lines, fmt.Errorf("fsync %s: %w", path, err)
-		}
+	}
+	step("fsync", path)
+	if err := f.Sync(); err != nil {
+		return lines, fmt.Errorf("fsync %s: %w", path, err)
 	}
 	return lines, nil
 }

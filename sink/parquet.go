@@ -44,6 +44,7 @@ const convertBatch = 64
 // It returns the number of rows written.
 func convertJournal(journal, final string) (rows int, err error) {
 	tmp := final + suffixTmp
+	step("remove", tmp)
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return 0, fmt.Errorf("remove stale %s: %w", tmp, err)
 	}
@@ -52,6 +53,7 @@ func convertJournal(journal, final string) (rows int, err error) {
 		return 0, fmt.Errorf("convert journal: %w", err)
 	}
 	defer in.Close()
+	step("create", tmp)
 	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return 0, fmt.Errorf("convert journal: %w", err)
@@ -99,15 +101,18 @@ func convertJournal(journal, final string) (rows int, err error) {
 	} else if st.Size() != complete {
 		return 0, fmt.Errorf("%s: ends in a torn line: recover it before converting", journal)
 	}
+	step("write", tmp)
 	if err := w.Close(); err != nil {
 		return 0, fmt.Errorf("write %s: %w", tmp, err)
 	}
+	step("fsync", tmp)
 	if err := out.Sync(); err != nil {
 		return 0, fmt.Errorf("fsync %s: %w", tmp, err)
 	}
 	if err := out.Close(); err != nil {
 		return 0, fmt.Errorf("close %s: %w", tmp, err)
 	}
+	step("rename", tmp)
 	if err := os.Rename(tmp, final); err != nil {
 		return 0, fmt.Errorf("finalize shard: %w", err)
 	}
@@ -116,6 +121,7 @@ func convertJournal(journal, final string) (rows int, err error) {
 	}
 	// The final file holds every row now; a journal that survives a crash
 	// here is recognized (journal + final) and dropped by recovery.
+	step("remove", journal)
 	if err := os.Remove(journal); err != nil {
 		return rows, fmt.Errorf("remove journal: %w", err)
 	}

@@ -17,7 +17,9 @@ import (
 // what it does about it. Every step is idempotent, so a crash during recovery
 // is recovered by the next Open the same way.
 //
-//	part-N.jsonl.open                  cut a torn last line, then rename to part-N.jsonl
+//	part-N.jsonl.open                  cut a torn last line (or from a line holding NUL
+//	                                   bytes: a power loss's zero fill), fsync, then
+//	                                   rename to part-N.jsonl
 //	                                   (removed when it holds no complete line); a new
 //	                                   shard is started rather than appending to it
 //	part-N.parquet.journal             cut a torn last line, convert to part-N.parquet
@@ -30,7 +32,8 @@ import (
 //	                                   and its keys are generated again
 //	final shard that does not parse    error naming file (and line); never dropped
 //	a key in two shards                error naming both files
-//	a complete line that is not JSON   error naming file:line (in .open and .journal too)
+//	a complete line that is not JSON   error naming file:line (in .open and .journal too,
+//	                                   unless it holds a NUL byte: see recoverTail)
 
 var partName = regexp.MustCompile(`^part-(\d{6,})\.(jsonl|parquet)(\.open|\.journal|\.tmp)?$`)
 
@@ -273,6 +276,7 @@ func settleDir(dir string) (finals []string, next int, notes []string, err error
 			// rows are in the journal (converted again below) or, when the
 			// journal is gone, in the final file, whose rename is what
 			// allows the journal's removal. Nothing in it is unique.
+			step("remove", final+suffixTmp)
 			if err := os.Remove(final + suffixTmp); err != nil {
 				return nil, 0, nil, fmt.Errorf("remove %s: %w", final+suffixTmp, err)
 			}
@@ -285,6 +289,7 @@ func settleDir(dir string) (finals []string, next int, notes []string, err error
 				final, final+suffixOpen)
 		case sh.open:
 			n, err := settleTemp(final+suffixOpen, func() error {
+				step("rename", final+suffixOpen)
 				if err := os.Rename(final+suffixOpen, final); err != nil {
 					return fmt.Errorf("finalize shard: %w", err)
 				}
@@ -301,6 +306,7 @@ func settleDir(dir string) (finals []string, next int, notes []string, err error
 			}
 			changed = true
 		case sh.journal && sh.final:
+			step("remove", final+suffixJournal)
 			if err := os.Remove(final + suffixJournal); err != nil {
 				return nil, 0, nil, fmt.Errorf("remove %s: %w", final+suffixJournal, err)
 			}
@@ -348,6 +354,7 @@ func settleTemp(path string, finalize func() error) (int, error) {
 		return 0, err
 	}
 	if n == 0 {
+		step("remove", path)
 		if err := os.Remove(path); err != nil {
 			return 0, fmt.Errorf("remove %s: %w", path, err)
 		}

@@ -104,14 +104,17 @@ func Open(opts Options) (_ *Sink, err error) {
 		done:    make(map[Key]int32),
 		failed:  make(map[Key]struct{}),
 	}
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+	if err := mkdirAllDurable(s.dir); err != nil {
 		return nil, fmt.Errorf("create output dir: %w", err)
 	}
 	if s.lock, err = lockDir(s.dir); err != nil {
 		return nil, err
 	}
+	opened := false
 	defer func() {
-		if err != nil {
+		// On any way out but success, a panic included: a lock that
+		// outlives a failed Open would refuse the next one.
+		if !opened {
 			_ = s.lock.Close()
 		}
 	}()
@@ -144,6 +147,7 @@ func Open(opts Options) (_ *Sink, err error) {
 		notes = append(notes, forcedNote+"adopted shards of a directory without manifest")
 	}
 	for _, d := range []string{s.dataDir, s.errDir} {
+		step("mkdir", d)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("create output dir: %w", err)
 		}
@@ -191,6 +195,7 @@ func Open(opts Options) (_ *Sink, err error) {
 	if err := writeManifest(s.dir, m); err != nil {
 		return nil, fmt.Errorf("open %s: %w", s.dir, err)
 	}
+	opened = true
 	return s, nil
 }
 
@@ -215,6 +220,7 @@ func validate(o *Options) error {
 func removeManifestLeftovers(dir string) {
 	leftovers, _ := filepath.Glob(filepath.Join(dir, "."+ManifestName+".*"+suffixTmp))
 	for _, p := range leftovers {
+		step("remove", p)
 		_ = os.Remove(p)
 	}
 }
@@ -430,6 +436,7 @@ func (s *Sink) finalizeShard() error {
 			return fmt.Errorf("convert %s: %d rows, want %d", cur.path, rows, cur.lines)
 		}
 	default:
+		step("rename", cur.path)
 		if err := os.Rename(cur.path, s.curFinal); err != nil {
 			return fmt.Errorf("finalize shard: %w", err)
 		}
@@ -454,6 +461,7 @@ func (s *Sink) finalizeErrors() error {
 	if err := f.close(); err != nil {
 		return err
 	}
+	step("rename", f.path)
 	if err := os.Rename(f.path, s.errFinal); err != nil {
 		return fmt.Errorf("finalize errors shard: %w", err)
 	}
