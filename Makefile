@@ -41,7 +41,7 @@ lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-## fuzz: run every fuzzer for a short while (FUZZTIME=30s)
+## fuzz: run every fuzzer for FUZZTIME each (default 10s; e.g. make fuzz FUZZTIME=30s)
 FUZZTIME ?= 10s
 .PHONY: fuzz
 fuzz:

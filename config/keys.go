@@ -32,7 +32,7 @@ var keys = []key{
 	{name: "endpoint.timeout", usage: "time limit for one whole request, a streamed answer included", field: func(c *Config) any { return &c.Endpoint.Timeout }},
 	{name: "endpoint.metrics_url", url: true, usage: "the server's Prometheus /metrics URL; empty: derived from base_url", field: func(c *Config) any { return &c.Endpoint.MetricsURL }},
 
-	{name: "dataset.path", usage: "dataset file or glob (.jsonl, .json, .parquet; gzip and zstd read transparently)", field: func(c *Config) any { return &c.Dataset.Path }},
+	{name: "dataset.path", usage: "dataset file or glob (.jsonl, .json, .parquet; gzip and zstd read transparently), or a Hugging Face dataset hf://owner/name[@revision][/glob]", field: func(c *Config) any { return &c.Dataset.Path }},
 	{name: "dataset.format", usage: "row shape: auto, sharegpt, messages, prompt or alpaca", field: func(c *Config) any { return &c.Dataset.Format }},
 	{name: "dataset.prompt_field", usage: "column holding the prompt text (required with dataset.format prompt)", field: func(c *Config) any { return &c.Dataset.PromptField }},
 	{name: "dataset.id_field", usage: "column holding each row's id; empty: the 0-based row index", field: func(c *Config) any { return &c.Dataset.IDField }},
@@ -50,15 +50,15 @@ var keys = []key{
 	{name: "concurrency", usage: "requests kept in flight at once", field: func(c *Config) any { return &c.Concurrency }},
 
 	{name: "retry.max_attempts", usage: "tries per request, the first one included", field: func(c *Config) any { return &c.Retry.MaxAttempts }},
-	{name: "retry.initial_backoff", usage: "wait before the first retry; it doubles on each further retry", field: func(c *Config) any { return &c.Retry.InitialBackoff }},
-	{name: "retry.max_backoff", usage: "longest wait between two tries", field: func(c *Config) any { return &c.Retry.MaxBackoff }},
+	{name: "retry.initial_backoff", usage: "upper bound of the (randomly jittered) wait before the first retry; it doubles on each further retry", field: func(c *Config) any { return &c.Retry.InitialBackoff }},
+	{name: "retry.max_backoff", usage: "cap of the retry wait's upper bound as it doubles; a server's longer Retry-After still wins", field: func(c *Config) any { return &c.Retry.MaxBackoff }},
 
 	{name: "output.dir", usage: "output directory (manifest, data shards, errors); running again resumes it", field: func(c *Config) any { return &c.Output.Dir }},
 	{name: "output.format", usage: "shard format: jsonl or parquet", field: func(c *Config) any { return &c.Output.Format }},
 	{name: "output.shard_size", usage: "records per shard file", field: func(c *Config) any { return &c.Output.ShardSize }},
 	{name: "output.sync_interval", usage: "longest time a finished record waits for fsync; 0: fsync every record", field: func(c *Config) any { return &c.Output.SyncInterval }},
 
-	{name: "progress.interval", usage: "time between plain progress lines when output is not a terminal", field: func(c *Config) any { return &c.Progress.Interval }},
+	{name: "progress.interval", usage: "time between progress lines when output is not a terminal (and between --log-format json objects, status.json rewrites and scrapes of the server's /metrics)", field: func(c *Config) any { return &c.Progress.Interval }},
 
 	{name: "shutdown.grace", usage: "after the first signal, how long in-flight requests may still finish", field: func(c *Config) any { return &c.Shutdown.Grace }},
 }

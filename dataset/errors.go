@@ -35,6 +35,7 @@ func (e *RowError) Error() string {
 	return fmt.Sprintf("%s: %s: %v", loc, e.Field, e.Err)
 }
 
+// Unwrap returns Err, so errors.Is matches the reasons below (ErrMissing, ...).
 func (e *RowError) Unwrap() error { return e.Err }
 
 func (e *RowError) location() string {

@@ -9,7 +9,6 @@ import (
 )
 
 func u(s string) Message  { return Message{Role: "user", Content: s} }
-func a(s string) Message  { return Message{Role: "assistant", Content: s} }
 func sy(s string) Message { return Message{Role: "system", Content: s} }
 
 // TestRowShapes reads one JSONL row per case through a real file and checks

@@ -474,8 +474,8 @@ func (e *Engine) write(cancel context.CancelCauseFunc, out Sink, results <-chan 
 	}
 	// asked holds the keys this run is requesting and has not yet written:
 	// a repeated id in the dataset must not be asked (and written) twice.
-	// Written keys leave it, the sink knows them from then on, so it stays
-	// as small as the pool.
+	// A key leaves it once its record or error record is written (the sink
+	// knows it from then on), so it stays as small as the pool.
 	asked := make(map[sink.Key]struct{}, e.opts.Concurrency)
 	fail := func(err error, r result) error {
 		cancel(err)

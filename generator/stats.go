@@ -154,8 +154,10 @@ func (s *Stats) AddAlreadyDone(n int64) {
 }
 
 // Tracker follows one request (one key) through its slot, retries
-// included. Delta, Retry, Done and Fail are called from the goroutine that
-// owns the request. (Request is the chat completion the client sends.)
+// included. Delta and Retry are called from the slot's goroutine; Done and
+// Fail from the engine's writer once the sink has taken the result, so the
+// request stays in flight until then. Cancel may come from either; the first
+// of Done, Fail and Cancel ends the request and the later ones are no-ops.
 type Tracker struct {
 	s     *Stats
 	start time.Time // the ledger's time origin, copied so Delta takes no lock

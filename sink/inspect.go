@@ -154,15 +154,10 @@ func Inspect(dir string) (*Report, error) {
 	}
 }
 
-func inspectOnce(dir string) (*Report, error) {
-	st, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("inspect: %w", err)
-	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("inspect %s: not a directory", dir)
-	}
-	r := &Report{
+// newReport is an empty report of dir: its lists and maps are empty, not
+// nil, so that the JSON form shows [] and {} rather than null.
+func newReport(dir string) *Report {
+	return &Report{
 		Dir:           dir,
 		Duplicates:    []Duplicate{},
 		Problems:      []string{},
@@ -172,6 +167,17 @@ func inspectOnce(dir string) (*Report, error) {
 		extra:         map[Key][]int32{},
 		failed:        map[Key]string{},
 	}
+}
+
+func inspectOnce(dir string) (*Report, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("inspect: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("inspect %s: not a directory", dir)
+	}
+	r := newReport(dir)
 	// The manifest first: a writer renames a shard into place before it
 	// lists it, so every shard this manifest lists is on disk by the time
 	// of the listing below, even if the run moves on in between.
@@ -730,15 +736,7 @@ var ErrIdentityDiffers = errors.New("directories were made with different settin
 // and its Shards empty. Directories whose manifests have different identity hashes
 // are refused with ErrIdentityDiffers.
 func Combine(reports ...*Report) (*Report, error) {
-	c := &Report{
-		Duplicates:    []Duplicate{},
-		Problems:      []string{},
-		FinishReasons: map[string]int64{},
-		Errors:        ErrorSummary{ByCause: map[string]int{}},
-		keys:          map[Key]int32{},
-		extra:         map[Key][]int32{},
-		failed:        map[Key]string{},
-	}
+	c := newReport("")
 	hash := ""
 	for _, r := range reports {
 		c.Dirs = append(c.Dirs, r.Dir)

@@ -14,7 +14,8 @@ package main
 //	avg completion 648 tok      mean length of the completed answers ("--" before the first)
 //	in flight 200               requests in a slot now
 //	eta 2h41m ±12m              from tokens (see generator.Snapshot.ETA); ">2h41m" while no
-//	                            answer has finished (a lower bound), "--" while unknown
+//	                            answer has finished (a lower bound), "(low confidence)"
+//	                            after it before 30 answers, "--" while unknown
 //	| 10s 1650 tok/s 1.0 req/s  the last 10 s
 //	| 60s 1600 tok/s 0.9 req/s  the last 60 s
 //	| retries 0                 attempts retried

@@ -66,7 +66,7 @@ ignored, so the job survives the closing of its terminal under nohup.`,
 	fs.BoolVar(&rf.retryErrors, "retry-errors", false, "request again the prompts that failed for good in an earlier run (listed in output.dir/errors)")
 	fs.StringVar(&rf.shard, "shard", "", "run only shard i of n of the dataset, as \"i/n\" (rows whose index mod n is i), e.g. for a Slurm array or a Kubernetes Indexed Job")
 	fs.BoolVarP(&rf.quiet, "quiet", "q", false, "print no progress, only the final summary and errors")
-	fs.StringVar(&rf.logFormat, "log-format", "text", "progress line format when not on a terminal: text or json (one object per line)")
+	fs.StringVar(&rf.logFormat, "log-format", "text", "progress format: text (a bar on a terminal, else one line per progress.interval) or json (one object per progress.interval, also on a terminal)")
 	fs.StringVar(&rf.metricsAddr, "metrics-addr", "", "serve synthgen's own Prometheus metrics on this address, e.g. 127.0.0.1:9464 (empty: off)")
 	config.RegisterFlags(fs)
 	return cmd
@@ -485,6 +485,7 @@ func downloadReporter(w io.Writer) func(file string, done, total int64) {
 	}
 }
 
+// sleepCtx waits d or until ctx ends; it reports whether the wait completed.
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -70,7 +70,7 @@ func runWatch(ctx context.Context, stdout, stderr io.Writer, target string, o wa
 		return usageError(fmt.Errorf("--window %s: must be positive", o.window), "e.g. --window 10s")
 	}
 	if o.interval < 0 {
-		return usageError(fmt.Errorf("--interval %s: must be positive", o.interval), "e.g. --interval 5s")
+		return usageError(fmt.Errorf("--interval %s: must not be negative (0: --window)", o.interval), "e.g. --interval 5s")
 	}
 	if o.interval == 0 {
 		o.interval = o.window
