@@ -94,7 +94,7 @@ func Identity(opts Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c, err := newHubClient(opts.OnDownload)
+	c, err := newHubClient(opts.Context, opts.OnDownload)
 	if err != nil {
 		return "", err
 	}
@@ -123,7 +123,7 @@ func resolveFiles(o Options) ([]string, fetcher, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := newHubClient(o.OnDownload)
+	c, err := newHubClient(o.Context, o.OnDownload)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -350,15 +350,29 @@ func hubTransport() http.RoundTripper {
 //	CACHE/datasets/OWNER/NAME/SHA/PATH.incomplete a download in progress, resumed by the next try
 type hubClient struct {
 	hubSettings
+	ctx        context.Context // the caller's: ends every request and wait
 	onDownload func(file string, done, total int64)
 }
 
-func newHubClient(onDownload func(file string, done, total int64)) (*hubClient, error) {
+func newHubClient(ctx context.Context, onDownload func(file string, done, total int64)) (*hubClient, error) {
 	s, err := hubSettingsFromEnv()
 	if err != nil {
 		return nil, err
 	}
-	return &hubClient{hubSettings: s, onDownload: onDownload}, nil
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return &hubClient{hubSettings: s, ctx: ctx, onDownload: onDownload}, nil
+}
+
+// pause waits d between two tries, or less when the caller gives up.
+func (c *hubClient) pause(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.ctx.Done():
+	}
 }
 
 func (c *hubClient) repoDir(repo string) string {
@@ -427,15 +441,15 @@ func transient(status int) bool {
 func (c *hubClient) getAPI(ref hubRef, u string) (body []byte, next string, err error) {
 	for attempt := 1; ; attempt++ {
 		body, next, status, err := c.getAPIOnce(ref, u)
-		if err == nil || !transient(status) || attempt >= hubAttempts {
+		if err == nil || !transient(status) || attempt >= hubAttempts || c.ctx.Err() != nil {
 			return body, next, err
 		}
-		time.Sleep(hubRetryDelay << (attempt - 1))
+		c.pause(hubRetryDelay << (attempt - 1))
 	}
 }
 
 func (c *hubClient) getAPIOnce(ref hubRef, u string) ([]byte, string, int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), hubAPITimeout)
+	ctx, cancel := context.WithTimeout(c.ctx, hubAPITimeout)
 	defer cancel()
 	req, err := c.request(ctx, u)
 	if err != nil {
@@ -963,7 +977,10 @@ func (c *hubClient) download(name hubRef, f hubFile, dst string) error {
 		var err error
 		for attempt := 1; attempt <= hubAttempts; attempt++ {
 			if attempt > 1 {
-				time.Sleep(hubRetryDelay << (attempt - 2))
+				if c.ctx.Err() != nil {
+					break
+				}
+				c.pause(hubRetryDelay << (attempt - 2))
 			}
 			var retry bool
 			if retry, err = c.downloadOnce(name, u, part, f.size()); err == nil || !retry {
@@ -1027,7 +1044,7 @@ func (c *hubClient) downloadOnce(name hubRef, u, part string, want int64) (retry
 		return false, nil
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
 	req, err := c.request(ctx, u)
 	if err != nil {
@@ -1072,6 +1089,10 @@ func (c *hubClient) downloadOnce(name hubRef, u, part string, want int64) (retry
 	w.flush()
 	got := have + n
 	if err != nil {
+		if c.ctx.Err() != nil {
+			// The caller gave up (Ctrl-C): the part stays for the next run.
+			return false, fmt.Errorf("download %s: %w after %d of %d bytes", name, c.ctx.Err(), got, want)
+		}
 		if ctx.Err() != nil {
 			err = fmt.Errorf("nothing received for %s", hubIdleTimeout)
 		}

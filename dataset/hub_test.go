@@ -979,7 +979,7 @@ func BenchmarkHubDownload(b *testing.B) {
 	defer api.Close()
 	b.Setenv("HF_ENDPOINT", api.URL)
 	b.Setenv("SYNTHGEN_CACHE_DIR", b.TempDir())
-	c, err := newHubClient(nil)
+	c, err := newHubClient(nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -999,7 +999,7 @@ func BenchmarkHubDownload(b *testing.B) {
 // file of the commit once, in path order, folders left out.
 func TestHubTreeListing(t *testing.T) {
 	h := newFakeHub(t)
-	c, err := newHubClient(nil)
+	c, err := newHubClient(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

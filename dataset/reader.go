@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +40,10 @@ type Options struct {
 	// size, at least once per file downloaded and about every MiB. It is
 	// called from the goroutine calling Open, Next or Count.
 	OnDownload func(file string, done, total int64)
+	// Context, when set, cancels the Hub requests and downloads of an hf://
+	// dataset (a Ctrl-C during a long download); nil never cancels. A
+	// download cut this way resumes where it was on the next Open.
+	Context context.Context
 }
 
 // Bad-row policies.

@@ -153,6 +153,7 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 		OnSkip: func(e *dataset.RowError) {
 			fmt.Fprintf(stderr, "skip row %s (dataset.on_bad_row: skip)\n", e)
 		},
+		Context: ctx, // Ctrl-C ends a Hub download; it resumes next time
 	}
 	if strings.HasPrefix(dsOpts.Path, "hf://") {
 		dsOpts.OnDownload = downloadReporter(stderr)
