@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -131,4 +132,54 @@ func BenchmarkThroughput(b *testing.B) {
 			wg.Wait()
 		})
 	})
+}
+
+// instantCompleter answers at once, with a 300-token answer, so that only
+// the engine's own memory is measured.
+type instantCompleter struct{}
+
+func (instantCompleter) Complete(_ context.Context, _ Request, onDelta func(int)) (Response, error) {
+	for range 3 {
+		onDelta(1)
+	}
+	return Response{Model: "m", Reasoning: "r", Content: "c", FinishReason: "stop",
+		PromptTokens: 20, CompletionTokens: 300, UsageKnown: true, Chunks: 3}, nil
+}
+
+// BenchmarkMemoryByDatasetSize: DESIGN.md's bar is that memory is set by
+// the concurrency, not the dataset. The same 200-slot engine runs 10x more
+// prompts; live_heap_MB is the heap still reachable when the run ends
+// (after a GC), which should not grow 10x with them.
+func BenchmarkMemoryByDatasetSize(b *testing.B) {
+	for _, n := range []int{20_000, 200_000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			for range b.N {
+				runtime.GC()
+				var before runtime.MemStats
+				runtime.ReadMemStats(&before)
+				eng, _ := New(instantCompleter{}, NewStats(nil), testOptions(200))
+				src := &countedSource{n: int64(n)}
+				if _, err := eng.Run(context.Background(), src, discardSink{}); err != nil {
+					b.Fatal(err)
+				}
+				runtime.GC()
+				var after runtime.MemStats
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/(1<<20), "live_heap_MB")
+				runtime.KeepAlive(eng)
+			}
+		})
+	}
+}
+
+// countedSource yields n distinct prompts.
+type countedSource struct{ i, n int64 }
+
+func (s *countedSource) Next() (dataset.Prompt, error) {
+	if s.i >= s.n {
+		return dataset.Prompt{}, io.EOF
+	}
+	s.i++
+	id := strconv.FormatInt(s.i, 10)
+	return dataset.Prompt{ID: id, Index: s.i, Messages: []dataset.Message{{Role: "user", Content: "prompt " + id}}}, nil
 }
