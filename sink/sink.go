@@ -270,13 +270,8 @@ func (s *Sink) Write(r *Record) error {
 		return err
 	}
 	k := r.Key()
-	if !utf8.ValidString(k.ID) {
-		// JSON would store it as U+FFFD, so a resume would read back another
-		// id, never see this key as done and write it again.
-		return fmt.Errorf("write record id=%q sample=%d: id is not valid UTF-8", k.ID, k.Sample)
-	}
-	if s.Done(k) {
-		return fmt.Errorf("write record id=%q sample=%d: already done: a key is written once", k.ID, k.Sample)
+	if err := s.acceptKey("write record", k); err != nil {
+		return err
 	}
 	if s.cur == nil {
 		if err := s.openShard(); err != nil {
@@ -305,6 +300,19 @@ func (s *Sink) Write(r *Record) error {
 	return s.maybeSync()
 }
 
+// acceptKey refuses what must never reach a shard: an id JSON would store
+// as U+FFFD (a resume would read back another id, never see this key as
+// done and write it again), and a key already done (a key is written once).
+func (s *Sink) acceptKey(what string, k Key) error {
+	if !utf8.ValidString(k.ID) {
+		return fmt.Errorf("%s id=%q sample=%d: id is not valid UTF-8", what, k.ID, k.Sample)
+	}
+	if s.Done(k) {
+		return fmt.Errorf("%s id=%q sample=%d: already done: a key is written once", what, k.ID, k.Sample)
+	}
+	return nil
+}
+
 // WriteError appends e under DIR/errors. A key may fail on several runs
 // (with RetryErrors); all its error records are kept. An error for a done
 // key is a bug in the caller and is refused.
@@ -313,11 +321,8 @@ func (s *Sink) WriteError(e *ErrorRecord) error {
 		return err
 	}
 	k := e.Key()
-	if !utf8.ValidString(k.ID) {
-		return fmt.Errorf("write error id=%q sample=%d: id is not valid UTF-8", k.ID, k.Sample)
-	}
-	if s.Done(k) {
-		return fmt.Errorf("write error id=%q sample=%d: already done", k.ID, k.Sample)
+	if err := s.acceptKey("write error", k); err != nil {
+		return err
 	}
 	if s.errFile == nil {
 		name := shardName(s.nextErr, FormatJSONL)
