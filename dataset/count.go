@@ -43,17 +43,7 @@ func Count(opts Options) (int64, error) {
 	if o.Limit > 0 && rows > o.Limit {
 		rows = o.Limit
 	}
-	return inShard(rows, o.Shard, o.NumShards), nil
-}
-
-// inShard is how many of the indexes 0..n-1 are ≡ shard (mod shards).
-func inShard(n int64, shard, shards int) int64 {
-	s, k := int64(shard), int64(shards)
-	c := n / k
-	if n%k > s {
-		c++
-	}
-	return c
+	return o.Shard.of(rows), nil
 }
 
 // countFile counts a file's physical rows, stopping past max when max >= 0.

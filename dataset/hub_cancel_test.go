@@ -47,7 +47,7 @@ func TestHubDownloadEndsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := Count(Options{Path: "hf://acme/slow", Format: FormatPrompt, PromptField: "prompt", OnBadRow: OnBadRowSkip, Context: ctx})
+		_, err := Count(Options{Selection: Selection{Path: "hf://acme/slow", Format: FormatPrompt, PromptField: "prompt"}, OnBadRow: OnBadRowSkip, Context: ctx})
 		done <- err
 	}()
 	select {

@@ -393,13 +393,13 @@ func TestHubReadAndCache(t *testing.T) {
 	h := newFakeHub(t)
 	train := []string{"data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet"}
 	local := localCopy(t, h, commit1, train...)
-	want := hubPrompts(t, Options{Path: filepath.Join(local, "data", "train-*.parquet")}, local)
+	want := hubPrompts(t, Options{Selection: Selection{Path: filepath.Join(local, "data", "train-*.parquet")}}, local)
 	if len(want) != 68 {
 		t.Fatalf("local read: %d prompts, want 68 (2×36 rows, 2×2 bad)", len(want))
 	}
 
 	var progress []string
-	opts := Options{Path: "hf://acme/blend", OnDownload: func(file string, done, total int64) {
+	opts := Options{Selection: Selection{Path: "hf://acme/blend"}, OnDownload: func(file string, done, total int64) {
 		if done == total {
 			progress = append(progress, file)
 		}
@@ -428,7 +428,7 @@ func TestHubReadAndCache(t *testing.T) {
 
 	// Second open, Hub up: one revision lookup, no listing, no download.
 	h.reset()
-	if got := hubPrompts(t, Options{Path: "hf://acme/blend"}, snapshotDir(commit1)); !reflect.DeepEqual(got, want) {
+	if got := hubPrompts(t, Options{Selection: Selection{Path: "hf://acme/blend"}}, snapshotDir(commit1)); !reflect.DeepEqual(got, want) {
 		t.Errorf("second read differs")
 	}
 	if api, cdn := h.calls(); len(api) != 1 || !strings.Contains(api[0], "/revision/main") || len(cdn) != 0 {
@@ -440,22 +440,22 @@ func TestHubReadAndCache(t *testing.T) {
 	h.close()
 	for _, p := range []string{"hf://acme/blend", "hf://acme/blend@" + commit1, "hf://datasets/acme/blend@" + commit1} {
 		t.Run(p, func(t *testing.T) {
-			if got := hubPrompts(t, Options{Path: p}, snapshotDir(commit1)); !reflect.DeepEqual(got, want) {
+			if got := hubPrompts(t, Options{Selection: Selection{Path: p}}, snapshotDir(commit1)); !reflect.DeepEqual(got, want) {
 				t.Errorf("offline read differs")
 			}
-			if n, err := Count(Options{Path: p}); err != nil || n != 72 {
+			if n, err := Count(Options{Selection: Selection{Path: p}}); err != nil || n != 72 {
 				t.Errorf("offline Count = %d, %v", n, err)
 			}
-			if id, err := Identity(Options{Path: p}); err != nil || id != "hf://acme/blend@"+commit1 {
+			if id, err := Identity(Options{Selection: Selection{Path: p}}); err != nil || id != "hf://acme/blend@"+commit1 {
 				t.Errorf("offline Identity = %q, %v", id, err)
 			}
 		})
 	}
 	t.Setenv("HF_HUB_OFFLINE", "1")
-	if got := hubPrompts(t, Options{Path: "hf://acme/blend"}, snapshotDir(commit1)); !reflect.DeepEqual(got, want) {
+	if got := hubPrompts(t, Options{Selection: Selection{Path: "hf://acme/blend"}}, snapshotDir(commit1)); !reflect.DeepEqual(got, want) {
 		t.Errorf("HF_HUB_OFFLINE read differs")
 	}
-	if _, err := Open(Options{Path: "hf://acme/blend@v1"}); err == nil || !strings.Contains(err.Error(), "HF_HUB_OFFLINE is set") || !errors.Is(err, ErrHubUnreachable) {
+	if _, err := Open(Options{Selection: Selection{Path: "hf://acme/blend@v1"}}); err == nil || !strings.Contains(err.Error(), "HF_HUB_OFFLINE is set") || !errors.Is(err, ErrHubUnreachable) {
 		t.Errorf("a tag never resolved here, offline: err = %v", err)
 	}
 }
@@ -465,12 +465,12 @@ func TestHubReadAndCache(t *testing.T) {
 // exactly when the commit does.
 func TestHubRevisionPinning(t *testing.T) {
 	h := newFakeHub(t)
-	opts := Options{Path: "hf://acme/blend"}
+	opts := Options{Selection: Selection{Path: "hf://acme/blend"}}
 	id1, err := Identity(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := hubPrompts(t, Options{Path: id1}, snapshotDir(commit1))
+	first := hubPrompts(t, Options{Selection: Selection{Path: id1}}, snapshotDir(commit1))
 	if again, err := Identity(opts); err != nil || again != id1 {
 		t.Errorf("Identity moved without a commit: %q then %q (%v)", id1, again, err)
 	}
@@ -483,14 +483,14 @@ func TestHubRevisionPinning(t *testing.T) {
 	if id2 != "hf://acme/blend@"+commit2 || id2 == id1 {
 		t.Errorf("after the branch moved, Identity = %q, want hf://acme/blend@%s", id2, commit2)
 	}
-	if pinned, err := Identity(Options{Path: id1}); err != nil || pinned != id1 {
+	if pinned, err := Identity(Options{Selection: Selection{Path: id1}}); err != nil || pinned != id1 {
 		t.Errorf("Identity of the pinned path = %q, %v; want it unchanged", pinned, err)
 	}
-	resumed := hubPrompts(t, Options{Path: id1}, snapshotDir(commit1))
+	resumed := hubPrompts(t, Options{Selection: Selection{Path: id1}}, snapshotDir(commit1))
 	if !reflect.DeepEqual(resumed, first) {
 		t.Errorf("the pinned commit read other rows after the branch moved")
 	}
-	moved := hubPrompts(t, Options{Path: "hf://acme/blend", IDField: "uid", SourceField: "category"}, snapshotDir(commit2))
+	moved := hubPrompts(t, Options{Selection: Selection{Path: "hf://acme/blend", IDField: "uid"}, SourceField: "category"}, snapshotDir(commit2))
 	golden := readGolden(t, "messages.golden.jsonl")
 	var wantIDs []string
 	for _, g := range golden {
@@ -526,7 +526,7 @@ func TestHubSelectionEndToEnd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
 			h.reset()
-			ps, _ := readAll(t, Options{Path: tt.path})
+			ps, _ := readAll(t, Options{Selection: Selection{Path: tt.path}})
 			if len(ps) == 0 {
 				t.Fatal("no prompts")
 			}
@@ -548,12 +548,12 @@ func TestHubSelectionEndToEnd(t *testing.T) {
 	// Open reads the first file only; Count under a limit stops early too.
 	t.Setenv("SYNTHGEN_CACHE_DIR", t.TempDir())
 	h.reset()
-	r, err := Open(Options{Path: "hf://acme/blend"})
+	r, err := Open(Options{Selection: Selection{Path: "hf://acme/blend"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.Close()
-	if n, err := Count(Options{Path: "hf://acme/blend", Limit: 10}); err != nil || n != 10 {
+	if n, err := Count(Options{Selection: Selection{Path: "hf://acme/blend", Limit: 10}}); err != nil || n != 10 {
 		t.Errorf("Count with limit = %d, %v", n, err)
 	}
 	if _, cdn := h.calls(); len(cdn) != 1 {
@@ -572,7 +572,7 @@ func TestHubDownloadIntegrity(t *testing.T) {
 	t.Run("corrupt LFS file", func(t *testing.T) {
 		h := newFakeHub(t)
 		h.set(func(h *fakeHub) { h.corrupt = true })
-		_, err := Open(Options{Path: path})
+		_, err := Open(Options{Selection: Selection{Path: path}})
 		if err == nil || !strings.Contains(err.Error(), "sha256") || !strings.Contains(err.Error(), "discarded") {
 			t.Fatalf("err = %v, want a sha256 mismatch", err)
 		}
@@ -582,13 +582,13 @@ func TestHubDownloadIntegrity(t *testing.T) {
 			}
 		}
 		h.set(func(h *fakeHub) { h.corrupt = false })
-		readAll(t, Options{Path: path})
+		readAll(t, Options{Selection: Selection{Path: path}})
 	})
 
 	t.Run("corrupt git file", func(t *testing.T) {
 		h := newFakeHub(t)
 		h.set(func(h *fakeHub) { h.corrupt = true })
-		_, err := Open(Options{Path: "hf://acme/blend/extra/rows.jsonl"})
+		_, err := Open(Options{Selection: Selection{Path: "hf://acme/blend/extra/rows.jsonl"}})
 		if err == nil || !strings.Contains(err.Error(), "git blob id") {
 			t.Fatalf("err = %v, want a git blob id mismatch", err)
 		}
@@ -597,7 +597,7 @@ func TestHubDownloadIntegrity(t *testing.T) {
 	t.Run("cut transfers resume within one open", func(t *testing.T) {
 		h := newFakeHub(t)
 		h.set(func(h *fakeHub) { h.cut = 600 })
-		ps, _ := readAll(t, Options{Path: path})
+		ps, _ := readAll(t, Options{Selection: Selection{Path: path}})
 		if len(ps) == 0 {
 			t.Fatal("no prompts")
 		}
@@ -612,7 +612,7 @@ func TestHubDownloadIntegrity(t *testing.T) {
 	t.Run("cut transfers resume in the next run", func(t *testing.T) {
 		h := newFakeHub(t)
 		h.set(func(h *fakeHub) { h.cut = 100 })
-		_, err := Open(Options{Path: path})
+		_, err := Open(Options{Selection: Selection{Path: path}})
 		wantGot := int64(hubAttempts * 100)
 		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("after %d of %d bytes", wantGot, size)) {
 			t.Fatalf("err = %v, want a cut after %d of %d bytes", err, wantGot, size)
@@ -625,7 +625,7 @@ func TestHubDownloadIntegrity(t *testing.T) {
 		}
 		h.set(func(h *fakeHub) { h.cut = 0 })
 		h.reset()
-		readAll(t, Options{Path: path})
+		readAll(t, Options{Selection: Selection{Path: path}})
 		if _, cdn := h.calls(); len(cdn) != 1 || !strings.HasSuffix(cdn[0], fmt.Sprintf("bytes=%d-", wantGot)) {
 			t.Errorf("next run asked the CDN %q, want one resume at %d", cdn, wantGot)
 		}
@@ -637,7 +637,7 @@ func TestHubDownloadIntegrity(t *testing.T) {
 		if err := os.WriteFile(final()+".incomplete", bytes.Repeat([]byte{0}, 700), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		readAll(t, Options{Path: path})
+		readAll(t, Options{Selection: Selection{Path: path}})
 		if b, err := os.ReadFile(final()); err != nil || !bytes.Equal(b, testdataFile(t, "prompt.parquet")) {
 			t.Errorf("cached file is not the Hub's file: %v", err)
 		}
@@ -645,11 +645,11 @@ func TestHubDownloadIntegrity(t *testing.T) {
 
 	t.Run("truncated cache file is redownloaded", func(t *testing.T) {
 		newFakeHub(t)
-		readAll(t, Options{Path: path})
+		readAll(t, Options{Selection: Selection{Path: path}})
 		if err := os.Truncate(final(), 10); err != nil {
 			t.Fatal(err)
 		}
-		readAll(t, Options{Path: path})
+		readAll(t, Options{Selection: Selection{Path: path}})
 		if st, err := os.Stat(final()); err != nil || st.Size() != size {
 			t.Errorf("cache file not repaired: %v, %v", st, err)
 		}
@@ -705,7 +705,7 @@ func TestHubErrors(t *testing.T) {
 				t.Setenv("HF_ENDPOINT", tt.endpoint)
 			}
 
-			_, err := Open(Options{Path: tt.path})
+			_, err := Open(Options{Selection: Selection{Path: tt.path}})
 			if err == nil {
 				t.Fatal("Open succeeded")
 			}
@@ -720,7 +720,7 @@ func TestHubErrors(t *testing.T) {
 			if tt.token != "" && strings.Contains(err.Error(), tt.token) {
 				t.Errorf("error shows the token: %q", err)
 			}
-			if _, cerr := Count(Options{Path: tt.path}); cerr == nil || cerr.Error() != err.Error() {
+			if _, cerr := Count(Options{Selection: Selection{Path: tt.path}}); cerr == nil || cerr.Error() != err.Error() {
 				t.Errorf("Count error %v differs from Open's", cerr)
 			}
 		})
@@ -732,7 +732,7 @@ func TestHubErrors(t *testing.T) {
 func TestHubFileServerUnreachable(t *testing.T) {
 	h := newFakeHub(t)
 	h.cdn.Close()
-	_, err := Open(Options{Path: "hf://acme/blend"})
+	_, err := Open(Options{Selection: Selection{Path: "hf://acme/blend"}})
 	if err == nil || !errors.Is(err, ErrHubUnreachable) {
 		t.Fatalf("err = %v, want ErrHubUnreachable", err)
 	}
@@ -753,7 +753,7 @@ func TestHubToken(t *testing.T) {
 	h := newFakeHub(t)
 	h.repos["acme/private"] = &fakeRepo{private: true, refs: map[string]string{"main": commit1}, commits: h.repos["acme/blend"].commits}
 	t.Setenv("HF_TOKEN", h.token)
-	if ps, _ := readAll(t, Options{Path: "hf://acme/private"}); len(ps) != 68 {
+	if ps, _ := readAll(t, Options{Selection: Selection{Path: "hf://acme/private"}}); len(ps) != 68 {
 		t.Fatalf("read %d prompts, want 68", len(ps))
 	}
 	h.mu.Lock()

@@ -27,7 +27,7 @@ func FuzzJSONLRow(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var skipped []*RowError
 		r := &Reader{
-			opts: Options{OnBadRow: OnBadRowSkip, NumShards: 1, OnSkip: func(e *RowError) { skipped = append(skipped, e) }},
+			opts: Options{OnBadRow: OnBadRowSkip, Selection: Selection{Shard: Shard{Count: 1}}, OnSkip: func(e *RowError) { skipped = append(skipped, e) }},
 			conv: converter{format: FormatAuto, sourceField: "source"},
 		}
 		br := bufio.NewReader(bytes.NewReader(data))
@@ -102,7 +102,7 @@ func BenchmarkJSONL(b *testing.B) {
 	st, _ := os.Stat(path)
 	b.ReportAllocs()
 	b.ResetTimer()
-	r, err := Open(Options{Path: path, OnBadRow: "fail"})
+	r, err := Open(Options{Selection: Selection{Path: path}, OnBadRow: "fail"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func BenchmarkJSONL(b *testing.B) {
 		_, err := r.Next()
 		if errors.Is(err, io.EOF) {
 			r.Close()
-			if r, err = Open(Options{Path: path, OnBadRow: "fail"}); err != nil {
+			if r, err = Open(Options{Selection: Selection{Path: path}, OnBadRow: "fail"}); err != nil {
 				b.Fatal(err)
 			}
 			_, err = r.Next()
@@ -131,7 +131,7 @@ func BenchmarkCount(b *testing.B) {
 	path, n := benchFile(b, 10)
 	b.ReportAllocs()
 	for b.Loop() {
-		if c, err := Count(Options{Path: path}); err != nil || c != int64(n) {
+		if c, err := Count(Options{Selection: Selection{Path: path}}); err != nil || c != int64(n) {
 			b.Fatalf("Count = %d, %v", c, err)
 		}
 	}

@@ -55,11 +55,11 @@ func TestParquetGoldens(t *testing.T) {
 	}{
 		{"sharegpt_snappy.parquet", "sharegpt.golden.jsonl", Options{}},
 		{"sharegpt_zstd.parquet", "sharegpt.golden.jsonl", Options{}},
-		{"sharegpt_zstd.parquet", "sharegpt.golden.jsonl", Options{Format: "sharegpt"}},
-		{"messages.parquet", "messages.golden.jsonl", Options{IDField: "uid", SourceField: "category"}},
-		{"messages.parquet", "messages.golden.jsonl", Options{Format: "messages", IDField: "uid", SourceField: "category"}},
+		{"sharegpt_zstd.parquet", "sharegpt.golden.jsonl", Options{Selection: Selection{Format: "sharegpt"}}},
+		{"messages.parquet", "messages.golden.jsonl", Options{Selection: Selection{IDField: "uid"}, SourceField: "category"}},
+		{"messages.parquet", "messages.golden.jsonl", Options{Selection: Selection{Format: "messages", IDField: "uid"}, SourceField: "category"}},
 		{"prompt.parquet", "prompt.golden.jsonl", Options{}},
-		{"prompt.parquet", "prompt.golden.jsonl", Options{Format: "prompt", PromptField: "prompt"}},
+		{"prompt.parquet", "prompt.golden.jsonl", Options{Selection: Selection{Format: "prompt", PromptField: "prompt"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file+"/"+tt.opts.Format, func(t *testing.T) {
@@ -101,7 +101,7 @@ func TestParquetGoldens(t *testing.T) {
 			if len(ps)+len(skipped) != len(want) {
 				t.Errorf("%d prompts + %d bad rows, golden has %d rows", len(ps), len(skipped), len(want))
 			}
-			if n, err := Count(Options{Path: path}); err != nil || n != int64(len(want)) {
+			if n, err := Count(Options{Selection: Selection{Path: path}}); err != nil || n != int64(len(want)) {
 				t.Errorf("Count = %d, %v; want %d", n, err, len(want))
 			}
 		})
@@ -112,7 +112,7 @@ func TestParquetGoldens(t *testing.T) {
 // row: the file, the row within it and the field.
 func TestParquetBadRowMessage(t *testing.T) {
 	path := filepath.Join("testdata", "sharegpt_snappy.parquet")
-	r, err := Open(Options{Path: path, OnBadRow: "fail"})
+	r, err := Open(Options{Selection: Selection{Path: path}, OnBadRow: "fail"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestParquetRowGroupsAndGlob(t *testing.T) {
 	writeFile(t, dir, "b.jsonl", sharegptLine("src", "human", "q50", "gpt", "a")+"\n"+sharegptLine("src", "human", "q51", "gpt", "a"))
 	glob := filepath.Join(dir, "*")
 
-	ps, skipped := readAll(t, Options{Path: glob})
+	ps, skipped := readAll(t, Options{Selection: Selection{Path: glob}})
 	if len(ps) != 52 || len(skipped) != 0 {
 		t.Fatalf("%d prompts, %d skipped; want 52, 0", len(ps), len(skipped))
 	}
@@ -182,12 +182,12 @@ func TestParquetRowGroupsAndGlob(t *testing.T) {
 		}
 	}
 
-	for _, o := range []Options{{Limit: 20}, {Shard: 1, NumShards: 3}, {Limit: 51, Shard: 2, NumShards: 4}} {
+	for _, o := range []Options{{Selection: Selection{Limit: 20}}, {Selection: Selection{Shard: Shard{Index: 1, Count: 3}}}, {Selection: Selection{Limit: 51, Shard: Shard{Index: 2, Count: 4}}}} {
 		o.Path = glob
 		ps, _ := readAll(t, o)
 		var want []string
 		for i := range 52 {
-			if (o.Limit == 0 || int64(i) < o.Limit) && (o.NumShards == 0 || i%o.NumShards == o.Shard) {
+			if (o.Limit == 0 || int64(i) < o.Limit) && (o.Shard.Count == 0 || i%o.Shard.Count == o.Shard.Index) {
 				want = append(want, fmt.Sprint(i))
 			}
 		}

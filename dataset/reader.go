@@ -8,31 +8,16 @@ import (
 	"strconv"
 )
 
-// Options say which rows to read and how to turn them into prompts.
+// Options say which rows to read (the Selection, which a job stores) and
+// how to read them (what a bad row does, progress and cancellation, which
+// are the run's business and not part of the job).
 type Options struct {
-	// Path is a file or a glob; a glob's files are read in sorted path order.
-	// Supported: .jsonl (.ndjson), .json (an array, or JSON lines), .parquet;
-	// jsonl and json may be compressed as .gz or .zst. A Hugging Face Hub
-	// dataset is hf://owner/name[@revision][/path-or-glob], downloaded
-	// once into a local cache (see hub.go and Identity).
-	Path string
-	// Format is the row shape: auto (per row), sharegpt, messages, prompt or
-	// alpaca. Empty means auto.
-	Format string
-	// PromptField is the column of the prompt shape; empty means "prompt".
-	PromptField string
-	// IDField is the id column; empty: the physical row index in decimal.
-	IDField string
+	Selection
 	// SourceField is the source/category column; empty means "source".
 	SourceField string
-	// Limit, when positive, keeps only the physical rows with Index < Limit.
-	Limit int64
 	// OnBadRow is "skip" (the default: report through OnSkip, count in
 	// Skipped) or "fail" (Next returns the *RowError).
 	OnBadRow string
-	// Shard and NumShards keep the rows with Index % NumShards == Shard, so
-	// that several processes split one dataset; NumShards 0 or 1 keeps all.
-	Shard, NumShards int
 	// OnSkip, when set, is called with every skipped bad row.
 	OnSkip func(err *RowError)
 	// OnDownload, when set, follows the download of an hf:// dataset's
@@ -74,14 +59,11 @@ func (o Options) normalize() (Options, error) {
 	if o.Limit < 0 {
 		return o, fmt.Errorf("dataset limit %d: must not be negative", o.Limit)
 	}
-	if o.NumShards <= 1 {
-		if o.Shard != 0 || o.NumShards < 0 {
-			return o, fmt.Errorf("dataset shard %d/%d: want 0 <= shard < shards", o.Shard, o.NumShards)
-		}
-		o.NumShards = 1
-	} else if o.Shard < 0 || o.Shard >= o.NumShards {
-		return o, fmt.Errorf("dataset shard %d/%d: want 0 <= shard < shards", o.Shard, o.NumShards)
+	if err := o.Shard.check(); err != nil {
+		return o, err
 	}
+	// What is read is the pinned revision of an hf:// dataset.
+	o.Path = o.Source()
 	return o, nil
 }
 
@@ -169,7 +151,7 @@ func (r *Reader) Next() (Prompt, error) {
 			}
 		}
 		index := r.index
-		want := index%int64(r.opts.NumShards) == int64(r.opts.Shard)
+		want := r.opts.Shard.Contains(index)
 		row, pos, bad, err := r.cur.next(want)
 		if err == io.EOF {
 			err = r.cur.close()

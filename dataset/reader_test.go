@@ -30,7 +30,7 @@ func threeFiles(t *testing.T) (dir, glob string) {
 
 func TestIDsAcrossGlob(t *testing.T) {
 	dir, glob := threeFiles(t)
-	ps, skipped := readAll(t, Options{Path: glob})
+	ps, skipped := readAll(t, Options{Selection: Selection{Path: glob}})
 	if want := []string{"0", "2", "3", "4", "5", "6", "7"}; !reflect.DeepEqual(ids(ps), want) {
 		t.Errorf("ids = %v, want %v (sorted files, bad row 1 counted, blank lines not rows)", ids(ps), want)
 	}
@@ -61,7 +61,7 @@ func TestIDsAcrossGlob(t *testing.T) {
 	if skipped[0].Row != 1 {
 		t.Errorf("skipped row index = %d, want 1", skipped[0].Row)
 	}
-	n, err := Count(Options{Path: glob})
+	n, err := Count(Options{Selection: Selection{Path: glob}})
 	if err != nil || n != 8 {
 		t.Errorf("Count = %d, %v; want 8 physical rows", n, err)
 	}
@@ -81,7 +81,7 @@ func TestSkipAndFail(t *testing.T) {
 	}
 
 	t.Run("skip", func(t *testing.T) {
-		ps, skipped := readAll(t, Options{Path: path, OnBadRow: "skip"})
+		ps, skipped := readAll(t, Options{Selection: Selection{Path: path}, OnBadRow: "skip"})
 		if want := []string{"0", "3"}; !reflect.DeepEqual(ids(ps), want) {
 			t.Errorf("ids = %v, want %v", ids(ps), want)
 		}
@@ -95,7 +95,7 @@ func TestSkipAndFail(t *testing.T) {
 	})
 
 	t.Run("fail", func(t *testing.T) {
-		r, err := Open(Options{Path: path, OnBadRow: "fail"})
+		r, err := Open(Options{Selection: Selection{Path: path}, OnBadRow: "fail"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,11 +135,11 @@ func TestLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.limit), func(t *testing.T) {
-			ps, _ := readAll(t, Options{Path: glob, Limit: tt.limit})
+			ps, _ := readAll(t, Options{Selection: Selection{Path: glob, Limit: tt.limit}})
 			if !reflect.DeepEqual(ids(ps), tt.ids) {
 				t.Errorf("ids = %v, want %v", ids(ps), tt.ids)
 			}
-			if n, err := Count(Options{Path: glob, Limit: tt.limit}); err != nil || n != tt.count {
+			if n, err := Count(Options{Selection: Selection{Path: glob, Limit: tt.limit}}); err != nil || n != tt.count {
 				t.Errorf("Count = %d, %v; want %d", n, err, tt.count)
 			}
 		})
@@ -162,7 +162,7 @@ func TestSharding(t *testing.T) {
 			t.Run(fmt.Sprintf("limit%d/%dshards", limit, n), func(t *testing.T) {
 				seen := map[string]int{}
 				for s := range n {
-					ps, _ := readAll(t, Options{Path: glob, Shard: s, NumShards: n, Limit: limit})
+					ps, _ := readAll(t, Options{Selection: Selection{Path: glob, Limit: limit, Shard: Shard{Index: s, Count: n}}})
 					for _, p := range ps {
 						seen[p.ID]++
 						if p.Index%int64(n) != int64(s) {
@@ -172,7 +172,7 @@ func TestSharding(t *testing.T) {
 							t.Errorf("row %d prompt %q, want %q", p.Index, p.Messages[0].Content, want)
 						}
 					}
-					c, err := Count(Options{Path: glob, Shard: s, NumShards: n, Limit: limit})
+					c, err := Count(Options{Selection: Selection{Path: glob, Limit: limit, Shard: Shard{Index: s, Count: n}}})
 					if err != nil || c != int64(len(ps)) {
 						t.Errorf("shard %d/%d: Count = %d, %v; Next yielded %d", s, n, c, err, len(ps))
 					}
@@ -217,7 +217,7 @@ func TestFileFormats(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeFile(t, t.TempDir(), tt.name, tt.data)
-			ps, skipped := readAll(t, Options{Path: path, OnBadRow: "fail"})
+			ps, skipped := readAll(t, Options{Selection: Selection{Path: path}, OnBadRow: "fail"})
 			if len(skipped) != 0 || len(ps) != 3 {
 				t.Fatalf("%d prompts, %d skipped; want 3, 0", len(ps), len(skipped))
 			}
@@ -226,7 +226,7 @@ func TestFileFormats(t *testing.T) {
 					t.Errorf("row %d = %+v", i, p)
 				}
 			}
-			if n, err := Count(Options{Path: path}); err != nil || n != 3 {
+			if n, err := Count(Options{Selection: Selection{Path: path}}); err != nil || n != 3 {
 				t.Errorf("Count = %d, %v; want 3", n, err)
 			}
 		})
@@ -236,7 +236,7 @@ func TestFileFormats(t *testing.T) {
 func TestJSONArrayRows(t *testing.T) {
 	dir := t.TempDir()
 	path := writeFile(t, dir, "data.json", `[{"prompt":"a"}, 42, {"prompt":"c"}]`)
-	ps, skipped := readAll(t, Options{Path: path})
+	ps, skipped := readAll(t, Options{Selection: Selection{Path: path}})
 	if !reflect.DeepEqual(ids(ps), []string{"0", "2"}) {
 		t.Errorf("ids = %v", ids(ps))
 	}
@@ -250,7 +250,7 @@ func TestJSONArrayRows(t *testing.T) {
 	// A syntax error loses the place in the stream: it ends the read with an
 	// error naming the file and row, whatever the bad-row policy.
 	cut := writeFile(t, dir, "cut.json", `[{"prompt":"a"}, {"prompt": }]`)
-	r, err := Open(Options{Path: cut})
+	r, err := Open(Options{Selection: Selection{Path: cut}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func TestLongLines(t *testing.T) {
 		sharegptLine("s", "human", "x"+big, "gpt", big)+"\n"+
 		sharegptLine("s", "human", "small", "gpt", "a")+"\n")
 
-	ps, _ := readAll(t, Options{Path: path})
+	ps, _ := readAll(t, Options{Selection: Selection{Path: path}})
 	if len(ps) != 3 || ps[0].Messages[0].Content != big || ps[2].Messages[0].Content != "small" {
 		t.Fatalf("read %d prompts with the 1.2 MB rows damaged", len(ps))
 	}
@@ -281,14 +281,14 @@ func TestLongLines(t *testing.T) {
 	old := maxLineBytes
 	maxLineBytes = 1 << 20
 	defer func() { maxLineBytes = old }()
-	ps, skipped := readAll(t, Options{Path: path})
+	ps, skipped := readAll(t, Options{Selection: Selection{Path: path}})
 	if !reflect.DeepEqual(ids(ps), []string{"2"}) {
 		t.Errorf("ids = %v, want [2]", ids(ps))
 	}
 	if len(skipped) != 2 || skipped[1].Error() != path+":2: line too long: over 1048576 bytes" || !errors.Is(skipped[0], ErrLineTooLong) {
 		t.Errorf("skipped = %v", skipped)
 	}
-	if n, err := Count(Options{Path: path}); err != nil || n != 3 {
+	if n, err := Count(Options{Selection: Selection{Path: path}}); err != nil || n != 3 {
 		t.Errorf("Count = %d, %v; want 3", n, err)
 	}
 }
@@ -304,17 +304,17 @@ func TestOpenErrors(t *testing.T) {
 		opts Options
 		want string // substring of the error
 	}{
-		{"glob matching nothing", Options{Path: filepath.Join(dir, "none-*.jsonl")}, filepath.Join(dir, "none-*.jsonl") + ": no files match"},
-		{"missing file", Options{Path: filepath.Join(dir, "nope.jsonl")}, filepath.Join(dir, "nope.jsonl")},
-		{"directory", Options{Path: dir}, dir + ": is a directory"},
-		{"unsupported type", Options{Path: filepath.Join(dir, "data.csv")}, "data.csv: unsupported file type"},
-		{"compressed parquet", Options{Path: filepath.Join(dir, "x.parquet.gz")}, "compressed parquet"},
-		{"not parquet", Options{Path: filepath.Join(dir, "broken.parquet")}, "broken.parquet: not a readable parquet file"},
-		{"bad format", Options{Path: good, Format: "csv"}, `format "csv"`},
-		{"bad policy", Options{Path: good, OnBadRow: "ignore"}, `on_bad_row "ignore"`},
-		{"shard out of range", Options{Path: good, Shard: 3, NumShards: 3}, "shard 3/3"},
-		{"shard without shards", Options{Path: good, Shard: 1}, "shard 1/0"},
-		{"negative limit", Options{Path: good, Limit: -1}, "limit -1"},
+		{"glob matching nothing", Options{Selection: Selection{Path: filepath.Join(dir, "none-*.jsonl")}}, filepath.Join(dir, "none-*.jsonl") + ": no files match"},
+		{"missing file", Options{Selection: Selection{Path: filepath.Join(dir, "nope.jsonl")}}, filepath.Join(dir, "nope.jsonl")},
+		{"directory", Options{Selection: Selection{Path: dir}}, dir + ": is a directory"},
+		{"unsupported type", Options{Selection: Selection{Path: filepath.Join(dir, "data.csv")}}, "data.csv: unsupported file type"},
+		{"compressed parquet", Options{Selection: Selection{Path: filepath.Join(dir, "x.parquet.gz")}}, "compressed parquet"},
+		{"not parquet", Options{Selection: Selection{Path: filepath.Join(dir, "broken.parquet")}}, "broken.parquet: not a readable parquet file"},
+		{"bad format", Options{Selection: Selection{Path: good, Format: "csv"}}, `format "csv"`},
+		{"bad policy", Options{Selection: Selection{Path: good}, OnBadRow: "ignore"}, `on_bad_row "ignore"`},
+		{"shard out of range", Options{Selection: Selection{Path: good, Shard: Shard{Index: 3, Count: 3}}}, "shard 3/3"},
+		{"shard without shards", Options{Selection: Selection{Path: good, Shard: Shard{Index: 1}}}, "shard 1/0"},
+		{"negative limit", Options{Selection: Selection{Path: good, Limit: -1}}, "limit -1"},
 		{"empty path", Options{}, "no path"},
 	}
 	for _, tt := range tests {
@@ -344,7 +344,7 @@ func TestCorruptGzipIsAnError(t *testing.T) {
 	if err := os.WriteFile(path, b[:len(b)/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(Options{Path: path})
+	r, err := Open(Options{Selection: Selection{Path: path}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func TestCorruptGzipIsAnError(t *testing.T) {
 // TestSample reads the shipped example in the open-perfectblend shape.
 func TestSample(t *testing.T) {
 	path := filepath.Join("..", "examples", "data", "sample.jsonl")
-	ps, skipped := readAll(t, Options{Path: path, OnBadRow: "fail"})
+	ps, skipped := readAll(t, Options{Selection: Selection{Path: path}, OnBadRow: "fail"})
 	if len(ps) != 300 || len(skipped) != 0 {
 		t.Fatalf("%d prompts, %d skipped; want 300, 0", len(ps), len(skipped))
 	}
@@ -395,7 +395,7 @@ func TestSample(t *testing.T) {
 	if multi == 0 {
 		t.Error("no multi-turn row in the sample")
 	}
-	if n, err := Count(Options{Path: path}); err != nil || n != 300 {
+	if n, err := Count(Options{Selection: Selection{Path: path}}); err != nil || n != 300 {
 		t.Errorf("Count = %d, %v", n, err)
 	}
 }

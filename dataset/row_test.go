@@ -80,7 +80,7 @@ func TestRowShapes(t *testing.T) {
 			want: []Message{u("Tell me a joke")}, id: "0", source: "jokes",
 		},
 		{
-			name: "prompt column named by PromptField", opts: Options{Format: "prompt", PromptField: "question"},
+			name: "prompt column named by PromptField", opts: Options{Selection: Selection{Format: "prompt", PromptField: "question"}},
 			line: `{"question":"Why is the sky blue?","prompt":"ignored"}`,
 			want: []Message{u("Why is the sky blue?")}, id: "0",
 		},
@@ -100,15 +100,15 @@ func TestRowShapes(t *testing.T) {
 			want: []Message{u("Q")}, id: "0",
 		},
 		{
-			name: "string id field", opts: Options{IDField: "uuid"},
+			name: "string id field", opts: Options{Selection: Selection{IDField: "uuid"}},
 			line: `{"uuid":"ab-12","prompt":"p"}`, want: []Message{u("p")}, id: "ab-12",
 		},
 		{
-			name: "numeric id keeps every digit", opts: Options{IDField: "id"},
+			name: "numeric id keeps every digit", opts: Options{Selection: Selection{IDField: "id"}},
 			line: `{"id":12345678901234567890,"prompt":"p"}`, want: []Message{u("p")}, id: "12345678901234567890",
 		},
 		{
-			name: "numeric id with exponent in decimal", opts: Options{IDField: "id"},
+			name: "numeric id with exponent in decimal", opts: Options{Selection: Selection{IDField: "id"}},
 			line: `{"id":1e3,"prompt":"p"}`, want: []Message{u("p")}, id: "1000",
 		},
 		{
@@ -160,7 +160,7 @@ func TestRowShapes(t *testing.T) {
 			field: "messages[0].content[0].type", msg: `messages[0].content[0].type: unsupported content part image_url`,
 		},
 		{
-			name: "forced sharegpt on a messages row", opts: Options{Format: "sharegpt"},
+			name: "forced sharegpt on a messages row", opts: Options{Selection: Selection{Format: "sharegpt"}},
 			line: `{"messages":[{"role":"user","content":"Q"}]}`, field: "conversations", err: ErrMissing,
 		},
 		{
@@ -168,11 +168,11 @@ func TestRowShapes(t *testing.T) {
 			err: ErrUnknownShape, msg: "no conversations, messages, prompt or instruction field",
 		},
 		{
-			name: "id field missing", opts: Options{IDField: "id"}, line: `{"prompt":"p"}`,
+			name: "id field missing", opts: Options{Selection: Selection{IDField: "id"}}, line: `{"prompt":"p"}`,
 			field: "id", err: ErrMissing, msg: "id: missing",
 		},
 		{
-			name: "id field of another type", opts: Options{IDField: "id"}, line: `{"id":[1],"prompt":"p"}`,
+			name: "id field of another type", opts: Options{Selection: Selection{IDField: "id"}}, line: `{"id":[1],"prompt":"p"}`,
 			field: "id", msg: "id: not a string or number",
 		},
 		{

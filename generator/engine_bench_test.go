@@ -90,7 +90,7 @@ func BenchmarkThroughput(b *testing.B) {
 			opts.SyncInterval = time.Second
 			eng, _ := New(client, NewStats(nil), opts)
 			out, err := sink.Open(sink.Options{Dir: b.TempDir(), Format: "jsonl", ShardSize: 1000, SyncInterval: time.Second,
-				Identity: sink.Identity{Version: "bench", Answer: map[string]string{"endpoint.model": "test-model"}}})
+				Job: sink.Job{Version: "bench", Hash: "bench"}})
 			if err != nil {
 				b.Error(err)
 				return

@@ -115,7 +115,7 @@ func openSink(t *testing.T, dir string) *sink.Sink {
 	t.Helper()
 	s, err := sink.Open(sink.Options{
 		Dir: dir, Format: "jsonl", ShardSize: 100, SyncInterval: 20 * time.Millisecond,
-		Identity: sink.Identity{Version: "test", Answer: map[string]string{"endpoint.model": "test-model"}},
+		Job: sink.Job{Version: "test", Hash: "test"},
 	})
 	if err != nil {
 		t.Fatalf("open sink: %v", err)

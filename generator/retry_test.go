@@ -269,7 +269,7 @@ func openRetrySink(t *testing.T, dir string, retryErrors bool) *sink.Sink {
 	s, err := sink.Open(sink.Options{
 		Dir: dir, Format: sink.FormatJSONL, ShardSize: 100, SyncInterval: 20 * time.Millisecond,
 		RetryErrors: retryErrors,
-		Identity:    sink.Identity{Version: "test", Answer: map[string]string{"endpoint.model": "test-model"}},
+		Job:         sink.Job{Version: "test", Hash: "test"},
 	})
 	if err != nil {
 		t.Fatalf("open sink: %v", err)

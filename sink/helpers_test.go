@@ -15,11 +15,12 @@ import (
 	"github.com/parquet-go/parquet-go"
 )
 
-var testAnswer = map[string]string{
-	"endpoint.model":         "Qwen/Qwen3-8B",
-	"generation.temperature": "0.6",
-	"generation.top_p":       "0.95",
-	"dataset.path":           "data/*.jsonl",
+// testJob is a job as its owner would encode it: the sink only stores it.
+var testJob = Job{
+	Spec:    json.RawMessage(`{"sampling":{"model":"Qwen/Qwen3-8B","temperature":0.6}}`),
+	Hash:    "5e1f0a11",
+	Version: "test",
+	Config:  map[string]any{"concurrency": 200},
 }
 
 func testOptions(dir, format string) Options {
@@ -28,11 +29,7 @@ func testOptions(dir, format string) Options {
 		Format:       format,
 		ShardSize:    10,
 		SyncInterval: 0,
-		Identity: Identity{
-			Version: "test",
-			Answer:  testAnswer,
-			Config:  map[string]any{"concurrency": 200},
-		},
+		Job:          testJob,
 	}
 }
 

@@ -65,15 +65,17 @@ type Report struct {
 
 // ManifestSummary is the part of manifest.json a person checks.
 type ManifestSummary struct {
-	Version      string            `json:"version"`
-	CreatedAt    time.Time         `json:"created_at"`
-	IdentityHash string            `json:"identity_hash"`
-	Answer       map[string]string `json:"answer"`
-	Config       map[string]any    `json:"config,omitempty"`
-	Limit        int64             `json:"limit"`
-	Shards       int               `json:"shards"`  // listed
-	Records      int64             `json:"records"` // sum of the listed shards' records
-	Runs         []Run             `json:"runs"`
+	ManifestVersion int             `json:"manifest_version"` // 0: version 1
+	Version         string          `json:"version"`
+	CreatedAt       time.Time       `json:"created_at"`
+	JobHash         string          `json:"job_hash"`
+	Job             json.RawMessage `json:"job,omitempty"`
+	Legacy          *LegacyIdentity `json:"identity,omitempty"` // version 1's job
+	Config          map[string]any  `json:"config,omitempty"`
+	Limit           int64           `json:"limit"`
+	Shards          int             `json:"shards"`  // listed
+	Records         int64           `json:"records"` // sum of the listed shards' records
+	Runs            []Run           `json:"runs"`
 }
 
 // ShardReport is one file of DIR/data.
@@ -222,14 +224,19 @@ func inspectOnce(dir string) (*Report, error) {
 
 func summarize(m *Manifest) *ManifestSummary {
 	s := &ManifestSummary{
-		Version:      m.Version,
-		CreatedAt:    m.CreatedAt,
-		IdentityHash: m.Identity.Hash,
-		Answer:       m.Identity.Answer,
-		Config:       m.Identity.Config,
-		Limit:        m.Limit,
-		Shards:       len(m.Shards),
-		Runs:         m.Runs,
+		ManifestVersion: m.ManifestVersion,
+		Version:         m.Version,
+		CreatedAt:       m.CreatedAt,
+		JobHash:         m.Hash(),
+		Job:             m.Job,
+		Legacy:          m.Identity,
+		Config:          m.Config,
+		Limit:           m.Limit,
+		Shards:          len(m.Shards),
+		Runs:            m.Runs,
+	}
+	if s.Config == nil && m.Identity != nil {
+		s.Config = m.Identity.Config
 	}
 	for _, sh := range m.Shards {
 		s.Records += int64(sh.Records)
@@ -741,11 +748,11 @@ func Combine(reports ...*Report) (*Report, error) {
 	for _, r := range reports {
 		c.Dirs = append(c.Dirs, r.Dir)
 		if r.Manifest != nil {
-			if hash != "" && r.Manifest.IdentityHash != hash {
+			if hash != "" && r.Manifest.JobHash != hash {
 				return nil, fmt.Errorf("combine %s: %w (identity %.12s vs %.12s): inspect them one by one",
-					strings.Join(c.Dirs, ", "), ErrIdentityDiffers, hash, r.Manifest.IdentityHash)
+					strings.Join(c.Dirs, ", "), ErrIdentityDiffers, hash, r.Manifest.JobHash)
 			}
-			hash = r.Manifest.IdentityHash
+			hash = r.Manifest.JobHash
 			if c.Manifest == nil {
 				c.Manifest = r.Manifest
 			}

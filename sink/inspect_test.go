@@ -125,7 +125,7 @@ func TestInspectClean(t *testing.T) {
 			}
 			m := r.Manifest
 			if m == nil || m.Shards != 3 || m.Records != 25 || len(m.Runs) != 1 || m.Runs[0].RecordsWritten != 25 ||
-				m.Runs[0].EndedAt == nil || m.IdentityHash != IdentityHash(testAnswer) {
+				m.Runs[0].EndedAt == nil || m.JobHash != testJob.Hash {
 				t.Errorf("manifest summary %+v", m)
 			}
 			if !r.Has(Key{"7", 1}) || r.Has(Key{"26", 0}) || !r.Failed(Key{"26", 0}) || r.Failed(Key{"0", 0}) {
@@ -374,7 +374,7 @@ func TestCombine(t *testing.T) {
 
 	other := t.TempDir()
 	opts := testOptions(other, FormatJSONL)
-	opts.Identity.Answer = map[string]string{"endpoint.model": "other"}
+	opts.Job.Hash = "other"
 	s := mustOpen(t, opts)
 	writeRange(t, s, 0, 1)
 	_ = s.Close()

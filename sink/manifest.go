@@ -1,42 +1,62 @@
 package sink
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"time"
 )
 
 // ManifestName is the manifest's file name inside the output directory.
 const ManifestName = "manifest.json"
 
+// ManifestVersion is the version of manifest.json this code writes. Version
+// 1 (no manifest_version field) held the job as a map of setting strings
+// under "identity"; version 2 holds the typed job spec under "job". Both
+// are read.
+const ManifestVersion = 2
+
 // Manifest is DIR/manifest.json: what made the directory and what it holds.
 // It is rewritten atomically on Open, on every shard finalize and on Close.
-// It is a summary for people and for the identity check; the shards on disk
-// stay the truth about which keys are done.
+// It is a summary for people and for the job check; the shards on disk stay
+// the truth about which keys are done.
 type Manifest struct {
-	Version   string           `json:"version"` // synthgen version that last wrote the manifest
-	CreatedAt time.Time        `json:"created_at"`
-	Identity  ManifestIdentity `json:"identity"`
-	Limit     int64            `json:"limit"` // dataset.limit of the latest run (0 = all)
-	Shards    []ShardInfo      `json:"shards"`
-	Runs      []Run            `json:"runs"`
+	ManifestVersion int       `json:"manifest_version"` // 0 when read from a version 1 file
+	Version         string    `json:"version"`          // synthgen version that last wrote the manifest
+	CreatedAt       time.Time `json:"created_at"`
+	// JobHash and Job are the job the directory's records answer, as its
+	// owner (package generator) encodes it; the sink stores them and leaves
+	// their meaning to that owner.
+	JobHash string          `json:"job_hash,omitempty"`
+	Job     json.RawMessage `json:"job,omitempty"`
+	// Config is the effective configuration of the latest run, without
+	// secrets, for people.
+	Config map[string]any `json:"config,omitempty"`
+	// Identity is version 1's record of the job, read so that directories
+	// written before version 2 resume; it is not written any more.
+	Identity *LegacyIdentity `json:"identity,omitempty"`
+	Limit    int64           `json:"limit"` // dataset.limit of the latest run (0 = all)
+	Shards   []ShardInfo     `json:"shards"`
+	Runs     []Run           `json:"runs"`
 }
 
-// ManifestIdentity is what the answers depend on. Hash covers Answer only:
-// Config is stored for humans and changes (concurrency, output.dir, ...)
-// that do not change answers must not block a resume.
-type ManifestIdentity struct {
-	Hash   string            `json:"hash"` // hex sha256 over the sorted Answer pairs
+// LegacyIdentity is version 1's job: the answer-changing settings as
+// strings (hashed into Hash) and the config.
+type LegacyIdentity struct {
+	Hash   string            `json:"hash"`
 	Answer map[string]string `json:"answer"`
 	Config map[string]any    `json:"config,omitempty"`
+}
+
+// Hash is the hash of the job the directory answers, whichever version
+// wrote the manifest.
+func (m *Manifest) Hash() string {
+	if m.JobHash == "" && m.Identity != nil {
+		return m.Identity.Hash
+	}
+	return m.JobHash
 }
 
 // ShardInfo describes one final data shard. FirstID and LastID are the ids of
@@ -56,7 +76,8 @@ type Run struct {
 	StartedAt      time.Time  `json:"started_at"`
 	EndedAt        *time.Time `json:"ended_at"`
 	Version        string     `json:"version"`
-	IdentityHash   string     `json:"identity_hash"`
+	JobHash        string     `json:"job_hash,omitempty"`
+	IdentityHash   string     `json:"identity_hash,omitempty"` // version 1 runs: their hash
 	Limit          int64      `json:"limit"`
 	Forced         bool       `json:"forced"`
 	Notes          []string   `json:"notes,omitempty"` // what --force accepted, what recovery did
@@ -76,6 +97,10 @@ func ReadManifest(dir string) (*Manifest, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if m.ManifestVersion > ManifestVersion {
+		return nil, fmt.Errorf("%s: manifest version %d is newer than this synthgen reads (%d): use the synthgen that wrote it, or a newer one",
+			path, m.ManifestVersion, ManifestVersion)
+	}
 	return &m, nil
 }
 
@@ -85,70 +110,6 @@ func writeManifest(dir string, m *Manifest) error {
 		return fmt.Errorf("encode manifest: %w", err)
 	}
 	return WriteFileAtomic(filepath.Join(dir, ManifestName), append(data, '\n'), 0o644)
-}
-
-// IdentityHash is the hex sha256 of the answer-changing settings, as stored
-// in the manifest. Keys are sorted so that map order does not change it.
-func IdentityHash(answer map[string]string) string {
-	h := sha256.New()
-	for _, k := range slices.Sorted(maps.Keys(answer)) {
-		// Length prefixes keep "a=b" + "c" and "a" + "b=c" apart.
-		fmt.Fprintf(h, "%d:%s=%d:%s\n", len(k), k, len(answer[k]), answer[k])
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// Diff is one answer-changing setting that differs between the manifest
-// (Old) and this run (New). A key missing on one side shows as "(unset)".
-type Diff struct {
-	Key, Old, New string
-}
-
-const unset = "(unset)"
-
-func diffAnswer(old, cur map[string]string) []Diff {
-	keys := map[string]struct{}{}
-	for k := range old {
-		keys[k] = struct{}{}
-	}
-	for k := range cur {
-		keys[k] = struct{}{}
-	}
-	var diffs []Diff
-	for k := range keys {
-		o, okOld := old[k]
-		n, okNew := cur[k]
-		if okOld && okNew && o == n {
-			continue
-		}
-		if !okOld {
-			o = unset
-		}
-		if !okNew {
-			n = unset
-		}
-		diffs = append(diffs, Diff{Key: k, Old: o, New: n})
-	}
-	slices.SortFunc(diffs, func(a, b Diff) int { return strings.Compare(a.Key, b.Key) })
-	return diffs
-}
-
-// MismatchError is returned by Open when the directory was made with
-// settings that change the answers and Options.Force is not set: resuming
-// would mix answers of two different jobs in one dataset.
-type MismatchError struct {
-	Dir   string
-	Diffs []Diff
-}
-
-func (e *MismatchError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "output dir %s holds answers made with other settings:", e.Dir)
-	for _, d := range e.Diffs {
-		fmt.Fprintf(&b, "\n  %s: %s (on disk) -> %s (now)", d.Key, d.Old, d.New)
-	}
-	b.WriteString("\nresume anyway with --force (the dataset will mix both settings), or choose a new output.dir")
-	return b.String()
 }
 
 // ErrDataWithoutManifest is returned by Open when DIR/data holds shards but

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,14 +14,15 @@ import (
 	"unicode/utf8"
 )
 
-// Identity is what a run is: the settings that change the answers (hashed
-// and compared on resume), the effective config for people, and the limit,
-// which is deliberately outside the hash so that growing it resumes.
-type Identity struct {
-	Version string            // synthgen version
-	Answer  map[string]string // answer-changing key -> canonical value
-	Config  map[string]any    // effective config without secrets, stored for humans
-	Limit   int64             // dataset.limit of this run (0 = all)
+// Job is the job a run writes for, as its owner encodes it. The sink
+// stores it in the manifest and leaves its meaning, and the decision whether
+// a directory may be resumed by it, to that owner (Options.Check).
+type Job struct {
+	Spec    json.RawMessage // the job spec, stored as "job"
+	Hash    string          // its identity, stored as "job_hash"
+	Version string          // synthgen version
+	Config  map[string]any  // effective config without secrets, stored for humans
+	Limit   int64           // dataset.limit of this run (0 = all)
 }
 
 // Options configures Open.
@@ -30,9 +32,15 @@ type Options struct {
 	ShardSize    int           // records per shard
 	SyncInterval time.Duration // fsync bound; 0 = fsync after every record
 	RetryErrors  bool          // errored keys are pending again (else skipped like done keys)
-	Force        bool          // accept a changed Identity.Answer, or shards lost from disk
-	Identity     Identity
-	Now          func() time.Time // nil = time.Now
+	Force        bool          // adopt shards without a manifest, or accept shards lost from disk
+	Job          Job
+	// Check decides whether this run may write into a directory made
+	// before: it is called under the directory's lock with the manifest on
+	// disk (nil for a new directory), before anything is changed. An error
+	// refuses the directory; accepted lists what it let through only
+	// because of a force, recorded in the run, which is marked forced.
+	Check func(old *Manifest) (accepted []string, err error)
+	Now   func() time.Time // nil = time.Now
 }
 
 // forcedNote starts the run notes of what Options.Force accepted; a run
@@ -85,8 +93,8 @@ type Sink struct {
 }
 
 // Open creates or recovers opts.Dir (see recover.go) and returns a Sink that
-// knows every key already on disk. It returns a *MismatchError when the
-// directory was made with other answer settings and opts.Force is false.
+// knows every key already on disk. It returns Options.Check's error when
+// that refuses the directory.
 func Open(opts Options) (_ *Sink, err error) {
 	if err := validate(&opts); err != nil {
 		return nil, err
@@ -129,12 +137,13 @@ func Open(opts Options) (_ *Sink, err error) {
 	if old != nil {
 		// Checked before recovery touches anything: a mismatch is usually
 		// the wrong output.dir, and that directory is not ours to change.
-		if diffs := diffAnswer(old.Identity.Answer, opts.Identity.Answer); len(diffs) > 0 {
-			if !opts.Force {
-				return nil, &MismatchError{Dir: s.dir, Diffs: diffs}
+		if opts.Check != nil {
+			accepted, err := opts.Check(old)
+			if err != nil {
+				return nil, err
 			}
-			for _, d := range diffs {
-				notes = append(notes, fmt.Sprintf(forcedNote+"%s: %s -> %s", d.Key, d.Old, d.New))
+			for _, a := range accepted {
+				notes = append(notes, forcedNote+a)
 			}
 		}
 	} else if has, err := hasShards(s.dataDir); err != nil {
@@ -165,27 +174,26 @@ func Open(opts Options) (_ *Sink, err error) {
 
 	t := now().UTC()
 	m := &Manifest{
-		Version:   opts.Identity.Version,
-		CreatedAt: t,
-		Identity: ManifestIdentity{
-			Hash:   IdentityHash(opts.Identity.Answer),
-			Answer: opts.Identity.Answer,
-			Config: opts.Identity.Config,
-		},
-		Limit:  opts.Identity.Limit,
-		Shards: rec.shards,
+		ManifestVersion: ManifestVersion,
+		Version:         opts.Job.Version,
+		CreatedAt:       t,
+		JobHash:         opts.Job.Hash,
+		Job:             opts.Job.Spec,
+		Config:          opts.Job.Config,
+		Limit:           opts.Job.Limit,
+		Shards:          rec.shards,
 	}
 	if old != nil {
 		m.CreatedAt = old.CreatedAt
 		m.Runs = old.Runs
 	}
 	m.Runs = append(m.Runs, Run{
-		StartedAt:    t,
-		Version:      opts.Identity.Version,
-		IdentityHash: m.Identity.Hash,
-		Limit:        opts.Identity.Limit,
-		Forced:       slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, forcedNote) }),
-		Notes:        notes,
+		StartedAt: t,
+		Version:   opts.Job.Version,
+		JobHash:   m.JobHash,
+		Limit:     opts.Job.Limit,
+		Forced:    slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, forcedNote) }),
+		Notes:     notes,
 	})
 	s.man = m
 	s.run = len(m.Runs) - 1

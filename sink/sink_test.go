@@ -1,6 +1,8 @@
 package sink
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -207,43 +209,45 @@ func TestSyncInterval(t *testing.T) {
 	}
 }
 
-func TestMismatch(t *testing.T) {
+// TestCheck: Open hands the manifest on disk to Options.Check before it
+// changes anything; a refusal leaves the directory as it was, and what the
+// check accepted only by force is recorded in a run marked forced.
+func TestCheck(t *testing.T) {
 	dir := t.TempDir()
 	s := mustOpen(t, testOptions(dir, FormatJSONL))
 	writeRange(t, s, 0, 2)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	before, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	opts := testOptions(dir, FormatJSONL)
-	opts.Identity.Answer = map[string]string{
-		"endpoint.model":         "Qwen/Qwen3-8B",
-		"generation.temperature": "0.7",
-		"dataset.path":           "data/*.jsonl",
-		"generation.system":      "be nice",
+	refused := errors.New("another job")
+	var seen *Manifest
+	opts.Check = func(old *Manifest) ([]string, error) {
+		seen = old
+		return nil, refused
 	}
-	opts.Identity.Limit = 500 // not part of the identity
-	_, err := Open(opts)
-	var mm *MismatchError
-	if !errors.As(err, &mm) {
-		t.Fatalf("err = %v, want *MismatchError", err)
+	if _, err := Open(opts); !errors.Is(err, refused) {
+		t.Fatalf("Open = %v, want the check's error", err)
 	}
-	msg := err.Error()
-	for _, want := range []string{
-		"generation.temperature: 0.6 (on disk) -> 0.7 (now)",
-		"generation.top_p: 0.95 (on disk) -> (unset) (now)",
-		"generation.system: (unset) (on disk) -> be nice (now)",
-		"--force", "output.dir", dir,
-	} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("error does not contain %q:\n%s", want, msg)
-		}
+	var stored bytes.Buffer
+	if seen != nil {
+		_ = json.Compact(&stored, seen.Job)
 	}
-	if len(mm.Diffs) != 3 {
-		t.Errorf("diffs = %+v, want 3", mm.Diffs)
+	if seen == nil || seen.JobHash != testJob.Hash || stored.String() != string(testJob.Spec) || seen.ManifestVersion != ManifestVersion {
+		t.Errorf("check saw %+v, want the stored job", seen)
+	}
+	after, _ := os.ReadFile(filepath.Join(dir, ManifestName))
+	if string(after) != string(before) {
+		t.Error("a refused Open changed the manifest")
 	}
 
-	opts.Force = true
+	opts.Job.Hash, opts.Job.Limit = "other", 500
+	opts.Check = func(*Manifest) ([]string, error) { return []string{"generation.temperature: 0.6 -> 0.7"}, nil }
 	s = mustOpen(t, opts)
 	if s.DoneCount() != 2 {
 		t.Errorf("DoneCount = %d after forced resume, want 2", s.DoneCount())
@@ -256,15 +260,11 @@ func TestMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := m.Runs[len(m.Runs)-1]
-	if !last.Forced || m.Identity.Hash != IdentityHash(opts.Identity.Answer) || m.Limit != 500 {
-		t.Errorf("manifest after forced run: hash %s, limit %d, run %+v", m.Identity.Hash, m.Limit, last)
+	if !last.Forced || m.JobHash != "other" || m.Limit != 500 || !slices.Contains(last.Notes, "forced: generation.temperature: 0.6 -> 0.7") {
+		t.Errorf("manifest after forced run: hash %s, limit %d, run %+v", m.JobHash, m.Limit, last)
 	}
-	// The forced settings are now the directory's: resuming them needs no force.
-	opts.Force = false
-	s = mustOpen(t, opts)
-	s.Close()
-	// --force with nothing to accept does not mark the run forced.
-	opts.Force = true
+	// A check that accepts with nothing forced does not mark the run.
+	opts.Check = func(*Manifest) ([]string, error) { return nil, nil }
 	s = mustOpen(t, opts)
 	if m := s.Manifest(); m.Runs[len(m.Runs)-1].Forced {
 		t.Error("run marked forced although nothing differed")
@@ -272,16 +272,29 @@ func TestMismatch(t *testing.T) {
 	s.Close()
 }
 
+// TestManifestFromTheFuture: a manifest version this code does not know is
+// refused with what to do, not misread.
+func TestManifestFromTheFuture(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, ManifestName), []byte(`{"manifest_version": 99}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(testOptions(dir, FormatJSONL))
+	if err == nil || !strings.Contains(err.Error(), "manifest version 99 is newer") {
+		t.Fatalf("Open = %v, want a refusal naming the version", err)
+	}
+}
+
 func TestLimitDoesNotChangeIdentity(t *testing.T) {
 	dir := t.TempDir()
 	opts := testOptions(dir, FormatJSONL)
-	opts.Identity.Limit = 10
+	opts.Job.Limit = 10
 	s := mustOpen(t, opts)
 	writeRange(t, s, 0, 10)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	opts.Identity.Limit = 0
+	opts.Job.Limit = 0
 	s = mustOpen(t, opts)
 	defer s.Close()
 	if s.DoneCount() != 10 {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -95,8 +96,12 @@ func TestRunHubDatasetPinnedAcrossResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m.Identity.Answer["dataset.identity"]; got != "hf://acme/blend@"+commitA {
-		t.Errorf("manifest dataset.identity = %q, want the pinned commit", got)
+	stored, err := generator.ManifestJob(job.dir, m.Job, m.Identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stored.Selection.Revision; got != "hf://acme/blend@"+commitA {
+		t.Errorf("manifest selection.revision = %q, want the pinned commit", got)
 	}
 
 	hub.mu.Lock()

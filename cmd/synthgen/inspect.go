@@ -23,8 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -32,6 +30,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -100,7 +99,7 @@ a DIR is not an output directory.`,
 // figures plus the join with the dataset.
 type inspectDir struct {
 	*sink.Report
-	Dataset *datasetJoin `json:"dataset,omitempty"`
+	Dataset *generator.Plan `json:"dataset,omitempty"`
 }
 
 // inspectOutput is the whole --json document.
@@ -112,28 +111,47 @@ type inspectOutput struct {
 }
 
 func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
-	var forced *shardSel
+	var forced *dataset.Shard
 	if f.shard != "" {
 		if len(dirs) != 1 {
-			return usageError(errors.New("--shard: only with one DIR"), "with several DIRs, each takes its shard from its report.json")
+			return usageError(errors.New("--shard: only with one DIR"), "with several DIRs, each takes its shard from its manifest")
 		}
-		i, n, err := parseShard(f.shard)
+		sh, err := dataset.ParseShard(f.shard)
 		if err != nil {
-			return usageError(err, "")
+			return usageError(fmt.Errorf("--shard: %w", err), "")
 		}
-		forced = &shardSel{i: i, n: n}
+		forced = &sh
 	}
+	out, err := inspectDirs(dirs, forced, f.dataset)
+	if err != nil {
+		return err
+	}
+	if err := printInspect(w, out, f, len(dirs)); err != nil {
+		return err
+	}
+	if !out.OK {
+		return &exitError{code: exitFailure, err: errors.New(inspectVerdict(out)),
+			hint: "each problem above says what to do; run inspect again afterwards"}
+	}
+	return nil
+}
+
+// inspectDirs audits each directory, then all of them as one dataset, and
+// counts each against its job's selection of the dataset (read from
+// datasetPath when it is not empty).
+func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath string) (inspectOutput, error) {
 	out := inspectOutput{OK: true}
-	var targets []*joinTarget
+	var planner generator.Planner
+	var targets []joinTarget
 	for _, dir := range dirs {
 		rep, err := sink.Inspect(dir)
 		if err != nil {
-			return usageError(err, "give the output.dir of a run (the directory holding manifest.json and data/)")
+			return out, usageError(err, "give the output.dir of a run (the directory holding manifest.json and data/)")
 		}
 		d := inspectDir{Report: rep}
-		if t := newJoinTarget(rep, forced); t != nil {
-			d.Dataset = t.join
-			targets = append(targets, t)
+		if job, ok := jobOfReport(rep, forced); ok {
+			d.Dataset = planner.Add(job, rep, rep.Distinct)
+			targets = append(targets, joinTarget{rep: rep, job: job})
 		}
 		out.Dirs = append(out.Dirs, d)
 		out.OK = out.OK && rep.OK()
@@ -151,16 +169,23 @@ func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
 			if n := missingShards(targets); n != "" {
 				out.Notes = append(out.Notes, n)
 			}
-			if t := combinedTarget(c, targets); t != nil {
-				d.Dataset = t.join
-				targets = append(targets, t)
+			if len(targets) == len(dirs) {
+				jobs := make([]generator.Job, len(targets))
+				for i, t := range targets {
+					jobs[i] = t.job
+				}
+				d.Dataset = planner.AddUnion(jobs, c, c.Distinct)
 			}
 			out.Combined = d
 			out.OK = out.OK && c.OK()
 		}
 	}
-	joinDataset(targets, f.dataset)
+	planner.Count(datasetPath)
+	return out, nil
+}
 
+// printInspect writes the report as text or JSON.
+func printInspect(w io.Writer, out inspectOutput, f inspectFlags, ndirs int) error {
 	if f.json {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -174,7 +199,7 @@ func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
 			p.dir(d, d.Dir)
 		}
 		if out.Combined != nil {
-			p.dir(*out.Combined, fmt.Sprintf("combined: %d dirs as one dataset", len(dirs)))
+			p.dir(*out.Combined, fmt.Sprintf("combined: %d dirs as one dataset", ndirs))
 		}
 		for _, n := range out.Notes {
 			fmt.Fprintf(w, "note: %s\n", n)
@@ -182,10 +207,6 @@ func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
 		if err := p.err; err != nil {
 			return fmt.Errorf("write report: %w", err)
 		}
-	}
-	if !out.OK {
-		return &exitError{code: exitFailure, err: errors.New(inspectVerdict(out)),
-			hint: "each problem above says what to do; run inspect again afterwards"}
 	}
 	return nil
 }
@@ -230,106 +251,45 @@ func pluralNum(n int64, one, many string) string {
 	return inspectNum(n) + " " + many
 }
 
-// datasetJoin is a directory compared with its part of the dataset.
-type datasetJoin struct {
-	Path     string `json:"path"`
-	Shard    string `json:"shard,omitempty"` // "i/n" when the directory holds one shard
-	Limit    int64  `json:"limit,omitempty"`
-	Samples  int    `json:"samples"`       // generation.n
-	Selected int64  `json:"selected_keys"` // ids x samples
-	Done     int64  `json:"done"`
-	Failed   int64  `json:"failed"`
-	Pending  int64  `json:"pending"`
-	Outside  int64  `json:"outside"` // distinct keys on disk that the selection does not hold
-	BadRows  int64  `json:"bad_rows,omitempty"`
-	DupIDs   int64  `json:"duplicate_ids,omitempty"` // rows whose id an earlier row had (dataset.id_field)
-	// Unreadable says why the figures above are unknown; pending is then
-	// not counted, which is not an error of the directory.
-	Unreadable string `json:"unreadable,omitempty"`
-}
-
-type shardSel struct{ i, n int }
-
-// joinTarget is one report to join with a dataset pass.
+// joinTarget is one report and the job its directory answers, to count
+// against the dataset.
 type joinTarget struct {
-	rep  *sink.Report
-	opts dataset.Options // the dataset's identity; Limit is the target's
-	in   func(index int64) bool
-	join *datasetJoin
+	rep *sink.Report
+	job generator.Job
 }
 
-// newJoinTarget reads the dataset settings from the manifest's config; nil
-// when the directory has no manifest.
-func newJoinTarget(rep *sink.Report, forced *shardSel) *joinTarget {
+// jobOfReport is the job a directory's manifest records, with the shard
+// forced by --shard when given; false when the directory has no manifest
+// or it cannot be read as a job (the report says why).
+func jobOfReport(rep *sink.Report, forced *dataset.Shard) (generator.Job, bool) {
 	m := rep.Manifest
 	if m == nil {
-		return nil
+		return generator.Job{}, false
 	}
-	opts := dataset.Options{
-		Path:        cfgString(m.Config, "dataset", "path"),
-		Format:      cfgString(m.Config, "dataset", "format"),
-		PromptField: cfgString(m.Config, "dataset", "prompt_field"),
-		IDField:     cfgString(m.Config, "dataset", "id_field"),
-		Limit:       m.Limit,
-		OnBadRow:    dataset.OnBadRowSkip,
+	job, err := generator.ManifestJob(rep.Dir, m.Job, m.Legacy)
+	if err != nil {
+		rep.Problems = append(rep.Problems, err.Error())
+		return generator.Job{}, false
 	}
-	if opts.Path == "" {
-		opts.Path = m.Answer["dataset.path"]
+	job.Selection.Limit = m.Limit
+	if forced != nil {
+		job.Selection.Shard = *forced
 	}
-	if id := m.Answer["dataset.identity"]; id != "" {
-		// A Hub dataset: the commit the run read, not where the branch
-		// points today.
-		opts.Path = id
-	}
-	n := max(int(cfgNumber(m.Config, "generation", "n")), 1)
-	sel := forced
-	if sel == nil {
-		sel = shardFromReport(rep.Dir)
-	}
-	j := &datasetJoin{Path: opts.Path, Limit: opts.Limit, Samples: n}
-	limit := opts.Limit
-	in := func(index int64) bool { return limit <= 0 || index < limit }
-	if sel != nil && sel.n > 1 {
-		j.Shard = fmt.Sprintf("%d/%d", sel.i, sel.n)
-		s := *sel
-		in = func(index int64) bool {
-			return (limit <= 0 || index < limit) && index%int64(s.n) == int64(s.i)
-		}
-	}
-	return &joinTarget{rep: rep, opts: opts, in: in, join: j}
-}
-
-// combinedTarget selects the union of the directories' selections; nil
-// when a directory cannot be joined (no manifest).
-func combinedTarget(c *sink.Report, targets []*joinTarget) *joinTarget {
-	if len(targets) == 0 || len(targets) != len(c.Dirs) {
-		return nil
-	}
-	parts := append([]*joinTarget(nil), targets...)
-	first := parts[0]
-	j := &datasetJoin{Path: first.join.Path, Samples: first.join.Samples}
-	return &joinTarget{rep: c, opts: first.opts, join: j, in: func(index int64) bool {
-		for _, t := range parts {
-			if t.in(index) {
-				return true
-			}
-		}
-		return false
-	}}
+	return job, true
 }
 
 // missingShards says which shards of an i/n split are not among the
 // directories, when every directory names its shard with the same n.
-func missingShards(targets []*joinTarget) string {
+func missingShards(targets []joinTarget) string {
 	n := 0
 	have := map[int]bool{}
 	for _, t := range targets {
-		i, m, err := parseShard(t.join.Shard)
-		if t.join.Shard == "" || err != nil || (n != 0 && m != n) {
+		sh := t.job.Selection.Shard
+		if sh.Whole() || (n != 0 && sh.Count != n) {
 			return ""
 		}
-		n = m
-		have[i] = true
+		n = sh.Count
+		have[sh.Index] = true
 	}
 	var missing []string
 	for i := range n {
@@ -341,159 +301,6 @@ func missingShards(targets []*joinTarget) string {
 		return ""
 	}
 	return fmt.Sprintf("the combined figures cover only the shards given: %s not among the DIRs", strings.Join(missing, ", "))
-}
-
-// shardFromReport reads the --shard a run was given from DIR/report.json,
-// which a run writes when it ends.
-func shardFromReport(dir string) *shardSel {
-	data, err := os.ReadFile(filepath.Join(dir, reportFile))
-	if err != nil {
-		return nil
-	}
-	var rep struct {
-		Config struct {
-			Shard string `json:"shard"`
-		} `json:"config"`
-	}
-	if json.Unmarshal(data, &rep) != nil || rep.Config.Shard == "" {
-		return nil
-	}
-	i, n, err := parseShard(rep.Config.Shard)
-	if err != nil {
-		return nil
-	}
-	return &shardSel{i: i, n: n}
-}
-
-// joinDataset reads each distinct dataset once and counts, for every
-// target, its selection's keys as done, failed or pending. Only ids matter:
-// a row's key is (id, sample) for sample in 0..n-1.
-func joinDataset(targets []*joinTarget, pathOverride string) {
-	type group struct {
-		opts    dataset.Options
-		targets []*joinTarget
-	}
-	var groups []*group
-	for _, t := range targets {
-		if pathOverride != "" {
-			t.opts.Path = pathOverride
-			t.join.Path = pathOverride
-		}
-		var g *group
-		for _, h := range groups {
-			if sameDataset(h.opts, t.opts) {
-				g = h
-				break
-			}
-		}
-		if g == nil {
-			g = &group{opts: t.opts}
-			groups = append(groups, g)
-		}
-		// The pass reads up to the largest limit; each target filters its own.
-		if g.opts.Limit > 0 && (t.opts.Limit <= 0 || t.opts.Limit > g.opts.Limit) {
-			g.opts.Limit = t.opts.Limit
-		}
-		g.targets = append(g.targets, t)
-	}
-	for _, g := range groups {
-		if err := joinPass(g.opts, g.targets); err != nil {
-			for _, t := range g.targets {
-				*t.join = datasetJoin{Path: t.join.Path, Shard: t.join.Shard, Limit: t.join.Limit, Samples: t.join.Samples,
-					Unreadable: err.Error()}
-			}
-		}
-	}
-}
-
-func sameDataset(a, b dataset.Options) bool {
-	return a.Path == b.Path && a.Format == b.Format && a.PromptField == b.PromptField && a.IDField == b.IDField
-}
-
-func joinPass(opts dataset.Options, targets []*joinTarget) error {
-	if opts.Path == "" {
-		return errors.New("the manifest names no dataset.path")
-	}
-	src, err := dataset.Open(opts)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	var seen map[string]struct{}
-	if opts.IDField != "" {
-		// Row-index ids are unique by construction; an id column may not be.
-		seen = map[string]struct{}{}
-	}
-	var dupIDs int64
-	for {
-		p, err := src.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if seen != nil {
-			if _, dup := seen[p.ID]; dup {
-				dupIDs++
-				continue
-			}
-			seen[p.ID] = struct{}{}
-		}
-		for _, t := range targets {
-			if !t.in(p.Index) {
-				continue
-			}
-			j := t.join
-			for s := range j.Samples {
-				k := sink.Key{ID: p.ID, Sample: s}
-				j.Selected++
-				switch {
-				case t.rep.Has(k):
-					j.Done++
-				case t.rep.Failed(k):
-					j.Failed++
-				default:
-					j.Pending++
-				}
-			}
-		}
-	}
-	for _, t := range targets {
-		t.join.BadRows = src.Skipped()
-		t.join.DupIDs = dupIDs
-		t.join.Outside = t.rep.Distinct - t.join.Done
-	}
-	return nil
-}
-
-func cfgString(m map[string]any, path ...string) string {
-	s, _ := cfgLookup(m, path...).(string)
-	return s
-}
-
-func cfgNumber(m map[string]any, path ...string) float64 {
-	switch v := cfgLookup(m, path...).(type) {
-	case float64:
-		return v
-	case int:
-		return float64(v)
-	case int64:
-		return float64(v)
-	}
-	return 0
-}
-
-func cfgLookup(m map[string]any, path ...string) any {
-	var v any = m
-	for _, p := range path {
-		mm, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		v = mm[p]
-	}
-	return v
 }
 
 // inspectPrinter writes the text report; the first write error sticks.
@@ -513,7 +320,11 @@ func (p *inspectPrinter) dir(d inspectDir, title string) {
 	r := d.Report
 	p.printf("== %s ==\n", title)
 	if m := r.Manifest; m != nil && len(r.Dirs) == 0 {
-		p.printf("made by synthgen %s, identity %.12s, model %s\n", m.Version, m.IdentityHash, orNone(m.Answer["endpoint.model"]))
+		model := ""
+		if job, err := generator.ManifestJob(r.Dir, m.Job, m.Legacy); err == nil {
+			model = job.Sampling.Model
+		}
+		p.printf("made by synthgen %s, identity %.12s, model %s\n", m.Version, m.JobHash, orNone(model))
 	}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -31,21 +33,25 @@ func inspectDataset(t *testing.T, n int) string {
 
 // inspectFixture writes an output directory with the real sink: a record
 // for each of ids, an error record for each of failed, the manifest
-// naming datasetPath, and (when shard is set) the report.json a run with
-// --shard leaves.
+// naming datasetPath and shard ("": the whole dataset).
 func inspectFixture(t *testing.T, format, datasetPath string, ids, failed []int, shard string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "out")
+	sh, err := dataset.ParseShard(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := generator.Job{
+		Selection: dataset.Selection{Path: datasetPath, Format: "auto", Shard: sh},
+		Sampling:  generator.Sampling{Model: "m", Samples: 1},
+	}
+	spec, err := json.Marshal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s, err := sink.Open(sink.Options{
 		Dir: dir, Format: format, ShardSize: 4,
-		Identity: sink.Identity{
-			Version: "test",
-			Answer:  map[string]string{"endpoint.model": "m", "dataset.path": datasetPath},
-			Config: map[string]any{
-				"dataset":    map[string]any{"path": datasetPath, "format": "auto", "id_field": "", "limit": 0},
-				"generation": map[string]any{"n": 1},
-			},
-		},
+		Job: sink.Job{Version: "test", Spec: spec, Hash: job.Hash()},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -70,12 +76,6 @@ func inspectFixture(t *testing.T, format, datasetPath string, ids, failed []int,
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
-	}
-	if shard != "" {
-		rep := fmt.Sprintf(`{"event":"report","config":{"shard":%q}}`, shard)
-		if err := os.WriteFile(filepath.Join(dir, reportFile), []byte(rep), 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 	return dir
 }
@@ -173,7 +173,7 @@ func TestInspectCmdPlanted(t *testing.T) {
 					Duplicates []sink.Duplicate   `json:"duplicates"`
 					Shards     []sink.ShardReport `json:"shards"`
 					Problems   []string           `json:"problems"`
-					Dataset    datasetJoin        `json:"dataset"`
+					Dataset    generator.Plan     `json:"dataset"`
 				} `json:"dirs"`
 			}
 			if err := json.Unmarshal([]byte(out), &doc); err != nil {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -324,8 +325,12 @@ func TestRunRefusesChangedSamplingParameter(t *testing.T) {
 	if !last.Forced || !strings.Contains(strings.Join(last.Notes, "\n"), "generation.temperature: 0.6 -> 0.9") {
 		t.Errorf("forced run recorded as forced=%v notes=%q; want forced with generation.temperature: 0.6 -> 0.9", last.Forced, last.Notes)
 	}
-	if got := man.Identity.Answer["generation.temperature"]; got != "0.9" {
-		t.Errorf("manifest identity temperature %q, want the forced run's 0.9", got)
+	stored, err := generator.ManifestJob(job.dir, man.Job, man.Identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stored.Sampling.Temperature; got != 0.9 {
+		t.Errorf("manifest job temperature %v, want the forced run's 0.9", got)
 	}
 }
 

@@ -15,10 +15,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -76,14 +74,14 @@ type reportConfig struct {
 	OutputFormat string `json:"output_format"`
 }
 
-func newReportConfig(cfg config.Config, shard string) reportConfig {
+func newReportConfig(cfg config.Config, job generator.Job) reportConfig {
 	return reportConfig{
-		BaseURL:      redactURL(cfg.Endpoint.BaseURL),
-		Model:        cfg.Endpoint.Model,
+		BaseURL:      generator.RedactURL(cfg.Endpoint.BaseURL),
+		Model:        job.Sampling.Model,
 		Dataset:      cfg.Dataset.Path,
 		Format:       cfg.Dataset.Format,
 		Limit:        cfg.Dataset.Limit,
-		Shard:        shard,
+		Shard:        job.Selection.Shard.String(),
 		Concurrency:  cfg.Concurrency,
 		Samples:      cfg.Generation.N,
 		MaxTokens:    cfg.Generation.MaxTokens,
@@ -228,19 +226,4 @@ func absPath(p string) string {
 		return a
 	}
 	return p
-}
-
-// redactURL masks a password in a URL (http://user:xxxxx@host), so a
-// base_url that carries credentials can be printed and stored.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		// An unparsable URL is printed as is only if it has no '@': it
-		// might hold credentials in a shape url.Parse rejects.
-		if strings.Contains(s, "@") {
-			return "(unparsable URL)"
-		}
-		return s
-	}
-	return u.Redacted()
 }

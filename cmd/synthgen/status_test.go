@@ -362,18 +362,3 @@ func TestStateOf(t *testing.T) {
 		})
 	}
 }
-
-func TestRedactURL(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"},
-		{"https://user:secret@gpu-box:8000/v1", "https://user:xxxxx@gpu-box:8000/v1"},
-		{"http://token@host/v1", "http://token@host/v1"}, // a user name alone is not masked by net/url
-		{"http://a b@host:%zz/", "(unparsable URL)"},
-		{"", ""},
-	}
-	for _, tc := range tests {
-		if got := redactURL(tc.in); got != tc.want {
-			t.Errorf("redactURL(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}

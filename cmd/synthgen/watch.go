@@ -144,3 +144,15 @@ func watchScrapeError(err error) error {
 	return &exitError{code: exitFailure, err: err,
 		hint: "is vLLM running? pass the server root (http://host:8000) or its /metrics URL"}
 }
+
+// sleepCtx waits d or until ctx ends; it reports whether the wait completed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

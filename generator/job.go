@@ -1,0 +1,182 @@
+package generator
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/synthgen/synthgen/dataset"
+)
+
+// Job is what a run asks: which rows (Selection), how a row becomes the
+// conversation sent (Prompt), and how the model answers it (Sampling). It
+// is stored typed in the output directory's manifest, and run, resume and
+// inspect all read it from there.
+//
+// Every field that changes the answers carries a `key` tag naming the
+// setting it comes from; Identity, the hash and the message refusing a
+// changed job all derive from those tags. A new selection or sampling
+// option is one field here (or in dataset.Selection) with its tag.
+type Job struct {
+	Selection dataset.Selection `json:"selection"`
+	Prompt    Prompting         `json:"prompt"`
+	Sampling  Sampling          `json:"sampling"`
+}
+
+// Prompting is how a dataset row becomes the messages sent.
+type Prompting struct {
+	// SystemPrompt replaces or sets the system turn when not empty.
+	SystemPrompt string `json:"system_prompt,omitempty" key:"generation.system_prompt"`
+}
+
+// Sampling is what the server is asked to do with each prompt.
+type Sampling struct {
+	Model       string         `json:"model" key:"endpoint.model"`
+	MaxTokens   int            `json:"max_tokens" key:"generation.max_tokens"`
+	Temperature float64        `json:"temperature" key:"generation.temperature"` // sent as is, 0 included
+	TopP        float64        `json:"top_p" key:"generation.top_p"`
+	Extra       map[string]any `json:"extra_body,omitempty" key:"generation.extra_body"` // merged into every request body
+	Samples     int            `json:"n" key:"generation.n"`                             // answers per prompt: keys (id, 0..n-1)
+}
+
+// samples is the number of answers per prompt, at least 1.
+func (s Sampling) samples() int { return max(s.Samples, 1) }
+
+// identitier is a field value with its own canonical text for the hash
+// (dataset.Content leaves file names out of it).
+type identitier interface{ Identity() string }
+
+// setting is one answer-changing field: its key, the canonical text that is
+// hashed and compared, and the text shown to a person. A part setting
+// (tagged `key:"name,part"`) says which part of the job a directory holds:
+// a resume compares it, but the hash leaves it out, so that the shards of
+// one job, each in its own directory, share one hash and combine.
+type setting struct {
+	key, canon, shown string
+	part              bool
+}
+
+// settings lists the job's answer-changing fields in key order.
+func (j Job) settings() []setting {
+	var out []setting
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		t := v.Type()
+		for i := range t.NumField() {
+			f, fv := t.Field(i), v.Field(i)
+			switch key := f.Tag.Get("key"); key {
+			case "-":
+			case "":
+				if fv.Kind() == reflect.Struct {
+					walk(fv)
+				}
+			default:
+				name, opt, _ := strings.Cut(key, ",")
+				canon, shown := canonical(fv)
+				out = append(out, setting{key: name, canon: canon, shown: shown, part: opt == "part"})
+			}
+		}
+	}
+	walk(reflect.ValueOf(j))
+	slices.SortFunc(out, func(a, b setting) int { return strings.Compare(a.key, b.key) })
+	return out
+}
+
+// canonical is a field's text for the hash and for people. Numbers are
+// written the shortest way that reads back the same; maps as JSON with
+// sorted keys (an empty map as "{}", so absent and empty extra_body agree).
+func canonical(v reflect.Value) (canon, shown string) {
+	if id, ok := v.Interface().(identitier); ok {
+		return id.Identity(), fmt.Sprint(v.Interface())
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return v.String(), v.String()
+	case reflect.Int, reflect.Int64:
+		s := strconv.FormatInt(v.Int(), 10)
+		return s, s
+	case reflect.Float64:
+		s := strconv.FormatFloat(v.Float(), 'g', -1, 64)
+		return s, s
+	case reflect.Map:
+		if v.Len() == 0 {
+			return "{}", "{}"
+		}
+	}
+	if m, ok := v.Interface().(interface{ MarshalText() ([]byte, error) }); ok {
+		b, err := m.MarshalText()
+		if err == nil {
+			return string(b), string(b)
+		}
+	}
+	b, err := json.Marshal(v.Interface())
+	if err != nil {
+		// Config validation rejects bodies that do not encode; a Job built
+		// by hand still gets a stable, visibly wrong value.
+		s := "!unencodable: " + err.Error()
+		return s, s
+	}
+	return string(b), string(b)
+}
+
+// Hash is the job's identity: the hex sha256 of its answer-changing
+// settings, the shard left out. Two jobs with one hash ask the same
+// questions the same way; their directories combine into one dataset.
+func (j Job) Hash() string {
+	h := sha256.New()
+	for _, s := range j.settings() {
+		if s.part {
+			continue
+		}
+		// Length prefixes keep "a=b" + "c" and "a" + "b=c" apart.
+		fmt.Fprintf(h, "%d:%s=%d:%s\n", len(s.key), s.key, len(s.canon), s.canon)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Change is one answer-changing setting that differs between two jobs.
+type Change struct {
+	Key, Old, New string
+}
+
+// Diff lists the settings of j that differ from old, in key order.
+func (j Job) Diff(old Job) []Change {
+	was := map[string]setting{}
+	for _, s := range old.settings() {
+		was[s.key] = s
+	}
+	var out []Change
+	for _, s := range j.settings() {
+		if o := was[s.key]; o.canon != s.canon {
+			out = append(out, Change{Key: s.key, Old: o.shown, New: s.shown})
+		}
+	}
+	return out
+}
+
+// Samples is the number of answers asked per prompt.
+func (j Job) Samples() int { return j.Sampling.samples() }
+
+// Total is the number of keys the job asks of a selection of rows rows.
+func (j Job) Total(rows int64) int64 { return rows * int64(j.Samples()) }
+
+// messages is the conversation sent for p: its turns, with the system turn
+// replaced or set when the job has a system prompt.
+func (p Prompting) messages(turns []dataset.Message) []Message {
+	msgs := make([]Message, 0, len(turns)+1)
+	if p.SystemPrompt != "" {
+		msgs = append(msgs, Message{Role: "system", Content: p.SystemPrompt})
+	}
+	for _, m := range turns {
+		if m.Role == "system" && p.SystemPrompt != "" {
+			continue
+		}
+		msgs = append(msgs, Message{Role: m.Role, Content: m.Content})
+	}
+	return msgs
+}

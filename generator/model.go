@@ -1,0 +1,119 @@
+package generator
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ModelError is a model the server does not serve.
+type ModelError struct {
+	URL    string   // the /models URL asked, password masked
+	Want   string   // endpoint.model
+	Served []string // what it serves
+}
+
+func (e *ModelError) Error() string {
+	if len(e.Served) == 0 {
+		return fmt.Sprintf("%s lists no model", e.URL)
+	}
+	return fmt.Sprintf("endpoint.model: %q is not served at %s (it serves %s)", e.Want, e.URL, strings.Join(e.Served, ", "))
+}
+
+// ServerError is a server that could not be asked for its models: not
+// reachable, refusing the key, or still loading after the wait.
+type ServerError struct {
+	URL    string // the /models URL asked, password masked
+	Status int    // HTTP status, 0 when it never answered
+	Err    error
+}
+
+func (e *ServerError) Error() string { return fmt.Sprintf("list models at %s: %v", e.URL, e.Err) }
+func (e *ServerError) Unwrap() error { return e.Err }
+
+// NeedsKey reports whether the server refused for want of an API key.
+func (e *ServerError) NeedsKey() bool {
+	return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
+}
+
+// modelWait is how long resolveModel waits for a server that is loading.
+const modelWait = 10 * time.Minute
+
+// resolveModel asks the server which models it serves before anything is
+// sent: the first one when want is empty, else a check that want is among
+// them (a wrong name would otherwise turn every prompt into a 404 in
+// DIR/errors). A server that is still loading (vLLM takes minutes for a
+// large model) is waited for, with a line every 30 s, for up to 10 minutes.
+// A server without GET /models (a gateway routing only chat) is taken at
+// its word when want is set.
+func resolveModel(ctx context.Context, client *Client, baseURL, want string, log io.Writer) (string, error) {
+	deadline := time.Now().Add(modelWait)
+	// Quiet for the first seconds: a server started a moment ago (make run)
+	// is not worth a line.
+	lastSaid := time.Now().Add(-25 * time.Second)
+	safe := RedactURL(baseURL)
+	where := strings.TrimRight(safe, "/") + "/models"
+	for {
+		reqCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		models, err := client.Models(reqCtx)
+		cancel()
+		if err == nil {
+			if want == "" && len(models) > 0 {
+				return models[0], nil
+			}
+			if want != "" && slices.Contains(models, want) {
+				return want, nil
+			}
+			return "", &ModelError{URL: where, Want: want, Served: models}
+		}
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		ce := Classify(err)
+		if want != "" && (ce.Status == http.StatusNotFound || ce.Status == http.StatusMethodNotAllowed) {
+			fmt.Fprintf(log, "note: %s answers %d; going on with endpoint.model %q\n", where, ce.Status, want)
+			return want, nil
+		}
+		shown := redacted{err: err, raw: baseURL, safe: safe}
+		if !ce.Retryable || time.Now().After(deadline) {
+			return "", &ServerError{URL: where, Status: ce.Status, Err: shown}
+		}
+		if time.Since(lastSaid) > 30*time.Second {
+			fmt.Fprintf(log, "waiting for the server at %s (%v)\n", safe, shown)
+			lastSaid = time.Now()
+		}
+		if !sleep(ctx, 2*time.Second) {
+			return "", ctx.Err()
+		}
+	}
+}
+
+// RedactURL masks a password in a URL (http://user:xxxxx@host), so a
+// base_url that carries credentials can be printed and stored.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		// An unparsable URL is printed as is only if it has no '@': it
+		// might hold credentials in a shape url.Parse rejects.
+		if strings.Contains(s, "@") {
+			return "(unparsable URL)"
+		}
+		return s
+	}
+	return u.Redacted()
+}
+
+// redacted shows err with raw replaced by safe (a URL with its password
+// masked) and unwraps to err, so errors.Is still sees the cause.
+type redacted struct {
+	err       error
+	raw, safe string
+}
+
+func (e redacted) Error() string { return strings.ReplaceAll(e.err.Error(), e.raw, e.safe) }
+func (e redacted) Unwrap() error { return e.err }

@@ -1,0 +1,204 @@
+package generator
+
+import (
+	"errors"
+	"io"
+
+	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/sink"
+)
+
+// Holdings is what an output directory holds, as far as a plan needs it.
+// *sink.Report is one.
+type Holdings interface {
+	Has(k sink.Key) bool    // a record for k is on disk
+	Failed(k sink.Key) bool // k failed for good and no record superseded it
+}
+
+var _ Holdings = (*sink.Report)(nil)
+
+// Plan is a job's selection counted against an output directory: the keys
+// (id, sample) it selects, and of those the done, the failed and the
+// pending ones. Run works through the same selection; inspect shows it.
+type Plan struct {
+	Path     string `json:"path"`
+	Shard    string `json:"shard,omitempty"` // "i/n" when the job is one shard of the dataset
+	Limit    int64  `json:"limit,omitempty"`
+	Samples  int    `json:"samples"`       // generation.n
+	Selected int64  `json:"selected_keys"` // ids x samples
+	Done     int64  `json:"done"`
+	Failed   int64  `json:"failed"`
+	Pending  int64  `json:"pending"`
+	Outside  int64  `json:"outside"` // distinct keys on disk that the selection does not hold
+	BadRows  int64  `json:"bad_rows,omitempty"`
+	DupIDs   int64  `json:"duplicate_ids,omitempty"` // rows whose id an earlier row had (dataset.id_field)
+	// Unreadable says why the figures above are unknown (the dataset
+	// cannot be read from here); nothing is counted then.
+	Unreadable string `json:"unreadable,omitempty"`
+}
+
+// Planner counts plans, reading each distinct dataset once whatever the
+// number of directories (one per --shard i/n) compared with it.
+type Planner struct {
+	targets []*planTarget
+}
+
+type planTarget struct {
+	sel      dataset.Selection // the dataset read and, for one job, its rows
+	contains func(index int64) bool
+	held     Holdings
+	distinct int64 // distinct keys on disk
+	plan     *Plan
+}
+
+// Add counts job against held, which holds distinct keys. The returned
+// plan is filled by Count.
+func (p *Planner) Add(job Job, held Holdings, distinct int64) *Plan {
+	sel := job.Selection
+	t := &planTarget{sel: sel, contains: sel.Contains, held: held, distinct: distinct, plan: &Plan{
+		Path: sel.Path, Shard: sel.Shard.String(), Limit: sel.Limit, Samples: job.Samples(),
+	}}
+	p.targets = append(p.targets, t)
+	return t.plan
+}
+
+// AddUnion counts the union of jobs' selections (the shards of one
+// dataset, run into several directories) against held, their combined
+// holdings. The jobs read one dataset with one number of samples.
+func (p *Planner) AddUnion(jobs []Job, held Holdings, distinct int64) *Plan {
+	if len(jobs) == 0 {
+		return nil
+	}
+	first := jobs[0].Selection
+	contains := func(index int64) bool {
+		for _, j := range jobs {
+			if j.Selection.Contains(index) {
+				return true
+			}
+		}
+		return false
+	}
+	sel := first
+	sel.Limit = 0
+	for _, j := range jobs {
+		if j.Selection.Limit <= 0 {
+			sel.Limit = 0
+			break
+		}
+		sel.Limit = max(sel.Limit, j.Selection.Limit)
+	}
+	t := &planTarget{sel: sel, contains: contains, held: held, distinct: distinct, plan: &Plan{
+		Path: first.Path, Samples: jobs[0].Samples(),
+	}}
+	p.targets = append(p.targets, t)
+	return t.plan
+}
+
+// Count reads the datasets and fills every plan. path, when not empty,
+// reads the dataset from there instead of where the jobs say (it moved, or
+// the directory was made on another machine). A dataset that cannot be read
+// leaves its plans Unreadable.
+func (p *Planner) Count(path string) {
+	type group struct {
+		opts    dataset.Options
+		targets []*planTarget
+	}
+	var groups []*group
+	for _, t := range p.targets {
+		if path != "" {
+			t.sel.Path, t.sel.Revision, t.plan.Path = path, "", path
+		}
+		var g *group
+		for _, h := range groups {
+			if sameRows(h.opts.Selection, t.sel) {
+				g = h
+				break
+			}
+		}
+		if g == nil {
+			g = &group{opts: dataset.Options{Selection: t.sel, OnBadRow: dataset.OnBadRowSkip}}
+			g.opts.Shard = dataset.Shard{}
+			groups = append(groups, g)
+		}
+		// The pass reads up to the largest limit; each target keeps its own.
+		if g.opts.Limit > 0 && (t.sel.Limit <= 0 || t.sel.Limit > g.opts.Limit) {
+			g.opts.Limit = t.sel.Limit
+		}
+		g.targets = append(g.targets, t)
+	}
+	for _, g := range groups {
+		if err := countPass(g.opts, g.targets); err != nil {
+			for _, t := range g.targets {
+				pl := t.plan
+				*pl = Plan{Path: pl.Path, Shard: pl.Shard, Limit: pl.Limit, Samples: pl.Samples, Unreadable: err.Error()}
+			}
+		}
+	}
+}
+
+// sameRows reports whether two selections read the same rows as the same
+// ids, whatever their limit and shard.
+func sameRows(a, b dataset.Selection) bool {
+	return a.Source() == b.Source() && a.Format == b.Format && a.PromptField == b.PromptField && a.IDField == b.IDField
+}
+
+// countPass reads one dataset's ids and counts every target's keys.
+func countPass(opts dataset.Options, targets []*planTarget) error {
+	if opts.Path == "" {
+		return errors.New("the manifest names no dataset.path")
+	}
+	src, err := dataset.Open(opts)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	var seen map[string]struct{}
+	if opts.IDField != "" {
+		// Row-index ids are unique by construction; an id column may not be.
+		seen = map[string]struct{}{}
+	}
+	var dupIDs int64
+	for {
+		p, err := src.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if seen != nil {
+			if _, dup := seen[p.ID]; dup {
+				dupIDs++
+				continue
+			}
+			seen[p.ID] = struct{}{}
+		}
+		for _, t := range targets {
+			if t.contains(p.Index) {
+				t.count(p.ID)
+			}
+		}
+	}
+	for _, t := range targets {
+		t.plan.BadRows = src.Skipped()
+		t.plan.DupIDs = dupIDs
+		t.plan.Outside = t.distinct - t.plan.Done
+	}
+	return nil
+}
+
+func (t *planTarget) count(id string) {
+	pl := t.plan
+	for s := range pl.Samples {
+		k := sink.Key{ID: id, Sample: s}
+		pl.Selected++
+		switch {
+		case t.held.Has(k):
+			pl.Done++
+		case t.held.Failed(k):
+			pl.Failed++
+		default:
+			pl.Pending++
+		}
+	}
+}

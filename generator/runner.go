@@ -1,0 +1,227 @@
+package generator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/sink"
+)
+
+// Setup is one run of a job into an output directory: the job, the server,
+// the output, and how the run treats what it finds there.
+type Setup struct {
+	// Job is what is asked. An empty Sampling.Model takes the first model
+	// the server lists; Selection.Revision and Content are filled by Open.
+	Job Job
+
+	BaseURL string        // the OpenAI-compatible API, e.g. http://localhost:8000/v1
+	APIKey  string        // sent as a bearer token when not empty
+	Timeout time.Duration // one whole request
+
+	Concurrency int  // requests in flight
+	Stream      bool // stream answers
+	Retry       RetryPolicy
+
+	Dir          string        // output directory
+	Format       string        // shard format of new shards: jsonl or parquet
+	ShardSize    int           // records per shard
+	SyncInterval time.Duration // durability bound
+	RetryErrors  bool          // ask again the keys that failed for good before
+	Force        bool          // resume a directory made by another job (recorded)
+
+	OnBadRow   string                               // dataset.on_bad_row
+	OnSkip     func(*dataset.RowError)              // a skipped bad row
+	OnDownload func(file string, done, total int64) // an hf:// download's progress
+
+	Version string         // synthgen's, for the manifest
+	Config  map[string]any // the effective config without secrets, for the manifest
+	Stats   *Stats         // receives every event; nil: a new one
+	Log     io.Writer      // notes for a person (waiting for the server); nil: discarded
+}
+
+// Runner is one run, opened: the job pinned (an hf:// dataset to its
+// commit, local files to their content), the model checked against the
+// server, the output directory locked and recovered, the dataset open. Run
+// asks what is left; Drain stops intake; Close releases everything.
+type Runner struct {
+	setup Setup
+	job   Job
+	rows  int64 // selected rows
+	out   *sink.Sink
+	src   *dataset.Reader
+	eng   *Engine
+}
+
+// Open prepares a run. ctx bounds the preparation (a Hub download, waiting
+// for a server that is still loading); cancelling it returns ctx's error.
+// Errors say what to fix: a *dataset.RowError or a dataset error, a
+// *ModelError, a *ServerError, a *MismatchError, or the output directory's.
+func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
+	if s.Stats == nil {
+		s.Stats = NewStats(nil)
+	}
+	if s.Log == nil {
+		s.Log = io.Discard
+	}
+	r := &Runner{setup: s, job: s.Job}
+	opts, err := r.pinDataset(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if r.rows, err = dataset.Count(opts); err != nil {
+		return nil, &DatasetError{Err: err}
+	}
+	s.Stats.SetTotal(r.job.Total(r.rows))
+
+	client := NewClient(ClientOptions{BaseURL: s.BaseURL, APIKey: s.APIKey, Timeout: s.Timeout, MaxConns: s.Concurrency})
+	if r.job.Sampling.Model, err = resolveModel(ctx, client, s.BaseURL, r.job.Sampling.Model, s.Log); err != nil {
+		return nil, err
+	}
+
+	sj, err := r.job.sinkJob(s.Version, s.Config)
+	if err != nil {
+		return nil, err
+	}
+	r.out, err = sink.Open(sink.Options{
+		Dir:          s.Dir,
+		Format:       s.Format,
+		ShardSize:    s.ShardSize,
+		SyncInterval: s.SyncInterval,
+		RetryErrors:  s.RetryErrors,
+		Force:        s.Force,
+		Job:          sj,
+		Check:        r.job.check(s.Dir, s.Force),
+	})
+	if err != nil {
+		var me *MismatchError
+		if errors.As(err, &me) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("open output %s: %w", s.Dir, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = r.out.Close()
+		}
+	}()
+	r.eng, err = New(client, s.Stats, Options{
+		Concurrency:  s.Concurrency,
+		Model:        r.job.Sampling.Model,
+		MaxTokens:    r.job.Sampling.MaxTokens,
+		Temperature:  r.job.Sampling.Temperature,
+		TopP:         r.job.Sampling.TopP,
+		Samples:      r.job.Sampling.Samples,
+		SystemPrompt: r.job.Prompt.SystemPrompt,
+		Stream:       s.Stream,
+		Extra:        r.job.Sampling.Extra,
+		Retry:        s.Retry,
+		SyncInterval: s.SyncInterval,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if r.src, err = dataset.Open(opts); err != nil {
+		return nil, &DatasetError{Err: err}
+	}
+	return r, nil
+}
+
+// pinDataset fixes what the job reads: an hf:// dataset the commit its
+// branch points at (or, resuming, the commit the directory read before),
+// local files their content. It returns the options to read them with.
+func (r *Runner) pinDataset(ctx context.Context) (dataset.Options, error) {
+	s := r.setup
+	opts := dataset.Options{
+		Selection:  r.job.Selection,
+		OnBadRow:   s.OnBadRow,
+		OnSkip:     s.OnSkip,
+		OnDownload: s.OnDownload,
+		Context:    ctx, // Ctrl-C ends a Hub download; it resumes next time
+	}
+	if !strings.HasPrefix(opts.Path, "hf://") {
+		content, err := dataset.Stamp(opts)
+		if err != nil {
+			return opts, &DatasetError{Err: err}
+		}
+		r.job.Selection.Content = content
+		opts.Selection = r.job.Selection
+		return opts, nil
+	}
+	rev, err := r.resumedRevision(opts.Path)
+	if err == nil && rev == "" {
+		rev, err = dataset.Identity(opts)
+	}
+	if err != nil {
+		return opts, &DatasetError{Err: err, Hub: true}
+	}
+	if rev != opts.Path {
+		fmt.Fprintf(s.Log, "dataset: %s is %s\n", opts.Path, rev)
+		r.job.Selection.Revision = rev
+	}
+	opts.Selection = r.job.Selection
+	return opts, nil
+}
+
+// resumedRevision is the commit the directory read path at, when it holds
+// a job that read the same hf:// path: a resume reads the same rows (and
+// needs no network), even when the branch moved since.
+func (r *Runner) resumedRevision(path string) (string, error) {
+	m, err := sink.ReadManifest(r.setup.Dir)
+	if err != nil {
+		return "", nil // a new directory, or one the sink will report on
+	}
+	old, err := ManifestJob(r.setup.Dir, m.Job, m.Identity)
+	if err != nil || old.Selection.Path != path {
+		return "", nil
+	}
+	return old.Selection.Revision, nil
+}
+
+// Job is the job as run: model resolved, dataset pinned.
+func (r *Runner) Job() Job { return r.job }
+
+// Rows is the number of dataset rows the job selects.
+func (r *Runner) Rows() int64 { return r.rows }
+
+// OnDisk is the number of records in the output directory.
+func (r *Runner) OnDisk() int { return r.out.DoneCount() }
+
+// FailedOpen is the number of keys that failed for good and that no record
+// superseded.
+func (r *Runner) FailedOpen() int { return r.out.FailedCount() }
+
+// Run asks every selected key the directory does not hold yet (see
+// Engine.Run). It is called once.
+func (r *Runner) Run(ctx context.Context) (Summary, error) {
+	sum, err := r.eng.Run(ctx, r.src, r.out)
+	r.setup.Stats.Stop()
+	return sum, err
+}
+
+// Drain stops intake: the requests in flight finish, nothing new starts.
+// Safe from any goroutine, before or during Run.
+func (r *Runner) Drain() { r.eng.Drain() }
+
+// Close closes the output directory (finalizing its shards and the
+// manifest) and the dataset.
+func (r *Runner) Close() error {
+	_ = r.src.Close() // read-only: nothing to lose
+	if err := r.out.Close(); err != nil {
+		return fmt.Errorf("close output %s: %w", r.setup.Dir, err)
+	}
+	return nil
+}
+
+// DatasetError is a dataset that cannot be read as configured.
+type DatasetError struct {
+	Err error
+	Hub bool // reaching or reading an hf:// dataset
+}
+
+func (e *DatasetError) Error() string { return e.Err.Error() }
+func (e *DatasetError) Unwrap() error { return e.Err }
