@@ -554,17 +554,7 @@ func TestConnectionsReused(t *testing.T) {
 // SSE lines of the same response from the same server.
 func BenchmarkStream(b *testing.B) {
 	const chunks = 512
-	var sb strings.Builder
-	for i := range chunks {
-		field := "reasoning"
-		if i >= chunks/2 {
-			field = "content"
-		}
-		fmt.Fprintf(&sb, `data: {"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{%q:" token"},"logprobs":null,"finish_reason":null,"token_ids":null}],"usage":null}`+"\n\n", field)
-	}
-	sb.WriteString(`data: {"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop","token_ids":null}],"usage":null}` + "\n\n")
-	sb.WriteString(`data: {"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[],"usage":{"prompt_tokens":14,"total_tokens":526,"completion_tokens":512}}` + "\n\ndata: [DONE]\n\n")
-	payload := sb.String()
+	payload := benchStreamPayload(chunks)
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -609,4 +599,21 @@ func BenchmarkStream(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchStreamPayload is a streamed answer in vLLM's wire shape: chunks text
+// chunks (reasoning, then content), the finish chunk, the usage chunk and
+// [DONE].
+func benchStreamPayload(chunks int) string {
+	var sb strings.Builder
+	for i := range chunks {
+		field := "reasoning"
+		if i >= chunks/2 {
+			field = "content"
+		}
+		fmt.Fprintf(&sb, `data: {"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{%q:" token"},"logprobs":null,"finish_reason":null,"token_ids":null}],"usage":null}`+"\n\n", field)
+	}
+	sb.WriteString(`data: {"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop","token_ids":null}],"usage":null}` + "\n\n")
+	sb.WriteString(`data: {"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[],"usage":{"prompt_tokens":14,"total_tokens":526,"completion_tokens":512}}` + "\n\ndata: [DONE]\n\n")
+	return sb.String()
 }
