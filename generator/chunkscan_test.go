@@ -117,7 +117,9 @@ var chunkEdgeCases = []struct {
 	{"mismatched brackets", `{"x":[}`, false},
 }
 
-// sameDecode fails t unless DecodeChunk and the reference agree on data.
+// sameDecode fails t unless DecodeChunk and the reference agree on data,
+// and neither fast path (scanChunk, and fastChunk, the fastjson variant
+// BenchmarkStreamDecoder measures) answers otherwise.
 func sameDecode(t *testing.T, data []byte) {
 	t.Helper()
 	got, gerr := DecodeChunk(data)
@@ -130,6 +132,9 @@ func sameDecode(t *testing.T, data []byte) {
 	}
 	if d, ok := scanChunk(data); ok && (werr != nil || d != want) {
 		t.Fatalf("input %q: fast path answered %+v, reference %+v, %v", data, d, want, werr)
+	}
+	if d, ok := fastChunk(data); ok && (werr != nil || d != want) {
+		t.Fatalf("input %q: fastjson path answered %+v, reference %+v, %v", data, d, want, werr)
 	}
 }
 

@@ -94,6 +94,9 @@ type Response struct {
 type Client struct {
 	oa      *openai.Client
 	timeout time.Duration
+	// decodeChunk, when set, replaces DecodeChunk: the stream benchmark
+	// runs each decoder inside the whole client.
+	decodeChunk func([]byte) (Delta, error)
 }
 
 // bridgeModel is the model name in the request go-openai builds and
@@ -214,7 +217,11 @@ func (c *Client) completeStream(ctx context.Context, ex *exchange, start time.Ti
 			}
 			return Response{}, c.failStream(ctx, ex, &a, err)
 		}
-		d, err := DecodeChunk(raw)
+		decode := DecodeChunk
+		if c.decodeChunk != nil {
+			decode = c.decodeChunk
+		}
+		d, err := decode(raw)
 		if err != nil {
 			return Response{}, err
 		}
