@@ -18,19 +18,19 @@ var chunkDecoders = []struct {
 	name   string
 	decode func([]byte) (Delta, error)
 }{
-	{"chunkscan", func(b []byte) (Delta, error) {
+	{"decoder=chunkscan", func(b []byte) (Delta, error) {
 		if d, ok := scanChunk(b); ok {
 			return d, nil
 		}
 		return decodeChunkReference(b)
 	}},
-	{"fastjson", func(b []byte) (Delta, error) {
+	{"decoder=fastjson", func(b []byte) (Delta, error) {
 		if d, ok := fastChunk(b); ok {
 			return d, nil
 		}
 		return decodeChunkReference(b)
 	}},
-	{"encoding_json", decodeChunkReference},
+	{"decoder=encoding_json", decodeChunkReference},
 }
 
 // cpuTime is the process's user+system CPU time so far: the client, the
