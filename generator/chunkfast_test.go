@@ -27,24 +27,24 @@ import (
 // any byte below 0x20 sends the chunk to the reference first. Valid JSON has
 // them only as whitespace between tokens (\t \n \r), which an SSE data line
 // cannot hold (\n, \r) and vLLM does not write (\t).
-func fastChunk(data []byte) (Delta, bool) {
+func fastChunk(data []byte) (chunkDelta, bool) {
 	for _, c := range data {
 		if c < 0x20 {
-			return Delta{}, false
+			return chunkDelta{}, false
 		}
 	}
 	if fastjson.ValidateBytes(data) != nil {
-		return Delta{}, false
+		return chunkDelta{}, false
 	}
 	p := chunkParsers.Get()
 	defer chunkParsers.Put(p)
 	v, err := p.ParseBytes(data)
 	if err != nil { // deeper than fastjson.MaxDepth
-		return Delta{}, false
+		return chunkDelta{}, false
 	}
 	top, err := v.Object()
 	if err != nil {
-		return Delta{}, false
+		return chunkDelta{}, false
 	}
 	var (
 		c          fastChunkState
@@ -87,10 +87,10 @@ func fastChunk(data []byte) (Delta, bool) {
 		seen |= bit
 	})
 	if !ok {
-		return Delta{}, false
+		return chunkDelta{}, false
 	}
 
-	d := Delta{PromptTokens: prompt, CompletionTokens: compl, UsageKnown: usageKnown}
+	d := chunkDelta{PromptTokens: prompt, CompletionTokens: compl, UsageKnown: usageKnown}
 	reasoning := c.reasoning
 	if len(reasoning) == 0 { // pickReasoning: an empty `reasoning` does not count
 		reasoning = c.reasonAlt

@@ -16,15 +16,15 @@ import (
 // encoding/json fallback for what its fast path does not vouch for.
 var chunkDecoders = []struct {
 	name   string
-	decode func([]byte) (Delta, error)
+	decode func([]byte) (chunkDelta, error)
 }{
-	{"decoder=chunkscan", func(b []byte) (Delta, error) {
+	{"decoder=chunkscan", func(b []byte) (chunkDelta, error) {
 		if d, ok := scanChunk(b); ok {
 			return d, nil
 		}
 		return decodeChunkReference(b)
 	}},
-	{"decoder=fastjson", func(b []byte) (Delta, error) {
+	{"decoder=fastjson", func(b []byte) (chunkDelta, error) {
 		if d, ok := fastChunk(b); ok {
 			return d, nil
 		}
@@ -62,7 +62,7 @@ func BenchmarkStreamDecoder(b *testing.B) {
 	for _, dec := range chunkDecoders {
 		b.Run(dec.name, func(b *testing.B) {
 			c := NewClient(ClientOptions{BaseURL: s.URL + "/v1", MaxConns: 4})
-			c.decodeChunk = dec.decode
+			c.chunkDecoder = dec.decode
 			b.ReportAllocs()
 			cpu0 := cpuTime()
 			for b.Loop() {
