@@ -7,17 +7,17 @@ import (
 	"unicode/utf8"
 )
 
-// This file is DecodeChunk's fast path. A long answer is thousands of
+// This file is decodeChunk's fast path. A long answer is thousands of
 // chunks, and encoding/json's reflection made decoding them most of the
 // cost of a stream (DESIGN.md, "Performance bar"). scanChunk walks the chunk
-// once, by hand, and extracts what DecodeChunk returns; it allocates one
+// once, by hand, and extracts what decodeChunk returns; it allocates one
 // string for all the text of a chunk.
 //
 // It is a fast path, not a second decoder: whenever it meets anything it
 // cannot vouch for (an error body, invalid JSON, a type encoding/json would
 // refuse, a number that is not a plain int, a duplicate or case-folded key,
 // an escaped key, nesting deeper than it tracks), it reports !ok and
-// DecodeChunk runs decodeChunkReference, whose result is then the answer.
+// decodeChunk runs decodeChunkReference, whose result is then the answer.
 // So every error, and its message, comes from encoding/json; the fuzzer
 // FuzzChunkScanMatchesReference holds the two to the same values.
 
@@ -53,9 +53,9 @@ type chunkChoice struct {
 	finish                        strSpan
 }
 
-// scanChunk decodes data as DecodeChunk would, or reports !ok when the
+// scanChunk decodes data as decodeChunk would, or reports !ok when the
 // answer must come from decodeChunkReference.
-func scanChunk(data []byte) (Delta, bool) {
+func scanChunk(data []byte) (chunkDelta, bool) {
 	s := chunkScanner{b: data}
 	var (
 		model, object strSpan
@@ -67,12 +67,12 @@ func scanChunk(data []byte) (Delta, bool) {
 	)
 	s.ws()
 	if !s.consume('{') {
-		return Delta{}, false
+		return chunkDelta{}, false
 	}
 	for first := true; ; first = false {
 		key, done, ok := s.member(first)
 		if !ok {
-			return Delta{}, false
+			return chunkDelta{}, false
 		}
 		if done {
 			break
@@ -82,55 +82,55 @@ func scanChunk(data []byte) (Delta, bool) {
 		case "model":
 			bit = 1 << 0
 			if model, ok = s.stringOrNull(); !ok {
-				return Delta{}, false
+				return chunkDelta{}, false
 			}
 		case "choices":
 			bit = 1 << 1
 			if ok = s.choices(&pick, &picked); !ok {
-				return Delta{}, false
+				return chunkDelta{}, false
 			}
 		case "usage":
 			bit = 1 << 2
 			if usage, prompt, compl, ok = s.usage(); !ok {
-				return Delta{}, false
+				return chunkDelta{}, false
 			}
 		case "object":
 			bit = 1 << 3
 			if object, ok = s.stringOrNull(); !ok {
-				return Delta{}, false
+				return chunkDelta{}, false
 			}
 			// An error body is the reference's to classify; an escaped
 			// value is compared there too, rather than unquoted here.
 			if object.esc || string(data[object.lo:object.hi]) == "error" {
-				return Delta{}, false
+				return chunkDelta{}, false
 			}
 		case "error":
 			bit = 1 << 4
 			// Any value but null makes the chunk an error event.
 			if !s.null() {
-				return Delta{}, false
+				return chunkDelta{}, false
 			}
 		case "message":
 			bit = 1 << 5
 			if !s.skipValue() {
-				return Delta{}, false
+				return chunkDelta{}, false
 			}
 		default:
 			if !s.unknown(key, topKeys) {
-				return Delta{}, false
+				return chunkDelta{}, false
 			}
 		}
 		if seen&bit != 0 {
-			return Delta{}, false // duplicate key: encoding/json merges, last wins
+			return chunkDelta{}, false // duplicate key: encoding/json merges, last wins
 		}
 		seen |= bit
 	}
 	s.ws()
 	if s.i != len(data) {
-		return Delta{}, false
+		return chunkDelta{}, false
 	}
 
-	d := Delta{PromptTokens: prompt, CompletionTokens: compl, UsageKnown: usage}
+	d := chunkDelta{PromptTokens: prompt, CompletionTokens: compl, UsageKnown: usage}
 	reasoning := pick.reasoning
 	if reasoning.empty() { // pickReasoning: an empty `reasoning` does not count
 		reasoning = pick.reasonAlt

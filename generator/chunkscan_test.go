@@ -117,10 +117,12 @@ var chunkEdgeCases = []struct {
 	{"mismatched brackets", `{"x":[}`, false},
 }
 
-// sameDecode fails t unless DecodeChunk and the reference agree on data.
+// sameDecode fails t unless decodeChunk and the reference agree on data,
+// and neither fast path (scanChunk, and fastChunk, the fastjson variant
+// BenchmarkStreamDecoder measures) answers otherwise.
 func sameDecode(t *testing.T, data []byte) {
 	t.Helper()
-	got, gerr := DecodeChunk(data)
+	got, gerr := decodeChunk(data)
 	want, werr := decodeChunkReference(data)
 	if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
 		t.Fatalf("input %q: error %v, reference %v", data, gerr, werr)
@@ -130,6 +132,9 @@ func sameDecode(t *testing.T, data []byte) {
 	}
 	if d, ok := scanChunk(data); ok && (werr != nil || d != want) {
 		t.Fatalf("input %q: fast path answered %+v, reference %+v, %v", data, d, want, werr)
+	}
+	if d, ok := fastChunk(data); ok && (werr != nil || d != want) {
+		t.Fatalf("input %q: fastjson path answered %+v, reference %+v, %v", data, d, want, werr)
 	}
 }
 
@@ -166,13 +171,13 @@ func TestChunkScanTestdata(t *testing.T) {
 func TestChunkScanValues(t *testing.T) {
 	tests := []struct {
 		in   string
-		want Delta
+		want chunkDelta
 	}{
-		{benchChunk, Delta{Model: "Qwen/Qwen3-8B", Reasoning: " token"}},
-		{`{"choices":[{"delta":{"content":"\ud83d\ude00 \ud83d"}}]}`, Delta{Content: "😀 \uFFFD"}},
-		{"{\"choices\":[{\"delta\":{\"content\":\"a\xffb\"}}]}", Delta{Content: "a\uFFFDb"}},
+		{benchChunk, chunkDelta{Model: "Qwen/Qwen3-8B", Reasoning: " token"}},
+		{`{"choices":[{"delta":{"content":"\ud83d\ude00 \ud83d"}}]}`, chunkDelta{Content: "😀 \uFFFD"}},
+		{"{\"choices\":[{\"delta\":{\"content\":\"a\xffb\"}}]}", chunkDelta{Content: "a\uFFFDb"}},
 		{`{"choices":[{"index":1,"delta":{"content":"one"}},{"index":0,"delta":{"reasoning":"","reasoning_content":"zero"},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}`,
-			Delta{Reasoning: "zero", FinishReason: "length", PromptTokens: 3, CompletionTokens: 4, UsageKnown: true}},
+			chunkDelta{Reasoning: "zero", FinishReason: "length", PromptTokens: 3, CompletionTokens: 4, UsageKnown: true}},
 	}
 	for i, tt := range tests {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
@@ -197,14 +202,14 @@ func TestChunkScanAllocs(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			data := []byte(c.in)
-			if n := testing.AllocsPerRun(100, func() { _, _ = DecodeChunk(data) }); n > c.max {
+			if n := testing.AllocsPerRun(100, func() { _, _ = decodeChunk(data) }); n > c.max {
 				t.Errorf("%.0f allocations per chunk, want at most %.0f", n, c.max)
 			}
 		})
 	}
 }
 
-// FuzzChunkScanMatchesReference: for any bytes, DecodeChunk (fast path or
+// FuzzChunkScanMatchesReference: for any bytes, decodeChunk (fast path or
 // fallback) returns exactly what the encoding/json reference returns, the
 // same value or an error with the same text, and the fast path never
 // answers an input the reference refuses.

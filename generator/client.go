@@ -46,15 +46,15 @@ type ClientOptions struct {
 	Timeout time.Duration
 	// MaxConns is the pool size: the transport keeps this many idle
 	// connections per host, so N requests in flight never wait for a
-	// connection nor open and close one per request. 0 = DefaultMaxConns.
+	// connection nor open and close one per request. 0 = defaultMaxConns (256).
 	MaxConns int
 	// HTTPClient, when set, is used as is (its transport included); nil
 	// builds one from the options.
 	HTTPClient *http.Client
 }
 
-// DefaultMaxConns is the pool size when ClientOptions.MaxConns is 0.
-const DefaultMaxConns = 256
+// defaultMaxConns is the pool size when ClientOptions.MaxConns is 0.
+const defaultMaxConns = 256
 
 // Request is one chat completion to send.
 type Request struct {
@@ -94,6 +94,9 @@ type Response struct {
 type Client struct {
 	oa      *openai.Client
 	timeout time.Duration
+	// chunkDecoder, when set, replaces decodeChunk: the stream benchmark
+	// runs each decoder inside the whole client.
+	chunkDecoder func([]byte) (chunkDelta, error)
 }
 
 // bridgeModel is the model name in the request go-openai builds and
@@ -106,7 +109,7 @@ const bridgeModel = "synthgen-bridge"
 func NewClient(opts ClientOptions) *Client {
 	hc := opts.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Transport: NewTransport(opts.MaxConns)}
+		hc = &http.Client{Transport: newTransport(opts.MaxConns)}
 	}
 	cfg := openai.DefaultConfig(opts.APIKey)
 	cfg.BaseURL = strings.TrimRight(opts.BaseURL, "/")
@@ -119,15 +122,15 @@ func NewClient(opts ClientOptions) *Client {
 	return &Client{oa: openai.NewClientWithConfig(cfg), timeout: opts.Timeout}
 }
 
-// NewTransport is the transport for maxConns requests in flight to one
+// newTransport is the transport for maxConns requests in flight to one
 // server: that many idle keep-alive connections per host (the default of 2
 // would close and reopen connections all the time at 200 in flight), no cap
 // on open connections, HTTP/1.1 (vLLM serves HTTP/1.1, and HTTP/2 would put
 // every stream on one connection's flow-control window), and no
 // ResponseHeaderTimeout.
-func NewTransport(maxConns int) *http.Transport {
+func newTransport(maxConns int) *http.Transport {
 	if maxConns <= 0 {
-		maxConns = DefaultMaxConns
+		maxConns = defaultMaxConns
 	}
 	return &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
@@ -173,9 +176,9 @@ func (c *Client) Models(ctx context.Context) ([]string, error) {
 // the counts came.
 func (c *Client) Complete(ctx context.Context, req Request, onDelta func(n int)) (Response, error) {
 	start := time.Now()
-	body, err := EncodeRequest(req)
+	body, err := encodeRequest(req)
 	if err != nil {
-		return Response{}, &Error{Cause: CauseRequest, Message: err.Error(), Err: err}
+		return Response{}, &Error{Cause: causeRequest, Message: err.Error(), Err: err}
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
@@ -191,7 +194,7 @@ func (c *Client) completePlain(ctx context.Context, ex *exchange) (Response, err
 	if _, err := c.oa.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: bridgeModel}); err != nil {
 		return Response{}, c.fail(ctx, ex, err)
 	}
-	return DecodeResponse(ex.raw)
+	return decodeResponse(ex.raw)
 }
 
 func (c *Client) completeStream(ctx context.Context, ex *exchange, start time.Time, onDelta func(int)) (Response, error) {
@@ -214,7 +217,11 @@ func (c *Client) completeStream(ctx context.Context, ex *exchange, start time.Ti
 			}
 			return Response{}, c.failStream(ctx, ex, &a, err)
 		}
-		d, err := DecodeChunk(raw)
+		decode := decodeChunk
+		if c.chunkDecoder != nil {
+			decode = c.chunkDecoder
+		}
+		d, err := decode(raw)
 		if err != nil {
 			return Response{}, err
 		}
@@ -239,10 +246,10 @@ func (c *Client) completeStream(ctx context.Context, ex *exchange, start time.Ti
 // DIR/errors/.
 func (c *Client) failStream(ctx context.Context, ex *exchange, a *answer, err error) *Error {
 	e := c.fail(ctx, ex, err)
-	if e.Cause == CauseConnection {
-		e.Cause = CauseStreamCut
+	if e.Cause == causeConnection {
+		e.Cause = causeStreamCut
 	}
-	if e.Cause == CauseStreamCut {
+	if e.Cause == causeStreamCut {
 		e.Message = fmt.Sprintf("stream ended after %d text chunks without a finish_reason: %v", a.resp.Chunks, err)
 	}
 	return e
@@ -341,11 +348,11 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// EncodeRequest builds the exact JSON body of a chat completion request:
+// encodeRequest builds the exact JSON body of a chat completion request:
 // model, messages, max_tokens (when > 0), temperature (always, 0 included),
 // top_p (when > 0), stream, stream_options when streaming, then Extra's keys
 // in sorted order, each replacing the field of the same name.
-func EncodeRequest(req Request) ([]byte, error) {
+func encodeRequest(req Request) ([]byte, error) {
 	if _, ok := req.Extra["stream"]; ok {
 		return nil, errors.New(`extra_body: "stream" is set by generation.stream, not extra_body`)
 	}

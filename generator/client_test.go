@@ -129,9 +129,9 @@ func TestCompleteStream(t *testing.T) {
 		{file: "stream_finish_no_done.sse", wantDeltas: 6, want: Response{
 			Model: "Qwen/Qwen3-8B", Reasoning: reasoning, Content: content, FinishReason: "stop", Chunks: 6,
 		}},
-		{file: "stream_cut_reasoning.sse", wantCause: CauseStreamCut, wantDeltas: 3},
-		{file: "stream_cut_verbatim.sse", wantCause: CauseStreamCut, wantDeltas: 3},
-		{file: "stream_abort.sse", wantCause: CauseAborted, wantDeltas: 2},
+		{file: "stream_cut_reasoning.sse", wantCause: causeStreamCut, wantDeltas: 3},
+		{file: "stream_cut_verbatim.sse", wantCause: causeStreamCut, wantDeltas: 3},
+		{file: "stream_abort.sse", wantCause: causeAborted, wantDeltas: 2},
 		{file: "stream_error_event.sse", wantCause: "http_400", wantDeltas: 1},
 	}
 	for _, tt := range tests {
@@ -311,7 +311,7 @@ func TestStreamKeyInExtraIsRefused(t *testing.T) {
 	req := userReq(false)
 	req.Extra = map[string]any{"stream": true}
 	_, err := s.client(ClientOptions{}).Complete(context.Background(), req, nil)
-	e := asError(t, err, CauseRequest, false)
+	e := asError(t, err, causeRequest, false)
 	if !strings.Contains(e.Message, "stream") {
 		t.Errorf("message %q does not name the key", e.Message)
 	}
@@ -400,7 +400,7 @@ func TestConnectionResetMidStream(t *testing.T) {
 			})
 			var deltas int
 			_, err := s.client(ClientOptions{}).Complete(context.Background(), userReq(true), func(n int) { deltas += n })
-			e := asError(t, err, CauseStreamCut, true)
+			e := asError(t, err, causeStreamCut, true)
 			if deltas != 2 {
 				t.Errorf("counted %d deltas before the cut, want 2", deltas)
 			}
@@ -417,7 +417,7 @@ func TestConnectionRefused(t *testing.T) {
 	s.Close()
 	for _, stream := range []bool{false, true} {
 		_, err := c.Complete(context.Background(), userReq(stream), nil)
-		asError(t, err, CauseConnection, true)
+		asError(t, err, causeConnection, true)
 	}
 }
 
@@ -440,7 +440,7 @@ func TestTimeoutAndCancel(t *testing.T) {
 			s := newServer(t, stall)
 			start := time.Now()
 			_, err := s.client(ClientOptions{Timeout: 100 * time.Millisecond}).Complete(context.Background(), userReq(stream), nil)
-			asError(t, err, CauseTimeout, true)
+			asError(t, err, causeTimeout, true)
 			if d := time.Since(start); d > 5*time.Second {
 				t.Errorf("timeout took %v", d)
 			}
@@ -450,14 +450,14 @@ func TestTimeoutAndCancel(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 			defer cancel()
 			_, err := s.client(ClientOptions{}).Complete(ctx, userReq(stream), nil)
-			asError(t, err, CauseTimeout, true)
+			asError(t, err, causeTimeout, true)
 		})
 		t.Run(fmt.Sprintf("cancel/stream=%v", stream), func(t *testing.T) {
 			s := newServer(t, stall)
 			ctx, cancel := context.WithCancel(context.Background())
 			time.AfterFunc(100*time.Millisecond, cancel)
 			_, err := s.client(ClientOptions{}).Complete(ctx, userReq(stream), nil)
-			e := asError(t, err, CauseCanceled, false)
+			e := asError(t, err, causeCanceled, false)
 			if !errors.Is(e, context.Canceled) {
 				t.Errorf("canceled error %v does not unwrap to context.Canceled", e)
 			}
@@ -554,17 +554,7 @@ func TestConnectionsReused(t *testing.T) {
 // SSE lines of the same response from the same server.
 func BenchmarkStream(b *testing.B) {
 	const chunks = 512
-	var sb strings.Builder
-	for i := range chunks {
-		field := "reasoning"
-		if i >= chunks/2 {
-			field = "content"
-		}
-		fmt.Fprintf(&sb, `data: {"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{%q:" token"},"logprobs":null,"finish_reason":null,"token_ids":null}],"usage":null}`+"\n\n", field)
-	}
-	sb.WriteString(`data: {"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop","token_ids":null}],"usage":null}` + "\n\n")
-	sb.WriteString(`data: {"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[],"usage":{"prompt_tokens":14,"total_tokens":526,"completion_tokens":512}}` + "\n\ndata: [DONE]\n\n")
-	payload := sb.String()
+	payload := benchStreamPayload(chunks)
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -586,8 +576,8 @@ func BenchmarkStream(b *testing.B) {
 		}
 	})
 	b.Run("sse_lines_only", func(b *testing.B) {
-		hc := &http.Client{Transport: NewTransport(4)}
-		body, _ := EncodeRequest(req)
+		hc := &http.Client{Transport: newTransport(4)}
+		body, _ := encodeRequest(req)
 		b.SetBytes(int64(len(payload)))
 		b.ReportAllocs()
 		for b.Loop() {
@@ -609,4 +599,21 @@ func BenchmarkStream(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchStreamPayload is a streamed answer in vLLM's wire shape: chunks text
+// chunks (reasoning, then content), the finish chunk, the usage chunk and
+// [DONE].
+func benchStreamPayload(chunks int) string {
+	var sb strings.Builder
+	for i := range chunks {
+		field := "reasoning"
+		if i >= chunks/2 {
+			field = "content"
+		}
+		fmt.Fprintf(&sb, `data: {"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{%q:" token"},"logprobs":null,"finish_reason":null,"token_ids":null}],"usage":null}`+"\n\n", field)
+	}
+	sb.WriteString(`data: {"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop","token_ids":null}],"usage":null}` + "\n\n")
+	sb.WriteString(`data: {"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[],"usage":{"prompt_tokens":14,"total_tokens":526,"completion_tokens":512}}` + "\n\ndata: [DONE]\n\n")
+	return sb.String()
 }

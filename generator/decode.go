@@ -11,8 +11,8 @@ import (
 // types drop vLLM's `reasoning` field, so nothing here uses them. It is the
 // one place a leaner decoder would replace.
 
-// Delta is what one streamed chunk carries for choice 0.
-type Delta struct {
+// chunkDelta is what one streamed chunk carries for choice 0.
+type chunkDelta struct {
 	Model            string
 	Reasoning        string // `reasoning`, else `reasoning_content` (see pickReasoning)
 	Content          string // null -> ""
@@ -22,9 +22,9 @@ type Delta struct {
 	UsageKnown       bool // the chunk carried a usage object (not null)
 }
 
-// HasText reports whether the chunk carried reasoning or content text: the
+// hasText reports whether the chunk carried reasoning or content text: the
 // unit the caller counts as a streamed token.
-func (d *Delta) HasText() bool { return d.Reasoning != "" || d.Content != "" }
+func (d *chunkDelta) hasText() bool { return d.Reasoning != "" || d.Content != "" }
 
 // textJSON is the text part of a message (plain) or a delta (stream). Plain
 // string fields: JSON null leaves them "", which is what a record wants.
@@ -82,10 +82,10 @@ func pickReasoning(t *textJSON) string {
 	return t.ReasoningContent
 }
 
-// DecodeChunk decodes one streamed chunk (the JSON after "data: "). A chunk
+// decodeChunk decodes one streamed chunk (the JSON after "data: "). A chunk
 // that is an error event returns a classified *Error; undecodable bytes return
 // an *Error with Cause "decode".
-func DecodeChunk(data []byte) (Delta, error) {
+func decodeChunk(data []byte) (chunkDelta, error) {
 	// The hand-written scanner (chunkscan.go) answers the ordinary chunk;
 	// anything it cannot vouch for is decoded by encoding/json.
 	if d, ok := scanChunk(data); ok {
@@ -94,17 +94,17 @@ func DecodeChunk(data []byte) (Delta, error) {
 	return decodeChunkReference(data)
 }
 
-// decodeChunkReference is DecodeChunk by encoding/json: the definition of
-// what DecodeChunk returns, which scanChunk must match exactly.
-func decodeChunkReference(data []byte) (Delta, error) {
+// decodeChunkReference is decodeChunk by encoding/json: the definition of
+// what decodeChunk returns, which scanChunk must match exactly.
+func decodeChunkReference(data []byte) (chunkDelta, error) {
 	var c chunkJSON
 	if err := json.Unmarshal(data, &c); err != nil {
-		return Delta{}, decodeError("decode chunk", err, data)
+		return chunkDelta{}, decodeError("decode chunk", err, data)
 	}
 	if e := bodyError(&c.errorFieldsJSON, data); e != nil {
-		return Delta{}, e
+		return chunkDelta{}, e
 	}
-	d := Delta{Model: c.Model}
+	d := chunkDelta{Model: c.Model}
 	for i := range c.Choices {
 		ch := &c.Choices[i]
 		if ch.Index != 0 {
@@ -121,11 +121,11 @@ func decodeChunkReference(data []byte) (Delta, error) {
 	return d, nil
 }
 
-// DecodeResponse decodes a plain (non-streamed) chat completion body. Only an
+// decodeResponse decodes a plain (non-streamed) chat completion body. Only an
 // answer that says how it finished is one: a body without choices or without
 // a finish_reason is an *Error with Cause "incomplete", and "abort"/"error"
 // finishes (vLLM aborting a request) are Cause "aborted"; both are retryable.
-func DecodeResponse(body []byte) (Response, error) {
+func decodeResponse(body []byte) (Response, error) {
 	var r responseJSON
 	if err := json.Unmarshal(body, &r); err != nil {
 		return Response{}, decodeError("decode response", err, body)
@@ -151,7 +151,7 @@ func DecodeResponse(body []byte) (Response, error) {
 		return resp, nil
 	}
 	return Response{}, &Error{
-		Cause: CauseIncomplete, Retryable: true,
+		Cause: causeIncomplete, Retryable: true,
 		Message: "response has no choice 0",
 		Err:     fmt.Errorf("decode response: no choice with index 0 in %d choices", len(r.Choices)),
 	}
@@ -164,10 +164,10 @@ func DecodeResponse(body []byte) (Response, error) {
 func checkFinish(reason string) error {
 	switch reason {
 	case "":
-		return &Error{Cause: CauseIncomplete, Retryable: true, Message: "answer has no finish_reason",
+		return &Error{Cause: causeIncomplete, Retryable: true, Message: "answer has no finish_reason",
 			Err: fmt.Errorf("decode response: choices[0].finish_reason: missing")}
 	case "abort", "error":
-		return &Error{Cause: CauseAborted, Retryable: true, Message: "server finished the answer with " + reason,
+		return &Error{Cause: causeAborted, Retryable: true, Message: "server finished the answer with " + reason,
 			Err: fmt.Errorf("decode response: choices[0].finish_reason: %q", reason)}
 	}
 	return nil
@@ -183,9 +183,9 @@ func bodyError(f *errorFieldsJSON, raw []byte) *Error {
 	e := &Error{Status: status, Message: errorMessage(raw)}
 	e.Err = fmt.Errorf("server error event: %s", e.Message)
 	if status != 0 {
-		e.Cause, e.Retryable = HTTPCause(status), retryableStatus(status)
+		e.Cause, e.Retryable = httpCause(status), retryableStatus(status)
 	} else {
-		e.Cause, e.Retryable = CauseStreamErr, true
+		e.Cause, e.Retryable = causeStreamErr, true
 	}
 	return e
 }
@@ -227,7 +227,7 @@ func decodeError(what string, err error, data []byte) *Error {
 	// A 2xx body that is not a chat completion is the server's or a proxy's
 	// fault, not the request's: worth another attempt within the budget.
 	return &Error{
-		Cause: CauseDecode, Retryable: true,
+		Cause: causeDecode, Retryable: true,
 		Message: fmt.Sprintf("%s: %v", what, err),
 		Err:     fmt.Errorf("%s: %w (input %q)", what, err, q),
 	}
@@ -240,7 +240,7 @@ type answer struct {
 }
 
 // add folds one chunk in and reports whether it carried text.
-func (a *answer) add(d *Delta) bool {
+func (a *answer) add(d *chunkDelta) bool {
 	if a.resp.Model == "" {
 		a.resp.Model = d.Model
 	}
@@ -250,7 +250,7 @@ func (a *answer) add(d *Delta) bool {
 	if d.UsageKnown {
 		a.resp.PromptTokens, a.resp.CompletionTokens, a.resp.UsageKnown = d.PromptTokens, d.CompletionTokens, true
 	}
-	if !d.HasText() {
+	if !d.hasText() {
 		return false
 	}
 	a.reasoning.WriteString(d.Reasoning)

@@ -33,7 +33,7 @@ func sseChunks(t testing.TB, name string) [][]byte {
 
 func TestDecodeChunkVLLMStream(t *testing.T) {
 	chunks := sseChunks(t, "stream_reasoning_usage.sse")
-	want := []Delta{
+	want := []chunkDelta{
 		{Model: "Qwen/Qwen3-8B"}, // role chunk: content "", reasoning_content null
 		{Model: "Qwen/Qwen3-8B", Reasoning: "Okay,"},
 		{Model: "Qwen/Qwen3-8B", Reasoning: " the user"}, // both names, same text: once
@@ -48,7 +48,7 @@ func TestDecodeChunkVLLMStream(t *testing.T) {
 		t.Fatalf("%d chunks in testdata, want %d", len(chunks), len(want))
 	}
 	for i, c := range chunks {
-		got, err := DecodeChunk(c)
+		got, err := decodeChunk(c)
 		if err != nil {
 			t.Fatalf("chunk %d: %v", i, err)
 		}
@@ -62,27 +62,27 @@ func TestDecodeChunk(t *testing.T) {
 	tests := []struct {
 		name  string
 		chunk string
-		want  Delta
+		want  chunkDelta
 		cause string // an *Error's cause instead of a delta
 	}{
 		{name: "reasoning wins over a different reasoning_content",
-			chunk: `{"choices":[{"index":0,"delta":{"reasoning":"a","reasoning_content":"b"}}]}`, want: Delta{Reasoning: "a"}},
+			chunk: `{"choices":[{"index":0,"delta":{"reasoning":"a","reasoning_content":"b"}}]}`, want: chunkDelta{Reasoning: "a"}},
 		{name: "empty reasoning falls back",
-			chunk: `{"choices":[{"index":0,"delta":{"reasoning":"","reasoning_content":"b"}}]}`, want: Delta{Reasoning: "b"}},
+			chunk: `{"choices":[{"index":0,"delta":{"reasoning":"","reasoning_content":"b"}}]}`, want: chunkDelta{Reasoning: "b"}},
 		{name: "null content", chunk: `{"choices":[{"index":0,"delta":{"content":null,"reasoning":null}}],"usage":null}`},
 		{name: "other samples ignored",
-			chunk: `{"choices":[{"index":1,"delta":{"content":"x"}},{"index":0,"delta":{"content":"y"}}]}`, want: Delta{Content: "y"}},
+			chunk: `{"choices":[{"index":1,"delta":{"content":"x"}},{"index":0,"delta":{"content":"y"}}]}`, want: chunkDelta{Content: "y"}},
 		{name: "usage with choices (continuous usage stats)",
 			chunk: `{"choices":[{"index":0,"delta":{"content":"x"}}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`,
-			want:  Delta{Content: "x", PromptTokens: 3, CompletionTokens: 1, UsageKnown: true}},
-		{name: "not json", chunk: `{"choices":[`, cause: CauseDecode},
-		{name: "content of the wrong type", chunk: `{"choices":[{"index":0,"delta":{"content":["x"]}}]}`, cause: CauseDecode},
+			want:  chunkDelta{Content: "x", PromptTokens: 3, CompletionTokens: 1, UsageKnown: true}},
+		{name: "not json", chunk: `{"choices":[`, cause: causeDecode},
+		{name: "content of the wrong type", chunk: `{"choices":[{"index":0,"delta":{"content":["x"]}}]}`, cause: causeDecode},
 		{name: "vllm flat error", chunk: `{"object":"error","message":"boom","type":"InternalServerError","param":null,"code":500}`, cause: "http_500"},
-		{name: "error without code", chunk: `{"error":{"message":"overloaded"}}`, cause: CauseStreamErr},
+		{name: "error without code", chunk: `{"error":{"message":"overloaded"}}`, cause: causeStreamErr},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := DecodeChunk([]byte(tt.chunk))
+			got, err := decodeChunk([]byte(tt.chunk))
 			if tt.cause != "" {
 				var e *Error
 				if !errors.As(err, &e) || e.Cause != tt.cause {
@@ -101,7 +101,7 @@ func TestDecodeChunk(t *testing.T) {
 }
 
 func TestDecodeChunkErrorNamesField(t *testing.T) {
-	_, err := DecodeChunk([]byte(`{"choices":[{"index":0,"delta":{"content":42}}]}`))
+	_, err := decodeChunk([]byte(`{"choices":[{"index":0,"delta":{"content":42}}]}`))
 	if err == nil || !strings.Contains(err.Error(), "content") || !strings.HasPrefix(err.Error(), "decode") {
 		t.Errorf("error %q does not name the field", err)
 	}
@@ -112,16 +112,16 @@ func TestDecodeResponseFailures(t *testing.T) {
 		name, body, cause string
 		retryable         bool
 	}{
-		{"no choices", `{"id":"x","object":"chat.completion","model":"m","choices":[],"usage":null}`, CauseIncomplete, true},
-		{"no finish_reason", `{"choices":[{"index":0,"message":{"content":"half"},"finish_reason":null}]}`, CauseIncomplete, true},
-		{"aborted", `{"choices":[{"index":0,"message":{"content":"half"},"finish_reason":"abort"}]}`, CauseAborted, true},
-		{"html from a proxy", `<html>502 Bad Gateway</html>`, CauseDecode, true},
-		{"empty", ``, CauseDecode, true},
+		{"no choices", `{"id":"x","object":"chat.completion","model":"m","choices":[],"usage":null}`, causeIncomplete, true},
+		{"no finish_reason", `{"choices":[{"index":0,"message":{"content":"half"},"finish_reason":null}]}`, causeIncomplete, true},
+		{"aborted", `{"choices":[{"index":0,"message":{"content":"half"},"finish_reason":"abort"}]}`, causeAborted, true},
+		{"html from a proxy", `<html>502 Bad Gateway</html>`, causeDecode, true},
+		{"empty", ``, causeDecode, true},
 		{"vllm error with 200", string(testdata(t, "error_vllm_400.json")), "http_400", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := DecodeResponse([]byte(tt.body))
+			_, err := decodeResponse([]byte(tt.body))
 			asError(t, err, tt.cause, tt.retryable)
 		})
 	}
@@ -163,18 +163,18 @@ func TestClassify(t *testing.T) {
 		{"request error with vllm body", &openai.RequestError{HTTPStatusCode: 400, Body: testdata(t, "error_vllm_400.json")},
 			"http_400", false, 400, "This model's maximum context length"},
 		{"request error 502 text", &openai.RequestError{HTTPStatusCode: 502, Body: []byte("Bad Gateway\n")}, "http_502", true, 502, "Bad Gateway"},
-		{"canceled", fmt.Errorf("post: %w", context.Canceled), CauseCanceled, false, 0, ""},
-		{"deadline", context.DeadlineExceeded, CauseTimeout, true, 0, ""},
-		{"net timeout", timeoutErr, CauseTimeout, true, 0, ""},
-		{"reset", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, CauseConnection, true, 0, ""},
-		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, CauseConnection, true, 0, ""},
-		{"eof", fmt.Errorf("post: %w", io.EOF), CauseConnection, true, 0, ""},
-		{"unexpected eof", io.ErrUnexpectedEOF, CauseConnection, true, 0, ""},
-		{"idle keep-alive closed under a POST", errors.New(`Post "http://h/v1/chat/completions": http: server closed idle connection`), CauseConnection, true, 0, ""},
-		{"cut stream", errStreamCut, CauseStreamCut, true, 0, ""},
-		{"keep-alive flood", openai.ErrTooManyEmptyStreamMessages, CauseStreamCut, true, 0, ""},
-		{"ours passes through", fmt.Errorf("x: %w", &Error{Cause: CauseAborted, Retryable: true}), CauseAborted, true, 0, ""},
-		{"unknown", errors.New("something else"), CauseOther, false, 0, "something else"},
+		{"canceled", fmt.Errorf("post: %w", context.Canceled), causeCanceled, false, 0, ""},
+		{"deadline", context.DeadlineExceeded, causeTimeout, true, 0, ""},
+		{"net timeout", timeoutErr, causeTimeout, true, 0, ""},
+		{"reset", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, causeConnection, true, 0, ""},
+		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, causeConnection, true, 0, ""},
+		{"eof", fmt.Errorf("post: %w", io.EOF), causeConnection, true, 0, ""},
+		{"unexpected eof", io.ErrUnexpectedEOF, causeConnection, true, 0, ""},
+		{"idle keep-alive closed under a POST", errors.New(`Post "http://h/v1/chat/completions": http: server closed idle connection`), causeConnection, true, 0, ""},
+		{"cut stream", errStreamCut, causeStreamCut, true, 0, ""},
+		{"keep-alive flood", openai.ErrTooManyEmptyStreamMessages, causeStreamCut, true, 0, ""},
+		{"ours passes through", fmt.Errorf("x: %w", &Error{Cause: causeAborted, Retryable: true}), causeAborted, true, 0, ""},
+		{"unknown", errors.New("something else"), causeOther, false, 0, "something else"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -185,7 +185,7 @@ func TestClassify(t *testing.T) {
 			if !strings.Contains(e.Message, tt.message) {
 				t.Errorf("message %q, want %q in it", e.Message, tt.message)
 			}
-			if e.Err == nil && tt.cause != CauseAborted {
+			if e.Err == nil && tt.cause != causeAborted {
 				t.Error("underlying error lost")
 			}
 		})
@@ -201,7 +201,7 @@ func TestEncodeRequestStrings(t *testing.T) {
 		"ünïcødé ✓ 😊", "\u2028\u2029", "bad \xff utf8 \xe2\x82", strings.Repeat("long ", 1000),
 	} {
 		req := Request{Model: s, Messages: []Message{{Role: "user", Content: s}}}
-		body, err := EncodeRequest(req)
+		body, err := encodeRequest(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +221,7 @@ func TestEncodeRequestStrings(t *testing.T) {
 
 func TestEncodeRequestExtraReplacesEverything(t *testing.T) {
 	extra := map[string]any{"model": "m2", "messages": []any{}, "temperature": 1, "stream_options": nil}
-	body, err := EncodeRequest(Request{Model: "m", Stream: true, Extra: extra})
+	body, err := encodeRequest(Request{Model: "m", Stream: true, Extra: extra})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestEncodeRequestExtraReplacesEverything(t *testing.T) {
 	if string(body) != want {
 		t.Errorf("body\n %s\nwant\n %s", body, want)
 	}
-	if _, err := EncodeRequest(Request{Extra: map[string]any{"f": func() {}}}); err == nil || !strings.Contains(err.Error(), "extra_body.f") {
+	if _, err := encodeRequest(Request{Extra: map[string]any{"f": func() {}}}); err == nil || !strings.Contains(err.Error(), "extra_body.f") {
 		t.Errorf("unencodable extra: err %v, want one naming extra_body.f", err)
 	}
 }
@@ -260,7 +260,7 @@ func FuzzDecodeChunk(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":null}}],"usage":{"prompt_tokens":1e3}}`))
 	f.Add([]byte(`{"object":"error","message":{"detail":[1]},"code":"x"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		d, err := DecodeChunk(data)
+		d, err := decodeChunk(data)
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) || e.Cause == "" || e.Message == "" {
@@ -288,7 +288,7 @@ func FuzzDecodeResponse(f *testing.F) {
 	}
 	f.Add([]byte(`{"choices":[{"index":0,"message":{"content":"x"},"finish_reason":"abort"}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		r, err := DecodeResponse(body)
+		r, err := decodeResponse(body)
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) || e.Cause == "" || e.Message == "" {
@@ -310,7 +310,7 @@ func FuzzEncodeRequest(f *testing.F) {
 	f.Add("Qwen/Qwen3-8B", "user", "What is 2+2?", 0.0)
 	f.Add("m", "system", "\x00\"\\\n\xff😊", 0.6)
 	f.Fuzz(func(t *testing.T, model, role, content string, temp float64) {
-		body, err := EncodeRequest(Request{Model: model, Messages: []Message{{Role: role, Content: content}}, Temperature: temp, Stream: true})
+		body, err := encodeRequest(Request{Model: model, Messages: []Message{{Role: role, Content: content}}, Temperature: temp, Stream: true})
 		if err != nil {
 			return // NaN or Inf temperature: refused, never sent
 		}
@@ -339,11 +339,11 @@ func BenchmarkEncodeRequest(b *testing.B) {
 		MaxTokens: 8192, Temperature: 0.6, TopP: 0.95, Stream: true,
 		Extra: map[string]any{"top_k": 20, "chat_template_kwargs": map[string]any{"enable_thinking": true}},
 	}
-	body, _ := EncodeRequest(req)
+	body, _ := encodeRequest(req)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := EncodeRequest(req); err != nil {
+		if _, err := encodeRequest(req); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -354,7 +354,7 @@ func BenchmarkDecodeResponse(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := DecodeResponse(body); err != nil {
+		if _, err := decodeResponse(body); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -365,7 +365,7 @@ func BenchmarkDecodeChunk(b *testing.B) {
 	b.SetBytes(int64(len(chunk)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := DecodeChunk(chunk); err != nil {
+		if _, err := decodeChunk(chunk); err != nil {
 			b.Fatal(err)
 		}
 	}

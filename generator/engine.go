@@ -88,7 +88,7 @@ type Engine struct {
 // newOutage returns the gate for one Run, or nil when the client has no way
 // to ask whether the server is up.
 func (e *Engine) newOutage(life context.Context) *outage {
-	p, ok := e.client.(Prober)
+	p, ok := e.client.(prober)
 	if !ok {
 		return nil
 	}
@@ -360,14 +360,14 @@ func (e *Engine) do(ctx, wait context.Context, j job) result {
 			}}
 		}
 		ce := Classify(err)
-		if ctx.Err() != nil || ce.Cause == CauseCanceled {
+		if ctx.Err() != nil || ce.Cause == causeCanceled {
 			// Not a failure of the key: the run is stopping. Nothing is
 			// written, so a resume asks again.
 			tr.Cancel()
 			return result{}
 		}
 		charged++
-		if ce.Cause == CauseConnection && e.gate != nil && excused < e.opts.Retry.MaxAttempts {
+		if ce.Cause == causeConnection && e.gate != nil && excused < e.opts.Retry.MaxAttempts {
 			wasDown, werr := e.gate.check(wait)
 			if werr != nil {
 				tr.Cancel()

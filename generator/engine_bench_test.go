@@ -105,8 +105,8 @@ func BenchmarkThroughput(b *testing.B) {
 		})
 	})
 	b.Run("minimal", func(b *testing.B) {
-		hc := &http.Client{Transport: NewTransport(n)}
-		body, _ := EncodeRequest(Request{Model: "test-model", MaxTokens: 64, Messages: []Message{{Role: "user", Content: "prompt 1"}}})
+		hc := &http.Client{Transport: newTransport(n)}
+		body, _ := encodeRequest(Request{Model: "test-model", MaxTokens: 64, Messages: []Message{{Role: "user", Content: "prompt 1"}}})
 		measure(b, func(stop <-chan struct{}) {
 			var wg sync.WaitGroup
 			for range n {

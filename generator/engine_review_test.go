@@ -355,7 +355,7 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := runtime.NumGoroutine()
-			tr := NewTransport(8)
+			tr := newTransport(8)
 			tc.run(t, tr)
 			tr.CloseIdleConnections()
 			var after int

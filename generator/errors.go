@@ -18,22 +18,22 @@ import (
 )
 
 // Causes: the short classes of a failure, as written to DIR/errors/ and
-// counted by Stats. An HTTP status is "http_NNN" (see HTTPCause).
+// counted by Stats. An HTTP status is "http_NNN" (see httpCause).
 const (
-	CauseTimeout    = "timeout"      // the request's deadline passed
-	CauseConnection = "connection"   // refused, reset, EOF before any answer
-	CauseStreamCut  = "stream_cut"   // the stream ended before a finish_reason
-	CauseIncomplete = "incomplete"   // a plain answer without choices or finish_reason
-	CauseAborted    = "aborted"      // the server finished with "abort"/"error"
-	CauseDecode     = "decode"       // a 2xx body that is not a chat completion
-	CauseStreamErr  = "stream_error" // an error event inside a 200 stream, no code
-	CauseCanceled   = "canceled"     // the caller's context was canceled
-	CauseRequest    = "request"      // the request could not be built
-	CauseOther      = "error"        // anything else
+	causeTimeout    = "timeout"      // the request's deadline passed
+	causeConnection = "connection"   // refused, reset, EOF before any answer
+	causeStreamCut  = "stream_cut"   // the stream ended before a finish_reason
+	causeIncomplete = "incomplete"   // a plain answer without choices or finish_reason
+	causeAborted    = "aborted"      // the server finished with "abort"/"error"
+	causeDecode     = "decode"       // a 2xx body that is not a chat completion
+	causeStreamErr  = "stream_error" // an error event inside a 200 stream, no code
+	causeCanceled   = "canceled"     // the caller's context was canceled
+	causeRequest    = "request"      // the request could not be built
+	causeOther      = "error"        // anything else
 )
 
-// HTTPCause is the cause of an HTTP error status: "http_429", "http_500".
-func HTTPCause(status int) string { return "http_" + strconv.Itoa(status) }
+// httpCause is the cause of an HTTP error status: "http_429", "http_500".
+func httpCause(status int) string { return "http_" + strconv.Itoa(status) }
 
 // Error is a classified failure of one request: what the engine needs to
 // decide on a retry and what the error record keeps.
@@ -51,7 +51,7 @@ var _ error = (*Error)(nil)
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Cause)
-	if e.Status != 0 && e.Cause != HTTPCause(e.Status) {
+	if e.Status != 0 && e.Cause != httpCause(e.Status) {
 		fmt.Fprintf(&b, " (status %d)", e.Status)
 	}
 	if e.Message != "" {
@@ -89,9 +89,9 @@ func Classify(err error) *Error {
 	var reqErr *openai.RequestError
 	switch {
 	case errors.Is(err, context.Canceled):
-		e.Cause = CauseCanceled
+		e.Cause = causeCanceled
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
-		e.Cause, e.Retryable = CauseTimeout, true
+		e.Cause, e.Retryable = causeTimeout, true
 	case errors.As(err, &apiErr):
 		status := apiErr.HTTPStatusCode
 		if status == 0 {
@@ -106,24 +106,24 @@ func Classify(err error) *Error {
 			e.Message = apiErr.Message
 		}
 		if status == 0 {
-			e.Cause, e.Retryable = CauseStreamErr, true
+			e.Cause, e.Retryable = causeStreamErr, true
 		} else {
-			e.Cause, e.Retryable = HTTPCause(status), retryableStatus(status)
+			e.Cause, e.Retryable = httpCause(status), retryableStatus(status)
 		}
 	case errors.As(err, &reqErr):
 		e.Status = reqErr.HTTPStatusCode
-		e.Cause, e.Retryable = HTTPCause(e.Status), retryableStatus(e.Status)
+		e.Cause, e.Retryable = httpCause(e.Status), retryableStatus(e.Status)
 		if m := errorMessage(reqErr.Body); m != "" {
 			e.Message = m
 		}
 	case errors.Is(err, errStreamCut), errors.Is(err, openai.ErrTooManyEmptyStreamMessages):
-		e.Cause, e.Retryable = CauseStreamCut, true
+		e.Cause, e.Retryable = causeStreamCut, true
 	case isTimeout(err):
-		e.Cause, e.Retryable = CauseTimeout, true
+		e.Cause, e.Retryable = causeTimeout, true
 	case isConnection(err):
-		e.Cause, e.Retryable = CauseConnection, true
+		e.Cause, e.Retryable = causeConnection, true
 	default:
-		e.Cause = CauseOther
+		e.Cause = causeOther
 	}
 	return e
 }

@@ -15,13 +15,13 @@ import (
 // during the outage are not the prompt's fault. If it is (the failure was
 // this request's), the attempt counts as usual.
 
-// Prober tells whether the server answers at all; *Client is one (its
+// prober tells whether the server answers at all; *Client is one (its
 // Models call is cheap and needs no model).
-type Prober interface {
+type prober interface {
 	Models(ctx context.Context) ([]string, error)
 }
 
-var _ Prober = (*Client)(nil)
+var _ prober = (*Client)(nil)
 
 // outage is shared by every slot of an Engine.
 type outage struct {

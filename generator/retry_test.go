@@ -204,10 +204,10 @@ var retryCause = map[string]string{
 	faultHTTP429:   "http_429",
 	faultHTTP503:   "http_503",
 	faultHTTP400:   "http_400",
-	faultReset:     CauseConnection,
-	faultStreamCut: CauseStreamCut,
-	faultTruncated: CauseDecode,
-	faultShortBody: CauseConnection,
+	faultReset:     causeConnection,
+	faultStreamCut: causeStreamCut,
+	faultTruncated: causeDecode,
+	faultShortBody: causeConnection,
 }
 
 func wantReasoning(prompt string) string { return "thinking about " + prompt }
@@ -557,9 +557,9 @@ func TestRetriesExhausted(t *testing.T) {
 	}{
 		{kind: faultHTTP503, stream: true, status: 503, cause: "http_503", msg: msg503},
 		{kind: faultHTTP500, stream: false, status: 500, cause: "http_500", msg: msg500},
-		{kind: faultReset, stream: true, cause: CauseConnection},
-		{kind: faultStreamCut, stream: true, cause: CauseStreamCut},
-		{kind: faultTruncated, stream: false, cause: CauseDecode},
+		{kind: faultReset, stream: true, cause: causeConnection},
+		{kind: faultStreamCut, stream: true, cause: causeStreamCut},
+		{kind: faultTruncated, stream: false, cause: causeDecode},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			t.Parallel()

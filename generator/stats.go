@@ -30,8 +30,8 @@ const (
 
 // Window lengths of the recent rates in Snapshot.
 const (
-	ShortWindow = 10 * time.Second
-	LongWindow  = 60 * time.Second
+	shortWindow = 10 * time.Second
+	longWindow  = 60 * time.Second
 )
 
 // Stats is the engine's throughput ledger for one run. Every event lands
@@ -360,7 +360,7 @@ type Snapshot struct {
 	TokPerSec       float64
 	PromptTokPerSec float64
 
-	// Recent rates over the last ShortWindow and LongWindow whole seconds
+	// Recent rates over the last shortWindow and longWindow whole seconds
 	// (the second in progress is left out); while Elapsed is shorter than
 	// the window they equal the cumulative rates.
 	Last10s Rates
@@ -457,8 +457,8 @@ func (s *Stats) Snapshot() Snapshot {
 		snap.TokPerSec = float64(snap.CompletionTokens) / secs
 		snap.PromptTokPerSec = float64(s.promptTok) / secs
 	}
-	snap.Last10s = s.windowLocked(snap, ShortWindow)
-	snap.Last60s = s.windowLocked(snap, LongWindow)
+	snap.Last10s = s.windowLocked(snap, shortWindow)
+	snap.Last60s = s.windowLocked(snap, longWindow)
 
 	if s.done > 0 {
 		snap.CompletionAvg = float64(s.compTokens) / float64(s.done)
