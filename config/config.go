@@ -1,15 +1,13 @@
 // Package config holds synthgen's one typed configuration: its defaults, the
-// keys users and scripts depend on (DESIGN.md, "The config"), loading from a
+// keys users and scripts depend on (ARCHITECTURE.md, "The config"), loading from a
 // YAML/TOML/JSON file, SYNTHGEN_* environment variables and flags, and
 // validation that names the bad key. Only cmd reads a Config; the other
 // packages take small option structs built from it.
 package config
 
 import (
-	"encoding/json"
 	"net/url"
 	"os"
-	"strconv"
 	"time"
 )
 
@@ -80,7 +78,7 @@ type ShutdownConfig struct {
 	Grace time.Duration `mapstructure:"grace"`
 }
 
-// Default returns the configuration of DESIGN.md's table. Each call returns
+// Default returns the configuration of ARCHITECTURE.md's table. Each call returns
 // its own ExtraBody map, so callers may modify the result freely.
 func Default() Config {
 	return Config{
@@ -126,46 +124,6 @@ func (c Config) APIKey() string {
 		return ""
 	}
 	return os.Getenv(c.Endpoint.APIKeyEnv)
-}
-
-// AnswerKeys returns the keys whose values change the answers (DESIGN.md,
-// invariant 4), each as a canonical string, for the manifest's hash: a resume
-// whose map differs is refused with the differing keys named. Throughput,
-// durability and transport settings are left out on purpose (changing them
-// between runs is normal), and so are dataset.limit (growing it only adds rows)
-// and generation.stream (same answers either way).
-func (c Config) AnswerKeys() map[string]string {
-	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	return map[string]string{
-		"endpoint.model":           c.Endpoint.Model,
-		"generation.max_tokens":    strconv.Itoa(c.Generation.MaxTokens),
-		"generation.temperature":   f(c.Generation.Temperature),
-		"generation.top_p":         f(c.Generation.TopP),
-		"generation.n":             strconv.Itoa(c.Generation.N),
-		"generation.system_prompt": c.Generation.SystemPrompt,
-		"generation.extra_body":    canonicalJSON(c.Generation.ExtraBody),
-		"dataset.path":             c.Dataset.Path,
-		"dataset.format":           c.Dataset.Format,
-		"dataset.prompt_field":     c.Dataset.PromptField,
-		"dataset.id_field":         c.Dataset.IDField,
-	}
-}
-
-// canonicalJSON encodes v with sorted object keys (encoding/json sorts map
-// keys), so equal bodies give equal strings whatever order the file had.
-// A nil or empty map is "{}" in both cases so that an absent extra_body and
-// an explicit `extra_body: {}` hash the same.
-func canonicalJSON(m map[string]any) string {
-	if len(m) == 0 {
-		return "{}"
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		// Validate rejects bodies that do not encode; a Config built by hand
-		// still gets a stable, visibly wrong value instead of a panic.
-		return "!unencodable: " + err.Error()
-	}
-	return string(b)
 }
 
 // Redacted returns the effective configuration as a nested map (the shape of

@@ -68,7 +68,7 @@ var keys = []key{
 // would lowercase the keys inside it).
 const extraBodyKey = "generation.extra_body"
 
-// Keys returns every config key's dotted name, in the order of DESIGN.md.
+// Keys returns every config key's dotted name, in the order of ARCHITECTURE.md.
 func Keys() []string {
 	names := make([]string, len(keys))
 	for i, k := range keys {
@@ -169,4 +169,17 @@ func init() {
 			}
 		}
 	}
+}
+
+// canonicalJSON is a JSON object flag's default as text: "{}" when empty,
+// else the object with sorted keys (encoding/json sorts map keys).
+func canonicalJSON(m map[string]any) string {
+	if len(m) == 0 {
+		return "{}"
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "!unencodable: " + err.Error()
+	}
+	return string(b)
 }

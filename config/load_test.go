@@ -285,9 +285,6 @@ func TestTemperatureZero(t *testing.T) {
 			if got.Generation.Temperature != 0 {
 				t.Errorf("temperature = %v, want 0", got.Generation.Temperature)
 			}
-			if got.AnswerKeys()["generation.temperature"] != "0" {
-				t.Errorf("answer key = %q", got.AnswerKeys()["generation.temperature"])
-			}
 		})
 	}
 }
@@ -528,7 +525,10 @@ generation:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ka, kb := a.AnswerKeys()["generation.extra_body"], b.AnswerKeys()["generation.extra_body"]; ka != kb {
+		// encoding/json sorts map keys: equal bodies encode equal.
+		ka, _ := json.Marshal(a.Generation.ExtraBody)
+		kb, _ := json.Marshal(b.Generation.ExtraBody)
+		if string(ka) != string(kb) {
 			t.Errorf("yaml %s != flag %s", ka, kb)
 		}
 	})
@@ -597,6 +597,5 @@ func FuzzLoadYAML(f *testing.F) {
 		if _, err := json.Marshal(cfg.Redacted()); err != nil {
 			t.Fatalf("Redacted does not encode: %v", err)
 		}
-		_ = cfg.AnswerKeys()
 	})
 }
