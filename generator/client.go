@@ -17,6 +17,8 @@ import (
 	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/synthgen/synthgen/sink"
 )
 
 // This file is the bridge between the engine and go-openai (DESIGN.md,
@@ -29,8 +31,9 @@ import (
 //   - its errors carry no headers, so the Doer keeps them for Retry-After.
 // Everything about one request travels in an *exchange in the context.
 
-// Message is one chat turn as sent.
-type Message struct{ Role, Content string }
+// Message is one chat turn as sent: the record's type, so that what was
+// sent is what the record holds, with no copy on the way to disk.
+type Message = sink.Message
 
 // ClientOptions configure a Client.
 type ClientOptions struct {

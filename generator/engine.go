@@ -11,6 +11,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -24,12 +25,13 @@ type Source interface {
 	Next() (dataset.Prompt, error)
 }
 
-// Sink receives the engine's results. The engine calls it from one goroutine
-// only, so implementations need no locking. *sink.Sink is one.
+// Sink receives the engine's results. The engine calls Write, WriteError
+// and Flush from one goroutine only, so implementations need no locking.
+// *sink.Sink is one.
 type Sink interface {
-	// Skip reports whether a key needs no request (done, or failed and not
-	// to be retried).
-	Skip(k sink.Key) bool
+	// Recovered is what the directory held before the run; it must not
+	// change while the run writes (the producer reads it meanwhile).
+	Recovered() sink.Recovered
 	Write(r *sink.Record) error
 	WriteError(e *sink.ErrorRecord) error
 	// Flush makes everything written so far durable.
@@ -57,16 +59,14 @@ type RetryPolicy struct {
 
 // Options configure an Engine.
 type Options struct {
-	Concurrency  int            // requests in flight
-	Model        string         // model to ask; must be set (the caller resolves "first of /v1/models")
-	MaxTokens    int            // max_tokens of every request
-	Temperature  float64        // sent as is, 0 included
-	TopP         float64        // sent as is
-	Samples      int            // answers per prompt (keys (id, 0..Samples-1))
-	SystemPrompt string         // replaces or sets the system turn when not empty
-	Stream       bool           // stream responses (tok/s from the first second)
-	Extra        map[string]any // extra_body, merged into every request
-	Retry        RetryPolicy
+	Concurrency int       // requests in flight
+	Sampling    Sampling  // the job's: Model must be set (the runner resolves "first of /v1/models")
+	Prompt      Prompting // the job's: how a row becomes the messages sent
+	Stream      bool      // stream responses (tok/s from the first second)
+	// RetryErrors asks again the keys that failed for good in an earlier
+	// run; else they are passed over like done keys.
+	RetryErrors bool
+	Retry       RetryPolicy
 	// SyncInterval is how often the writer flushes the sink when results
 	// stop arriving; 0 means the sink syncs on every write itself.
 	SyncInterval time.Duration
@@ -82,7 +82,7 @@ type Engine struct {
 
 	drainOnce sync.Once
 	drain     chan struct{}
-	gate      *outage // nil when the client cannot be probed
+	ran       atomic.Bool // an Engine runs once: Drain and the stats belong to that run
 }
 
 // newOutage returns the gate for one Run, or nil when the client has no way
@@ -118,9 +118,7 @@ func New(client Completer, stats *Stats, opts Options) (*Engine, error) {
 	if opts.Concurrency < 1 {
 		return nil, fmt.Errorf("concurrency must be at least 1, got %d", opts.Concurrency)
 	}
-	if opts.Samples < 1 {
-		opts.Samples = 1
-	}
+	opts.Sampling.Samples = opts.Sampling.samples()
 	if opts.Retry.MaxAttempts < 1 {
 		opts.Retry.MaxAttempts = 1
 	}
@@ -170,10 +168,8 @@ type Summary struct {
 	Skipped  int64 // keys already on disk
 	Drained  bool  // intake stopped (Drain, or ctx) before the source ended
 	Canceled int   // requests cut or not started because the run stopped (redone on resume)
-	// Duplicates counts dataset rows whose key was still being asked by
-	// this run when the row came (a repeated id): each key is asked once.
-	// A repeat that comes after the first copy was written finds it done
-	// and counts in Skipped.
+	// Duplicates counts dataset rows whose key this run had already asked
+	// (a repeated id): each key is asked once.
 	Duplicates int
 }
 
@@ -186,13 +182,16 @@ type Summary struct {
 // source or the sink does.
 func (e *Engine) Run(ctx context.Context, src Source, out Sink) (Summary, error) {
 	var sum Summary
+	if e.ran.Swap(true) {
+		return sum, errors.New("generator: an Engine runs once (its Drain and Stats belong to that run); make a new one")
+	}
 	// A buffer as deep as the pool: a slot never waits for an fsync.
 	results := make(chan result, e.opts.Concurrency)
 	// A sink failure cancels every request (nothing could be recorded any
 	// more); a source failure only stops intake.
 	reqCtx, cancelReqs := context.WithCancelCause(ctx)
 	defer cancelReqs(nil)
-	e.gate = e.newOutage(reqCtx)
+	gate := e.newOutage(reqCtx) // nil when the client cannot be probed
 	// Waits between attempts end on Drain as well: a slot waiting there has
 	// nothing in flight, and a drain starts nothing new.
 	waitCtx, stopWaits := context.WithCancel(reqCtx)
@@ -205,25 +204,24 @@ func (e *Engine) Run(ctx context.Context, src Source, out Sink) (Summary, error)
 		}
 	}()
 
-	// The sink belongs to the writer goroutine alone, so the producer asks it
-	// whether a key is done through this channel instead of reading the
-	// sink's key set while the writer adds to it.
-	skipReq := make(chan skipQuery)
+	// The sink belongs to the writer goroutine alone. Which keys to ask is
+	// the producer's alone: what the sink recovered at open (which does not
+	// change) and what this run has asked.
 	writerErr := make(chan error, 1)
-	go func() { writerErr <- e.write(cancelReqs, out, results, skipReq, &sum) }()
+	go func() { writerErr <- e.write(cancelReqs, out, results, &sum) }()
 
 	// The pool: SetLimit makes Go block while Concurrency requests are in
 	// flight, so a slot is refilled the moment one frees. Slots never return
 	// an error: a failed prompt is a result, not a reason to cancel siblings.
 	var pool errgroup.Group
 	pool.SetLimit(e.opts.Concurrency)
-	ended, srcErr := e.produce(reqCtx, src, skipReq, func(j job) {
+	ended, srcErr := e.produce(reqCtx, src, out.Recovered(), func(j job) {
 		pool.Go(func() error {
 			if e.draining() || reqCtx.Err() != nil {
 				results <- result{} // taken after intake stopped: not started
 				return nil
 			}
-			results <- e.do(reqCtx, waitCtx, j)
+			results <- e.do(reqCtx, waitCtx, gate, j)
 			return nil
 		})
 	}, &sum)
@@ -246,24 +244,15 @@ func (e *Engine) draining() bool {
 	}
 }
 
-type skipQuery struct {
-	key   sink.Key
-	reply chan verdict
-}
-
-// verdict is the writer's answer to a skip query.
-type verdict int
-
-const (
-	verdictAsk      verdict = iota // request it
-	verdictDone                    // on disk, or failed and not to be retried
-	verdictRepeated                // this run is asking it already (a repeated id)
-)
-
 // produce hands jobs to start until the source ends (ended), Drain is
-// called or ctx ends. start blocks while the pool is full.
-func (e *Engine) produce(ctx context.Context, src Source, skipReq chan<- skipQuery, start func(job), sum *Summary) (ended bool, err error) {
-	reply := make(chan verdict)
+// called or ctx ends. start blocks while the pool is full. It alone decides
+// whether a key is asked: not when the directory held it (done, or failed
+// and errors are not retried), nor when this run asked it already (a
+// repeated id in the dataset).
+func (e *Engine) produce(ctx context.Context, src Source, held sink.Recovered, start func(job), sum *Summary) (ended bool, err error) {
+	// asked holds every key this run asked: a key is written once, and a
+	// repeated id may come after the first copy's record was written.
+	asked := make(map[sink.Key]struct{})
 	for {
 		if e.draining() || ctx.Err() != nil {
 			return false, nil
@@ -275,26 +264,22 @@ func (e *Engine) produce(ctx context.Context, src Source, skipReq chan<- skipQue
 		if err != nil {
 			return false, fmt.Errorf("read dataset: %w", err)
 		}
-		msgs := e.messages(p)
-		for s := range e.opts.Samples {
+		msgs := e.opts.Prompt.messages(p.Messages)
+		for s := range e.opts.Sampling.Samples {
 			k := sink.Key{ID: p.ID, Sample: s}
-			select {
-			case skipReq <- skipQuery{key: k, reply: reply}:
-			case <-ctx.Done():
-				return false, nil
-			}
-			switch <-reply {
-			case verdictDone:
-				sum.Skipped++
-				e.stats.AddAlreadyDone(1)
-				continue
-			case verdictRepeated:
+			if _, repeated := asked[k]; repeated {
 				// Out of the run's total like a key found done: the key is
 				// answered once, by the first copy.
 				sum.Duplicates++
 				e.stats.AddAlreadyDone(1)
 				continue
 			}
+			if held.Done(k) || (!e.opts.RetryErrors && held.Failed(k)) {
+				sum.Skipped++
+				e.stats.AddAlreadyDone(1)
+				continue
+			}
+			asked[k] = struct{}{}
 			if e.draining() || ctx.Err() != nil {
 				return false, nil
 			}
@@ -303,34 +288,18 @@ func (e *Engine) produce(ctx context.Context, src Source, skipReq chan<- skipQue
 	}
 }
 
-// messages is the conversation to send: the prompt's turns with the system
-// turn replaced or set when a system prompt is configured.
-func (e *Engine) messages(p dataset.Prompt) []Message {
-	msgs := make([]Message, 0, len(p.Messages)+1)
-	if e.opts.SystemPrompt != "" {
-		msgs = append(msgs, Message{Role: "system", Content: e.opts.SystemPrompt})
-	}
-	for _, m := range p.Messages {
-		if m.Role == "system" && e.opts.SystemPrompt != "" {
-			continue
-		}
-		msgs = append(msgs, Message{Role: m.Role, Content: m.Content})
-	}
-	return msgs
-}
-
 // do runs one key to an answer or a final failure, retrying inside the slot.
 // ctx bounds the requests; wait, which also ends on Drain, bounds the waits
 // between them.
-func (e *Engine) do(ctx, wait context.Context, j job) result {
+func (e *Engine) do(ctx, wait context.Context, gate *outage, j job) result {
 	req := Request{
-		Model:       e.opts.Model,
+		Model:       e.opts.Sampling.Model,
 		Messages:    j.msgs,
-		MaxTokens:   e.opts.MaxTokens,
-		Temperature: e.opts.Temperature,
-		TopP:        e.opts.TopP,
+		MaxTokens:   e.opts.Sampling.MaxTokens,
+		Temperature: e.opts.Sampling.Temperature,
+		TopP:        e.opts.Sampling.TopP,
 		Stream:      e.opts.Stream,
-		Extra:       e.opts.Extra,
+		Extra:       e.opts.Sampling.Extra,
 	}
 	tr := e.stats.Begin()
 	start := time.Now()
@@ -367,8 +336,8 @@ func (e *Engine) do(ctx, wait context.Context, j job) result {
 			return result{}
 		}
 		charged++
-		if ce.Cause == causeConnection && e.gate != nil && excused < e.opts.Retry.MaxAttempts {
-			wasDown, werr := e.gate.check(wait)
+		if ce.Cause == causeConnection && gate != nil && excused < e.opts.Retry.MaxAttempts {
+			wasDown, werr := gate.check(wait)
 			if werr != nil {
 				tr.Cancel()
 				return result{}
@@ -436,19 +405,15 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 func (e *Engine) record(j job, resp Response, attempts int, latency time.Duration) *sink.Record {
-	msgs := make([]sink.Message, len(j.msgs))
-	for i, m := range j.msgs {
-		msgs[i] = sink.Message{Role: m.Role, Content: m.Content}
-	}
 	model := resp.Model
 	if model == "" {
-		model = e.opts.Model
+		model = e.opts.Sampling.Model
 	}
 	return &sink.Record{
 		ID:               j.prompt.ID,
 		Sample:           j.sample,
 		Source:           j.prompt.Source,
-		Messages:         msgs,
+		Messages:         j.msgs, // exactly what was sent
 		Reasoning:        resp.Reasoning,
 		Content:          resp.Content,
 		FinishReason:     resp.FinishReason,
@@ -462,21 +427,16 @@ func (e *Engine) record(j job, resp Response, attempts int, latency time.Duratio
 	}
 }
 
-// write is the single owner of the sink: it answers the producer's skip
-// queries, writes results and flushes on a ticker so that a record counted
-// as done is durable within SyncInterval even when no further result comes.
-func (e *Engine) write(cancel context.CancelCauseFunc, out Sink, results <-chan result, skipReq <-chan skipQuery, sum *Summary) (err error) {
+// write is the single owner of the sink: it writes results and flushes on a
+// ticker so that a record counted as done is durable within SyncInterval
+// even when no further result comes.
+func (e *Engine) write(cancel context.CancelCauseFunc, out Sink, results <-chan result, sum *Summary) (err error) {
 	var tick <-chan time.Time
 	if e.opts.SyncInterval > 0 {
 		t := time.NewTicker(e.opts.SyncInterval)
 		defer t.Stop()
 		tick = t.C
 	}
-	// asked holds the keys this run is requesting and has not yet written:
-	// a repeated id in the dataset must not be asked (and written) twice.
-	// A key leaves it once its record or error record is written (the sink
-	// knows it from then on), so it stays as small as the pool.
-	asked := make(map[sink.Key]struct{}, e.opts.Concurrency)
 	fail := func(err error, r result) error {
 		cancel(err)
 		// Nothing more is recorded: what was not written is asked again on
@@ -493,16 +453,6 @@ func (e *Engine) write(cancel context.CancelCauseFunc, out Sink, results <-chan 
 	}
 	for {
 		select {
-		case q := <-skipReq:
-			v := verdictAsk
-			if _, ok := asked[q.key]; ok {
-				v = verdictRepeated
-			} else if out.Skip(q.key) {
-				v = verdictDone
-			} else {
-				asked[q.key] = struct{}{}
-			}
-			q.reply <- v
 		case r, ok := <-results:
 			if !ok {
 				if err := out.Flush(); err != nil {
@@ -516,14 +466,12 @@ func (e *Engine) write(cancel context.CancelCauseFunc, out Sink, results <-chan 
 					return fail(fmt.Errorf("write record %s/%d: %w", r.rec.ID, r.rec.Sample, err), r)
 				}
 				r.tr.Done(r.outcome)
-				delete(asked, r.rec.Key())
 				sum.Written++
 			case r.fail != nil:
 				if err := out.WriteError(r.fail); err != nil {
 					return fail(fmt.Errorf("write error record %s/%d: %w", r.fail.ID, r.fail.Sample, err), r)
 				}
 				r.tr.Fail(r.cause)
-				delete(asked, r.fail.Key())
 				sum.Failed++
 			default:
 				sum.Canceled++

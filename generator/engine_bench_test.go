@@ -28,7 +28,7 @@ func (s *endlessSource) Next() (dataset.Prompt, error) {
 // discardSink measures the engine alone: nothing is skipped, nothing kept.
 type discardSink struct{}
 
-func (discardSink) Skip(sink.Key) bool                 { return false }
+func (discardSink) Recovered() sink.Recovered          { return sink.Recovered{} }
 func (discardSink) Write(*sink.Record) error           { return nil }
 func (discardSink) WriteError(*sink.ErrorRecord) error { return nil }
 func (discardSink) Flush() error                       { return nil }

@@ -105,7 +105,7 @@ func (c *countingServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func testOptions(n int) Options {
 	return Options{
-		Concurrency: n, Model: "test-model", MaxTokens: 64, Temperature: 0, TopP: 1, Samples: 1,
+		Concurrency: n, Sampling: Sampling{Model: "test-model", MaxTokens: 64, Temperature: 0, TopP: 1, Samples: 1},
 		Retry:        RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
 		SyncInterval: 50 * time.Millisecond,
 	}
@@ -334,5 +334,20 @@ func TestSinkFailureStopsTheRun(t *testing.T) {
 	}
 	if got := srv.requests.Load(); got > 10+1+8+8 {
 		t.Errorf("server asked %d times after the sink failed at record 11; want the run to stop", got)
+	}
+}
+
+// TestEngineRunsOnce: an Engine's drain signal and stats belong to its one
+// Run; a second Run says so instead of running with a drained engine.
+func TestEngineRunsOnce(t *testing.T) {
+	eng, err := New(nil, nil, Options{Concurrency: 1, Sampling: Sampling{Model: "m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Run(context.Background(), newSliceSource(), discardSink{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Run(context.Background(), newSliceSource(), discardSink{}); err == nil || !strings.Contains(err.Error(), "runs once") {
+		t.Errorf("second Run = %v, want an error saying an Engine runs once", err)
 	}
 }

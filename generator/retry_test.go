@@ -257,19 +257,18 @@ func writeStreamAnswer(w http.ResponseWriter, prompt string, cut bool) {
 // Retry-After.
 func retryOptions(stream bool, maxAttempts int) Options {
 	return Options{
-		Concurrency: 8, Model: "test-model", MaxTokens: 64, Temperature: 0.6, TopP: 0.95, Samples: 1,
+		Concurrency: 8, Sampling: Sampling{Model: "test-model", MaxTokens: 64, Temperature: 0.6, TopP: 0.95, Samples: 1},
 		Stream:       stream,
 		Retry:        RetryPolicy{MaxAttempts: maxAttempts, InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
 		SyncInterval: 20 * time.Millisecond,
 	}
 }
 
-func openRetrySink(t *testing.T, dir string, retryErrors bool) *sink.Sink {
+func openRetrySink(t *testing.T, dir string) *sink.Sink {
 	t.Helper()
 	s, err := sink.Open(sink.Options{
 		Dir: dir, Format: sink.FormatJSONL, ShardSize: 100, SyncInterval: 20 * time.Millisecond,
-		RetryErrors: retryErrors,
-		Job:         sink.Job{Version: "test", Hash: "test"},
+		Job: sink.Job{Version: "test", Hash: "test"},
 	})
 	if err != nil {
 		t.Fatalf("open sink: %v", err)
@@ -281,7 +280,8 @@ func openRetrySink(t *testing.T, dir string, retryErrors bool) *sink.Sink {
 // a sink on dir and closes the sink.
 func runEngine(t *testing.T, url, dir string, opts Options, retryErrors bool, ids []string) (Summary, *Stats) {
 	t.Helper()
-	out := openRetrySink(t, dir, retryErrors)
+	out := openRetrySink(t, dir)
+	opts.RetryErrors = retryErrors
 	stats := NewStats(nil)
 	eng, err := New(NewClient(ClientOptions{BaseURL: url + "/v1", MaxConns: opts.Concurrency}), stats, opts)
 	if err != nil {
@@ -498,13 +498,14 @@ func TestFailedRequestRecordedThenRetriedOnlyWhenAsked(t *testing.T) {
 
 	// Run 2: the server now answers; --retry-errors asks again.
 	srv.setScript("prompt "+bad, faultScript{})
-	out := openRetrySink(t, dir, true)
-	if !out.Failed(badKey) || out.Skip(badKey) {
-		t.Errorf("run 2 before: Failed=%v Skip=%v, want true false", out.Failed(badKey), out.Skip(badKey))
+	out := openRetrySink(t, dir)
+	if !out.Failed(badKey) || out.Done(badKey) {
+		t.Errorf("run 2 before: Failed=%v Done=%v, want true false", out.Failed(badKey), out.Done(badKey))
 	}
-	if !out.Skip(sink.Key{ID: "0"}) {
-		t.Errorf("run 2 before: a done key is not skipped")
+	if !out.Done(sink.Key{ID: "0"}) {
+		t.Errorf("run 2 before: a done key is not done")
 	}
+	opts.RetryErrors = true
 	eng, err := New(NewClient(ClientOptions{BaseURL: ts.URL + "/v1"}), NewStats(nil), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -514,8 +515,8 @@ func TestFailedRequestRecordedThenRetriedOnlyWhenAsked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Failed(badKey) || !out.Skip(badKey) || out.FailedCount() != 0 {
-		t.Errorf("run 2 after: Failed=%v Skip=%v FailedCount=%d, want false true 0", out.Failed(badKey), out.Skip(badKey), out.FailedCount())
+	if out.Failed(badKey) || !out.Done(badKey) || out.FailedCount() != 0 {
+		t.Errorf("run 2 after: Failed=%v Done=%v FailedCount=%d, want false true 0", out.Failed(badKey), out.Done(badKey), out.FailedCount())
 	}
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
@@ -681,7 +682,7 @@ func TestConnectionResetBehindGatewayWithoutModels(t *testing.T) {
 	srv, ts := newFaultServer(t, map[string]faultScript{"prompt r": {kind: faultReset, times: 1}})
 	srv.noModels = true
 	dir := t.TempDir()
-	out := openRetrySink(t, dir, false)
+	out := openRetrySink(t, dir)
 	eng, err := New(NewClient(ClientOptions{BaseURL: ts.URL + "/v1"}), NewStats(nil), retryOptions(true, 4))
 	if err != nil {
 		t.Fatal(err)

@@ -92,7 +92,6 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 		Format:       s.Format,
 		ShardSize:    s.ShardSize,
 		SyncInterval: s.SyncInterval,
-		RetryErrors:  s.RetryErrors,
 		Force:        s.Force,
 		Job:          sj,
 		Check:        r.job.check(s.Dir, s.Force),
@@ -111,14 +110,10 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	}()
 	r.eng, err = New(client, s.Stats, Options{
 		Concurrency:  s.Concurrency,
-		Model:        r.job.Sampling.Model,
-		MaxTokens:    r.job.Sampling.MaxTokens,
-		Temperature:  r.job.Sampling.Temperature,
-		TopP:         r.job.Sampling.TopP,
-		Samples:      r.job.Sampling.Samples,
-		SystemPrompt: r.job.Prompt.SystemPrompt,
+		Sampling:     r.job.Sampling,
+		Prompt:       r.job.Prompt,
 		Stream:       s.Stream,
-		Extra:        r.job.Sampling.Extra,
+		RetryErrors:  s.RetryErrors,
 		Retry:        s.Retry,
 		SyncInterval: s.SyncInterval,
 	})

@@ -177,3 +177,7 @@ func dirNames(t testing.TB, dir string) []string {
 	slices.Sort(names)
 	return names
 }
+
+// skip is what a run without --retry-errors passes over: done keys and
+// keys that failed for good.
+func skip(s *Sink, k Key) bool { return s.Done(k) || s.Failed(k) }

@@ -203,7 +203,7 @@ func TestRecoverResumes(t *testing.T) {
 			// Finish the job: exactly once, and the recovered shard is not
 			// appended to (new records go to a new shard).
 			for i := range 30 {
-				if r := testRecord(i); !s.Skip(r.Key()) {
+				if r := testRecord(i); !skip(s, r.Key()) {
 					if err := s.Write(r); err != nil {
 						t.Fatal(err)
 					}

@@ -31,7 +31,6 @@ type Options struct {
 	Format       string        // "jsonl" | "parquet": the format of new shards
 	ShardSize    int           // records per shard
 	SyncInterval time.Duration // fsync bound; 0 = fsync after every record
-	RetryErrors  bool          // errored keys are pending again (else skipped like done keys)
 	Force        bool          // adopt shards without a manifest, or accept shards lost from disk
 	Job          Job
 	// Check decides whether this run may write into a directory made
@@ -70,11 +69,16 @@ type Sink struct {
 	man     *Manifest
 	run     int // index of this run in man.Runs
 
-	// done maps every done key to the index of the recovered shard holding
-	// it (for recovery's duplicate check), or -1 when written by this run.
-	done       map[Key]int32
-	failed     map[Key]struct{} // keys with an error record, done or not
-	failedOpen int              // failed keys that are not done
+	// done maps every key recovered at Open to the index of the shard
+	// holding it (for recovery's duplicate check), and failed holds the
+	// keys with a recovered error record. Neither changes after Open:
+	// Recovered hands them to the goroutine that decides what to ask.
+	done   map[Key]int32
+	failed map[Key]struct{}
+	// What this run wrote, owned by the writer like the files.
+	written    map[Key]struct{}
+	failedNow  map[Key]struct{} // keys with an error record written by this run
+	failedOpen int              // failed keys (recovered or not) that are not done
 
 	nextData int
 	cur      *appendFile // data shard being filled; nil until the next Write
@@ -104,13 +108,15 @@ func Open(opts Options) (_ *Sink, err error) {
 		now = time.Now
 	}
 	s := &Sink{
-		opts:    opts,
-		now:     now,
-		dir:     opts.Dir,
-		dataDir: filepath.Join(opts.Dir, "data"),
-		errDir:  filepath.Join(opts.Dir, "errors"),
-		done:    make(map[Key]int32),
-		failed:  make(map[Key]struct{}),
+		opts:      opts,
+		now:       now,
+		dir:       opts.Dir,
+		dataDir:   filepath.Join(opts.Dir, "data"),
+		errDir:    filepath.Join(opts.Dir, "errors"),
+		done:      make(map[Key]int32),
+		failed:    make(map[Key]struct{}),
+		written:   make(map[Key]struct{}),
+		failedNow: make(map[Key]struct{}),
 	}
 	if err := mkdirAllDurable(s.dir); err != nil {
 		return nil, fmt.Errorf("create output dir: %w", err)
@@ -236,29 +242,55 @@ func removeManifestLeftovers(dir string) {
 // Done reports whether a record for k exists: recovered from disk at Open,
 // or written by this Sink (durable after the next sync).
 func (s *Sink) Done(k Key) bool {
-	_, ok := s.done[k]
+	if _, ok := s.done[k]; ok {
+		return true
+	}
+	_, ok := s.written[k]
 	return ok
 }
 
 // Failed reports whether k has an error record and no record superseded it.
 func (s *Sink) Failed(k Key) bool {
-	if _, ok := s.failed[k]; !ok {
-		return false
-	}
-	return !s.Done(k)
+	return s.hasFailed(k) && !s.Done(k)
 }
 
-// Skip reports whether the engine must not request k: it is done, or it
-// failed and this run does not retry errors.
-func (s *Sink) Skip(k Key) bool {
-	return s.Done(k) || (!s.opts.RetryErrors && s.Failed(k))
+func (s *Sink) hasFailed(k Key) bool {
+	if _, ok := s.failed[k]; ok {
+		return true
+	}
+	_, ok := s.failedNow[k]
+	return ok
 }
 
 // DoneCount is the number of done keys.
-func (s *Sink) DoneCount() int { return len(s.done) }
+func (s *Sink) DoneCount() int { return len(s.done) + len(s.written) }
 
 // FailedCount is the number of failed keys not superseded by a record.
 func (s *Sink) FailedCount() int { return s.failedOpen }
+
+// Recovered is what Open found on disk. It does not change afterwards, so
+// the goroutine deciding which keys to ask reads it while the writer
+// writes; what this run asks is that goroutine's own business.
+func (s *Sink) Recovered() Recovered { return Recovered{done: s.done, failed: s.failed} }
+
+// Recovered is the keys an output directory held when it was opened: those
+// with a record, and those that failed for good.
+type Recovered struct {
+	done   map[Key]int32
+	failed map[Key]struct{}
+}
+
+// Done reports whether k had a record.
+func (r Recovered) Done(k Key) bool {
+	_, ok := r.done[k]
+	return ok
+}
+
+// Failed reports whether k had an error record and no record.
+func (r Recovered) Failed(k Key) bool {
+	_, ok := r.failed[k]
+	return ok && !r.Done(k)
+}
 
 // Manifest returns a copy of the manifest as last written (for inspect and
 // for tests); its slices are not shared with the Sink.
@@ -289,8 +321,8 @@ func (s *Sink) Write(r *Record) error {
 	if err := s.cur.encode(r); err != nil {
 		return s.fail(err)
 	}
-	s.done[k] = -1
-	if _, ok := s.failed[k]; ok {
+	s.written[k] = struct{}{}
+	if s.hasFailed(k) {
 		s.failedOpen--
 	}
 	if s.cur.lines == 1 || compareKeys(k, s.curMin) < 0 {
@@ -343,8 +375,8 @@ func (s *Sink) WriteError(e *ErrorRecord) error {
 	if err := s.errFile.encode(e); err != nil {
 		return s.fail(err)
 	}
-	if _, ok := s.failed[k]; !ok {
-		s.failed[k] = struct{}{}
+	if !s.hasFailed(k) {
+		s.failedNow[k] = struct{}{}
 		s.failedOpen++
 	}
 	s.man.Runs[s.run].ErrorsWritten++

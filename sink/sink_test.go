@@ -33,7 +33,7 @@ func TestWriteCloseReopen(t *testing.T) {
 				t.Errorf("DoneCount = %d, want 25", s.DoneCount())
 			}
 			for _, k := range keysOf(0, 25) {
-				if !s.Done(k) || !s.Skip(k) {
+				if !s.Done(k) || !skip(s, k) {
 					t.Errorf("key %v not done after reopen", k)
 				}
 			}
@@ -145,7 +145,7 @@ func TestCrashExactlyOnce(t *testing.T) {
 			}
 			// Resume the job: write every key that is not done.
 			for i := range 40 {
-				if r := testRecord(i); !s.Skip(r.Key()) {
+				if r := testRecord(i); !skip(s, r.Key()) {
 					if err := s.Write(r); err != nil {
 						t.Fatal(err)
 					}
@@ -155,7 +155,7 @@ func TestCrashExactlyOnce(t *testing.T) {
 
 			s = mustOpen(t, opts)
 			for i := range 40 {
-				if r := testRecord(i); !s.Skip(r.Key()) {
+				if r := testRecord(i); !skip(s, r.Key()) {
 					if err := s.Write(r); err != nil {
 						t.Fatal(err)
 					}
@@ -317,8 +317,8 @@ func TestErrorsRetryAndSupersede(t *testing.T) {
 		t.Error("error record for a done key accepted")
 	}
 	k5, k6 := testRecord(5).Key(), testRecord(6).Key()
-	if !s.Failed(k5) || !s.Skip(k5) || s.FailedCount() != 2 {
-		t.Errorf("after WriteError: Failed=%v Skip=%v FailedCount=%d", s.Failed(k5), s.Skip(k5), s.FailedCount())
+	if !s.Failed(k5) || !skip(s, k5) || s.FailedCount() != 2 {
+		t.Errorf("after WriteError: Failed=%v Skip=%v FailedCount=%d", s.Failed(k5), skip(s, k5), s.FailedCount())
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -328,15 +328,14 @@ func TestErrorsRetryAndSupersede(t *testing.T) {
 	}
 
 	s = mustOpen(t, opts)
-	if !s.Failed(k5) || !s.Skip(k5) || s.FailedCount() != 2 {
-		t.Errorf("reopen without retry: Failed=%v Skip=%v FailedCount=%d", s.Failed(k5), s.Skip(k5), s.FailedCount())
+	if !s.Failed(k5) || !skip(s, k5) || s.FailedCount() != 2 {
+		t.Errorf("reopen without retry: Failed=%v Skip=%v FailedCount=%d", s.Failed(k5), skip(s, k5), s.FailedCount())
 	}
 	s.Close()
 
-	opts.RetryErrors = true
 	s = mustOpen(t, opts)
-	if !s.Failed(k5) || s.Skip(k5) {
-		t.Errorf("reopen with retry: Failed=%v Skip=%v, want failed and not skipped", s.Failed(k5), s.Skip(k5))
+	if rec := s.Recovered(); !rec.Failed(k5) || rec.Done(k5) {
+		t.Errorf("reopen: recovered Failed=%v Done=%v, want failed and not done (a retry may ask it)", rec.Failed(k5), rec.Done(k5))
 	}
 	if err := s.Write(testRecord(5)); err != nil {
 		t.Fatal(err)
@@ -352,7 +351,6 @@ func TestErrorsRetryAndSupersede(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	opts.RetryErrors = false
 	s = mustOpen(t, opts)
 	defer s.Close()
 	if s.Failed(k5) || !s.Done(k5) || !s.Failed(k6) || s.FailedCount() != 1 {
