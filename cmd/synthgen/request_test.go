@@ -25,7 +25,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/synthgen/synthgen/config"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -269,10 +268,13 @@ func clearSynthgenEnv(t *testing.T) {
 	}
 }
 
+// setEnvKeys sets the variables of dotted keys by the documented rule
+// (generation.top_p is SYNTHGEN_GENERATION_TOP_P), spelled out here rather
+// than asked of the config package so that a change to the rule fails.
 func setEnvKeys(t *testing.T, values map[string]string) {
 	t.Helper()
 	for k, v := range values {
-		t.Setenv(config.EnvName(k), v)
+		t.Setenv("SYNTHGEN_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_")), v)
 	}
 }
 
