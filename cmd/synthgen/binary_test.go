@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"go.uber.org/goleak"
 
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/sink"
@@ -41,12 +42,15 @@ var (
 	binErr  error
 )
 
+// TestMain removes the built binary and fails the run when a goroutine
+// outlives the tests: the in-process runs must stop everything they start.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
-	os.Exit(code)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if binDir != "" {
+			_ = os.RemoveAll(binDir)
+		}
+		os.Exit(code)
+	}))
 }
 
 // goTool is the go command of the toolchain running the tests, else the
