@@ -1,6 +1,7 @@
 package generator
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,7 +36,7 @@ func (j Job) sinkJob(version string, config map[string]any) (sink.Job, error) {
 func ManifestJob(dir string, spec json.RawMessage, legacy *sink.LegacyIdentity) (Job, error) {
 	if len(spec) > 0 {
 		var j Job
-		if err := json.Unmarshal(spec, &j); err != nil {
+		if err := decodeExact(spec, &j); err != nil {
 			return Job{}, fmt.Errorf("%s: job: %w", filepath.Join(dir, sink.ManifestName), err)
 		}
 		return j, nil
@@ -44,6 +45,15 @@ func ManifestJob(dir string, spec json.RawMessage, legacy *sink.LegacyIdentity) 
 		return Job{}, fmt.Errorf("%s: holds no job", filepath.Join(dir, sink.ManifestName))
 	}
 	return legacyJob(dir, legacy.Answer)
+}
+
+// decodeExact decodes JSON keeping numbers as written (json.Number), as
+// the config does: extra_body's seed above 2^53 or its 1.0 must read back
+// as the job that wrote it, or the same config would be refused.
+func decodeExact(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	return dec.Decode(v)
 }
 
 // legacyKeys are version 1's answer settings, built from a job so that a
@@ -83,7 +93,7 @@ func legacyJob(dir string, a map[string]string) (Job, error) {
 	num("generation.temperature", func(s string) (err error) { j.Sampling.Temperature, err = strconv.ParseFloat(s, 64); return })
 	num("generation.top_p", func(s string) (err error) { j.Sampling.TopP, err = strconv.ParseFloat(s, 64); return })
 	if body := a["generation.extra_body"]; body != "" && body != "{}" {
-		if err := json.Unmarshal([]byte(body), &j.Sampling.Extra); err != nil {
+		if err := decodeExact([]byte(body), &j.Sampling.Extra); err != nil {
 			errs = append(errs, fmt.Errorf("identity.answer.generation.extra_body: %w", err))
 		}
 	}

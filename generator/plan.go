@@ -49,6 +49,11 @@ type planTarget struct {
 	held     Holdings
 	distinct int64 // distinct keys on disk
 	plan     *Plan
+	// seen holds the ids of the rows this target contains, when ids come
+	// from a column (row-index ids are unique by construction): a run
+	// asks a repeated id once among the rows it reads, so a repeat is
+	// counted once per target, not over the whole dataset.
+	seen map[string]struct{}
 }
 
 // Add counts job against held, which holds distinct keys. The returned
@@ -152,12 +157,11 @@ func countPass(opts dataset.Options, targets []*planTarget) error {
 		return err
 	}
 	defer src.Close()
-	var seen map[string]struct{}
 	if opts.IDField != "" {
-		// Row-index ids are unique by construction; an id column may not be.
-		seen = map[string]struct{}{}
+		for _, t := range targets {
+			t.seen = map[string]struct{}{}
+		}
 	}
-	var dupIDs int64
 	for {
 		p, err := src.Next()
 		if errors.Is(err, io.EOF) {
@@ -165,13 +169,6 @@ func countPass(opts dataset.Options, targets []*planTarget) error {
 		}
 		if err != nil {
 			return err
-		}
-		if seen != nil {
-			if _, dup := seen[p.ID]; dup {
-				dupIDs++
-				continue
-			}
-			seen[p.ID] = struct{}{}
 		}
 		for _, t := range targets {
 			if t.contains(p.Index) {
@@ -181,14 +178,21 @@ func countPass(opts dataset.Options, targets []*planTarget) error {
 	}
 	for _, t := range targets {
 		t.plan.BadRows = src.Skipped()
-		t.plan.DupIDs = dupIDs
 		t.plan.Outside = t.distinct - t.plan.Done
+		t.seen = nil
 	}
 	return nil
 }
 
 func (t *planTarget) count(id string) {
 	pl := t.plan
+	if t.seen != nil {
+		if _, dup := t.seen[id]; dup {
+			pl.DupIDs++
+			return
+		}
+		t.seen[id] = struct{}{}
+	}
 	for s := range pl.Samples {
 		k := sink.Key{ID: id, Sample: s}
 		pl.Selected++

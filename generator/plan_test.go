@@ -245,6 +245,6 @@ func TestPlannerDuplicateIDAcrossShards(t *testing.T) {
 	}
 	want := counts{selected: 2, done: 1, pending: 1}
 	if g := got(p1); g != want {
-		t.Skipf("KNOWN BUG (reported, not fixed here): shard 1/2 with a duplicate id from shard 0: %+v, want %+v (dup_ids %d)", g, want, p1.DupIDs)
+		t.Errorf("shard 1/2 with a duplicate id from shard 0: %+v, want %+v (dup_ids %d)", g, want, p1.DupIDs)
 	}
 }
