@@ -16,7 +16,6 @@ package dataset
 //	GET {HF_ENDPOINT}/datasets/{owner}/{name}/resolve/{sha}/{path}      → the bytes, after a redirect to a CDN
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -36,6 +35,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/synthgen/synthgen/internal/durable"
 )
 
 const (
@@ -594,7 +595,7 @@ func (c *hubClient) commit(ref hubRef) (string, error) {
 		return "", fmt.Errorf("%s: %s answered no commit sha for revision %s (is HF_ENDPOINT a Hub?)", ref, c.endpoint, ref.revision())
 	}
 	sha := strings.ToLower(info.SHA)
-	if err := writeFileAtomic(refFile, []byte(sha+"\n")); err != nil {
+	if err := writeCacheFile(refFile, []byte(sha+"\n")); err != nil {
 		return "", fmt.Errorf("%s: cache: %w", ref, err)
 	}
 	return sha, nil
@@ -688,7 +689,7 @@ func (c *hubClient) tree(ref hubRef, sha string) ([]hubFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(cache, b); err != nil {
+	if err := writeCacheFile(cache, b); err != nil {
 		return nil, fmt.Errorf("%s: cache: %w", pinned, err)
 	}
 	return files, nil
@@ -957,7 +958,7 @@ func (c *hubClient) fetch(pinned hubRef, f hubFile) error {
 		return &hubError{kind: ErrHubUnreachable, msg: fmt.Sprintf(
 			"%s: HF_HUB_OFFLINE is set and the file is not in the cache %s", name, c.cacheDir)}
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if err := durable.MkdirAll(filepath.Dir(dst)); err != nil {
 		return fmt.Errorf("%s: cache: %w", name, err)
 	}
 	return c.download(name, f, dst)
@@ -1003,7 +1004,9 @@ func (c *hubClient) download(name hubRef, f hubFile, dst string) error {
 		if err := os.Rename(part, dst); err != nil {
 			return fmt.Errorf("download %s: %w", name, err)
 		}
-		syncDir(filepath.Dir(dst))
+		if err := durable.SyncDir(filepath.Dir(dst)); err != nil {
+			return fmt.Errorf("download %s: %w", name, err)
+		}
 		return nil
 	}
 }
@@ -1194,40 +1197,12 @@ func verifyFile(p string, f hubFile) error {
 	return nil
 }
 
-// writeFileAtomic writes a small cache file under a temporary name and
-// renames it, so that readers see the old content or the new, never a part.
-func writeFileAtomic(p string, data []byte) error {
-	dir := filepath.Dir(p)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// writeCacheFile writes a small cache file atomically and durably, creating
+// its directory, so that readers see the old content or the new, never a
+// part.
+func writeCacheFile(p string, data []byte) error {
+	if err := durable.MkdirAll(filepath.Dir(p)); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(tmp, bytes.NewReader(data))
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), p)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	syncDir(dir)
-	return nil
-}
-
-// syncDir makes a rename in dir durable. Errors are ignored: some systems
-// cannot sync a directory, and the rename itself succeeded.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
+	return durable.WriteFile(p, data, 0o600)
 }

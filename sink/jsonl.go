@@ -37,7 +37,7 @@ func createAppendFile(path string) (*appendFile, error) {
 	}
 	// The new name must survive a crash too, or its fsynced lines would be
 	// unreachable.
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := disk.SyncDir(filepath.Dir(path)); err != nil {
 		_ = f.Close()
 		return nil, err
 	}

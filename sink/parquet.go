@@ -116,7 +116,7 @@ func convertJournal(journal, final string) (rows int, err error) {
 	if err := os.Rename(tmp, final); err != nil {
 		return 0, fmt.Errorf("finalize shard: %w", err)
 	}
-	if err := syncDir(filepath.Dir(final)); err != nil {
+	if err := disk.SyncDir(filepath.Dir(final)); err != nil {
 		return 0, err
 	}
 	// The final file holds every row now; a journal that survives a crash

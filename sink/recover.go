@@ -338,7 +338,7 @@ func settleDir(dir string) (finals []string, next int, notes []string, err error
 		}
 	}
 	if changed {
-		if err := syncDir(dir); err != nil {
+		if err := disk.SyncDir(dir); err != nil {
 			return nil, 0, nil, err
 		}
 	}

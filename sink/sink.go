@@ -118,7 +118,7 @@ func Open(opts Options) (_ *Sink, err error) {
 		written:   make(map[Key]struct{}),
 		failedNow: make(map[Key]struct{}),
 	}
-	if err := mkdirAllDurable(s.dir); err != nil {
+	if err := disk.MkdirAll(s.dir); err != nil {
 		return nil, fmt.Errorf("create output dir: %w", err)
 	}
 	if s.lock, err = lockDir(s.dir); err != nil {
@@ -167,7 +167,7 @@ func Open(opts Options) (_ *Sink, err error) {
 			return nil, fmt.Errorf("create output dir: %w", err)
 		}
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := disk.SyncDir(s.dir); err != nil {
 		return nil, err
 	}
 	removeManifestLeftovers(s.dir)
@@ -485,7 +485,7 @@ func (s *Sink) finalizeShard() error {
 		if err := os.Rename(cur.path, s.curFinal); err != nil {
 			return fmt.Errorf("finalize shard: %w", err)
 		}
-		if err := syncDir(s.dataDir); err != nil {
+		if err := disk.SyncDir(s.dataDir); err != nil {
 			return err
 		}
 	}
@@ -511,7 +511,7 @@ func (s *Sink) finalizeErrors() error {
 		return fmt.Errorf("finalize errors shard: %w", err)
 	}
 	s.nextErr++
-	return syncDir(s.errDir)
+	return disk.SyncDir(s.errDir)
 }
 
 func (s *Sink) maybeSync() error {

@@ -1,0 +1,136 @@
+// Package durable writes files and directories so that they survive a crash
+// or a power loss: a file replaced atomically, a directory entry fsynced,
+// a new directory tree whose every entry is fsynced. Every error is checked
+// and names the path it is about.
+package durable
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// Hook, when not nil, runs before every step that changes the disk or makes
+// a change durable, with the step's name and path:
+//
+//	create PATH     before the temporary of an atomic write of PATH is created
+//	write TMP       before the data goes to the temporary
+//	fsync TMP       before the temporary is fsynced
+//	rename TMP      before the temporary takes the final name
+//	syncdir DIR     before a directory is fsynced
+//	mkdir DIR       before the directories up to DIR are created
+//
+// Crash tests panic in it to stop between two steps, as kill -9 would, and
+// record the order of the steps to check what a power loss could reorder.
+// The package-level functions use no hook.
+type Hook func(op, path string)
+
+func (h Hook) step(op, path string) {
+	if h != nil {
+		h(op, path)
+	}
+}
+
+// WriteFile is Hook(nil).WriteFile.
+func WriteFile(path string, data []byte, perm os.FileMode) error {
+	return Hook(nil).WriteFile(path, data, perm)
+}
+
+// SyncDir is Hook(nil).SyncDir.
+func SyncDir(dir string) error { return Hook(nil).SyncDir(dir) }
+
+// MkdirAll is Hook(nil).MkdirAll.
+func MkdirAll(dir string) error { return Hook(nil).MkdirAll(dir) }
+
+// WriteFile replaces path with data so that a reader (or a restart after a
+// crash) sees either the old content or the new one, never a mix. The data
+// goes to a temporary file in the same directory (same filesystem, so the
+// rename is atomic) whose name starts with "." and ends with ".tmp", never
+// with a final suffix such as .json: a crash leaves only a hidden leftover,
+// not a half-written file under a name readers trust. The file is fsynced
+// before the rename and the directory after it, so the rename itself
+// survives a power loss. The directory must exist.
+func (h Hook) WriteFile(path string, data []byte, perm os.FileMode) (err error) {
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	h.step("create", path)
+	f, err := os.CreateTemp(dir, "."+base+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+	h.step("write", tmp)
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	// CreateTemp makes 0600 files; the caller's perm is what the final file gets.
+	if err = f.Chmod(perm); err != nil {
+		return fmt.Errorf("chmod %s: %w", tmp, err)
+	}
+	h.step("fsync", tmp)
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", tmp, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp, err)
+	}
+	h.step("rename", tmp)
+	if err = os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename %s: %w", tmp, err)
+	}
+	return h.SyncDir(dir)
+}
+
+// MkdirAll is os.MkdirAll (mode 0755) that also fsyncs the parent of every
+// directory it creates: a new directory's entry must be durable before the
+// files inside it count as durable after a power loss.
+func (h Hook) MkdirAll(dir string) error {
+	var created []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		created = append(created, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	h.step("mkdir", dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, d := range created {
+		if err := h.SyncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SyncDir fsyncs a directory so that the renames, creations and removals of
+// its entries are durable, not only the file contents.
+func (h Hook) SyncDir(dir string) error {
+	h.step("syncdir", dir)
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("fsync dir %s: %w", dir, err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	// Some filesystems refuse fsync on a directory (EINVAL); there is nothing
+	// more durable to ask for there, so that one error is not a failure.
+	if err != nil && !errors.Is(err, syscall.EINVAL) {
+		return fmt.Errorf("fsync dir %s: %w", dir, err)
+	}
+	return nil
+}
