@@ -1,0 +1,350 @@
+package generator
+
+// A Snapshot is the stats at one moment, with the rates, percentiles and
+// ETA derived from them: what every renderer reads.
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Snapshot is a copy of every figure at one moment. Rates exclude keys that
+// were done before this run.
+type Snapshot struct {
+	At      time.Time
+	Elapsed time.Duration // since the first request began; 0 before
+
+	Total       int64 // requests this run will make
+	AlreadyDone int64 // keys done on disk before this run
+	Done        int64 // completed in this run
+	Errors      int64 // gave up in this run
+	InFlight    int64
+	Retries     int64 // attempts retried (a request retried twice counts 2)
+	// ServerDownSince is when the server stopped answering (every slot
+	// waits for it to come back); zero while it answers.
+	ServerDownSince time.Time
+
+	ErrorsByCause  map[string]int64
+	RetriesByCause map[string]int64
+
+	CompletionTokens int64 // credited so far: completed (corrected) plus the running attempts' deltas
+	RunningTokens    int64 // the part of CompletionTokens that belongs to requests in flight
+	PromptTokens     int64
+
+	// Cumulative rates over Elapsed.
+	ReqPerSec       float64
+	TokPerSec       float64
+	PromptTokPerSec float64
+
+	// Recent rates over the last shortWindow and longWindow whole seconds
+	// (the second in progress is left out); while Elapsed is shorter than
+	// the window they equal the cumulative rates.
+	Last10s Rates
+	Last60s Rates
+
+	// Completion length of completed requests, in tokens; percentiles are
+	// nearest-rank.
+	CompletionAvg float64
+	CompletionP50 int64
+	CompletionP90 int64
+	CompletionMax int64
+
+	// Streaming latencies of completed requests. ITL is per request:
+	// (latency - TTFT) / (deltas - 1), so under speculative decoding it is
+	// the time between chunks, not tokens.
+	TTFTP50, TTFTP90 time.Duration
+	ITLP50, ITLP90   time.Duration
+
+	Truncated      int64   // finish_reason "length"
+	TruncatedShare float64 // Truncated / Done
+
+	// ExpectedCompletion is the estimated mean completion length (tokens):
+	// the Kaplan-Meier (product-limit) mean, each running request counting
+	// as right-censored at its current deltas. Early in a run the short
+	// answers have finished and the long ones are still streaming, so the
+	// mean of the completed alone is biased low; the censored estimate is
+	// never below it nor below the mean over completed and running taken
+	// at face value. ExpectedCompletionSE is its standard error (the KM
+	// standard deviation over sqrt(completed)); NaN with no completions.
+	ExpectedCompletion   float64
+	ExpectedCompletionSE float64
+
+	// RemainingTokens is the estimated completion tokens still to come:
+	// ExpectedCompletion for each request not started, and
+	// max(ExpectedCompletion - current, 0) for each one in flight.
+	RemainingTokens float64
+
+	// ETA is RemainingTokens over Last60s.TokPerSec. ETAKnown is false when
+	// there is no rate or no length yet. ETAError is the ± that the standard
+	// error of ExpectedCompletion implies for the requests not yet done;
+	// 0 when it is unknown. Confidence grades the estimate by completed
+	// count: "low" (< 30), "medium" (< 300), "high".
+	ETA        time.Duration
+	ETAKnown   bool
+	ETAError   time.Duration
+	Confidence string
+}
+
+// Completed is the number of keys done, including those done before this run.
+func (s Snapshot) Completed() int64 { return s.AlreadyDone + s.Done }
+
+// Planned is the number of keys of the whole job, including those done
+// before this run.
+func (s Snapshot) Planned() int64 { return s.AlreadyDone + s.Total }
+
+// Snapshot returns every figure at now().
+func (s *Stats) Snapshot() Snapshot {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.stoppedAt.IsZero() {
+		now = s.stoppedAt
+	}
+
+	snap := Snapshot{
+		At:              now,
+		Total:           s.total.Load(),
+		AlreadyDone:     s.alreadyDone.Load(),
+		Done:            s.done,
+		Errors:          s.errors,
+		InFlight:        int64(len(s.inFlight)),
+		Retries:         s.retries,
+		ServerDownSince: s.downSince,
+		ErrorsByCause:   copyCounts(s.errCause),
+		RetriesByCause:  copyCounts(s.retryCause),
+		PromptTokens:    s.promptTok,
+		Truncated:       s.truncated,
+		Confidence:      confidence(s.done),
+	}
+	running := make([]int64, 0, len(s.inFlight))
+	for r := range s.inFlight {
+		c := r.cur.Load()
+		running = append(running, c)
+		snap.RunningTokens += c
+	}
+	slices.Sort(running)
+	snap.CompletionTokens = s.compTokens + snap.RunningTokens
+
+	if s.started {
+		snap.Elapsed = max(now.Sub(s.start), 0)
+	}
+	if secs := snap.Elapsed.Seconds(); secs > 0 {
+		snap.ReqPerSec = float64(s.done) / secs
+		snap.TokPerSec = float64(snap.CompletionTokens) / secs
+		snap.PromptTokPerSec = float64(s.promptTok) / secs
+	}
+	snap.Last10s = s.windowLocked(snap, shortWindow)
+	snap.Last60s = s.windowLocked(snap, longWindow)
+
+	if s.done > 0 {
+		snap.CompletionAvg = float64(s.compTokens) / float64(s.done)
+		snap.TruncatedShare = float64(s.truncated) / float64(s.done)
+	}
+	snap.CompletionP50 = s.lengths.quantile(0.5)
+	snap.CompletionP90 = s.lengths.quantile(0.9)
+	snap.CompletionMax = s.lengths.max
+	snap.TTFTP50 = time.Duration(s.ttft.quantile(0.5)) * time.Microsecond
+	snap.TTFTP90 = time.Duration(s.ttft.quantile(0.9)) * time.Microsecond
+	snap.ITLP50 = time.Duration(s.itl.quantile(0.5)) * time.Microsecond
+	snap.ITLP90 = time.Duration(s.itl.quantile(0.9)) * time.Microsecond
+
+	mean, sd := s.lengths.kaplanMeier(running, s.done)
+	snap.ExpectedCompletion = mean
+	snap.ExpectedCompletionSE = math.NaN()
+	if s.done > 0 {
+		snap.ExpectedCompletionSE = sd / math.Sqrt(float64(s.done))
+	}
+	s.etaLocked(&snap, running)
+	return snap
+}
+
+// windowLocked sums the buckets of the last w whole seconds; before w has
+// elapsed it returns the cumulative rates.
+func (s *Stats) windowLocked(snap Snapshot, w time.Duration) Rates {
+	if snap.Elapsed < w {
+		return Rates{Span: snap.Elapsed, ReqPerSec: snap.ReqPerSec, TokPerSec: max(snap.TokPerSec, 0), PromptTokPerSec: snap.PromptTokPerSec}
+	}
+	cur := int64(snap.Elapsed / time.Second)
+	n := int64(w / time.Second)
+	var tok, reqs, prompt int64
+	for sec := cur - n; sec < cur; sec++ {
+		v := s.deltas[sec&ringMask].Load()
+		if v>>countBits == uint64(sec)&epochMask {
+			tok += int64(v & countMask)
+		}
+		if b := &s.corr[sec&ringMask]; b.sec == sec {
+			tok += b.tokens
+			reqs += b.reqs
+			prompt += b.prompt
+		}
+	}
+	secs := w.Seconds()
+	// A burst of retries can take back more tokens than a window credited:
+	// a rate is never shown negative.
+	return Rates{Span: w, ReqPerSec: float64(reqs) / secs, TokPerSec: max(float64(tok)/secs, 0), PromptTokPerSec: float64(prompt) / secs}
+}
+
+func (s *Stats) etaLocked(snap *Snapshot, running []int64) {
+	l := snap.ExpectedCompletion
+	notStarted := max(snap.Total-snap.Done-snap.Errors-snap.InFlight, 0)
+	rem := float64(notStarted) * l
+	for _, c := range running {
+		rem += max(l-float64(c), 0)
+	}
+	snap.RemainingTokens = rem
+	rate := snap.Last60s.TokPerSec
+	if snap.Total > 0 && notStarted == 0 && snap.InFlight == 0 {
+		snap.ETAKnown = true // nothing left
+		return
+	}
+	if rate <= 0 || l <= 0 {
+		return
+	}
+	snap.ETAKnown = true
+	snap.ETA = secondsToDuration(rem / rate)
+	if se := snap.ExpectedCompletionSE; !math.IsNaN(se) {
+		snap.ETAError = secondsToDuration(float64(notStarted+snap.InFlight) * se / rate)
+	}
+}
+
+func secondsToDuration(s float64) time.Duration {
+	if s >= math.MaxInt64/float64(time.Second) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(math.Round(s * float64(time.Second)))
+}
+
+func confidence(done int64) string {
+	switch {
+	case done < 30:
+		return "low"
+	case done < 300:
+		return "medium"
+	default:
+		return "high"
+	}
+}
+
+func copyCounts(m map[string]int64) map[string]int64 {
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// sampleSet keeps the values of one per-request figure with bounded memory:
+// all of them up to maxSamples, then a uniform reservoir (algorithm R).
+// It is sorted lazily, in place, when a quantile is asked for.
+type sampleSet struct {
+	vals   []int64
+	n      int64 // values seen
+	max    int64
+	sorted bool
+	seed   uint64 // splitmix64 state: deterministic, no global rand
+}
+
+func (ss *sampleSet) add(v int64) {
+	ss.n++
+	if ss.n == 1 || v > ss.max {
+		ss.max = v
+	}
+	if len(ss.vals) < maxSamples {
+		ss.vals = append(ss.vals, v)
+		ss.sorted = false
+		return
+	}
+	if j := ss.next() % uint64(ss.n); j < maxSamples {
+		ss.vals[j] = v
+		ss.sorted = false
+	}
+}
+
+func (ss *sampleSet) next() uint64 {
+	ss.seed += 0x9e3779b97f4a7c15
+	z := ss.seed
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+func (ss *sampleSet) sort() {
+	if !ss.sorted {
+		slices.Sort(ss.vals)
+		ss.sorted = true
+	}
+}
+
+// quantile returns the nearest-rank q-quantile (the smallest value with at
+// least q of the samples at or below it); 0 when empty.
+func (ss *sampleSet) quantile(q float64) int64 {
+	if len(ss.vals) == 0 {
+		return 0
+	}
+	ss.sort()
+	rank := int(math.Ceil(q * float64(len(ss.vals))))
+	return ss.vals[min(max(rank, 1), len(ss.vals))-1]
+}
+
+// kaplanMeier returns the restricted mean and standard deviation of the
+// product-limit estimate built from the completed lengths (events; each
+// stored sample weighs completed/len(samples) once the set is a reservoir)
+// and the running requests' current tokens (right-censored, sorted).
+// At equal values events come before censorings, as usual. The mean is
+// restricted to the longest observation: when that one is still running it
+// is a lower bound, which is the honest answer early in a run.
+func (ss *sampleSet) kaplanMeier(censored []int64, completed int64) (mean, sd float64) {
+	ss.sort()
+	ev := ss.vals
+	if len(ev) == 0 && len(censored) == 0 {
+		return 0, 0
+	}
+	w := 1.0
+	if len(ev) > 0 {
+		w = float64(completed) / float64(len(ev))
+	}
+	atRisk := w*float64(len(ev)) + float64(len(censored))
+	surv, prev := 1.0, 0.0
+	var m1, m2 float64
+	i, j := 0, 0
+	for i < len(ev) || j < len(censored) {
+		var t int64
+		switch {
+		case j == len(censored):
+			t = ev[i]
+		case i == len(ev):
+			t = censored[j]
+		default:
+			t = min(ev[i], censored[j])
+		}
+		var d, c float64
+		for i < len(ev) && ev[i] == t {
+			d += w
+			i++
+		}
+		for j < len(censored) && censored[j] == t {
+			c++
+			j++
+		}
+		if d > 0 {
+			x := float64(t)
+			m1 += surv * (x - prev)
+			m2 += surv * (x*x - prev*prev)
+			prev = x
+			surv *= 1 - d/atRisk
+		}
+		atRisk -= d + c
+	}
+	var tau int64
+	if len(ev) > 0 {
+		tau = ev[len(ev)-1]
+	}
+	if len(censored) > 0 {
+		tau = max(tau, censored[len(censored)-1])
+	}
+	x := float64(tau)
+	m1 += surv * (x - prev)
+	m2 += surv * (x*x - prev*prev)
+	return m1, math.Sqrt(max(m2-m1*m1, 0))
+}
