@@ -36,6 +36,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/synthgen/synthgen/internal/backoff"
 	"github.com/synthgen/synthgen/internal/durable"
 )
 
@@ -307,8 +308,10 @@ var (
 	// hubAttempts is how many times a download is tried (resuming where
 	// the last try stopped), and an API call that got 429 or 5xx.
 	hubAttempts = 4
-	// hubRetryDelay is the first pause between tries; it doubles.
-	hubRetryDelay = time.Second
+	// hubRetryDelay is the first pause between tries; it doubles, up to
+	// hubMaxRetryDelay.
+	hubRetryDelay    = time.Second
+	hubMaxRetryDelay = time.Minute
 	// hubIdleTimeout ends a download that received nothing for this long,
 	// so a stalled connection is retried instead of hanging the start.
 	hubIdleTimeout = 2 * time.Minute
@@ -366,14 +369,12 @@ func newHubClient(ctx context.Context, onDownload func(file string, done, total 
 	return &hubClient{hubSettings: s, ctx: ctx, onDownload: onDownload}, nil
 }
 
-// pause waits d between two tries, or less when the caller gives up.
-func (c *hubClient) pause(d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-c.ctx.Done():
-	}
+// pause waits between a failed try and the next, the retry-th (1-based),
+// or less when the caller gives up. One client retries alone, so the waits
+// double without jitter.
+func (c *hubClient) pause(retry int) {
+	p := backoff.Policy{Initial: hubRetryDelay, Max: hubMaxRetryDelay}
+	backoff.Sleep(c.ctx, p.Ceiling(retry))
 }
 
 func (c *hubClient) repoDir(repo string) string {
@@ -445,7 +446,7 @@ func (c *hubClient) getAPI(ref hubRef, u string) (body []byte, next string, err 
 		if err == nil || !transient(status) || attempt >= hubAttempts || c.ctx.Err() != nil {
 			return body, next, err
 		}
-		c.pause(hubRetryDelay << (attempt - 1))
+		c.pause(attempt)
 	}
 }
 
@@ -981,7 +982,7 @@ func (c *hubClient) download(name hubRef, f hubFile, dst string) error {
 				if c.ctx.Err() != nil {
 					break
 				}
-				c.pause(hubRetryDelay << (attempt - 2))
+				c.pause(attempt - 1)
 			}
 			var retry bool
 			if retry, err = c.downloadOnce(name, u, part, f.size()); err == nil || !retry {
