@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/internal/backoff"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -361,7 +361,7 @@ func (e *Engine) do(ctx, wait context.Context, gate *outage, j job) result {
 			}}
 		}
 		tr.Retry(ce.Cause)
-		if !sleep(wait, e.backoff(charged, ce.RetryAfter)) {
+		if !backoff.Sleep(wait, e.backoff(charged, ce.RetryAfter)) {
 			tr.Cancel()
 			return result{}
 		}
@@ -372,36 +372,8 @@ func (e *Engine) do(ctx, wait context.Context, gate *outage, j job) result {
 // jitter (so 200 slots hit by one 503 do not come back in lockstep), at least
 // what the server asked for in Retry-After.
 func (e *Engine) backoff(attempt int, retryAfter time.Duration) time.Duration {
-	ceil := e.opts.Retry.InitialBackoff
-	for i := 1; i < attempt && ceil < e.opts.Retry.MaxBackoff; i++ {
-		ceil *= 2
-	}
-	if ceil > e.opts.Retry.MaxBackoff {
-		ceil = e.opts.Retry.MaxBackoff
-	}
-	var d time.Duration
-	if ceil > 0 {
-		d = rand.N(ceil + 1)
-	}
-	if retryAfter > d {
-		d = retryAfter
-	}
-	return d
-}
-
-// sleep waits d or until ctx ends; it reports whether the wait completed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	p := backoff.Policy{Initial: e.opts.Retry.InitialBackoff, Max: e.opts.Retry.MaxBackoff}
+	return max(p.Delay(attempt), retryAfter)
 }
 
 func (e *Engine) record(j job, resp Response, attempts int, latency time.Duration) *sink.Record {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/synthgen/synthgen/internal/backoff"
 )
 
 // ModelError is a model the server does not serve.
@@ -56,9 +58,12 @@ func resolveModel(ctx context.Context, client *Client, baseURL, want string, log
 	// Quiet for the first seconds: a server started a moment ago (make run)
 	// is not worth a line.
 	lastSaid := time.Now().Add(-25 * time.Second)
+	// A loading server is polled, quickly at first: make run starts its
+	// mock a moment before.
+	poll := backoff.Policy{Initial: 500 * time.Millisecond, Max: 2 * time.Second}
 	safe := RedactURL(baseURL)
 	where := strings.TrimRight(safe, "/") + "/models"
-	for {
+	for attempt := 1; ; attempt++ {
 		reqCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		models, err := client.Models(reqCtx)
 		cancel()
@@ -87,7 +92,7 @@ func resolveModel(ctx context.Context, client *Client, baseURL, want string, log
 			fmt.Fprintf(log, "waiting for the server at %s (%v)\n", safe, shown)
 			lastSaid = time.Now()
 		}
-		if !sleep(ctx, 2*time.Second) {
+		if !backoff.Sleep(ctx, poll.Ceiling(attempt)) {
 			return "", ctx.Err()
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/synthgen/synthgen/internal/backoff"
 )
 
 // A restarting vLLM refuses connections for minutes (loading a large model
@@ -77,9 +79,11 @@ func (o *outage) check(ctx context.Context) (wasDown bool, err error) {
 // Run (o.life); slots waiting on a gate that never opens end with their own
 // context, which is the Run's too.
 func (o *outage) watch(ctx context.Context, back chan struct{}) {
-	wait := o.minBackoff
-	for {
-		if !sleep(ctx, wait) {
+	// One prober, so no jitter: the waits double from minBackoff to
+	// maxBackoff.
+	p := backoff.Policy{Initial: o.minBackoff, Max: o.maxBackoff}
+	for attempt := 1; ; attempt++ {
+		if !backoff.Sleep(ctx, p.Ceiling(attempt)) {
 			return
 		}
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -88,7 +92,6 @@ func (o *outage) watch(ctx context.Context, back chan struct{}) {
 		if err == nil {
 			break
 		}
-		wait = min(wait*2, o.maxBackoff)
 	}
 	o.mu.Lock()
 	o.back = nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -593,8 +594,12 @@ func TestRetriesExhausted(t *testing.T) {
 }
 
 // TestBackoffBounds: the wait after the n-th failure is full jitter in
-// [0, min(max, initial*2^(n-1))], spread over that range, and never shorter
-// than the server's Retry-After.
+// [0, min(max, initial*2^(n-1))], spread over that range (the ceiling
+// reachable), for any n however large, and never shorter than the server's
+// Retry-After, even one longer than the cap. The doubling used to overflow
+// from the 23rd failure (an hour doubled 22 times), leaving a wait of 0:
+// the spread checks below run for every ceiling, the largest included, so
+// that a wait stuck at 0 fails.
 func TestBackoffBounds(t *testing.T) {
 	const samples = 500
 	for _, pol := range []RetryPolicy{
@@ -609,7 +614,7 @@ func TestBackoffBounds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, attempt := range []int{1, 2, 3, 4, 7, 10, 20, 64, 99} {
+		for _, attempt := range []int{1, 2, 3, 4, 7, 10, 20, 22, 23, 24, 63, 64, 65, 99, 1000, math.MaxInt} {
 			// ceil = min(max, initial*2^(attempt-1)), without overflow.
 			ceil := pol.InitialBackoff
 			for i := 1; i < attempt && ceil < pol.MaxBackoff; i++ {
@@ -634,11 +639,11 @@ func TestBackoffBounds(t *testing.T) {
 				// Full jitter: uniform over [0, ceil], so the mean is near
 				// ceil/2 and the largest of 500 draws near ceil (a constant
 				// wait would bring 200 slots back in lockstep).
-				if retryAfter == 0 && ceil >= time.Millisecond && ceil < time.Duration(1<<62) {
+				if retryAfter == 0 && ceil >= time.Millisecond {
 					if mean := float64(sum) / float64(ceil); mean < 0.4 || mean > 0.6 {
 						t.Errorf("%s: mean wait %.2f of the ceiling %v, want about 0.5 (full jitter)", name, mean, ceil)
 					}
-					if top < ceil*8/10 {
+					if top < ceil/10*8 {
 						t.Errorf("%s: longest of %d waits %v, want near the ceiling %v", name, samples, top, ceil)
 					}
 				}

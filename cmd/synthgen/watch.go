@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/synthgen/synthgen/internal/backoff"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
 
@@ -88,7 +89,7 @@ func runWatch(ctx context.Context, stdout, stderr io.Writer, target string, o wa
 	wait := o.window
 	failing := false
 	for {
-		if !sleepCtx(ctx, wait) {
+		if !backoff.Sleep(ctx, wait) {
 			if o.follow {
 				return nil // Ctrl-C is how --follow ends
 			}
@@ -143,16 +144,4 @@ func watchScrapeError(err error) error {
 	}
 	return &exitError{code: exitFailure, err: err,
 		hint: "is vLLM running? pass the server root (http://host:8000) or its /metrics URL"}
-}
-
-// sleepCtx waits d or until ctx ends; it reports whether the wait completed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
