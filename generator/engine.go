@@ -161,7 +161,9 @@ type result struct {
 	cause   string  // for fail
 }
 
-// Summary counts what one Run did.
+// Summary counts what one Run did. It is a view of the run's Stats (the
+// one ledger: the writer and the producer report there, and only there),
+// taken when Run returns.
 type Summary struct {
 	Written  int   // records written
 	Failed   int   // error records written
@@ -181,9 +183,8 @@ type Summary struct {
 // result (an error record), never an error of Run: Run fails only when the
 // source or the sink does.
 func (e *Engine) Run(ctx context.Context, src Source, out Sink) (Summary, error) {
-	var sum Summary
 	if e.ran.Swap(true) {
-		return sum, errors.New("generator: an Engine runs once (its Drain and Stats belong to that run); make a new one")
+		return Summary{}, errors.New("generator: an Engine runs once (its Drain and Stats belong to that run); make a new one")
 	}
 	// A buffer as deep as the pool: a slot never waits for an fsync.
 	results := make(chan result, e.opts.Concurrency)
@@ -208,7 +209,7 @@ func (e *Engine) Run(ctx context.Context, src Source, out Sink) (Summary, error)
 	// the producer's alone: what the sink recovered at open (which does not
 	// change) and what this run has asked.
 	writerErr := make(chan error, 1)
-	go func() { writerErr <- e.write(cancelReqs, out, results, &sum) }()
+	go func() { writerErr <- e.write(cancelReqs, out, results) }()
 
 	// The pool: SetLimit makes Go block while Concurrency requests are in
 	// flight, so a slot is refilled the moment one frees. Slots never return
@@ -224,15 +225,28 @@ func (e *Engine) Run(ctx context.Context, src Source, out Sink) (Summary, error)
 			results <- e.do(reqCtx, waitCtx, gate, j)
 			return nil
 		})
-	}, &sum)
+	})
 	_ = pool.Wait()
 	close(results)
 	err := <-writerErr
-	sum.Drained = !ended && srcErr == nil
+	sum := e.summary(!ended && srcErr == nil)
 	if err != nil {
 		return sum, err
 	}
 	return sum, srcErr
+}
+
+// summary reads the run's figures from its stats.
+func (e *Engine) summary(drained bool) Summary {
+	c := e.stats.counts()
+	return Summary{
+		Written:    int(c.done),
+		Failed:     int(c.errors),
+		Skipped:    c.alreadyDone - c.repeated,
+		Drained:    drained,
+		Canceled:   int(c.canceled),
+		Duplicates: int(c.repeated),
+	}
 }
 
 func (e *Engine) draining() bool {
@@ -249,7 +263,7 @@ func (e *Engine) draining() bool {
 // whether a key is asked: not when the directory held it (done, or failed
 // and errors are not retried), nor when this run asked it already (a
 // repeated id in the dataset).
-func (e *Engine) produce(ctx context.Context, src Source, held sink.Recovered, start func(job), sum *Summary) (ended bool, err error) {
+func (e *Engine) produce(ctx context.Context, src Source, held sink.Recovered, start func(job)) (ended bool, err error) {
 	// asked holds every key this run asked: a key is written once, and a
 	// repeated id may come after the first copy's record was written.
 	asked := make(map[sink.Key]struct{})
@@ -270,12 +284,10 @@ func (e *Engine) produce(ctx context.Context, src Source, held sink.Recovered, s
 			if _, repeated := asked[k]; repeated {
 				// Out of the run's total like a key found done: the key is
 				// answered once, by the first copy.
-				sum.Duplicates++
-				e.stats.AddAlreadyDone(1)
+				e.stats.AddRepeated(1)
 				continue
 			}
 			if held.Done(k) || (!e.opts.RetryErrors && held.Failed(k)) {
-				sum.Skipped++
 				e.stats.AddAlreadyDone(1)
 				continue
 			}
@@ -402,7 +414,7 @@ func (e *Engine) record(j job, resp Response, attempts int, latency time.Duratio
 // write is the single owner of the sink: it writes results and flushes on a
 // ticker so that a record counted as done is durable within SyncInterval
 // even when no further result comes.
-func (e *Engine) write(cancel context.CancelCauseFunc, out Sink, results <-chan result, sum *Summary) (err error) {
+func (e *Engine) write(cancel context.CancelCauseFunc, out Sink, results <-chan result) (err error) {
 	var tick <-chan time.Time
 	if e.opts.SyncInterval > 0 {
 		t := time.NewTicker(e.opts.SyncInterval)
@@ -438,15 +450,13 @@ func (e *Engine) write(cancel context.CancelCauseFunc, out Sink, results <-chan 
 					return fail(fmt.Errorf("write record %s/%d: %w", r.rec.ID, r.rec.Sample, err), r)
 				}
 				r.tr.Done(r.outcome)
-				sum.Written++
 			case r.fail != nil:
 				if err := out.WriteError(r.fail); err != nil {
 					return fail(fmt.Errorf("write error record %s/%d: %w", r.fail.ID, r.fail.Sample, err), r)
 				}
 				r.tr.Fail(r.cause)
-				sum.Failed++
 			default:
-				sum.Canceled++
+				e.stats.addCanceled()
 			}
 		case <-tick:
 			if err := out.Flush(); err != nil {

@@ -54,7 +54,9 @@ type Stats struct {
 	now func() time.Time
 
 	total       atomic.Int64
-	alreadyDone atomic.Int64
+	alreadyDone atomic.Int64 // keys done before this run, and repeats
+	repeated    atomic.Int64 // rows repeating a key this run asked (in alreadyDone too)
+	canceled    atomic.Int64 // requests cut, or never sent, because the run stopped
 
 	// deltas is the lock-free per-second ring of streamed deltas (the hot
 	// path); everything else below is owned by mu.
@@ -149,6 +151,30 @@ func (s *Stats) SetTotal(n int64) { s.total.Store(n) }
 func (s *Stats) AddAlreadyDone(n int64) {
 	s.alreadyDone.Add(n)
 	s.total.Add(-n)
+}
+
+// AddRepeated records dataset rows whose key this run had already asked (a
+// repeated id): like keys found done, they leave Total, and are counted
+// apart so that a summary can warn about them.
+func (s *Stats) AddRepeated(n int64) {
+	s.repeated.Add(n)
+	s.AddAlreadyDone(n)
+}
+
+// addCanceled records a key the run stopped before it had an answer: it is
+// asked again on resume.
+func (s *Stats) addCanceled() { s.canceled.Add(1) }
+
+// runCounts are the counts a Summary is made of.
+type runCounts struct {
+	done, errors, alreadyDone, repeated, canceled int64
+}
+
+func (s *Stats) counts() runCounts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return runCounts{done: s.done, errors: s.errors, alreadyDone: s.alreadyDone.Load(),
+		repeated: s.repeated.Load(), canceled: s.canceled.Load()}
 }
 
 // Tracker follows one request (one key) through its slot, retries

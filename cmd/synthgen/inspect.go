@@ -334,65 +334,81 @@ func (p *inspectPrinter) dir(d inspectDir, title string) {
 	}
 	fmt.Fprintf(tw, "records\t%s%s, %s distinct keys, %s\n", inspectNum(r.Records), shards, inspectNum(r.Distinct),
 		plural(len(r.Duplicates), "duplicate", "duplicates"))
-	if j := d.Dataset; j != nil {
-		what := j.Path
-		if j.Shard != "" {
-			what += " shard " + j.Shard
-		}
-		if j.Limit > 0 {
-			what += fmt.Sprintf(" (limit %d)", j.Limit)
-		}
-		if j.Unreadable != "" {
-			fmt.Fprintf(tw, "dataset\t%s: not readable from here (%s); pending not counted, give the dataset with --dataset PATH\n", what, j.Unreadable)
-		} else {
-			fmt.Fprintf(tw, "dataset\t%s keys in %s: %s done, %s failed, %s pending\n", inspectNum(j.Selected), what,
-				inspectNum(j.Done), inspectNum(j.Failed), inspectNum(j.Pending))
-			var extra []string
-			if j.Outside > 0 {
-				extra = append(extra, fmt.Sprintf("%s keys on disk are outside this selection (a smaller limit, another shard?)", inspectNum(j.Outside)))
-			}
-			if j.BadRows > 0 {
-				extra = append(extra, fmt.Sprintf("%s bad rows skipped", inspectNum(j.BadRows)))
-			}
-			if j.DupIDs > 0 {
-				extra = append(extra, fmt.Sprintf("%s rows repeat an earlier id (counted once)", inspectNum(j.DupIDs)))
-			}
-			for _, e := range extra {
-				fmt.Fprintf(tw, "\t%s\n", e)
-			}
-		}
+	if d.Dataset != nil {
+		planLines(tw, d.Dataset)
 	}
-	if e := r.Errors; e.Open > 0 {
-		causes := map[string]int64{}
-		for c, n := range e.ByCause {
-			causes[c] = int64(n)
-		}
-		fmt.Fprintf(tw, "errors\t%s failed for good: %s (rerun with --retry-errors to request them again)\n",
-			plural(e.Open, "key", "keys"), formatCounts(causes))
-	} else if e.Keys > 0 {
-		fmt.Fprintf(tw, "errors\tnone open (%s, each superseded by a record)\n", plural(e.Keys, "key failed once", "keys failed once"))
-	} else {
-		fmt.Fprintf(tw, "errors\tnone\n")
-	}
-	if r.Records > 0 {
-		var parts []string
-		for _, f := range r.SortedFinishReasons() {
-			name := f
-			if name == "" {
-				name = `""`
-			}
-			parts = append(parts, fmt.Sprintf("%s %s (%.1f%%)", name, inspectNum(r.FinishReasons[f]), 100*float64(r.FinishReasons[f])/float64(r.Records)))
-		}
-		fmt.Fprintf(tw, "finish\t%s; truncated (length) %.1f%%\n", strings.Join(parts, ", "), 100*r.TruncatedShare)
-		fmt.Fprintf(tw, "tokens\tprompt %s, completion %s (avg %s per record)\n", inspectNum(r.PromptTokens),
-			inspectNum(r.CompletionTokens), inspectNum(r.CompletionTokens/r.Records))
-	}
+	errorLines(tw, r.Errors)
+	finishLines(tw, r)
 	_ = tw.Flush()
 	p.printf("%s", b.String())
 	if len(r.Dirs) == 0 {
 		p.shards(r)
 		p.runs(r)
 	}
+	p.verdict(r)
+}
+
+// planLines: the directory against its job's selection of the dataset.
+func planLines(tw io.Writer, j *generator.Plan) {
+	what := j.Path
+	if j.Shard != "" {
+		what += " shard " + j.Shard
+	}
+	if j.Limit > 0 {
+		what += fmt.Sprintf(" (limit %d)", j.Limit)
+	}
+	if j.Unreadable != "" {
+		fmt.Fprintf(tw, "dataset\t%s: not readable from here (%s); pending not counted, give the dataset with --dataset PATH\n", what, j.Unreadable)
+		return
+	}
+	fmt.Fprintf(tw, "dataset\t%s keys in %s: %s done, %s failed, %s pending\n", inspectNum(j.Selected), what,
+		inspectNum(j.Done), inspectNum(j.Failed), inspectNum(j.Pending))
+	if j.Outside > 0 {
+		fmt.Fprintf(tw, "\t%s keys on disk are outside this selection (a smaller limit, another shard?)\n", inspectNum(j.Outside))
+	}
+	if j.BadRows > 0 {
+		fmt.Fprintf(tw, "\t%s bad rows skipped\n", inspectNum(j.BadRows))
+	}
+	if j.DupIDs > 0 {
+		fmt.Fprintf(tw, "\t%s rows repeat an earlier id (counted once)\n", inspectNum(j.DupIDs))
+	}
+}
+
+func errorLines(tw io.Writer, e sink.ErrorSummary) {
+	switch {
+	case e.Open > 0:
+		causes := map[string]int64{}
+		for c, n := range e.ByCause {
+			causes[c] = int64(n)
+		}
+		fmt.Fprintf(tw, "errors\t%s failed for good: %s (rerun with --retry-errors to request them again)\n",
+			plural(e.Open, "key", "keys"), formatCounts(causes))
+	case e.Keys > 0:
+		fmt.Fprintf(tw, "errors\tnone open (%s, each superseded by a record)\n", plural(e.Keys, "key failed once", "keys failed once"))
+	default:
+		fmt.Fprintf(tw, "errors\tnone\n")
+	}
+}
+
+func finishLines(tw io.Writer, r *sink.Report) {
+	if r.Records == 0 {
+		return
+	}
+	var parts []string
+	for _, f := range r.SortedFinishReasons() {
+		name := f
+		if name == "" {
+			name = `""`
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (%.1f%%)", name, inspectNum(r.FinishReasons[f]), 100*float64(r.FinishReasons[f])/float64(r.Records)))
+	}
+	fmt.Fprintf(tw, "finish\t%s; truncated (length) %.1f%%\n", strings.Join(parts, ", "), 100*r.TruncatedShare)
+	fmt.Fprintf(tw, "tokens\tprompt %s, completion %s (avg %s per record)\n", inspectNum(r.PromptTokens),
+		inspectNum(r.CompletionTokens), inspectNum(r.CompletionTokens/r.Records))
+}
+
+// verdict: the notes, then the problems with what to do, or "ok".
+func (p *inspectPrinter) verdict(r *sink.Report) {
 	if len(r.Notes) > 0 {
 		p.printf("notes\n")
 		for _, n := range r.Notes {

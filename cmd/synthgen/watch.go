@@ -76,6 +76,12 @@ func runWatch(ctx context.Context, stdout, stderr io.Writer, target string, o wa
 	if o.interval == 0 {
 		o.interval = o.window
 	}
+	return watchLoop(ctx, stderr, stdout, target, o)
+}
+
+// watchLoop scrapes the server every interval (the first window after one
+// scrape) and prints its rates, once or, with --follow, until Ctrl-C.
+func watchLoop(ctx context.Context, stderr, stdout io.Writer, target string, o watchOptions) error {
 	url, err := promscrape.MetricsURL(target)
 	if err != nil {
 		return usageError(err, "pass the server root (http://host:8000), its /v1 base or its /metrics URL")
@@ -117,23 +123,32 @@ func runWatch(ctx context.Context, stdout, stderr io.Writer, target string, o wa
 			fmt.Fprintf(stderr, "%s answers again\n", url)
 			failing = false
 		}
-		rates := promscrape.Between(prev, cur)
-		prev = cur
-		if o.json {
-			rec := newServerRecord(rates)
-			rec.URL, rec.Time = url, cur.At.UTC().Format(time.RFC3339)
-			b, err := json.Marshal(rec)
-			if err != nil {
-				return fmt.Errorf("encode: %w", err)
-			}
-			fmt.Fprintf(stdout, "%s\n", b)
-		} else {
-			fmt.Fprintf(stdout, "%s (%s window, %s)\n", formatServer(rates), fmtDuration(rates.Window), url)
+		if err := printWatch(stdout, url, prev, cur, o.json); err != nil {
+			return err
 		}
+		prev = cur
 		if !o.follow {
 			return nil
 		}
 	}
+}
+
+// printWatch writes the server's rates between two scrapes, as a line or
+// as a JSON object.
+func printWatch(stdout io.Writer, url string, prev, cur promscrape.Sample, asJSON bool) error {
+	rates := promscrape.Between(prev, cur)
+	if !asJSON {
+		fmt.Fprintf(stdout, "%s (%s window, %s)\n", formatServer(rates), fmtDuration(rates.Window), url)
+		return nil
+	}
+	rec := newServerRecord(rates)
+	rec.URL, rec.Time = url, cur.At.UTC().Format(time.RFC3339)
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode: %w", err)
+	}
+	fmt.Fprintf(stdout, "%s\n", b)
+	return nil
 }
 
 // watchScrapeError tells the person what to check.
