@@ -62,8 +62,8 @@ complete line and shown as open.
 Pending keys are counted against the dataset named in the manifest (dataset.path,
 format, id field, limit, generation.n). When that path does not resolve from
 here, give it with --dataset. A directory made with --shard i/n is compared with
-its part of the dataset: the shard is taken from --shard, else from the
-directory's report.json, else the whole dataset is assumed.
+its part of the dataset, which its manifest records (a directory written before
+synthgen recorded it: from its report.json, or give it with --shard).
 
 Given several directories (the outputs of --shard 0/n ... n-1/n), inspect reports
 each and then all of them as one dataset, where a key present in two directories
@@ -90,7 +90,7 @@ a DIR is not an output directory.`,
 	fs.SortFlags = false
 	fs.BoolVar(&f.json, "json", false, "print the report as one JSON object (the same figures) instead of text")
 	fs.StringVar(&f.dataset, "dataset", "", "dataset file or glob to count pending keys against, instead of the manifest's dataset.path")
-	fs.StringVar(&f.shard, "shard", "", `with one DIR: the "i/n" it was run with, to count pending keys against that part of the dataset`)
+	fs.StringVar(&f.shard, "shard", "", `with one DIR: count pending keys against shard "i/n" of the dataset instead of the one its manifest records`)
 	fs.BoolVar(&f.allShards, "all-shards", false, fmt.Sprintf("list every shard, also when there are more than %d", inspectShardTable))
 	return cmd
 }

@@ -56,9 +56,9 @@ ignored, so the job survives the closing of its terminal under nohup.`,
 	fs := cmd.Flags()
 	fs.SortFlags = false
 	fs.StringVar(&rf.configFile, "config", "", "config file (YAML, TOML or JSON); its keys are those of the flags below")
-	fs.BoolVar(&rf.force, "force", false, "resume even though settings that change the answers differ from the ones in output.dir's manifest")
+	fs.BoolVar(&rf.force, "force", false, "resume even though the job differs from the one in output.dir's manifest (settings that change the answers, --shard, or the dataset's files); what was forced is recorded there")
 	fs.BoolVar(&rf.retryErrors, "retry-errors", false, "request again the prompts that failed for good in an earlier run (listed in output.dir/errors)")
-	fs.StringVar(&rf.shard, "shard", "", "run only shard i of n of the dataset, as \"i/n\" (rows whose index mod n is i), e.g. for a Slurm array or a Kubernetes Indexed Job")
+	fs.StringVar(&rf.shard, "shard", "", "run only shard i of n of the dataset, as \"i/n\" (rows whose index mod n is i), e.g. for a Slurm array or a Kubernetes Indexed Job; each shard writes its own output.dir, which records it")
 	fs.BoolVarP(&rf.quiet, "quiet", "q", false, "print no progress, only the final summary and errors")
 	fs.StringVar(&rf.logFormat, "log-format", "text", "progress format: text (a bar on a terminal, else one line per progress.interval) or json (one object per progress.interval, also on a terminal)")
 	fs.StringVar(&rf.metricsAddr, "metrics-addr", "", "serve synthgen's own Prometheus metrics on this address, e.g. 127.0.0.1:9464 (empty: off)")
