@@ -66,7 +66,11 @@ type Options struct {
 	// RetryErrors asks again the keys that failed for good in an earlier
 	// run; else they are passed over like done keys.
 	RetryErrors bool
-	Retry       RetryPolicy
+	// UniqueIDs says the source's ids cannot repeat (row indices), so the
+	// run keeps no set of the keys it asked: memory for the keys of a run
+	// then stays the sink's alone.
+	UniqueIDs bool
+	Retry     RetryPolicy
 	// SyncInterval is how often the writer flushes the sink when results
 	// stop arriving; 0 means the sink syncs on every write itself.
 	SyncInterval time.Duration
@@ -266,7 +270,10 @@ func (e *Engine) draining() bool {
 func (e *Engine) produce(ctx context.Context, src Source, held sink.Recovered, start func(job)) (ended bool, err error) {
 	// asked holds every key this run asked: a key is written once, and a
 	// repeated id may come after the first copy's record was written.
-	asked := make(map[sink.Key]struct{})
+	var asked map[sink.Key]struct{}
+	if !e.opts.UniqueIDs {
+		asked = make(map[sink.Key]struct{})
+	}
 	for {
 		if e.draining() || ctx.Err() != nil {
 			return false, nil
@@ -291,7 +298,9 @@ func (e *Engine) produce(ctx context.Context, src Source, held sink.Recovered, s
 				e.stats.AddAlreadyDone(1)
 				continue
 			}
-			asked[k] = struct{}{}
+			if asked != nil {
+				asked[k] = struct{}{}
+			}
 			if e.draining() || ctx.Err() != nil {
 				return false, nil
 			}

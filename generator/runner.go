@@ -114,6 +114,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 		Prompt:       r.job.Prompt,
 		Stream:       s.Stream,
 		RetryErrors:  s.RetryErrors,
+		UniqueIDs:    r.job.Selection.IDField == "", // row indices
 		Retry:        s.Retry,
 		SyncInterval: s.SyncInterval,
 	})

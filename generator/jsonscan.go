@@ -1,0 +1,293 @@
+package generator
+
+// The JSON lexing under chunkscan.go: strings and their escapes, numbers,
+// literals, and skipping a value of any shape, each as encoding/json reads
+// them.
+
+import (
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// strSpecial marks the bytes at which str stops looking at a string
+// quickly: its end, an escape, a control character (invalid in JSON) and
+// the start of a non-ASCII sequence.
+var strSpecial = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	for c := 0x80; c < 0x100; c++ {
+		t[c] = true
+	}
+	return t
+}()
+
+// str reads a string at the cursor, validating it as JSON does: no control
+// characters, only the escapes \" \\ \/ \b \f \n \r \t \uXXXX.
+func (s *chunkScanner) str() (strSpan, bool) {
+	b := s.b
+	if s.i >= len(b) || b[s.i] != '"' {
+		return strSpan{}, false
+	}
+	sp := strSpan{lo: s.i + 1}
+	i := sp.lo
+	for {
+		for i < len(b) && !strSpecial[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			return strSpan{}, false
+		}
+		switch c := b[i]; {
+		case c == '"':
+			sp.hi = i
+			s.i = i + 1
+			return sp, true
+		case c == '\\':
+			sp.esc = true
+			if i+1 >= len(b) {
+				return strSpan{}, false
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+					return strSpan{}, false
+				}
+				i += 6
+			default:
+				return strSpan{}, false
+			}
+		case c < 0x20:
+			return strSpan{}, false
+		default:
+			sp.high = true
+			i++
+		}
+	}
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// skipValue validates and skips one JSON value of any kind. Nesting is
+// tracked in a bit stack (1: object, 0: array) up to maxSkipDepth.
+func (s *chunkScanner) skipValue() bool {
+	var stack [maxSkipDepth / 64]uint64
+	depth := 0
+	for {
+		// A value is expected at the cursor.
+		s.ws()
+		if s.i >= len(s.b) {
+			return false
+		}
+		switch s.b[s.i] {
+		case '{', '[':
+			obj := s.b[s.i] == '{'
+			s.i++
+			if obj && s.consume('}') || !obj && s.consume(']') {
+				break // empty: a whole value
+			}
+			if depth == maxSkipDepth {
+				return false
+			}
+			if obj {
+				stack[depth/64] |= 1 << (depth % 64)
+			} else {
+				stack[depth/64] &^= 1 << (depth % 64)
+			}
+			depth++
+			if obj && !s.key() {
+				return false
+			}
+			continue // the first member's value
+		case '"':
+			if _, ok := s.str(); !ok {
+				return false
+			}
+		case 't':
+			if !s.literal("true") {
+				return false
+			}
+		case 'f':
+			if !s.literal("false") {
+				return false
+			}
+		case 'n':
+			if !s.literal("null") {
+				return false
+			}
+		default:
+			if !s.number() {
+				return false
+			}
+		}
+		// After a whole value: close containers until one continues.
+		for {
+			if depth == 0 {
+				return true
+			}
+			obj := stack[(depth-1)/64]&(1<<((depth-1)%64)) != 0
+			s.ws()
+			if s.i >= len(s.b) {
+				return false
+			}
+			c := s.b[s.i]
+			if c == ',' {
+				s.i++
+				if obj && !s.key() {
+					return false
+				}
+				break
+			}
+			if obj && c == '}' || !obj && c == ']' {
+				s.i++
+				depth--
+				continue
+			}
+			return false
+		}
+	}
+}
+
+// key reads an object key and its ':' inside a skipped value.
+func (s *chunkScanner) key() bool {
+	s.ws()
+	if _, ok := s.str(); !ok {
+		return false
+	}
+	return s.consume(':')
+}
+
+func (s *chunkScanner) literal(lit string) bool {
+	if rest := s.b[s.i:]; len(rest) >= len(lit) && string(rest[:len(lit)]) == lit {
+		s.i += len(lit)
+		return true
+	}
+	return false
+}
+
+// number skips a JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (s *chunkScanner) number() bool {
+	b, i := s.b, s.i
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && '1' <= b[i] && b[i] <= '9':
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+			return false
+		}
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+			return false
+		}
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+	}
+	s.i = i
+	return true
+}
+
+// appendSpan appends the decoded text of sp. Plain text (no escape, valid
+// UTF-8) is copied as is, as encoding/json returns it.
+func appendSpan(dst, data []byte, sp strSpan) []byte {
+	raw := data[sp.lo:sp.hi]
+	if !sp.esc && (!sp.high || utf8.Valid(raw)) {
+		return append(dst, raw...)
+	}
+	return appendUnquoted(dst, raw)
+}
+
+// appendUnquoted decodes the contents of a JSON string that str validated,
+// exactly as encoding/json's unquoteBytes does: a \uXXXX surrogate that is
+// not half of a valid pair and every byte of invalid UTF-8 become U+FFFD.
+func appendUnquoted(dst, s []byte) []byte {
+	for r := 0; r < len(s); {
+		c := s[r]
+		switch {
+		case c == '\\':
+			switch e := s[r+1]; e {
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			case 'u':
+				rr := getu4(s[r:])
+				r += 6
+				if utf16.IsSurrogate(rr) {
+					if dec := utf16.DecodeRune(rr, getu4(s[r:])); dec != unicode.ReplacementChar {
+						dst = utf8.AppendRune(dst, dec)
+						r += 6
+						continue
+					}
+					rr = unicode.ReplacementChar
+				}
+				dst = utf8.AppendRune(dst, rr)
+				continue
+			default: // " \ /
+				dst = append(dst, e)
+			}
+			r += 2
+		case c < utf8.RuneSelf:
+			dst = append(dst, c)
+			r++
+		default:
+			rr, size := utf8.DecodeRune(s[r:])
+			dst = utf8.AppendRune(dst, rr)
+			r += size
+		}
+	}
+	return dst
+}
+
+// getu4 decodes \uXXXX at the start of s, or returns -1.
+func getu4(s []byte) rune {
+	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
+		return -1
+	}
+	var r rune
+	for _, c := range s[2:6] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
+}
