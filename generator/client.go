@@ -35,8 +35,8 @@ import (
 // sent is what the record holds, with no copy on the way to disk.
 type Message = sink.Message
 
-// ClientOptions configure a Client.
-type ClientOptions struct {
+// wireOptions configure a Client.
+type wireOptions struct {
 	BaseURL string // e.g. http://localhost:8000/v1
 	// APIKey is sent as "Authorization: Bearer KEY". Empty sends no
 	// Authorization header at all, which is what vLLM without --api-key
@@ -59,8 +59,8 @@ type ClientOptions struct {
 // defaultMaxConns is the pool size when ClientOptions.MaxConns is 0.
 const defaultMaxConns = 256
 
-// Request is one chat completion to send.
-type Request struct {
+// wireRequest is one chat completion to send.
+type wireRequest struct {
 	Model     string
 	Messages  []Message
 	MaxTokens int // 0 = not sent (the server's default)
@@ -79,8 +79,8 @@ type Request struct {
 	Extra map[string]any
 }
 
-// Response is one complete answer.
-type Response struct {
+// wireResponse is one complete answer.
+type wireResponse struct {
 	Model            string
 	Reasoning        string // `reasoning` (vLLM >= 0.11) else `reasoning_content`
 	Content          string // null -> ""
@@ -92,9 +92,9 @@ type Response struct {
 	TTFT             time.Duration // streaming: time to the first reasoning/content delta
 }
 
-// Client sends chat completions through go-openai. It is safe for
+// wireClient sends chat completions through go-openai. It is safe for
 // concurrent use.
-type Client struct {
+type wireClient struct {
 	oa      *openai.Client
 	timeout time.Duration
 	// chunkDecoder, when set, replaces decodeChunk: the stream benchmark
@@ -108,8 +108,8 @@ type Client struct {
 // OpenAI names with parameters that vLLM serves fine.
 const bridgeModel = "synthgen-bridge"
 
-// NewClient builds a Client.
-func NewClient(opts ClientOptions) *Client {
+// newWireClient builds a Client.
+func newWireClient(opts wireOptions) *wireClient {
 	hc := opts.HTTPClient
 	if hc == nil {
 		hc = &http.Client{Transport: newTransport(opts.MaxConns)}
@@ -122,7 +122,7 @@ func NewClient(opts ClientOptions) *Client {
 	// while a request waits in its queue must not kill the stream. The
 	// request's Timeout is what bounds a silent stream.
 	cfg.EmptyMessagesLimit = math.MaxUint32
-	return &Client{oa: openai.NewClientWithConfig(cfg), timeout: opts.Timeout}
+	return &wireClient{oa: openai.NewClientWithConfig(cfg), timeout: opts.Timeout}
 }
 
 // newTransport is the transport for maxConns requests in flight to one
@@ -152,7 +152,7 @@ func newTransport(maxConns int) *http.Transport {
 }
 
 // Models lists the ids the server serves (GET /models).
-func (c *Client) Models(ctx context.Context) ([]string, error) {
+func (c *wireClient) Models(ctx context.Context) ([]string, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	ex := &exchange{}
@@ -168,7 +168,7 @@ func (c *Client) Models(ctx context.Context) ([]string, error) {
 }
 
 // Complete sends one chat completion and returns the complete answer, or an
-// *Error (see Classify). onDelta (may be nil) is called on every streamed
+// *Error (see classify). onDelta (may be nil) is called on every streamed
 // chunk that carries reasoning or content text, with the number of such
 // deltas in that chunk (1), so the caller can count tokens as they arrive.
 //
@@ -177,11 +177,11 @@ func (c *Client) Models(ctx context.Context) ([]string, error) {
 // *Error with Cause "stream_cut". A stream that sent its finish_reason and
 // then ended without usage or [DONE] is complete; UsageKnown tells whether
 // the counts came.
-func (c *Client) Complete(ctx context.Context, req Request, onDelta func(n int)) (Response, error) {
+func (c *wireClient) Complete(ctx context.Context, req wireRequest, onDelta func(n int)) (wireResponse, error) {
 	start := time.Now()
 	body, err := encodeRequest(req)
 	if err != nil {
-		return Response{}, &Error{Cause: causeRequest, Message: err.Error(), Err: err}
+		return wireResponse{}, &Error{Cause: causeRequest, Message: err.Error(), Err: err}
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
@@ -193,17 +193,17 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(n int))
 	return c.completeStream(ctx, ex, start, onDelta)
 }
 
-func (c *Client) completePlain(ctx context.Context, ex *exchange) (Response, error) {
+func (c *wireClient) completePlain(ctx context.Context, ex *exchange) (wireResponse, error) {
 	if _, err := c.oa.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: bridgeModel}); err != nil {
-		return Response{}, c.fail(ctx, ex, err)
+		return wireResponse{}, c.fail(ctx, ex, err)
 	}
 	return decodeResponse(ex.raw)
 }
 
-func (c *Client) completeStream(ctx context.Context, ex *exchange, start time.Time, onDelta func(int)) (Response, error) {
+func (c *wireClient) completeStream(ctx context.Context, ex *exchange, start time.Time, onDelta func(int)) (wireResponse, error) {
 	stream, err := c.oa.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{Model: bridgeModel})
 	if err != nil {
-		return Response{}, c.fail(ctx, ex, err)
+		return wireResponse{}, c.fail(ctx, ex, err)
 	}
 	defer stream.Close()
 	var a answer
@@ -218,7 +218,7 @@ func (c *Client) completeStream(ctx context.Context, ex *exchange, start time.Ti
 			if errors.Is(err, io.EOF) {
 				err = errStreamCut
 			}
-			return Response{}, c.failStream(ctx, ex, &a, err)
+			return wireResponse{}, c.failStream(ctx, ex, &a, err)
 		}
 		decode := decodeChunk
 		if c.chunkDecoder != nil {
@@ -226,7 +226,7 @@ func (c *Client) completeStream(ctx context.Context, ex *exchange, start time.Ti
 		}
 		d, err := decode(raw)
 		if err != nil {
-			return Response{}, err
+			return wireResponse{}, err
 		}
 		if a.add(&d) {
 			if a.resp.Chunks == 1 {
@@ -238,7 +238,7 @@ func (c *Client) completeStream(ctx context.Context, ex *exchange, start time.Ti
 		}
 	}
 	if err := checkFinish(a.resp.FinishReason); err != nil {
-		return Response{}, err
+		return wireResponse{}, err
 	}
 	return a.result(), nil
 }
@@ -247,7 +247,7 @@ func (c *Client) completeStream(ctx context.Context, ex *exchange, start time.Ti
 // read failure there (reset, unexpected EOF, a plain EOF) cut an answer that
 // had started, which is what "stream_cut" means to a person reading
 // DIR/errors/.
-func (c *Client) failStream(ctx context.Context, ex *exchange, a *answer, err error) *Error {
+func (c *wireClient) failStream(ctx context.Context, ex *exchange, a *answer, err error) *Error {
 	e := c.fail(ctx, ex, err)
 	if e.Cause == causeConnection {
 		e.Cause = causeStreamCut
@@ -261,11 +261,11 @@ func (c *Client) failStream(ctx context.Context, ex *exchange, a *answer, err er
 // fail classifies err with what the exchange saw: the context's own state
 // first (a canceled request fails with whatever the transport made of it),
 // then the server's message and Retry-After.
-func (c *Client) fail(ctx context.Context, ex *exchange, err error) *Error {
+func (c *wireClient) fail(ctx context.Context, ex *exchange, err error) *Error {
 	if ce := ctx.Err(); ce != nil && !errors.Is(err, ce) {
 		err = fmt.Errorf("%w (%v)", ce, err)
 	}
-	e := Classify(err)
+	e := classify(err)
 	if e.Status == 0 && ex.status >= 400 {
 		e.Status = ex.status
 	}
@@ -280,7 +280,7 @@ func (c *Client) fail(ctx context.Context, ex *exchange, err error) *Error {
 	return e
 }
 
-func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+func (c *wireClient) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if c.timeout > 0 {
 		return context.WithTimeout(ctx, c.timeout)
 	}
@@ -355,7 +355,7 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 // model, messages, max_tokens (when > 0), temperature (always, 0 included),
 // top_p (when > 0), stream, stream_options when streaming, then Extra's keys
 // in sorted order, each replacing the field of the same name.
-func encodeRequest(req Request) ([]byte, error) {
+func encodeRequest(req wireRequest) ([]byte, error) {
 	if _, ok := req.Extra["stream"]; ok {
 		return nil, errors.New(`extra_body: "stream" is set by generation.stream, not extra_body`)
 	}

@@ -47,9 +47,9 @@ func newServer(t testing.TB, h http.HandlerFunc) *server {
 	return s
 }
 
-func (s *server) client(opts ClientOptions) *Client {
+func (s *server) client(opts wireOptions) *wireClient {
 	opts.BaseURL = s.URL + "/v1"
-	return NewClient(opts)
+	return newWireClient(opts)
 }
 
 func (s *server) lastBody(t *testing.T) map[string]any {
@@ -84,8 +84,8 @@ func replay(t testing.TB, name string) http.HandlerFunc {
 	}
 }
 
-func userReq(stream bool) Request {
-	return Request{
+func userReq(stream bool) wireRequest {
+	return wireRequest{
 		Model:       "Qwen/Qwen3-8B",
 		Messages:    []Message{{Role: "user", Content: "What is 2+2?"}},
 		MaxTokens:   64,
@@ -116,17 +116,17 @@ func TestCompleteStream(t *testing.T) {
 	const content = "\n\n2 + 2 = 4."
 	tests := []struct {
 		file       string
-		want       Response // Chunks and text; TTFT only checked > 0
+		want       wireResponse // Chunks and text; TTFT only checked > 0
 		wantCause  string   // "" = an answer
 		wantDeltas int
 	}{
-		{file: "stream_reasoning_usage.sse", wantDeltas: 6, want: Response{
+		{file: "stream_reasoning_usage.sse", wantDeltas: 6, want: wireResponse{
 			Model: "Qwen/Qwen3-8B", Reasoning: reasoning, Content: content, FinishReason: "stop",
 			PromptTokens: 14, CompletionTokens: 23, UsageKnown: true, Chunks: 6,
 		}},
 		// finish_reason arrived, then the connection ended: the text is whole,
 		// only the counts are missing.
-		{file: "stream_finish_no_done.sse", wantDeltas: 6, want: Response{
+		{file: "stream_finish_no_done.sse", wantDeltas: 6, want: wireResponse{
 			Model: "Qwen/Qwen3-8B", Reasoning: reasoning, Content: content, FinishReason: "stop", Chunks: 6,
 		}},
 		{file: "stream_cut_reasoning.sse", wantCause: causeStreamCut, wantDeltas: 3},
@@ -138,7 +138,7 @@ func TestCompleteStream(t *testing.T) {
 		t.Run(tt.file, func(t *testing.T) {
 			s := newServer(t, replay(t, tt.file))
 			var deltas atomic.Int64
-			got, err := s.client(ClientOptions{}).Complete(context.Background(), userReq(true), func(n int) { deltas.Add(int64(n)) })
+			got, err := s.client(wireOptions{}).Complete(context.Background(), userReq(true), func(n int) { deltas.Add(int64(n)) })
 			if n := deltas.Load(); n != int64(tt.wantDeltas) {
 				t.Errorf("onDelta counted %d, want %d", n, tt.wantDeltas)
 			}
@@ -183,7 +183,7 @@ func TestCompletePlain(t *testing.T) {
 		t.Run(tt.file, func(t *testing.T) {
 			s := newServer(t, replay(t, tt.file))
 			called := false
-			got, err := s.client(ClientOptions{}).Complete(context.Background(), userReq(false), func(int) { called = true })
+			got, err := s.client(wireOptions{}).Complete(context.Background(), userReq(false), func(int) { called = true })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -274,7 +274,7 @@ func TestRequestBody(t *testing.T) {
 				file = "stream_reasoning_usage.sse"
 			}
 			s := newServer(t, replay(t, file))
-			req := Request{
+			req := wireRequest{
 				Model: "Qwen/Qwen3-8B",
 				Messages: []Message{
 					{Role: "system", Content: "You are terse."},
@@ -282,7 +282,7 @@ func TestRequestBody(t *testing.T) {
 				},
 				MaxTokens: 1024, Temperature: 0, TopP: 0.95, Stream: tt.stream, Extra: tt.extra,
 			}
-			if _, err := s.client(ClientOptions{APIKey: "sk-test"}).Complete(context.Background(), req, nil); err != nil {
+			if _, err := s.client(wireOptions{APIKey: "sk-test"}).Complete(context.Background(), req, nil); err != nil {
 				t.Fatal(err)
 			}
 			tt.check(t, s.lastBody(t))
@@ -298,7 +298,7 @@ func TestRequestBody(t *testing.T) {
 
 func TestNoAPIKeySendsNoAuthorization(t *testing.T) {
 	s := newServer(t, replay(t, "plain_both_equal.json"))
-	if _, err := s.client(ClientOptions{}).Complete(context.Background(), userReq(false), nil); err != nil {
+	if _, err := s.client(wireOptions{}).Complete(context.Background(), userReq(false), nil); err != nil {
 		t.Fatal(err)
 	}
 	if a, ok := s.headers[0]["Authorization"]; ok {
@@ -310,7 +310,7 @@ func TestStreamKeyInExtraIsRefused(t *testing.T) {
 	s := newServer(t, replay(t, "plain_both_equal.json"))
 	req := userReq(false)
 	req.Extra = map[string]any{"stream": true}
-	_, err := s.client(ClientOptions{}).Complete(context.Background(), req, nil)
+	_, err := s.client(wireOptions{}).Complete(context.Background(), req, nil)
 	e := asError(t, err, causeRequest, false)
 	if !strings.Contains(e.Message, "stream") {
 		t.Errorf("message %q does not name the key", e.Message)
@@ -355,7 +355,7 @@ func TestHTTPErrors(t *testing.T) {
 					w.WriteHeader(tt.status)
 					_, _ = io.WriteString(w, tt.body)
 				})
-				_, err := s.client(ClientOptions{}).Complete(context.Background(), userReq(stream), nil)
+				_, err := s.client(wireOptions{}).Complete(context.Background(), userReq(stream), nil)
 				e := asError(t, err, tt.cause, tt.retryable)
 				if e.Status != tt.status {
 					t.Errorf("status %d, want %d", e.Status, tt.status)
@@ -399,7 +399,7 @@ func TestConnectionResetMidStream(t *testing.T) {
 				}
 			})
 			var deltas int
-			_, err := s.client(ClientOptions{}).Complete(context.Background(), userReq(true), func(n int) { deltas += n })
+			_, err := s.client(wireOptions{}).Complete(context.Background(), userReq(true), func(n int) { deltas += n })
 			e := asError(t, err, causeStreamCut, true)
 			if deltas != 2 {
 				t.Errorf("counted %d deltas before the cut, want 2", deltas)
@@ -413,7 +413,7 @@ func TestConnectionResetMidStream(t *testing.T) {
 
 func TestConnectionRefused(t *testing.T) {
 	s := newServer(t, replay(t, "plain_both_equal.json"))
-	c := s.client(ClientOptions{})
+	c := s.client(wireOptions{})
 	s.Close()
 	for _, stream := range []bool{false, true} {
 		_, err := c.Complete(context.Background(), userReq(stream), nil)
@@ -439,7 +439,7 @@ func TestTimeoutAndCancel(t *testing.T) {
 		t.Run(fmt.Sprintf("timeout/stream=%v", stream), func(t *testing.T) {
 			s := newServer(t, stall)
 			start := time.Now()
-			_, err := s.client(ClientOptions{Timeout: 100 * time.Millisecond}).Complete(context.Background(), userReq(stream), nil)
+			_, err := s.client(wireOptions{Timeout: 100 * time.Millisecond}).Complete(context.Background(), userReq(stream), nil)
 			asError(t, err, causeTimeout, true)
 			if d := time.Since(start); d > 5*time.Second {
 				t.Errorf("timeout took %v", d)
@@ -449,14 +449,14 @@ func TestTimeoutAndCancel(t *testing.T) {
 			s := newServer(t, stall)
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 			defer cancel()
-			_, err := s.client(ClientOptions{}).Complete(ctx, userReq(stream), nil)
+			_, err := s.client(wireOptions{}).Complete(ctx, userReq(stream), nil)
 			asError(t, err, causeTimeout, true)
 		})
 		t.Run(fmt.Sprintf("cancel/stream=%v", stream), func(t *testing.T) {
 			s := newServer(t, stall)
 			ctx, cancel := context.WithCancel(context.Background())
 			time.AfterFunc(100*time.Millisecond, cancel)
-			_, err := s.client(ClientOptions{}).Complete(ctx, userReq(stream), nil)
+			_, err := s.client(wireOptions{}).Complete(ctx, userReq(stream), nil)
 			e := asError(t, err, causeCanceled, false)
 			if !errors.Is(e, context.Canceled) {
 				t.Errorf("canceled error %v does not unwrap to context.Canceled", e)
@@ -475,7 +475,7 @@ func TestKeepAliveGaps(t *testing.T) {
 		_, _ = io.WriteString(w, strings.Repeat(": ping\n\n", 2000))
 		_, _ = w.Write(body)
 	})
-	got, err := s.client(ClientOptions{}).Complete(context.Background(), userReq(true), nil)
+	got, err := s.client(wireOptions{}).Complete(context.Background(), userReq(true), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +486,7 @@ func TestKeepAliveGaps(t *testing.T) {
 
 func TestModels(t *testing.T) {
 	s := newServer(t, replay(t, "models_vllm.json"))
-	ids, err := s.client(ClientOptions{}).Models(context.Background())
+	ids, err := s.client(wireOptions{}).Models(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +501,7 @@ func TestModels(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = io.WriteString(w, `{"object":"error","message":"engine is starting","code":503}`)
 	})
-	_, err = down.client(ClientOptions{}).Models(context.Background())
+	_, err = down.client(wireOptions{}).Models(context.Background())
 	e := asError(t, err, "http_503", true)
 	if e.Message != "engine is starting" {
 		t.Errorf("message %q", e.Message)
@@ -527,7 +527,7 @@ func TestConnectionsReused(t *testing.T) {
 	}
 	s.Start()
 	t.Cleanup(s.Close)
-	c := NewClient(ClientOptions{BaseURL: s.URL + "/v1", MaxConns: n})
+	c := newWireClient(wireOptions{BaseURL: s.URL + "/v1", MaxConns: n})
 	for range rounds {
 		var wg sync.WaitGroup
 		errs := make(chan error, n)
@@ -565,7 +565,7 @@ func BenchmarkStream(b *testing.B) {
 	dataPrefix := []byte("data: ")
 
 	b.Run("complete", func(b *testing.B) {
-		c := NewClient(ClientOptions{BaseURL: s.URL + "/v1", MaxConns: 4})
+		c := newWireClient(wireOptions{BaseURL: s.URL + "/v1", MaxConns: 4})
 		b.SetBytes(int64(len(payload)))
 		b.ReportAllocs()
 		for b.Loop() {

@@ -125,15 +125,15 @@ func decodeChunkReference(data []byte) (chunkDelta, error) {
 // answer that says how it finished is one: a body without choices or without
 // a finish_reason is an *Error with Cause "incomplete", and "abort"/"error"
 // finishes (vLLM aborting a request) are Cause "aborted"; both are retryable.
-func decodeResponse(body []byte) (Response, error) {
+func decodeResponse(body []byte) (wireResponse, error) {
 	var r responseJSON
 	if err := json.Unmarshal(body, &r); err != nil {
-		return Response{}, decodeError("decode response", err, body)
+		return wireResponse{}, decodeError("decode response", err, body)
 	}
 	if e := bodyError(&r.errorFieldsJSON, body); e != nil {
-		return Response{}, e
+		return wireResponse{}, e
 	}
-	resp := Response{Model: r.Model}
+	resp := wireResponse{Model: r.Model}
 	if r.Usage != nil {
 		resp.PromptTokens, resp.CompletionTokens, resp.UsageKnown = r.Usage.PromptTokens, r.Usage.CompletionTokens, true
 	}
@@ -146,11 +146,11 @@ func decodeResponse(body []byte) (Response, error) {
 		resp.Content = ch.Message.Content
 		resp.FinishReason = ch.FinishReason
 		if err := checkFinish(resp.FinishReason); err != nil {
-			return Response{}, err
+			return wireResponse{}, err
 		}
 		return resp, nil
 	}
-	return Response{}, &Error{
+	return wireResponse{}, &Error{
 		Cause: causeIncomplete, Retryable: true,
 		Message: "response has no choice 0",
 		Err:     fmt.Errorf("decode response: no choice with index 0 in %d choices", len(r.Choices)),
@@ -236,7 +236,7 @@ func decodeError(what string, err error, data []byte) *Error {
 // answer accumulates a streamed answer chunk by chunk.
 type answer struct {
 	reasoning, content strings.Builder
-	resp               Response
+	resp               wireResponse
 }
 
 // add folds one chunk in and reports whether it carried text.
@@ -260,7 +260,7 @@ func (a *answer) add(d *chunkDelta) bool {
 }
 
 // result is the accumulated answer.
-func (a *answer) result() Response {
+func (a *answer) result() wireResponse {
 	r := a.resp
 	r.Reasoning = a.reasoning.String()
 	r.Content = a.content.String()

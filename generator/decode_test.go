@@ -178,7 +178,7 @@ func TestClassify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := Classify(tt.err)
+			e := classify(tt.err)
 			if e.Cause != tt.cause || e.Retryable != tt.retryable || e.Status != tt.status {
 				t.Errorf("got cause %q retryable %v status %d, want %q %v %d", e.Cause, e.Retryable, e.Status, tt.cause, tt.retryable, tt.status)
 			}
@@ -190,7 +190,7 @@ func TestClassify(t *testing.T) {
 			}
 		})
 	}
-	if Classify(nil) != nil {
+	if classify(nil) != nil {
 		t.Error("Classify(nil) != nil")
 	}
 }
@@ -200,7 +200,7 @@ func TestEncodeRequestStrings(t *testing.T) {
 		"", "plain", `quote " and \ backslash`, "new\nline\ttab\r\x00\x1f\x7f", "<tag> & 'x'",
 		"ünïcødé ✓ 😊", "\u2028\u2029", "bad \xff utf8 \xe2\x82", strings.Repeat("long ", 1000),
 	} {
-		req := Request{Model: s, Messages: []Message{{Role: "user", Content: s}}}
+		req := wireRequest{Model: s, Messages: []Message{{Role: "user", Content: s}}}
 		body, err := encodeRequest(req)
 		if err != nil {
 			t.Fatal(err)
@@ -221,7 +221,7 @@ func TestEncodeRequestStrings(t *testing.T) {
 
 func TestEncodeRequestExtraReplacesEverything(t *testing.T) {
 	extra := map[string]any{"model": "m2", "messages": []any{}, "temperature": 1, "stream_options": nil}
-	body, err := encodeRequest(Request{Model: "m", Stream: true, Extra: extra})
+	body, err := encodeRequest(wireRequest{Model: "m", Stream: true, Extra: extra})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestEncodeRequestExtraReplacesEverything(t *testing.T) {
 	if string(body) != want {
 		t.Errorf("body\n %s\nwant\n %s", body, want)
 	}
-	if _, err := encodeRequest(Request{Extra: map[string]any{"f": func() {}}}); err == nil || !strings.Contains(err.Error(), "extra_body.f") {
+	if _, err := encodeRequest(wireRequest{Extra: map[string]any{"f": func() {}}}); err == nil || !strings.Contains(err.Error(), "extra_body.f") {
 		t.Errorf("unencodable extra: err %v, want one naming extra_body.f", err)
 	}
 }
@@ -310,7 +310,7 @@ func FuzzEncodeRequest(f *testing.F) {
 	f.Add("Qwen/Qwen3-8B", "user", "What is 2+2?", 0.0)
 	f.Add("m", "system", "\x00\"\\\n\xff😊", 0.6)
 	f.Fuzz(func(t *testing.T, model, role, content string, temp float64) {
-		body, err := encodeRequest(Request{Model: model, Messages: []Message{{Role: role, Content: content}}, Temperature: temp, Stream: true})
+		body, err := encodeRequest(wireRequest{Model: model, Messages: []Message{{Role: role, Content: content}}, Temperature: temp, Stream: true})
 		if err != nil {
 			return // NaN or Inf temperature: refused, never sent
 		}
@@ -330,7 +330,7 @@ func FuzzEncodeRequest(f *testing.F) {
 }
 
 func BenchmarkEncodeRequest(b *testing.B) {
-	req := Request{
+	req := wireRequest{
 		Model: "Qwen/Qwen3-8B",
 		Messages: []Message{
 			{Role: "system", Content: "You are a helpful assistant."},

@@ -1,7 +1,12 @@
-// Package generator turns prompts into answers: a bounded pool that keeps
-// exactly Options.Concurrency requests in flight against an OpenAI-compatible
-// server, retries inside the slot (so the limit is also back-pressure), and
-// hands every finished answer to a single writer goroutine that owns the sink.
+// Package generator turns a job into answers. Its public face is small:
+// Job (what is asked: a dataset.Selection, how a row becomes a prompt, how
+// the model samples), Open and Runner (one run of a job into an output
+// directory), Planner (a job counted against a directory, for inspect) and
+// Stats (every figure a renderer shows). Inside: a bounded pool that keeps
+// exactly the concurrency in flight against an OpenAI-compatible server,
+// retries inside the slot (so the limit is also back-pressure), and hands
+// every finished answer to a single writer goroutine that owns the sink;
+// and the wire client over go-openai.
 package generator
 
 import (
@@ -20,15 +25,15 @@ import (
 	"github.com/synthgen/synthgen/sink"
 )
 
-// Source yields prompts one at a time; io.EOF ends it. *dataset.Reader is one.
-type Source interface {
+// source yields prompts one at a time; io.EOF ends it. *dataset.Reader is one.
+type source interface {
 	Next() (dataset.Prompt, error)
 }
 
-// Sink receives the engine's results. The engine calls Write, WriteError
+// resultSink receives the engine's results. The engine calls Write, WriteError
 // and Flush from one goroutine only, so implementations need no locking.
-// *sink.Sink is one.
-type Sink interface {
+// *sink.resultSink is one.
+type resultSink interface {
 	// Recovered is what the directory held before the run; it must not
 	// change while the run writes (the producer reads it meanwhile).
 	Recovered() sink.Recovered
@@ -39,16 +44,16 @@ type Sink interface {
 }
 
 var (
-	_ Source = (*dataset.Reader)(nil)
-	_ Sink   = (*sink.Sink)(nil)
+	_ source = (*dataset.Reader)(nil)
+	_ resultSink   = (*sink.Sink)(nil)
 )
 
-// Completer sends one chat completion. *Client is one; tests may wrap it.
-type Completer interface {
-	Complete(ctx context.Context, req Request, onDelta func(n int)) (Response, error)
+// completer sends one chat completion. *wireClient is one; tests may wrap it.
+type completer interface {
+	Complete(ctx context.Context, req wireRequest, onDelta func(n int)) (wireResponse, error)
 }
 
-var _ Completer = (*Client)(nil)
+var _ completer = (*wireClient)(nil)
 
 // RetryPolicy bounds the retries of one request.
 type RetryPolicy struct {
@@ -57,8 +62,8 @@ type RetryPolicy struct {
 	MaxBackoff     time.Duration // cap of the exponential wait
 }
 
-// Options configure an Engine.
-type Options struct {
+// engineOptions configure an engine.
+type engineOptions struct {
 	Concurrency int       // requests in flight
 	Sampling    Sampling  // the job's: Model must be set (the runner resolves "first of /v1/models")
 	Prompt      Prompting // the job's: how a row becomes the messages sent
@@ -78,20 +83,20 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Engine runs prompts through a Completer into a Sink.
-type Engine struct {
-	client Completer
-	opts   Options
+// engine runs prompts through a completer into a resultSink.
+type engine struct {
+	client completer
+	opts   engineOptions
 	stats  *Stats
 
 	drainOnce sync.Once
 	drain     chan struct{}
-	ran       atomic.Bool // an Engine runs once: Drain and the stats belong to that run
+	ran       atomic.Bool // an engine runs once: Drain and the stats belong to that run
 }
 
 // newOutage returns the gate for one Run, or nil when the client has no way
 // to ask whether the server is up.
-func (e *Engine) newOutage(life context.Context) *outage {
+func (e *engine) newOutage(life context.Context) *outage {
 	p, ok := e.client.(prober)
 	if !ok {
 		return nil
@@ -100,7 +105,7 @@ func (e *Engine) newOutage(life context.Context) *outage {
 		life: life,
 		probe: func(ctx context.Context) error {
 			_, err := p.Models(ctx)
-			if ce := Classify(err); ce != nil && ce.Status != 0 && ce.Status < 500 {
+			if ce := classify(err); ce != nil && ce.Status != 0 && ce.Status < 500 {
 				// It answered: the server is there, whatever it thinks of
 				// GET /models (a gateway may route only the chat path, or
 				// want another key there). A 5xx is a proxy whose backend
@@ -116,9 +121,9 @@ func (e *Engine) newOutage(life context.Context) *outage {
 	}
 }
 
-// New returns an engine. stats receives every event; it may be shared with a
+// newEngine returns an engine. stats receives every event; it may be shared with a
 // reporter that renders it.
-func New(client Completer, stats *Stats, opts Options) (*Engine, error) {
+func newEngine(client completer, stats *Stats, opts engineOptions) (*engine, error) {
 	if opts.Concurrency < 1 {
 		return nil, fmt.Errorf("concurrency must be at least 1, got %d", opts.Concurrency)
 	}
@@ -132,11 +137,11 @@ func New(client Completer, stats *Stats, opts Options) (*Engine, error) {
 	if stats == nil {
 		stats = NewStats(nil)
 	}
-	return &Engine{client: client, opts: opts, stats: stats, drain: make(chan struct{})}, nil
+	return &engine{client: client, opts: opts, stats: stats, drain: make(chan struct{})}, nil
 }
 
 // Stats returns the engine's statistics.
-func (e *Engine) Stats() *Stats { return e.stats }
+func (e *engine) Stats() *Stats { return e.stats }
 
 // Drain stops intake: no new request starts, the ones in flight go on until
 // they finish or Run's context is cancelled. A key waiting between two
@@ -144,7 +149,7 @@ func (e *Engine) Stats() *Stats { return e.stats }
 // nothing in flight: it stops at once, unwritten, and is asked again on
 // resume. Safe to call more than once and from any goroutine (the first
 // SIGINT calls it).
-func (e *Engine) Drain() { e.drainOnce.Do(func() { close(e.drain) }) }
+func (e *engine) Drain() { e.drainOnce.Do(func() { close(e.drain) }) }
 
 // job is one key to request.
 type job struct {
@@ -186,9 +191,9 @@ type Summary struct {
 // requests in flight; what was written stays written. A failed request is a
 // result (an error record), never an error of Run: Run fails only when the
 // source or the sink does.
-func (e *Engine) Run(ctx context.Context, src Source, out Sink) (Summary, error) {
+func (e *engine) Run(ctx context.Context, src source, out resultSink) (Summary, error) {
 	if e.ran.Swap(true) {
-		return Summary{}, errors.New("generator: an Engine runs once (its Drain and Stats belong to that run); make a new one")
+		return Summary{}, errors.New("generator: an engine runs once (its Drain and Stats belong to that run); make a new one")
 	}
 	// A buffer as deep as the pool: a slot never waits for an fsync.
 	results := make(chan result, e.opts.Concurrency)
@@ -241,7 +246,7 @@ func (e *Engine) Run(ctx context.Context, src Source, out Sink) (Summary, error)
 }
 
 // summary reads the run's figures from its stats.
-func (e *Engine) summary(drained bool) Summary {
+func (e *engine) summary(drained bool) Summary {
 	c := e.stats.counts()
 	return Summary{
 		Written:    int(c.done),
@@ -253,7 +258,7 @@ func (e *Engine) summary(drained bool) Summary {
 	}
 }
 
-func (e *Engine) draining() bool {
+func (e *engine) draining() bool {
 	select {
 	case <-e.drain:
 		return true
@@ -267,7 +272,7 @@ func (e *Engine) draining() bool {
 // whether a key is asked: not when the directory held it (done, or failed
 // and errors are not retried), nor when this run asked it already (a
 // repeated id in the dataset).
-func (e *Engine) produce(ctx context.Context, src Source, held sink.Recovered, start func(job)) (ended bool, err error) {
+func (e *engine) produce(ctx context.Context, src source, held sink.Recovered, start func(job)) (ended bool, err error) {
 	// asked holds every key this run asked: a key is written once, and a
 	// repeated id may come after the first copy's record was written.
 	var asked map[sink.Key]struct{}
@@ -312,8 +317,8 @@ func (e *Engine) produce(ctx context.Context, src Source, held sink.Recovered, s
 // do runs one key to an answer or a final failure, retrying inside the slot.
 // ctx bounds the requests; wait, which also ends on Drain, bounds the waits
 // between them.
-func (e *Engine) do(ctx, wait context.Context, gate *outage, j job) result {
-	req := Request{
+func (e *engine) do(ctx, wait context.Context, gate *outage, j job) result {
+	req := wireRequest{
 		Model:       e.opts.Sampling.Model,
 		Messages:    j.msgs,
 		MaxTokens:   e.opts.Sampling.MaxTokens,
@@ -349,7 +354,7 @@ func (e *Engine) do(ctx, wait context.Context, gate *outage, j job) result {
 				Attempts:         attempt,
 			}}
 		}
-		ce := Classify(err)
+		ce := classify(err)
 		if ctx.Err() != nil || ce.Cause == causeCanceled {
 			// Not a failure of the key: the run is stopping. Nothing is
 			// written, so a resume asks again.
@@ -392,12 +397,12 @@ func (e *Engine) do(ctx, wait context.Context, gate *outage, j job) result {
 // backoff is the wait after the attempt-th failure: exponential with full
 // jitter (so 200 slots hit by one 503 do not come back in lockstep), at least
 // what the server asked for in Retry-After.
-func (e *Engine) backoff(attempt int, retryAfter time.Duration) time.Duration {
+func (e *engine) backoff(attempt int, retryAfter time.Duration) time.Duration {
 	p := backoff.Policy{Initial: e.opts.Retry.InitialBackoff, Max: e.opts.Retry.MaxBackoff}
 	return max(p.Delay(attempt), retryAfter)
 }
 
-func (e *Engine) record(j job, resp Response, attempts int, latency time.Duration) *sink.Record {
+func (e *engine) record(j job, resp wireResponse, attempts int, latency time.Duration) *sink.Record {
 	model := resp.Model
 	if model == "" {
 		model = e.opts.Sampling.Model
@@ -423,7 +428,7 @@ func (e *Engine) record(j job, resp Response, attempts int, latency time.Duratio
 // write is the single owner of the sink: it writes results and flushes on a
 // ticker so that a record counted as done is durable within SyncInterval
 // even when no further result comes.
-func (e *Engine) write(cancel context.CancelCauseFunc, out Sink, results <-chan result) (err error) {
+func (e *engine) write(cancel context.CancelCauseFunc, out resultSink, results <-chan result) (err error) {
 	var tick <-chan time.Time
 	if e.opts.SyncInterval > 0 {
 		t := time.NewTicker(e.opts.SyncInterval)

@@ -72,11 +72,11 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 
 	b.Run("engine", func(b *testing.B) {
-		client := NewClient(ClientOptions{BaseURL: ts.URL + "/v1", MaxConns: n})
+		client := newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: n})
 		measure(b, func(stop <-chan struct{}) {
 			opts := testOptions(n)
 			opts.SyncInterval = time.Second
-			eng, _ := New(client, NewStats(nil), opts)
+			eng, _ := newEngine(client, NewStats(nil), opts)
 			go func() { <-stop; eng.Drain() }()
 			if _, err := eng.Run(context.Background(), &endlessSource{}, discardSink{}); err != nil {
 				b.Error(err)
@@ -84,11 +84,11 @@ func BenchmarkThroughput(b *testing.B) {
 		})
 	})
 	b.Run("engine+jsonl", func(b *testing.B) {
-		client := NewClient(ClientOptions{BaseURL: ts.URL + "/v1", MaxConns: n})
+		client := newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: n})
 		measure(b, func(stop <-chan struct{}) {
 			opts := testOptions(n)
 			opts.SyncInterval = time.Second
-			eng, _ := New(client, NewStats(nil), opts)
+			eng, _ := newEngine(client, NewStats(nil), opts)
 			out, err := sink.Open(sink.Options{Dir: b.TempDir(), Format: "jsonl", ShardSize: 1000, SyncInterval: time.Second,
 				Job: sink.Job{Version: "bench", Hash: "bench"}})
 			if err != nil {
@@ -106,7 +106,7 @@ func BenchmarkThroughput(b *testing.B) {
 	})
 	b.Run("minimal", func(b *testing.B) {
 		hc := &http.Client{Transport: newTransport(n)}
-		body, _ := encodeRequest(Request{Model: "test-model", MaxTokens: 64, Messages: []Message{{Role: "user", Content: "prompt 1"}}})
+		body, _ := encodeRequest(wireRequest{Model: "test-model", MaxTokens: 64, Messages: []Message{{Role: "user", Content: "prompt 1"}}})
 		measure(b, func(stop <-chan struct{}) {
 			var wg sync.WaitGroup
 			for range n {
@@ -138,11 +138,11 @@ func BenchmarkThroughput(b *testing.B) {
 // the engine's own memory is measured.
 type instantCompleter struct{}
 
-func (instantCompleter) Complete(_ context.Context, _ Request, onDelta func(int)) (Response, error) {
+func (instantCompleter) Complete(_ context.Context, _ wireRequest, onDelta func(int)) (wireResponse, error) {
 	for range 3 {
 		onDelta(1)
 	}
-	return Response{Model: "m", Reasoning: "r", Content: "c", FinishReason: "stop",
+	return wireResponse{Model: "m", Reasoning: "r", Content: "c", FinishReason: "stop",
 		PromptTokens: 20, CompletionTokens: 300, UsageKnown: true, Chunks: 3}, nil
 }
 
@@ -157,7 +157,7 @@ func BenchmarkMemoryByDatasetSize(b *testing.B) {
 				runtime.GC()
 				var before runtime.MemStats
 				runtime.ReadMemStats(&before)
-				eng, _ := New(instantCompleter{}, NewStats(nil), testOptions(200))
+				eng, _ := newEngine(instantCompleter{}, NewStats(nil), testOptions(200))
 				src := &countedSource{n: int64(n)}
 				if _, err := eng.Run(context.Background(), src, discardSink{}); err != nil {
 					b.Fatal(err)

@@ -58,7 +58,7 @@ func TestDuplicateIDAskedOnceRunGoesOn(t *testing.T) {
 			out := openSink(t, dir)
 			stats := NewStats(nil)
 			stats.SetTotal(int64(len(tc.ids)))
-			eng, err := New(NewClient(ClientOptions{BaseURL: ts.URL + "/v1", MaxConns: tc.concurrency}), stats, testOptions(tc.concurrency))
+			eng, err := newEngine(newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: tc.concurrency}), stats, testOptions(tc.concurrency))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,7 +111,7 @@ type runAsync struct {
 	at   time.Time // when Run returned
 }
 
-func startRun(ctx context.Context, eng *Engine, src Source, out Sink) *runAsync {
+func startRun(ctx context.Context, eng *engine, src source, out resultSink) *runAsync {
 	r := &runAsync{done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
@@ -172,7 +172,7 @@ func TestDrainStartsNoNewAttempt(t *testing.T) {
 			stats := NewStats(nil)
 			opts := testOptions(3)
 			opts.Retry = RetryPolicy{MaxAttempts: 5, InitialBackoff: 10 * time.Second, MaxBackoff: 10 * time.Second}
-			eng, err := New(NewClient(ClientOptions{BaseURL: tc.baseURL, MaxConns: 3}), stats, opts)
+			eng, err := newEngine(newWireClient(wireOptions{BaseURL: tc.baseURL, MaxConns: 3}), stats, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,13 +218,13 @@ func TestDrainStartsNoNewAttempt(t *testing.T) {
 
 // eofSource wraps a source and closes ended once it has returned io.EOF.
 type eofSource struct {
-	Source
+	source
 	ended chan struct{}
 	once  atomic.Bool
 }
 
 func (s *eofSource) Next() (dataset.Prompt, error) {
-	p, err := s.Source.Next()
+	p, err := s.source.Next()
 	if errors.Is(err, io.EOF) && s.once.CompareAndSwap(false, true) {
 		close(s.ended)
 	}
@@ -279,8 +279,8 @@ func TestDrainedMeansIntakeStopped(t *testing.T) {
 					close(release)
 				}
 			}()
-			eng, _ := New(NewClient(ClientOptions{BaseURL: ts.URL + "/v1", MaxConns: 2}), NewStats(nil), testOptions(2))
-			src := &eofSource{Source: newSliceSource(numberedIDs(tc.rows)...), ended: make(chan struct{})}
+			eng, _ := newEngine(newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: 2}), NewStats(nil), testOptions(2))
+			src := &eofSource{source: newSliceSource(numberedIDs(tc.rows)...), ended: make(chan struct{})}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			r := startRun(ctx, eng, src, discardSink{})
@@ -313,7 +313,7 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 		{"done", func(t *testing.T, tr *http.Transport) {
 			ts := httptest.NewServer(&countingServer{})
 			defer ts.Close()
-			eng, _ := New(NewClient(ClientOptions{BaseURL: ts.URL + "/v1", HTTPClient: &http.Client{Transport: tr}}), nil, testOptions(8))
+			eng, _ := newEngine(newWireClient(wireOptions{BaseURL: ts.URL + "/v1", HTTPClient: &http.Client{Transport: tr}}), nil, testOptions(8))
 			if _, err := eng.Run(context.Background(), newSliceSource(numberedIDs(50)...), discardSink{}); err != nil {
 				t.Fatal(err)
 			}
@@ -321,14 +321,14 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 		{"sink fails", func(t *testing.T, tr *http.Transport) {
 			ts := httptest.NewServer(&countingServer{hook: func(string) { time.Sleep(time.Millisecond) }})
 			defer ts.Close()
-			eng, _ := New(NewClient(ClientOptions{BaseURL: ts.URL + "/v1", HTTPClient: &http.Client{Transport: tr}}), nil, testOptions(8))
+			eng, _ := newEngine(newWireClient(wireOptions{BaseURL: ts.URL + "/v1", HTTPClient: &http.Client{Transport: tr}}), nil, testOptions(8))
 			if _, err := eng.Run(context.Background(), newSliceSource(numberedIDs(200)...), &failingSink{n: 5}); err == nil {
 				t.Fatal("Run succeeded on a failing sink")
 			}
 		}},
 		{"cancelled during an outage", func(t *testing.T, tr *http.Transport) {
 			stats := NewStats(nil)
-			eng, _ := New(NewClient(ClientOptions{BaseURL: "http://" + deadAddr(t) + "/v1", HTTPClient: &http.Client{Transport: tr}}), stats, testOptions(4))
+			eng, _ := newEngine(newWireClient(wireOptions{BaseURL: "http://" + deadAddr(t) + "/v1", HTTPClient: &http.Client{Transport: tr}}), stats, testOptions(4))
 			ctx, cancel := context.WithCancel(context.Background())
 			r := startRun(ctx, eng, newSliceSource(numberedIDs(20)...), discardSink{})
 			waitFor(t, 5*time.Second, "the server shown down", func() bool { return !stats.Snapshot().ServerDownSince.IsZero() })
@@ -340,7 +340,7 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 		}},
 		{"drained during an outage", func(t *testing.T, tr *http.Transport) {
 			stats := NewStats(nil)
-			eng, _ := New(NewClient(ClientOptions{BaseURL: "http://" + deadAddr(t) + "/v1", HTTPClient: &http.Client{Transport: tr}}), stats, testOptions(4))
+			eng, _ := newEngine(newWireClient(wireOptions{BaseURL: "http://" + deadAddr(t) + "/v1", HTTPClient: &http.Client{Transport: tr}}), stats, testOptions(4))
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			r := startRun(ctx, eng, newSliceSource(numberedIDs(20)...), discardSink{})

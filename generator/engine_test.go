@@ -103,8 +103,8 @@ func (c *countingServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, resp)
 }
 
-func testOptions(n int) Options {
-	return Options{
+func testOptions(n int) engineOptions {
+	return engineOptions{
 		Concurrency: n, Sampling: Sampling{Model: "test-model", MaxTokens: 64, Temperature: 0, TopP: 1, Samples: 1},
 		Retry:        RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
 		SyncInterval: 50 * time.Millisecond,
@@ -194,8 +194,8 @@ func TestPoolKeepsExactlyNInFlight(t *testing.T) {
 	ids := append([]string{"hold"}, numberedIDs(4*n)...)
 	dir := t.TempDir()
 	out := openSink(t, dir)
-	client := NewClient(ClientOptions{BaseURL: ts.URL + "/v1", MaxConns: n})
-	eng, err := New(client, NewStats(nil), testOptions(n))
+	client := newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: n})
+	eng, err := newEngine(client, NewStats(nil), testOptions(n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,11 +237,11 @@ func TestResumeWritesEveryIDOnce(t *testing.T) {
 			ts := httptest.NewServer(srv)
 			defer ts.Close()
 			dir := t.TempDir()
-			client := NewClient(ClientOptions{BaseURL: ts.URL + "/v1", MaxConns: n})
+			client := newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: n})
 
 			// First run: stop once 40% is answered.
 			out := openSink(t, dir)
-			eng, _ := New(client, NewStats(nil), testOptions(n))
+			eng, _ := newEngine(client, NewStats(nil), testOptions(n))
 			ctx, cancel := context.WithCancel(context.Background())
 			go func() {
 				for srv.completed.Load() < rows*4/10 {
@@ -271,7 +271,7 @@ func TestResumeWritesEveryIDOnce(t *testing.T) {
 
 			// Second run: completes.
 			out = openSink(t, dir)
-			eng, _ = New(client, NewStats(nil), testOptions(n))
+			eng, _ = newEngine(client, NewStats(nil), testOptions(n))
 			sum2, err := eng.Run(context.Background(), newSliceSource(numberedIDs(rows)...), out)
 			if err != nil {
 				t.Fatal(err)
@@ -321,7 +321,7 @@ func TestSinkFailureStopsTheRun(t *testing.T) {
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	stats := NewStats(nil)
-	eng, _ := New(NewClient(ClientOptions{BaseURL: ts.URL + "/v1", MaxConns: 8}), stats, testOptions(8))
+	eng, _ := newEngine(newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: 8}), stats, testOptions(8))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	sum, err := eng.Run(ctx, newSliceSource(numberedIDs(1000)...), &failingSink{n: 10})
@@ -340,7 +340,7 @@ func TestSinkFailureStopsTheRun(t *testing.T) {
 // TestEngineRunsOnce: an Engine's drain signal and stats belong to its one
 // Run; a second Run says so instead of running with a drained engine.
 func TestEngineRunsOnce(t *testing.T) {
-	eng, err := New(nil, nil, Options{Concurrency: 1, Sampling: Sampling{Model: "m"}})
+	eng, err := newEngine(nil, nil, engineOptions{Concurrency: 1, Sampling: Sampling{Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}

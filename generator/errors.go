@@ -73,10 +73,10 @@ func (e *Error) Unwrap() error { return e.Err }
 // a normal one, so it is ours to call it a failure.
 var errStreamCut = errors.New("stream ended before a finish_reason")
 
-// Classify turns any error from this package, go-openai, net/http or a
+// classify turns any error from this package, go-openai, net/http or a
 // context into an *Error. It never returns nil for a non-nil err; for nil it
 // returns nil.
-func Classify(err error) *Error {
+func classify(err error) *Error {
 	if err == nil {
 		return nil
 	}

@@ -53,7 +53,7 @@ const modelWait = 10 * time.Minute
 // large model) is waited for, with a line every 30 s, for up to 10 minutes.
 // A server without GET /models (a gateway routing only chat) is taken at
 // its word when want is set.
-func resolveModel(ctx context.Context, client *Client, baseURL, want string, log io.Writer) (string, error) {
+func resolveModel(ctx context.Context, client *wireClient, baseURL, want string, log io.Writer) (string, error) {
 	deadline := time.Now().Add(modelWait)
 	// Quiet for the first seconds: a server started a moment ago (make run)
 	// is not worth a line.
@@ -79,7 +79,7 @@ func resolveModel(ctx context.Context, client *Client, baseURL, want string, log
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
-		ce := Classify(err)
+		ce := classify(err)
 		if want != "" && (ce.Status == http.StatusNotFound || ce.Status == http.StatusMethodNotAllowed) {
 			fmt.Fprintf(log, "note: %s answers %d; going on with endpoint.model %q\n", where, ce.Status, want)
 			return want, nil

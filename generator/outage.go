@@ -17,15 +17,15 @@ import (
 // during the outage are not the prompt's fault. If it is (the failure was
 // this request's), the attempt counts as usual.
 
-// prober tells whether the server answers at all; *Client is one (its
+// prober tells whether the server answers at all; *wireClient is one (its
 // Models call is cheap and needs no model).
 type prober interface {
 	Models(ctx context.Context) ([]string, error)
 }
 
-var _ prober = (*Client)(nil)
+var _ prober = (*wireClient)(nil)
 
-// outage is shared by every slot of an Engine.
+// outage is shared by every slot of an engine.
 type outage struct {
 	life       context.Context // the Run's: probing ends with it
 	probe      func(ctx context.Context) error

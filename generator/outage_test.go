@@ -26,11 +26,11 @@ func TestServerRestartLosesNoPrompt(t *testing.T) {
 	hs := &http.Server{Handler: srv}
 	go hs.Serve(ln)
 
-	client := NewClient(ClientOptions{BaseURL: "http://" + addr + "/v1", MaxConns: n})
+	client := newWireClient(wireOptions{BaseURL: "http://" + addr + "/v1", MaxConns: n})
 	opts := testOptions(n)
 	opts.Retry = RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
 	stats := NewStats(nil)
-	eng, err := New(client, stats, opts)
+	eng, err := newEngine(client, stats, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,10 +111,10 @@ func TestConnectionFailureOfOnePromptCounts(t *testing.T) {
 	go hs.Serve(ln)
 	defer hs.Close()
 
-	client := NewClient(ClientOptions{BaseURL: "http://" + ln.Addr().String() + "/v1", MaxConns: 4})
+	client := newWireClient(wireOptions{BaseURL: "http://" + ln.Addr().String() + "/v1", MaxConns: 4})
 	opts := testOptions(4)
 	opts.Retry = RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
-	eng, _ := New(client, NewStats(nil), opts)
+	eng, _ := newEngine(client, NewStats(nil), opts)
 	out := openSink(t, t.TempDir())
 	defer out.Close()
 	sum, err := eng.Run(context.Background(), newSliceSource("a", "poison", "b"), out)

@@ -256,8 +256,8 @@ func writeStreamAnswer(w http.ResponseWriter, prompt string, cut bool) {
 
 // retryOptions retries fast: a wait of a second or more can only come from a
 // Retry-After.
-func retryOptions(stream bool, maxAttempts int) Options {
-	return Options{
+func retryOptions(stream bool, maxAttempts int) engineOptions {
+	return engineOptions{
 		Concurrency: 8, Sampling: Sampling{Model: "test-model", MaxTokens: 64, Temperature: 0.6, TopP: 0.95, Samples: 1},
 		Stream:       stream,
 		Retry:        RetryPolicy{MaxAttempts: maxAttempts, InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
@@ -279,12 +279,12 @@ func openRetrySink(t *testing.T, dir string) *sink.Sink {
 
 // runEngine runs prompts "prompt <id>" through a real Client and Engine into
 // a sink on dir and closes the sink.
-func runEngine(t *testing.T, url, dir string, opts Options, retryErrors bool, ids []string) (Summary, *Stats) {
+func runEngine(t *testing.T, url, dir string, opts engineOptions, retryErrors bool, ids []string) (Summary, *Stats) {
 	t.Helper()
 	out := openRetrySink(t, dir)
 	opts.RetryErrors = retryErrors
 	stats := NewStats(nil)
-	eng, err := New(NewClient(ClientOptions{BaseURL: url + "/v1", MaxConns: opts.Concurrency}), stats, opts)
+	eng, err := newEngine(newWireClient(wireOptions{BaseURL: url + "/v1", MaxConns: opts.Concurrency}), stats, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,7 +507,7 @@ func TestFailedRequestRecordedThenRetriedOnlyWhenAsked(t *testing.T) {
 		t.Errorf("run 2 before: a done key is not done")
 	}
 	opts.RetryErrors = true
-	eng, err := New(NewClient(ClientOptions{BaseURL: ts.URL + "/v1"}), NewStats(nil), opts)
+	eng, err := newEngine(newWireClient(wireOptions{BaseURL: ts.URL + "/v1"}), NewStats(nil), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -610,7 +610,7 @@ func TestBackoffBounds(t *testing.T) {
 		{InitialBackoff: time.Hour, MaxBackoff: 1<<63 - 1}, // doubling must not overflow
 	} {
 		pol.MaxAttempts = 100
-		e, err := New(nil, nil, Options{Concurrency: 1, Retry: pol})
+		e, err := newEngine(nil, nil, engineOptions{Concurrency: 1, Retry: pol})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -688,7 +688,7 @@ func TestConnectionResetBehindGatewayWithoutModels(t *testing.T) {
 	srv.noModels = true
 	dir := t.TempDir()
 	out := openRetrySink(t, dir)
-	eng, err := New(NewClient(ClientOptions{BaseURL: ts.URL + "/v1"}), NewStats(nil), retryOptions(true, 4))
+	eng, err := newEngine(newWireClient(wireOptions{BaseURL: ts.URL + "/v1"}), NewStats(nil), retryOptions(true, 4))
 	if err != nil {
 		t.Fatal(err)
 	}

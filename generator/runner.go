@@ -54,7 +54,7 @@ type Runner struct {
 	rows  int64 // selected rows
 	out   *sink.Sink
 	src   *dataset.Reader
-	eng   *Engine
+	eng   *engine
 }
 
 // Open prepares a run. ctx bounds the preparation (a Hub download, waiting
@@ -78,7 +78,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	}
 	s.Stats.SetTotal(r.job.Total(r.rows))
 
-	client := NewClient(ClientOptions{BaseURL: s.BaseURL, APIKey: s.APIKey, Timeout: s.Timeout, MaxConns: s.Concurrency})
+	client := newWireClient(wireOptions{BaseURL: s.BaseURL, APIKey: s.APIKey, Timeout: s.Timeout, MaxConns: s.Concurrency})
 	if r.job.Sampling.Model, err = resolveModel(ctx, client, s.BaseURL, r.job.Sampling.Model, s.Log); err != nil {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 			_ = r.out.Close()
 		}
 	}()
-	r.eng, err = New(client, s.Stats, Options{
+	r.eng, err = newEngine(client, s.Stats, engineOptions{
 		Concurrency:  s.Concurrency,
 		Sampling:     r.job.Sampling,
 		Prompt:       r.job.Prompt,
@@ -192,7 +192,7 @@ func (r *Runner) OnDisk() int { return r.out.DoneCount() }
 func (r *Runner) FailedOpen() int { return r.out.FailedCount() }
 
 // Run asks every selected key the directory does not hold yet (see
-// Engine.Run). It is called once.
+// engine.Run). It is called once.
 func (r *Runner) Run(ctx context.Context) (Summary, error) {
 	sum, err := r.eng.Run(ctx, r.src, r.out)
 	r.setup.Stats.Stop()
