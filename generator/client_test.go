@@ -117,7 +117,7 @@ func TestCompleteStream(t *testing.T) {
 	tests := []struct {
 		file       string
 		want       wireResponse // Chunks and text; TTFT only checked > 0
-		wantCause  string   // "" = an answer
+		wantCause  string       // "" = an answer
 		wantDeltas int
 	}{
 		{file: "stream_reasoning_usage.sse", wantDeltas: 6, want: wireResponse{

@@ -44,8 +44,8 @@ type resultSink interface {
 }
 
 var (
-	_ source = (*dataset.Reader)(nil)
-	_ resultSink   = (*sink.Sink)(nil)
+	_ source     = (*dataset.Reader)(nil)
+	_ resultSink = (*sink.Sink)(nil)
 )
 
 // completer sends one chat completion. *wireClient is one; tests may wrap it.
