@@ -150,8 +150,8 @@ func (r *Report) readShard(path, format string, temp, mayVanish bool, sh *ShardR
 			return errVanished
 		}
 	}
-	if format == FormatParquet && !temp {
-		return r.readParquet(path, sh)
+	if read := formats[format].records; read != nil && !temp {
+		return r.readConverted(path, sh, read)
 	}
 	return r.readJSONL(path, temp, mayVanish, sh)
 }
@@ -235,11 +235,11 @@ func (r *Report) readJSONL(path string, temp, mayVanish bool, sh *ShardReport) e
 // inspectBatch is how many Parquet rows are decoded per read.
 const inspectBatch = 64
 
-// readParquet reads a final Parquet shard through parquet-go's generic
-// reader: the footer, the schema (every column of Record, in the standard
-// LIST layout) and every row.
-func (r *Report) readParquet(path string, sh *ShardReport) error {
-	acc, err := readParquetRecords(path)
+// readConverted reads a final shard of a converted format (Parquet:
+// through parquet-go's generic reader, the footer, the schema and every
+// row).
+func (r *Report) readConverted(path string, sh *ShardReport, read func(string) (*shardAcc, error)) error {
+	acc, err := read(path)
 	if err != nil {
 		sh.State, sh.Problem = ShardInvalid, err.Error()
 		if acc != nil {

@@ -35,12 +35,12 @@ import (
 //	a complete line that is not JSON   error naming file:line (in .open and .journal too,
 //	                                   unless it holds a NUL byte: see recoverTail)
 
-var partName = regexp.MustCompile(`^part-(\d{6,})\.(jsonl|parquet)(\.open|\.journal|\.tmp)?$`)
+var partName = regexp.MustCompile(`^part-(\d{6,})\.(` + strings.Join(formatNames(), "|") + `)(\.open|\.journal|\.tmp)?$`)
 
 // partFile is one file of a shard directory, by the parts of its name.
 type partFile struct {
 	index  int
-	format string // jsonl | parquet
+	format string // a key of formats
 	suffix string // "" (final) | .open | .journal | .tmp
 }
 
@@ -55,10 +55,11 @@ func parsePart(name string) (partFile, bool) {
 	}
 	p := partFile{index: i, format: m[2], suffix: m[3]}
 	// Only the combinations the sink makes; anything else is not ours.
+	converted := formats[p.format].convert != nil
 	switch {
-	case p.suffix == suffixOpen && p.format != FormatJSONL,
-		p.suffix == suffixJournal && p.format != FormatParquet,
-		p.suffix == suffixTmp && p.format != FormatParquet:
+	case p.suffix == suffixOpen && converted,
+		p.suffix == suffixJournal && !converted,
+		p.suffix == suffixTmp && !converted:
 		return partFile{}, false
 	}
 	return p, true
@@ -128,12 +129,7 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 			info.Records++
 			return nil
 		}
-		if info.Format == FormatParquet {
-			_, err = scanParquetKeys(path, visit)
-		} else {
-			_, err = scanJSONLKeys(path, visit)
-		}
-		if err != nil {
+		if _, err = formats[info.Format].keys(path, visit); err != nil {
 			return nil, err
 		}
 		info.FirstID, info.LastID = lo.ID, hi.ID
@@ -316,7 +312,7 @@ func settleDir(dir string) (finals []string, next int, notes []string, err error
 			var rows int
 			n, err := settleTemp(final+suffixJournal, func() error {
 				var err error
-				rows, err = convertJournal(final+suffixJournal, final)
+				rows, err = formats[sh.format].convert(final+suffixJournal, final)
 				return err
 			})
 			if err != nil {

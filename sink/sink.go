@@ -46,12 +46,6 @@ type Options struct {
 // with any is marked Forced in the manifest.
 const forcedNote = "forced: "
 
-// Output formats.
-const (
-	FormatJSONL   = "jsonl"
-	FormatParquet = "parquet"
-)
-
 // Sink owns an output directory for one run: Open recovers it, Write and
 // WriteError append, Flush and Close make it durable.
 //
@@ -217,8 +211,8 @@ func validate(o *Options) error {
 	if o.Dir == "" {
 		return errors.New("output.dir: empty")
 	}
-	if o.Format != FormatJSONL && o.Format != FormatParquet {
-		return fmt.Errorf("output.format: %q: want jsonl or parquet", o.Format)
+	if err := checkFormat(o.Format); err != nil {
+		return err
 	}
 	if o.ShardSize <= 0 {
 		return fmt.Errorf("output.shard_size: %d: want > 0", o.ShardSize)
@@ -450,11 +444,7 @@ func (s *Sink) fail(err error) error {
 
 func (s *Sink) openShard() error {
 	name := shardName(s.nextData, s.opts.Format)
-	tmp := name + suffixOpen
-	if s.opts.Format == FormatParquet {
-		tmp = name + suffixJournal
-	}
-	f, err := createAppendFile(filepath.Join(s.dataDir, tmp))
+	f, err := createAppendFile(filepath.Join(s.dataDir, name+tempSuffix(s.opts.Format)))
 	if err != nil {
 		return err
 	}
@@ -471,16 +461,15 @@ func (s *Sink) finalizeShard() error {
 	if err := cur.close(); err != nil {
 		return err
 	}
-	switch s.curFmt {
-	case FormatParquet:
-		rows, err := convertJournal(cur.path, s.curFinal)
+	if convert := formats[s.curFmt].convert; convert != nil {
+		rows, err := convert(cur.path, s.curFinal)
 		if err != nil {
 			return err
 		}
 		if rows != cur.lines {
 			return fmt.Errorf("convert %s: %d rows, want %d", cur.path, rows, cur.lines)
 		}
-	default:
+	} else {
 		step("rename", cur.path)
 		if err := os.Rename(cur.path, s.curFinal); err != nil {
 			return fmt.Errorf("finalize shard: %w", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/synthgen/synthgen/config"
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/sink"
 )
 
 // These tests are about what a job is: a resume must be the same job (the
@@ -233,4 +234,13 @@ func TestJobOfIdentity(t *testing.T) {
 			t.Errorf("Diff = %+v, want shard all -> 1/4", d)
 		}
 	})
+}
+
+// TestOutputFormatsAgree: an output format is added in sink (format.go);
+// the config's check of output.format must then know it too.
+func TestOutputFormatsAgree(t *testing.T) {
+	got := slices.Sorted(slices.Values(config.OutputFormats))
+	if want := sink.Formats(); !slices.Equal(got, want) {
+		t.Errorf("config.OutputFormats = %v, sink's formats are %v: add the new one to config/validate.go and the output.format help", got, want)
+	}
 }

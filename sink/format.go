@@ -1,0 +1,69 @@
+package sink
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Output formats.
+const (
+	FormatJSONL   = "jsonl"
+	FormatParquet = "parquet"
+)
+
+// shardFormat is one output format of the data shards. Every shard is first
+// appended as JSONL, a line per record, so that a record is durable after
+// one fsync and a crash leaves at most a torn last line to cut. A format
+// says what a finished shard becomes and how its final file is read back;
+// the sink's durability (temporary names, renames, recovery of every crash
+// state) is the same for all.
+//
+// To add a format: a file beside jsonl.go and parquet.go with its convert,
+// keys and records functions, and its entry in formats.
+type shardFormat struct {
+	// convert writes the final file from the finished JSONL journal and
+	// returns the rows it wrote; it writes under a temporary name and
+	// renames. nil: the JSONL file itself becomes the final file (jsonl).
+	convert func(journal, final string) (rows int, err error)
+	// keys visits every key of a final file in order: a resume reads ids
+	// only.
+	keys func(path string, visit func(k Key, row int) error) (int, error)
+	// records reads every record of a final file, for inspect; nil: the
+	// final file is JSONL and read as such.
+	records func(path string) (*shardAcc, error)
+}
+
+var formats = map[string]shardFormat{
+	FormatJSONL:   {keys: scanJSONLKeys},
+	FormatParquet: {convert: convertJournal, keys: scanParquetKeys, records: readParquetRecords},
+}
+
+// Formats lists the output formats, sorted.
+func Formats() []string { return formatNames() }
+
+// formatNames lists the formats, sorted, for messages and file names.
+func formatNames() []string {
+	names := make([]string, 0, len(formats))
+	for n := range formats {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// tempSuffix is the name suffix of a shard of format f while it is filled:
+// .open for a file that is renamed as is, .journal for one converted.
+func tempSuffix(f string) string {
+	if formats[f].convert != nil {
+		return suffixJournal
+	}
+	return suffixOpen
+}
+
+func checkFormat(f string) error {
+	if _, ok := formats[f]; !ok {
+		return fmt.Errorf("output.format: %q: want %s", f, strings.Join(formatNames(), " or "))
+	}
+	return nil
+}
