@@ -59,24 +59,23 @@ type wireOptions struct {
 // defaultMaxConns is the pool size when ClientOptions.MaxConns is 0.
 const defaultMaxConns = 256
 
-// wireRequest is one chat completion to send.
+// wireRequest is one chat completion to send: the job's Sampling (model,
+// max_tokens, temperature, top_p, extra_body; n is not sent, each sample
+// is its own request), the messages and how to read the answer.
+// encodeRequest writes each field:
+//   - MaxTokens 0 is not sent (the server's default);
+//   - Temperature is always sent: 0 reaches the server as 0;
+//   - TopP is sent when > 0 (0 is not a valid top_p for OpenAI or vLLM, so
+//     it means "not set" rather than a 400 per prompt);
+//   - Extra (extra_body) is merged last into the top level (top_k, min_p,
+//     chat_template_kwargs, ...); a key there replaces the field of the
+//     same name, except "stream", which decides how the answer is read.
 type wireRequest struct {
-	Model     string
-	Messages  []Message
-	MaxTokens int // 0 = not sent (the server's default)
-	// Temperature is always sent: 0 reaches the server as 0.
-	Temperature float64
-	// TopP is sent when > 0. 0 is not a valid top_p for OpenAI or vLLM (it
-	// must be in (0, 1]), so 0 means "not set" rather than a 400 per prompt.
-	TopP float64
+	Sampling
+	Messages []Message
 	// Stream asks for SSE, with stream_options.include_usage=true so the last
 	// chunk carries the token counts.
 	Stream bool
-	// Extra is extra_body: merged last into the top level of the request
-	// JSON (top_k, min_p, chat_template_kwargs, ...); a key here replaces the
-	// field above of the same name, except "stream", which decides how the
-	// answer is read and so is only Stream's to set.
-	Extra map[string]any
 }
 
 // wireResponse is one complete answer.

@@ -86,12 +86,10 @@ func replay(t testing.TB, name string) http.HandlerFunc {
 
 func userReq(stream bool) wireRequest {
 	return wireRequest{
-		Model:       "Qwen/Qwen3-8B",
-		Messages:    []Message{{Role: "user", Content: "What is 2+2?"}},
-		MaxTokens:   64,
-		Temperature: 0.6,
-		TopP:        0.95,
-		Stream:      stream,
+		Sampling: Sampling{Model: "Qwen/Qwen3-8B", MaxTokens: 64, Temperature: 0.6, TopP: 0.95},
+		Messages: []Message{{Role: "user", Content: "What is 2+2?"}},
+
+		Stream: stream,
 	}
 }
 
@@ -275,12 +273,12 @@ func TestRequestBody(t *testing.T) {
 			}
 			s := newServer(t, replay(t, file))
 			req := wireRequest{
-				Model: "Qwen/Qwen3-8B",
+				Sampling: Sampling{Model: "Qwen/Qwen3-8B", MaxTokens: 1024, Temperature: 0, TopP: 0.95, Extra: tt.extra},
 				Messages: []Message{
 					{Role: "system", Content: "You are terse."},
 					{Role: "user", Content: "Say \"hi\"\n\t<ok> & done ✓"},
 				},
-				MaxTokens: 1024, Temperature: 0, TopP: 0.95, Stream: tt.stream, Extra: tt.extra,
+				Stream: tt.stream,
 			}
 			if _, err := s.client(wireOptions{APIKey: "sk-test"}).Complete(context.Background(), req, nil); err != nil {
 				t.Fatal(err)

@@ -200,7 +200,7 @@ func TestEncodeRequestStrings(t *testing.T) {
 		"", "plain", `quote " and \ backslash`, "new\nline\ttab\r\x00\x1f\x7f", "<tag> & 'x'",
 		"ünïcødé ✓ 😊", "\u2028\u2029", "bad \xff utf8 \xe2\x82", strings.Repeat("long ", 1000),
 	} {
-		req := wireRequest{Model: s, Messages: []Message{{Role: "user", Content: s}}}
+		req := wireRequest{Sampling: Sampling{Model: s}, Messages: []Message{{Role: "user", Content: s}}}
 		body, err := encodeRequest(req)
 		if err != nil {
 			t.Fatal(err)
@@ -221,7 +221,7 @@ func TestEncodeRequestStrings(t *testing.T) {
 
 func TestEncodeRequestExtraReplacesEverything(t *testing.T) {
 	extra := map[string]any{"model": "m2", "messages": []any{}, "temperature": 1, "stream_options": nil}
-	body, err := encodeRequest(wireRequest{Model: "m", Stream: true, Extra: extra})
+	body, err := encodeRequest(wireRequest{Sampling: Sampling{Model: "m", Extra: extra}, Stream: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestEncodeRequestExtraReplacesEverything(t *testing.T) {
 	if string(body) != want {
 		t.Errorf("body\n %s\nwant\n %s", body, want)
 	}
-	if _, err := encodeRequest(wireRequest{Extra: map[string]any{"f": func() {}}}); err == nil || !strings.Contains(err.Error(), "extra_body.f") {
+	if _, err := encodeRequest(wireRequest{Sampling: Sampling{Extra: map[string]any{"f": func() {}}}}); err == nil || !strings.Contains(err.Error(), "extra_body.f") {
 		t.Errorf("unencodable extra: err %v, want one naming extra_body.f", err)
 	}
 }
@@ -310,7 +310,7 @@ func FuzzEncodeRequest(f *testing.F) {
 	f.Add("Qwen/Qwen3-8B", "user", "What is 2+2?", 0.0)
 	f.Add("m", "system", "\x00\"\\\n\xff😊", 0.6)
 	f.Fuzz(func(t *testing.T, model, role, content string, temp float64) {
-		body, err := encodeRequest(wireRequest{Model: model, Messages: []Message{{Role: role, Content: content}}, Temperature: temp, Stream: true})
+		body, err := encodeRequest(wireRequest{Sampling: Sampling{Model: model, Temperature: temp}, Messages: []Message{{Role: role, Content: content}}, Stream: true})
 		if err != nil {
 			return // NaN or Inf temperature: refused, never sent
 		}
@@ -331,13 +331,12 @@ func FuzzEncodeRequest(f *testing.F) {
 
 func BenchmarkEncodeRequest(b *testing.B) {
 	req := wireRequest{
-		Model: "Qwen/Qwen3-8B",
+		Sampling: Sampling{Model: "Qwen/Qwen3-8B", MaxTokens: 8192, Temperature: 0.6, TopP: 0.95, Extra: map[string]any{"top_k": 20, "chat_template_kwargs": map[string]any{"enable_thinking": true}}},
 		Messages: []Message{
 			{Role: "system", Content: "You are a helpful assistant."},
 			{Role: "user", Content: strings.Repeat("Explain the difference between a process and a thread. ", 30)},
 		},
-		MaxTokens: 8192, Temperature: 0.6, TopP: 0.95, Stream: true,
-		Extra: map[string]any{"top_k": 20, "chat_template_kwargs": map[string]any{"enable_thinking": true}},
+		Stream: true,
 	}
 	body, _ := encodeRequest(req)
 	b.SetBytes(int64(len(body)))

@@ -318,15 +318,7 @@ func (e *engine) produce(ctx context.Context, src source, held sink.Recovered, s
 // ctx bounds the requests; wait, which also ends on Drain, bounds the waits
 // between them.
 func (e *engine) do(ctx, wait context.Context, gate *outage, j job) result {
-	req := wireRequest{
-		Model:       e.opts.Sampling.Model,
-		Messages:    j.msgs,
-		MaxTokens:   e.opts.Sampling.MaxTokens,
-		Temperature: e.opts.Sampling.Temperature,
-		TopP:        e.opts.Sampling.TopP,
-		Stream:      e.opts.Stream,
-		Extra:       e.opts.Sampling.Extra,
-	}
+	req := wireRequest{Sampling: e.opts.Sampling, Messages: j.msgs, Stream: e.opts.Stream}
 	tr := e.stats.Begin()
 	start := time.Now()
 	// charged counts the attempts held against the prompt: not those that

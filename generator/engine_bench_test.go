@@ -106,7 +106,7 @@ func BenchmarkThroughput(b *testing.B) {
 	})
 	b.Run("minimal", func(b *testing.B) {
 		hc := &http.Client{Transport: newTransport(n)}
-		body, _ := encodeRequest(wireRequest{Model: "test-model", MaxTokens: 64, Messages: []Message{{Role: "user", Content: "prompt 1"}}})
+		body, _ := encodeRequest(wireRequest{Sampling: Sampling{Model: "test-model", MaxTokens: 64}, Messages: []Message{{Role: "user", Content: "prompt 1"}}})
 		measure(b, func(stop <-chan struct{}) {
 			var wg sync.WaitGroup
 			for range n {
