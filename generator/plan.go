@@ -2,6 +2,7 @@ package generator
 
 import (
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/synthgen/synthgen/dataset"
@@ -35,6 +36,11 @@ type Plan struct {
 	// Unreadable says why the figures above are unknown (the dataset
 	// cannot be read from here); nothing is counted then.
 	Unreadable string `json:"unreadable,omitempty"`
+	// Changed says how the dataset's files differ from the ones the job
+	// was made from (their sizes and hashes): the ids then name other rows
+	// than the records answer, and the figures above are about the files
+	// as they are now.
+	Changed string `json:"changed,omitempty"`
 }
 
 // Planner counts plans, reading each distinct dataset once whatever the
@@ -132,11 +138,34 @@ func (p *Planner) Count(path string) {
 		g.targets = append(g.targets, t)
 	}
 	for _, g := range groups {
+		compareContent(g.opts, g.targets)
 		if err := countPass(g.opts, g.targets); err != nil {
 			for _, t := range g.targets {
 				pl := t.plan
-				*pl = Plan{Path: pl.Path, Shard: pl.Shard, Limit: pl.Limit, Samples: pl.Samples, Unreadable: err.Error()}
+				*pl = Plan{Path: pl.Path, Shard: pl.Shard, Limit: pl.Limit, Samples: pl.Samples, Unreadable: err.Error(), Changed: pl.Changed}
 			}
+		}
+	}
+}
+
+// compareContent stamps a local dataset, when a target recorded what its
+// files held, and says on each target whose record differs what changed.
+func compareContent(opts dataset.Options, targets []*planTarget) {
+	var now dataset.Content
+	stamped := false
+	for _, t := range targets {
+		if len(t.sel.Content) == 0 {
+			continue
+		}
+		if !stamped {
+			var err error
+			if now, err = dataset.Stamp(opts); err != nil {
+				return // countPass reports the dataset unreadable
+			}
+			stamped = true
+		}
+		if now.Identity() != t.sel.Content.Identity() {
+			t.plan.Changed = fmt.Sprintf("%s (made from) -> %s (now)", t.sel.Content, now)
 		}
 	}
 }

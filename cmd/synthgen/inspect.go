@@ -181,6 +181,13 @@ func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath string) (insp
 		}
 	}
 	planner.Count(datasetPath)
+	for _, d := range out.Dirs {
+		if d.Dataset != nil && d.Dataset.Changed != "" {
+			d.Problems = append(d.Problems, fmt.Sprintf("the dataset's files are not the ones this directory was made from: %s; "+
+				"its ids now name other rows than the records answer: restore the files, or give the original with --dataset", d.Dataset.Changed))
+			out.OK = false
+		}
+	}
 	return out, nil
 }
 

@@ -80,6 +80,13 @@ func TestRunRefusesEditedDataset(t *testing.T) {
 	}
 	wantIDs(t, "after the refusal", cliRecords(t, job.dir), idRange(0, 6)...)
 
+	// inspect, which counts the directory against the dataset, says the
+	// ids no longer name the rows the records answer.
+	out, err := runInspectCmd(t, job.dir)
+	if exitCode(err) != exitFailure || !strings.Contains(out, "not the ones this directory was made from") {
+		t.Errorf("inspect after the edit: exit %d (%v), want 1 and the change named:\n%s", exitCode(err), err, out)
+	}
+
 	// --force takes the edited file as the dataset from now on, and says so
 	// in the run's notes.
 	cliRun(t, job.args("--force")...).ok(t, "forced")
