@@ -114,7 +114,7 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	// its exit code says so, not "rerun to resume".
 	interrupted := sd.interrupted() && (sum.Drained || sum.Canceled > 0)
 	err = runResult(cfg, runErr, closeErr, interrupted, sum, onDisk, failed, stderr)
-	final := newProgressRecord(stats.Snapshot(), rep.Server())
+	final := generator.NewProgressRecord(stats.Snapshot(), rep.Server())
 	if ferr := status.Finish(final, runOutcome{Err: err, Summary: sum, EndedAt: time.Now()}); ferr != nil {
 		fmt.Fprintf(stderr, "warning: %v\n", ferr)
 	}
@@ -242,7 +242,7 @@ func startReporter(ctx context.Context, cfg config.Config, rf runFlags, stdout i
 		Quiet:    rf.quiet,
 		JSON:     rf.logFormat == "json",
 		Scrape:   serverScraper(cfg),
-		Status: func(rec progressRecord, final bool) {
+		Status: func(rec generator.ProgressRecord, final bool) {
 			if final {
 				return // Finish writes the last one, with the outcome
 			}
@@ -252,7 +252,7 @@ func startReporter(ctx context.Context, cfg config.Config, rf runFlags, stdout i
 	})
 	// A second shell sees the run from its first moment, not one interval
 	// (and a first scrape of the server) later.
-	_ = status.Heartbeat(newProgressRecord(stats.Snapshot(), nil))
+	_ = status.Heartbeat(generator.NewProgressRecord(stats.Snapshot(), nil))
 	repCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() { defer close(done); rep.Run(repCtx, stats) }()

@@ -55,7 +55,7 @@ type statusRecord struct {
 	Event string `json:"event"` // "status"; shadows the progress record's "progress"
 	State string `json:"state"`
 	runInfo
-	progressRecord
+	generator.ProgressRecord
 }
 
 // reportConfig is the part of the config a reader of report.json needs to
@@ -177,18 +177,18 @@ func (s *runStatus) RemoveLeftovers() error {
 // SetState changes the state the next heartbeat shows.
 func (s *runStatus) SetState(state string) { s.state.Store(state) }
 
-func (s *runStatus) status(rec progressRecord) statusRecord {
-	return statusRecord{progressRecord: rec, Event: "status", State: s.state.Load().(string), runInfo: s.info}
+func (s *runStatus) status(rec generator.ProgressRecord) statusRecord {
+	return statusRecord{ProgressRecord: rec, Event: "status", State: s.state.Load().(string), runInfo: s.info}
 }
 
 // Heartbeat rewrites status.json with rec and the current state.
-func (s *runStatus) Heartbeat(rec progressRecord) error {
+func (s *runStatus) Heartbeat(rec generator.ProgressRecord) error {
 	return writeJSON(filepath.Join(s.dir, statusFile), s.status(rec))
 }
 
 // Finish writes the final status.json and report.json from the last
 // progress record and the outcome.
-func (s *runStatus) Finish(rec progressRecord, o runOutcome) error {
+func (s *runStatus) Finish(rec generator.ProgressRecord, o runOutcome) error {
 	s.SetState(stateOf(o.Err))
 	st := s.status(rec)
 	if err := writeJSON(filepath.Join(s.dir, statusFile), st); err != nil {

@@ -62,7 +62,7 @@ func TestStatusFilesGolden(t *testing.T) {
 			Stream: true, OutputFormat: "parquet"},
 	}
 	s.state.Store(stateRunning)
-	rec := newProgressRecord(goldenSnapshot(), goldenRates())
+	rec := generator.NewProgressRecord(goldenSnapshot(), goldenRates())
 	if err := s.Heartbeat(rec); err != nil {
 		t.Fatal(err)
 	}
