@@ -57,13 +57,14 @@ type Setup struct {
 // status.json when Run starts, at each Heartbeat and with the state
 // draining on Drain, then status.json and report.json on Finish.
 type Runner struct {
-	setup  Setup
-	job    Job
-	rows   int64 // selected rows
-	out    *sink.Sink
-	src    *dataset.Reader
-	eng    *Engine
-	status *statusWriter
+	status *statusWriter // status.json and report.json
+
+	setup Setup
+	job   Job
+	rows  int64 // selected rows
+	out   *sink.Sink
+	src   *dataset.Reader
+	eng   *Engine
 }
 
 // Open prepares a run. ctx bounds the preparation (a Hub download, waiting
@@ -120,7 +121,6 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 			_ = r.out.Close()
 		}
 	}()
-	r.openStatus()
 	r.eng, err = New(client, s.Stats, Options{
 		Concurrency:  s.Concurrency,
 		Sampling:     r.job.Sampling,
@@ -136,6 +136,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	if r.src, err = dataset.Open(opts); err != nil {
 		return nil, &DatasetError{Err: err}
 	}
+	r.openStatus()
 	return r, nil
 }
 
@@ -213,10 +214,10 @@ func (r *Runner) OnDisk() int { return r.out.DoneCount() }
 func (r *Runner) FailedOpen() int { return r.out.FailedCount() }
 
 // Run asks every selected key the directory does not hold yet (see
-// Engine.Run). It is called once. It writes status.json first, so that a
-// second shell sees the run from its first moment.
+// Engine.Run). It is called once.
 func (r *Runner) Run(ctx context.Context) (Summary, error) {
-	// A heartbeat that cannot be written is not worth stopping for.
+	// status.json first, so that a second shell sees the run from its first
+	// moment; a heartbeat that cannot be written is not worth stopping for.
 	_ = r.Heartbeat(NewProgressRecord(r.setup.Stats.Snapshot(), nil))
 	sum, err := r.eng.Run(ctx, r.src, r.out)
 	r.setup.Stats.Stop()
