@@ -38,6 +38,10 @@ type Setup struct {
 	OnSkip     func(*dataset.RowError)              // a skipped bad row
 	OnDownload func(file string, done, total int64) // an hf:// download's progress
 
+	// Started is when the run began, for status.json and report.json
+	// (started_at, duration_s); zero: when Open is called.
+	Started time.Time
+
 	Version string         // synthgen's, for the manifest
 	Config  map[string]any // the effective config without secrets, for the manifest
 	Stats   *Stats         // receives every event; nil: a new one
@@ -48,7 +52,13 @@ type Setup struct {
 // commit, local files to their content), the model checked against the
 // server, the output directory locked and recovered, the dataset open. Run
 // asks what is left; Drain stops intake; Close releases everything.
+//
+// The Runner also writes the run's machine-readable files (status.go):
+// status.json when Run starts, at each Heartbeat and with the state
+// draining on Drain, then status.json and report.json on Finish.
 type Runner struct {
+	status *statusWriter // status.json and report.json
+
 	setup Setup
 	job   Job
 	rows  int64 // selected rows
@@ -67,6 +77,9 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	}
 	if s.Log == nil {
 		s.Log = io.Discard
+	}
+	if s.Started.IsZero() {
+		s.Started = time.Now()
 	}
 	r := &Runner{setup: s, job: s.Job}
 	opts, err := r.pinDataset(ctx)
@@ -124,7 +137,17 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	if r.src, err = dataset.Open(opts); err != nil {
 		return nil, &DatasetError{Err: err}
 	}
+	r.openStatus()
 	return r, nil
+}
+
+// openStatus prepares status.json and report.json; the sink holds the
+// directory's lock, so what a killed run left of them can go.
+func (r *Runner) openStatus() {
+	r.status = newStatusWriter(r.setup.Dir, r.setup.Started, newReportConfig(r.job, r.setup))
+	if err := r.status.RemoveLeftovers(); err != nil {
+		fmt.Fprintf(r.setup.Log, "warning: %v\n", err)
+	}
 }
 
 // pinDataset fixes what the job reads: an hf:// dataset the commit its
@@ -194,14 +217,32 @@ func (r *Runner) FailedOpen() int { return r.out.FailedCount() }
 // Run asks every selected key the directory does not hold yet (see
 // engine.Run). It is called once.
 func (r *Runner) Run(ctx context.Context) (Summary, error) {
+	// status.json first, so that a second shell sees the run from its first
+	// moment; a heartbeat that cannot be written is not worth stopping for.
+	_ = r.Heartbeat(NewProgressRecord(r.setup.Stats.Snapshot(), nil))
 	sum, err := r.eng.Run(ctx, r.src, r.out)
 	r.setup.Stats.Stop()
 	return sum, err
 }
 
-// Drain stops intake: the requests in flight finish, nothing new starts.
-// Safe from any goroutine, before or during Run.
-func (r *Runner) Drain() { r.eng.Drain() }
+// Drain stops intake: the requests in flight finish, nothing new starts;
+// status.json says draining from the next heartbeat on. Safe from any
+// goroutine, before or during Run.
+func (r *Runner) Drain() {
+	r.status.SetState(StateDraining)
+	r.eng.Drain()
+}
+
+// Heartbeat rewrites status.json with rec (a progress record of the run's
+// Stats, with the server's view when the caller scrapes it) and the current
+// state. Safe from any goroutine; the caller's reporter calls it every
+// interval.
+func (r *Runner) Heartbeat(rec ProgressRecord) error { return r.status.Heartbeat(rec) }
+
+// Finish writes the final status.json and report.json: rec, the last
+// progress record, and how the run ended. Call it once, after Run has
+// returned and the heartbeats have stopped; Close may come before it.
+func (r *Runner) Finish(rec ProgressRecord, o RunOutcome) error { return r.status.Finish(rec, o) }
 
 // Close closes the output directory (finalizing its shards and the
 // manifest) and the dataset.

@@ -28,7 +28,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"os"
 	"slices"
 	"strings"
@@ -58,7 +57,7 @@ type reporterOptions struct {
 	// Status receives the progress record (the object --log-format json
 	// prints) each Interval and once more when Run ends (final), e.g. to
 	// rewrite DIR/status.json. May be nil.
-	Status func(rec progressRecord, final bool)
+	Status func(rec generator.ProgressRecord, final bool)
 }
 
 // reporter renders the progress of one run. Run is its only goroutine; all
@@ -124,7 +123,7 @@ func (r *reporter) Run(ctx context.Context, stats *generator.Stats) {
 // report writes the status record and, unless quiet, one line, JSON object
 // or bar redraw.
 func (r *reporter) report(snap generator.Snapshot, final bool) {
-	rec := newProgressRecord(snap, r.server)
+	rec := generator.NewProgressRecord(snap, r.server)
 	if r.opts.Status != nil {
 		r.opts.Status(rec, final)
 	}
@@ -370,129 +369,6 @@ func fmtDuration(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%ds", d/time.Second)
 	}
-}
-
-// progressRecord is the JSON form of one progress report: a --log-format
-// json line and the content of DIR/status.json. Durations are seconds.
-type progressRecord struct {
-	Event          string           `json:"event"` // "progress"
-	Time           time.Time        `json:"time"`
-	ElapsedS       float64          `json:"elapsed_s"`
-	Done           int64            `json:"done"`  // keys done, earlier runs included
-	Total          int64            `json:"total"` // keys of the job, earlier runs included
-	AlreadyDone    int64            `json:"already_done"`
-	Errors         int64            `json:"errors"`
-	ErrorsByCause  map[string]int64 `json:"errors_by_cause"`
-	Retries        int64            `json:"retries"`
-	RetriesByCause map[string]int64 `json:"retries_by_cause"`
-	InFlight       int64            `json:"in_flight"`
-	// ServerDownSince is set while the server refuses connections.
-	ServerDownSince *time.Time `json:"server_down_since,omitempty"`
-
-	ReqPerS          float64 `json:"req_per_s"`
-	TokPerS          float64 `json:"tok_per_s"`
-	PromptTokPerS    float64 `json:"prompt_tok_per_s"`
-	ReqPerS10s       float64 `json:"req_per_s_10s"`
-	TokPerS10s       float64 `json:"tok_per_s_10s"`
-	ReqPerS60s       float64 `json:"req_per_s_60s"`
-	TokPerS60s       float64 `json:"tok_per_s_60s"`
-	CompletionTokens int64   `json:"completion_tokens"`
-	PromptTokens     int64   `json:"prompt_tokens"`
-
-	CompletionAvg  float64 `json:"completion_avg"`
-	CompletionP50  int64   `json:"completion_p50"`
-	CompletionP90  int64   `json:"completion_p90"`
-	CompletionMax  int64   `json:"completion_max"`
-	TruncatedShare float64 `json:"truncated_share"`
-	TTFTP50S       float64 `json:"ttft_p50_s"`
-	TTFTP90S       float64 `json:"ttft_p90_s"`
-	ITLP50S        float64 `json:"itl_p50_s"`
-	ITLP90S        float64 `json:"itl_p90_s"`
-
-	ExpectedCompletion float64  `json:"expected_completion"`
-	ETAS               *float64 `json:"eta_s"` // null while unknown
-	ETAErrorS          *float64 `json:"eta_error_s,omitempty"`
-	ETAConfidence      string   `json:"eta_confidence"`
-
-	Server *serverRecord `json:"server,omitempty"`
-}
-
-// serverRecord is the server's view in JSON, shared with `synthgen watch`.
-type serverRecord struct {
-	URL                      string   `json:"url,omitempty"`
-	Time                     string   `json:"time,omitempty"`
-	WindowS                  float64  `json:"window_s"`
-	GenTokPerS               float64  `json:"gen_tok_per_s"`
-	PromptTokPerS            float64  `json:"prompt_tok_per_s"`
-	Running                  float64  `json:"running"`
-	Waiting                  float64  `json:"waiting"`
-	KVCacheUsage             *float64 `json:"kv_cache_usage,omitempty"`
-	Preemptions              float64  `json:"preemptions"`
-	SpecAcceptanceRate       *float64 `json:"spec_acceptance_rate,omitempty"`
-	SpecMeanAcceptanceLength *float64 `json:"spec_mean_acceptance_length,omitempty"`
-}
-
-func newServerRecord(r promscrape.Rates) *serverRecord {
-	out := &serverRecord{
-		WindowS:       r.Window.Seconds(),
-		GenTokPerS:    r.GenTokPerSec,
-		PromptTokPerS: r.PromptTokPerSec,
-		Running:       r.Running,
-		Waiting:       r.Waiting,
-		Preemptions:   r.Preemptions,
-	}
-	if r.HasKV {
-		out.KVCacheUsage = finite(r.KVCacheUsage)
-	}
-	if r.HasSpec {
-		out.SpecAcceptanceRate = finite(r.AcceptanceRate)
-		out.SpecMeanAcceptanceLength = finite(r.MeanAcceptanceLength)
-	}
-	return out
-}
-
-// finite returns a pointer to v, or nil for NaN and infinities, which JSON
-// cannot carry.
-func finite(v float64) *float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	return &v
-}
-
-func newProgressRecord(s generator.Snapshot, server *promscrape.Rates) progressRecord {
-	rec := progressRecord{
-		Event: "progress", Time: s.At, ElapsedS: s.Elapsed.Seconds(),
-		Done: s.Completed(), Total: s.Planned(), AlreadyDone: s.AlreadyDone,
-		Errors: s.Errors, ErrorsByCause: s.ErrorsByCause, Retries: s.Retries, RetriesByCause: s.RetriesByCause,
-		InFlight: s.InFlight,
-		ReqPerS:  s.ReqPerSec, TokPerS: s.TokPerSec, PromptTokPerS: s.PromptTokPerSec,
-		ReqPerS10s: s.Last10s.ReqPerSec, TokPerS10s: s.Last10s.TokPerSec,
-		ReqPerS60s: s.Last60s.ReqPerSec, TokPerS60s: s.Last60s.TokPerSec,
-		CompletionTokens: s.CompletionTokens, PromptTokens: s.PromptTokens,
-		CompletionAvg: s.CompletionAvg, CompletionP50: s.CompletionP50, CompletionP90: s.CompletionP90,
-		CompletionMax: s.CompletionMax, TruncatedShare: s.TruncatedShare,
-		TTFTP50S: s.TTFTP50.Seconds(), TTFTP90S: s.TTFTP90.Seconds(),
-		ITLP50S: s.ITLP50.Seconds(), ITLP90S: s.ITLP90.Seconds(),
-		ETAConfidence: s.Confidence,
-	}
-	if !s.ServerDownSince.IsZero() {
-		t := s.ServerDownSince
-		rec.ServerDownSince = &t
-	}
-	if v := finite(s.ExpectedCompletion); v != nil {
-		rec.ExpectedCompletion = *v
-	}
-	if s.ETAKnown {
-		rec.ETAS = finite(s.ETA.Seconds())
-		if s.ETAError > 0 {
-			rec.ETAErrorS = finite(s.ETAError.Seconds())
-		}
-	}
-	if server != nil {
-		rec.Server = newServerRecord(*server)
-	}
-	return rec
 }
 
 // Summary is the small table printed when a run ends.

@@ -102,9 +102,6 @@ func TestFormatLineServerDown(t *testing.T) {
 	if got := barDescription(snap, nil); !strings.Contains(got, "server unreachable for 3m00s") {
 		t.Errorf("bar while the server is down = %q", got)
 	}
-	if rec := newProgressRecord(snap, nil); rec.ServerDownSince == nil || !rec.ServerDownSince.Equal(clk.now().Add(-3*time.Minute)) {
-		t.Errorf("progress record server_down_since = %v", rec.ServerDownSince)
-	}
 	stats.SetServerDown(false, time.Time{})
 	if got := formatLine(stats.Snapshot(), nil); strings.Contains(got, "unreachable") {
 		t.Errorf("formatLine after the server came back = %q", got)
@@ -159,11 +156,11 @@ var escapes = regexp.MustCompile("[\r\x1b]")
 func TestReporterPlainLines(t *testing.T) {
 	stats, clk := rampStats()
 	var buf bytes.Buffer
-	var statuses []progressRecord
+	var statuses []generator.ProgressRecord
 	var finals []bool
 	// Status runs inside each report, after the snapshot: advancing the
 	// clock there puts exactly one second between consecutive lines.
-	r := newReporter(&buf, reporterOptions{Interval: time.Second, Status: func(rec progressRecord, final bool) {
+	r := newReporter(&buf, reporterOptions{Interval: time.Second, Status: func(rec generator.ProgressRecord, final bool) {
 		statuses = append(statuses, rec)
 		finals = append(finals, final)
 		clk.advance(time.Second)
@@ -211,7 +208,7 @@ func TestReporterQuietAndJSON(t *testing.T) {
 		stats, _ := rampStats()
 		var buf bytes.Buffer
 		calls := 0
-		r := newReporter(&buf, reporterOptions{Quiet: true, TTY: true, Status: func(progressRecord, bool) { calls++ },
+		r := newReporter(&buf, reporterOptions{Quiet: true, TTY: true, Status: func(generator.ProgressRecord, bool) { calls++ },
 			Scrape: func(context.Context) (promscrape.Sample, error) { return promscrape.Sample{}, errors.New("down") }})
 		d := drive(r, stats)
 		d.tick()
@@ -239,7 +236,7 @@ func TestReporterQuietAndJSON(t *testing.T) {
 			t.Fatalf("got %d lines, want 2:\n%s", len(lines), buf.String())
 		}
 		for _, l := range lines {
-			var rec progressRecord
+			var rec generator.ProgressRecord
 			if err := json.Unmarshal([]byte(l), &rec); err != nil {
 				t.Fatalf("line is not JSON: %v\n%s", err, l)
 			}

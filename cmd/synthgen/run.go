@@ -71,54 +71,92 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	if err != nil {
 		return err
 	}
-	started := time.Now()
-	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	sd := newShutdown(cmd.Context(), cfg.Shutdown.Grace, stderr)
-	defer sd.stop()
-	stats := generator.NewStats(nil)
+	rs := &runSession{cfg: cfg, rf: rf, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), stats: generator.NewStats(nil)}
+	setup := runSetup(cfg, rf, jobOf(cfg, shard), rs.stats, rs.stderr)
+	setup.Started = time.Now()
+	rs.sd = newShutdown(cmd.Context(), cfg.Shutdown.Grace, rs.stderr)
+	defer rs.sd.stop()
 	// synthgen's own metrics are up from here, while the server may still be
 	// loading, until the run ends; a taken address fails before any work.
 	var metrics *selfMetricsServer
 	if rf.metricsAddr != "" {
-		if metrics, err = startSelfMetrics(rf.metricsAddr, stats); err != nil {
+		if metrics, err = startSelfMetrics(rf.metricsAddr, rs.stats); err != nil {
 			return usageError(err, "pass a free HOST:PORT, e.g. --metrics-addr 127.0.0.1:9464, or leave it empty")
 		}
 		defer metrics.Close()
 	}
-	r, err := generator.Open(sd.ctx, runSetup(cfg, rf, jobOf(cfg, shard), stats, stderr))
+	r, err := generator.Open(rs.sd.ctx, setup)
 	if err != nil {
-		return sd.early(openError(err))
+		return rs.sd.early(openError(err))
 	}
-	printHeader(stderr, cfg, r, metrics)
-	status := newRunStatus(cfg.Output.Dir, started, newReportConfig(cfg, r.Job()))
-	if err := status.RemoveLeftovers(); err != nil {
-		fmt.Fprintf(stderr, "warning: %v\n", err)
-	}
-	sd.arm(func() {
-		status.SetState(stateDraining)
-		fmt.Fprintf(stderr, "\nstopping: no new requests; waiting up to %s for the %d in flight (Ctrl-C again to stop now)\n",
-			cfg.Shutdown.Grace, stats.Snapshot().InFlight)
+	printHeader(rs.stderr, cfg, r, metrics)
+	return rs.run(r)
+}
+
+// runSession is one `synthgen run` once its configuration is read: where
+// its words go, its signals and its figures.
+type runSession struct {
+	cfg            config.Config
+	rf             runFlags
+	stdout, stderr io.Writer
+	sd             *shutdown
+	stats          *generator.Stats
+}
+
+// run runs the opened r to its end: the first signal drains, the reporter
+// renders (and hands r its heartbeats), and the outcome goes to report.json
+// and becomes the error main exits with.
+func (rs *runSession) run(r *generator.Runner) error {
+	rs.sd.arm(func() {
+		fmt.Fprintf(rs.stderr, "\nstopping: no new requests; waiting up to %s for the %d in flight (Ctrl-C again to stop now)\n",
+			rs.cfg.Shutdown.Grace, rs.stats.Snapshot().InFlight)
 		r.Drain()
 	})
-	rep, stopReporter := startReporter(sd.ctx, cfg, rf, stdout, stats, status)
-	sum, runErr := r.Run(sd.ctx)
+	rep, stopReporter := rs.startReporter(r)
+	sum, runErr := r.Run(rs.sd.ctx)
 	stopReporter()
 	onDisk, failed := r.OnDisk(), r.FailedOpen()
 	closeErr := r.Close()
-	fmt.Fprint(stdout, rep.Summary(stats))
+	fmt.Fprint(rs.stdout, rep.Summary(rs.stats))
 	if sum.Duplicates > 0 {
-		fmt.Fprintf(stderr, "warning: %d dataset rows repeat the id of a row this run was already asking; each (id, sample) is asked and written once (is dataset.id_field unique?)\n", sum.Duplicates)
+		fmt.Fprintf(rs.stderr, "warning: %d dataset rows repeat the id of a row this run was already asking; each (id, sample) is asked and written once (is dataset.id_field unique?)\n", sum.Duplicates)
 	}
 	// A signal that came once every key was taken (while the last answers
 	// streamed, or while the sink closed) cut nothing: the job is done and
 	// its exit code says so, not "rerun to resume".
-	interrupted := sd.interrupted() && (sum.Drained || sum.Canceled > 0)
-	err = runResult(cfg, runErr, closeErr, interrupted, sum, onDisk, failed, stderr)
-	final := newProgressRecord(stats.Snapshot(), rep.Server())
-	if ferr := status.Finish(final, runOutcome{Err: err, Summary: sum, EndedAt: time.Now()}); ferr != nil {
-		fmt.Fprintf(stderr, "warning: %v\n", ferr)
+	interrupted := rs.sd.interrupted() && (sum.Drained || sum.Canceled > 0)
+	err := runResult(rs.cfg, runErr, closeErr, interrupted, sum, onDisk, failed, rs.stderr)
+	final := generator.NewProgressRecord(rs.stats.Snapshot(), rep.Server())
+	if ferr := r.Finish(final, runOutcome(err, sum)); ferr != nil {
+		fmt.Fprintf(rs.stderr, "warning: %v\n", ferr)
 	}
 	return err
+}
+
+// runOutcome is how the run ended, for report.json: the exit code main
+// gives err and the state that code means.
+func runOutcome(err error, sum generator.Summary) generator.RunOutcome {
+	return generator.RunOutcome{ExitCode: runExitCode(err), State: stateOf(err), Err: err, Summary: sum, EndedAt: time.Now()}
+}
+
+// runExitCode is the exit code main gives err; nil is success.
+func runExitCode(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	return exitCode(err)
+}
+
+// stateOf maps the error a run returns to its final state.
+func stateOf(err error) generator.State {
+	switch runExitCode(err) {
+	case exitOK, exitIncomplete:
+		return generator.StateDone
+	case exitInterrupted:
+		return generator.StateInterrupted
+	default:
+		return generator.StateFailed
+	}
 }
 
 // loadRunConfig reads the configuration and the run flags that are not
@@ -233,29 +271,27 @@ func printHeader(stderr io.Writer, cfg config.Config, r *generator.Runner, metri
 	}
 }
 
-// startReporter renders stats while the run goes: progress on stdout,
-// status.json beside the output. The returned func stops it and waits.
-func startReporter(ctx context.Context, cfg config.Config, rf runFlags, stdout io.Writer, stats *generator.Stats, status *runStatus) (*reporter, func()) {
-	rep := newReporter(stdout, reporterOptions{
-		TTY:      isTerminal(os.Stdout) && stdout == io.Writer(os.Stdout),
-		Interval: cfg.Progress.Interval,
-		Quiet:    rf.quiet,
-		JSON:     rf.logFormat == "json",
-		Scrape:   serverScraper(cfg),
-		Status: func(rec progressRecord, final bool) {
+// startReporter renders the run's stats while it goes: progress on stdout,
+// each record also a heartbeat of r's status.json. The returned func stops
+// it and waits.
+func (rs *runSession) startReporter(r *generator.Runner) (*reporter, func()) {
+	rep := newReporter(rs.stdout, reporterOptions{
+		TTY:      isTerminal(os.Stdout) && rs.stdout == io.Writer(os.Stdout),
+		Interval: rs.cfg.Progress.Interval,
+		Quiet:    rs.rf.quiet,
+		JSON:     rs.rf.logFormat == "json",
+		Scrape:   serverScraper(rs.cfg),
+		Status: func(rec generator.ProgressRecord, final bool) {
 			if final {
 				return // Finish writes the last one, with the outcome
 			}
 			// A heartbeat that cannot be written is not worth stopping for.
-			_ = status.Heartbeat(rec)
+			_ = r.Heartbeat(rec)
 		},
 	})
-	// A second shell sees the run from its first moment, not one interval
-	// (and a first scrape of the server) later.
-	_ = status.Heartbeat(newProgressRecord(stats.Snapshot(), nil))
-	repCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	repCtx, stop := context.WithCancel(context.WithoutCancel(rs.sd.ctx))
 	done := make(chan struct{})
-	go func() { defer close(done); rep.Run(repCtx, stats) }()
+	go func() { defer close(done); rep.Run(repCtx, rs.stats) }()
 	return rep, func() { stop(); <-done }
 }
 

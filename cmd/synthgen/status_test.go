@@ -17,7 +17,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/internal/mockserver"
+)
+
+// The names the CLI tests use for what the runner writes.
+const (
+	statusFile       = generator.StatusFile
+	reportFile       = generator.ReportFile
+	stateRunning     = generator.StateRunning
+	stateDraining    = generator.StateDraining
+	stateDone        = generator.StateDone
+	stateInterrupted = generator.StateInterrupted
+	stateFailed      = generator.StateFailed
 )
 
 // lockedBuffer is a bytes.Buffer the run may write while the test reads.
@@ -91,16 +103,16 @@ func startStatusMock(t *testing.T, opts mockserver.Options) (*mockserver.Server,
 	return m, srv
 }
 
-func readStatusFile(t *testing.T, path string) (statusRecord, bool) {
+func readStatusFile(t *testing.T, path string) (generator.StatusRecord, bool) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return statusRecord{}, false
+		return generator.StatusRecord{}, false
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st statusRecord
+	var st generator.StatusRecord
 	// Atomic rewrites: every read sees a whole file, never a torn one.
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatalf("%s is not whole JSON: %v\n%s", path, err, b)
@@ -109,7 +121,7 @@ func readStatusFile(t *testing.T, path string) (statusRecord, bool) {
 }
 
 // waitForState polls status.json until its state is want.
-func waitForState(t *testing.T, r *inProcessRun, path, want string) statusRecord {
+func waitForState(t *testing.T, r *inProcessRun, path string, want generator.State) generator.StatusRecord {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
@@ -123,16 +135,16 @@ func waitForState(t *testing.T, r *inProcessRun, path, want string) statusRecord
 		}
 	}
 	t.Fatalf("status.json never said %q; stderr:\n%s", want, r.stderr.String())
-	return statusRecord{}
+	return generator.StatusRecord{}
 }
 
-func readReport(t *testing.T, dir string) reportRecord {
+func readReport(t *testing.T, dir string) generator.ReportRecord {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, reportFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep reportRecord
+	var rep generator.ReportRecord
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("report.json: %v\n%s", err, b)
 	}
@@ -197,7 +209,9 @@ func TestRunStatusReportAndMetrics(t *testing.T) {
 		{"who", rep.PID == os.Getpid() && rep.OutputDir == dir},
 		{"when", !rep.StartedAt.IsZero() && !rep.EndedAt.Before(rep.StartedAt) && rep.DurationS > 0},
 		{"config", rep.Config.Model == mockserver.DefaultModel && rep.Config.Concurrency == 4 &&
-			rep.Config.Dataset == data && rep.Config.MaxTokens == 300 && rep.Config.BaseURL == srv.URL+"/v1"},
+			rep.Config.Dataset == data && rep.Config.MaxTokens == 300 && rep.Config.BaseURL == srv.URL+"/v1" &&
+			rep.Config.Format == "auto" && rep.Config.Samples == 1 && rep.Config.Stream && rep.Config.OutputFormat == "jsonl" &&
+			rep.Config.Shard == "" && rep.Config.Limit == 0},
 	}
 	for _, c := range checks {
 		if !c.ok {
@@ -342,7 +356,7 @@ func TestRunNeverLeaksSecrets(t *testing.T) {
 func TestStateOf(t *testing.T) {
 	tests := []struct {
 		err   error
-		state string
+		state generator.State
 		code  int
 	}{
 		{nil, stateDone, 0},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/internal/backoff"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
@@ -141,7 +142,7 @@ func printWatch(stdout io.Writer, url string, prev, cur promscrape.Sample, asJSO
 		fmt.Fprintf(stdout, "%s (%s window, %s)\n", formatServer(rates), fmtDuration(rates.Window), url)
 		return nil
 	}
-	rec := newServerRecord(rates)
+	rec := generator.NewServerRecord(rates)
 	rec.URL, rec.Time = url, cur.At.UTC().Format(time.RFC3339)
 	b, err := json.Marshal(rec)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/internal/mockserver"
 )
 
@@ -117,7 +118,7 @@ func TestWatchFollowJSON(t *testing.T) {
 		t.Fatalf("got %d lines in 1.7 s at one per 400 ms:\n%s", len(lines), out)
 	}
 	for _, l := range lines {
-		var rec serverRecord
+		var rec generator.ServerRecord
 		if err := json.Unmarshal([]byte(l), &rec); err != nil {
 			t.Fatalf("not JSON: %v: %s", err, l)
 		}
@@ -290,7 +291,7 @@ func TestWatchMatchesMockTokenCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rec serverRecord
+	var rec generator.ServerRecord
 	if err := json.Unmarshal([]byte(out), &rec); err != nil {
 		t.Fatalf("watch --json printed %q: %v", out, err)
 	}

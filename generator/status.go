@@ -1,0 +1,223 @@
+package generator
+
+// The run's machine-readable files in the output directory, for a second
+// shell, a script or a dashboard:
+//
+//	DIR/status.json   rewritten atomically when the run starts, every time the
+//	                  caller has a new progress record (Runner.Heartbeat), and
+//	                  once more at the end with the final state
+//	DIR/report.json   written once at the end (Runner.Finish): the final
+//	                  figures, the outcome and exit code, start and end, a
+//	                  summary of the config
+//
+// Both carry every field of the progress record (the figures are named the
+// same everywhere), plus who is running and where. Users' scripts read
+// them: field names, order and values change only on purpose
+// (testdata/*.golden.json pin them).
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/synthgen/synthgen/internal/durable"
+)
+
+// State is a run's state, as status.json and report.json spell it.
+type State string
+
+// Run states. The caller decides which final state an outcome is (see
+// RunOutcome); the runner sets running and draining itself.
+const (
+	StateRunning     State = "running"     // requests are being sent
+	StateDraining    State = "draining"    // Drain was called: no new requests, the ones in flight finish
+	StateDone        State = "done"        // the selection was worked through (failed requests included)
+	StateInterrupted State = "interrupted" // stopped by a signal before the end: rerun to resume
+	StateFailed      State = "failed"      // the run could not go on
+)
+
+// Names of the files in the output directory.
+const (
+	StatusFile = "status.json"
+	ReportFile = "report.json"
+)
+
+// RunInfo says which process runs the job, and where.
+type RunInfo struct {
+	PID       int       `json:"pid"`
+	Hostname  string    `json:"hostname"`
+	StartedAt time.Time `json:"started_at"`
+	OutputDir string    `json:"output_dir"`
+}
+
+// StatusRecord is the content of status.json: the progress record (its
+// fields at the top level, so `jq .tok_per_s` works on all three) plus
+// the state and RunInfo.
+type StatusRecord struct {
+	Event string `json:"event"` // "status"; shadows the progress record's "progress"
+	State State  `json:"state"`
+	RunInfo
+	ProgressRecord
+}
+
+// ReportConfig is the part of the job and its setup a reader of
+// report.json needs to tell runs apart; the whole config (without secrets)
+// is in manifest.json.
+type ReportConfig struct {
+	BaseURL      string `json:"base_url"` // passwords masked
+	Model        string `json:"model"`
+	Dataset      string `json:"dataset"`
+	Format       string `json:"dataset_format"`
+	Limit        int64  `json:"limit"`
+	Shard        string `json:"shard,omitempty"`
+	Concurrency  int    `json:"concurrency"`
+	Samples      int    `json:"n"`
+	MaxTokens    int    `json:"max_tokens"`
+	Stream       bool   `json:"stream"`
+	OutputFormat string `json:"output_format"`
+}
+
+// newReportConfig summarizes job (as run: model resolved) run by s.
+func newReportConfig(job Job, s Setup) ReportConfig {
+	return ReportConfig{
+		BaseURL:      RedactURL(s.BaseURL),
+		Model:        job.Sampling.Model,
+		Dataset:      job.Selection.Path,
+		Format:       job.Selection.Format,
+		Limit:        job.Selection.Limit,
+		Shard:        job.Selection.Shard.String(),
+		Concurrency:  s.Concurrency,
+		Samples:      job.Sampling.Samples,
+		MaxTokens:    job.Sampling.MaxTokens,
+		Stream:       s.Stream,
+		OutputFormat: s.Format,
+	}
+}
+
+// ReportRecord is the content of report.json.
+type ReportRecord struct {
+	Event     string       `json:"event"` // "report"
+	ExitCode  int          `json:"exit_code"`
+	Error     string       `json:"error,omitempty"`
+	EndedAt   time.Time    `json:"ended_at"`
+	DurationS float64      `json:"duration_s"`    // started_at to ended_at, opening the dataset and the output included
+	Written   int          `json:"written"`       // records written by this run
+	Failed    int          `json:"error_records"` // error records written by this run
+	Skipped   int64        `json:"skipped"`       // keys of the selection already done
+	Canceled  int          `json:"canceled"`      // requests cut or never sent because the run stopped
+	Config    ReportConfig `json:"config"`
+	StatusRecord
+}
+
+// RunOutcome is how a run ended, as report.json says it. What an error
+// means (its exit code, its final state) is the caller's policy.
+type RunOutcome struct {
+	ExitCode int
+	State    State // StateDone, StateInterrupted or StateFailed
+	Err      error // nil: no error field
+	Summary  Summary
+	EndedAt  time.Time // zero: now
+}
+
+// statusWriter writes status.json and report.json for one run. Heartbeat
+// is called by the caller's reporter, SetState by Drain (from a signal
+// handler), and Finish once after both have stopped; the state is atomic
+// so the three may overlap.
+type statusWriter struct {
+	dir   string
+	info  RunInfo
+	cfg   ReportConfig
+	state atomic.Value // State
+}
+
+func newStatusWriter(dir string, started time.Time, cfg ReportConfig) *statusWriter {
+	host, _ := os.Hostname() // an unknown host name leaves the field empty
+	s := &statusWriter{
+		dir:  dir,
+		info: RunInfo{PID: os.Getpid(), Hostname: host, StartedAt: started, OutputDir: absPath(dir)},
+		cfg:  cfg,
+	}
+	s.state.Store(StateRunning)
+	return s
+}
+
+// RemoveLeftovers removes the temporary files of status.json and
+// report.json that a kill during a rewrite left behind (durable.WriteFile
+// names them .NAME.*.tmp). Call it once the sink holds the directory's lock,
+// so no other run is writing them.
+func (s *statusWriter) RemoveLeftovers() error {
+	var errs []error
+	for _, name := range []string{StatusFile, ReportFile} {
+		leftovers, err := filepath.Glob(filepath.Join(s.dir, "."+name+".*.tmp"))
+		if err != nil {
+			return fmt.Errorf("remove leftovers of %s: %w", name, err) // only a malformed pattern: a bug
+		}
+		for _, p := range leftovers {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SetState changes the state the next heartbeat shows.
+func (s *statusWriter) SetState(state State) { s.state.Store(state) }
+
+func (s *statusWriter) status(rec ProgressRecord) StatusRecord {
+	return StatusRecord{ProgressRecord: rec, Event: "status", State: s.state.Load().(State), RunInfo: s.info}
+}
+
+// Heartbeat rewrites status.json with rec and the current state.
+func (s *statusWriter) Heartbeat(rec ProgressRecord) error {
+	return writeJSON(filepath.Join(s.dir, StatusFile), s.status(rec))
+}
+
+// Finish writes the final status.json and report.json from the last
+// progress record and the outcome.
+func (s *statusWriter) Finish(rec ProgressRecord, o RunOutcome) error {
+	if o.EndedAt.IsZero() {
+		o.EndedAt = time.Now()
+	}
+	s.SetState(o.State)
+	st := s.status(rec)
+	if err := writeJSON(filepath.Join(s.dir, StatusFile), st); err != nil {
+		return err
+	}
+	rep := ReportRecord{
+		StatusRecord: st,
+		Event:        "report",
+		EndedAt:      o.EndedAt,
+		DurationS:    o.EndedAt.Sub(s.info.StartedAt).Seconds(),
+		ExitCode:     o.ExitCode,
+		Written:      o.Summary.Written,
+		Failed:       o.Summary.Failed,
+		Skipped:      o.Summary.Skipped,
+		Canceled:     o.Summary.Canceled,
+		Config:       s.cfg,
+	}
+	if o.Err != nil {
+		rep.Error = o.Err.Error()
+	}
+	return writeJSON(filepath.Join(s.dir, ReportFile), rep)
+}
+
+// writeJSON replaces path with v, indented for a person's `cat`.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	return durable.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
