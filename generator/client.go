@@ -21,8 +21,8 @@ import (
 	"github.com/synthgen/synthgen/sink"
 )
 
-// This file is the bridge between the engine and go-openai (DESIGN.md,
-// "go-openai ... known pitfalls"). go-openai sends and receives, but:
+// This file is the bridge between the engine and go-openai (ARCHITECTURE.md,
+// "The libraries' pitfalls"). go-openai sends and receives, but:
 //   - its request type drops temperature 0 (omitempty) and has no top_k,
 //     min_p or chat_template_kwargs, so we build the exact body ourselves and
 //     swap it in through ClientConfig.HTTPClient (the HTTPDoer hook);

@@ -33,7 +33,7 @@ func (discardSink) Write(*sink.Record) error           { return nil }
 func (discardSink) WriteError(*sink.ErrorRecord) error { return nil }
 func (discardSink) Flush() error                       { return nil }
 
-// BenchmarkThroughput measures the Performance bar of DESIGN.md: against a
+// BenchmarkThroughput measures the performance bar (README, "Performance"): against a
 // server whose every answer takes exactly latency, Little's law says N in
 // flight complete N/latency requests per second. ideal_ratio is the measured
 // steady-state rate over that ideal (1.00 = the engine adds nothing);
@@ -146,7 +146,7 @@ func (instantCompleter) Complete(_ context.Context, _ wireRequest, onDelta func(
 		PromptTokens: 20, CompletionTokens: 300, UsageKnown: true, Chunks: 3}, nil
 }
 
-// BenchmarkMemoryByDatasetSize: DESIGN.md's bar is that memory is set by
+// BenchmarkMemoryByDatasetSize: the bar is that memory is set by
 // the concurrency, not the dataset. The same 200-slot engine runs 10x more
 // prompts; live_heap_MB is the heap still reachable when the run ends
 // (after a GC), which should not grow 10x with them.

@@ -1,17 +1,6 @@
 package sink
 
-import (
-	"os"
-
-	"github.com/synthgen/synthgen/internal/durable"
-)
-
-// WriteFileAtomic replaces path with data so that a reader (or a restart
-// after a crash) sees either the old content or the new one, never a mix;
-// see durable.WriteFile. Its steps go through the sink's step hook.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	return disk.WriteFile(path, data, perm)
-}
+import "github.com/synthgen/synthgen/internal/durable"
 
 // disk writes through package durable with every step reported to step, so
 // that the crash tests see (and can stop at) the steps durable takes too.

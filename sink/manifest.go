@@ -109,7 +109,7 @@ func writeManifest(dir string, m *Manifest) error {
 	if err != nil {
 		return fmt.Errorf("encode manifest: %w", err)
 	}
-	return WriteFileAtomic(filepath.Join(dir, ManifestName), append(data, '\n'), 0o644)
+	return disk.WriteFile(filepath.Join(dir, ManifestName), append(data, '\n'), 0o644)
 }
 
 // ErrDataWithoutManifest is returned by Open when DIR/data holds shards but

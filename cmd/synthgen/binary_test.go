@@ -352,7 +352,7 @@ func resumedCount(stderr string) (int, bool) {
 	return n, true
 }
 
-// Temporary suffixes of the output directory (DESIGN.md: temporary names
+// Temporary suffixes of the output directory (ARCHITECTURE.md: temporary names
 // never end in .jsonl or .parquet).
 var tempSuffixes = []string{".open", ".journal", ".tmp"}
 

@@ -3,7 +3,7 @@ package main
 // The chaos test: the built binary is killed with SIGKILL at random moments
 // (during start-up and recovery, while generating, while a shard is being
 // finalized), resumed after each kill, and finally run to completion. It
-// checks DESIGN.md's durability invariants from the outside, for both
+// checks ARCHITECTURE.md's durability invariants from the outside, for both
 // output formats and both streaming modes:
 //
 //  1. a record counted as done in a progress line is on disk within one
