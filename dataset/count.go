@@ -40,10 +40,7 @@ func Count(opts Options) (int64, error) {
 		}
 		rows += n
 	}
-	if o.Limit > 0 && rows > o.Limit {
-		rows = o.Limit
-	}
-	return o.Shard.of(rows), nil
+	return o.Selection.Total(rows), nil
 }
 
 // countFile counts a file's physical rows, stopping past max when max >= 0.

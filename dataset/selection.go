@@ -46,6 +46,15 @@ func (s Selection) Contains(index int64) bool {
 	return (s.Limit <= 0 || index < s.Limit) && s.Shard.Contains(index)
 }
 
+// Total is how many rows the selection holds of a dataset of rows physical
+// rows: Contains counted without reading them.
+func (s Selection) Total(rows int64) int64 {
+	if s.Limit > 0 && rows > s.Limit {
+		rows = s.Limit
+	}
+	return s.Shard.of(rows)
+}
+
 // Source is the path the rows are read from: the pinned revision of an
 // hf:// dataset, else Path.
 func (s Selection) Source() string {
