@@ -49,6 +49,7 @@ type GenerationConfig struct {
 	TopP         float64        `mapstructure:"top_p"`
 	N            int            `mapstructure:"n"`
 	SystemPrompt string         `mapstructure:"system_prompt"`
+	Turns        string         `mapstructure:"turns"`
 	Stream       bool           `mapstructure:"stream"`
 	ExtraBody    map[string]any `mapstructure:"extra_body"`
 }
@@ -97,6 +98,7 @@ func Default() Config {
 			Temperature: 0.6,
 			TopP:        0.95,
 			N:           1,
+			Turns:       "first",
 			Stream:      true,
 			ExtraBody:   map[string]any{},
 		},

@@ -31,6 +31,7 @@ var (
 	DatasetFormats = []string{"auto", "sharegpt", "messages", "prompt", "alpaca"}
 	OutputFormats  = []string{"jsonl", "parquet"}
 	BadRowPolicies = []string{"skip", "fail"}
+	TurnsPolicies  = []string{"first", "all"}
 )
 
 // bodyKeysOwnedByConfig are request fields that typed keys already set;
@@ -114,6 +115,7 @@ func (c Config) Validate() error {
 		add("generation.top_p", g.TopP, fmt.Sprintf("%v is not greater than 0 and at most 1", g.TopP))
 	}
 	atLeast("generation.n", int64(g.N), 1)
+	oneOf("generation.turns", g.Turns, TurnsPolicies)
 	for _, k := range slices.Sorted(maps.Keys(g.ExtraBody)) {
 		if owner, ok := bodyKeysOwnedByConfig[k]; ok {
 			add("generation.extra_body", k, fmt.Sprintf("%q is set by %s; set it there", k, owner))

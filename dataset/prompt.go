@@ -19,8 +19,14 @@ type Prompt struct {
 	ID string
 	// Index is the 0-based physical row index across all files.
 	Index int64
-	// Messages is the conversation to send.
+	// Messages is the conversation to send: the turns up to the first
+	// assistant turn.
 	Messages []Message
+	// Conversation is every turn of a multi-turn row when the reader was
+	// asked for whole conversations (Options.Conversations), assistant turns
+	// as empty placeholders for the model's own answers; nil otherwise, and
+	// for the shapes that hold a single prompt.
+	Conversation []Message
 	// Source is the row's source/category column, when it has one.
 	Source string
 	// Location is "file:line" (JSONL) or "file:row N" (Parquet, JSON array),

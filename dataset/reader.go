@@ -15,6 +15,9 @@ type Options struct {
 	Selection
 	// SourceField is the source/category column; empty means "source".
 	SourceField string
+	// Conversations fills Prompt.Conversation with every turn of a
+	// multi-turn row (generation.turns: all).
+	Conversations bool
 	// OnBadRow is "skip" (the default: report through OnSkip, count in
 	// Skipped) or "fail" (Next returns the *RowError).
 	OnBadRow string
@@ -172,6 +175,9 @@ func (r *Reader) Next() (Prompt, error) {
 		var p Prompt
 		if bad == nil {
 			p.Messages, p.ID, p.Source, bad = r.conv.convert(row)
+		}
+		if bad == nil && r.opts.Conversations {
+			p.Conversation, bad = r.conv.conversation(row)
 		}
 		if bad != nil {
 			re := &RowError{File: r.curPath, Line: pos.line, Row: index, FileRow: pos.fileRow, Field: bad.field, Err: bad.err}

@@ -40,9 +40,9 @@ func (c *converter) convert(r row) (msgs []Message, id, source string, fe *field
 	}
 	switch c.shape(r) {
 	case FormatShareGPT:
-		msgs, fe = turns(r, "conversations", "from", "value")
+		msgs, fe = turns(r, "conversations", "from", "value", false)
 	case FormatMessages:
-		msgs, fe = turns(r, "messages", "role", "content")
+		msgs, fe = turns(r, "messages", "role", "content", false)
 	case FormatPrompt:
 		msgs, fe = promptColumn(r, c.promptFieldName())
 	case FormatAlpaca:
@@ -94,10 +94,25 @@ var roles = map[string]string{
 	"developer": "system", // OpenAI's newer name; chat templates know only system
 }
 
-// turns reads a list of turns, keeping those before the first assistant turn.
-// Each turn may be {from, value} or {role, content} whatever the list is
-// called, because datasets mix them; errors name the keys the turn used.
-func turns(r row, list, roleKey, contentKey string) ([]Message, *fieldError) {
+// conversation reads every turn of a multi-turn row, assistant turns
+// included (their content is left empty: a job that regenerates whole
+// conversations replaces them with the model's own answers); nil for the
+// shapes that hold a single prompt.
+func (c *converter) conversation(r row) ([]Message, *fieldError) {
+	switch c.shape(r) {
+	case FormatShareGPT:
+		return turns(r, "conversations", "from", "value", true)
+	case FormatMessages:
+		return turns(r, "messages", "role", "content", true)
+	}
+	return nil, nil
+}
+
+// turns reads a list of turns: those before the first assistant turn, or
+// with whole every turn, assistant turns as empty placeholders. Each turn
+// may be {from, value} or {role, content} whatever the list is called,
+// because datasets mix them; errors name the keys the turn used.
+func turns(r row, list, roleKey, contentKey string, whole bool) ([]Message, *fieldError) {
 	v, ok := r[list]
 	if !ok || v == nil {
 		return nil, fieldErr(list, ErrMissing)
@@ -132,7 +147,15 @@ func turns(r row, list, roleKey, contentKey string) ([]Message, *fieldError) {
 			return nil, fieldErr(at(rk), fmt.Errorf("unknown role %q", name))
 		}
 		if role == "assistant" {
-			break
+			if !whole {
+				break
+			}
+			if !hasUser {
+				// An answer with no question before it: nothing to ask.
+				return nil, fieldErr(at(rk), ErrNoUserTurn)
+			}
+			msgs = append(msgs, Message{Role: role})
+			continue
 		}
 		content, fe := contentOf(turn[ck], at(ck), ck == "content")
 		if fe != nil {

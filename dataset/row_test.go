@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -235,5 +236,38 @@ func TestRowShapes(t *testing.T) {
 				t.Errorf("error %q does not start with file:line", err)
 			}
 		})
+	}
+}
+
+// TestWholeConversations: with Options.Conversations a multi-turn row
+// yields every turn, assistant turns as empty placeholders for the model's
+// answers; Messages stays the first prompt; single-prompt shapes have no
+// conversation; a conversation that starts with an answer is a bad row.
+func TestWholeConversations(t *testing.T) {
+	path := writeFile(t, t.TempDir(), "rows.jsonl", strings.Join([]string{
+		`{"conversations":[{"from":"system","value":"sys"},{"from":"human","value":"q1"},{"from":"gpt","value":"a1"},{"from":"human","value":"q2"},{"from":"gpt","value":"a2"}]}`,
+		`{"messages":[{"role":"user","content":"m1"},{"role":"assistant","content":"x"},{"role":"user","content":"m2"}]}`,
+		`{"prompt":"just one"}`,
+		`{"conversations":[{"from":"gpt","value":"a0"},{"from":"human","value":"q"}]}`,
+	}, "\n")+"\n")
+	ps, skipped := readAll(t, Options{Selection: Selection{Path: path}, Conversations: true})
+	if len(ps) != 3 || len(skipped) != 1 || skipped[0].Row != 3 || skipped[0].Field != "conversations" {
+		t.Fatalf("prompts %+v, skipped %v", ps, skipped)
+	}
+	want := []Message{{"system", "sys"}, {"user", "q1"}, {"assistant", ""}, {"user", "q2"}, {"assistant", ""}}
+	if !slices.Equal(ps[0].Conversation, want) || !slices.Equal(ps[0].Messages, want[:2]) {
+		t.Errorf("sharegpt: conversation %+v, messages %+v", ps[0].Conversation, ps[0].Messages)
+	}
+	want = []Message{{"user", "m1"}, {"assistant", ""}, {"user", "m2"}}
+	if !slices.Equal(ps[1].Conversation, want) {
+		t.Errorf("messages: conversation %+v", ps[1].Conversation)
+	}
+	if ps[2].Conversation != nil || len(ps[2].Messages) != 1 {
+		t.Errorf("prompt shape: conversation %+v, messages %+v", ps[2].Conversation, ps[2].Messages)
+	}
+	// Without the option nothing changes.
+	ps, _ = readAll(t, Options{Selection: Selection{Path: path}})
+	if ps[0].Conversation != nil {
+		t.Errorf("conversation read without Options.Conversations: %+v", ps[0].Conversation)
 	}
 }

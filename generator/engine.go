@@ -316,11 +316,38 @@ func (e *engine) produce(ctx context.Context, src source, held sink.Recovered, s
 
 // do runs one key to an answer or a final failure, retrying inside the slot.
 // ctx bounds the requests; wait, which also ends on Drain, bounds the waits
-// between them.
+// between them. A job that regenerates whole conversations asks the key's
+// turns in sequence in this one slot (see conversation.go): the key is done
+// when all its turns are, and a failure or a stop on any turn leaves it
+// unwritten, to be asked whole again.
 func (e *engine) do(ctx, wait context.Context, gate *outage, j job) result {
-	req := wireRequest{Sampling: e.opts.Sampling, Messages: j.msgs, Stream: e.opts.Stream}
 	tr := e.stats.Begin()
 	start := time.Now()
+	c := &conversation{last: j.msgs}
+	if e.opts.Prompt.whole() && len(j.prompt.Conversation) > 0 {
+		c = &conversation{full: e.opts.Prompt.messages(j.prompt.Conversation)}
+	}
+	for msgs := range c.requests() {
+		resp, attempts, fail := e.ask(ctx, wait, gate, tr, j, msgs)
+		if resp == nil {
+			if fail == nil {
+				tr.Cancel()
+				return result{}
+			}
+			fail.Attempts += c.attempts
+			return result{tr: tr, cause: fail.Cause, fail: fail}
+		}
+		c.answered(msgs, *resp, attempts)
+		tr.TurnDone()
+	}
+	latency := time.Since(start)
+	return result{rec: e.record(j, c, latency), tr: tr, outcome: c.outcome(latency)}
+}
+
+// ask sends one request of key j until it is answered (resp), fails for
+// good (fail), or the run stops (neither: the key is asked on resume).
+func (e *engine) ask(ctx, wait context.Context, gate *outage, tr *Tracker, j job, msgs []Message) (resp *wireResponse, attempts int, fail *sink.ErrorRecord) {
+	req := wireRequest{Sampling: e.opts.Sampling, Messages: msgs, Stream: e.opts.Stream}
 	// charged counts the attempts held against the prompt: not those that
 	// failed because the whole server was away (see outage.go). Those are
 	// bounded too, so a prompt that crashes the server every time it is
@@ -329,36 +356,23 @@ func (e *engine) do(ctx, wait context.Context, gate *outage, j job) result {
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 && e.draining() {
 			// A retry would be a new request: the key is asked on resume.
-			tr.Cancel()
-			return result{}
+			return nil, 0, nil
 		}
-		resp, err := e.client.Complete(ctx, req, tr.Delta)
+		r, err := e.client.Complete(ctx, req, tr.Delta)
 		if err == nil {
-			latency := time.Since(start)
-			return result{rec: e.record(j, resp, attempt, latency), tr: tr, outcome: Outcome{
-				PromptTokens:     resp.PromptTokens,
-				CompletionTokens: resp.CompletionTokens,
-				UsageKnown:       resp.UsageKnown,
-				Deltas:           resp.Chunks,
-				FinishReason:     resp.FinishReason,
-				Latency:          latency,
-				TTFT:             resp.TTFT,
-				Attempts:         attempt,
-			}}
+			return &r, attempt, nil
 		}
 		ce := classify(err)
 		if ctx.Err() != nil || ce.Cause == causeCanceled {
 			// Not a failure of the key: the run is stopping. Nothing is
 			// written, so a resume asks again.
-			tr.Cancel()
-			return result{}
+			return nil, 0, nil
 		}
 		charged++
 		if ce.Cause == causeConnection && gate != nil && excused < e.opts.Retry.MaxAttempts {
 			wasDown, werr := gate.check(wait)
 			if werr != nil {
-				tr.Cancel()
-				return result{}
+				return nil, 0, nil
 			}
 			if wasDown {
 				charged--
@@ -368,7 +382,7 @@ func (e *engine) do(ctx, wait context.Context, gate *outage, j job) result {
 			}
 		}
 		if !ce.Retryable || charged >= e.opts.Retry.MaxAttempts {
-			return result{tr: tr, cause: ce.Cause, fail: &sink.ErrorRecord{
+			return nil, attempt, &sink.ErrorRecord{
 				ID:        j.prompt.ID,
 				Sample:    j.sample,
 				Status:    ce.Status,
@@ -376,12 +390,11 @@ func (e *engine) do(ctx, wait context.Context, gate *outage, j job) result {
 				Attempts:  attempt,
 				Cause:     ce.Cause,
 				CreatedAt: e.opts.Now().UTC(),
-			}}
+			}
 		}
 		tr.Retry(ce.Cause)
 		if !backoff.Sleep(wait, e.backoff(charged, ce.RetryAfter)) {
-			tr.Cancel()
-			return result{}
+			return nil, 0, nil
 		}
 	}
 }
@@ -394,7 +407,8 @@ func (e *engine) backoff(attempt int, retryAfter time.Duration) time.Duration {
 	return max(p.Delay(attempt), retryAfter)
 }
 
-func (e *engine) record(j job, resp wireResponse, attempts int, latency time.Duration) *sink.Record {
+func (e *engine) record(j job, c *conversation, latency time.Duration) *sink.Record {
+	resp := c.final
 	model := resp.Model
 	if model == "" {
 		model = e.opts.Sampling.Model
@@ -403,17 +417,18 @@ func (e *engine) record(j job, resp wireResponse, attempts int, latency time.Dur
 		ID:               j.prompt.ID,
 		Sample:           j.sample,
 		Source:           j.prompt.Source,
-		Messages:         j.msgs, // exactly what was sent
+		Messages:         c.last, // exactly what was sent (for the last turn)
 		Reasoning:        resp.Reasoning,
 		Content:          resp.Content,
 		FinishReason:     resp.FinishReason,
 		Model:            model,
-		PromptTokens:     resp.PromptTokens,
-		CompletionTokens: resp.CompletionTokens,
+		PromptTokens:     c.promptTokens,
+		CompletionTokens: c.completionTokens,
 		LatencyMS:        float64(latency.Microseconds()) / 1000,
-		TTFTMS:           float64(resp.TTFT.Microseconds()) / 1000,
-		Attempts:         attempts,
+		TTFTMS:           float64(c.ttft.Microseconds()) / 1000,
+		Attempts:         c.attempts,
 		CreatedAt:        e.opts.Now().UTC(),
+		Turns:            c.turns,
 	}
 }
 

@@ -32,7 +32,36 @@ type Job struct {
 type Prompting struct {
 	// SystemPrompt replaces or sets the system turn when not empty.
 	SystemPrompt string `json:"system_prompt,omitempty" key:"generation.system_prompt"`
+	// Turns is which assistant turns of a row the model answers.
+	Turns Turns `json:"turns,omitempty" key:"generation.turns"`
 }
+
+// Turns is generation.turns: TurnsFirst answers the conversation up to its
+// first assistant turn; TurnsAll regenerates every assistant turn in
+// sequence, each asked with the model's own earlier answers (their content
+// only: earlier reasoning is held back, as reasoning models' chat templates
+// do), so that a multi-turn row becomes a conversation written wholly by
+// the model. Empty means TurnsFirst.
+type Turns string
+
+// The values of Turns.
+const (
+	TurnsFirst Turns = "first"
+	TurnsAll   Turns = "all"
+)
+
+// Identity is the value hashed: empty and "first" are one job.
+func (t Turns) Identity() string {
+	if t == "" {
+		return string(TurnsFirst)
+	}
+	return string(t)
+}
+
+func (t Turns) String() string { return t.Identity() }
+
+// whole reports whether the job regenerates whole conversations.
+func (p Prompting) whole() bool { return p.Turns == TurnsAll }
 
 // Sampling is what the server is asked to do with each prompt.
 type Sampling struct {

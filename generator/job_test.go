@@ -47,6 +47,7 @@ var answerChanges = map[string]func(j *Job){
 	"generation.top_p":         func(j *Job) { j.Sampling.TopP = 1 },
 	"generation.n":             func(j *Job) { j.Sampling.Samples = 3 },
 	"generation.system_prompt": func(j *Job) { j.Prompt.SystemPrompt = "" },
+	"generation.turns":         func(j *Job) { j.Prompt.Turns = TurnsAll },
 	"generation.extra_body":    func(j *Job) { j.Sampling.Extra["top_k"] = 40 },
 	"dataset.format":           func(j *Job) { j.Selection.Format = dataset.FormatPrompt },
 	"dataset.prompt_field":     func(j *Job) { j.Selection.PromptField = "input" },
@@ -349,5 +350,19 @@ func TestLegacyJobKeysRoundTrip(t *testing.T) {
 				t.Errorf("rebuilt job gives back %+v", d)
 			}
 		})
+	}
+}
+
+// TestTurnsDefault: a job written before generation.turns existed (no
+// value) and a job asking for the first turn are one job.
+func TestTurnsDefault(t *testing.T) {
+	a, b := baseJob(), baseJob()
+	a.Prompt.Turns, b.Prompt.Turns = "", TurnsFirst
+	if a.Hash() != b.Hash() || len(a.Diff(b)) != 0 {
+		t.Errorf("turns \"\" and \"first\" differ: %+v", a.Diff(b))
+	}
+	b.Prompt.Turns = TurnsAll
+	if d := b.Diff(a); len(d) != 1 || d[0].Key != "generation.turns" || d[0].Old != "first" || d[0].New != "all" {
+		t.Errorf("Diff = %+v, want generation.turns first -> all", d)
 	}
 }

@@ -156,11 +156,12 @@ func (r *Runner) openStatus() {
 func (r *Runner) pinDataset(ctx context.Context) (dataset.Options, error) {
 	s := r.setup
 	opts := dataset.Options{
-		Selection:  r.job.Selection,
-		OnBadRow:   s.OnBadRow,
-		OnSkip:     s.OnSkip,
-		OnDownload: s.OnDownload,
-		Context:    ctx, // Ctrl-C ends a Hub download; it resumes next time
+		Selection:     r.job.Selection,
+		Conversations: r.job.Prompt.whole(),
+		OnBadRow:      s.OnBadRow,
+		OnSkip:        s.OnSkip,
+		OnDownload:    s.OnDownload,
+		Context:       ctx, // Ctrl-C ends a Hub download; it resumes next time
 	}
 	if !strings.HasPrefix(opts.Path, "hf://") {
 		content, err := dataset.Stamp(opts)

@@ -119,7 +119,7 @@ func (s *Stats) Snapshot() Snapshot {
 	}
 	running := make([]int64, 0, len(s.inFlight))
 	for r := range s.inFlight {
-		c := r.cur.Load()
+		c := r.streamed()
 		running = append(running, c)
 		snap.RunningTokens += c
 	}

@@ -184,10 +184,20 @@ func (s *Stats) counts() runCounts {
 // of Done, Fail and Cancel ends the request and the later ones are no-ops.
 type Tracker struct {
 	s     *Stats
-	start time.Time // the ledger's time origin, copied so Delta takes no lock
-	cur   atomic.Int64
+	start time.Time    // the ledger's time origin, copied so Delta takes no lock
+	cur   atomic.Int64 // deltas of the attempt under way
+	kept  atomic.Int64 // deltas of the turns already answered (a whole conversation)
 	ended atomic.Bool
 }
+
+// streamed is every delta the request credited: its answered turns' and
+// the current attempt's.
+func (r *Tracker) streamed() int64 { return r.kept.Load() + r.cur.Load() }
+
+// TurnDone records that one turn of a whole conversation was answered: its
+// deltas stay credited when a later turn's attempt is retried (they are
+// taken back only if the key fails or is cancelled, leaving no record).
+func (r *Tracker) TurnDone() { r.kept.Add(r.cur.Swap(0)) }
 
 // Begin records that one request entered a slot (in flight +1).
 func (s *Stats) Begin() *Tracker {
@@ -255,11 +265,11 @@ type Outcome struct {
 	PromptTokens     int
 	CompletionTokens int
 	UsageKnown       bool // the server sent usage; PromptTokens and CompletionTokens are its figures
-	Deltas           int  // streamed deltas of the successful attempt (0 when not streaming)
+	Deltas           int  // streamed deltas of the successful attempts, every turn's (0 when not streaming)
 	FinishReason     string
 	Latency          time.Duration // whole request
 	TTFT             time.Duration // time to first delta of the successful attempt; 0 when not streaming
-	Attempts         int           // 1 + retries; ITL is taken from single-attempt requests only
+	Attempts         int           // 1 + retries, over every turn; ITL is taken from single-attempt, single-turn requests only
 }
 
 // Done records a completed request (in flight -1) and corrects its token
@@ -269,7 +279,7 @@ func (r *Tracker) Done(o Outcome) {
 	if r.ended.Swap(true) {
 		return
 	}
-	counted := r.cur.Load()
+	counted := r.streamed()
 	final := counted
 	switch {
 	case o.UsageKnown:
@@ -322,7 +332,7 @@ func (r *Tracker) end(cause string) {
 	if r.ended.Swap(true) {
 		return
 	}
-	lost := r.cur.Swap(0)
+	lost := r.cur.Swap(0) + r.kept.Swap(0)
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()

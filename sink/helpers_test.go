@@ -36,7 +36,7 @@ func testOptions(dir, format string) Options {
 // testRecord is a record with every field set, including characters JSON
 // escapes and a multi-turn message list.
 func testRecord(i int) *Record {
-	return &Record{
+	r := &Record{
 		ID:     strconv.Itoa(i),
 		Sample: i % 2,
 		Source: "math",
@@ -55,6 +55,14 @@ func testRecord(i int) *Record {
 		Attempts:         1 + i%3,
 		CreatedAt:        time.UnixMilli(1_700_000_000_000 + int64(i)).UTC(),
 	}
+	if i%3 == 0 {
+		// A whole conversation: two answered turns, nested in Parquet.
+		r.Turns = []Turn{
+			{Reasoning: "first thought", Content: "first answer", FinishReason: "stop", PromptTokens: 5, CompletionTokens: 40},
+			{Reasoning: r.Reasoning, Content: r.Content, FinishReason: "stop", PromptTokens: 7 + i, CompletionTokens: 60 + i},
+		}
+	}
+	return r
 }
 
 func mustOpen(t testing.TB, opts Options) *Sink {

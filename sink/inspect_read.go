@@ -255,6 +255,10 @@ func (r *Report) readConverted(path string, sh *ShardReport, read func(string) (
 
 var recordSchema = parquet.SchemaOf(Record{})
 
+// addedColumns are the record's columns that shards written before them
+// lack: they read as empty (a shard of a first-turn job has no turns).
+var addedColumns = map[string]bool{"turns": true}
+
 func readParquetRecords(path string) (acc *shardAcc, err error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -280,7 +284,7 @@ func readParquetRecords(path string) (acc *shardAcc, err error) {
 		return nil, err
 	}
 	for _, col := range recordSchema.Columns() {
-		if _, ok := pf.Schema().Lookup(col...); !ok {
+		if _, ok := pf.Schema().Lookup(col...); !ok && !addedColumns[col[0]] {
 			return nil, fmt.Errorf("schema: no column %s", strings.Join(col, "."))
 		}
 	}

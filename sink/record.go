@@ -29,6 +29,22 @@ type Record struct {
 	TTFTMS           float64   `json:"ttft_ms" parquet:"ttft_ms"`
 	Attempts         int       `json:"attempts" parquet:"attempts"`
 	CreatedAt        time.Time `json:"created_at" parquet:"created_at,timestamp(millisecond)"`
+	// Turns holds every assistant turn of a whole conversation regenerated
+	// by the model (generation.turns: all), in order; empty when the job
+	// answers the first turn only. Messages is then what was sent for the
+	// last turn (the model's own earlier answers in it, their reasoning held
+	// back), Reasoning, Content and FinishReason are the last turn's, and
+	// PromptTokens, CompletionTokens and Attempts the sums over the turns.
+	Turns []Turn `json:"turns,omitempty" parquet:"turns,list"`
+}
+
+// Turn is one answered turn of a whole conversation.
+type Turn struct {
+	Reasoning        string `json:"reasoning" parquet:"reasoning"`
+	Content          string `json:"content" parquet:"content"`
+	FinishReason     string `json:"finish_reason" parquet:"finish_reason"`
+	PromptTokens     int    `json:"prompt_tokens" parquet:"prompt_tokens"`
+	CompletionTokens int    `json:"completion_tokens" parquet:"completion_tokens"`
 }
 
 // Key identifies a record: a prompt id and the sample number.

@@ -145,6 +145,21 @@ func promptText(i int) string {
 // returns the file's path.
 func writeShareGPT(t testing.TB, dir string, n int) string {
 	t.Helper()
+	return writeShareGPTTurns(t, dir, n, 1)
+}
+
+// turnText is the user turn k (0-based) of row i of a multi-turn dataset.
+func turnText(i, k int) string {
+	if k == 0 {
+		return promptText(i)
+	}
+	return fmt.Sprintf("follow-up %d of question %d: and then?", k, i)
+}
+
+// writeShareGPTTurns writes n ShareGPT rows of turns user turns, each
+// followed by the dataset's own answer, and returns the file's path.
+func writeShareGPTTurns(t testing.TB, dir string, n, turns int) string {
+	t.Helper()
 	type turn struct {
 		From  string `json:"from"`
 		Value string `json:"value"`
@@ -156,9 +171,9 @@ func writeShareGPT(t testing.TB, dir string, n int) string {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	for i := range n {
-		r := row{
-			Conversations: []turn{{"human", promptText(i)}, {"gpt", "the dataset's own answer"}},
-			Source:        []string{"MetaMath", "code", "chat"}[i%3],
+		r := row{Source: []string{"MetaMath", "code", "chat"}[i%3]}
+		for k := range turns {
+			r.Conversations = append(r.Conversations, turn{"human", turnText(i, k)}, turn{"gpt", "the dataset's own answer"})
 		}
 		if err := enc.Encode(r); err != nil {
 			t.Fatal(err)
@@ -524,6 +539,13 @@ func readParquetShard(path string) ([]sink.Record, error) {
 // records that answer the prompts of their ids.
 func checkComplete(t testing.TB, dir string, n int, model string) *inventory {
 	t.Helper()
+	return checkCompleteWith(t, dir, n, func(r sink.Record, i int) { checkRecord(t, r, i, model) })
+}
+
+// checkCompleteWith is checkComplete with check asserting that record r
+// answers dataset row i.
+func checkCompleteWith(t testing.TB, dir string, n int, check func(r sink.Record, i int)) *inventory {
+	t.Helper()
 	inv, err := readInventory(dir)
 	if err != nil {
 		t.Fatalf("read output: %v", err)
@@ -544,7 +566,7 @@ func checkComplete(t testing.TB, dir string, n int, model string) *inventory {
 			}
 			continue
 		}
-		checkRecord(t, r, i, model)
+		check(r, i)
 	}
 	if missing > 5 {
 		t.Errorf("... %d keys missing in all", missing)

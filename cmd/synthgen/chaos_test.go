@@ -27,11 +27,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/sink"
 )
 
 const (
@@ -100,7 +103,66 @@ func TestChaosKill9(t *testing.T) {
 	}
 }
 
+// TestChaosKill9WholeConversations: a job that regenerates whole
+// conversations (generation.turns: all) is killed mid-conversation again
+// and again, and resumed: every conversation ends up on disk whole (every
+// turn answered, each asked with the model's own earlier answers) and
+// exactly once; a kill never leaves half of one.
+func TestChaosKill9WholeConversations(t *testing.T) {
+	seed := chaosSeed(t)
+	t.Logf("chaos seed %d (replay: SYNTHGEN_CHAOS_SEED=%d go test -run TestChaosKill9WholeConversations ./cmd/synthgen)", seed, seed)
+	synthgenBinary(t)
+	for i, format := range []string{"jsonl", "parquet"} {
+		t.Run(format, func(t *testing.T) {
+			t.Parallel()
+			runChaos(t, chaosJob{turns: 3, seed: seed, cell: uint64(10 + i), format: format, stream: true,
+				prompts: 1000, kills: 5, maxDelay: 900 * time.Millisecond})
+		})
+	}
+}
+
+// checkConversation asserts that r is row i's conversation of turns user
+// turns, regenerated whole: one answer a turn, and each turn asked with the
+// model's own earlier answers (content only, no reasoning) in place of the
+// dataset's.
+func checkConversation(t testing.TB, r sink.Record, i, turns int) {
+	t.Helper()
+	if len(r.Turns) != turns {
+		t.Errorf("record %d: %d turns, want %d", i, len(r.Turns), turns)
+		return
+	}
+	var want []sink.Message
+	for k := range turns {
+		if k > 0 {
+			want = append(want, sink.Message{Role: "assistant", Content: r.Turns[k-1].Content})
+		}
+		want = append(want, sink.Message{Role: "user", Content: turnText(i, k)})
+	}
+	if !slices.Equal(r.Messages, want) {
+		t.Errorf("record %d: the last turn was sent %+v, want %+v", i, r.Messages, want)
+	}
+	prompt, completion := 0, 0
+	for k, tn := range r.Turns {
+		if tn.Content == "" && tn.Reasoning == "" || tn.FinishReason == "" || tn.CompletionTokens <= 0 {
+			t.Errorf("record %d: turn %d is not a whole answer: %+v", i, k, tn)
+		}
+		if strings.Contains(tn.Content, "the dataset's own answer") {
+			t.Errorf("record %d: turn %d holds the dataset's answer", i, k)
+		}
+		prompt += tn.PromptTokens
+		completion += tn.CompletionTokens
+	}
+	last := r.Turns[turns-1]
+	if r.Content != last.Content || r.Reasoning != last.Reasoning || r.FinishReason != last.FinishReason {
+		t.Errorf("record %d: top-level answer is not the last turn's", i)
+	}
+	if r.PromptTokens != prompt || r.CompletionTokens != completion {
+		t.Errorf("record %d: tokens %d/%d, the turns sum to %d/%d", i, r.PromptTokens, r.CompletionTokens, prompt, completion)
+	}
+}
+
 type chaosJob struct {
+	turns   int // >1: rows of that many user turns, run with generation.turns all
 	seed    int64
 	cell    uint64 // each cell draws its own schedule from the one seed
 	format  string
@@ -138,7 +200,7 @@ func runChaos(t *testing.T, job chaosJob) {
 	}
 
 	work := t.TempDir()
-	ds := writeShareGPT(t, work, job.prompts)
+	ds := writeShareGPTTurns(t, work, job.prompts, max(job.turns, 1))
 	out := filepath.Join(work, "out")
 	// Answers of ~50 tokens at 2 ms a token, long-tailed and capped by
 	// max_tokens: ~100 ms a request, so 32 in flight make ~300 answers a
@@ -157,6 +219,7 @@ func runChaos(t *testing.T, job chaosJob) {
 			"--concurrency", strconv.Itoa(concurrency),
 			"--progress.interval", chaosInterval.String(),
 			"--log-format", "json",
+			"--generation.turns", map[bool]string{true: "all", false: "first"}[job.turns > 1],
 		}
 	}
 	args := runArgs(chaosConcurrency)
@@ -221,16 +284,22 @@ func runChaos(t *testing.T, job chaosJob) {
 	if len(lines) == 0 || lines[len(lines)-1].Done != int64(job.prompts) {
 		fatalf("final run: last progress line %+v, want done %d", lines[len(lines)-1:], job.prompts)
 	}
-	checkComplete(t, out, job.prompts, mockserver.DefaultModel)
+	if job.turns > 1 {
+		checkCompleteWith(t, out, job.prompts, func(r sink.Record, i int) { checkConversation(t, r, i, job.turns) })
+	} else {
+		checkComplete(t, out, job.prompts, mockserver.DefaultModel)
+	}
 
 	st := m.waitIdle(t)
-	// Every record is one answer the server completed; answers completed
-	// but never recorded are the work kills cost.
-	if st.Completed < int64(job.prompts) {
-		t.Errorf("the mock completed %d answers, fewer than the %d records on disk", st.Completed, job.prompts)
+	// Every record is one answer the server completed (one a turn for a
+	// whole conversation); answers completed but never recorded are the
+	// work kills cost.
+	answers := int64(job.prompts * max(job.turns, 1))
+	if st.Completed < answers {
+		t.Errorf("the mock completed %d answers, fewer than the %d the records on disk hold", st.Completed, answers)
 	}
 	t.Logf("%d kills, then a clean run: %d records, every key once; mock: %d requests, %d completed (%d redone after kills), %d aborted; most counted-but-unsynced records at a kill: %d; %s",
-		job.kills, job.prompts, st.Requests, st.Completed, st.Completed-int64(job.prompts), st.Aborted, max(maxLost, 0), time.Since(begin).Round(time.Millisecond))
+		job.kills, job.prompts, st.Requests, st.Completed, st.Completed-answers, st.Aborted, max(maxLost, 0), time.Since(begin).Round(time.Millisecond))
 }
 
 // checkResumed asserts that a run that found records on disk said so and

@@ -338,6 +338,8 @@ func TestParquetReadByDuckDB(t *testing.T) {
 		"prompt_tokens": "BIGINT", "completion_tokens": "BIGINT",
 		"latency_ms": "DOUBLE", "ttft_ms": "DOUBLE", "attempts": "BIGINT",
 		"created_at": "TIMESTAMP",
+		// A whole conversation's turns, nested (empty for a first-turn job).
+		"turns": "STRUCT(reasoning VARCHAR, content VARCHAR, finish_reason VARCHAR, prompt_tokens BIGINT, completion_tokens BIGINT)[]",
 	}
 	var names, gotNames []string
 	rt := reflect.TypeFor[sink.Record]()

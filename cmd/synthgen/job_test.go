@@ -200,6 +200,7 @@ func TestJobOfIdentity(t *testing.T) {
 		{"max_tokens", func(c *config.Config) { c.Generation.MaxTokens = 100 }, "generation.max_tokens"},
 		{"n", func(c *config.Config) { c.Generation.N = 4 }, "generation.n"},
 		{"system prompt", func(c *config.Config) { c.Generation.SystemPrompt = "be brief" }, "generation.system_prompt"},
+		{"whole conversations", func(c *config.Config) { c.Generation.Turns = "all" }, "generation.turns"},
 		{"extra_body", func(c *config.Config) { c.Generation.ExtraBody = map[string]any{"top_k": 20} }, "generation.extra_body"},
 		{"dataset format", func(c *config.Config) { c.Dataset.Format = "sharegpt" }, "dataset.format"},
 		{"prompt field", func(c *config.Config) { c.Dataset.PromptField = "q" }, "dataset.prompt_field"},

@@ -188,7 +188,7 @@ func jobOf(cfg config.Config, shard dataset.Shard) generator.Job {
 			Limit:       cfg.Dataset.Limit,
 			Shard:       shard,
 		},
-		Prompt: generator.Prompting{SystemPrompt: cfg.Generation.SystemPrompt},
+		Prompt: generator.Prompting{SystemPrompt: cfg.Generation.SystemPrompt, Turns: generator.Turns(cfg.Generation.Turns)},
 		Sampling: generator.Sampling{
 			Model:       cfg.Endpoint.Model,
 			MaxTokens:   cfg.Generation.MaxTokens,
