@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -178,7 +179,7 @@ func TestFiltersCount(t *testing.T) {
 		return m
 	}
 	s := run(t, options(t, FormatSpecForge, filepath.Join(t.TempDir(), "a.jsonl"), dir))
-	if got, want := dropped(s), map[string]int64{FilterTruncated: 1, FilterEmpty: 1, FilterThinkTags: 1}; !mapsEqual(got, want) {
+	if got, want := dropped(s), map[string]int64{FilterTruncated: 1, FilterEmpty: 1, FilterThinkTags: 1}; !maps.Equal(got, want) {
 		t.Errorf("dropped %v, want %v", got, want)
 	}
 	if s.Read != 7 || s.Exported != 4 || s.Failed != 1 || s.ErrorLines != 0 {
@@ -187,24 +188,12 @@ func TestFiltersCount(t *testing.T) {
 	o := options(t, FormatSpecForge, filepath.Join(t.TempDir(), "b.jsonl"), dir)
 	o.KeepTruncated, o.KeepThinkTags = true, true
 	s = run(t, o)
-	if got, want := dropped(s), map[string]int64{FilterEmpty: 1}; !mapsEqual(got, want) || s.Exported != 6 {
+	if got, want := dropped(s), map[string]int64{FilterEmpty: 1}; !maps.Equal(got, want) || s.Exported != 6 {
 		t.Errorf("with --keep-*: dropped %v exported %d, want %v and 6", got, s.Exported, want)
 	}
 	if s.FinishReasons["length"] != 1 || s.FinishReasons["stop"] != 5 {
 		t.Errorf("finish reasons %v", s.FinishReasons)
 	}
-}
-
-func mapsEqual(a, b map[string]int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestSpecForgeReadBack reads the export the way SpecForge's loader does:
