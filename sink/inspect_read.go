@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -260,93 +259,23 @@ var recordSchema = parquet.SchemaOf(Record{})
 var addedColumns = map[string]bool{"turns": true}
 
 func readParquetRecords(path string) (acc *shardAcc, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	// parquet-go panics on some malformed pages; a corrupt file must be a
-	// reported problem, not a crash of the tool that looks for them.
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("unreadable: %v", p)
-		}
-	}()
-	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
-	if err != nil {
-		return nil, fmt.Errorf("not a readable parquet file: %w", err)
-	}
-	if err := refuseLZ4(pf); err != nil {
-		return nil, err
-	}
-	for _, col := range recordSchema.Columns() {
-		if _, ok := pf.Schema().Lookup(col...); !ok && !addedColumns[col[0]] {
-			return nil, fmt.Errorf("schema: no column %s", strings.Join(col, "."))
-		}
-	}
 	acc = &shardAcc{}
-	rows := make([]Record, inspectBatch)
-	for g, rg := range pf.RowGroups() {
-		rd := parquet.NewGenericRowGroupReader[Record](rg)
-		var got int64
-		for {
-			clear(rows)
-			n, err := rd.Read(rows)
-			for i := range rows[:n] {
-				if err := checkRecord(&rows[i]); err != nil {
-					_ = rd.Close()
-					return acc, fmt.Errorf("row %d: %w", int64(acc.records)+int64(i), err)
-				}
-			}
-			for i := range rows[:n] {
-				acc.add(&rows[i])
-			}
-			got += int64(n)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				_ = rd.Close()
-				return acc, fmt.Errorf("row group %d: %w", g, err)
-			}
-			if n == 0 {
-				_ = rd.Close()
-				return acc, fmt.Errorf("row group %d: reader made no progress", g)
-			}
+	err = eachParquetRecord(path, func(rec *Record) error {
+		if err := checkRecord(rec); err != nil {
+			return fmt.Errorf("row %d: %w", acc.records, err)
 		}
-		_ = rd.Close()
-		if got != rg.NumRows() {
-			return acc, fmt.Errorf("row group %d: %d rows read, footer says %d", g, got, rg.NumRows())
-		}
-	}
-	return acc, nil
+		acc.add(rec)
+		return nil
+	})
+	return acc, err
 }
 
 // readErrors reads DIR/errors (final and .open files).
 func (r *Report) readErrors(errDir string) error {
-	entries, err := os.ReadDir(errDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
+	names, err := errorFiles(errDir)
 	if err != nil {
 		return fmt.Errorf("inspect %s: %w", errDir, err)
 	}
-	var names []string
-	for _, e := range entries {
-		p, ok := parsePart(e.Name())
-		if ok && e.Type().IsRegular() && p.format == FormatJSONL && (p.suffix == "" || p.suffix == suffixOpen) {
-			names = append(names, e.Name())
-		}
-	}
-	slices.SortFunc(names, func(a, b string) int {
-		pa, _ := parsePart(a)
-		pb, _ := parsePart(b)
-		return cmp.Or(cmp.Compare(pa.index, pb.index), strings.Compare(a, b))
-	})
 	for _, name := range names {
 		path := filepath.Join(errDir, name)
 		temp := strings.HasSuffix(name, suffixOpen)

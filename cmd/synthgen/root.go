@@ -58,6 +58,6 @@ reboot) and run the same command again: it resumes where it was.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError(err, fmt.Sprintf("see '%s --help'", c.CommandPath()))
 	})
-	root.AddCommand(newRunCmd(), newMockCmd(), newWatchCmd(), newInspectCmd())
+	root.AddCommand(newRunCmd(), newMockCmd(), newWatchCmd(), newInspectCmd(), newExportCmd())
 	return root
 }

@@ -53,40 +53,95 @@ func MkdirAll(dir string) error { return Hook(nil).MkdirAll(dir) }
 // not a half-written file under a name readers trust. The file is fsynced
 // before the rename and the directory after it, so the rename itself
 // survives a power loss. The directory must exist.
-func (h Hook) WriteFile(path string, data []byte, perm os.FileMode) (err error) {
+func (h Hook) WriteFile(path string, data []byte, perm os.FileMode) error {
+	f, err := h.Create(path, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Abort()
+		return err
+	}
+	return f.Commit()
+}
+
+// File is a file written under a temporary name and given its final name
+// by Commit, the way WriteFile writes one, for data too large to hold in
+// memory: a reader, or a restart after a crash or a kill, sees the old
+// file or the complete new one, never a part.
+type File struct {
+	h         Hook
+	f         *os.File
+	path, tmp string
+	perm      os.FileMode
+	done      bool
+}
+
+// Create starts the atomic write of path (see WriteFile): Write to it, then
+// Commit, or Abort to leave path as it was. The directory must exist.
+func Create(path string, perm os.FileMode) (*File, error) { return Hook(nil).Create(path, perm) }
+
+// Create is the package-level Create with h's steps.
+func (h Hook) Create(path string, perm os.FileMode) (*File, error) {
 	dir, base := filepath.Dir(path), filepath.Base(path)
 	h.step("create", path)
 	f, err := os.CreateTemp(dir, "."+base+".*.tmp")
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
-	tmp := f.Name()
+	h.step("write", f.Name())
+	return &File{h: h, f: f, path: path, tmp: f.Name(), perm: perm}, nil
+}
+
+// Write appends to the temporary file.
+func (f *File) Write(p []byte) (int, error) {
+	n, err := f.f.Write(p)
+	if err != nil {
+		return n, fmt.Errorf("write %s: %w", f.tmp, err)
+	}
+	return n, nil
+}
+
+// Commit gives the file its permissions, fsyncs it, renames it to its final
+// name and fsyncs the directory. On an error the temporary is removed.
+func (f *File) Commit() (err error) {
+	if f.done {
+		return fmt.Errorf("write %s: already committed or aborted", f.path)
+	}
+	f.done = true
 	defer func() {
 		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
+			_ = f.f.Close()
+			_ = os.Remove(f.tmp)
 		}
 	}()
-	h.step("write", tmp)
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
 	// CreateTemp makes 0600 files; the caller's perm is what the final file gets.
-	if err = f.Chmod(perm); err != nil {
-		return fmt.Errorf("chmod %s: %w", tmp, err)
+	if err = f.f.Chmod(f.perm); err != nil {
+		return fmt.Errorf("chmod %s: %w", f.tmp, err)
 	}
-	h.step("fsync", tmp)
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", tmp, err)
+	f.h.step("fsync", f.tmp)
+	if err = f.f.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", f.tmp, err)
 	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
+	if err = f.f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", f.tmp, err)
 	}
-	h.step("rename", tmp)
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename %s: %w", tmp, err)
+	f.h.step("rename", f.tmp)
+	if err = os.Rename(f.tmp, f.path); err != nil {
+		return fmt.Errorf("rename %s: %w", f.tmp, err)
 	}
-	return h.SyncDir(dir)
+	return f.h.SyncDir(filepath.Dir(f.path))
+}
+
+// Abort removes the temporary file; the final name is untouched. It does
+// nothing after Commit.
+func (f *File) Abort() {
+	if f.done {
+		return
+	}
+	f.done = true
+	_ = f.f.Close()
+	_ = os.Remove(f.tmp)
 }
 
 // MkdirAll is os.MkdirAll (mode 0755) that also fsyncs the parent of every

@@ -155,3 +155,52 @@ func TestSyncDir(t *testing.T) {
 		t.Fatalf("err = %v, want a not-exist error naming %s", err, missing)
 	}
 }
+
+// TestCreateCommitAbort: a streamed file appears under its name only on
+// Commit; Abort leaves the old content and no temporary behind.
+func TestCreateCommitAbort(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.jsonl")
+	if err := WriteFile(path, []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Create(path, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("half")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "old\n" {
+		t.Fatalf("before commit %s holds %q", path, got)
+	}
+	f.Abort()
+	if got, _ := os.ReadFile(path); string(got) != "old\n" {
+		t.Fatalf("after abort %s holds %q", path, got)
+	}
+	f, err = Create(path, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"a\n", "b\n"} {
+		if _, err := f.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "a\nb\n" {
+		t.Fatalf("after commit %s holds %q", path, got)
+	}
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o644 {
+		t.Fatalf("mode %v", st.Mode().Perm())
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("left behind: %v", entries)
+	}
+	if err := f.Commit(); err == nil {
+		t.Fatal("a second Commit succeeded")
+	}
+}

@@ -1,0 +1,184 @@
+package main
+
+// synthgen export DIR... --format F --out PATH: the records of output
+// directories as one training file. The directories are checked as inspect
+// checks them (inspectDirs) and refused when invalid; the export itself is
+// internal/export. This file holds the flags, the refusal and the summary.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/internal/export"
+	"github.com/synthgen/synthgen/sink"
+)
+
+func newExportCmd() *cobra.Command {
+	var o export.Options
+	cmd := &cobra.Command{
+		Use:   "export DIR... --format F --out PATH",
+		Short: "Write the records of output directories as one training file (SpecForge, ShareGPT, messages, OpenAI batch)",
+		Long: `export reads one or several output directories (the --shard i/n directories of a
+multi-node run too) and writes every record, ordered by id (decimal ids as
+numbers) then sample, as one training file.
+
+The directories are checked first, as inspect checks them: a duplicate key, a
+shard that does not read, a shard the manifest lists that is gone, or
+directories made by different jobs refuse the export (exit 1) with each
+problem and what to do.
+
+Formats (--format):
+  specforge     SpecForge's conversation format, one JSON line per record:
+                {"id", "conversations": [{"role", "content"}, ...,
+                {"role": "assistant", "content", "reasoning_content"}]}
+                The system turn is written when one was sent; reasoning is
+                only ever in reasoning_content.
+  sharegpt      {"id", "conversations": [{"from": "system"|"human"|"gpt", "value"}]}
+  messages      OpenAI chat: {"id", "messages": [{"role", "content"}]}
+  openai-batch  the OpenAI Batch API output file: {"id", "custom_id", "response":
+                {"status_code", "request_id", "body": <chat.completion>}, "error"}
+                custom_id is the record id; with generation.n > 1 the choice
+                index is the sample.
+
+Output (--out):
+  a file        JSONL; Parquet when PATH ends in .parquet (not openai-batch)
+  -             JSONL on stdout
+  --hf          PATH is a new directory laid out as a Hugging Face dataset:
+                data/train-00000-of-0000N.parquet and a README.md dataset card
+                (model, sampling, counts, tokens, finish reasons, filters)
+
+Filters (what each dropped is printed on stderr and in the card):
+  truncated     finish_reason "length" (cut at max_tokens); off with --keep-truncated
+  empty         no content; always on
+  think_tags    <think> or </think> in content (the server ran without a
+                reasoning parser); off with --keep-think-tags
+  Requests that failed for good are never training rows (openai-batch can
+  write them as error lines with --include-errors).
+
+The file appears under PATH only when complete (written under a temporary
+name, fsynced, renamed): a killed export leaves PATH as it was. Records are
+not held in memory: an index of keys is sorted and each record read again.
+
+Exit status: 0 when written, 1 when a directory is invalid or the export
+failed, 2 for bad flags or a DIR that is not an output directory.`,
+		Example: `  synthgen export out/run --format specforge --out train.jsonl
+  synthgen export out/shard-0 out/shard-1 out/shard-2 out/shard-3 --format sharegpt --out train.parquet
+  synthgen export out/run --format messages --reasoning inline --out - | head -1
+  synthgen export out/run --format specforge --hf --out datasets/my-regen
+  synthgen export out/run --format openai-batch --include-errors --out batch_output.jsonl`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError(errors.New("export: no DIR given"), "see 'synthgen export --help'")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, dirs []string) error {
+			o.Stdout = cmd.OutOrStdout()
+			return runExport(cmd, dirs, o)
+		},
+	}
+	fs := cmd.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&o.Format, "format", "", "specforge | sharegpt | messages | openai-batch (required)")
+	fs.StringVar(&o.Out, "out", "", "output file (.jsonl, .parquet), - for stdout, or with --hf a new directory (required)")
+	fs.BoolVar(&o.HF, "hf", false, "write --out as a Hugging Face dataset directory: data/train-*.parquet and a README.md card")
+	fs.StringVar(&o.Reasoning, "reasoning", export.ReasoningField, "sharegpt and messages: field (reasoning_content on the assistant turn) | inline (<think>...</think> before the content) | drop")
+	fs.BoolVar(&o.KeepTruncated, "keep-truncated", false, `keep answers cut at max_tokens (finish_reason "length")`)
+	fs.BoolVar(&o.KeepThinkTags, "keep-think-tags", false, "keep answers whose content holds <think> or </think>")
+	fs.BoolVar(&o.IncludeErrors, "include-errors", false, "openai-batch: also write a line per request that failed for good (response null, error {code, message})")
+	fs.IntVar(&o.RowsPerFile, "rows-per-file", 100_000, "with --hf: rows per Parquet file")
+	return cmd
+}
+
+func runExport(cmd *cobra.Command, dirs []string, o export.Options) error {
+	if err := o.Check(); err != nil {
+		return usageError(err, "see 'synthgen export --help'")
+	}
+	out, err := inspectDirs(dirs, nil, "")
+	if err != nil {
+		return err
+	}
+	rep := out.Dirs[0].Report
+	if len(dirs) > 1 {
+		if out.Combined == nil {
+			return &exitError{code: exitFailure, err: fmt.Errorf("export: %s", strings.Join(out.Notes, "; ")),
+				hint: "export the directories of one job together; each of another job on its own"}
+		}
+		rep = out.Combined.Report
+	}
+	if !out.OK {
+		printProblems(cmd.ErrOrStderr(), out)
+		return &exitError{code: exitFailure, err: errors.New("export: refused: " + inspectVerdict(out)),
+			hint: "each problem above says what to do; 'synthgen inspect " + strings.Join(dirs, " ") + "' shows the whole report"}
+	}
+	if rep.Manifest == nil {
+		return &exitError{code: exitFailure, err: fmt.Errorf("export: %s has no manifest.json: nothing says which model and settings made the records", dirs[0]),
+			hint: "run synthgen on the directory once (with --force to adopt its shards) to write the manifest"}
+	}
+	job, err := generator.ManifestJob(rep.Dir, rep.Manifest.Job, rep.Manifest.Legacy)
+	if err != nil {
+		return &exitError{code: exitFailure, err: err}
+	}
+	o.Report, o.Dirs, o.Job, o.Version = rep, dirs, job, rep.Manifest.Version
+	sum, err := export.Run(cmd.Context(), o)
+	if err != nil {
+		return &exitError{code: exitFailure, err: fmt.Errorf("export: %w", err), hint: "nothing was written under " + o.Out}
+	}
+	printExportSummary(cmd.ErrOrStderr(), sum, len(dirs))
+	return nil
+}
+
+// printProblems lists what makes each directory (and their union) invalid.
+func printProblems(w io.Writer, out inspectOutput) {
+	list := func(name string, r *sink.Report) {
+		for _, p := range r.Problems {
+			fmt.Fprintf(w, "%s: %s\n", name, p)
+		}
+	}
+	for _, d := range out.Dirs {
+		list(d.Dir, d.Report)
+	}
+	if out.Combined != nil {
+		list("combined", out.Combined.Report)
+	}
+}
+
+// printExportSummary says on stderr what was read, written and dropped.
+func printExportSummary(w io.Writer, s *export.Summary, ndirs int) {
+	where := s.Out
+	if where == "-" {
+		where = "stdout"
+	}
+	fmt.Fprintf(w, "export: %s read from %s; %s written to %s (%s)\n",
+		pluralNum(s.Read, "record", "records"), plural(ndirs, "directory", "directories"),
+		pluralNum(s.Exported, "row", "rows"), where, s.Format)
+	for _, f := range s.Filters {
+		if !f.Active {
+			fmt.Fprintf(w, "  kept     %-10s filter off (%s)\n", f.Name, f.Flag)
+			continue
+		}
+		line := fmt.Sprintf("  dropped  %-10s %s: %s", f.Name, inspectNum(f.Dropped), f.Rule)
+		if f.Flag != "" && f.Dropped > 0 {
+			line += "; keep them with " + f.Flag
+		}
+		fmt.Fprintln(w, line)
+	}
+	if s.Failed > 0 {
+		what := "not exported (rerun with --retry-errors to ask them again)"
+		if s.ErrorLines > 0 {
+			what = "written as error lines"
+		}
+		fmt.Fprintf(w, "  failed   %s failed for good, %s\n", pluralNum(s.Failed, "request", "requests"), what)
+	}
+	pm, cm := s.Mean()
+	fmt.Fprintf(w, "  tokens   prompt %s (mean %.0f), completion %s (mean %.0f, p50 %d, p90 %d)\n",
+		inspectNum(s.PromptTokens), pm, inspectNum(s.CompletionTokens), cm, s.CompletionP50, s.CompletionP90)
+	if len(s.Files) > 1 {
+		fmt.Fprintf(w, "  files    %s\n", strings.Join(s.Files, ", "))
+	}
+}

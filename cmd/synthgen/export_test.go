@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/synthgen/synthgen/sink"
+)
+
+// exportJob runs `synthgen run` against the mock into one directory per
+// shard of n (n = 0: one directory, the whole dataset) and returns them.
+func exportJob(t *testing.T, prompts, n int, extra ...string) []string {
+	t.Helper()
+	_, url := cliMock(t, nil)
+	data := cliDataset(t, prompts, 0)
+	root := t.TempDir()
+	var dirs []string
+	for i := range max(n, 1) {
+		j := cliJob{baseURL: url, data: data, dir: filepath.Join(root, "shard-"+strconv.Itoa(i))}
+		args := j.args(extra...)
+		if n > 0 {
+			args = append(args, "--shard", strconv.Itoa(i)+"/"+strconv.Itoa(n))
+		}
+		cliRun(t, args...).ok(t, "run "+j.dir)
+		dirs = append(dirs, j.dir)
+	}
+	return dirs
+}
+
+func exportIDs(t *testing.T, path, field string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		var row map[string]any
+		if err := json.Unmarshal(line, &row); err != nil {
+			t.Fatalf("%s: %v: %s", path, err, line)
+		}
+		ids = append(ids, row[field].(string))
+	}
+	return ids
+}
+
+// TestExportShardsInIDOrder: the three --shard directories of one job
+// export as one file, every id once, decimal ids in numeric order.
+func TestExportShardsInIDOrder(t *testing.T) {
+	t.Parallel()
+	const prompts = 30
+	dirs := exportJob(t, prompts, 3, "--generation.max_tokens", "100000")
+	out := filepath.Join(t.TempDir(), "train.jsonl")
+	r := cliRun(t, append(append([]string{"export"}, dirs...), "--format", "messages", "--out", out, "--keep-truncated")...)
+	r.ok(t, "export")
+	emptyAnswer := map[string]bool{}
+	for _, dir := range dirs {
+		files, _ := filepath.Glob(filepath.Join(dir, "data", "*.jsonl"))
+		for _, f := range files {
+			if err := sink.ForEachRecord(f, func(rec *sink.Record, _ sink.Span) error {
+				emptyAnswer[rec.ID] = strings.TrimSpace(rec.Content) == ""
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The mock answers some prompts with reasoning only: those are
+	// dropped as empty, every other id is there once, in numeric order.
+	var want []string
+	for i := range prompts {
+		if !emptyAnswer[strconv.Itoa(i)] {
+			want = append(want, strconv.Itoa(i))
+		}
+	}
+	if got := exportIDs(t, out, "id"); !slices.Equal(got, want) {
+		t.Errorf("ids %v, want %v (0..%d in numeric order but the empty answers)", got, want, prompts-1)
+	}
+	if !strings.Contains(r.stderr, fmt.Sprintf("30 records read from 3 directories; %d rows written to %s (messages)", len(want), out)) ||
+		!strings.Contains(r.stderr, fmt.Sprintf("dropped  empty      %d:", prompts-len(want))) {
+		t.Errorf("summary:\n%s", r.stderr)
+	}
+}
+
+// TestExportRefusesInvalid: directories holding the same keys twice, and
+// directories of different jobs, are refused with exit 1, the problems
+// and what to do; nothing is written.
+func TestExportRefusesInvalid(t *testing.T) {
+	t.Parallel()
+	a := exportJob(t, 6, 0)
+	b := exportJob(t, 6, 0)
+	out := filepath.Join(t.TempDir(), "train.jsonl")
+	r := cliRun(t, "export", a[0], b[0], "--format", "specforge", "--out", out)
+	if exitCode(r.err) != exitFailure || !strings.Contains(r.err.Error(), "duplicate") ||
+		!strings.Contains(r.stderr, "keep one copy") || !strings.Contains(r.hint(), "synthgen inspect") {
+		t.Errorf("same keys twice: exit %d, err %v, hint %q\nstderr:\n%s", exitCode(r.err), r.err, r.hint(), r.stderr)
+	}
+	c := exportJob(t, 6, 0, "--generation.temperature", "0.1")
+	r = cliRun(t, "export", a[0], c[0], "--format", "specforge", "--out", out)
+	if exitCode(r.err) != exitFailure || !strings.Contains(r.err.Error(), "different settings") {
+		t.Errorf("different jobs: exit %d, err %v", exitCode(r.err), r.err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("%s written by a refused export", out)
+	}
+	r = cliRun(t, "export", a[0], "--format", "alpaca", "--out", out)
+	if exitCode(r.err) != exitUsage {
+		t.Errorf("--format alpaca: exit %d, err %v", exitCode(r.err), r.err)
+	}
+	r = cliRun(t, "export", t.TempDir(), "--format", "specforge", "--out", out)
+	if exitCode(r.err) != exitUsage {
+		t.Errorf("not an output directory: exit %d, err %v", exitCode(r.err), r.err)
+	}
+}
+
+// TestExportParquetReadByDuckDB: an HF export's Parquet files read in
+// DuckDB as a list of structs per row, every row once, in id order.
+func TestExportParquetReadByDuckDB(t *testing.T) {
+	t.Parallel()
+	modules, node := duckdbModules(t)
+	dirs := exportJob(t, 12, 2, "--generation.max_tokens", "100000")
+	out := filepath.Join(t.TempDir(), "ds")
+	cliRun(t, append(append([]string{"export"}, dirs...), "--format", "specforge", "--hf", "--rows-per-file", "5", "--out", out)...).ok(t, "export")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "duckdb_export.mjs"), filepath.Join(out, "data", "*.parquet"))
+	cmd.Env = append(childEnv(), "NODE_PATH="+modules)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("duckdb_export.mjs: %v\n%s", err, stderr.String())
+	}
+	var got struct {
+		Columns []struct{ Name, Type string }
+		Rows    int
+		IDs     []string
+		First   struct {
+			ID            string           `json:"id"`
+			Conversations []map[string]any `json:"conversations"`
+		}
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %s", err, stdout.String())
+	}
+	types := map[string]string{}
+	for _, c := range got.Columns {
+		types[c.Name] = strings.ReplaceAll(c.Type, `"`, "")
+	}
+	if want := "STRUCT(role VARCHAR, content VARCHAR, reasoning_content VARCHAR)[]"; types["conversations"] != want {
+		t.Errorf("conversations: DuckDB type %q, want %q", types["conversations"], want)
+	}
+	jsonl := filepath.Join(t.TempDir(), "t.jsonl")
+	cliRun(t, append(append([]string{"export"}, dirs...), "--format", "specforge", "--out", jsonl)...).ok(t, "export jsonl")
+	if want := exportIDs(t, jsonl, "id"); !slices.Equal(got.IDs, want) || len(want) < 6 {
+		t.Errorf("ids %v, want %v", got.IDs, want)
+	}
+	conv := got.First.Conversations
+	if len(conv) != 2 || conv[0]["role"] != "user" || conv[1]["role"] != "assistant" || conv[1]["content"] == "" {
+		t.Errorf("first row's conversations as DuckDB reads them: %v", conv)
+	}
+}

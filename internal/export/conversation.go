@@ -1,0 +1,61 @@
+package export
+
+import (
+	"strings"
+
+	"github.com/synthgen/synthgen/sink"
+)
+
+// Turn is one turn of an exported conversation. Reasoning is set only on
+// an assistant turn the model answered (a turn of the prompt carries what
+// was sent: role and content).
+type Turn struct {
+	Role      string
+	Content   string
+	Reasoning string
+}
+
+// Conversation is the conversation a record holds: the messages exactly as
+// they were sent (a system turn included when one was sent), then the
+// model's answer as an assistant turn with its reasoning kept apart from
+// its content. Every format is built from it, so this is the one place
+// that knows how a record becomes turns: when the record gains a list of
+// regenerated turns (one per assistant turn of a whole conversation), it
+// is read here, and each of those turns carries its own reasoning.
+func Conversation(rec *sink.Record) []Turn {
+	turns := make([]Turn, 0, len(rec.Messages)+1)
+	for _, m := range rec.Messages {
+		turns = append(turns, Turn{Role: m.Role, Content: m.Content})
+	}
+	return append(turns, Turn{Role: "assistant", Content: rec.Content, Reasoning: rec.Reasoning})
+}
+
+// Reasoning modes for the formats that offer a choice (sharegpt, messages).
+const (
+	ReasoningField  = "field"  // reasoning_content on the assistant turn
+	ReasoningInline = "inline" // <think>\n...\n</think>\n\n before the content
+	ReasoningDrop   = "drop"   // left out
+)
+
+// ReasoningModes lists the --reasoning values.
+var ReasoningModes = []string{ReasoningField, ReasoningInline, ReasoningDrop}
+
+// placeReasoning returns a turn's content and reasoning field as mode
+// wants them.
+func placeReasoning(t Turn, mode string) (content, field string) {
+	switch {
+	case t.Reasoning == "":
+		return t.Content, ""
+	case mode == ReasoningInline:
+		return "<think>\n" + t.Reasoning + "\n</think>\n\n" + t.Content, ""
+	case mode == ReasoningDrop:
+		return t.Content, ""
+	}
+	return t.Content, t.Reasoning
+}
+
+// hasThinkTag reports a think tag in an answer's content: the server split
+// no reasoning out (no reasoning parser), so reasoning and answer are mixed.
+func hasThinkTag(s string) bool {
+	return strings.Contains(s, "<think>") || strings.Contains(s, "</think>")
+}

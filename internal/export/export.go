@@ -1,0 +1,202 @@
+// Package export turns the records of one or several synthgen output
+// directories into one training file: SpecForge's conversations, ShareGPT,
+// OpenAI chat messages or an OpenAI batch output, as JSONL, Parquet or a
+// Hugging Face dataset directory, every record ordered by (id, sample),
+// with filters that drop what should not train a model and count it.
+//
+// The directories are checked by the caller (inspect's audit); Run reads
+// the files that audit counted.
+package export
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/sink"
+)
+
+// Options says what to export and how.
+type Options struct {
+	Format    string // one of Formats
+	Reasoning string // one of ReasoningModes (sharegpt, messages); "" = field
+	// Out is the output: a file (JSONL, or Parquet when it ends in
+	// .parquet), "-" for Stdout (JSONL), or with HF a directory to create.
+	Out    string
+	HF     bool
+	Stdout io.Writer
+	// RowsPerFile bounds the rows of one HF Parquet file; 0 = 100,000.
+	RowsPerFile int
+
+	KeepTruncated bool // keep finish_reason "length"
+	KeepThinkTags bool // keep content holding <think> or </think>
+	IncludeErrors bool // openai-batch: a line per request that failed for good
+
+	// Report is inspect's audit of the directories (Combine's for several):
+	// its Files are what is read, its Has says which error records are open.
+	Report *sink.Report
+	// Dirs are the directories, for their error records.
+	Dirs []string
+	// Job is the directories' job (from the manifest), for the card.
+	Job generator.Job
+	// Version is the synthgen version that made the directories.
+	Version string
+}
+
+// Filter names, in the order they are applied: a record is counted by the
+// first that drops it.
+const (
+	FilterTruncated = "truncated"  // finish_reason "length"
+	FilterEmpty     = "empty"      // no content (whitespace only)
+	FilterThinkTags = "think_tags" // <think> or </think> in content
+)
+
+// Filter is one filter and what it did.
+type Filter struct {
+	Name    string `json:"name"`
+	Rule    string `json:"rule"`
+	Active  bool   `json:"active"`
+	Dropped int64  `json:"dropped"`
+	Flag    string `json:"flag,omitempty"` // what turns it off
+}
+
+// Summary is what an export read, dropped and wrote.
+type Summary struct {
+	Format   string   `json:"format"`
+	Out      string   `json:"out"`
+	Files    []string `json:"files"` // written, relative to Out for HF
+	Read     int64    `json:"records_read"`
+	Exported int64    `json:"exported"`
+	Filters  []Filter `json:"filters"`
+	// Failed are the keys that failed for good (an error record and no
+	// record): never training rows; ErrorLines of them were written as
+	// error lines (openai-batch --include-errors).
+	Failed     int64 `json:"failed"`
+	ErrorLines int64 `json:"error_lines"`
+
+	PromptTokens     int64            `json:"prompt_tokens"`
+	CompletionTokens int64            `json:"completion_tokens"`
+	CompletionP50    int              `json:"completion_p50"`
+	CompletionP90    int              `json:"completion_p90"`
+	FinishReasons    map[string]int64 `json:"finish_reasons"`
+}
+
+// Mean returns the mean prompt and completion tokens of the exported rows.
+func (s *Summary) Mean() (prompt, completion float64) {
+	if s.Exported == 0 {
+		return 0, 0
+	}
+	return float64(s.PromptTokens) / float64(s.Exported), float64(s.CompletionTokens) / float64(s.Exported)
+}
+
+// Check validates the options that do not need the directories.
+func (o *Options) Check() error {
+	if !slices.Contains(Formats, o.Format) {
+		return fmt.Errorf("--format: %q: want one of %s", o.Format, strings.Join(Formats, ", "))
+	}
+	if o.Reasoning == "" {
+		o.Reasoning = ReasoningField
+	}
+	if !slices.Contains(ReasoningModes, o.Reasoning) {
+		return fmt.Errorf("--reasoning: %q: want one of %s", o.Reasoning, strings.Join(ReasoningModes, ", "))
+	}
+	if o.Reasoning != ReasoningField && (o.Format == FormatSpecForge || o.Format == FormatOpenAIBatch) {
+		return fmt.Errorf("--reasoning %s: %s keeps reasoning in reasoning_content only; --reasoning is for sharegpt and messages", o.Reasoning, o.Format)
+	}
+	if o.IncludeErrors && o.Format != FormatOpenAIBatch {
+		return fmt.Errorf("--include-errors: only with --format openai-batch (failures are never training rows)")
+	}
+	if o.Out == "" {
+		return errors.New("--out: required (a file, - for stdout, or a directory with --hf)")
+	}
+	if o.Format == FormatOpenAIBatch && (o.HF || o.parquet()) {
+		return errors.New("--format openai-batch: the batch output format is JSONL; give --out a .jsonl file or -")
+	}
+	if o.HF && o.Out == "-" {
+		return errors.New("--hf: --out must be a directory to create, not -")
+	}
+	return nil
+}
+
+func (o *Options) parquet() bool { return !o.HF && strings.HasSuffix(o.Out, ".parquet") }
+
+func (o *Options) filters() []Filter {
+	return []Filter{
+		{Name: FilterTruncated, Rule: `finish_reason "length": cut at max_tokens`, Active: !o.KeepTruncated, Flag: "--keep-truncated"},
+		{Name: FilterEmpty, Rule: "no content (empty or whitespace only)", Active: true},
+		{Name: FilterThinkTags, Rule: "<think> or </think> in content: the server split no reasoning out", Active: !o.KeepThinkTags, Flag: "--keep-think-tags"},
+	}
+}
+
+// drop returns the index of the filter that drops rec, or -1.
+func drop(fs []Filter, rec *sink.Record) int {
+	for i, f := range fs {
+		if !f.Active {
+			continue
+		}
+		var hit bool
+		switch f.Name {
+		case FilterTruncated:
+			hit = rec.FinishReason == "length"
+		case FilterEmpty:
+			hit = strings.TrimSpace(rec.Content) == ""
+		case FilterThinkTags:
+			hit = hasThinkTag(rec.Content)
+		}
+		if hit {
+			return i
+		}
+	}
+	return -1
+}
+
+// Run exports (see Options) and returns what it did. Nothing appears under
+// Out unless the whole export succeeded. ctx stops it between records.
+func Run(ctx context.Context, o Options) (*Summary, error) {
+	if err := o.Check(); err != nil {
+		return nil, err
+	}
+	if o.Report == nil {
+		return nil, errors.New("export: no report of the directories")
+	}
+	tmpDir := os.TempDir()
+	if o.Out != "-" {
+		tmpDir = filepath.Dir(o.Out)
+	}
+	x, sum, err := buildIndex(ctx, o, tmpDir)
+	if x != nil {
+		defer x.close()
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch o.Format {
+	case FormatSpecForge:
+		err = write(ctx, o, x, sum, shape[specforgeRow]{record: specforgeOf})
+	case FormatShareGPT:
+		err = write(ctx, o, x, sum, shape[sharegptRow]{record: sharegptOf})
+	case FormatMessages:
+		err = write(ctx, o, x, sum, shape[messagesRow]{record: messagesOf})
+	case FormatOpenAIBatch:
+		err = write(ctx, o, x, sum, shape[batchLine]{record: batchOf, failure: batchErrorOf})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return sum, nil
+}
+
+// percentile is the nearest-rank p-th percentile of sorted values.
+func percentile(sorted []int32, p int) int {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := (p*len(sorted) + 99) / 100
+	return int(sorted[max(i-1, 0)])
+}

@@ -1,0 +1,194 @@
+package export
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+
+	"github.com/synthgen/synthgen/sink"
+)
+
+// Export formats: the names are an interface (`synthgen export --format`).
+const (
+	FormatSpecForge   = "specforge"
+	FormatShareGPT    = "sharegpt"
+	FormatMessages    = "messages"
+	FormatOpenAIBatch = "openai-batch"
+)
+
+// Formats lists the export formats.
+var Formats = []string{FormatSpecForge, FormatShareGPT, FormatMessages, FormatOpenAIBatch}
+
+// roleTurn is a turn as SpecForge and OpenAI chat write it. Reasoning is
+// its own field, only on an assistant answer that has some.
+type roleTurn struct {
+	Role             string `json:"role" parquet:"role"`
+	Content          string `json:"content" parquet:"content"`
+	ReasoningContent string `json:"reasoning_content,omitempty" parquet:"reasoning_content,optional"`
+}
+
+// specforgeRow is one line of SpecForge's conversation format, as its
+// scripts/prepare_data.py writes and scripts/regenerate_train_data.py
+// writes back with reasoning saved: {"id", "conversations": [{"role",
+// "content"}, ..., {"role": "assistant", "content", "reasoning_content"}]}.
+type specforgeRow struct {
+	ID            string     `json:"id" parquet:"id"`
+	Conversations []roleTurn `json:"conversations" parquet:"conversations,list"`
+}
+
+// messagesRow is OpenAI chat: {"id", "messages": [{"role", "content"}]}.
+type messagesRow struct {
+	ID       string     `json:"id" parquet:"id"`
+	Messages []roleTurn `json:"messages" parquet:"messages,list"`
+}
+
+// fromTurn is a ShareGPT turn: from system, human or gpt.
+type fromTurn struct {
+	From             string `json:"from" parquet:"from"`
+	Value            string `json:"value" parquet:"value"`
+	ReasoningContent string `json:"reasoning_content,omitempty" parquet:"reasoning_content,optional"`
+}
+
+type sharegptRow struct {
+	ID            string     `json:"id" parquet:"id"`
+	Conversations []fromTurn `json:"conversations" parquet:"conversations,list"`
+}
+
+// sharegptFrom maps a chat role to ShareGPT's speaker; other roles (tool)
+// keep their name.
+var sharegptFrom = map[string]string{"system": "system", "user": "human", "assistant": "gpt"}
+
+func roleTurns(rec *sink.Record, mode string) []roleTurn {
+	conv := Conversation(rec)
+	out := make([]roleTurn, len(conv))
+	for i, t := range conv {
+		content, reasoning := placeReasoning(t, mode)
+		out[i] = roleTurn{Role: t.Role, Content: content, ReasoningContent: reasoning}
+	}
+	return out
+}
+
+func specforgeOf(rec *sink.Record, _ string) specforgeRow {
+	// SpecForge reads reasoning from reasoning_content only: never inline.
+	return specforgeRow{ID: rec.ID, Conversations: roleTurns(rec, ReasoningField)}
+}
+
+func messagesOf(rec *sink.Record, mode string) messagesRow {
+	return messagesRow{ID: rec.ID, Messages: roleTurns(rec, mode)}
+}
+
+func sharegptOf(rec *sink.Record, mode string) sharegptRow {
+	conv := Conversation(rec)
+	out := make([]fromTurn, len(conv))
+	for i, t := range conv {
+		from, ok := sharegptFrom[t.Role]
+		if !ok {
+			from = t.Role
+		}
+		content, reasoning := placeReasoning(t, mode)
+		out[i] = fromTurn{From: from, Value: content, ReasoningContent: reasoning}
+	}
+	return sharegptRow{ID: rec.ID, Conversations: out}
+}
+
+// batchLine is one line of an OpenAI Batch API output file (and of vLLM's
+// run_batch output): a response, or an error with response null.
+type batchLine struct {
+	ID       string         `json:"id"`
+	CustomID string         `json:"custom_id"`
+	Response *batchResponse `json:"response"`
+	Error    *batchError    `json:"error"`
+}
+
+type batchResponse struct {
+	StatusCode int            `json:"status_code"`
+	RequestID  string         `json:"request_id"`
+	Body       chatCompletion `json:"body"`
+}
+
+type batchError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type chatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   chatUsage    `json:"usage"`
+}
+
+type chatChoice struct {
+	Index        int         `json:"index"`
+	Message      chatMessage `json:"message"`
+	FinishReason string      `json:"finish_reason"`
+}
+
+// chatMessage is the answer; reasoning_content is null when the model gave
+// none, as vLLM writes it.
+type chatMessage struct {
+	Role             string  `json:"role"`
+	Content          string  `json:"content"`
+	ReasoningContent *string `json:"reasoning_content"`
+}
+
+type chatUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// keyTag is a short stable hash of a key: the batch line's ids derive from
+// it, so the same directory exports to the same bytes.
+func keyTag(id string, sample int) string {
+	h := sha256.Sum256([]byte(strconv.Itoa(sample) + ":" + id))
+	return hex.EncodeToString(h[:12])
+}
+
+// batchOf is a record as a batch output line. custom_id is the record id;
+// with generation.n > 1 the samples of one id share it and differ by the
+// choice index, which is the sample (as the choices of one request with n
+// would).
+func batchOf(rec *sink.Record, _ string) batchLine {
+	tag := keyTag(rec.ID, rec.Sample)
+	conv := Conversation(rec)
+	answer := conv[len(conv)-1]
+	var reasoning *string
+	if answer.Reasoning != "" {
+		reasoning = &answer.Reasoning
+	}
+	return batchLine{
+		ID:       "batch_req_" + tag,
+		CustomID: rec.ID,
+		Response: &batchResponse{
+			StatusCode: 200,
+			RequestID:  "req_" + tag,
+			Body: chatCompletion{
+				ID: "chatcmpl-" + tag, Object: "chat.completion", Created: rec.CreatedAt.Unix(), Model: rec.Model,
+				Choices: []chatChoice{{
+					Index:        rec.Sample,
+					Message:      chatMessage{Role: answer.Role, Content: answer.Content, ReasoningContent: reasoning},
+					FinishReason: rec.FinishReason,
+				}},
+				Usage: chatUsage{PromptTokens: rec.PromptTokens, CompletionTokens: rec.CompletionTokens,
+					TotalTokens: rec.PromptTokens + rec.CompletionTokens},
+			},
+		},
+	}
+}
+
+// batchErrorOf is a request that failed for good, as a batch error line.
+func batchErrorOf(e *sink.ErrorRecord) batchLine {
+	code := e.Cause
+	if code == "" {
+		code = "unknown"
+	}
+	msg := e.Message
+	if e.Status != 0 {
+		msg = fmt.Sprintf("HTTP %d: %s", e.Status, msg)
+	}
+	return batchLine{ID: "batch_req_" + keyTag(e.ID, e.Sample), CustomID: e.ID, Error: &batchError{Code: code, Message: msg}}
+}

@@ -1,0 +1,209 @@
+package export
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/synthgen/synthgen/sink"
+)
+
+// The order of the output is (id, sample), while the shards hold records in
+// the order they were answered. Sorting the records themselves would hold
+// a whole job in memory (a 1M-record job with reasoning is tens of GB), so
+// the export reads every file once to build an index of small entries
+// (key, file, byte span), sorts it, and then reads each record again at
+// its place. The cost: about 56 bytes plus the id's length per record
+// kept (~60 MB for 1M records, next to inspect's own key index of the same
+// size), 4 bytes per record for the token percentiles, and a second read of
+// the data, mostly from the page cache. A JSONL line is read back from its
+// shard; a Parquet row has no byte span, so it is copied once, as JSON, to
+// a spill file beside the output (removed at the end): that costs one
+// extra write of the Parquet shards' records.
+
+// entry is one row of the output, a record or (openai-batch
+// --include-errors) an error record.
+type entry struct {
+	id     string
+	sample int32
+	src    int32 // index in index.srcs; -1: an error record, span.Len its index in errs
+	off    int64
+	n      int32
+}
+
+type index struct {
+	entries []entry
+	srcs    []string // JSONL files to read spans from; the spill file last when there is one
+	spill   *os.File
+	errs    []*sink.ErrorRecord
+	open    map[int32]*os.File
+}
+
+func (x *index) close() {
+	for _, f := range x.open {
+		_ = f.Close()
+	}
+	if x.spill != nil {
+		_ = x.spill.Close()
+		_ = os.Remove(x.spill.Name())
+	}
+}
+
+// buildIndex reads every record of the report's files once, applies the
+// filters, counts what is exported, and sorts the entries by key.
+func buildIndex(ctx context.Context, o Options, tmpDir string) (*index, *Summary, error) {
+	x := &index{open: map[int32]*os.File{}}
+	filters := o.filters()
+	sum := &Summary{Format: o.Format, Out: o.Out, FinishReasons: map[string]int64{}}
+	var completion []int32
+	var spillOff int64
+	spillSrc := int32(-1)
+	for _, path := range o.Report.Files() {
+		if err := ctx.Err(); err != nil {
+			return x, nil, err
+		}
+		src := int32(len(x.srcs))
+		parquet := strings.HasSuffix(path, ".parquet")
+		if !parquet {
+			x.srcs = append(x.srcs, path)
+		}
+		err := sink.ForEachRecord(path, func(rec *sink.Record, at sink.Span) error {
+			sum.Read++
+			if i := drop(filters, rec); i >= 0 {
+				filters[i].Dropped++
+				return nil
+			}
+			e := entry{id: rec.ID, sample: int32(rec.Sample), src: src, off: at.Offset, n: int32(at.Len)}
+			if parquet {
+				if x.spill == nil {
+					f, err := os.CreateTemp(tmpDir, ".synthgen-export-*.spill")
+					if err != nil {
+						return fmt.Errorf("spill file: %w", err)
+					}
+					x.spill = f
+					spillSrc = int32(len(x.srcs))
+					x.srcs = append(x.srcs, f.Name())
+				}
+				line, err := json.Marshal(rec)
+				if err != nil {
+					return err
+				}
+				if _, err := x.spill.Write(line); err != nil {
+					return fmt.Errorf("spill file: %w", err)
+				}
+				e.src, e.off, e.n = spillSrc, spillOff, int32(len(line))
+				spillOff += int64(len(line))
+			}
+			x.entries = append(x.entries, e)
+			sum.Exported++
+			sum.PromptTokens += int64(rec.PromptTokens)
+			sum.CompletionTokens += int64(rec.CompletionTokens)
+			sum.FinishReasons[rec.FinishReason]++
+			completion = append(completion, int32(rec.CompletionTokens))
+			return nil
+		})
+		if errors.Is(err, fs.ErrNotExist) {
+			return x, nil, fmt.Errorf("%s is gone: a run finalized it since the check; export again when the run has stopped", path)
+		}
+		if err != nil {
+			return x, nil, fmt.Errorf("read %s: %w", path, err)
+		}
+	}
+	sum.Filters = filters
+	if err := x.addErrors(o, sum); err != nil {
+		return x, nil, err
+	}
+	slices.Sort(completion)
+	sum.CompletionP50, sum.CompletionP90 = percentile(completion, 50), percentile(completion, 90)
+	slices.SortFunc(x.entries, func(a, b entry) int {
+		return sink.CompareKeys(sink.Key{ID: a.id, Sample: int(a.sample)}, sink.Key{ID: b.id, Sample: int(b.sample)})
+	})
+	return x, sum, nil
+}
+
+// addErrors counts the keys that failed for good (the last error record of
+// a key no record superseded, in any directory) and, for --include-errors,
+// indexes them as rows. There are few; they are held.
+func (x *index) addErrors(o Options, sum *Summary) error {
+	last := map[sink.Key]*sink.ErrorRecord{}
+	for _, dir := range o.Dirs {
+		err := sink.ForEachError(dir, func(e *sink.ErrorRecord) error {
+			if !o.Report.Has(e.Key()) {
+				c := *e
+				last[e.Key()] = &c
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read %s errors: %w", dir, err)
+		}
+	}
+	sum.Failed = int64(len(last))
+	if !o.IncludeErrors {
+		return nil
+	}
+	for _, e := range last {
+		x.entries = append(x.entries, entry{id: e.ID, sample: int32(e.Sample), src: -1, n: int32(len(x.errs))})
+		x.errs = append(x.errs, e)
+	}
+	sum.ErrorLines = int64(len(x.errs))
+	return nil
+}
+
+// record reads entry e's record into rec.
+func (x *index) record(e entry, rec *sink.Record, buf []byte) ([]byte, error) {
+	f, ok := x.open[e.src]
+	if !ok {
+		if len(x.open) >= maxOpen {
+			for k, g := range x.open {
+				_ = g.Close()
+				delete(x.open, k)
+				break
+			}
+		}
+		path := x.srcs[e.src]
+		var err error
+		if x.spill != nil && path == x.spill.Name() {
+			f, err = os.Open(path)
+		} else {
+			f, err = openShard(path)
+		}
+		if err != nil {
+			return buf, err
+		}
+		x.open[e.src] = f
+	}
+	buf = slices.Grow(buf[:0], int(e.n))[:e.n]
+	if _, err := f.ReadAt(buf, e.off); err != nil {
+		return buf, fmt.Errorf("read %s at %d: %w", x.srcs[e.src], e.off, err)
+	}
+	*rec = sink.Record{}
+	if err := json.Unmarshal(buf, rec); err != nil {
+		return buf, fmt.Errorf("%s at %d: %w", x.srcs[e.src], e.off, err)
+	}
+	if rec.ID != e.id || rec.Sample != int(e.sample) {
+		return buf, fmt.Errorf("%s changed while exporting (id %q sample %d is not at its place): export again when no run writes the directory", x.srcs[e.src], e.id, e.sample)
+	}
+	return buf, nil
+}
+
+// maxOpen bounds the shards held open while records are read in key order.
+const maxOpen = 64
+
+// openShard opens a JSONL data file; a .open file a run has finalized
+// since it was indexed is read under its final name (same bytes).
+func openShard(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) && strings.HasSuffix(path, ".open") {
+		f, err = os.Open(strings.TrimSuffix(path, ".open"))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: a run moved it since the check; export again when the run has stopped", err)
+	}
+	return f, nil
+}

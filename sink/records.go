@@ -1,0 +1,197 @@
+package sink
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// This file reads records back for tools that use a directory's data
+// (export): every record of one data file with where it is, and the error
+// records of a directory. Inspect decides which files count; these read them.
+
+// Span is where a record's JSON line is in a JSONL file (final, .open or
+// .journal): Len bytes from Offset, without the newline. A Parquet row has
+// no line: its Span is zero.
+type Span struct {
+	Offset int64
+	Len    int
+}
+
+// CompareKeys orders keys by id, decimal ids as numbers ("2" before "10"),
+// then by sample: the order of `synthgen export` and of inspect's lists.
+func CompareKeys(a, b Key) int { return compareKeys(a, b) }
+
+// Files returns the data files whose records the report counted (valid
+// shards, open ones included), in the order they were read. Leftovers and
+// invalid shards are not among them.
+func (r *Report) Files() []string { return slices.Clone(r.files) }
+
+// ForEachRecord calls fn for every record of the data file path, in file
+// order. A JSONL file is read up to its last complete line (a writer may be
+// appending) and up to NUL bytes a power loss left; a line that does not
+// decode is an error naming path:line. A Parquet file (name ending in
+// .parquet) is read row by row.
+func ForEachRecord(path string, fn func(rec *Record, at Span) error) error {
+	if strings.HasSuffix(path, suffixParquet) {
+		return eachParquetRecord(path, func(rec *Record) error { return fn(rec, Span{}) })
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var off int64
+	_, err = forEachLine(f, func(line []byte, n int) error {
+		at := Span{Offset: off, Len: len(line)}
+		off += int64(len(line)) + 1
+		if bytes.IndexByte(line, 0) >= 0 {
+			return errZeroFill
+		}
+		var rec Record
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		return fn(&rec, at)
+	})
+	if errors.Is(err, errZeroFill) {
+		return nil
+	}
+	return err
+}
+
+// eachParquetRecord reads every row of a Parquet shard, inspectBatch rows
+// at a time. parquet-go panics on some malformed pages: the panic becomes
+// an error naming the file.
+func eachParquetRecord(path string, fn func(*Record) error) (err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("unreadable: %v", p)
+		}
+	}()
+	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	if err != nil {
+		return fmt.Errorf("not a readable parquet file: %w", err)
+	}
+	if err := refuseLZ4(pf); err != nil {
+		return err
+	}
+	for _, col := range recordSchema.Columns() {
+		if _, ok := pf.Schema().Lookup(col...); !ok && !addedColumns[col[0]] {
+			return fmt.Errorf("schema: no column %s", strings.Join(col, "."))
+		}
+	}
+	rows := make([]Record, inspectBatch)
+	for g, rg := range pf.RowGroups() {
+		if err := eachRowGroupRecord(g, rg, rows, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func eachRowGroupRecord(g int, rg parquet.RowGroup, rows []Record, fn func(*Record) error) error {
+	rd := parquet.NewGenericRowGroupReader[Record](rg)
+	defer rd.Close()
+	var got int64
+	for {
+		clear(rows)
+		n, err := rd.Read(rows)
+		for i := range rows[:n] {
+			if ferr := fn(&rows[i]); ferr != nil {
+				return ferr
+			}
+		}
+		got += int64(n)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("row group %d: %w", g, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("row group %d: reader made no progress", g)
+		}
+	}
+	if got != rg.NumRows() {
+		return fmt.Errorf("row group %d: %d rows read, footer says %d", g, got, rg.NumRows())
+	}
+	return nil
+}
+
+// errorFiles lists the error files of errDir (final and .open) in index
+// order; none when the directory does not exist.
+func errorFiles(errDir string) ([]string, error) {
+	entries, err := os.ReadDir(errDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		p, ok := parsePart(e.Name())
+		if ok && e.Type().IsRegular() && p.format == FormatJSONL && (p.suffix == "" || p.suffix == suffixOpen) {
+			names = append(names, e.Name())
+		}
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		pa, _ := parsePart(a)
+		pb, _ := parsePart(b)
+		return cmp.Or(cmp.Compare(pa.index, pb.index), strings.Compare(a, b))
+	})
+	return names, nil
+}
+
+// ForEachError calls fn for every error record of DIR/errors, in the order
+// they were written (a later one for a key replaces an earlier). Lines that
+// do not decode are skipped: Inspect reports them as problems.
+func ForEachError(dir string, fn func(*ErrorRecord) error) error {
+	errDir := filepath.Join(dir, "errors")
+	names, err := errorFiles(errDir)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		path := filepath.Join(errDir, name)
+		f, err := os.Open(path)
+		if errors.Is(err, fs.ErrNotExist) && strings.HasSuffix(name, suffixOpen) {
+			f, err = os.Open(strings.TrimSuffix(path, suffixOpen)) // finalized since the listing
+		}
+		if err != nil {
+			return err
+		}
+		_, err = forEachLine(f, func(line []byte, _ int) error {
+			var e ErrorRecord
+			if json.Unmarshal(line, &e) != nil || e.ID == "" {
+				return nil
+			}
+			return fn(&e)
+		})
+		_ = f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return nil
+}
