@@ -19,15 +19,32 @@ type Turn struct {
 // they were sent (a system turn included when one was sent), then the
 // model's answer as an assistant turn with its reasoning kept apart from
 // its content. Every format is built from it, so this is the one place
-// that knows how a record becomes turns: when the record gains a list of
-// regenerated turns (one per assistant turn of a whole conversation), it
-// is read here, and each of those turns carries its own reasoning.
+// that knows how a record becomes turns. A whole conversation regenerated
+// by the model (generation.turns: all) was sent for its last turn with the
+// model's earlier answers in it: each of those assistant turns gets back
+// the reasoning its answer had (rec.Turns), which was held back from the
+// server but belongs to the training example.
 func Conversation(rec *sink.Record) []Turn {
 	turns := make([]Turn, 0, len(rec.Messages)+1)
+	answered := 0
 	for _, m := range rec.Messages {
-		turns = append(turns, Turn{Role: m.Role, Content: m.Content})
+		t := Turn{Role: m.Role, Content: m.Content}
+		if m.Role == "assistant" && answered < len(rec.Turns)-1 {
+			t.Reasoning = rec.Turns[answered].Reasoning
+			answered++
+		}
+		turns = append(turns, t)
 	}
 	return append(turns, Turn{Role: "assistant", Content: rec.Content, Reasoning: rec.Reasoning})
+}
+
+// answers are the model's answers a record holds: every turn of a whole
+// conversation, else the one answer.
+func answers(rec *sink.Record) []sink.Turn {
+	if len(rec.Turns) > 0 {
+		return rec.Turns
+	}
+	return []sink.Turn{{Reasoning: rec.Reasoning, Content: rec.Content, FinishReason: rec.FinishReason}}
 }
 
 // Reasoning modes for the formats that offer a choice (sharegpt, messages).

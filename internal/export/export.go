@@ -141,13 +141,17 @@ func drop(fs []Filter, rec *sink.Record) int {
 			continue
 		}
 		var hit bool
-		switch f.Name {
-		case FilterTruncated:
-			hit = rec.FinishReason == "length"
-		case FilterEmpty:
-			hit = strings.TrimSpace(rec.Content) == ""
-		case FilterThinkTags:
-			hit = hasThinkTag(rec.Content)
+		// A whole conversation is judged by every answer in it: one cut
+		// or empty turn spoils the conversation.
+		for _, a := range answers(rec) {
+			switch f.Name {
+			case FilterTruncated:
+				hit = hit || a.FinishReason == "length"
+			case FilterEmpty:
+				hit = hit || strings.TrimSpace(a.Content) == ""
+			case FilterThinkTags:
+				hit = hit || hasThinkTag(a.Content)
+			}
 		}
 		if hit {
 			return i
