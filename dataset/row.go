@@ -20,6 +20,9 @@ const (
 	FormatMessages = "messages"
 	FormatPrompt   = "prompt"
 	FormatAlpaca   = "alpaca"
+	// FormatOpenAIBatch is a line of an OpenAI batch input file (what
+	// `vllm run-batch` reads): a custom_id and a chat completion body.
+	FormatOpenAIBatch = "openai-batch"
 )
 
 // converter turns rows into prompt parts; it holds the resolved options.
@@ -30,15 +33,29 @@ type converter struct {
 	sourceField string
 }
 
-// convert returns the conversation to send, the row's id (when an id field is
-// set) and its source, or the field that makes the row bad.
-func (c *converter) convert(r row) (msgs []Message, id, source string, fe *fieldError) {
+// convert fills p with the conversation to send, the row's id (when an id
+// field is set, or the row names its own: a batch row's custom_id), its
+// source and a request row's own parameters, or returns the field that makes
+// the row bad.
+func (c *converter) convert(r row, p *Prompt) *fieldError {
+	var (
+		msgs []Message
+		id   string
+		fe   *fieldError
+	)
 	if c.idField != "" {
 		if id, fe = idOf(r, c.idField); fe != nil {
-			return nil, "", "", fe
+			return fe
 		}
 	}
 	switch c.shape(r) {
+	case FormatOpenAIBatch:
+		if c.idField == "" {
+			if id, fe = idOf(r, "custom_id"); fe != nil {
+				return fe
+			}
+		}
+		msgs, fe = batchRequest(r, p)
 	case FormatShareGPT:
 		msgs, fe = turns(r, "conversations", "from", "value")
 	case FormatMessages:
@@ -51,9 +68,10 @@ func (c *converter) convert(r row) (msgs []Message, id, source string, fe *field
 		fe = fieldErr("", ErrUnknownShape)
 	}
 	if fe != nil {
-		return nil, "", "", fe
+		return fe
 	}
-	return msgs, id, scalarString(r[c.sourceField]), nil
+	p.Messages, p.ID, p.Source = msgs, id, scalarString(r[c.sourceField])
+	return nil
 }
 
 func (c *converter) promptFieldName() string {
@@ -71,6 +89,8 @@ func (c *converter) shape(r row) string {
 		return c.format
 	}
 	switch {
+	case r["custom_id"] != nil && r["body"] != nil:
+		return FormatOpenAIBatch
 	case r["conversations"] != nil:
 		return FormatShareGPT
 	case r["messages"] != nil:
