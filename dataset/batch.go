@@ -112,15 +112,9 @@ func shown(v any) string {
 // a record holds exactly the turns sent, which are role and content only.
 func batchMessages(v any) ([]Message, *fieldError) {
 	const list = "body.messages"
-	if v == nil {
-		return nil, fieldErr(list, ErrMissing)
-	}
-	items, ok := v.([]any)
-	if !ok {
-		return nil, fieldErr(list, ErrNotList)
-	}
-	if len(items) == 0 {
-		return nil, fieldErr(list, ErrEmpty)
+	items, fe := turnList(v, list)
+	if fe != nil {
+		return nil, fe
 	}
 	msgs := make([]Message, 0, len(items))
 	for i, it := range items {

@@ -118,16 +118,9 @@ var roles = map[string]string{
 // Each turn may be {from, value} or {role, content} whatever the list is
 // called, because datasets mix them; errors name the keys the turn used.
 func turns(r row, list, roleKey, contentKey string) ([]Message, *fieldError) {
-	v, ok := r[list]
-	if !ok || v == nil {
-		return nil, fieldErr(list, ErrMissing)
-	}
-	items, ok := v.([]any)
-	if !ok {
-		return nil, fieldErr(list, ErrNotList)
-	}
-	if len(items) == 0 {
-		return nil, fieldErr(list, ErrEmpty)
+	items, fe := turnList(r[list], list)
+	if fe != nil {
+		return nil, fe
 	}
 	msgs := make([]Message, 0, 2)
 	hasUser := false
@@ -175,6 +168,21 @@ func turns(r row, list, roleKey, contentKey string) ([]Message, *fieldError) {
 		return nil, fieldErr(list, ErrNoUserTurn)
 	}
 	return msgs, nil
+}
+
+// turnList is a list of turns, present and not empty.
+func turnList(v any, field string) ([]any, *fieldError) {
+	if v == nil {
+		return nil, fieldErr(field, ErrMissing)
+	}
+	items, ok := v.([]any)
+	if !ok {
+		return nil, fieldErr(field, ErrNotList)
+	}
+	if len(items) == 0 {
+		return nil, fieldErr(field, ErrEmpty)
+	}
+	return items, nil
 }
 
 func dot(key string) string {
