@@ -5,7 +5,8 @@
 // Hugging Face Hub into a local cache first (hub.go).
 package dataset
 
-// Message is one chat turn with an OpenAI role (system, user, assistant).
+// Message is one chat turn with an OpenAI role (system, user, assistant;
+// tool only in a batch request, whose turns are sent as given).
 type Message struct {
 	Role    string
 	Content string
