@@ -33,7 +33,7 @@ var keys = []key{
 	{name: "endpoint.metrics_url", url: true, usage: "the server's Prometheus /metrics URL; empty: derived from base_url", field: func(c *Config) any { return &c.Endpoint.MetricsURL }},
 
 	{name: "dataset.path", usage: "dataset file or glob (.jsonl, .json, .parquet; gzip and zstd read transparently), or a Hugging Face dataset hf://owner/name[@revision][/glob]", field: func(c *Config) any { return &c.Dataset.Path }},
-	{name: "dataset.format", usage: "row shape: auto, sharegpt, messages, prompt or alpaca", field: func(c *Config) any { return &c.Dataset.Format }},
+	{name: "dataset.format", usage: "row shape: auto, sharegpt, messages, prompt, alpaca or openai-batch", field: func(c *Config) any { return &c.Dataset.Format }},
 	{name: "dataset.prompt_field", usage: "column holding the prompt text (required with dataset.format prompt)", field: func(c *Config) any { return &c.Dataset.PromptField }},
 	{name: "dataset.id_field", usage: "column holding each row's id; empty: the 0-based row index", field: func(c *Config) any { return &c.Dataset.IDField }},
 	{name: "dataset.limit", usage: "use only the first N rows; 0: all rows", field: func(c *Config) any { return &c.Dataset.Limit }},

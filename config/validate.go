@@ -28,7 +28,7 @@ func (e *FieldError) Error() string { return e.Key + ": " + e.Reason }
 
 // Enumerated values, in the order their errors list them.
 var (
-	DatasetFormats = []string{"auto", "sharegpt", "messages", "prompt", "alpaca"}
+	DatasetFormats = []string{"auto", "sharegpt", "messages", "prompt", "alpaca", "openai-batch"}
 	OutputFormats  = []string{"jsonl", "parquet"}
 	BadRowPolicies = []string{"skip", "fail"}
 	TurnsPolicies  = []string{"first", "all"}

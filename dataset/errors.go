@@ -68,6 +68,7 @@ var (
 	ErrNotObject    = errors.New("not an object")
 	ErrEmpty        = errors.New("empty")
 	ErrNoUserTurn   = errors.New("no user turn before the first assistant turn")
-	ErrUnknownShape = errors.New("no conversations, messages, prompt or instruction field")
+	ErrUnknownShape = errors.New("no conversations, messages, prompt, instruction, or custom_id and body field")
+	ErrNotText      = errors.New("not text")
 	ErrLineTooLong  = errors.New("line too long")
 )

@@ -3,10 +3,12 @@ package dataset
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -24,6 +26,9 @@ func FuzzJSONLRow(f *testing.F) {
 	f.Add([]byte(`{"conversations":[{"from":"human","value":5}]}`))
 	f.Add([]byte("{\"prompt\":\"\xff\xfe\"}\r\n[1,2]\n\"x\"\n{"))
 	f.Add([]byte("\ufeff{\"prompt\":\"bom\"}"))
+	f.Add([]byte(batchLine("r1", `{"model":"m","messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"}],"temperature":0,"max_tokens":5}`) + "\n" +
+		batchLine("r2", `{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"n":2}`)))
+	f.Add([]byte(`{"custom_id":"x","method":"GET","url":"/v1/embeddings","body":{"messages":[]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var skipped []*RowError
 		r := &Reader{
@@ -46,6 +51,13 @@ func FuzzJSONLRow(f *testing.F) {
 				t.Fatalf("Next: %v", err)
 			}
 			prompts++
+			if batchRow(data, p.Location) {
+				// A batch row is a whole request: its turns are sent as given.
+				if len(p.Messages) == 0 {
+					t.Fatalf("request row without turns: %+v", p)
+				}
+				continue
+			}
 			users := 0
 			for _, m := range p.Messages {
 				if m.Role == "user" {
@@ -136,4 +148,19 @@ func BenchmarkCount(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// batchRow says whether the line of data at loc ("fuzz.jsonl:N") is an
+// OpenAI batch request, which auto reads as one.
+func batchRow(data []byte, loc string) bool {
+	n, err := strconv.Atoi(strings.TrimPrefix(loc, "fuzz.jsonl:"))
+	lines := bytes.Split(data, []byte("\n"))
+	if err != nil || n < 1 || n > len(lines) {
+		return false
+	}
+	var r map[string]any
+	if json.Unmarshal(bytes.TrimPrefix(lines[n-1], []byte("\ufeff")), &r) != nil {
+		return false
+	}
+	return r["custom_id"] != nil && r["body"] != nil
 }

@@ -1,11 +1,12 @@
 // Package dataset reads prompts from dataset files one row at a time: JSONL,
 // JSON arrays and Parquet (gzip/zstd transparently), in the ShareGPT, OpenAI
-// messages, plain prompt and Alpaca row shapes. It never holds a whole file in
+// messages, plain prompt, Alpaca and OpenAI batch request row shapes. It never holds a whole file in
 // memory and talks to no LLM server; hf:// datasets are fetched from the
 // Hugging Face Hub into a local cache first (hub.go).
 package dataset
 
-// Message is one chat turn with an OpenAI role (system, user, assistant).
+// Message is one chat turn with an OpenAI role (system, user, assistant;
+// tool only in a batch request, whose turns are sent as given).
 type Message struct {
 	Role    string
 	Content string
@@ -29,6 +30,15 @@ type Prompt struct {
 	Conversation []Message
 	// Source is the row's source/category column, when it has one.
 	Source string
+	// Params are a request row's own request fields (openai-batch: every
+	// body key but model, messages, stream, stream_options and n), as
+	// decoded: JSON numbers stay json.Number, so a value reaches the server
+	// as the row wrote it. Each replaces the job's field of that name for
+	// this row. nil for the other shapes.
+	Params map[string]any
+	// Model is the model a request row names (body.model), "" when none.
+	// The server serves one model: the job's is asked whatever a row says.
+	Model string
 	// Location is "file:line" (JSONL) or "file:row N" (Parquet, JSON array),
 	// for messages about this row.
 	Location string

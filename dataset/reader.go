@@ -45,9 +45,9 @@ func (o Options) normalize() (Options, error) {
 	switch o.Format {
 	case "":
 		o.Format = FormatAuto
-	case FormatAuto, FormatShareGPT, FormatMessages, FormatPrompt, FormatAlpaca:
+	case FormatAuto, FormatShareGPT, FormatMessages, FormatPrompt, FormatAlpaca, FormatOpenAIBatch:
 	default:
-		return o, fmt.Errorf("dataset format %q: want auto, sharegpt, messages, prompt or alpaca", o.Format)
+		return o, fmt.Errorf("dataset format %q: want auto, sharegpt, messages, prompt, alpaca or openai-batch", o.Format)
 	}
 	switch o.OnBadRow {
 	case "":
@@ -174,7 +174,7 @@ func (r *Reader) Next() (Prompt, error) {
 		}
 		var p Prompt
 		if bad == nil {
-			p.Messages, p.ID, p.Source, bad = r.conv.convert(row)
+			bad = r.conv.convert(row, &p)
 		}
 		if bad == nil && r.opts.Conversations {
 			p.Conversation, bad = r.conv.conversation(row)
@@ -191,7 +191,7 @@ func (r *Reader) Next() (Prompt, error) {
 			}
 			continue
 		}
-		if r.opts.IDField == "" {
+		if p.ID == "" { // no id field, and the row names no id of its own
 			p.ID = strconv.FormatInt(index, 10)
 		}
 		p.Index = index

@@ -20,6 +20,9 @@ const (
 	FormatMessages = "messages"
 	FormatPrompt   = "prompt"
 	FormatAlpaca   = "alpaca"
+	// FormatOpenAIBatch is a line of an OpenAI batch input file (what
+	// `vllm run-batch` reads): a custom_id and a chat completion body.
+	FormatOpenAIBatch = "openai-batch"
 )
 
 // converter turns rows into prompt parts; it holds the resolved options.
@@ -30,15 +33,29 @@ type converter struct {
 	sourceField string
 }
 
-// convert returns the conversation to send, the row's id (when an id field is
-// set) and its source, or the field that makes the row bad.
-func (c *converter) convert(r row) (msgs []Message, id, source string, fe *fieldError) {
+// convert fills p with the conversation to send, the row's id (when an id
+// field is set, or the row names its own: a batch row's custom_id), its
+// source and a request row's own parameters, or returns the field that makes
+// the row bad.
+func (c *converter) convert(r row, p *Prompt) *fieldError {
+	var (
+		msgs []Message
+		id   string
+		fe   *fieldError
+	)
 	if c.idField != "" {
 		if id, fe = idOf(r, c.idField); fe != nil {
-			return nil, "", "", fe
+			return fe
 		}
 	}
 	switch c.shape(r) {
+	case FormatOpenAIBatch:
+		if c.idField == "" {
+			if id, fe = idOf(r, "custom_id"); fe != nil {
+				return fe
+			}
+		}
+		msgs, fe = batchRequest(r, p)
 	case FormatShareGPT:
 		msgs, fe = turns(r, "conversations", "from", "value", false)
 	case FormatMessages:
@@ -51,9 +68,10 @@ func (c *converter) convert(r row) (msgs []Message, id, source string, fe *field
 		fe = fieldErr("", ErrUnknownShape)
 	}
 	if fe != nil {
-		return nil, "", "", fe
+		return fe
 	}
-	return msgs, id, scalarString(r[c.sourceField]), nil
+	p.Messages, p.ID, p.Source = msgs, id, scalarString(r[c.sourceField])
+	return nil
 }
 
 func (c *converter) promptFieldName() string {
@@ -71,6 +89,8 @@ func (c *converter) shape(r row) string {
 		return c.format
 	}
 	switch {
+	case r["custom_id"] != nil && r["body"] != nil:
+		return FormatOpenAIBatch
 	case r["conversations"] != nil:
 		return FormatShareGPT
 	case r["messages"] != nil:
@@ -113,16 +133,9 @@ func (c *converter) conversation(r row) ([]Message, *fieldError) {
 // may be {from, value} or {role, content} whatever the list is called,
 // because datasets mix them; errors name the keys the turn used.
 func turns(r row, list, roleKey, contentKey string, whole bool) ([]Message, *fieldError) {
-	v, ok := r[list]
-	if !ok || v == nil {
-		return nil, fieldErr(list, ErrMissing)
-	}
-	items, ok := v.([]any)
-	if !ok {
-		return nil, fieldErr(list, ErrNotList)
-	}
-	if len(items) == 0 {
-		return nil, fieldErr(list, ErrEmpty)
+	items, fe := turnList(r[list], list)
+	if fe != nil {
+		return nil, fe
 	}
 	msgs := make([]Message, 0, 2)
 	hasUser := false
@@ -178,6 +191,21 @@ func turns(r row, list, roleKey, contentKey string, whole bool) ([]Message, *fie
 		return nil, fieldErr(list, ErrNoUserTurn)
 	}
 	return msgs, nil
+}
+
+// turnList is a list of turns, present and not empty.
+func turnList(v any, field string) ([]any, *fieldError) {
+	if v == nil {
+		return nil, fieldErr(field, ErrMissing)
+	}
+	items, ok := v.([]any)
+	if !ok {
+		return nil, fieldErr(field, ErrNotList)
+	}
+	if len(items) == 0 {
+		return nil, fieldErr(field, ErrEmpty)
+	}
+	return items, nil
 }
 
 func dot(key string) string {

@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"reflect"
@@ -11,6 +12,13 @@ import (
 
 func u(s string) Message  { return Message{Role: "user", Content: s} }
 func sy(s string) Message { return Message{Role: "system", Content: s} }
+func as(s string) Message { return Message{Role: "assistant", Content: s} }
+
+// batchLine is a line of an OpenAI batch input file asking a chat completion
+// of body.
+func batchLine(id, body string) string {
+	return `{"custom_id":` + quote(id) + `,"method":"POST","url":"/v1/chat/completions","body":` + body + `}`
+}
 
 // TestRowShapes reads one JSONL row per case through a real file and checks
 // the conversation, id and source a user would get, or the field named bad.
@@ -22,6 +30,8 @@ func TestRowShapes(t *testing.T) {
 		want   []Message
 		id     string
 		source string
+		params map[string]any // a request row's own fields
+		model  string
 		field  string // when the row is bad
 		err    error  // matched with errors.Is when set
 		msg    string // the error text after "file:1: " when set
@@ -121,6 +131,82 @@ func TestRowShapes(t *testing.T) {
 			line: `{"prompt":"p","source":7}`, want: []Message{u("p")}, id: "0", source: "7",
 		},
 		{
+			name: "openai batch request, auto: custom_id is the id, the body's fields are the row's own",
+			line: batchLine("req-7", `{"model":"gpt-4o-mini","messages":[{"role":"system","content":"S"},{"role":"user","content":"Q"}],"temperature":0,"max_tokens":100,"top_k":20,"stop":["\n\n"],"stream":true,"n":1}`),
+			want: []Message{sy("S"), u("Q")}, id: "req-7", model: "gpt-4o-mini",
+			params: map[string]any{"temperature": json.Number("0"), "max_tokens": json.Number("100"), "top_k": json.Number("20"), "stop": []any{"\n\n"}},
+		},
+		{
+			name: "openai batch request forced, numbers kept as written, turns as given",
+			opts: Options{Selection: Selection{Format: "openai-batch"}},
+			line: batchLine("r", `{"messages":[{"role":"user","content":"Q1"},{"role":"assistant","content":"A1"},{"role":"tool","content":"42"},{"role":"user","content":[{"type":"text","text":"one"},{"type":"text","text":"two"}]}],"temperature":0.70,"seed":12345678901234567890,"response_format":{"type":"json_object"}}`),
+			want: []Message{u("Q1"), as("A1"), {Role: "tool", Content: "42"}, u("one\ntwo")}, id: "r",
+			params: map[string]any{"temperature": json.Number("0.70"), "seed": json.Number("12345678901234567890"), "response_format": map[string]any{"type": "json_object"}},
+		},
+		{
+			name: "openai batch request without method and url, numeric custom_id",
+			line: `{"custom_id":17,"body":{"messages":[{"role":"developer","content":"D"},{"role":"user","content":"Q"}]}}`,
+			want: []Message{sy("D"), u("Q")}, id: "17",
+		},
+		{
+			name: "openai batch request, id field wins over custom_id", opts: Options{Selection: Selection{IDField: "uuid"}},
+			line: `{"uuid":"u1","custom_id":"c1","body":{"messages":[{"role":"user","content":"Q"}]}}`,
+			want: []Message{u("Q")}, id: "u1",
+		},
+		{
+			name: "batch content not text", line: batchLine("r", `{"messages":[{"role":"system","content":"S"},{"role":"user","content":7}]}`),
+			field: "body.messages[1].content", err: ErrNotText, msg: "body.messages[1].content: not text",
+		},
+		{
+			name: "batch image part is not text", line: batchLine("r", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`),
+			field: "body.messages[0].content", err: ErrNotText,
+			msg: "body.messages[0].content: not text: content[0].type: unsupported content part image_url",
+		},
+		{
+			name: "batch null content", line: batchLine("r", `{"messages":[{"role":"user","content":null}]}`),
+			field: "body.messages[0].content", err: ErrMissing,
+		},
+		{
+			name: "batch turn with tool calls", line: batchLine("r", `{"messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"","tool_calls":[{"id":"c"}]}]}`),
+			field: "body.messages[1].tool_calls", msg: "body.messages[1].tool_calls: not sent: a turn is sent as role and content only",
+		},
+		{
+			name: "batch unknown role", line: batchLine("r", `{"messages":[{"role":"function","content":"x"}]}`),
+			field: "body.messages[0].role", msg: `body.messages[0].role: unknown role "function"`,
+		},
+		{
+			name: "batch embeddings url", line: `{"custom_id":"r","method":"POST","url":"/v1/embeddings","body":{"input":"x"}}`,
+			field: "url", msg: `url: /v1/chat/completions, not "/v1/embeddings": only chat completions are asked`,
+		},
+		{
+			name: "batch GET", line: `{"custom_id":"r","method":"GET","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"Q"}]}}`,
+			field: "method", msg: `method: POST, not "GET": only chat completions are asked`,
+		},
+		{
+			name: "batch n of 4", line: batchLine("r", `{"messages":[{"role":"user","content":"Q"}],"n":4}`),
+			field: "body.n", msg: "body.n: 4: samples per prompt come from generation.n; a row asks for one",
+		},
+		{
+			name: "batch body not an object", line: `{"custom_id":"r","body":"hi"}`,
+			field: "body", err: ErrNotObject,
+		},
+		{
+			name: "batch forced, body missing", opts: Options{Selection: Selection{Format: "openai-batch"}}, line: `{"custom_id":"r"}`,
+			field: "body", err: ErrMissing,
+		},
+		{
+			name: "batch empty custom_id", line: batchLine("", `{"messages":[{"role":"user","content":"Q"}]}`),
+			field: "custom_id", err: ErrEmpty,
+		},
+		{
+			name: "batch no messages", line: batchLine("r", `{"model":"m"}`),
+			field: "body.messages", err: ErrMissing, msg: "body.messages: missing",
+		},
+		{
+			name: "batch model not a string", line: batchLine("r", `{"model":3,"messages":[{"role":"user","content":"Q"}]}`),
+			field: "body.model", err: ErrNotString,
+		},
+		{
 			name: "value not a string", line: `{"conversations":[{"from":"human","value":5}]}`,
 			field: "conversations[0].value", err: ErrNotString, msg: "conversations[0].value: not a string",
 		},
@@ -166,7 +252,7 @@ func TestRowShapes(t *testing.T) {
 		},
 		{
 			name: "no known shape", line: `{"text":"hello"}`,
-			err: ErrUnknownShape, msg: "no conversations, messages, prompt or instruction field",
+			err: ErrUnknownShape, msg: "no conversations, messages, prompt, instruction, or custom_id and body field",
 		},
 		{
 			name: "id field missing", opts: Options{Selection: Selection{IDField: "id"}}, line: `{"prompt":"p"}`,
@@ -210,6 +296,9 @@ func TestRowShapes(t *testing.T) {
 				}
 				if !reflect.DeepEqual(p.Messages, tt.want) {
 					t.Errorf("messages = %q, want %q", p.Messages, tt.want)
+				}
+				if !reflect.DeepEqual(p.Params, tt.params) || p.Model != tt.model {
+					t.Errorf("params, model = %#v, %q; want %#v, %q", p.Params, p.Model, tt.params, tt.model)
 				}
 				if p.ID != tt.id || p.Source != tt.source {
 					t.Errorf("id, source = %q, %q; want %q, %q", p.ID, p.Source, tt.id, tt.source)

@@ -67,12 +67,18 @@ const defaultMaxConns = 256
 //   - Temperature is always sent: 0 reaches the server as 0;
 //   - TopP is sent when > 0 (0 is not a valid top_p for OpenAI or vLLM, so
 //     it means "not set" rather than a 400 per prompt);
-//   - Extra (extra_body) is merged last into the top level (top_k, min_p,
+//   - Extra (extra_body) is merged into the top level (top_k, min_p,
 //     chat_template_kwargs, ...); a key there replaces the field of the
-//     same name, except "stream", which decides how the answer is read.
+//     same name, except "stream", which decides how the answer is read;
+//   - Params (a request row's own fields, dataset.Prompt.Params) come
+//     last and replace the field of the same name, the job's or
+//     extra_body's, for that row: a row's temperature 0 is sent as 0.
 type wireRequest struct {
 	Sampling
 	Messages []Message
+	// Params are the row's own request fields, values as the dataset
+	// decoded them (json.Number keeps a number as written).
+	Params map[string]any
 	// Stream asks for SSE, with stream_options.include_usage=true so the last
 	// chunk carries the token counts.
 	Stream bool
@@ -353,10 +359,16 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 // encodeRequest builds the exact JSON body of a chat completion request:
 // model, messages, max_tokens (when > 0), temperature (always, 0 included),
 // top_p (when > 0), stream, stream_options when streaming, then Extra's keys
-// in sorted order, each replacing the field of the same name.
+// in sorted order, then the row's Params in sorted order, each replacing the
+// field of the same name.
 func encodeRequest(req wireRequest) ([]byte, error) {
 	if _, ok := req.Extra["stream"]; ok {
 		return nil, errors.New(`extra_body: "stream" is set by generation.stream, not extra_body`)
+	}
+	for _, k := range []string{"stream", "stream_options", "model", "messages"} {
+		if _, ok := req.Params[k]; ok {
+			return nil, fmt.Errorf("the row's %q cannot replace the job's", k)
+		}
 	}
 	if math.IsNaN(req.Temperature) || math.IsInf(req.Temperature, 0) {
 		return nil, fmt.Errorf("temperature: %v is not a JSON number", req.Temperature)
@@ -372,7 +384,7 @@ func encodeRequest(req wireRequest) ([]byte, error) {
 	b = append(b, '{')
 	first := true
 	key := func(k string) bool {
-		if _, over := req.Extra[k]; over {
+		if _, over := req.Extra[k]; over || req.rowHas(k) {
 			return false
 		}
 		if !first {
@@ -415,28 +427,67 @@ func encodeRequest(req wireRequest) ([]byte, error) {
 	if req.Stream && key("stream_options") {
 		b = append(b, `{"include_usage":true}`...)
 	}
-	if len(req.Extra) > 0 {
-		keys := make([]string, 0, len(req.Extra))
-		for k := range req.Extra {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			v, err := json.Marshal(req.Extra[k])
-			if err != nil {
-				return nil, fmt.Errorf("extra_body.%s: %w", k, err)
-			}
-			if !first {
-				b = append(b, ',')
-			}
-			first = false
-			b = appendString(b, k)
-			b = append(b, ':')
-			b = append(b, v...)
-		}
+	var err error
+	if b, first, err = appendFields(b, first, "extra_body.", req.Extra, req.rowHas); err != nil {
+		return nil, err
+	}
+	if b, _, err = appendFields(b, first, "the row's ", req.Params, nil); err != nil {
+		return nil, err
 	}
 	b = append(b, '}')
 	return b, nil
+}
+
+// rowHas says whether the row's own fields replace the job's field k. The
+// two spellings of the answer's length are one setting: a row that says
+// max_completion_tokens replaces the job's max_tokens too, or the server
+// would get both and vLLM would take the job's max_completion_tokens over
+// the row's max_tokens.
+func (req *wireRequest) rowHas(k string) bool {
+	if len(req.Params) == 0 {
+		return false
+	}
+	if _, ok := req.Params[k]; ok {
+		return true
+	}
+	switch k {
+	case "max_tokens":
+		_, ok := req.Params["max_completion_tokens"]
+		return ok
+	case "max_completion_tokens":
+		_, ok := req.Params["max_tokens"]
+		return ok
+	}
+	return false
+}
+
+// appendFields appends the fields of m in key order, but those skip says
+// another source replaces; what names them in an error.
+func appendFields(b []byte, first bool, what string, m map[string]any, skip func(string) bool) ([]byte, bool, error) {
+	if len(m) == 0 {
+		return b, first, nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		if skip == nil || !skip(k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v, err := json.Marshal(m[k])
+		if err != nil {
+			return b, first, fmt.Errorf("%s%s: %w", what, k, err)
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = append(b, v...)
+	}
+	return b, first, nil
 }
 
 const hexDigits = "0123456789abcdef"

@@ -369,3 +369,51 @@ func BenchmarkDecodeChunk(b *testing.B) {
 		}
 	}
 }
+
+// TestEncodeRequestRowParams: a request row's own fields replace the job's
+// and extra_body's of the same name, numbers exactly as the row wrote them
+// (temperature 0 included); either spelling of the length replaces both.
+func TestEncodeRequestRowParams(t *testing.T) {
+	job := Sampling{Model: "m", MaxTokens: 8192, Temperature: 0.6, TopP: 0.95, Extra: map[string]any{"top_k": 20, "max_completion_tokens": 100, "seed": 1}}
+	tests := []struct {
+		name   string
+		params map[string]any
+		want   string
+	}{
+		{
+			name: "no row fields: the job's",
+			want: `{"model":"m","messages":[],"max_tokens":8192,"temperature":0.6,"top_p":0.95,"stream":false,"max_completion_tokens":100,"seed":1,"top_k":20}`,
+		},
+		{
+			name:   "temperature 0, top_k and seed from the row",
+			params: map[string]any{"temperature": json.Number("0"), "top_k": json.Number("-1"), "seed": json.Number("12345678901234567890")},
+			want:   `{"model":"m","messages":[],"max_tokens":8192,"top_p":0.95,"stream":false,"max_completion_tokens":100,"seed":12345678901234567890,"temperature":0,"top_k":-1}`,
+		},
+		{
+			name:   "the row's max_tokens replaces max_completion_tokens too",
+			params: map[string]any{"max_tokens": json.Number("7"), "stop": []any{"</s>"}, "temperature": json.Number("1.50")},
+			want:   `{"model":"m","messages":[],"top_p":0.95,"stream":false,"seed":1,"top_k":20,"max_tokens":7,"stop":["\u003c/s\u003e"],"temperature":1.50}`,
+		},
+		{
+			name:   "the row's max_completion_tokens replaces max_tokens",
+			params: map[string]any{"max_completion_tokens": json.Number("9")},
+			want:   `{"model":"m","messages":[],"temperature":0.6,"top_p":0.95,"stream":false,"seed":1,"top_k":20,"max_completion_tokens":9}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body, err := encodeRequest(wireRequest{Sampling: job, Messages: []Message{}, Params: tt.params})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(body) != tt.want {
+				t.Errorf("body\n %s\nwant\n %s", body, tt.want)
+			}
+		})
+	}
+	for _, k := range []string{"stream", "stream_options", "model", "messages"} {
+		if _, err := encodeRequest(wireRequest{Sampling: job, Params: map[string]any{k: true}}); err == nil {
+			t.Errorf("a row's %q was sent", k)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,9 +72,9 @@ type engineOptions struct {
 	// RetryErrors asks again the keys that failed for good in an earlier
 	// run; else they are passed over like done keys.
 	RetryErrors bool
-	// UniqueIDs says the source's ids cannot repeat (row indices), so the
-	// run keeps no set of the keys it asked: memory for the keys of a run
-	// then stays the sink's alone.
+	// UniqueIDs says the source's ids are row indices, which cannot repeat,
+	// unless a row names its own (a batch request's custom_id): the run then
+	// keeps a set of those keys only, and a bit per other row (askedKeys).
 	UniqueIDs bool
 	Retry     RetryPolicy
 	// SyncInterval is how often the writer flushes the sink when results
@@ -81,6 +82,9 @@ type engineOptions struct {
 	SyncInterval time.Duration
 	// Now is the clock for record timestamps; nil = time.Now.
 	Now func() time.Time
+	// Log receives notes for a person (a row asking for another model);
+	// nil: discarded.
+	Log io.Writer
 }
 
 // engine runs prompts through a completer into a resultSink.
@@ -133,6 +137,9 @@ func newEngine(client completer, stats *Stats, opts engineOptions) (*engine, err
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
 	}
 	if stats == nil {
 		stats = NewStats(nil)
@@ -273,12 +280,8 @@ func (e *engine) draining() bool {
 // and errors are not retried), nor when this run asked it already (a
 // repeated id in the dataset).
 func (e *engine) produce(ctx context.Context, src source, held sink.Recovered, start func(job)) (ended bool, err error) {
-	// asked holds every key this run asked: a key is written once, and a
-	// repeated id may come after the first copy's record was written.
-	var asked map[sink.Key]struct{}
-	if !e.opts.UniqueIDs {
-		asked = make(map[sink.Key]struct{})
-	}
+	asked := askedKeys{all: !e.opts.UniqueIDs}
+	notedModel := false
 	for {
 		if e.draining() || ctx.Err() != nil {
 			return false, nil
@@ -290,10 +293,16 @@ func (e *engine) produce(ctx context.Context, src source, held sink.Recovered, s
 		if err != nil {
 			return false, fmt.Errorf("read dataset: %w", err)
 		}
+		if p.Model != "" && p.Model != e.opts.Sampling.Model && !notedModel {
+			notedModel = true
+			fmt.Fprintf(e.opts.Log, "note: rows ask for model %q (first at %s); every request goes to %q, the one model the server serves (endpoint.model)\n",
+				p.Model, p.Location, e.opts.Sampling.Model)
+		}
 		msgs := e.opts.Prompt.messages(p.Messages)
+		byIndex := asked.byIndex(p)
 		for s := range e.opts.Sampling.Samples {
 			k := sink.Key{ID: p.ID, Sample: s}
-			if _, repeated := asked[k]; repeated {
+			if asked.repeated(k, byIndex) {
 				// Out of the run's total like a key found done: the key is
 				// answered once, by the first copy.
 				e.stats.AddRepeated(1)
@@ -303,15 +312,85 @@ func (e *engine) produce(ctx context.Context, src source, held sink.Recovered, s
 				e.stats.AddAlreadyDone(1)
 				continue
 			}
-			if asked != nil {
-				asked[k] = struct{}{}
-			}
+			asked.add(k, byIndex)
 			if e.draining() || ctx.Err() != nil {
 				return false, nil
 			}
 			start(job{prompt: p, sample: s, msgs: msgs})
 		}
+		if byIndex {
+			asked.addRow(p.Index)
+		}
 	}
+}
+
+// askedKeys are the keys a run asked (or found held), so that a key is
+// written once although a repeated id may come after the first copy's record
+// was written. Ids from an id column (all) are kept as keys. Without one, a
+// row's id is its index, which no other row repeats, unless the row names its
+// own (a batch request's custom_id): only those are kept as keys, and the
+// rows whose id is their index as one bit each, in case a later row's
+// custom_id spells an earlier row's index. A dataset of plain rows then costs
+// a bit a row, not a key (ARCHITECTURE.md, "Measured decisions").
+type askedKeys struct {
+	all  bool
+	keys map[sink.Key]struct{}
+	rows []uint64 // bit i: row i, whose id is its index, was produced
+	buf  []byte
+}
+
+// byIndex says whether p's id is its row index (never, with an id column).
+func (a *askedKeys) byIndex(p dataset.Prompt) bool {
+	if a.all {
+		return false
+	}
+	a.buf = strconv.AppendInt(a.buf[:0], p.Index, 10)
+	return string(a.buf) == p.ID
+}
+
+func (a *askedKeys) repeated(k sink.Key, byIndex bool) bool {
+	if _, ok := a.keys[k]; ok {
+		return true
+	}
+	if a.all || byIndex {
+		return false
+	}
+	// A row's own id that spells a row index: asked when that row was.
+	i, ok := rowIndex(k.ID)
+	return ok && i/64 < uint64(len(a.rows)) && a.rows[i/64]&(1<<(i%64)) != 0
+}
+
+func (a *askedKeys) add(k sink.Key, byIndex bool) {
+	if byIndex {
+		return // addRow keeps the row
+	}
+	if a.keys == nil {
+		a.keys = make(map[sink.Key]struct{})
+	}
+	a.keys[k] = struct{}{}
+}
+
+func (a *askedKeys) addRow(i int64) {
+	w := int(i / 64)
+	if w >= len(a.rows) {
+		a.rows = append(a.rows, make([]uint64, w+1-len(a.rows))...)
+	}
+	a.rows[w] |= 1 << (i % 64)
+}
+
+// rowIndex reads id as a row index is written: decimal digits, no sign, no
+// leading zero.
+func rowIndex(id string) (uint64, bool) {
+	if id == "" || len(id) > 19 || (id[0] == '0' && len(id) > 1) {
+		return 0, false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < '0' || id[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseUint(id, 10, 64)
+	return n, err == nil
 }
 
 // do runs one key to an answer or a final failure, retrying inside the slot.
@@ -347,7 +426,7 @@ func (e *engine) do(ctx, wait context.Context, gate *outage, j job) result {
 // ask sends one request of key j until it is answered (resp), fails for
 // good (fail), or the run stops (neither: the key is asked on resume).
 func (e *engine) ask(ctx, wait context.Context, gate *outage, tr *Tracker, j job, msgs []Message) (resp *wireResponse, attempts int, fail *sink.ErrorRecord) {
-	req := wireRequest{Sampling: e.opts.Sampling, Messages: msgs, Stream: e.opts.Stream}
+	req := wireRequest{Sampling: e.opts.Sampling, Messages: msgs, Params: j.prompt.Params, Stream: e.opts.Stream}
 	// charged counts the attempts held against the prompt: not those that
 	// failed because the whole server was away (see outage.go). Those are
 	// bounded too, so a prompt that crashes the server every time it is

@@ -351,3 +351,67 @@ func TestEngineRunsOnce(t *testing.T) {
 		t.Errorf("second Run = %v, want an error saying an Engine runs once", err)
 	}
 }
+
+// TestRepeatedOwnIDsAmongIndexIDs: without an id column a row's id is its
+// index, unless the row names its own (a batch request's custom_id). Such an
+// id is asked once however it repeats: another custom_id, or a plain row's
+// index before or after it. A row model other than the job's is noted once.
+func TestRepeatedOwnIDsAmongIndexIDs(t *testing.T) {
+	srv := &countingServer{}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	dir := t.TempDir()
+	client := newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: 4})
+	// index: id
+	rows := []string{
+		0: "0", 1: "1", 2: "2", // plain rows
+		3: "1",         // a custom_id spelling row 1's index
+		4: "x", 5: "x", // a repeated custom_id
+		6:  "6",  // plain
+		7:  "7",  // a custom_id equal to its own index: the same key
+		8:  "9",  // a custom_id spelling a later row's index
+		9:  "9",  // that plain row
+		10: "01", // not how an index is written: its own id
+	}
+	src := newSliceSource(rows...)
+	for i := range src.prompts {
+		src.prompts[i].Model = "gpt-4o-mini"
+		src.prompts[i].Location = fmt.Sprintf("b.jsonl:%d", i+1)
+	}
+	var log strings.Builder
+	opts := testOptions(4)
+	opts.UniqueIDs, opts.Log = true, &log
+	out := openSink(t, dir)
+	eng, _ := newEngine(client, NewStats(nil), opts)
+	sum, err := eng.Run(context.Background(), src, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seen := readIDs(t, dir)
+	want := []string{"0", "1", "2", "x", "6", "7", "9", "01"}
+	for _, id := range want {
+		if seen[id] != 1 {
+			t.Errorf("id %s written %d times, want once", id, seen[id])
+		}
+	}
+	if len(seen) != len(want) || sum.Written != len(want) || sum.Duplicates != 3 {
+		t.Errorf("ids on disk %v, summary %+v; want %v and 3 duplicates", seen, sum, want)
+	}
+	if got := srv.requests.Load(); got != int64(len(want)) {
+		t.Errorf("server asked %d times, want %d", got, len(want))
+	}
+	if n := strings.Count(log.String(), "note: "); n != 1 || !strings.Contains(log.String(), `model "gpt-4o-mini" (first at b.jsonl:1)`) {
+		t.Errorf("log %q: want one note naming the row's model and where", log.String())
+	}
+}
+
+func TestRowIndex(t *testing.T) {
+	for id, want := range map[string]bool{"0": true, "7": true, "18446744073709551615": false, "9223372036854775807": true, "01": false, "": false, "-1": false, "1e3": false, "+1": false} {
+		if _, ok := rowIndex(id); ok != want {
+			t.Errorf("rowIndex(%q) ok = %v, want %v", id, ok, want)
+		}
+	}
+}

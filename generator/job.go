@@ -22,6 +22,13 @@ import (
 // setting it comes from; Identity, the hash and the message refusing a
 // changed job all derive from those tags. A new selection or sampling
 // option is one field here (or in dataset.Selection) with its tag.
+//
+// A request row's own sampling fields (an openai-batch row's temperature,
+// max_tokens, ...: dataset.Prompt.Params) replace the job's for that row
+// and are no settings here: the dataset's identity (Selection.Content, the
+// size and hash of every local file; an hf:// dataset's pinned revision)
+// already changes with any of them, so an edited row is a changed job and
+// the rows need no second hashing.
 type Job struct {
 	Selection dataset.Selection `json:"selection"`
 	Prompt    Prompting         `json:"prompt"`

@@ -127,7 +127,8 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 		Prompt:       r.job.Prompt,
 		Stream:       s.Stream,
 		RetryErrors:  s.RetryErrors,
-		UniqueIDs:    r.job.Selection.IDField == "", // row indices
+		UniqueIDs:    r.job.Selection.IDField == "", // row indices, or a row's own custom_id
+		Log:          s.Log,
 		Retry:        s.Retry,
 		SyncInterval: s.SyncInterval,
 	})

@@ -1,0 +1,164 @@
+package dataset
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// The request a batch row may ask for: a chat completion, by POST. Other
+// endpoints (embeddings, completions) are not what a chat job answers.
+const (
+	batchMethod = "POST"
+	batchURL    = "/v1/chat/completions"
+)
+
+// batchRoles are the roles a batch row's messages may have. The body is a
+// whole request, so its turns are sent as given, assistant and tool turns
+// included; developer is OpenAI's newer name for system, which chat
+// templates know.
+var batchRoles = map[string]string{
+	"system":    "system",
+	"developer": "system",
+	"user":      "user",
+	"assistant": "assistant",
+	"tool":      "tool",
+}
+
+// batchRequest reads one line of an OpenAI batch input file:
+//
+//	{"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions",
+//	 "body": {"model": "m", "messages": [...], "temperature": 0, ...}}
+//
+// It returns body.messages as the conversation and fills p.Params with the
+// body's other request fields and p.Model with body.model. method and url
+// may be left out (some providers' files do): they can only mean a chat
+// completion by POST, and any other value is a bad row.
+func batchRequest(r row, p *Prompt) ([]Message, *fieldError) {
+	if fe := batchConst(r, "method", batchMethod); fe != nil {
+		return nil, fe
+	}
+	if fe := batchConst(r, "url", batchURL); fe != nil {
+		return nil, fe
+	}
+	v, ok := r["body"]
+	if !ok || v == nil {
+		return nil, fieldErr("body", ErrMissing)
+	}
+	body, ok := v.(map[string]any)
+	if !ok {
+		return nil, fieldErr("body", ErrNotObject)
+	}
+	msgs, fe := batchMessages(body["messages"])
+	if fe != nil {
+		return nil, fe
+	}
+	var params map[string]any
+	for k, v := range body {
+		switch k {
+		case "messages":
+		case "stream", "stream_options":
+			// How the answer is read is generation.stream's to say.
+		case "model":
+			if v == nil {
+				continue
+			}
+			m, ok := asString(v)
+			if !ok {
+				return nil, fieldErr("body.model", ErrNotString)
+			}
+			p.Model = m
+		case "n":
+			if v == nil {
+				continue
+			}
+			if n, ok := number(v); !ok || n != "1" {
+				return nil, fieldErr("body.n", fmt.Errorf("%v: samples per prompt come from generation.n; a row asks for one", v))
+			}
+		default:
+			if params == nil {
+				params = make(map[string]any, len(body))
+			}
+			params[k] = v
+		}
+	}
+	p.Params = params
+	return msgs, nil
+}
+
+// batchConst checks a field that, when present, must have one value.
+func batchConst(r row, key, want string) *fieldError {
+	v, ok := r[key]
+	if !ok || v == nil {
+		return nil
+	}
+	if s, ok := asString(v); !ok || s != want {
+		return fieldErr(key, fmt.Errorf("%s, not %s: only chat completions are asked", want, shown(v)))
+	}
+	return nil
+}
+
+// shown is a JSON value in a message: strings quoted, the rest as printed.
+func shown(v any) string {
+	if s, ok := asString(v); ok {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprint(v)
+}
+
+// batchMessages reads body.messages: every turn as given, with a role and
+// text content (a string, or text parts joined with "\n"). A turn carrying
+// more than role and content (tool_calls, tool_call_id, name) is a bad row:
+// a record holds exactly the turns sent, which are role and content only.
+func batchMessages(v any) ([]Message, *fieldError) {
+	const list = "body.messages"
+	items, fe := turnList(v, list)
+	if fe != nil {
+		return nil, fe
+	}
+	msgs := make([]Message, 0, len(items))
+	for i, it := range items {
+		at := list + "[" + strconv.Itoa(i) + "]"
+		turn, ok := it.(map[string]any)
+		if !ok {
+			return nil, fieldErr(at, ErrNotObject)
+		}
+		for k, v := range turn {
+			if k != "role" && k != "content" && v != nil {
+				return nil, fieldErr(at+"."+k, fmt.Errorf("not sent: a turn is sent as role and content only"))
+			}
+		}
+		name, fe := stringField(turn, "role", at+".role")
+		if fe != nil {
+			return nil, fe
+		}
+		role, known := batchRoles[name]
+		if !known {
+			return nil, fieldErr(at+".role", fmt.Errorf("unknown role %q", name))
+		}
+		content, fe := batchContent(turn["content"], at+".content")
+		if fe != nil {
+			return nil, fe
+		}
+		msgs = append(msgs, Message{Role: role, Content: content})
+	}
+	return msgs, nil
+}
+
+// batchContent is a turn's content: a string, or a list of text parts joined
+// with "\n" as vLLM joins them; anything else (an image part, a number) is
+// not text.
+func batchContent(v any, field string) (string, *fieldError) {
+	switch c := v.(type) {
+	case nil:
+		return "", fieldErr(field, ErrMissing)
+	case string, []byte, []any:
+		s, fe := contentOf(c, field, true)
+		if fe != nil {
+			rel := "content" + strings.TrimPrefix(fe.field, field)
+			return "", fieldErr(field, fmt.Errorf("%w: %s: %v", ErrNotText, rel, fe.err))
+		}
+		return s, nil
+	}
+	return "", fieldErr(field, ErrNotText)
+}
