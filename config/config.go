@@ -50,6 +50,7 @@ type GenerationConfig struct {
 	N            int            `mapstructure:"n"`
 	SystemPrompt string         `mapstructure:"system_prompt"`
 	Turns        string         `mapstructure:"turns"`
+	OnLength     string         `mapstructure:"on_length"`
 	Stream       bool           `mapstructure:"stream"`
 	ExtraBody    map[string]any `mapstructure:"extra_body"`
 }
@@ -99,6 +100,7 @@ func Default() Config {
 			TopP:        0.95,
 			N:           1,
 			Turns:       "first",
+			OnLength:    "keep",
 			Stream:      true,
 			ExtraBody:   map[string]any{},
 		},

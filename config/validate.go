@@ -32,6 +32,7 @@ var (
 	OutputFormats  = []string{"jsonl", "parquet"}
 	BadRowPolicies = []string{"skip", "fail"}
 	TurnsPolicies  = []string{"first", "all"}
+	LengthPolicies = []string{"keep", "retry"}
 )
 
 // bodyKeysOwnedByConfig are request fields that typed keys already set;
@@ -116,6 +117,7 @@ func (c Config) Validate() error {
 	}
 	atLeast("generation.n", int64(g.N), 1)
 	oneOf("generation.turns", g.Turns, TurnsPolicies)
+	oneOf("generation.on_length", g.OnLength, LengthPolicies)
 	for _, k := range slices.Sorted(maps.Keys(g.ExtraBody)) {
 		if owner, ok := bodyKeysOwnedByConfig[k]; ok {
 			add("generation.extra_body", k, fmt.Sprintf("%q is set by %s; set it there", k, owner))

@@ -439,6 +439,14 @@ func (e *engine) ask(ctx, wait context.Context, gate *outage, tr *Tracker, j job
 		}
 		r, err := e.client.Complete(ctx, req, tr.Delta)
 		if err == nil {
+			if next := e.opts.Sampling.moreRoom(req.MaxTokens, req.Params); r.FinishReason == "length" && next > 0 {
+				// Cut at max_tokens, and the job asks for the whole
+				// answer: again, with more room (a new request, so a
+				// drain stops it like a retry).
+				tr.Retry(causeLength)
+				req.MaxTokens = next
+				continue
+			}
 			return &r, attempt, nil
 		}
 		ce := classify(err)

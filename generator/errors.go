@@ -30,6 +30,7 @@ const (
 	causeCanceled   = "canceled"     // the caller's context was canceled
 	causeRequest    = "request"      // the request could not be built
 	causeOther      = "error"        // anything else
+	causeLength     = "length"       // an answer cut at max_tokens, asked again with more room (on_length: retry)
 )
 
 // httpCause is the cause of an HTTP error status: "http_429", "http_500".

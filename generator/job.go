@@ -78,6 +78,52 @@ type Sampling struct {
 	TopP        float64        `json:"top_p" key:"generation.top_p"`
 	Extra       map[string]any `json:"extra_body,omitempty" key:"generation.extra_body"` // merged into every request body
 	Samples     int            `json:"n" key:"generation.n"`                             // answers per prompt: keys (id, 0..n-1)
+	OnLength    OnLength       `json:"on_length,omitempty" key:"generation.on_length"`
+}
+
+// OnLength is generation.on_length: what an answer cut at max_tokens
+// (finish_reason "length") does. LengthKeep records it as it is;
+// LengthRetry asks again with twice the room, up to lengthCap times
+// max_tokens, so that a reasoning model cut mid-thought does not bias the
+// data toward short answers. Empty means LengthKeep.
+type OnLength string
+
+// The values of OnLength.
+const (
+	LengthKeep  OnLength = "keep"
+	LengthRetry OnLength = "retry"
+)
+
+// lengthCap bounds the room a retried answer gets, in multiples of
+// max_tokens: two doublings.
+const lengthCap = 4
+
+// Identity is the value hashed: empty and "keep" are one job.
+func (o OnLength) Identity() string {
+	if o == "" {
+		return string(LengthKeep)
+	}
+	return string(o)
+}
+
+func (o OnLength) String() string { return o.Identity() }
+
+// moreRoom is the max_tokens to ask again with after an answer cut at
+// current, or 0 when the policy or the cap says keep it. A row that sets
+// its own max_tokens keeps it: the row's value is what it asks for.
+func (s Sampling) moreRoom(current int, params map[string]any) int {
+	if s.OnLength != LengthRetry || current <= 0 {
+		return 0
+	}
+	for _, k := range []string{"max_tokens", "max_completion_tokens"} {
+		if _, own := params[k]; own {
+			return 0
+		}
+	}
+	if next := min(2*current, lengthCap*s.MaxTokens); next > current {
+		return next
+	}
+	return 0
 }
 
 // samples is the number of answers per prompt, at least 1.

@@ -48,6 +48,7 @@ var answerChanges = map[string]func(j *Job){
 	"generation.n":             func(j *Job) { j.Sampling.Samples = 3 },
 	"generation.system_prompt": func(j *Job) { j.Prompt.SystemPrompt = "" },
 	"generation.turns":         func(j *Job) { j.Prompt.Turns = TurnsAll },
+	"generation.on_length":     func(j *Job) { j.Sampling.OnLength = LengthRetry },
 	"generation.extra_body":    func(j *Job) { j.Sampling.Extra["top_k"] = 40 },
 	"dataset.format":           func(j *Job) { j.Selection.Format = dataset.FormatPrompt },
 	"dataset.prompt_field":     func(j *Job) { j.Selection.PromptField = "input" },

@@ -201,6 +201,7 @@ func TestJobOfIdentity(t *testing.T) {
 		{"n", func(c *config.Config) { c.Generation.N = 4 }, "generation.n"},
 		{"system prompt", func(c *config.Config) { c.Generation.SystemPrompt = "be brief" }, "generation.system_prompt"},
 		{"whole conversations", func(c *config.Config) { c.Generation.Turns = "all" }, "generation.turns"},
+		{"cut answers retried", func(c *config.Config) { c.Generation.OnLength = "retry" }, "generation.on_length"},
 		{"extra_body", func(c *config.Config) { c.Generation.ExtraBody = map[string]any{"top_k": 20} }, "generation.extra_body"},
 		{"dataset format", func(c *config.Config) { c.Dataset.Format = "sharegpt" }, "dataset.format"},
 		{"prompt field", func(c *config.Config) { c.Dataset.PromptField = "q" }, "dataset.prompt_field"},

@@ -196,6 +196,7 @@ func jobOf(cfg config.Config, shard dataset.Shard) generator.Job {
 			TopP:        cfg.Generation.TopP,
 			Extra:       cfg.Generation.ExtraBody,
 			Samples:     cfg.Generation.N,
+			OnLength:    generator.OnLength(cfg.Generation.OnLength),
 		},
 	}
 }
