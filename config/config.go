@@ -38,6 +38,7 @@ type DatasetConfig struct {
 	Format      string `mapstructure:"format"`
 	PromptField string `mapstructure:"prompt_field"`
 	IDField     string `mapstructure:"id_field"`
+	ParamsField string `mapstructure:"params_field"`
 	Limit       int64  `mapstructure:"limit"`
 	OnBadRow    string `mapstructure:"on_bad_row"`
 }

@@ -36,6 +36,7 @@ var keys = []key{
 	{name: "dataset.format", usage: "row shape: auto, sharegpt, messages, prompt, alpaca or openai-batch", field: func(c *Config) any { return &c.Dataset.Format }},
 	{name: "dataset.prompt_field", usage: "column holding the prompt text (required with dataset.format prompt)", field: func(c *Config) any { return &c.Dataset.PromptField }},
 	{name: "dataset.id_field", usage: "column holding each row's id; empty: the 0-based row index", field: func(c *Config) any { return &c.Dataset.IDField }},
+	{name: "dataset.params_field", usage: "column holding an object of each row's own request fields (temperature, max_tokens, seed, ...), which replace the config's for that row; empty: none (an openai-batch row's body always does)", field: func(c *Config) any { return &c.Dataset.ParamsField }},
 	{name: "dataset.limit", usage: "use only the first N rows; 0: all rows", field: func(c *Config) any { return &c.Dataset.Limit }},
 	{name: "dataset.on_bad_row", usage: "what a malformed row does: skip (reported with file:line and counted) or fail", field: func(c *Config) any { return &c.Dataset.OnBadRow }},
 

@@ -53,19 +53,30 @@ func batchRequest(r row, p *Prompt) ([]Message, *fieldError) {
 	if fe != nil {
 		return nil, fe
 	}
+	if fe := requestParams(body, "body", p); fe != nil {
+		return nil, fe
+	}
+	return msgs, nil
+}
+
+// requestParams fills p.Params with a row's own request fields, the object
+// at field at (a batch row's body, or the dataset.params_field column):
+// every key but messages (the prompt), stream and stream_options (how the
+// answer is read is generation.stream's to say), model (p.Model: the
+// server serves one) and n (samples come from generation.n: a row asks
+// for one).
+func requestParams(obj map[string]any, at string, p *Prompt) *fieldError {
 	var params map[string]any
-	for k, v := range body {
+	for k, v := range obj {
 		switch k {
-		case "messages":
-		case "stream", "stream_options":
-			// How the answer is read is generation.stream's to say.
+		case "messages", "stream", "stream_options":
 		case "model":
 			if v == nil {
 				continue
 			}
 			m, ok := asString(v)
 			if !ok {
-				return nil, fieldErr("body.model", ErrNotString)
+				return fieldErr(at+".model", ErrNotString)
 			}
 			p.Model = m
 		case "n":
@@ -73,17 +84,17 @@ func batchRequest(r row, p *Prompt) ([]Message, *fieldError) {
 				continue
 			}
 			if n, ok := number(v); !ok || n != "1" {
-				return nil, fieldErr("body.n", fmt.Errorf("%v: samples per prompt come from generation.n; a row asks for one", v))
+				return fieldErr(at+".n", fmt.Errorf("%v: samples per prompt come from generation.n; a row asks for one", v))
 			}
 		default:
 			if params == nil {
-				params = make(map[string]any, len(body))
+				params = make(map[string]any, len(obj))
 			}
 			params[k] = v
 		}
 	}
 	p.Params = params
-	return msgs, nil
+	return nil
 }
 
 // batchConst checks a field that, when present, must have one value.

@@ -111,6 +111,7 @@ func Open(opts Options) (*Reader, error) {
 			promptField: o.PromptField,
 			idField:     o.IDField,
 			sourceField: o.SourceField,
+			paramsField: o.ParamsField,
 		},
 	}
 	if err := r.openNext(); err != nil {

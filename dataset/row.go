@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ const (
 
 // converter turns rows into prompt parts; it holds the resolved options.
 type converter struct {
+	paramsField string // dataset.params_field: the row's own request fields; "" none
 	format      string
 	promptField string // "" in auto mode: "prompt"
 	idField     string
@@ -70,8 +72,34 @@ func (c *converter) convert(r row, p *Prompt) *fieldError {
 	if fe != nil {
 		return fe
 	}
+	if c.shape(r) != FormatOpenAIBatch {
+		if fe := c.rowParams(r, p); fe != nil {
+			return fe
+		}
+	}
 	p.Messages, p.ID, p.Source = msgs, id, scalarString(r[c.sourceField])
 	return nil
+}
+
+// rowParams reads the dataset.params_field column: an object of the row's
+// own request fields (temperature, max_tokens, seed, ...), which replace
+// the job's for that row as a batch row's body does. Absent or null: none.
+func (c *converter) rowParams(r row, p *Prompt) *fieldError {
+	if c.paramsField == "" {
+		return nil
+	}
+	v, ok := r[c.paramsField]
+	if !ok || v == nil {
+		return nil
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return fieldErr(c.paramsField, ErrNotObject)
+	}
+	if _, has := obj["messages"]; has {
+		return fieldErr(c.paramsField+".messages", errors.New("the prompt comes from the row's shape, not from its request fields"))
+	}
+	return requestParams(obj, c.paramsField, p)
 }
 
 func (c *converter) promptFieldName() string {

@@ -3,6 +3,7 @@ package dataset
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -358,5 +359,35 @@ func TestWholeConversations(t *testing.T) {
 	ps, _ = readAll(t, Options{Selection: Selection{Path: path}})
 	if ps[0].Conversation != nil {
 		t.Errorf("conversation read without Options.Conversations: %+v", ps[0].Conversation)
+	}
+}
+
+// TestParamsColumn: dataset.params_field reads a row's own request fields;
+// what it cannot mean is a bad row naming the field.
+func TestParamsColumn(t *testing.T) {
+	path := writeFile(t, t.TempDir(), "rows.jsonl", strings.Join([]string{
+		`{"prompt":"a","p":{"temperature":0,"seed":7,"model":"x"}}`,
+		`{"prompt":"b"}`,
+		`{"prompt":"c","p":null}`,
+		`{"prompt":"d","p":"hot"}`,
+		`{"prompt":"e","p":{"n":2}}`,
+		`{"prompt":"f","p":{"messages":[]}}`,
+	}, "\n")+"\n")
+	ps, skipped := readAll(t, Options{Selection: Selection{Path: path, ParamsField: "p"}})
+	if len(ps) != 3 {
+		t.Fatalf("prompts %+v", ps)
+	}
+	if p := ps[0].Params; len(p) != 2 || fmt.Sprint(p["temperature"]) != "0" || fmt.Sprint(p["seed"]) != "7" || ps[0].Model != "x" {
+		t.Errorf("row a: params %v, model %q", p, ps[0].Model)
+	}
+	if ps[1].Params != nil || ps[2].Params != nil {
+		t.Errorf("rows without the column have params: %v %v", ps[1].Params, ps[2].Params)
+	}
+	var fields []string
+	for _, e := range skipped {
+		fields = append(fields, e.Field)
+	}
+	if want := []string{"p", "p.n", "p.messages"}; !slices.Equal(fields, want) {
+		t.Errorf("bad rows name %v, want %v", fields, want)
 	}
 }

@@ -32,6 +32,10 @@ type Selection struct {
 	PromptField string `json:"prompt_field,omitempty" key:"dataset.prompt_field"`
 	// IDField is the id column; empty: the physical row index in decimal.
 	IDField string `json:"id_field,omitempty" key:"dataset.id_field"`
+	// ParamsField is a column holding an object of the row's own request
+	// fields (temperature, max_tokens, seed, ...), which replace the job's
+	// for that row, as a batch row's body does; empty: none.
+	ParamsField string `json:"params_field,omitempty" key:"dataset.params_field"`
 	// Limit, when positive, keeps only the physical rows with index < Limit.
 	// It is outside the identity: growing it asks only the new rows.
 	Limit int64 `json:"limit,omitempty" key:"-"`

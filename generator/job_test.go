@@ -53,6 +53,7 @@ var answerChanges = map[string]func(j *Job){
 	"dataset.format":           func(j *Job) { j.Selection.Format = dataset.FormatPrompt },
 	"dataset.prompt_field":     func(j *Job) { j.Selection.PromptField = "input" },
 	"dataset.id_field":         func(j *Job) { j.Selection.IDField = "" },
+	"dataset.params_field":     func(j *Job) { j.Selection.ParamsField = "sampling" },
 	"dataset.content":          func(j *Job) { j.Selection.Content[0].XXH64 = "fedcba9876543210" },
 	"dataset.revision":         func(j *Job) { j.Selection.Revision = "hf://o/n@abc" },
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -203,5 +204,65 @@ func TestRunAnswersAnOpenAIBatchFile(t *testing.T) {
 				t.Errorf("the resume sent %d requests, want none", after-before)
 			}
 		})
+	}
+}
+
+// TestRunParamsColumn: with dataset.params_field, a ShareGPT row's own
+// request fields (the column's object) replace the config's for that row,
+// as written (0 stays 0), and rows without the column take the config's.
+func TestRunParamsColumn(t *testing.T) {
+	clearSynthgenEnv(t)
+	var b strings.Builder
+	want := map[string]map[string]string{}
+	for i := range 40 {
+		q := fmt.Sprintf("question %d", i)
+		row := map[string]any{"conversations": []map[string]string{{"from": "human", "value": q}}}
+		w := map[string]string{"temperature": "0.6", "max_tokens": "512"}
+		switch i % 3 {
+		case 0:
+			row["sampling"] = json.RawMessage(fmt.Sprintf(`{"temperature": 0, "max_tokens": %d, "seed": %d}`, 100+i, i))
+			w = map[string]string{"temperature": "0", "max_tokens": strconv.Itoa(100 + i), "seed": strconv.Itoa(i)}
+		case 1:
+			row["sampling"] = json.RawMessage(`{"temperature": 1.10}`)
+			w["temperature"] = "1.10"
+		}
+		want[q] = w
+		line, err := json.Marshal(row)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(append(line, '\n'))
+	}
+	data := filepath.Join(t.TempDir(), "rows.jsonl")
+	if err := os.WriteFile(data, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := &recordingServer{}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	cliRun(t, "run", "--quiet", "--endpoint.base_url="+ts.URL+"/v1", "--endpoint.model=org/Model-B",
+		"--dataset.path="+data, "--dataset.params_field=sampling", "--dataset.on_bad_row=fail",
+		"--output.dir="+filepath.Join(t.TempDir(), "out"), "--output.format=jsonl", "--concurrency=4",
+		"--generation.temperature=0.6", "--generation.max_tokens=512").ok(t, "run")
+	reqs := srv.requests()
+	if len(reqs) != 40 {
+		t.Fatalf("%d requests, want 40", len(reqs))
+	}
+	for _, raw := range reqs {
+		var body map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &body); err != nil {
+			t.Fatal(err)
+		}
+		var msgs []map[string]string
+		_ = json.Unmarshal(body["messages"], &msgs)
+		w := want[msgs[len(msgs)-1]["content"]]
+		for k, v := range w {
+			if got := string(body[k]); got != v {
+				t.Errorf("%s: %s is %s, want %s\nbody: %s", msgs[len(msgs)-1]["content"], k, got, v, raw)
+			}
+		}
+		if _, ok := w["seed"]; !ok && body["seed"] != nil {
+			t.Errorf("a row without its own seed sent one: %s", raw)
+		}
 	}
 }

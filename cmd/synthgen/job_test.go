@@ -206,6 +206,7 @@ func TestJobOfIdentity(t *testing.T) {
 		{"dataset format", func(c *config.Config) { c.Dataset.Format = "sharegpt" }, "dataset.format"},
 		{"prompt field", func(c *config.Config) { c.Dataset.PromptField = "q" }, "dataset.prompt_field"},
 		{"id field", func(c *config.Config) { c.Dataset.IDField = "uuid" }, "dataset.id_field"},
+		{"params field", func(c *config.Config) { c.Dataset.ParamsField = "sampling" }, "dataset.params_field"},
 		// The path names the files; their content (stamped by the runner)
 		// is the dataset's identity.
 		{"dataset path", func(c *config.Config) { c.Dataset.Path = "other.jsonl" }, ""},

@@ -185,6 +185,7 @@ func jobOf(cfg config.Config, shard dataset.Shard) generator.Job {
 			Format:      cfg.Dataset.Format,
 			PromptField: cfg.Dataset.PromptField,
 			IDField:     cfg.Dataset.IDField,
+			ParamsField: cfg.Dataset.ParamsField,
 			Limit:       cfg.Dataset.Limit,
 			Shard:       shard,
 		},
