@@ -90,6 +90,11 @@ func resolve(path string) ([]string, error) {
 		if st.IsDir() {
 			return nil, fmt.Errorf("dataset %s: is a directory; use a glob such as %s", path, filepath.Join(path, "*.jsonl"))
 		}
+		if !st.Mode().IsRegular() {
+			// A FIFO or a device (a link to /dev/zero) never ends: counting
+			// it would hang the start.
+			return nil, fmt.Errorf("dataset %s: not a regular file (%s): give the dataset's file", path, st.Mode().Type())
+		}
 		files = []string{path}
 	}
 	for _, f := range files {

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // threeFiles writes a glob of three JSONL files (named so that the directory
@@ -397,5 +399,34 @@ func TestSample(t *testing.T) {
 	}
 	if n, err := Count(Options{Selection: Selection{Path: path}}); err != nil || n != 300 {
 		t.Errorf("Count = %d, %v", n, err)
+	}
+}
+
+// TestNotARegularFile: a FIFO, or a link to a device that never ends, is
+// refused at once by name, instead of hanging the count at start.
+func TestNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "rows.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("cannot make a FIFO here: %v", err)
+	}
+	zero := filepath.Join(dir, "zero.jsonl")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{fifo, zero} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := Count(Options{Selection: Selection{Path: path}})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "not a regular file") || !strings.Contains(err.Error(), path) {
+				t.Errorf("%s: Count = %v, want a refusal naming it", path, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: Count still reading after 30 s: it must refuse at once", path)
+		}
 	}
 }

@@ -97,6 +97,9 @@ func Open(opts Options) (_ *Sink, err error) {
 	if err := validate(&opts); err != nil {
 		return nil, err
 	}
+	if err := checkOwnDir(opts.Dir); err != nil {
+		return nil, err
+	}
 	now := opts.Now
 	if now == nil {
 		now = time.Now
@@ -557,4 +560,43 @@ func isDecimal(s string) bool {
 		}
 	}
 	return true
+}
+
+// checkOwnDir refuses an output directory that is not the sink's to fill:
+// the filesystem root (data/ and errors/ would land beside the system's),
+// or a directory that already holds files and nothing of a synthgen output
+// (the wrong path, say /data instead of /data/synth/run1).
+func checkOwnDir(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("output.dir %s: %w", dir, err)
+	}
+	if filepath.Dir(abs) == abs {
+		return fmt.Errorf("output.dir %s is the filesystem root: give the run a directory of its own, e.g. /data/synth/run1", dir)
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("output.dir %s: %w", dir, err)
+	}
+	var other []string
+	for _, e := range entries {
+		switch name := e.Name(); {
+		case name == ManifestName || name == "data" || name == "errors":
+			return nil // a synthgen output (recovery decides what it holds)
+		case name == LockName || name == "status.json" || name == "report.json" || strings.HasPrefix(name, "."):
+		default:
+			other = append(other, name)
+		}
+	}
+	if len(other) == 0 {
+		return nil
+	}
+	shown := other
+	if len(shown) > 5 {
+		shown = append(slices.Clone(shown[:5]), fmt.Sprintf("... %d in all", len(other)))
+	}
+	return fmt.Errorf("output.dir %s already holds %s and is not a synthgen output: choose a new or empty directory", dir, strings.Join(shown, ", "))
 }

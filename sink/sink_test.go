@@ -417,3 +417,29 @@ func TestMixedFormatsResume(t *testing.T) {
 	}
 	assertExactlyOnce(t, dir, keysOf(0, 20))
 }
+
+// TestOpenRefusesDirsNotItsOwn: the filesystem root, and a directory that
+// holds other files and nothing of a synthgen output, are refused before
+// anything is written there; an empty directory and an output are fine.
+func TestOpenRefusesDirsNotItsOwn(t *testing.T) {
+	// The check itself, not Open: a regression must not write into / .
+	if err := checkOwnDir("/"); err == nil || !strings.Contains(err.Error(), "filesystem root") {
+		t.Errorf("checkOwnDir(/) = %v, want a refusal", err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(testOptions(dir, FormatJSONL))
+	if err == nil || !strings.Contains(err.Error(), "notes.txt") || !strings.Contains(err.Error(), "not a synthgen output") {
+		t.Errorf("Open(dir with notes.txt) = %v, want a refusal naming it", err)
+	}
+	if names := dirNames(t, dir); !slices.Equal(names, []string{"notes.txt"}) {
+		t.Errorf("a refused Open wrote %v", names)
+	}
+	s := mustOpen(t, testOptions(t.TempDir(), FormatJSONL))
+	writeRange(t, s, 0, 1)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
