@@ -269,6 +269,18 @@ func (r *Report) reconcile(m *Manifest) {
 		if sh.Valid && sh.Records != ms.Records {
 			r.problem("%s holds %d records, the manifest says %d: it changed after it was written; restore it, or rerun with --force to accept what is on disk",
 				filepath.Join(dataDir, ms.Name), sh.Records, ms.Records)
+			continue
+		}
+		if ms.XXH64 == "" || !sh.Valid {
+			continue // nothing recorded, or already reported as unreadable
+		}
+		// inspect reads every byte anyway: the hash is checked whatever
+		// the modification time says.
+		path := filepath.Join(dataDir, ms.Name)
+		if _, _, sum, err := fileStamp(path); err == nil && sum != ms.XXH64 {
+			sh.Valid, sh.State, sh.Problem = false, ShardInvalid, "bytes changed after it was written"
+			r.problem("%s: its bytes changed after it was written (xxh64 %s, %s when written): restore it from a copy, or move it out of data/ and rerun with --force to generate its records again",
+				path, sum, ms.XXH64)
 		}
 	}
 	for _, sh := range r.Shards {

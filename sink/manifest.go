@@ -68,6 +68,14 @@ type ShardInfo struct {
 	Records int    `json:"records"`
 	FirstID string `json:"first_id"`
 	LastID  string `json:"last_id"`
+	// Size, ModTime and XXH64 are the final file as it was written (empty
+	// in manifests from before they were recorded). A resume compares the
+	// size and, when the modification time moved (a copy), the hash; a
+	// shard whose bytes changed after it was written is refused, since
+	// resume reads only its keys and would take damaged records for done.
+	Size    int64     `json:"size,omitempty"`
+	ModTime time.Time `json:"mod_time,omitzero"`
+	XXH64   string    `json:"xxh64,omitempty"`
 }
 
 // Run is one Open..Close of the sink. EndedAt stays nil when the run did not

@@ -191,11 +191,26 @@ func (s *Sink) reconcile(old *Manifest, rec *recovered) ([]string, error) {
 		}
 		if got := rec.shards[i].Records; got != sh.Records {
 			changed = append(changed, fmt.Sprintf("%s: %d records on disk, %d in the manifest", sh.Name, got, sh.Records))
+			continue
+		}
+		why, err := shardChanged(filepath.Join(s.dataDir, sh.Name), sh, &rec.shards[i])
+		if err != nil {
+			return nil, err
+		}
+		if why != "" {
+			changed = append(changed, sh.Name+": "+why)
 		}
 	}
-	for _, sh := range rec.shards {
+	for i, sh := range rec.shards {
 		if !listed[sh.Name] {
 			notes = append(notes, fmt.Sprintf("adopted %s (%d records), not yet in the manifest", sh.Name, sh.Records))
+		}
+		if rec.shards[i].XXH64 == "" {
+			// Adopted, accepted by force, or listed before checksums were
+			// recorded: it is taken as it is now.
+			if err := stampShard(filepath.Join(s.dataDir, sh.Name), &rec.shards[i]); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if len(missing)+len(changed) > 0 {
@@ -210,7 +225,7 @@ func (s *Sink) reconcile(old *Manifest, rec *recovered) ([]string, error) {
 				}
 				fmt.Fprintf(&b, "shards changed since they were written: %s", strings.Join(changed, ", "))
 			}
-			b.WriteString("; restore them, or use --force to accept what is on disk and generate the missing records again")
+			b.WriteString("; restore them from a copy, or move a changed shard out of data/ and rerun with --force: its records are generated again")
 			return nil, errors.New(b.String())
 		}
 		for _, m := range missing {
@@ -218,6 +233,12 @@ func (s *Sink) reconcile(old *Manifest, rec *recovered) ([]string, error) {
 		}
 		for _, c := range changed {
 			notes = append(notes, forcedNote+"accepted "+c)
+		}
+		for i := range rec.shards {
+			// What was accepted is the shard from now on.
+			if err := stampShard(filepath.Join(s.dataDir, rec.shards[i].Name), &rec.shards[i]); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return notes, nil

@@ -482,13 +482,17 @@ func (s *Sink) finalizeShard() error {
 		}
 	}
 	s.nextData++
-	s.man.Shards = append(s.man.Shards, ShardInfo{
+	info := ShardInfo{
 		Name:    filepath.Base(s.curFinal),
 		Format:  s.curFmt,
 		Records: cur.lines,
 		FirstID: s.curMin.ID,
 		LastID:  s.curMax.ID,
-	})
+	}
+	if err := stampShard(s.curFinal, &info); err != nil {
+		return err
+	}
+	s.man.Shards = append(s.man.Shards, info)
 	return writeManifest(s.dir, s.man)
 }
 

@@ -46,6 +46,14 @@ func TestWriteCloseReopen(t *testing.T) {
 				{Name: wantFiles[1], Format: format, Records: 10, FirstID: "10", LastID: "19"},
 				{Name: wantFiles[2], Format: format, Records: 5, FirstID: "20", LastID: "24"},
 			}
+			for i := range m.Shards {
+				// Each shard's stamp is its file as written.
+				_, _, sum, err := fileStamp(filepath.Join(dir, "data", m.Shards[i].Name))
+				if err != nil || m.Shards[i].XXH64 != sum || m.Shards[i].Size == 0 || m.Shards[i].ModTime.IsZero() {
+					t.Errorf("shard %s stamped %+v, file's xxh64 %s (%v)", m.Shards[i].Name, m.Shards[i], sum, err)
+				}
+				m.Shards[i].Size, m.Shards[i].ModTime, m.Shards[i].XXH64 = 0, time.Time{}, ""
+			}
 			if !reflect.DeepEqual(m.Shards, wantShards) {
 				t.Errorf("manifest shards = %+v, want %+v", m.Shards, wantShards)
 			}
@@ -441,5 +449,59 @@ func TestOpenRefusesDirsNotItsOwn(t *testing.T) {
 	writeRange(t, s, 0, 1)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestChangedShardRefused: bytes flipped inside a finished shard (its size
+// unchanged) are caught on resume, which reads only the keys, and by
+// inspect; a shard only touched (a copy of the directory) resumes.
+func TestChangedShardRefused(t *testing.T) {
+	for _, format := range []string{FormatJSONL, FormatParquet} {
+		t.Run(format, func(t *testing.T) {
+			dir := t.TempDir()
+			s := mustOpen(t, testOptions(dir, format))
+			writeRange(t, s, 0, 12)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, "data", shardName(0, format))
+
+			// A copy: new modification time, same bytes.
+			later := time.Now().Add(time.Hour)
+			if err := os.Chtimes(path, later, later); err != nil {
+				t.Fatal(err)
+			}
+			s = mustOpen(t, testOptions(dir, format))
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Flip a byte in the middle: inside a record of the JSONL file,
+			// inside a page of the Parquet one; the size stays.
+			i := len(data) / 2
+			if format == FormatJSONL {
+				// Inside an answer's text: the line stays valid JSON.
+				i = bytes.Index(data, []byte("answer 3")) + 1
+			}
+			data[i] ^= 0x01
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err = Open(testOptions(dir, format))
+			if err == nil || !strings.Contains(err.Error(), shardName(0, format)) || !strings.Contains(err.Error(), "bytes changed") {
+				t.Fatalf("resume after a flipped byte: %v, want a refusal naming the shard", err)
+			}
+			rep, err := Inspect(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.OK() || !strings.Contains(strings.Join(rep.Problems, "\n"), shardName(0, format)) {
+				t.Errorf("inspect: ok=%v problems %v, want the changed shard", rep.OK(), rep.Problems)
+			}
+		})
 	}
 }
