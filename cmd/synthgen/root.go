@@ -6,6 +6,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/synthgen/synthgen/config"
 )
 
 // Exit codes, documented in the README: scripts that chain on synthgen read them.
@@ -61,7 +64,7 @@ reboot) and run the same command again: it resumes where it was.`,
 	}
 	root.SetVersionTemplate("{{versionText}}")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError(err, fmt.Sprintf("see '%s --help'", c.CommandPath()))
+		return usageError(suggestFlag(c, err), fmt.Sprintf("see '%s --help'", c.CommandPath()))
 	})
 	root.AddCommand(newRunCmd(), newMockCmd(), newWatchCmd(), newInspectCmd(), newExportCmd(), newVersionCmd())
 	return root
@@ -94,4 +97,29 @@ func quotedOr(names []string) string {
 		return q[0]
 	}
 	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
+
+// suggestFlag adds the nearest flag of c to an unknown flag's error
+// (--concurency: did you mean --concurrency?), by the rule the config file's
+// unknown keys follow; a long name given one dash (-concurrency) is told
+// that it needs two.
+func suggestFlag(c *cobra.Command, err error) error {
+	var ne *pflag.NotExistError
+	if !errors.As(err, &ne) {
+		return err
+	}
+	var names []string
+	c.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	typed := ne.GetSpecifiedName()
+	if group := ne.GetSpecifiedShortnames(); group != "" {
+		// -concurrency is read as the shorthands c, o, n, ...
+		if c.Flags().Lookup(group) != nil {
+			return fmt.Errorf("%w (did you mean --%s? a long flag takes two dashes)", err, group)
+		}
+		typed = group
+	}
+	if best := config.Nearest(typed, names); best != "" {
+		return fmt.Errorf("%w (did you mean --%s?)", err, best)
+	}
+	return err
 }

@@ -166,6 +166,7 @@ func loadRunConfig(cmd *cobra.Command, rf runFlags) (config.Config, dataset.Shar
 	if err != nil {
 		return cfg, dataset.Shard{}, usageError(err, "fix the key named above, or see 'synthgen run --help' for every key and its default")
 	}
+	warnUnknownEnv(cmd.ErrOrStderr(), cfg)
 	if rf.logFormat != "text" && rf.logFormat != "json" {
 		return cfg, dataset.Shard{}, usageError(fmt.Errorf("--log-format: %q is not one of text, json", rf.logFormat), "")
 	}
@@ -174,6 +175,19 @@ func loadRunConfig(cmd *cobra.Command, rf runFlags) (config.Config, dataset.Shar
 		return cfg, shard, usageError(fmt.Errorf("--shard: %w", err), "")
 	}
 	return cfg, shard, nil
+}
+
+// otherEnv are the SYNTHGEN_* variables read that are not config keys:
+// the Hub cache (dataset/hub_env.go) and examples/nohup-run.sh's own.
+var otherEnv = []string{"SYNTHGEN_CACHE_DIR", "SYNTHGEN_BIN", "SYNTHGEN_LOG"}
+
+// warnUnknownEnv says which SYNTHGEN_* variables set nothing (a typo such
+// as SYNTHGEN_CONCURENCY would otherwise be ignored silently), with the
+// nearest one that is read. The variable endpoint.api_key_env names is read.
+func warnUnknownEnv(w io.Writer, cfg config.Config) {
+	for _, e := range config.UnknownEnv(os.Environ(), append([]string{cfg.Endpoint.APIKeyEnv}, otherEnv...)...) {
+		fmt.Fprintf(w, "warning: %v\n", e)
+	}
 }
 
 // jobOf is the job a configuration asks: the one place config keys become

@@ -535,3 +535,38 @@ func TestRunInterruptedWhileWaitingForServer(t *testing.T) {
 		t.Errorf("output dir created by a run interrupted before it started: %v", err)
 	}
 }
+
+// TestRunNamesMistypedSettings: a mistyped SYNTHGEN_* variable would
+// change nothing and say nothing, and a mistyped flag gave pflag's bare
+// "unknown flag": both name the nearest key, as an unknown key in the
+// config file does.
+func TestRunNamesMistypedSettings(t *testing.T) {
+	_, url := cliMock(t, nil)
+	job := cliJob{baseURL: url, data: cliDataset(t, 3, 0), dir: filepath.Join(t.TempDir(), "out")}
+	t.Setenv("SYNTHGEN_CONCURENCY", "5")
+	t.Setenv("SYNTHGEN_TEST_KEY_VAR", "secret") // named by endpoint.api_key_env: read
+	r := cliRun(t, job.args("--endpoint.api_key_env", "SYNTHGEN_TEST_KEY_VAR")...)
+	r.ok(t, "run with a mistyped variable")
+	if want := "warning: environment variable SYNTHGEN_CONCURENCY names no config key and is ignored (did you mean SYNTHGEN_CONCURRENCY?)"; !strings.Contains(r.stderr, want) {
+		t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+	}
+	if strings.Contains(r.stderr, "SYNTHGEN_TEST_KEY_VAR") {
+		t.Errorf("warned about the variable endpoint.api_key_env names:\n%s", r.stderr)
+	}
+
+	for _, c := range []struct{ flag, want string }{
+		{"--concurency", "did you mean --concurrency?"},
+		{"--temperature", "did you mean --generation.temperature?"},
+		{"--retry-error", "did you mean --retry-errors?"},
+		{"-concurrency", "did you mean --concurrency? a long flag takes two dashes"},
+	} {
+		r := cliRun(t, job.args(c.flag, "5")...)
+		if code := exitCode(r.err); r.err == nil || code != exitUsage {
+			t.Errorf("%s: exit %d (%v), want %d", c.flag, code, r.err, exitUsage)
+			continue
+		}
+		if !strings.Contains(r.err.Error(), c.want) {
+			t.Errorf("%s: %q does not say %q", c.flag, r.err, c.want)
+		}
+	}
+}
