@@ -599,3 +599,68 @@ func FuzzLoadYAML(f *testing.F) {
 		}
 	})
 }
+
+// TestUnknownEnv: a SYNTHGEN_* variable that names no key changes nothing,
+// so it is reported with the nearest variable that is read, as an unknown
+// key in the file is; the keys' own variables and the other names synthgen
+// reads are not.
+func TestUnknownEnv(t *testing.T) {
+	environ := []string{
+		"SYNTHGEN_CONCURENCY=5",
+		"SYNTHGEN_GENERATION_TEMPRATURE=0.2",
+		"SYNTHGEN_MAX_TOKENS=64",
+		"SYNTHGEN_CACHEDIR=/tmp/c",
+		"SYNTHGEN_ZZZ=1",
+		"SYNTHGEN_OUTPUT_DIR=/data/x", // a key
+		"SYNTHGEN_CACHE_DIR=/tmp/c",   // read by the Hub cache
+		"SYNTHGEN_API_KEY=secret",     // named by endpoint.api_key_env
+		"SYNTHGENERATION=1",           // not the prefix
+		"HOME=/root",
+		"CONCURRENCY=5",
+	}
+	got := map[string]string{}
+	for _, e := range UnknownEnv(environ, "SYNTHGEN_CACHE_DIR", "SYNTHGEN_API_KEY") {
+		got[e.Name] = e.Suggestion
+		t.Log(e)
+	}
+	want := map[string]string{
+		"SYNTHGEN_CONCURENCY":            "SYNTHGEN_CONCURRENCY",
+		"SYNTHGEN_GENERATION_TEMPRATURE": "SYNTHGEN_GENERATION_TEMPERATURE",
+		"SYNTHGEN_MAX_TOKENS":            "SYNTHGEN_GENERATION_MAX_TOKENS",
+		"SYNTHGEN_CACHEDIR":              "SYNTHGEN_CACHE_DIR",
+		"SYNTHGEN_ZZZ":                   "",
+	}
+	if len(got) != len(want) {
+		t.Errorf("reported %v, want %v", got, want)
+	}
+	for name, sugg := range want {
+		if s, ok := got[name]; !ok || s != sugg {
+			t.Errorf("%s: reported %v, suggestion %q; want suggestion %q", name, ok, s, sugg)
+		}
+	}
+	e := &UnknownEnvError{Name: "SYNTHGEN_CONCURENCY", Suggestion: "SYNTHGEN_CONCURRENCY"}
+	if msg := e.Error(); !strings.Contains(msg, "SYNTHGEN_CONCURENCY") || !strings.Contains(msg, "did you mean SYNTHGEN_CONCURRENCY?") {
+		t.Errorf("message %q", msg)
+	}
+}
+
+func TestSource(t *testing.T) {
+	file := writeFile(t, "c.yaml", "concurrency: 4\ndataset:\n  path: d.jsonl\n")
+	fs := cmdFlags(t)
+	if err := fs.Parse([]string{"--output.dir", "o"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SYNTHGEN_DATASET_LIMIT", "3")
+	for _, c := range []struct{ file, key, want string }{
+		{file, "dataset.path", file + ":3"},
+		{file, "output.dir", "flag --output.dir"},
+		{file, "dataset.limit", "env SYNTHGEN_DATASET_LIMIT"},
+		{file, "output.format", ""},
+		{"", "dataset.path", ""},
+	} {
+		got, err := Source(fs, c.file, c.key)
+		if err != nil || got != c.want {
+			t.Errorf("Source(%q, %s) = %q, %v; want %q", c.file, c.key, got, err, c.want)
+		}
+	}
+}

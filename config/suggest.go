@@ -9,6 +9,14 @@ import "strings"
 // the top level for "generation.max_tokens"). Closeness is judged against
 // the last part's length, since the section prefix is not what was mistyped.
 func nearestKey(unknown string) string {
+	return Nearest(unknown, append(Keys(), sectionNames...))
+}
+
+// Nearest returns the candidate closest to unknown by the rule nearestKey
+// describes (names may be dotted or not), or "" when none is close enough
+// to be a plausible typo. A tie goes to the earlier candidate. cmd uses it
+// for flags; nearestEnv for environment variables.
+func Nearest(unknown string, candidates []string) string {
 	last := lastPart(unknown)
 	best, bestScore, bestWhole := "", -1, 0
 	consider := func(cand string) {
@@ -31,11 +39,8 @@ func nearestKey(unknown string) string {
 			best, bestScore, bestWhole = cand, score, whole
 		}
 	}
-	for _, k := range keys {
-		consider(k.name)
-	}
-	for _, s := range sectionNames {
-		consider(s)
+	for _, c := range candidates {
+		consider(c)
 	}
 	return best
 }

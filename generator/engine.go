@@ -98,6 +98,18 @@ type engine struct {
 	ran       atomic.Bool // an engine runs once: Drain and the stats belong to that run
 }
 
+// serverAnswered reports whether a call's outcome shows the server is
+// there: an answer, or an HTTP status below 500, whatever the server thinks
+// of the request (a gateway may route only the chat path, or want another
+// key for GET /models). A 5xx is a proxy whose backend is away.
+func serverAnswered(err error) bool {
+	if err == nil {
+		return true
+	}
+	ce := classify(err)
+	return ce != nil && ce.Status != 0 && ce.Status < 500
+}
+
 // newOutage returns the gate for one Run, or nil when the client has no way
 // to ask whether the server is up.
 func (e *engine) newOutage(life context.Context) *outage {
@@ -108,15 +120,10 @@ func (e *engine) newOutage(life context.Context) *outage {
 	return &outage{
 		life: life,
 		probe: func(ctx context.Context) error {
-			_, err := p.Models(ctx)
-			if ce := classify(err); ce != nil && ce.Status != 0 && ce.Status < 500 {
-				// It answered: the server is there, whatever it thinks of
-				// GET /models (a gateway may route only the chat path, or
-				// want another key there). A 5xx is a proxy whose backend
-				// is away.
-				return nil
+			if _, err := p.Models(ctx); !serverAnswered(err) {
+				return err
 			}
-			return err
+			return nil
 		},
 		minBackoff: time.Second,
 		maxBackoff: 30 * time.Second,
@@ -437,7 +444,11 @@ func (e *engine) ask(ctx, wait context.Context, gate *outage, tr *Tracker, j job
 			// A retry would be a new request: the key is asked on resume.
 			return nil, 0, nil
 		}
+		epoch := gate.sent()
 		r, err := e.client.Complete(ctx, req, tr.Delta)
+		if serverAnswered(err) {
+			gate.answered(epoch)
+		}
 		if err == nil {
 			if next := e.opts.Sampling.moreRoom(req.MaxTokens, req.Params); r.FinishReason == "length" && next > 0 {
 				// Cut at max_tokens, and the job asks for the whole

@@ -54,10 +54,35 @@ const modelWait = 10 * time.Minute
 // A server without GET /models (a gateway routing only chat) is taken at
 // its word when want is set.
 func resolveModel(ctx context.Context, client *wireClient, baseURL, want string, log io.Writer) (string, error) {
-	deadline := time.Now().Add(modelWait)
+	return resolveModelClock(ctx, client, baseURL, want, log, realClock{})
+}
+
+// waitClock is the time resolveModel waits by; tests give a fake one.
+type waitClock interface {
+	Now() time.Time
+	Sleep(ctx context.Context, d time.Duration) bool // false: ctx ended
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                                  { return time.Now() }
+func (realClock) Sleep(ctx context.Context, d time.Duration) bool { return backoff.Sleep(ctx, d) }
+
+// waitingLine is the line said while the server does not answer: how long
+// it has been, and how long until the run gives up, so that a person
+// watching knows whether to wait or to go and look at the server.
+func waitingLine(where string, waited, limit time.Duration, cause error) string {
+	waited = waited.Truncate(time.Second)
+	return fmt.Sprintf("waiting for the server at %s: %s so far, giving up in %s (%v)",
+		where, waited, max(limit-waited, 0), cause)
+}
+
+func resolveModelClock(ctx context.Context, client *wireClient, baseURL, want string, log io.Writer, clock waitClock) (string, error) {
+	start := clock.Now()
+	deadline := start.Add(modelWait)
 	// Quiet for the first seconds: a server started a moment ago (make run)
 	// is not worth a line.
-	lastSaid := time.Now().Add(-25 * time.Second)
+	lastSaid := start.Add(-25 * time.Second)
 	// A loading server is polled, quickly at first: make run starts its
 	// mock a moment before.
 	poll := backoff.Policy{Initial: 500 * time.Millisecond, Max: 2 * time.Second}
@@ -85,14 +110,15 @@ func resolveModel(ctx context.Context, client *wireClient, baseURL, want string,
 			return want, nil
 		}
 		shown := redacted{err: err, raw: baseURL, safe: safe}
-		if !ce.Retryable || time.Now().After(deadline) {
+		now := clock.Now()
+		if !ce.Retryable || now.After(deadline) {
 			return "", &ServerError{URL: where, Status: ce.Status, Err: shown}
 		}
-		if time.Since(lastSaid) > 30*time.Second {
-			fmt.Fprintf(log, "waiting for the server at %s (%v)\n", safe, shown)
-			lastSaid = time.Now()
+		if now.Sub(lastSaid) > 30*time.Second {
+			fmt.Fprintln(log, waitingLine(safe, now.Sub(start), modelWait, shown))
+			lastSaid = now
 		}
-		if !backoff.Sleep(ctx, poll.Ceiling(attempt)) {
+		if !clock.Sleep(ctx, poll.Ceiling(attempt)) {
 			return "", ctx.Err()
 		}
 	}

@@ -1,6 +1,15 @@
 package generator
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
 
 func TestRedactURL(t *testing.T) {
 	tests := []struct{ in, want string }{
@@ -15,4 +24,54 @@ func TestRedactURL(t *testing.T) {
 			t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
+}
+
+// sleepClock moves only when slept on.
+type sleepClock struct{ t time.Time }
+
+func (c *sleepClock) Now() time.Time { return c.t }
+func (c *sleepClock) Sleep(ctx context.Context, d time.Duration) bool {
+	c.t = c.t.Add(d)
+	return ctx.Err() == nil
+}
+
+// TestResolveModelSaysHowLongItWaits: a server that is down at start was
+// reported with the same line every 30 s, so nobody watching could tell
+// whether synthgen would wait for it an hour or give up soon. Each line
+// now says how long it has waited and when it gives up.
+func TestResolveModelSaysHowLongItWaits(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"object":"error","message":"loading","code":503}`, http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	client := newWireClient(wireOptions{BaseURL: srv.URL + "/v1"})
+	clock := &sleepClock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
+	var log strings.Builder
+	_, err := resolveModelClock(context.Background(), client, srv.URL+"/v1", "", &log, clock)
+	var se *ServerError
+	if !errors.As(err, &se) {
+		t.Fatalf("err = %v, want a ServerError once the wait is over", err)
+	}
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	line := regexp.MustCompile(`^waiting for the server at ` + regexp.QuoteMeta(srv.URL+"/v1") + `: (\S+) so far, giving up in (\S+) \(.*503.*\)$`)
+	if len(lines) < 15 {
+		t.Fatalf("%d lines over a 10-minute wait, want one every 30 s or so:\n%s", len(lines), log.String())
+	}
+	var prevWaited time.Duration
+	for i, l := range lines {
+		m := line.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("line %d %q, want %s", i, l, line)
+		}
+		waited, err1 := time.ParseDuration(m[1])
+		left, err2 := time.ParseDuration(m[2])
+		if err1 != nil || err2 != nil {
+			t.Fatalf("line %q: %v %v", l, err1, err2)
+		}
+		if waited+left != modelWait || waited <= prevWaited {
+			t.Errorf("line %d %q: waited %v + left %v, want them to add up to %v and waited to grow", i, l, waited, left, modelWait)
+		}
+		prevWaited = waited
+	}
+	t.Logf("first %q, last %q", lines[0], lines[len(lines)-1])
 }

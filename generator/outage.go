@@ -3,6 +3,7 @@ package generator
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/synthgen/synthgen/internal/backoff"
@@ -34,9 +35,16 @@ type outage struct {
 	now        func() time.Time
 	onChange   func(down bool, since time.Time) // may be nil
 
-	mu    sync.Mutex
-	back  chan struct{} // non-nil while the server is down; closed when it is back
-	since time.Time
+	down atomic.Bool // back != nil, read without the lock on every answer
+	// epoch counts the outages begun: a request sent before the current
+	// one began may still bring an answer in after it, which proves
+	// nothing about now.
+	epoch atomic.Int64
+
+	mu        sync.Mutex
+	back      chan struct{} // non-nil while the server is down; closed when it is back
+	since     time.Time
+	stopWatch context.CancelFunc // ends the prober when an answer came first
 }
 
 // check is called by a slot after a connection failure. It reports whether
@@ -58,10 +66,14 @@ func (o *outage) check(ctx context.Context) (wasDown bool, err error) {
 		if o.back == nil {
 			o.back = make(chan struct{})
 			o.since = o.now()
+			o.epoch.Add(1)
+			o.down.Store(true)
 			if o.onChange != nil {
 				o.onChange(true, o.since)
 			}
-			go o.watch(o.life, o.back)
+			wctx, stop := context.WithCancel(o.life)
+			o.stopWatch = stop
+			go o.watch(wctx, o.back)
 		}
 		back = o.back
 	}
@@ -93,12 +105,53 @@ func (o *outage) watch(ctx context.Context, back chan struct{}) {
 			break
 		}
 	}
+	o.reopen(back)
+}
+
+// sent is taken before a request is sent and handed to answered with its
+// outcome. o may be nil (no gate), as for answered.
+func (o *outage) sent() int64 {
+	if o == nil {
+		return 0
+	}
+	return o.epoch.Load()
+}
+
+// answered is called after the server answered a request (a success, or an
+// HTTP status below 500) that was sent at epoch: if it was sent during the
+// current outage, the server is back, so the outage ends at once rather
+// than at the prober's next probe, up to 30 s later, and the slots waiting
+// on the gate go on. An answer to a request sent before the outage began
+// says nothing (it may have been on its way as the server went). Cheap when
+// the server is up: one atomic load. o may be nil (no gate).
+func (o *outage) answered(epoch int64) {
+	if o == nil || !o.down.Load() {
+		return
+	}
 	o.mu.Lock()
-	o.back = nil
-	since := o.since
+	back := o.back
+	current := o.epoch.Load() == epoch
 	o.mu.Unlock()
+	if back != nil && current {
+		o.reopen(back)
+	}
+}
+
+// reopen ends the outage whose gate is back, once: by the prober or by an
+// answer, whichever comes first; the other finds it done.
+func (o *outage) reopen(back chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.back != back {
+		return
+	}
+	o.back = nil
+	o.down.Store(false)
+	o.stopWatch()
 	if o.onChange != nil {
-		o.onChange(false, since)
+		// Under the lock, as the outage's start is: a new outage cannot
+		// be reported before this one's end.
+		o.onChange(false, o.since)
 	}
 	close(back)
 }

@@ -3,9 +3,11 @@ package generator
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -123,5 +125,54 @@ func TestConnectionFailureOfOnePromptCounts(t *testing.T) {
 	}
 	if sum.Failed != 1 || sum.Written != 2 {
 		t.Fatalf("failed %d written %d; want the poison prompt failed and the 2 others written", sum.Failed, sum.Written)
+	}
+}
+
+// TestOutageEndsAtTheFirstAnswer: while the gate is down, its prober waits
+// up to 30 s between probes; a request answered meanwhile (a slot that was
+// not waiting, or a new one) shows the server is back. The stats must stop
+// saying "down" then, and the waiting slots go on, instead of the progress
+// line reporting the server unreachable for two more intervals.
+func TestOutageEndsAtTheFirstAnswer(t *testing.T) {
+	stats := NewStats(nil)
+	life, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var probes atomic.Int64
+	o := &outage{
+		life:       life,
+		probe:      func(context.Context) error { probes.Add(1); return errors.New("connection refused") },
+		minBackoff: time.Hour, // the prober never probes again in this test
+		maxBackoff: time.Hour,
+		now:        time.Now,
+		onChange:   stats.SetServerDown,
+	}
+	o.answered(o.sent()) // up: nothing to do
+	before := o.sent()
+	waited := make(chan bool)
+	go func() {
+		wasDown, err := o.check(context.Background())
+		if err != nil {
+			t.Errorf("check: %v", err)
+		}
+		waited <- wasDown
+	}()
+	for stats.Snapshot().ServerDownSince.IsZero() {
+		time.Sleep(time.Millisecond) // until the slot found the server down
+	}
+	// An answer to a request sent before the outage began proves nothing.
+	o.answered(before)
+	if stats.Snapshot().ServerDownSince.IsZero() {
+		t.Fatal("an answer to a request sent before the outage ended it")
+	}
+	o.answered(o.sent()) // a request sent during the outage was answered
+	if since := stats.Snapshot().ServerDownSince; !since.IsZero() {
+		t.Errorf("still down since %v after a request was answered", since)
+	}
+	if !<-waited {
+		t.Error("the waiting slot was not told the server had been down")
+	}
+	o.answered(o.sent()) // once more: the outage is over already
+	if n := probes.Load(); n != 1 {
+		t.Errorf("%d probes, want the slot's one", n)
 	}
 }

@@ -3,8 +3,10 @@
 package sink
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -24,11 +26,53 @@ func lockDir(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("lock output dir: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		_ = f.Close()
+		defer f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("output dir %s is in use by another synthgen run (%s is locked)", dir, path)
+			if h, ok := readHolder(f); ok {
+				return nil, fmt.Errorf("output dir %s is in use by synthgen pid %d on %s; wait for it to end, or stop it", dir, h.PID, h.Hostname)
+			}
+			// Locked, but the holder has not written itself yet (or is an
+			// older synthgen, which did not).
+			return nil, fmt.Errorf("output dir %s is in use by another synthgen run (%s is locked); wait for it to end, or stop it", dir, path)
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
+	writeHolder(f)
 	return f, nil
+}
+
+// lockHolder is what the process holding the lock writes into the lock
+// file, so that the one refused can name it. It is advisory: the flock
+// alone decides who writes.
+type lockHolder struct {
+	PID      int    `json:"pid"`
+	Hostname string `json:"hostname"`
+}
+
+// writeHolder records this process in the locked file. A failure only
+// costs the next refused run the holder's name, so it is not an error.
+func writeHolder(f *os.File) {
+	host, _ := os.Hostname()
+	b, _ := json.Marshal(lockHolder{PID: os.Getpid(), Hostname: host})
+	if f.Truncate(0) != nil {
+		return
+	}
+	if _, err := f.WriteAt(append(b, '\n'), 0); err != nil {
+		return
+	}
+	_ = f.Sync()
+}
+
+// readHolder reads what the lock's holder wrote; false when it wrote
+// nothing readable.
+func readHolder(f *os.File) (lockHolder, bool) {
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	var h lockHolder
+	if err != nil || json.Unmarshal(b, &h) != nil || h.PID <= 0 {
+		return lockHolder{}, false
+	}
+	if h.Hostname == "" {
+		h.Hostname = "an unknown host"
+	}
+	return h, true
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -381,6 +383,37 @@ func TestOpenIsExclusive(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = mustOpen(t, testOptions(dir, FormatJSONL))
+	s.Close()
+}
+
+// TestLockNamesItsHolder: a run refused an output directory learns which
+// process holds it, where (the directory may be on shared storage), and
+// what to do; the lock itself stays the flock.
+func TestLockNamesItsHolder(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no flock")
+	}
+	dir := t.TempDir()
+	s := mustOpen(t, testOptions(dir, FormatJSONL))
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(testOptions(dir, FormatJSONL))
+	want := fmt.Sprintf("output dir %s is in use by synthgen pid %d on %s; wait for it to end, or stop it", dir, os.Getpid(), host)
+	if err == nil || err.Error() != want {
+		t.Errorf("second Open: %v\nwant %s", err, want)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Released with its holder's words still in the file: the next Open
+	// takes it and writes its own.
+	s = mustOpen(t, testOptions(dir, FormatJSONL))
+	b, err := os.ReadFile(filepath.Join(dir, LockName))
+	if err != nil || !strings.Contains(string(b), fmt.Sprintf(`"pid":%d`, os.Getpid())) {
+		t.Errorf("lock file %q (%v), want this process's pid", b, err)
+	}
 	s.Close()
 }
 

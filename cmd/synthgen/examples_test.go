@@ -1,7 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
 	"testing"
 
 	"github.com/synthgen/synthgen/config"
@@ -21,5 +27,98 @@ func TestExampleConfigsLoad(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestMessagesRerunSaysWhatDiffers: examples/messages-rerun.yaml presents
+// itself as the 25K job with another dataset; whoever copies it must learn
+// from its header every other key it changes, since each one changes the
+// answers (a system prompt, thinking switched on).
+func TestMessagesRerunSaysWhatDiffers(t *testing.T) {
+	base, err := config.Load(nil, "../../examples/perfectblend-25k.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rerun, err := config.Load(nil, "../../examples/messages-rerun.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile("../../examples/messages-rerun.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var header strings.Builder
+	for _, line := range strings.Split(string(text), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		header.WriteString(line + "\n")
+	}
+	a, b := map[string]any{}, map[string]any{}
+	flatten("", base.Redacted(), a)
+	flatten("", rerun.Redacted(), b)
+	var differ []string
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			differ = append(differ, k)
+		}
+	}
+	for k, v := range b {
+		if w, ok := a[k]; !ok || fmt.Sprint(v) != fmt.Sprint(w) {
+			differ = append(differ, k)
+		}
+	}
+	sort.Strings(differ)
+	t.Logf("keys that differ: %v", differ)
+	for _, k := range differ {
+		if strings.HasPrefix(k, "dataset.") || strings.HasPrefix(k, "output.") {
+			continue // the header says these differ
+		}
+		if last := k[strings.LastIndexByte(k, '.')+1:]; !strings.Contains(header.String(), last) {
+			t.Errorf("%s differs from perfectblend-25k.yaml (%v, not %v) but the header does not say so:\n%s",
+				k, b[k], a[k], header.String())
+		}
+	}
+}
+
+// flatten puts a nested config map's leaves into out by dotted name.
+func flatten(prefix string, m map[string]any, out map[string]any) {
+	for k, v := range m {
+		name := k
+		if prefix != "" {
+			name = prefix + "." + k
+		}
+		if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
+			flatten(name, sub, out)
+			continue
+		}
+		out[name] = v
+	}
+}
+
+// TestREADMEBuildOutputIgnored: the README's `go build -o NAME` leaves NAME
+// in the repository root; git must not offer it for a commit.
+func TestREADMEBuildOutputIgnored(t *testing.T) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	if err := exec.Command(git, "-C", "../..", "rev-parse", "--git-dir").Run(); err != nil {
+		t.Skip("not a git checkout")
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs := regexp.MustCompile(`go build\b[^\n]*?-o (\S+)`).FindAllStringSubmatch(string(readme), -1)
+	if len(outs) == 0 {
+		t.Fatal("the README builds nothing with go build -o: update this test")
+	}
+	for _, m := range outs {
+		name := strings.TrimPrefix(m[1], "./")
+		// check-ignore exits 0 when ignored, 1 when not.
+		if err := exec.Command(git, "-C", "../..", "check-ignore", "-q", "--no-index", name).Run(); err != nil {
+			t.Errorf("%s, built by the README's %q, is not ignored by .gitignore (%v)", name, m[0], err)
+		}
 	}
 }

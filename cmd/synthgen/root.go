@@ -3,12 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
-)
+	"github.com/spf13/pflag"
 
-// version is set at build time: -ldflags "-X main.version=...".
-var version = "dev"
+	"github.com/synthgen/synthgen/config"
+)
 
 // Exit codes, documented in the README: scripts that chain on synthgen read them.
 const (
@@ -54,10 +55,71 @@ reboot) and run the same command again: it resumes where it was.`,
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// An Args of its own (cobra's default exits 1 on an unknown
+		// command) makes a mistyped command a usage error, exit 2; the
+		// root then needs a RunE, which shows the help as before.
+		Args:                       unknownCommand,
+		SuggestionsMinimumDistance: 2,
+		RunE:                       func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
+	root.SetVersionTemplate("{{versionText}}")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError(err, fmt.Sprintf("see '%s --help'", c.CommandPath()))
+		return usageError(suggestFlag(c, err), fmt.Sprintf("see '%s --help'", c.CommandPath()))
 	})
-	root.AddCommand(newRunCmd(), newMockCmd(), newWatchCmd(), newInspectCmd(), newExportCmd())
+	root.AddCommand(newRunCmd(), newMockCmd(), newWatchCmd(), newInspectCmd(), newExportCmd(), newVersionCmd())
 	return root
+}
+
+func init() {
+	cobra.AddTemplateFunc("versionText", versionText)
+}
+
+// unknownCommand refuses a first argument that names no command, with the
+// nearest commands (cobra's suggestions: a few edits away or a prefix).
+func unknownCommand(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	err := fmt.Errorf("unknown command %q for %q", args[0], c.CommandPath())
+	if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+		err = fmt.Errorf("%w (did you mean %s?)", err, quotedOr(s))
+	}
+	return usageError(err, fmt.Sprintf("see '%s --help' for the commands", c.CommandPath()))
+}
+
+// quotedOr lists names as `"a"`, `"a" or "b"`, `"a", "b" or "c"`.
+func quotedOr(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
+
+// suggestFlag adds the nearest flag of c to an unknown flag's error
+// (--concurency: did you mean --concurrency?), by the rule the config file's
+// unknown keys follow; a long name given one dash (-concurrency) is told
+// that it needs two.
+func suggestFlag(c *cobra.Command, err error) error {
+	var ne *pflag.NotExistError
+	if !errors.As(err, &ne) {
+		return err
+	}
+	var names []string
+	c.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	typed := ne.GetSpecifiedName()
+	if group := ne.GetSpecifiedShortnames(); group != "" {
+		// -concurrency is read as the shorthands c, o, n, ...
+		if c.Flags().Lookup(group) != nil {
+			return fmt.Errorf("%w (did you mean --%s? a long flag takes two dashes)", err, group)
+		}
+		typed = group
+	}
+	if best := config.Nearest(typed, names); best != "" {
+		return fmt.Errorf("%w (did you mean --%s?)", err, best)
+	}
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -164,7 +165,11 @@ func stateOf(err error) generator.State {
 func loadRunConfig(cmd *cobra.Command, rf runFlags) (config.Config, dataset.Shard, error) {
 	cfg, err := config.Load(cmd.Flags(), rf.configFile)
 	if err != nil {
-		return cfg, dataset.Shard{}, usageError(err, "fix the key named above, or see 'synthgen run --help' for every key and its default")
+		return cfg, dataset.Shard{}, usageError(err, configHint(err))
+	}
+	warnUnknownEnv(cmd.ErrOrStderr(), cfg)
+	if err := datasetGiven(cmd, rf, cfg); err != nil {
+		return cfg, dataset.Shard{}, err
 	}
 	if rf.logFormat != "text" && rf.logFormat != "json" {
 		return cfg, dataset.Shard{}, usageError(fmt.Errorf("--log-format: %q is not one of text, json", rf.logFormat), "")
@@ -174,6 +179,57 @@ func loadRunConfig(cmd *cobra.Command, rf runFlags) (config.Config, dataset.Shar
 		return cfg, shard, usageError(fmt.Errorf("--shard: %w", err), "")
 	}
 	return cfg, shard, nil
+}
+
+// configHint is what to do about an error of config.Load: an error about a
+// key names it, one about the file (missing, unreadable, not parsed) does
+// not.
+func configHint(err error) string {
+	var (
+		uk *config.UnknownKeyError
+		fe *config.FieldError
+	)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "the config file does not exist: check the path given to --config (a relative path is from the current directory)"
+	case errors.Is(err, fs.ErrPermission):
+		return "the config file cannot be read: check its permissions"
+	case errors.As(err, &uk), errors.As(err, &fe):
+		return "fix the key named above, or see 'synthgen run --help' for every key and its default"
+	}
+	return "fix the config file where named above (it is YAML, TOML or JSON by its extension)"
+}
+
+// datasetGiven refuses a run whose dataset.path nobody set when its default,
+// the bundled sample's path relative to the repository, is not there: the
+// person named no dataset, and an error about a file they never named would
+// not say so.
+func datasetGiven(cmd *cobra.Command, rf runFlags, cfg config.Config) error {
+	const key = "dataset.path"
+	if cfg.Dataset.Path != config.Default().Dataset.Path {
+		return nil
+	}
+	if _, err := os.Stat(cfg.Dataset.Path); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if src, err := config.Source(cmd.Flags(), rf.configFile, key); err != nil || src != "" {
+		return nil // set on purpose: opening it says what is wrong
+	}
+	return usageError(fmt.Errorf("no dataset given: set %s (in --config FILE, %s or --%s)", key, config.EnvName(key), key),
+		"dataset.path is a file, a glob or hf://owner/name; see 'synthgen run --help'")
+}
+
+// otherEnv are the SYNTHGEN_* variables read that are not config keys:
+// the Hub cache (dataset/hub_env.go) and examples/nohup-run.sh's own.
+var otherEnv = []string{"SYNTHGEN_CACHE_DIR", "SYNTHGEN_BIN", "SYNTHGEN_LOG"}
+
+// warnUnknownEnv says which SYNTHGEN_* variables set nothing (a typo such
+// as SYNTHGEN_CONCURENCY would otherwise be ignored silently), with the
+// nearest one that is read. The variable endpoint.api_key_env names is read.
+func warnUnknownEnv(w io.Writer, cfg config.Config) {
+	for _, e := range config.UnknownEnv(os.Environ(), append([]string{cfg.Endpoint.APIKeyEnv}, otherEnv...)...) {
+		fmt.Fprintf(w, "warning: %v\n", e)
+	}
 }
 
 // jobOf is the job a configuration asks: the one place config keys become

@@ -535,3 +535,111 @@ func TestRunInterruptedWhileWaitingForServer(t *testing.T) {
 		t.Errorf("output dir created by a run interrupted before it started: %v", err)
 	}
 }
+
+// TestRunNamesMistypedSettings: a mistyped SYNTHGEN_* variable would
+// change nothing and say nothing, and a mistyped flag gave pflag's bare
+// "unknown flag": both name the nearest key, as an unknown key in the
+// config file does.
+func TestRunNamesMistypedSettings(t *testing.T) {
+	_, url := cliMock(t, nil)
+	job := cliJob{baseURL: url, data: cliDataset(t, 3, 0), dir: filepath.Join(t.TempDir(), "out")}
+	t.Setenv("SYNTHGEN_CONCURENCY", "5")
+	t.Setenv("SYNTHGEN_TEST_KEY_VAR", "secret") // named by endpoint.api_key_env: read
+	r := cliRun(t, job.args("--endpoint.api_key_env", "SYNTHGEN_TEST_KEY_VAR")...)
+	r.ok(t, "run with a mistyped variable")
+	if want := "warning: environment variable SYNTHGEN_CONCURENCY names no config key and is ignored (did you mean SYNTHGEN_CONCURRENCY?)"; !strings.Contains(r.stderr, want) {
+		t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+	}
+	if strings.Contains(r.stderr, "SYNTHGEN_TEST_KEY_VAR") {
+		t.Errorf("warned about the variable endpoint.api_key_env names:\n%s", r.stderr)
+	}
+
+	for _, c := range []struct{ flag, want string }{
+		{"--concurency", "did you mean --concurrency?"},
+		{"--temperature", "did you mean --generation.temperature?"},
+		{"--retry-error", "did you mean --retry-errors?"},
+		{"-concurrency", "did you mean --concurrency? a long flag takes two dashes"},
+	} {
+		r := cliRun(t, job.args(c.flag, "5")...)
+		if code := exitCode(r.err); r.err == nil || code != exitUsage {
+			t.Errorf("%s: exit %d (%v), want %d", c.flag, code, r.err, exitUsage)
+			continue
+		}
+		if !strings.Contains(r.err.Error(), c.want) {
+			t.Errorf("%s: %q does not say %q", c.flag, r.err, c.want)
+		}
+	}
+}
+
+// TestRunSaysNoDatasetGiven: outside the repository, with no config, the
+// default dataset.path (the bundled sample) is not there; the person named
+// no dataset, and is told so rather than about a file they never named.
+// A path set on purpose that is missing still names the path.
+func TestRunSaysNoDatasetGiven(t *testing.T) {
+	m, url := cliMock(t, nil)
+	t.Chdir(t.TempDir())
+	r := cliRun(t, "run", "--endpoint.base_url", url, "--quiet")
+	if code := exitCode(r.err); r.err == nil || code != exitUsage {
+		t.Fatalf("exit %d (%v), want %d", code, r.err, exitUsage)
+	}
+	want := "no dataset given: set dataset.path (in --config FILE, SYNTHGEN_DATASET_PATH or --dataset.path)"
+	if r.err.Error() != want {
+		t.Errorf("error %q, want %q", r.err, want)
+	}
+	if strings.Contains(r.err.Error()+r.hint(), "sample.jsonl") {
+		t.Errorf("names the sample nobody asked for: %v (hint %q)", r.err, r.hint())
+	}
+	if _, err := os.Stat("out"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("output dir created without a dataset (stat: %v)", err)
+	}
+
+	// Set on purpose, by the file, the environment or a flag: the path is named.
+	cfg := filepath.Join(t.TempDir(), "job.yaml")
+	if err := os.WriteFile(cfg, []byte("dataset:\n  path: examples/data/sample.jsonl\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--config", cfg}, {"--dataset.path", "examples/data/sample.jsonl"}} {
+		r := cliRun(t, append([]string{"run", "--endpoint.base_url", url, "--quiet"}, args...)...)
+		if r.err == nil || strings.Contains(r.err.Error(), "no dataset given") || !strings.Contains(r.err.Error(), "sample.jsonl") {
+			t.Errorf("%v: %v, want the path named", args, r.err)
+		}
+	}
+	if n := m.Stats().Requests; n != 0 {
+		t.Errorf("%d requests sent without a dataset", n)
+	}
+}
+
+// TestRunConfigFileHint: the hint under a config error fits it: a missing
+// or unreadable file names no key to fix.
+func TestRunConfigFileHint(t *testing.T) {
+	dir := t.TempDir()
+	unreadable := filepath.Join(dir, "locked.yaml")
+	if err := os.WriteFile(unreadable, []byte("concurrency: 4\n"), 0o000); err != nil {
+		t.Fatal(err)
+	}
+	badKey := filepath.Join(dir, "key.yaml")
+	if err := os.WriteFile(badKey, []byte("concurency: 4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ file, hint string }{
+		{filepath.Join(dir, "missing.yaml"), "does not exist"},
+		{badKey, "fix the key named above"},
+	}
+	if os.Geteuid() != 0 { // root reads a 0o000 file
+		cases = append(cases, struct{ file, hint string }{unreadable, "cannot be read"})
+	}
+	denied := fmt.Errorf("read config: %w", &os.PathError{Op: "open", Path: unreadable, Err: syscall.EACCES})
+	if h := configHint(denied); !strings.Contains(h, "cannot be read") {
+		t.Errorf("%v: hint %q, want one saying it cannot be read", denied, h)
+	}
+	for _, c := range cases {
+		r := cliRun(t, "run", "--config", c.file, "--quiet")
+		if code := exitCode(r.err); r.err == nil || code != exitUsage {
+			t.Errorf("%s: exit %d (%v), want %d", c.file, code, r.err, exitUsage)
+			continue
+		}
+		if !strings.Contains(r.hint(), c.hint) {
+			t.Errorf("%s: %v: hint %q, want one saying %q", c.file, r.err, r.hint(), c.hint)
+		}
+	}
+}

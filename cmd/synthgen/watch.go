@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,7 +41,7 @@ It counts every client of the server, not only synthgen: use it to see whether
 the GPU is busy before starting a job, or from another terminal while one runs.
 
 URL is the server root (http://host:8000), its OpenAI base (http://host:8000/v1)
-or the /metrics URL itself. With --follow it prints a line every --interval
+or the /metrics URL itself; a bare host:port means http://host:port. With --follow it prints a line every --interval
 until Ctrl-C.`,
 		Example: `  synthgen watch http://localhost:8000
   synthgen watch http://gpu-box:8000/v1 --window 30s
@@ -67,6 +68,18 @@ until Ctrl-C.`,
 	return cmd
 }
 
+// watchTarget takes a bare host:port (127.0.0.1:8000, gpu-box:8000/v1) as
+// http://host:port, as people type it; Go's URL parser would refuse it
+// ("first path segment in URL cannot contain colon") or read the host as
+// a scheme.
+func watchTarget(target string) string {
+	t := strings.TrimSpace(target)
+	if t != "" && !strings.Contains(t, "://") {
+		return "http://" + t
+	}
+	return t
+}
+
 func runWatch(ctx context.Context, stdout, stderr io.Writer, target string, o watchOptions) error {
 	if o.window <= 0 {
 		return usageError(fmt.Errorf("--window %s: must be positive", o.window), "e.g. --window 10s")
@@ -83,7 +96,7 @@ func runWatch(ctx context.Context, stdout, stderr io.Writer, target string, o wa
 // watchLoop scrapes the server every interval (the first window after one
 // scrape) and prints its rates, once or, with --follow, until Ctrl-C.
 func watchLoop(ctx context.Context, stderr, stdout io.Writer, target string, o watchOptions) error {
-	url, err := promscrape.MetricsURL(target)
+	url, err := promscrape.MetricsURL(watchTarget(target))
 	if err != nil {
 		return usageError(err, "pass the server root (http://host:8000), its /v1 base or its /metrics URL")
 	}

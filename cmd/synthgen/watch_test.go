@@ -150,7 +150,7 @@ func TestWatchErrors(t *testing.T) {
 		hint     string
 	}{
 		{"no url", nil, exitUsage, "one URL", "synthgen watch http://"},
-		{"not a url", []string{"localhost:8000"}, exitUsage, "want http(s)://", "server root"},
+		{"not a url", []string{"ftp://localhost:8000"}, exitUsage, "want http(s)://", "server root"},
 		{"bad window", []string{"http://127.0.0.1:1", "--window", "0s"}, exitUsage, "--window", "10s"},
 		{"down", []string{downURL}, exitFailure, downURL + "/metrics", "is vLLM running?"},
 		{"not vllm", []string{other.URL}, exitFailure, "no vLLM metrics", "not a vLLM /metrics"},
@@ -316,5 +316,22 @@ func TestWatchMatchesMockTokenCount(t *testing.T) {
 	}
 	if rec.Running < clients/2 || rec.URL != srv.URL+"/metrics" {
 		t.Errorf("record = %+v, want about %d running at %s/metrics", rec, clients, srv.URL)
+	}
+}
+
+// TestWatchBareHostPort: `synthgen watch 127.0.0.1:8000` is what people
+// type; it means http://127.0.0.1:8000, as does host:port/v1.
+func TestWatchBareHostPort(t *testing.T) {
+	srv := httptest.NewServer(&fakeVLLM{rate: 1000, start: time.Now()})
+	defer srv.Close()
+	hostPort := strings.TrimPrefix(srv.URL, "http://")
+	for _, target := range []string{hostPort, hostPort + "/v1", " " + hostPort + "/metrics"} {
+		out, _, err := runWatchCmd(context.Background(), target, "--window", "10ms")
+		if err != nil {
+			t.Fatalf("watch %q: %v", target, err)
+		}
+		if want := " window, " + srv.URL + "/metrics)\n"; !strings.HasSuffix(out, want) {
+			t.Errorf("watch %q: %q, want it to end with %q", target, out, want)
+		}
 	}
 }

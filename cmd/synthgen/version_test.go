@@ -1,0 +1,163 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+)
+
+// TestUnknownCommandIsUsage: a mistyped command is bad usage (exit 2, as
+// the README's table says), with the nearest command named.
+func TestUnknownCommandIsUsage(t *testing.T) {
+	for _, c := range []struct{ arg, want string }{
+		{"verison", `did you mean "version"?`},
+		{"rnu", `did you mean "run"?`},
+		{"insepct", `did you mean "inspect"?`},
+		{"frobnicate", ""},
+	} {
+		r := cliRun(t, c.arg)
+		if code := exitCode(r.err); r.err == nil || code != exitUsage {
+			t.Errorf("synthgen %s: exit %d (%v), want %d", c.arg, code, r.err, exitUsage)
+			continue
+		}
+		msg := r.err.Error()
+		if !strings.Contains(msg, `unknown command "`+c.arg+`"`) || (c.want != "" && !strings.Contains(msg, c.want)) {
+			t.Errorf("synthgen %s: %q, want it to name the command and say %q", c.arg, msg, c.want)
+		}
+		if c.want == "" && strings.Contains(msg, "did you mean") {
+			t.Errorf("synthgen %s: %q suggests a command nothing like it", c.arg, msg)
+		}
+		if !strings.Contains(r.hint(), "synthgen --help") {
+			t.Errorf("synthgen %s: hint %q", c.arg, r.hint())
+		}
+	}
+}
+
+// TestVersionCommand: `synthgen version` and `synthgen --version` print the
+// version the manifest records.
+func TestVersionCommand(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		r := cliRun(t, args...)
+		r.ok(t, strings.Join(args, " "))
+		if first, _, _ := strings.Cut(r.stdout, "\n"); first != "synthgen "+version {
+			t.Errorf("synthgen %s printed %q, want first line %q", args[0], r.stdout, "synthgen "+version)
+		}
+	}
+}
+
+func TestResolveVersion(t *testing.T) {
+	rev := "0123456789abcdef0123456789abcdef01234567"
+	vcs := func(modified string) []debug.BuildSetting {
+		return []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: rev},
+			{Key: "vcs.time", Value: "2025-01-02T03:04:05Z"}, {Key: "vcs.modified", Value: modified}}
+	}
+	info := func(mod string, s []debug.BuildSetting) *debug.BuildInfo {
+		return &debug.BuildInfo{Main: debug.Module{Path: "github.com/synthgen/synthgen", Version: mod}, Settings: s}
+	}
+	for _, c := range []struct {
+		what    string
+		ldflags string
+		info    *debug.BuildInfo
+		ok      bool
+		want    string
+	}{
+		{"ldflags win", "v1.0.0-3-gabc", info("v0.0.0-20250102030405-0123456789ab", vcs("false")), true, "v1.0.0-3-gabc"},
+		{"go build in a clean checkout", "", info("v0.0.0-20250102030405-0123456789ab", vcs("false")), true, "0123456789ab"},
+		{"go build with uncommitted changes", "", info("v0.0.0-20250102030405-0123456789ab+dirty", vcs("true")), true, "0123456789ab-dirty"},
+		{"go build, older go: (devel)", "", info("(devel)", vcs("false")), true, "0123456789ab"},
+		{"go install at a release", "", info("v1.2.0", nil), true, "v1.2.0"},
+		{"go build at a tagged commit", "", info("v1.2.0", vcs("false")), true, "v1.2.0"},
+		{"go install at a commit", "", info("v0.0.0-20250102030405-0123456789ab", nil), true, "v0.0.0-20250102030405-0123456789ab"},
+		{"no vcs, no module version", "", info("(devel)", nil), true, "dev"},
+		{"no build info", "", nil, false, "dev"},
+	} {
+		if got := resolveVersion(c.ldflags, c.info, c.ok); got != c.want {
+			t.Errorf("%s: %q, want %q", c.what, got, c.want)
+		}
+	}
+}
+
+// TestPlainGoBuildNamesItsCommit: the README builds with a plain
+// `go build -o synthgen ./cmd/synthgen`; that binary names the commit it
+// was built from, not "dev", and the Makefile's -ldflags version still
+// wins. The repository's files as they are now are committed into a new
+// repository and built there: a git worktree's .git is a file, which the
+// go command does not stamp from.
+func TestPlainGoBuildNamesItsCommit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the module in a new repository")
+	}
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	files, err := exec.Command(git, "-C", "../..", "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
+	if err != nil {
+		t.Skip("not a git checkout")
+	}
+	gobin, err := goTool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := filepath.Join(t.TempDir(), "src")
+	for _, name := range strings.Split(strings.TrimRight(string(files), "\x00"), "\x00") {
+		b, err := os.ReadFile(filepath.Join("../..", name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // deleted, not yet committed
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(repo, name)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitIn := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(git, append([]string{"-c", "user.name=test", "-c", "user.email=test@example.com", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Dir = repo
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	gitIn("init", "--quiet")
+	gitIn("add", "-A")
+	gitIn("commit", "--quiet", "--no-verify", "-m", "build me")
+	head := gitIn("rev-parse", "HEAD")
+
+	build := func(extra ...string) string {
+		t.Helper()
+		bin := filepath.Join(t.TempDir(), "synthgen")
+		cmd := exec.Command(gobin, append(append([]string{"build"}, extra...), "-o", bin, "./cmd/synthgen")...)
+		cmd.Dir = repo
+		// A GOFLAGS=-buildvcs=false in the environment would be the
+		// person's choice, not what a plain build does.
+		cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=auto")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %v: %v\n%s", extra, err, out)
+		}
+		out, err := exec.Command(bin, "version").Output()
+		if err != nil {
+			t.Fatalf("synthgen version: %v", err)
+		}
+		first, _, _ := strings.Cut(string(out), "\n")
+		t.Logf("go build %v: %s", extra, strings.TrimSpace(string(out)))
+		return first
+	}
+	if got, want := build(), "synthgen "+head[:12]; got != want {
+		t.Errorf("plain go build: %q, want %q", got, want)
+	}
+	if got, want := build("-ldflags", "-X main.version=v9.9.9-test"), "synthgen v9.9.9-test"; got != want {
+		t.Errorf("go build -ldflags: %q, want %q", got, want)
+	}
+}
