@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -47,6 +48,11 @@ type wireOptions struct {
 	// There is no response-header timeout: a queued request's first byte
 	// may take minutes under load.
 	Timeout time.Duration
+	// StallTimeout bounds the silence of a streamed answer once its
+	// headers came: no byte (a keep-alive comment counts) for this long
+	// ends the attempt with Cause "stall" (0 = off). A plain answer sends
+	// nothing until it is whole, so it has only Timeout.
+	StallTimeout time.Duration
 	// MaxConns is the pool size: the transport keeps this many idle
 	// connections per host, so N requests in flight never wait for a
 	// connection nor open and close one per request. 0 = defaultMaxConns (256).
@@ -102,6 +108,7 @@ type wireResponse struct {
 type wireClient struct {
 	oa      *openai.Client
 	timeout time.Duration
+	stall   time.Duration // see wireOptions.StallTimeout
 	// chunkDecoder, when set, replaces decodeChunk: the stream benchmark
 	// runs each decoder inside the whole client.
 	chunkDecoder func([]byte) (chunkDelta, error)
@@ -127,7 +134,7 @@ func newWireClient(opts wireOptions) *wireClient {
 	// while a request waits in its queue must not kill the stream. The
 	// request's Timeout is what bounds a silent stream.
 	cfg.EmptyMessagesLimit = math.MaxUint32
-	return &wireClient{oa: openai.NewClientWithConfig(cfg), timeout: opts.Timeout}
+	return &wireClient{oa: openai.NewClientWithConfig(cfg), timeout: opts.Timeout, stall: opts.StallTimeout}
 }
 
 // newTransport is the transport for maxConns requests in flight to one
@@ -136,6 +143,12 @@ func newWireClient(opts wireOptions) *wireClient {
 // on open connections, HTTP/1.1 (vLLM serves HTTP/1.1, and HTTP/2 would put
 // every stream on one connection's flow-control window), and no
 // ResponseHeaderTimeout.
+//
+// TCP keepalive probes a connection after 30 s without traffic, every 15 s,
+// and gives up after 4 unanswered probes: a peer that vanished (a machine
+// powered off, a NAT that forgot the flow) fails the request as a timeout
+// within about 90 s, instead of endpoint.timeout. The probes are answered
+// by the peer's kernel, so a server busy with a long plain answer passes.
 func newTransport(maxConns int) *http.Transport {
 	if maxConns <= 0 {
 		maxConns = defaultMaxConns
@@ -143,8 +156,8 @@ func newTransport(maxConns int) *http.Transport {
 	return &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: (&net.Dialer{
-			Timeout:   30 * time.Second,
-			KeepAlive: 30 * time.Second,
+			Timeout:         30 * time.Second,
+			KeepAliveConfig: tcpKeepAlive,
 		}).DialContext,
 		MaxIdleConns:          0, // no global cap: MaxIdleConnsPerHost governs
 		MaxIdleConnsPerHost:   maxConns,
@@ -155,6 +168,9 @@ func newTransport(maxConns int) *http.Transport {
 		ForceAttemptHTTP2:     false,
 	}
 }
+
+// tcpKeepAlive is the transport's TCP keepalive (see newTransport).
+var tcpKeepAlive = net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: 15 * time.Second, Count: 4}
 
 // Models lists the ids the server serves (GET /models).
 func (c *wireClient) Models(ctx context.Context) ([]string, error) {
@@ -191,6 +207,14 @@ func (c *wireClient) Complete(ctx context.Context, req wireRequest, onDelta func
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	ex := &exchange{body: body, chat: true, stream: req.Stream}
+	if req.Stream && c.stall > 0 {
+		// The doer starts the watch once the headers came; a stall cancels
+		// this attempt alone, with errStalled as the cause.
+		var abort context.CancelCauseFunc
+		ctx, abort = context.WithCancelCause(ctx)
+		defer abort(nil)
+		ex.stall, ex.abort = c.stall, abort
+	}
 	ctx = withExchange(ctx, ex)
 	if !req.Stream {
 		return c.completePlain(ctx, ex)
@@ -254,6 +278,10 @@ func (c *wireClient) completeStream(ctx context.Context, ex *exchange, start tim
 // DIR/errors/.
 func (c *wireClient) failStream(ctx context.Context, ex *exchange, a *answer, err error) *Error {
 	e := c.fail(ctx, ex, err)
+	if e.Cause == causeStall {
+		e.Message = fmt.Sprintf("no byte for %s (endpoint.stall_timeout) after %d text chunks", ex.stall, a.resp.Chunks)
+		return e
+	}
 	if e.Cause == causeConnection {
 		e.Cause = causeStreamCut
 	}
@@ -267,6 +295,12 @@ func (c *wireClient) failStream(ctx context.Context, ex *exchange, a *answer, er
 // first (a canceled request fails with whatever the transport made of it),
 // then the server's message and Retry-After.
 func (c *wireClient) fail(ctx context.Context, ex *exchange, err error) *Error {
+	if errors.Is(context.Cause(ctx), errStalled) {
+		// Our own watch cut the stream, not the caller nor the deadline.
+		return &Error{Cause: causeStall, Retryable: true,
+			Message: fmt.Sprintf("no byte for %s (endpoint.stall_timeout)", ex.stall),
+			Err:     fmt.Errorf("%w: %v", errStalled, err)}
+	}
 	if ce := ctx.Err(); ce != nil && !errors.Is(err, ce) {
 		err = fmt.Errorf("%w (%v)", ce, err)
 	}
@@ -302,6 +336,10 @@ type exchange struct {
 	status int
 	header http.Header
 	raw    []byte // a plain 2xx body, or any error body
+	// stall, when > 0, bounds the silence of a 2xx stream's body: abort
+	// cancels the attempt with errStalled (see idleBody).
+	stall time.Duration
+	abort context.CancelCauseFunc
 }
 
 type exchangeKey struct{}
@@ -340,6 +378,9 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	if ok && (!ex.chat || ex.stream) {
 		// go-openai decodes a models list itself, and reads an SSE body
 		// line by line for RecvRaw to hand us each chunk.
+		if ex.stream && ex.stall > 0 {
+			resp.Body = watchIdle(resp.Body, ex.stall, func() { ex.abort(errStalled) })
+		}
 		return resp, nil
 	}
 	raw, err := io.ReadAll(resp.Body)
@@ -354,6 +395,53 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		resp.Body = io.NopCloser(bytes.NewReader(raw))
 	}
 	return resp, nil
+}
+
+// idleBody is a streamed body whose silence is watched: when no byte has
+// arrived for limit, abort cancels the request, which ends the Read that
+// waits. Bytes are what count, not chunks: a keep-alive comment from a
+// server whose queue holds the request shows that the peer is alive.
+type idleBody struct {
+	io.ReadCloser
+	limit time.Duration
+	now   func() time.Duration // monotonic time since the watch began
+	last  atomic.Int64         // now() at the last byte, in ns
+	timer *time.Timer
+	abort func()
+}
+
+func watchIdle(body io.ReadCloser, limit time.Duration, abort func()) *idleBody {
+	began := time.Now()
+	b := &idleBody{ReadCloser: body, limit: limit, abort: abort, now: func() time.Duration { return time.Since(began) }}
+	// Armed after the field is set: check reads b.timer.
+	b.timer = time.AfterFunc(time.Duration(math.MaxInt64), b.check)
+	b.timer.Reset(limit)
+	return b
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.last.Store(int64(b.now()))
+	}
+	return n, err
+}
+
+// check runs when the timer fires: the stream stalled if nothing came for
+// limit, else the timer waits for what is left of limit since the last byte.
+// One store per Read and one timer per stream: no timer reset per chunk.
+func (b *idleBody) check() {
+	idle := b.now() - time.Duration(b.last.Load())
+	if idle >= b.limit {
+		b.abort()
+		return
+	}
+	b.timer.Reset(b.limit - idle)
+}
+
+func (b *idleBody) Close() error {
+	b.timer.Stop()
+	return b.ReadCloser.Close()
 }
 
 // encodeRequest builds the exact JSON body of a chat completion request:

@@ -23,6 +23,7 @@ const (
 	causeTimeout    = "timeout"      // the request's deadline passed
 	causeConnection = "connection"   // refused, reset, EOF before any answer
 	causeStreamCut  = "stream_cut"   // the stream ended before a finish_reason
+	causeStall      = "stall"        // a stream sent no byte for the stall timeout
 	causeIncomplete = "incomplete"   // a plain answer without choices or finish_reason
 	causeAborted    = "aborted"      // the server finished with "abort"/"error"
 	causeDecode     = "decode"       // a 2xx body that is not a chat completion
@@ -73,6 +74,10 @@ func (e *Error) Unwrap() error { return e.Err }
 // without [DONE]) before any finish_reason: go-openai reports such an end as
 // a normal one, so it is ours to call it a failure.
 var errStreamCut = errors.New("stream ended before a finish_reason")
+
+// errStalled is the cause with which a stream's watch cancels an attempt
+// that received nothing for the stall timeout (see idleBody).
+var errStalled = errors.New("stream stalled")
 
 // classify turns any error from this package, go-openai, net/http or a
 // context into an *Error. It never returns nil for a non-nil err; for nil it

@@ -205,12 +205,13 @@ func jobOf(cfg config.Config, shard dataset.Shard) generator.Job {
 // runSetup is how the configuration runs job.
 func runSetup(cfg config.Config, rf runFlags, job generator.Job, stats *generator.Stats, stderr io.Writer) generator.Setup {
 	return generator.Setup{
-		Job:         job,
-		BaseURL:     cfg.Endpoint.BaseURL,
-		APIKey:      cfg.APIKey(),
-		Timeout:     cfg.Endpoint.Timeout,
-		Concurrency: cfg.Concurrency,
-		Stream:      cfg.Generation.Stream,
+		Job:          job,
+		BaseURL:      cfg.Endpoint.BaseURL,
+		APIKey:       cfg.APIKey(),
+		Timeout:      cfg.Endpoint.Timeout,
+		StallTimeout: cfg.Endpoint.StallTimeout,
+		Concurrency:  cfg.Concurrency,
+		Stream:       cfg.Generation.Stream,
 		Retry: generator.RetryPolicy{
 			MaxAttempts:    cfg.Retry.MaxAttempts,
 			InitialBackoff: cfg.Retry.InitialBackoff,
