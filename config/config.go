@@ -33,6 +33,11 @@ type EndpointConfig struct {
 	// StallTimeout ends a streamed answer that sent no byte for this long
 	// (retried, cause "stall"); 0 = off.
 	StallTimeout time.Duration `mapstructure:"stall_timeout"`
+	// CAFile is a PEM bundle of private CA certificates trusted on top of
+	// the system's roots; empty: the system's roots alone.
+	CAFile string `mapstructure:"ca_file"`
+	// InsecureSkipVerify turns the server certificate check off.
+	InsecureSkipVerify bool `mapstructure:"insecure_skip_verify"`
 }
 
 // DatasetConfig says where the prompts come from and how rows map to them.

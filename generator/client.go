@@ -3,6 +3,7 @@ package generator
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,6 +58,8 @@ type wireOptions struct {
 	// connections per host, so N requests in flight never wait for a
 	// connection nor open and close one per request. 0 = defaultMaxConns (256).
 	MaxConns int
+	// TLS configures https connections (ClientTLS); nil: Go's defaults.
+	TLS *tls.Config
 	// HTTPClient, when set, is used as is (its transport included); nil
 	// builds one from the options.
 	HTTPClient *http.Client
@@ -124,7 +127,7 @@ const bridgeModel = "synthgen-bridge"
 func newWireClient(opts wireOptions) *wireClient {
 	hc := opts.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Transport: newTransport(opts.MaxConns)}
+		hc = &http.Client{Transport: newTransport(opts.MaxConns, opts.TLS)}
 	}
 	cfg := openai.DefaultConfig(opts.APIKey)
 	cfg.BaseURL = strings.TrimRight(opts.BaseURL, "/")
@@ -149,7 +152,7 @@ func newWireClient(opts wireOptions) *wireClient {
 // powered off, a NAT that forgot the flow) fails the request as a timeout
 // within about 90 s, instead of endpoint.timeout. The probes are answered
 // by the peer's kernel, so a server busy with a long plain answer passes.
-func newTransport(maxConns int) *http.Transport {
+func newTransport(maxConns int, tlsConfig *tls.Config) *http.Transport {
 	if maxConns <= 0 {
 		maxConns = defaultMaxConns
 	}
@@ -163,6 +166,7 @@ func newTransport(maxConns int) *http.Transport {
 		MaxIdleConnsPerHost:   maxConns,
 		MaxConnsPerHost:       0,
 		IdleConnTimeout:       90 * time.Second,
+		TLSClientConfig:       tlsConfig,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		ForceAttemptHTTP2:     false,

@@ -31,6 +31,7 @@ const (
 	causeCanceled   = "canceled"     // the caller's context was canceled
 	causeRequest    = "request"      // the request could not be built
 	causeOther      = "error"        // anything else
+	causeTLS        = "tls"          // the server's certificate is not trusted
 	causeLength     = "length"       // an answer cut at max_tokens, asked again with more room (on_length: retry)
 )
 
@@ -122,6 +123,9 @@ func classify(err error) *Error {
 		if m := errorMessage(reqErr.Body); m != "" {
 			e.Message = m
 		}
+	case IsCertificateError(err):
+		// No retry makes a certificate trusted: say so at once.
+		e.Cause = causeTLS
 	case errors.Is(err, errStreamCut), errors.Is(err, openai.ErrTooManyEmptyStreamMessages):
 		e.Cause, e.Retryable = causeStreamCut, true
 	case isTimeout(err):
