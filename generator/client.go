@@ -112,6 +112,7 @@ type wireClient struct {
 	oa      *openai.Client
 	timeout time.Duration
 	stall   time.Duration // see wireOptions.StallTimeout
+	key     apiKey        // redacted from everything the server says
 	// chunkDecoder, when set, replaces decodeChunk: the stream benchmark
 	// runs each decoder inside the whole client.
 	chunkDecoder func([]byte) (chunkDelta, error)
@@ -131,13 +132,14 @@ func newWireClient(opts wireOptions) *wireClient {
 	}
 	cfg := openai.DefaultConfig(opts.APIKey)
 	cfg.BaseURL = strings.TrimRight(opts.BaseURL, "/")
-	cfg.HTTPClient = &doer{next: hc}
+	key := apiKey(opts.APIKey)
+	cfg.HTTPClient = &doer{next: hc, key: key}
 	// go-openai counts consecutive non-data lines (keep-alive comments,
 	// blank separators) and gives up past this limit; a server that pings
 	// while a request waits in its queue must not kill the stream. The
 	// request's Timeout is what bounds a silent stream.
 	cfg.EmptyMessagesLimit = math.MaxUint32
-	return &wireClient{oa: openai.NewClientWithConfig(cfg), timeout: opts.Timeout, stall: opts.StallTimeout}
+	return &wireClient{oa: openai.NewClientWithConfig(cfg), timeout: opts.Timeout, stall: opts.StallTimeout, key: key}
 }
 
 // newTransport is the transport for maxConns requests in flight to one
@@ -183,7 +185,7 @@ func (c *wireClient) Models(ctx context.Context) ([]string, error) {
 	ex := &exchange{}
 	list, err := c.oa.ListModels(withExchange(ctx, ex))
 	if err != nil {
-		return nil, c.fail(ctx, ex, fmt.Errorf("list models: %w", err))
+		return nil, c.key.redact(c.fail(ctx, ex, fmt.Errorf("list models: %w", err)))
 	}
 	ids := make([]string, 0, len(list.Models))
 	for _, m := range list.Models {
@@ -203,6 +205,16 @@ func (c *wireClient) Models(ctx context.Context) ([]string, error) {
 // then ended without usage or [DONE] is complete; UsageKnown tells whether
 // the counts came.
 func (c *wireClient) Complete(ctx context.Context, req wireRequest, onDelta func(n int)) (wireResponse, error) {
+	resp, err := c.complete(ctx, req, onDelta)
+	if err != nil {
+		// A server or proxy may echo the Authorization header in its
+		// message: nothing it says reaches a record or a terminal unredacted.
+		return resp, c.key.redact(err)
+	}
+	return resp, nil
+}
+
+func (c *wireClient) complete(ctx context.Context, req wireRequest, onDelta func(n int)) (wireResponse, error) {
 	start := time.Now()
 	body, err := encodeRequest(req)
 	if err != nil {
@@ -353,7 +365,10 @@ func withExchange(ctx context.Context, ex *exchange) context.Context {
 }
 
 // doer is the HTTPDoer go-openai sends through.
-type doer struct{ next openai.HTTPDoer }
+type doer struct {
+	next openai.HTTPDoer
+	key  apiKey // redacted from the response's header values
+}
 
 var _ openai.HTTPDoer = (*doer)(nil)
 
@@ -377,6 +392,7 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.key.redactHeader(resp.Header)
 	ex.status, ex.header = resp.StatusCode, resp.Header
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	if ok && (!ex.chat || ex.stream) {
