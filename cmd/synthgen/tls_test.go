@@ -23,7 +23,9 @@ func TestRunTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := cliDataset(t, 4, 0)
-	job := func() cliJob { return cliJob{baseURL: ts.URL + "/v1", data: data, dir: filepath.Join(t.TempDir(), "out")} }
+	job := func() cliJob {
+		return cliJob{baseURL: ts.URL + "/v1", data: data, dir: filepath.Join(t.TempDir(), "out")}
+	}
 
 	t.Run("untrusted", func(t *testing.T) {
 		r := cliRun(t, job().args()...)
