@@ -325,7 +325,7 @@ func (c *wireClient) fail(ctx context.Context, ex *exchange, err error) *Error {
 		e.Status = ex.status
 	}
 	if e.Status != 0 && len(ex.raw) > 0 {
-		if m := errorMessage(ex.raw); m != "" {
+		if m := errorMessageCut(ex.raw, ex.rawCut); m != "" {
 			e.Message = m
 		}
 	}
@@ -351,7 +351,8 @@ type exchange struct {
 	stream bool
 	status int
 	header http.Header
-	raw    []byte // a plain 2xx body, or any error body
+	raw    []byte // a plain 2xx body, or an error body's first maxErrorBody bytes
+	rawCut int64  // an error body longer than raw: its size, -1 when unknown; 0: raw is whole
 	// stall, when > 0, bounds the silence of a 2xx stream's body: abort
 	// cancels the attempt with errStalled (see idleBody).
 	stall time.Duration
@@ -403,7 +404,20 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		}
 		return resp, nil
 	}
-	raw, err := io.ReadAll(resp.Body)
+	var raw []byte
+	if ok {
+		raw, err = io.ReadAll(resp.Body)
+	} else {
+		// An error body is read up to a bound; a 10 MB page is not read
+		// (nor kept) whole on every attempt.
+		raw, err = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+1))
+		if len(raw) > maxErrorBody {
+			raw, ex.rawCut = raw[:maxErrorBody], resp.ContentLength
+			if ex.rawCut <= 0 {
+				ex.rawCut = -1
+			}
+		}
+	}
 	resp.Body.Close()
 	if err != nil {
 		return nil, fmt.Errorf("read response body (status %d): %w", resp.StatusCode, err)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -184,8 +185,16 @@ func isConnection(err error) bool {
 // {"error":{"message":...}}, vLLM's {"object":"error","message":...}, a bare
 // {"error":"..."}, FastAPI's {"detail":...}; a message that is not a string
 // (vLLM nests validation details) is kept as its JSON text. A body that is not
-// JSON is kept as text, trimmed and bounded.
-func errorMessage(body []byte) string {
+// JSON is kept as text, trimmed. Either is bounded (boundMessage).
+func errorMessage(body []byte) string { return errorMessageCut(body, 0) }
+
+// errorMessageCut is errorMessage of the first bytes of a body the doer did
+// not read whole (bodyCut: its size, or -1 when unknown; 0: whole).
+func errorMessageCut(body []byte, bodyCut int64) string {
+	if bodyCut != 0 {
+		// Half a JSON document does not parse: its text is the message.
+		return boundMessage(strings.TrimSpace(string(body)), bodyCut)
+	}
 	var top struct {
 		Error   json.RawMessage `json:"error"`
 		Message json.RawMessage `json:"message"`
@@ -216,21 +225,43 @@ func errorMessage(body []byte) string {
 func rawText(raw json.RawMessage) string {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s
+		return boundMessage(s, 0)
 	}
 	return boundedText(raw)
 }
 
-// maxMessage bounds a message kept from a body that is not the expected
-// shape: an HTML error page from a proxy must not bloat DIR/errors/.
-const maxMessage = 2048
+// maxMessage bounds a message kept from a server: a 10 MB HTML page from a
+// proxy, or a message that repeats the prompt, must not fill DIR/errors/
+// once per failed key.
+const maxMessage = 4096
 
-func boundedText(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if len(s) > maxMessage {
-		s = s[:maxMessage] + "..."
+// maxErrorBody bounds what the doer reads of an error body: the rest is
+// never read (the connection is closed rather than drained).
+const maxErrorBody = 64 << 10
+
+func boundedText(b []byte) string { return boundMessage(strings.TrimSpace(string(b)), 0) }
+
+// boundMessage keeps the first maxMessage bytes of s (whole runes) and says
+// that it was cut and from how much: total bytes (0: len(s); -1: unknown,
+// more than maxErrorBody).
+func boundMessage(s string, total int64) string {
+	if total == 0 {
+		if len(s) <= maxMessage {
+			return s
+		}
+		total = int64(len(s))
 	}
-	return s
+	if len(s) > maxMessage {
+		n := maxMessage
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
+	}
+	if total < 0 {
+		return fmt.Sprintf("%s... (cut: more than %d bytes)", s, maxErrorBody)
+	}
+	return fmt.Sprintf("%s... (cut: %d bytes)", s, total)
 }
 
 // parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP date
