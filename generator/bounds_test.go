@@ -2,6 +2,7 @@ package generator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // countingTransport counts the response body bytes the client read.
@@ -77,4 +79,58 @@ func TestErrorBodyBounded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEndlessAnswerCut: a stream that never sends a finish_reason is cut
+// once it brings more than max_tokens allows, by bytes (4 KB deltas) or by
+// chunks (one-byte deltas), as a retryable "overlong"; the server sees the
+// client go away.
+func TestEndlessAnswerCut(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		delta string
+	}{
+		{"4 KB deltas", strings.Repeat("x", 4096)},
+		{"1 byte deltas", "x"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sent atomic.Int64
+			ended := make(chan struct{})
+			chunk := fmt.Sprintf("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", tc.delta)
+			s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+				defer close(ended)
+				w.Header().Set("Content-Type", "text/event-stream")
+				for r.Context().Err() == nil { // forever, until the client goes away
+					if _, err := io.WriteString(w, chunk); err != nil {
+						return
+					}
+					w.(http.Flusher).Flush()
+					sent.Add(1)
+				}
+			})
+			req := userReq(true) // max_tokens 64
+			_, err := s.client(wireOptions{}).Complete(context.Background(), req, nil)
+			e := asError(t, err, causeOverlong, true)
+			if !strings.Contains(e.Message, "max_tokens 64") {
+				t.Errorf("message %q does not name max_tokens", e.Message)
+			}
+			select {
+			case <-ended:
+			case <-time.After(30 * time.Second): // generous: the cut closes the connection at once
+				t.Fatalf("the server still streams after %d chunks", sent.Load())
+			}
+		})
+	}
+	t.Run("a row's max_tokens sets the bound", func(t *testing.T) {
+		req := userReq(true)
+		req.Params = map[string]any{"max_tokens": json.Number("4096")}
+		if b := newAnswerBound(req); b.maxTokens != 4096 || b.chunks != 4096+64 {
+			t.Errorf("bound %+v, want the row's 4096", b)
+		}
+		req.Params = nil
+		req.MaxTokens = 0
+		if b := newAnswerBound(req); b.maxTokens != unboundedTokens {
+			t.Errorf("bound %+v without max_tokens, want %d", b, unboundedTokens)
+		}
+	})
 }

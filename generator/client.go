@@ -235,7 +235,66 @@ func (c *wireClient) complete(ctx context.Context, req wireRequest, onDelta func
 	if !req.Stream {
 		return c.completePlain(ctx, ex)
 	}
-	return c.completeStream(ctx, ex, start, onDelta)
+	return c.completeStream(ctx, ex, start, newAnswerBound(req), onDelta)
+}
+
+// answerBound is how much text a streamed answer may bring while no
+// finish_reason comes: more text chunks, or more bytes of reasoning and
+// content, than max_tokens allows is a server that does not stop (cause
+// "overlong"), and memory must not grow with it. A chunk carries at least
+// one token and a token rarely 64 bytes; the slack covers servers that
+// count otherwise.
+type answerBound struct {
+	maxTokens int
+	chunks    int
+	bytes     int
+}
+
+// unboundedTokens stands for max_tokens when the request sets none: the
+// server's own limit, which no model's context exceeds.
+const unboundedTokens = 1 << 20
+
+func newAnswerBound(req wireRequest) answerBound {
+	n := req.MaxTokens
+	for _, fields := range []map[string]any{req.Extra, req.Params} {
+		for _, k := range []string{"max_tokens", "max_completion_tokens"} {
+			if v, ok := intField(fields[k]); ok {
+				n = v
+			}
+		}
+	}
+	if n <= 0 || n > unboundedTokens {
+		n = unboundedTokens
+	}
+	return answerBound{maxTokens: n, chunks: n + 64, bytes: n*64 + 64<<10}
+}
+
+// intField reads a request field's number as the dataset or the config
+// decoded it.
+func intField(v any) (int, bool) {
+	switch x := v.(type) {
+	case int:
+		return x, true
+	case int64:
+		return int(x), true
+	case float64:
+		return int(x), true
+	case json.Number:
+		f, err := x.Float64()
+		return int(f), err == nil
+	}
+	return 0, false
+}
+
+// check fails an answer that went past the bound.
+func (b answerBound) check(a *answer) error {
+	size := a.reasoning.Len() + a.content.Len()
+	if a.resp.Chunks <= b.chunks && size <= b.bytes {
+		return nil
+	}
+	return &Error{Cause: causeOverlong, Retryable: true,
+		Message: fmt.Sprintf("the answer went past what max_tokens %d allows (%d text chunks, %d bytes) without a finish_reason", b.maxTokens, a.resp.Chunks, size),
+		Err:     errors.New("stream: answer longer than max_tokens allows")}
 }
 
 func (c *wireClient) completePlain(ctx context.Context, ex *exchange) (wireResponse, error) {
@@ -245,7 +304,7 @@ func (c *wireClient) completePlain(ctx context.Context, ex *exchange) (wireRespo
 	return decodeResponse(ex.raw)
 }
 
-func (c *wireClient) completeStream(ctx context.Context, ex *exchange, start time.Time, onDelta func(int)) (wireResponse, error) {
+func (c *wireClient) completeStream(ctx context.Context, ex *exchange, start time.Time, bound answerBound, onDelta func(int)) (wireResponse, error) {
 	stream, err := c.oa.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{Model: bridgeModel})
 	if err != nil {
 		return wireResponse{}, c.fail(ctx, ex, err)
@@ -274,6 +333,9 @@ func (c *wireClient) completeStream(ctx context.Context, ex *exchange, start tim
 			return wireResponse{}, err
 		}
 		if a.add(&d) {
+			if err := bound.check(&a); err != nil {
+				return wireResponse{}, err
+			}
 			if a.resp.Chunks == 1 {
 				a.resp.TTFT = time.Since(start)
 			}

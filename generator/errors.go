@@ -25,6 +25,7 @@ const (
 	causeConnection = "connection"   // refused, reset, EOF before any answer
 	causeStreamCut  = "stream_cut"   // the stream ended before a finish_reason
 	causeStall      = "stall"        // a stream sent no byte for the stall timeout
+	causeOverlong   = "overlong"     // a stream brought more text than max_tokens allows, without a finish_reason
 	causeIncomplete = "incomplete"   // a plain answer without choices or finish_reason
 	causeAborted    = "aborted"      // the server finished with "abort"/"error"
 	causeDecode     = "decode"       // a 2xx body that is not a chat completion
