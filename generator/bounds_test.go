@@ -109,7 +109,11 @@ func TestEndlessAnswerCut(t *testing.T) {
 				}
 			})
 			req := userReq(true) // max_tokens 64
-			_, err := s.client(wireOptions{}).Complete(context.Background(), req, nil)
+			// A generous bound: without the cut the answer never ends, and
+			// the test fails on the cause (timeout) instead of hanging.
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			_, err := s.client(wireOptions{}).Complete(ctx, req, nil)
 			e := asError(t, err, causeOverlong, true)
 			if !strings.Contains(e.Message, "max_tokens 64") {
 				t.Errorf("message %q does not name max_tokens", e.Message)
