@@ -30,6 +30,14 @@ type EndpointConfig struct {
 	APIKeyEnv  string        `mapstructure:"api_key_env"`
 	Timeout    time.Duration `mapstructure:"timeout"`
 	MetricsURL string        `mapstructure:"metrics_url"`
+	// StallTimeout ends a streamed answer that sent no byte for this long
+	// (retried, cause "stall"); 0 = off.
+	StallTimeout time.Duration `mapstructure:"stall_timeout"`
+	// CAFile is a PEM bundle of private CA certificates trusted on top of
+	// the system's roots; empty: the system's roots alone.
+	CAFile string `mapstructure:"ca_file"`
+	// InsecureSkipVerify turns the server certificate check off.
+	InsecureSkipVerify bool `mapstructure:"insecure_skip_verify"`
 }
 
 // DatasetConfig says where the prompts come from and how rows map to them.
@@ -86,9 +94,10 @@ type ShutdownConfig struct {
 func Default() Config {
 	return Config{
 		Endpoint: EndpointConfig{
-			BaseURL:   "http://localhost:8000/v1",
-			APIKeyEnv: "OPENAI_API_KEY",
-			Timeout:   30 * time.Minute,
+			BaseURL:      "http://localhost:8000/v1",
+			APIKeyEnv:    "OPENAI_API_KEY",
+			Timeout:      30 * time.Minute,
+			StallTimeout: 2 * time.Minute,
 		},
 		Dataset: DatasetConfig{
 			Path:     "examples/data/sample.jsonl",

@@ -17,7 +17,7 @@ import (
 // so a change to Default() that the document does not make fails here.
 func documentedDefaults() Config {
 	var c Config
-	c.Endpoint = EndpointConfig{BaseURL: "http://localhost:8000/v1", APIKeyEnv: "OPENAI_API_KEY", Timeout: 30 * time.Minute}
+	c.Endpoint = EndpointConfig{BaseURL: "http://localhost:8000/v1", APIKeyEnv: "OPENAI_API_KEY", Timeout: 30 * time.Minute, StallTimeout: 2 * time.Minute}
 	c.Dataset = DatasetConfig{Path: "examples/data/sample.jsonl", Format: "auto", OnBadRow: "skip"}
 	c.Generation = GenerationConfig{MaxTokens: 8192, Temperature: 0.6, TopP: 0.95, N: 1, Turns: "first", OnLength: "keep", Stream: true, ExtraBody: map[string]any{}}
 	c.Concurrency = 200

@@ -31,6 +31,9 @@ var keys = []key{
 	{name: "endpoint.api_key_env", usage: "name of the environment variable holding the API key (the key itself is never stored)", field: func(c *Config) any { return &c.Endpoint.APIKeyEnv }},
 	{name: "endpoint.timeout", usage: "time limit for one whole request, a streamed answer included", field: func(c *Config) any { return &c.Endpoint.Timeout }},
 	{name: "endpoint.metrics_url", url: true, usage: "the server's Prometheus /metrics URL; empty: derived from base_url", field: func(c *Config) any { return &c.Endpoint.MetricsURL }},
+	{name: "endpoint.stall_timeout", usage: "a streamed answer that sends no byte (keep-alive comments count) for this long after its headers is cut and retried (cause stall); 0: off. A plain answer (generation.stream false) sends nothing until it is whole, so only endpoint.timeout bounds it", field: func(c *Config) any { return &c.Endpoint.StallTimeout }},
+	{name: "endpoint.ca_file", usage: "PEM bundle of private CA certificates to trust for an https base_url (and metrics_url), on top of the system's roots", field: func(c *Config) any { return &c.Endpoint.CAFile }},
+	{name: "endpoint.insecure_skip_verify", usage: "do not check the server's TLS certificate at all (testing only: anyone on the path can read the prompts and the API key); warned about at start", field: func(c *Config) any { return &c.Endpoint.InsecureSkipVerify }},
 
 	{name: "dataset.path", usage: "dataset file or glob (.jsonl, .json, .parquet; gzip and zstd read transparently), or a Hugging Face dataset hf://owner/name[@revision][/glob]", field: func(c *Config) any { return &c.Dataset.Path }},
 	{name: "dataset.format", usage: "row shape: auto, sharegpt, messages, prompt, alpaca or openai-batch", field: func(c *Config) any { return &c.Dataset.Format }},

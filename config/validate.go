@@ -95,6 +95,9 @@ func (c Config) Validate() error {
 		add("endpoint.api_key_env", "(hidden)", "must be the name of an environment variable (letters, digits, _), not the key itself")
 	}
 	positiveDur("endpoint.timeout", e.Timeout)
+	if e.StallTimeout < 0 {
+		add("endpoint.stall_timeout", e.StallTimeout, fmt.Sprintf("%s is negative (0 turns the stall check off)", e.StallTimeout))
+	}
 
 	d := c.Dataset
 	if strings.TrimSpace(d.Path) == "" {

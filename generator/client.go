@@ -3,6 +3,7 @@ package generator
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -47,10 +49,17 @@ type wireOptions struct {
 	// There is no response-header timeout: a queued request's first byte
 	// may take minutes under load.
 	Timeout time.Duration
+	// StallTimeout bounds the silence of a streamed answer once its
+	// headers came: no byte (a keep-alive comment counts) for this long
+	// ends the attempt with Cause "stall" (0 = off). A plain answer sends
+	// nothing until it is whole, so it has only Timeout.
+	StallTimeout time.Duration
 	// MaxConns is the pool size: the transport keeps this many idle
 	// connections per host, so N requests in flight never wait for a
 	// connection nor open and close one per request. 0 = defaultMaxConns (256).
 	MaxConns int
+	// TLS configures https connections (ClientTLS); nil: Go's defaults.
+	TLS *tls.Config
 	// HTTPClient, when set, is used as is (its transport included); nil
 	// builds one from the options.
 	HTTPClient *http.Client
@@ -102,6 +111,8 @@ type wireResponse struct {
 type wireClient struct {
 	oa      *openai.Client
 	timeout time.Duration
+	stall   time.Duration // see wireOptions.StallTimeout
+	key     apiKey        // redacted from everything the server says
 	// chunkDecoder, when set, replaces decodeChunk: the stream benchmark
 	// runs each decoder inside the whole client.
 	chunkDecoder func([]byte) (chunkDelta, error)
@@ -117,17 +128,18 @@ const bridgeModel = "synthgen-bridge"
 func newWireClient(opts wireOptions) *wireClient {
 	hc := opts.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Transport: newTransport(opts.MaxConns)}
+		hc = &http.Client{Transport: newTransport(opts.MaxConns, opts.TLS)}
 	}
 	cfg := openai.DefaultConfig(opts.APIKey)
 	cfg.BaseURL = strings.TrimRight(opts.BaseURL, "/")
-	cfg.HTTPClient = &doer{next: hc}
+	key := apiKey(opts.APIKey)
+	cfg.HTTPClient = &doer{next: hc, key: key}
 	// go-openai counts consecutive non-data lines (keep-alive comments,
 	// blank separators) and gives up past this limit; a server that pings
 	// while a request waits in its queue must not kill the stream. The
 	// request's Timeout is what bounds a silent stream.
 	cfg.EmptyMessagesLimit = math.MaxUint32
-	return &wireClient{oa: openai.NewClientWithConfig(cfg), timeout: opts.Timeout}
+	return &wireClient{oa: openai.NewClientWithConfig(cfg), timeout: opts.Timeout, stall: opts.StallTimeout, key: key}
 }
 
 // newTransport is the transport for maxConns requests in flight to one
@@ -136,25 +148,35 @@ func newWireClient(opts wireOptions) *wireClient {
 // on open connections, HTTP/1.1 (vLLM serves HTTP/1.1, and HTTP/2 would put
 // every stream on one connection's flow-control window), and no
 // ResponseHeaderTimeout.
-func newTransport(maxConns int) *http.Transport {
+//
+// TCP keepalive probes a connection after 30 s without traffic, every 15 s,
+// and gives up after 4 unanswered probes: a peer that vanished (a machine
+// powered off, a NAT that forgot the flow) fails the request as a timeout
+// within about 90 s, instead of endpoint.timeout. The probes are answered
+// by the peer's kernel, so a server busy with a long plain answer passes.
+func newTransport(maxConns int, tlsConfig *tls.Config) *http.Transport {
 	if maxConns <= 0 {
 		maxConns = defaultMaxConns
 	}
 	return &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: (&net.Dialer{
-			Timeout:   30 * time.Second,
-			KeepAlive: 30 * time.Second,
+			Timeout:         30 * time.Second,
+			KeepAliveConfig: tcpKeepAlive,
 		}).DialContext,
 		MaxIdleConns:          0, // no global cap: MaxIdleConnsPerHost governs
 		MaxIdleConnsPerHost:   maxConns,
 		MaxConnsPerHost:       0,
 		IdleConnTimeout:       90 * time.Second,
+		TLSClientConfig:       tlsConfig,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		ForceAttemptHTTP2:     false,
 	}
 }
+
+// tcpKeepAlive is the transport's TCP keepalive (see newTransport).
+var tcpKeepAlive = net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: 15 * time.Second, Count: 4}
 
 // Models lists the ids the server serves (GET /models).
 func (c *wireClient) Models(ctx context.Context) ([]string, error) {
@@ -163,7 +185,7 @@ func (c *wireClient) Models(ctx context.Context) ([]string, error) {
 	ex := &exchange{}
 	list, err := c.oa.ListModels(withExchange(ctx, ex))
 	if err != nil {
-		return nil, c.fail(ctx, ex, fmt.Errorf("list models: %w", err))
+		return nil, c.key.redact(c.fail(ctx, ex, fmt.Errorf("list models: %w", err)))
 	}
 	ids := make([]string, 0, len(list.Models))
 	for _, m := range list.Models {
@@ -183,6 +205,16 @@ func (c *wireClient) Models(ctx context.Context) ([]string, error) {
 // then ended without usage or [DONE] is complete; UsageKnown tells whether
 // the counts came.
 func (c *wireClient) Complete(ctx context.Context, req wireRequest, onDelta func(n int)) (wireResponse, error) {
+	resp, err := c.complete(ctx, req, onDelta)
+	if err != nil {
+		// A server or proxy may echo the Authorization header in its
+		// message: nothing it says reaches a record or a terminal unredacted.
+		return resp, c.key.redact(err)
+	}
+	return resp, nil
+}
+
+func (c *wireClient) complete(ctx context.Context, req wireRequest, onDelta func(n int)) (wireResponse, error) {
 	start := time.Now()
 	body, err := encodeRequest(req)
 	if err != nil {
@@ -191,11 +223,78 @@ func (c *wireClient) Complete(ctx context.Context, req wireRequest, onDelta func
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	ex := &exchange{body: body, chat: true, stream: req.Stream}
+	if req.Stream && c.stall > 0 {
+		// The doer starts the watch once the headers came; a stall cancels
+		// this attempt alone, with errStalled as the cause.
+		var abort context.CancelCauseFunc
+		ctx, abort = context.WithCancelCause(ctx)
+		defer abort(nil)
+		ex.stall, ex.abort = c.stall, abort
+	}
 	ctx = withExchange(ctx, ex)
 	if !req.Stream {
 		return c.completePlain(ctx, ex)
 	}
-	return c.completeStream(ctx, ex, start, onDelta)
+	return c.completeStream(ctx, ex, start, newAnswerBound(req), onDelta)
+}
+
+// answerBound is how much text a streamed answer may bring while no
+// finish_reason comes: more text chunks, or more bytes of reasoning and
+// content, than max_tokens allows is a server that does not stop (cause
+// "overlong"), and memory must not grow with it. A chunk carries at least
+// one token and a token rarely 64 bytes; the slack covers servers that
+// count otherwise.
+type answerBound struct {
+	maxTokens int
+	chunks    int
+	bytes     int
+}
+
+// unboundedTokens stands for max_tokens when the request sets none: the
+// server's own limit, which no model's context exceeds.
+const unboundedTokens = 1 << 20
+
+func newAnswerBound(req wireRequest) answerBound {
+	n := req.MaxTokens
+	for _, fields := range []map[string]any{req.Extra, req.Params} {
+		for _, k := range []string{"max_tokens", "max_completion_tokens"} {
+			if v, ok := intField(fields[k]); ok {
+				n = v
+			}
+		}
+	}
+	if n <= 0 || n > unboundedTokens {
+		n = unboundedTokens
+	}
+	return answerBound{maxTokens: n, chunks: n + 64, bytes: n*64 + 64<<10}
+}
+
+// intField reads a request field's number as the dataset or the config
+// decoded it.
+func intField(v any) (int, bool) {
+	switch x := v.(type) {
+	case int:
+		return x, true
+	case int64:
+		return int(x), true
+	case float64:
+		return int(x), true
+	case json.Number:
+		f, err := x.Float64()
+		return int(f), err == nil
+	}
+	return 0, false
+}
+
+// check fails an answer that went past the bound.
+func (b answerBound) check(a *answer) error {
+	size := a.reasoning.Len() + a.content.Len()
+	if a.resp.Chunks <= b.chunks && size <= b.bytes {
+		return nil
+	}
+	return &Error{Cause: causeOverlong, Retryable: true,
+		Message: fmt.Sprintf("the answer went past what max_tokens %d allows (%d text chunks, %d bytes) without a finish_reason", b.maxTokens, a.resp.Chunks, size),
+		Err:     errors.New("stream: answer longer than max_tokens allows")}
 }
 
 func (c *wireClient) completePlain(ctx context.Context, ex *exchange) (wireResponse, error) {
@@ -205,7 +304,7 @@ func (c *wireClient) completePlain(ctx context.Context, ex *exchange) (wireRespo
 	return decodeResponse(ex.raw)
 }
 
-func (c *wireClient) completeStream(ctx context.Context, ex *exchange, start time.Time, onDelta func(int)) (wireResponse, error) {
+func (c *wireClient) completeStream(ctx context.Context, ex *exchange, start time.Time, bound answerBound, onDelta func(int)) (wireResponse, error) {
 	stream, err := c.oa.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{Model: bridgeModel})
 	if err != nil {
 		return wireResponse{}, c.fail(ctx, ex, err)
@@ -234,6 +333,9 @@ func (c *wireClient) completeStream(ctx context.Context, ex *exchange, start tim
 			return wireResponse{}, err
 		}
 		if a.add(&d) {
+			if err := bound.check(&a); err != nil {
+				return wireResponse{}, err
+			}
 			if a.resp.Chunks == 1 {
 				a.resp.TTFT = time.Since(start)
 			}
@@ -254,6 +356,10 @@ func (c *wireClient) completeStream(ctx context.Context, ex *exchange, start tim
 // DIR/errors/.
 func (c *wireClient) failStream(ctx context.Context, ex *exchange, a *answer, err error) *Error {
 	e := c.fail(ctx, ex, err)
+	if e.Cause == causeStall {
+		e.Message = fmt.Sprintf("no byte for %s (endpoint.stall_timeout) after %d text chunks", ex.stall, a.resp.Chunks)
+		return e
+	}
 	if e.Cause == causeConnection {
 		e.Cause = causeStreamCut
 	}
@@ -267,6 +373,12 @@ func (c *wireClient) failStream(ctx context.Context, ex *exchange, a *answer, er
 // first (a canceled request fails with whatever the transport made of it),
 // then the server's message and Retry-After.
 func (c *wireClient) fail(ctx context.Context, ex *exchange, err error) *Error {
+	if errors.Is(context.Cause(ctx), errStalled) {
+		// Our own watch cut the stream, not the caller nor the deadline.
+		return &Error{Cause: causeStall, Retryable: true,
+			Message: fmt.Sprintf("no byte for %s (endpoint.stall_timeout)", ex.stall),
+			Err:     fmt.Errorf("%w: %v", errStalled, err)}
+	}
 	if ce := ctx.Err(); ce != nil && !errors.Is(err, ce) {
 		err = fmt.Errorf("%w (%v)", ce, err)
 	}
@@ -275,7 +387,7 @@ func (c *wireClient) fail(ctx context.Context, ex *exchange, err error) *Error {
 		e.Status = ex.status
 	}
 	if e.Status != 0 && len(ex.raw) > 0 {
-		if m := errorMessage(ex.raw); m != "" {
+		if m := errorMessageCut(ex.raw, ex.rawCut); m != "" {
 			e.Message = m
 		}
 	}
@@ -301,7 +413,12 @@ type exchange struct {
 	stream bool
 	status int
 	header http.Header
-	raw    []byte // a plain 2xx body, or any error body
+	raw    []byte // a plain 2xx body, or an error body's first maxErrorBody bytes
+	rawCut int64  // an error body longer than raw: its size, -1 when unknown; 0: raw is whole
+	// stall, when > 0, bounds the silence of a 2xx stream's body: abort
+	// cancels the attempt with errStalled (see idleBody).
+	stall time.Duration
+	abort context.CancelCauseFunc
 }
 
 type exchangeKey struct{}
@@ -311,7 +428,10 @@ func withExchange(ctx context.Context, ex *exchange) context.Context {
 }
 
 // doer is the HTTPDoer go-openai sends through.
-type doer struct{ next openai.HTTPDoer }
+type doer struct {
+	next openai.HTTPDoer
+	key  apiKey // redacted from the response's header values
+}
 
 var _ openai.HTTPDoer = (*doer)(nil)
 
@@ -335,14 +455,31 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.key.redactHeader(resp.Header)
 	ex.status, ex.header = resp.StatusCode, resp.Header
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	if ok && (!ex.chat || ex.stream) {
 		// go-openai decodes a models list itself, and reads an SSE body
 		// line by line for RecvRaw to hand us each chunk.
+		if ex.stream && ex.stall > 0 {
+			resp.Body = watchIdle(resp.Body, ex.stall, func() { ex.abort(errStalled) })
+		}
 		return resp, nil
 	}
-	raw, err := io.ReadAll(resp.Body)
+	var raw []byte
+	if ok {
+		raw, err = io.ReadAll(resp.Body)
+	} else {
+		// An error body is read up to a bound; a 10 MB page is not read
+		// (nor kept) whole on every attempt.
+		raw, err = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+1))
+		if len(raw) > maxErrorBody {
+			raw, ex.rawCut = raw[:maxErrorBody], resp.ContentLength
+			if ex.rawCut <= 0 {
+				ex.rawCut = -1
+			}
+		}
+	}
 	resp.Body.Close()
 	if err != nil {
 		return nil, fmt.Errorf("read response body (status %d): %w", resp.StatusCode, err)
@@ -354,6 +491,53 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		resp.Body = io.NopCloser(bytes.NewReader(raw))
 	}
 	return resp, nil
+}
+
+// idleBody is a streamed body whose silence is watched: when no byte has
+// arrived for limit, abort cancels the request, which ends the Read that
+// waits. Bytes are what count, not chunks: a keep-alive comment from a
+// server whose queue holds the request shows that the peer is alive.
+type idleBody struct {
+	io.ReadCloser
+	limit time.Duration
+	now   func() time.Duration // monotonic time since the watch began
+	last  atomic.Int64         // now() at the last byte, in ns
+	timer *time.Timer
+	abort func()
+}
+
+func watchIdle(body io.ReadCloser, limit time.Duration, abort func()) *idleBody {
+	began := time.Now()
+	b := &idleBody{ReadCloser: body, limit: limit, abort: abort, now: func() time.Duration { return time.Since(began) }}
+	// Armed after the field is set: check reads b.timer.
+	b.timer = time.AfterFunc(time.Duration(math.MaxInt64), b.check)
+	b.timer.Reset(limit)
+	return b
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.last.Store(int64(b.now()))
+	}
+	return n, err
+}
+
+// check runs when the timer fires: the stream stalled if nothing came for
+// limit, else the timer waits for what is left of limit since the last byte.
+// One store per Read and one timer per stream: no timer reset per chunk.
+func (b *idleBody) check() {
+	idle := b.now() - time.Duration(b.last.Load())
+	if idle >= b.limit {
+		b.abort()
+		return
+	}
+	b.timer.Reset(b.limit - idle)
+}
+
+func (b *idleBody) Close() error {
+	b.timer.Stop()
+	return b.ReadCloser.Close()
 }
 
 // encodeRequest builds the exact JSON body of a chat completion request:

@@ -574,7 +574,7 @@ func BenchmarkStream(b *testing.B) {
 		}
 	})
 	b.Run("sse_lines_only", func(b *testing.B) {
-		hc := &http.Client{Transport: newTransport(4)}
+		hc := &http.Client{Transport: newTransport(4, nil)}
 		body, _ := encodeRequest(req)
 		b.SetBytes(int64(len(payload)))
 		b.ReportAllocs()

@@ -105,7 +105,7 @@ func BenchmarkThroughput(b *testing.B) {
 		})
 	})
 	b.Run("minimal", func(b *testing.B) {
-		hc := &http.Client{Transport: newTransport(n)}
+		hc := &http.Client{Transport: newTransport(n, nil)}
 		body, _ := encodeRequest(wireRequest{Sampling: Sampling{Model: "test-model", MaxTokens: 64}, Messages: []Message{{Role: "user", Content: "prompt 1"}}})
 		measure(b, func(stop <-chan struct{}) {
 			var wg sync.WaitGroup

@@ -359,7 +359,7 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 			// names each one that is left, with its stack, rather than a
 			// count that another goroutine starting or ending can skew.
 			ignore := goleak.IgnoreCurrent()
-			tr := newTransport(8)
+			tr := newTransport(8, nil)
 			tc.run(t, tr)
 			// Connections the run returned to the pool end here; one
 			// still in use (a body not closed) keeps its readLoop and fails.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -23,6 +24,8 @@ const (
 	causeTimeout    = "timeout"      // the request's deadline passed
 	causeConnection = "connection"   // refused, reset, EOF before any answer
 	causeStreamCut  = "stream_cut"   // the stream ended before a finish_reason
+	causeStall      = "stall"        // a stream sent no byte for the stall timeout
+	causeOverlong   = "overlong"     // a stream brought more text than max_tokens allows, without a finish_reason
 	causeIncomplete = "incomplete"   // a plain answer without choices or finish_reason
 	causeAborted    = "aborted"      // the server finished with "abort"/"error"
 	causeDecode     = "decode"       // a 2xx body that is not a chat completion
@@ -30,6 +33,7 @@ const (
 	causeCanceled   = "canceled"     // the caller's context was canceled
 	causeRequest    = "request"      // the request could not be built
 	causeOther      = "error"        // anything else
+	causeTLS        = "tls"          // the server's certificate is not trusted
 	causeLength     = "length"       // an answer cut at max_tokens, asked again with more room (on_length: retry)
 )
 
@@ -74,6 +78,10 @@ func (e *Error) Unwrap() error { return e.Err }
 // a normal one, so it is ours to call it a failure.
 var errStreamCut = errors.New("stream ended before a finish_reason")
 
+// errStalled is the cause with which a stream's watch cancels an attempt
+// that received nothing for the stall timeout (see idleBody).
+var errStalled = errors.New("stream stalled")
+
 // classify turns any error from this package, go-openai, net/http or a
 // context into an *Error. It never returns nil for a non-nil err; for nil it
 // returns nil.
@@ -117,6 +125,9 @@ func classify(err error) *Error {
 		if m := errorMessage(reqErr.Body); m != "" {
 			e.Message = m
 		}
+	case IsCertificateError(err):
+		// No retry makes a certificate trusted: say so at once.
+		e.Cause = causeTLS
 	case errors.Is(err, errStreamCut), errors.Is(err, openai.ErrTooManyEmptyStreamMessages):
 		e.Cause, e.Retryable = causeStreamCut, true
 	case isTimeout(err):
@@ -175,8 +186,16 @@ func isConnection(err error) bool {
 // {"error":{"message":...}}, vLLM's {"object":"error","message":...}, a bare
 // {"error":"..."}, FastAPI's {"detail":...}; a message that is not a string
 // (vLLM nests validation details) is kept as its JSON text. A body that is not
-// JSON is kept as text, trimmed and bounded.
-func errorMessage(body []byte) string {
+// JSON is kept as text, trimmed. Either is bounded (boundMessage).
+func errorMessage(body []byte) string { return errorMessageCut(body, 0) }
+
+// errorMessageCut is errorMessage of the first bytes of a body the doer did
+// not read whole (bodyCut: its size, or -1 when unknown; 0: whole).
+func errorMessageCut(body []byte, bodyCut int64) string {
+	if bodyCut != 0 {
+		// Half a JSON document does not parse: its text is the message.
+		return boundMessage(strings.TrimSpace(string(body)), bodyCut)
+	}
 	var top struct {
 		Error   json.RawMessage `json:"error"`
 		Message json.RawMessage `json:"message"`
@@ -207,21 +226,43 @@ func errorMessage(body []byte) string {
 func rawText(raw json.RawMessage) string {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s
+		return boundMessage(s, 0)
 	}
 	return boundedText(raw)
 }
 
-// maxMessage bounds a message kept from a body that is not the expected
-// shape: an HTML error page from a proxy must not bloat DIR/errors/.
-const maxMessage = 2048
+// maxMessage bounds a message kept from a server: a 10 MB HTML page from a
+// proxy, or a message that repeats the prompt, must not fill DIR/errors/
+// once per failed key.
+const maxMessage = 4096
 
-func boundedText(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if len(s) > maxMessage {
-		s = s[:maxMessage] + "..."
+// maxErrorBody bounds what the doer reads of an error body: the rest is
+// never read (the connection is closed rather than drained).
+const maxErrorBody = 64 << 10
+
+func boundedText(b []byte) string { return boundMessage(strings.TrimSpace(string(b)), 0) }
+
+// boundMessage keeps the first maxMessage bytes of s (whole runes) and says
+// that it was cut and from how much: total bytes (0: len(s); -1: unknown,
+// more than maxErrorBody).
+func boundMessage(s string, total int64) string {
+	if total == 0 {
+		if len(s) <= maxMessage {
+			return s
+		}
+		total = int64(len(s))
 	}
-	return s
+	if len(s) > maxMessage {
+		n := maxMessage
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
+	}
+	if total < 0 {
+		return fmt.Sprintf("%s... (cut: more than %d bytes)", s, maxErrorBody)
+	}
+	return fmt.Sprintf("%s... (cut: %d bytes)", s, total)
 }
 
 // parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP date

@@ -281,10 +281,16 @@ func openRetrySink(t *testing.T, dir string) *sink.Sink {
 // a sink on dir and closes the sink.
 func runEngine(t *testing.T, url, dir string, opts engineOptions, retryErrors bool, ids []string) (Summary, *Stats) {
 	t.Helper()
-	out := openRetrySink(t, dir)
 	opts.RetryErrors = retryErrors
+	return runEngineWith(t, wireOptions{BaseURL: url + "/v1", MaxConns: opts.Concurrency}, dir, opts, ids)
+}
+
+// runEngineWith is runEngine with the client's options as given.
+func runEngineWith(t *testing.T, wo wireOptions, dir string, opts engineOptions, ids []string) (Summary, *Stats) {
+	t.Helper()
+	out := openRetrySink(t, dir)
 	stats := NewStats(nil)
-	eng, err := newEngine(newWireClient(wireOptions{BaseURL: url + "/v1", MaxConns: opts.Concurrency}), stats, opts)
+	eng, err := newEngine(newWireClient(wo), stats, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package generator
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,10 @@ type Setup struct {
 	BaseURL string        // the OpenAI-compatible API, e.g. http://localhost:8000/v1
 	APIKey  string        // sent as a bearer token when not empty
 	Timeout time.Duration // one whole request
+	// StallTimeout ends a streamed attempt that received no byte for this
+	// long after its headers (retried, cause "stall"); 0 = off.
+	StallTimeout time.Duration
+	TLS          *tls.Config // https: ClientTLS's; nil: Go's defaults
 
 	Concurrency int  // requests in flight
 	Stream      bool // stream answers
@@ -91,7 +96,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	}
 	s.Stats.SetTotal(r.job.Total(r.rows))
 
-	client := newWireClient(wireOptions{BaseURL: s.BaseURL, APIKey: s.APIKey, Timeout: s.Timeout, MaxConns: s.Concurrency})
+	client := newWireClient(wireOptions{BaseURL: s.BaseURL, APIKey: s.APIKey, Timeout: s.Timeout, StallTimeout: s.StallTimeout, TLS: s.TLS, MaxConns: s.Concurrency})
 	if r.job.Sampling.Model, err = resolveModel(ctx, client, s.BaseURL, r.job.Sampling.Model, s.Log); err != nil {
 		return nil, err
 	}

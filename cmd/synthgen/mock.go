@@ -60,6 +60,8 @@ Stop it with Ctrl-C: requests in flight get --grace to finish.`,
 	f.IntVar(&opts.MeanTokens, "mean-tokens", mockserver.DefaultMeanTokens, "mean answer length in tokens (long-tailed, capped by max_tokens)")
 	f.IntVar(&opts.MaxRunning, "max-running", 0, "requests served at once; the rest wait in a FIFO queue (0: unlimited)")
 	f.Int64Var(&opts.Seed, "seed", 0, "seed of the answers: same seed and prompt, same answer")
+	f.Float64Var(&opts.StallRate, "stall-rate", 0, "share of requests (0 to 1) that stall on purpose: a stream sends --stall-after tokens, then holds the connection without a byte until the client goes away; a plain request never answers")
+	f.IntVar(&opts.StallAfter, "stall-after", 0, "tokens a stalling stream sends before it goes silent")
 	f.DurationVar(&grace, "grace", 5*time.Second, "on shutdown, how long requests in flight may take to finish")
 	return cmd
 }

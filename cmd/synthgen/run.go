@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -74,6 +75,12 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	}
 	rs := &runSession{cfg: cfg, rf: rf, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), stats: generator.NewStats(nil)}
 	setup := runSetup(cfg, rf, jobOf(cfg, shard), rs.stats, rs.stderr)
+	if setup.TLS, err = generator.ClientTLS(cfg.Endpoint.CAFile, cfg.Endpoint.InsecureSkipVerify); err != nil {
+		return usageError(err, "endpoint.ca_file is a PEM file of the CA certificates that signed the server's certificate")
+	}
+	if cfg.Endpoint.InsecureSkipVerify {
+		fmt.Fprintln(rs.stderr, "WARNING: endpoint.insecure_skip_verify is set: the server's TLS certificate is NOT checked; anyone on the path can pose as the server and read the prompts, the answers and the API key. Use endpoint.ca_file instead.")
+	}
 	setup.Started = time.Now()
 	rs.sd = newShutdown(cmd.Context(), cfg.Shutdown.Grace, rs.stderr)
 	defer rs.sd.stop()
@@ -261,12 +268,13 @@ func jobOf(cfg config.Config, shard dataset.Shard) generator.Job {
 // runSetup is how the configuration runs job.
 func runSetup(cfg config.Config, rf runFlags, job generator.Job, stats *generator.Stats, stderr io.Writer) generator.Setup {
 	return generator.Setup{
-		Job:         job,
-		BaseURL:     cfg.Endpoint.BaseURL,
-		APIKey:      cfg.APIKey(),
-		Timeout:     cfg.Endpoint.Timeout,
-		Concurrency: cfg.Concurrency,
-		Stream:      cfg.Generation.Stream,
+		Job:          job,
+		BaseURL:      cfg.Endpoint.BaseURL,
+		APIKey:       cfg.APIKey(),
+		Timeout:      cfg.Endpoint.Timeout,
+		StallTimeout: cfg.Endpoint.StallTimeout,
+		Concurrency:  cfg.Concurrency,
+		Stream:       cfg.Generation.Stream,
 		Retry: generator.RetryPolicy{
 			MaxAttempts:    cfg.Retry.MaxAttempts,
 			InitialBackoff: cfg.Retry.InitialBackoff,
@@ -306,6 +314,8 @@ func openError(err error) error {
 		return usageError(err, "check dataset.path and dataset.format")
 	case errors.As(err, &me) && len(me.Served) > 0:
 		return usageError(err, "set endpoint.model to one of them, or leave it empty to take the first")
+	case errors.As(err, &se) && generator.IsCertificateError(err):
+		return &exitError{code: exitFailure, err: err, hint: "the server's TLS certificate is not signed by a CA this machine trusts: set endpoint.ca_file to the PEM bundle of its CA (or, for testing only, endpoint.insecure_skip_verify: true)"}
 	case errors.As(err, &se) && se.NeedsKey():
 		return &exitError{code: exitFailure, err: err, hint: "the server wants an API key: put it in the environment variable named by endpoint.api_key_env (default OPENAI_API_KEY)"}
 	case errors.As(err, &se):
@@ -359,7 +369,14 @@ func serverScraper(cfg config.Config) func(context.Context) (promscrape.Sample, 
 	if err != nil || metricsURL == "" {
 		return nil
 	}
-	scraper := promscrape.NewScraper(metricsURL, nil)
+	var hc *http.Client
+	if tlsConfig, err := generator.ClientTLS(cfg.Endpoint.CAFile, cfg.Endpoint.InsecureSkipVerify); err == nil && tlsConfig != nil {
+		// The server's private CA signs its /metrics too.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = tlsConfig
+		hc = &http.Client{Timeout: promscrape.DefaultTimeout, Transport: tr}
+	}
+	scraper := promscrape.NewScraper(metricsURL, hc)
 	return func(ctx context.Context) (promscrape.Sample, error) {
 		s, err := scraper.Scrape(ctx)
 		if err != nil {

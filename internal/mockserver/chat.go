@@ -51,7 +51,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 
 	g := &generation{
 		s: s, w: w, done: r.Context().Done(), buf: (*bp)[:0],
-		id: s.idSeq.Add(1), created: time.Now().Unix(),
+		id: s.idSeq.Add(1), created: time.Now().Unix(), stallAt: -1,
 	}
 	if req.Stream {
 		// vLLM sends the headers as soon as it accepts the request; the body
@@ -72,6 +72,12 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	g.start = time.Now()
 
 	p := newPlan(s.opts.Seed, req.promptHash(), s.opts.MeanTokens, req.limit())
+	if s.stalls(g.id) {
+		g.stallAt = min(s.opts.StallAfter, p.total)
+		if !req.Stream {
+			g.stallAt = 0
+		}
+	}
 	var ok bool
 	if req.Stream {
 		ok = g.stream(&p, prompt, req.includeUsage())
@@ -98,6 +104,7 @@ type generation struct {
 	timer   *time.Timer // made on the first pause and reused: one per request
 	pending int64
 	running bool
+	stallAt int // the token before which the answer stalls; -1: never
 }
 
 // pause waits until token i is due (TTFT, then one TokenDelay per token)
@@ -129,6 +136,19 @@ func (g *generation) pause(i int, stream bool) bool {
 		g.timer.Stop()
 		return false
 	}
+}
+
+// stall holds the request open without a byte until the client goes away
+// (what was gathered reaches it first); it always returns false: the answer
+// is never finished.
+func (g *generation) stall(stream bool) bool {
+	g.s.stalled.Add(1)
+	g.publish()
+	if stream {
+		_ = g.flush()
+	}
+	<-g.done
+	return false
 }
 
 func (g *generation) publish() {
@@ -191,6 +211,9 @@ func (g *generation) stream(p *plan, prompt int, usage bool) bool {
 		if !g.pause(i, true) {
 			return false
 		}
+		if i == g.stallAt {
+			return g.stall(true)
+		}
 		if i == 0 {
 			g.buf = append(g.buf, head...)
 			g.buf = append(g.buf, roleDelta...)
@@ -212,6 +235,9 @@ func (g *generation) stream(p *plan, prompt int, usage bool) bool {
 		if len(g.buf) >= writeChunkBytes && g.write() != nil {
 			return false
 		}
+	}
+	if g.stallAt == p.total {
+		return g.stall(true) // every token sent, but no finish_reason
 	}
 	if p.finish == "stop" {
 		// The end-of-sequence token shows as an empty delta carrying the reason.
@@ -250,6 +276,9 @@ func (g *generation) plain(p *plan, prompt int) bool {
 		g.buf = append(g.buf, `":"`...)
 	}
 	reasonStart := len(g.buf)
+	if g.stallAt == 0 {
+		return g.stall(false)
+	}
 	for i := range p.total {
 		if !g.pause(i, false) {
 			return false

@@ -38,6 +38,13 @@ type Options struct {
 	MeanTokens     int           // mean completion length (reasoning+content) in tokens, default 300; lognormal, capped by max_tokens
 	MaxRunning     int           // requests served at once; the rest wait in a FIFO queue; 0 = unlimited
 	Seed           int64         // an answer is a pure function of (Seed, request messages)
+	// StallRate is the share of requests that stall on purpose: a stream
+	// sends StallAfter tokens, then holds the connection open without a
+	// byte until the client goes away; a plain request never answers. Which
+	// requests stall is a pure function of Seed and the request's arrival
+	// number, so a run with one request in flight sees the same stalls.
+	StallRate  float64
+	StallAfter int // tokens a stalling stream sends first
 }
 
 // DefaultModel is the model name served when Options.Model is empty.
@@ -66,6 +73,12 @@ func (o Options) Validate() error {
 	if o.MaxRunning < 0 {
 		return fmt.Errorf("max running %d: must not be negative", o.MaxRunning)
 	}
+	if !(o.StallRate >= 0 && o.StallRate <= 1) {
+		return fmt.Errorf("stall rate %v: must be between 0 and 1", o.StallRate)
+	}
+	if o.StallAfter < 0 {
+		return fmt.Errorf("stall after %d: must not be negative", o.StallAfter)
+	}
 	return nil
 }
 
@@ -85,6 +98,7 @@ func (o Options) withDefaults() Options {
 // Stats is a snapshot of a Server's counters.
 type Stats struct {
 	Requests         int64 // chat completion requests accepted (valid ones)
+	Stalled          int64 // requests that stalled on purpose (Options.StallRate)
 	Completed        int64 // answers sent in full
 	Aborted          int64 // requests whose client went away first
 	Running          int64 // being generated now
@@ -107,6 +121,7 @@ type Server struct {
 	idSeq    atomic.Uint64
 
 	requests, completed, aborted atomic.Int64
+	stalled                      atomic.Int64
 	running, waiting, peak       atomic.Int64
 	genTokens, promptTokens      atomic.Int64
 
@@ -160,6 +175,7 @@ func (s *Server) Options() Options { return s.opts }
 func (s *Server) Stats() Stats {
 	return Stats{
 		Requests:         s.requests.Load(),
+		Stalled:          s.stalled.Load(),
 		Completed:        s.completed.Load(),
 		Aborted:          s.aborted.Load(),
 		Running:          s.running.Load(),
@@ -228,6 +244,19 @@ func writeError(w http.ResponseWriter, code int, typ, msg, param string) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(code)
 	_, _ = w.Write(b)
+}
+
+// stalls says whether the id-th request stalls on purpose (StallRate): a
+// draw from (Seed, id) by SplitMix64, the same on every run.
+func (s *Server) stalls(id uint64) bool {
+	if s.opts.StallRate == 0 {
+		return false
+	}
+	z := uint64(s.opts.Seed) + id*0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return float64(z>>11)/(1<<53) < s.opts.StallRate
 }
 
 // acquire waits for a running slot in FIFO order (blocked channel senders
