@@ -45,6 +45,13 @@ type Report struct {
 	CompletionTokens int64            `json:"completion_tokens"`
 	FinishReasons    map[string]int64 `json:"finish_reasons"`
 	TruncatedShare   float64          `json:"truncated_share"` // finish_reason "length" / records
+	// Records with no reasoning, and records with think tags in content:
+	// both most of the records is the mark of a server without a
+	// reasoning parser (the thought inside content).
+	EmptyReasoning      int64   `json:"empty_reasoning"`
+	EmptyReasoningShare float64 `json:"empty_reasoning_share"` // of records
+	ThinkTags           int64   `json:"think_tags"`
+	ThinkTagsShare      float64 `json:"think_tags_share"` // of records
 
 	// Problems make the directory invalid: a run would refuse it, or the
 	// dataset holds something twice. Each says what to do.

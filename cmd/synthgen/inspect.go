@@ -412,6 +412,8 @@ func finishLines(tw io.Writer, r *sink.Report) {
 	fmt.Fprintf(tw, "finish\t%s; truncated (length) %.1f%%\n", strings.Join(parts, ", "), 100*r.TruncatedShare)
 	fmt.Fprintf(tw, "tokens\tprompt %s, completion %s (avg %s per record)\n", inspectNum(r.PromptTokens),
 		inspectNum(r.CompletionTokens), inspectNum(r.CompletionTokens/r.Records))
+	fmt.Fprintf(tw, "reason\tempty in %s (%.1f%%); <think> tags in content in %s (%.1f%%)\n", inspectNum(r.EmptyReasoning),
+		100*r.EmptyReasoningShare, inspectNum(r.ThinkTags), 100*r.ThinkTagsShare)
 }
 
 // verdict: the notes, then the problems with what to do, or "ok".

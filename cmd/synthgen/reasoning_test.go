@@ -108,3 +108,47 @@ func TestRunRequireReasoning(t *testing.T) {
 	cliRun(t, job.args("--generation.require_reasoning")...).ok(t, "fixed server")
 	wantIDs(t, "resumed", cliRecords(t, job.dir), idRange(0, 200)...)
 }
+
+// TestInspectReasoningShares: inspect gives the share of records without
+// reasoning and with think tags in content, as a line and in --json, and
+// notes a directory written by a server without a reasoning parser.
+func TestInspectReasoningShares(t *testing.T) {
+	_, raw := noParserMock(t)
+	_, parsed := cliMock(t, nil)
+	data := cliDataset(t, 12, 0)
+	bad := cliJob{baseURL: raw, data: data, dir: filepath.Join(t.TempDir(), "out")}
+	good := cliJob{baseURL: parsed, data: data, dir: filepath.Join(t.TempDir(), "out")}
+	cliRun(t, bad.args()...).ok(t, "no parser")
+	cliRun(t, good.args()...).ok(t, "parser")
+
+	r := cliRun(t, "inspect", bad.dir)
+	r.ok(t, "inspect no parser") // a finding, not a problem: the records are whole
+	if !strings.Contains(r.stdout, "reason   empty in 12 (100.0%); <think> tags in content in 12 (100.0%)") {
+		t.Errorf("inspect does not give the shares:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "without a reasoning parser") || !strings.Contains(r.stdout, "--reasoning-parser") {
+		t.Errorf("inspect does not note the missing reasoning parser:\n%s", r.stdout)
+	}
+	r = cliRun(t, "inspect", "--json", bad.dir)
+	r.ok(t, "inspect --json")
+	var out struct {
+		Dirs []struct {
+			EmptyReasoning      int64   `json:"empty_reasoning"`
+			EmptyReasoningShare float64 `json:"empty_reasoning_share"`
+			ThinkTags           int64   `json:"think_tags"`
+			ThinkTagsShare      float64 `json:"think_tags_share"`
+		} `json:"dirs"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if d := out.Dirs[0]; d.EmptyReasoning != 12 || d.EmptyReasoningShare != 1 || d.ThinkTags != 12 || d.ThinkTagsShare != 1 {
+		t.Errorf("--json: %+v, want 12 records (share 1) of each", d)
+	}
+
+	r = cliRun(t, "inspect", good.dir)
+	r.ok(t, "inspect parser")
+	if !strings.Contains(r.stdout, "reason   empty in 0 (0.0%); <think> tags in content in 0 (0.0%)") || strings.Contains(r.stdout, "reasoning parser") {
+		t.Errorf("inspect of a parsed directory:\n%s", r.stdout)
+	}
+}
