@@ -73,12 +73,15 @@ type ManifestSummary struct {
 	CreatedAt       time.Time       `json:"created_at"`
 	JobHash         string          `json:"job_hash"`
 	Job             json.RawMessage `json:"job,omitempty"`
-	Legacy          *LegacyIdentity `json:"identity,omitempty"` // version 1's job
-	Config          map[string]any  `json:"config,omitempty"`
-	Limit           int64           `json:"limit"`
-	Shards          int             `json:"shards"`  // listed
-	Records         int64           `json:"records"` // sum of the listed shards' records
-	Runs            []Run           `json:"runs"`
+	// Jobs are the specs of every job that wrote into the directory, by
+	// hash: more than one when forced runs mixed jobs.
+	Jobs    map[string]json.RawMessage `json:"jobs,omitempty"`
+	Legacy  *LegacyIdentity            `json:"identity,omitempty"` // version 1's job
+	Config  map[string]any             `json:"config,omitempty"`
+	Limit   int64                      `json:"limit"`
+	Shards  int                        `json:"shards"`  // listed
+	Records int64                      `json:"records"` // sum of the listed shards' records
+	Runs    []Run                      `json:"runs"`
 }
 
 // ShardReport is one file of DIR/data.
@@ -232,6 +235,7 @@ func summarize(m *Manifest) *ManifestSummary {
 		CreatedAt:       m.CreatedAt,
 		JobHash:         m.Hash(),
 		Job:             m.Job,
+		Jobs:            m.Jobs,
 		Legacy:          m.Identity,
 		Config:          m.Config,
 		Limit:           m.Limit,

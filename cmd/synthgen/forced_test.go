@@ -53,3 +53,41 @@ func TestForcedRunWithNothingToAskKeepsTheJob(t *testing.T) {
 		t.Errorf("1.0 without --force: %v, want refused against the records' 0.6", r.err)
 	}
 }
+
+// TestInspectNamesMixedJobs: a forced run that does write leaves records
+// of two jobs in the directory; the manifest's job is the latest, both are
+// kept in its jobs, and inspect notes the mix by the settings that differ.
+func TestInspectNamesMixedJobs(t *testing.T) {
+	_, url := cliMock(t, nil)
+	job := cliJob{baseURL: url, data: cliDataset(t, 10, 0), dir: filepath.Join(t.TempDir(), "out")}
+	cliRun(t, job.args("--dataset.limit", "5", "--generation.temperature", "0.6")...).ok(t, "temperature 0.6")
+	cliRun(t, job.args("--generation.temperature", "1.0", "--force")...).ok(t, "forced 1.0")
+
+	man, err := sink.ReadManifest(job.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(man.Jobs) != 2 || man.Jobs[man.JobHash] == nil || man.Runs[1].JobHash != man.JobHash || man.Jobs[man.Runs[0].JobHash] == nil {
+		t.Fatalf("manifest job %s, jobs %d, runs %+v: want the forced job latest and both jobs kept", man.JobHash, len(man.Jobs), man.Runs)
+	}
+	r := cliRun(t, "inspect", job.dir)
+	r.ok(t, "inspect")
+	t.Logf("inspect:\n%s", r.stdout)
+	for _, want := range []string{
+		"the directory mixes records of 2 jobs",
+		man.JobHash[:12] + " (generation.temperature 1) is the manifest's, the latest",
+		man.Runs[0].JobHash[:12] + " (generation.temperature 0.6)",
+		"FORCED, job " + man.JobHash[:12],
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("inspect does not say %q:\n%s", want, r.stdout)
+		}
+	}
+
+	// One job: no such note.
+	one := cliJob{baseURL: url, data: job.data, dir: filepath.Join(t.TempDir(), "out")}
+	cliRun(t, one.args()...).ok(t, "one job")
+	if r := cliRun(t, "inspect", one.dir); strings.Contains(r.stdout, "mixes") {
+		t.Errorf("a one-job directory is said to mix jobs:\n%s", r.stdout)
+	}
+}
