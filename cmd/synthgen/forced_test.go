@@ -9,6 +9,20 @@ import (
 	"github.com/synthgen/synthgen/sink"
 )
 
+// manifestJob reads DIR's manifest and the job it records.
+func manifestJob(t *testing.T, dir string) (*sink.Manifest, generator.Job) {
+	t.Helper()
+	man, err := sink.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := generator.ManifestJob(dir, man.Job, man.Identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return man, job
+}
+
 // TestForcedRunWithNothingToAskKeepsTheJob: 10 records made at temperature
 // 0.6; a forced rerun at 1.0 finds every key done and writes nothing, so
 // the directory is still the 0.6 job's: going back to 0.6 resumes without
@@ -24,14 +38,7 @@ func TestForcedRunWithNothingToAskKeepsTheJob(t *testing.T) {
 	if got := m.Stats().Requests - before; got != 0 {
 		t.Fatalf("forced 1.0: %d requests, want none (every key is done)", got)
 	}
-	man, err := sink.ReadManifest(job.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored, err := generator.ManifestJob(job.dir, man.Job, man.Identity)
-	if err != nil {
-		t.Fatal(err)
-	}
+	man, stored := manifestJob(t, job.dir)
 	if got := stored.Sampling.Temperature; got != 0.6 {
 		t.Errorf("manifest job temperature %v after a forced run that wrote nothing, want the records' 0.6", got)
 	}
@@ -63,16 +70,12 @@ func TestInspectNamesMixedJobs(t *testing.T) {
 	cliRun(t, job.args("--dataset.limit", "5", "--generation.temperature", "0.6")...).ok(t, "temperature 0.6")
 	cliRun(t, job.args("--generation.temperature", "1.0", "--force")...).ok(t, "forced 1.0")
 
-	man, err := sink.ReadManifest(job.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	man, _ := manifestJob(t, job.dir)
 	if len(man.Jobs) != 2 || man.Jobs[man.JobHash] == nil || man.Runs[1].JobHash != man.JobHash || man.Jobs[man.Runs[0].JobHash] == nil {
 		t.Fatalf("manifest job %s, jobs %d, runs %+v: want the forced job latest and both jobs kept", man.JobHash, len(man.Jobs), man.Runs)
 	}
 	r := cliRun(t, "inspect", job.dir)
 	r.ok(t, "inspect")
-	t.Logf("inspect:\n%s", r.stdout)
 	for _, want := range []string{
 		"the directory mixes records of 2 jobs",
 		man.JobHash[:12] + " (generation.temperature 1) is the manifest's, the latest",
