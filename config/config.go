@@ -53,15 +53,20 @@ type DatasetConfig struct {
 
 // GenerationConfig is what is asked of the model for every prompt.
 type GenerationConfig struct {
-	MaxTokens    int            `mapstructure:"max_tokens"`
-	Temperature  float64        `mapstructure:"temperature"`
-	TopP         float64        `mapstructure:"top_p"`
-	N            int            `mapstructure:"n"`
-	SystemPrompt string         `mapstructure:"system_prompt"`
-	Turns        string         `mapstructure:"turns"`
-	OnLength     string         `mapstructure:"on_length"`
-	Stream       bool           `mapstructure:"stream"`
-	ExtraBody    map[string]any `mapstructure:"extra_body"`
+	MaxTokens    int     `mapstructure:"max_tokens"`
+	Temperature  float64 `mapstructure:"temperature"`
+	TopP         float64 `mapstructure:"top_p"`
+	N            int     `mapstructure:"n"`
+	SystemPrompt string  `mapstructure:"system_prompt"`
+	Turns        string  `mapstructure:"turns"`
+	OnLength     string  `mapstructure:"on_length"`
+	// RequireReasoning makes answers without a reasoning field fatal when
+	// their content holds the model's thought in think tags (a server
+	// started without a reasoning parser); else that is a warning. It
+	// changes no answer, so it is no part of the job.
+	RequireReasoning bool           `mapstructure:"require_reasoning"`
+	Stream           bool           `mapstructure:"stream"`
+	ExtraBody        map[string]any `mapstructure:"extra_body"`
 }
 
 // RetryConfig bounds the retries done inside a request's slot.

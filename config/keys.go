@@ -50,6 +50,7 @@ var keys = []key{
 	{name: "generation.system_prompt", usage: "system turn to set or replace in every prompt; empty: keep the dataset's", field: func(c *Config) any { return &c.Generation.SystemPrompt }},
 	{name: "generation.turns", usage: "first: answer the conversation up to its first assistant turn; all: regenerate every assistant turn in sequence, each asked with the model's own earlier answers (a whole conversation is one key, done when all its turns are)", field: func(c *Config) any { return &c.Generation.Turns }},
 	{name: "generation.on_length", usage: "what an answer cut at max_tokens (finish_reason length) does: keep it, or retry it with twice the room, up to 4x max_tokens, so that long reasoning is not silently dropped from the data", field: func(c *Config) any { return &c.Generation.OnLength }},
+	{name: "generation.require_reasoning", usage: "stop the run (exit 1) when the first answers carry no reasoning field but <think> tags in their content, as from a vLLM started without --reasoning-parser; false: only warn", field: func(c *Config) any { return &c.Generation.RequireReasoning }},
 	{name: "generation.stream", usage: "stream answers (tokens counted as they arrive, time to first token measured)", field: func(c *Config) any { return &c.Generation.Stream }},
 	{name: "generation.extra_body", usage: `JSON object merged into every request body, e.g. '{"top_k":20}'`, field: func(c *Config) any { return &c.Generation.ExtraBody }},
 

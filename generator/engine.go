@@ -85,6 +85,17 @@ type engineOptions struct {
 	// Log receives notes for a person (a row asking for another model);
 	// nil: discarded.
 	Log io.Writer
+	// Reasoning checks the run's first answers for a server without a
+	// reasoning parser (reasoning.go); zero: no check.
+	Reasoning reasoningPolicy
+}
+
+// reasoningPolicy is what the engine does about a server without a
+// reasoning parser.
+type reasoningPolicy struct {
+	Sample  int                     // first answers to read; 0: no check
+	Require bool                    // fatal: drain, and Run returns the error
+	OnFound func(*NoReasoningError) // told once, from the writer goroutine
 }
 
 // engine runs prompts through a completer into a resultSink.
@@ -96,6 +107,12 @@ type engine struct {
 	drainOnce sync.Once
 	drain     chan struct{}
 	ran       atomic.Bool // an engine runs once: Drain and the stats belong to that run
+
+	// The writer goroutine's: the check of the first answers, and what it
+	// found when generation.require_reasoning makes that fatal (read by Run
+	// once the writer has returned).
+	reasoning *reasoningCheck
+	fatal     error
 }
 
 // serverAnswered reports whether a call's outcome shows the server is
@@ -151,7 +168,11 @@ func newEngine(client completer, stats *Stats, opts engineOptions) (*engine, err
 	if stats == nil {
 		stats = NewStats(nil)
 	}
-	return &engine{client: client, opts: opts, stats: stats, drain: make(chan struct{})}, nil
+	e := &engine{client: client, opts: opts, stats: stats, drain: make(chan struct{})}
+	if opts.Reasoning.Sample > 0 {
+		e.reasoning = &reasoningCheck{want: opts.Reasoning.Sample}
+	}
+	return e, nil
 }
 
 // Stats returns the engine's statistics.
@@ -256,7 +277,10 @@ func (e *engine) Run(ctx context.Context, src source, out resultSink) (Summary, 
 	if err != nil {
 		return sum, err
 	}
-	return sum, srcErr
+	if srcErr != nil {
+		return sum, srcErr
+	}
+	return sum, e.fatal
 }
 
 // summary reads the run's figures from its stats.
@@ -561,6 +585,7 @@ func (e *engine) write(cancel context.CancelCauseFunc, out resultSink, results <
 				if err := out.Flush(); err != nil {
 					return fmt.Errorf("flush output: %w", err)
 				}
+				e.found(e.reasoning.end())
 				return nil
 			}
 			switch {
@@ -569,6 +594,7 @@ func (e *engine) write(cancel context.CancelCauseFunc, out resultSink, results <
 					return fail(fmt.Errorf("write record %s/%d: %w", r.rec.ID, r.rec.Sample, err), r)
 				}
 				r.tr.Done(r.outcome)
+				e.found(e.reasoning.observe(r.rec))
 			case r.fail != nil:
 				if err := out.WriteError(r.fail); err != nil {
 					return fail(fmt.Errorf("write error record %s/%d: %w", r.fail.ID, r.fail.Sample, err), r)
@@ -582,5 +608,21 @@ func (e *engine) write(cancel context.CancelCauseFunc, out resultSink, results <
 				return fail(fmt.Errorf("flush output: %w", err), result{})
 			}
 		}
+	}
+}
+
+// found acts on what the reasoning check found (nil: nothing): tells the
+// runner, and with generation.require_reasoning stops intake and keeps the
+// error for Run to return. The writer goroutine calls it.
+func (e *engine) found(err *NoReasoningError) {
+	if err == nil {
+		return
+	}
+	if e.opts.Reasoning.OnFound != nil {
+		e.opts.Reasoning.OnFound(err)
+	}
+	if e.opts.Reasoning.Require {
+		e.fatal = err
+		e.Drain()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -225,4 +226,69 @@ func diffLegacy(old, cur map[string]string) []Change {
 	}
 	slices.SortFunc(out, func(a, b Change) int { return strings.Compare(a.Key, b.Key) })
 	return out
+}
+
+// MixedJobs describes the jobs whose records a directory holds when there
+// are several (forced runs wrote into another job's directory): each by
+// its hash and its values of the settings that differ between them, the
+// manifest's job (latest, the one a resume compares with) first, the
+// others in the order of the runs that asked them. It is "" for one job.
+func MixedJobs(dir, latest string, jobs map[string]json.RawMessage, runs []sink.Run) string {
+	if len(jobs) < 2 {
+		return ""
+	}
+	order := []string{latest}
+	for _, r := range runs {
+		if _, ok := jobs[r.JobHash]; ok && !slices.Contains(order, r.JobHash) {
+			order = append(order, r.JobHash)
+		}
+	}
+	for _, h := range slices.Sorted(maps.Keys(jobs)) {
+		if !slices.Contains(order, h) {
+			order = append(order, h)
+		}
+	}
+	base, err := ManifestJob(dir, jobs[latest], nil)
+	if err != nil {
+		return fmt.Sprintf("the directory mixes records of %d jobs (forced runs): %s", len(jobs), strings.Join(order, ", "))
+	}
+	values := map[string]map[string]string{latest: {}}
+	var keys []string
+	for _, h := range order[1:] {
+		j, err := ManifestJob(dir, jobs[h], nil)
+		if err != nil {
+			continue
+		}
+		values[h] = map[string]string{}
+		for _, c := range j.Diff(base) {
+			values[latest][c.Key], values[h][c.Key] = c.Old, c.New
+			if !slices.Contains(keys, c.Key) {
+				keys = append(keys, c.Key)
+			}
+		}
+	}
+	slices.Sort(keys)
+	var parts []string
+	for i, h := range order {
+		v, ok := values[h]
+		if !ok {
+			parts = append(parts, fmt.Sprintf("%.12s (unreadable)", h))
+			continue
+		}
+		var settings []string
+		for _, k := range keys {
+			val, ok := v[k]
+			if !ok {
+				val = values[latest][k] // the same as the manifest's job
+			}
+			settings = append(settings, k+" "+val)
+		}
+		what := fmt.Sprintf("%.12s (%s)", h, strings.Join(settings, ", "))
+		if i == 0 {
+			what += " is the manifest's, the latest"
+		}
+		parts = append(parts, what)
+	}
+	return fmt.Sprintf("the directory mixes records of %d jobs (forced runs wrote into it): %s; runs lists which run asked which",
+		len(jobs), strings.Join(parts, "; "))
 }

@@ -38,6 +38,10 @@ type Setup struct {
 	SyncInterval time.Duration // durability bound
 	RetryErrors  bool          // ask again the keys that failed for good before
 	Force        bool          // resume a directory made by another job (recorded)
+	// RequireReasoning makes a server without a reasoning parser fatal
+	// (generation.require_reasoning): the run drains and Run returns a
+	// *NoReasoningError. Else it is a warning on Log and in status.json.
+	RequireReasoning bool
 
 	OnBadRow   string                               // dataset.on_bad_row
 	OnSkip     func(*dataset.RowError)              // a skipped bad row
@@ -136,6 +140,11 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 		Log:          s.Log,
 		Retry:        s.Retry,
 		SyncInterval: s.SyncInterval,
+		Reasoning: reasoningPolicy{
+			Sample:  r.reasoningSample(),
+			Require: s.RequireReasoning,
+			OnFound: r.noReasoning,
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -145,6 +154,25 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	}
 	r.openStatus()
 	return r, nil
+}
+
+// reasoningSample is how many first answers the reasoning check reads:
+// reasoningSample, or what is left of the job when that is less.
+func (r *Runner) reasoningSample() int {
+	left := r.job.Total(r.rows) - int64(r.out.DoneCount())
+	return int(min(max(left, 1), reasoningSample))
+}
+
+// noReasoning says, once, that the server sends no reasoning: on Log and
+// in status.json's warnings (the writer goroutine calls it).
+func (r *Runner) noReasoning(e *NoReasoningError) {
+	msg := fmt.Sprintf("%v; %s", e, ReasoningParserHint)
+	fmt.Fprintf(r.setup.Log, "warning: %s\n", msg)
+	if r.setup.RequireReasoning {
+		fmt.Fprintf(r.setup.Log, "generation.require_reasoning: no new requests; the ones in flight finish, what was written is kept\n")
+		r.status.SetState(StateDraining)
+	}
+	r.status.AddWarning(msg)
 }
 
 // openStatus prepares status.json and report.json; the sink holds the

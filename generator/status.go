@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,6 +64,9 @@ type StatusRecord struct {
 	State State  `json:"state"`
 	RunInfo
 	ProgressRecord
+	// Warnings are what the run found wrong without stopping (a server
+	// that sends no reasoning), each said once and kept from then on.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ReportConfig is the part of the job and its setup a reader of
@@ -132,6 +137,9 @@ type statusWriter struct {
 	info  RunInfo
 	cfg   ReportConfig
 	state atomic.Value // State
+
+	mu       sync.Mutex
+	warnings []string
 }
 
 func newStatusWriter(dir string, started time.Time, cfg ReportConfig) *statusWriter {
@@ -168,8 +176,19 @@ func (s *statusWriter) RemoveLeftovers() error {
 // SetState changes the state the next heartbeat shows.
 func (s *statusWriter) SetState(state State) { s.state.Store(state) }
 
+// AddWarning adds w to the warnings of every status.json and report.json
+// written from now on. Safe from any goroutine.
+func (s *statusWriter) AddWarning(w string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.warnings = append(s.warnings, w)
+}
+
 func (s *statusWriter) status(rec ProgressRecord) StatusRecord {
-	return StatusRecord{ProgressRecord: rec, Event: "status", State: s.state.Load().(State), RunInfo: s.info}
+	s.mu.Lock()
+	warnings := slices.Clone(s.warnings)
+	s.mu.Unlock()
+	return StatusRecord{ProgressRecord: rec, Event: "status", State: s.state.Load().(State), RunInfo: s.info, Warnings: warnings}
 }
 
 // Heartbeat rewrites status.json with rec and the current state.

@@ -45,6 +45,13 @@ type Report struct {
 	CompletionTokens int64            `json:"completion_tokens"`
 	FinishReasons    map[string]int64 `json:"finish_reasons"`
 	TruncatedShare   float64          `json:"truncated_share"` // finish_reason "length" / records
+	// Records with no reasoning, and records with think tags in content:
+	// both most of the records is the mark of a server without a
+	// reasoning parser (the thought inside content).
+	EmptyReasoning      int64   `json:"empty_reasoning"`
+	EmptyReasoningShare float64 `json:"empty_reasoning_share"` // of records
+	ThinkTags           int64   `json:"think_tags"`
+	ThinkTagsShare      float64 `json:"think_tags_share"` // of records
 
 	// Problems make the directory invalid: a run would refuse it, or the
 	// dataset holds something twice. Each says what to do.
@@ -66,12 +73,15 @@ type ManifestSummary struct {
 	CreatedAt       time.Time       `json:"created_at"`
 	JobHash         string          `json:"job_hash"`
 	Job             json.RawMessage `json:"job,omitempty"`
-	Legacy          *LegacyIdentity `json:"identity,omitempty"` // version 1's job
-	Config          map[string]any  `json:"config,omitempty"`
-	Limit           int64           `json:"limit"`
-	Shards          int             `json:"shards"`  // listed
-	Records         int64           `json:"records"` // sum of the listed shards' records
-	Runs            []Run           `json:"runs"`
+	// Jobs are the specs of every job that wrote into the directory, by
+	// hash: more than one when forced runs mixed jobs.
+	Jobs    map[string]json.RawMessage `json:"jobs,omitempty"`
+	Legacy  *LegacyIdentity            `json:"identity,omitempty"` // version 1's job
+	Config  map[string]any             `json:"config,omitempty"`
+	Limit   int64                      `json:"limit"`
+	Shards  int                        `json:"shards"`  // listed
+	Records int64                      `json:"records"` // sum of the listed shards' records
+	Runs    []Run                      `json:"runs"`
 }
 
 // ShardReport is one file of DIR/data.
@@ -225,6 +235,7 @@ func summarize(m *Manifest) *ManifestSummary {
 		CreatedAt:       m.CreatedAt,
 		JobHash:         m.Hash(),
 		Job:             m.Job,
+		Jobs:            m.Jobs,
 		Legacy:          m.Identity,
 		Config:          m.Config,
 		Limit:           m.Limit,

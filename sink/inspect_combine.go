@@ -28,6 +28,14 @@ func (r *Report) finish() {
 	}
 	if r.Records > 0 {
 		r.TruncatedShare = float64(r.FinishReasons["length"]) / float64(r.Records)
+		r.EmptyReasoningShare = float64(r.EmptyReasoning) / float64(r.Records)
+		r.ThinkTagsShare = float64(r.ThinkTags) / float64(r.Records)
+		if 2*r.EmptyReasoning > r.Records && 2*r.ThinkTags > r.Records {
+			r.note("%.0f%% of the records have no reasoning and %.0f%% carry <think> tags in their content: "+
+				"the server ran without a reasoning parser, and the reasoning is inside content "+
+				"(start vLLM with --reasoning-parser, e.g. deepseek_r1 or qwen3, for the next run)",
+				100*r.EmptyReasoningShare, 100*r.ThinkTagsShare)
+		}
 	}
 	r.Duplicates = r.duplicates()
 	r.Problems = append(r.Problems, groupDuplicates(r.Duplicates)...)
@@ -129,6 +137,8 @@ func Combine(reports ...*Report) (*Report, error) {
 		c.Records += r.Records
 		c.PromptTokens += r.PromptTokens
 		c.CompletionTokens += r.CompletionTokens
+		c.EmptyReasoning += r.EmptyReasoning
+		c.ThinkTags += r.ThinkTags
 		for f, n := range r.FinishReasons {
 			c.FinishReasons[f] += n
 		}

@@ -92,6 +92,8 @@ type shardAcc struct {
 	compl   int64
 	finish  map[string]int64
 	records int
+	noReas  int64 // records without reasoning
+	tags    int64 // records with think tags in content
 }
 
 func (a *shardAcc) add(rec *Record) {
@@ -103,6 +105,12 @@ func (a *shardAcc) add(rec *Record) {
 	}
 	a.finish[rec.FinishReason]++
 	a.records++
+	if rec.Reasoning == "" {
+		a.noReas++
+	}
+	if ThinkTags(rec.Content) {
+		a.tags++
+	}
 }
 
 func checkRecord(rec *Record) error {
@@ -128,6 +136,8 @@ func (r *Report) commit(path string, a *shardAcc) {
 	r.Records += int64(a.records)
 	r.PromptTokens += a.prompt
 	r.CompletionTokens += a.compl
+	r.EmptyReasoning += a.noReas
+	r.ThinkTags += a.tags
 	for f, n := range a.finish {
 		r.FinishReasons[f] += n
 	}

@@ -28,18 +28,38 @@ type Manifest struct {
 	CreatedAt       time.Time `json:"created_at"`
 	// JobHash and Job are the job the directory's records answer, as its
 	// owner (package generator) encodes it; the sink stores them and leaves
-	// their meaning to that owner.
+	// their meaning to that owner. It is the job of the latest run that
+	// wrote a record or an error record (or of the first run): a run that
+	// --force let in takes it over only with its first record, so a forced
+	// run that writes nothing leaves it as it was.
 	JobHash string          `json:"job_hash,omitempty"`
 	Job     json.RawMessage `json:"job,omitempty"`
-	// Config is the effective configuration of the latest run, without
-	// secrets, for people.
+	// Jobs holds the spec of every job that wrote records or error
+	// records into the directory, by hash: more than one when a forced
+	// run wrote into another job's directory. Each run names its own in
+	// Runs[i].JobHash.
+	Jobs map[string]json.RawMessage `json:"jobs,omitempty"`
+	// Config is the effective configuration of the run that set Job,
+	// without secrets, for people.
 	Config map[string]any `json:"config,omitempty"`
 	// Identity is version 1's record of the job, read so that directories
 	// written before version 2 resume; it is not written any more.
 	Identity *LegacyIdentity `json:"identity,omitempty"`
-	Limit    int64           `json:"limit"` // dataset.limit of the latest run (0 = all)
+	Limit    int64           `json:"limit"` // dataset.limit of the run that set Job (0 = all)
 	Shards   []ShardInfo     `json:"shards"`
 	Runs     []Run           `json:"runs"`
+}
+
+// addJob lists spec under hash in Jobs (an empty hash: a job its owner
+// does not name, as in some tests, is not listed).
+func (m *Manifest) addJob(hash string, spec json.RawMessage) {
+	if hash == "" || len(spec) == 0 {
+		return
+	}
+	if m.Jobs == nil {
+		m.Jobs = map[string]json.RawMessage{}
+	}
+	m.Jobs[hash] = spec
 }
 
 // LegacyIdentity is version 1's job: the answer-changing settings as
@@ -84,7 +104,7 @@ type Run struct {
 	StartedAt      time.Time  `json:"started_at"`
 	EndedAt        *time.Time `json:"ended_at"`
 	Version        string     `json:"version"`
-	JobHash        string     `json:"job_hash,omitempty"`
+	JobHash        string     `json:"job_hash,omitempty"`      // the job this run asked (Manifest.Jobs has its spec once it wrote)
 	IdentityHash   string     `json:"identity_hash,omitempty"` // version 1 runs: their hash
 	Limit          int64      `json:"limit"`
 	Forced         bool       `json:"forced"`

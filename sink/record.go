@@ -3,7 +3,10 @@
 // recovery pass that makes a resumed run skip exactly the keys already on disk.
 package sink
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Message is one chat turn as it was sent to the server.
 type Message struct {
@@ -70,3 +73,15 @@ type ErrorRecord struct {
 
 // Key returns the error record's key.
 func (e *ErrorRecord) Key() Key { return Key{ID: e.ID, Sample: e.Sample} }
+
+// ThinkTags reports whether content holds a think tag (<think> or
+// </think>): a reasoning model's thought that a server without a reasoning
+// parser left inside the answer. Some chat templates open the tag in the
+// prompt, so the closing tag alone counts too.
+func ThinkTags(content string) bool {
+	return strings.Contains(content, "</think>") || strings.Contains(content, "<think>")
+}
+
+// ReasoningInContent reports whether r looks answered by such a server: no
+// reasoning, and think tags in the content.
+func (r *Record) ReasoningInContent() bool { return r.Reasoning == "" && ThinkTags(r.Content) }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -62,6 +63,9 @@ type Sink struct {
 	lock    *os.File
 	man     *Manifest
 	run     int // index of this run in man.Runs
+	// adopted: this run's job is in man.Jobs (it wrote); deferred: a run
+	// --force let in, whose job becomes man's job with its first write.
+	adopted, deferred bool
 
 	// done maps every key recovered at Open to the index of the shard
 	// holding it (for recovery's duplicate check), and failed holds the
@@ -137,6 +141,7 @@ func Open(opts Options) (_ *Sink, err error) {
 		return nil, fmt.Errorf("open %s: %w", s.dir, err)
 	}
 	var notes []string
+	forcedJob := false // Check accepted another job's directory
 	if old != nil {
 		// Checked before recovery touches anything: a mismatch is usually
 		// the wrong output.dir, and that directory is not ours to change.
@@ -148,6 +153,7 @@ func Open(opts Options) (_ *Sink, err error) {
 			for _, a := range accepted {
 				notes = append(notes, forcedNote+a)
 			}
+			forcedJob = len(accepted) > 0
 		}
 	} else if has, err := hasShards(s.dataDir); err != nil {
 		return nil, err
@@ -186,14 +192,29 @@ func Open(opts Options) (_ *Sink, err error) {
 		Limit:           opts.Job.Limit,
 		Shards:          rec.shards,
 	}
+	held := len(s.done) > 0 || len(s.failed) > 0
 	if old != nil {
 		m.CreatedAt = old.CreatedAt
 		m.Runs = old.Runs
+		m.Jobs = maps.Clone(old.Jobs)
+		if held && len(old.Job) > 0 {
+			// The directory's records answer the manifest's job (a
+			// manifest written before Jobs existed does not list it).
+			m.addJob(old.Hash(), old.Job)
+		}
+		if forcedJob {
+			// Until this run writes, the records are the old job's alone.
+			m.JobHash, m.Job, m.Identity, m.Config, m.Limit = old.JobHash, old.Job, old.Identity, old.Config, old.Limit
+			s.deferred = true
+		}
+	}
+	if held && !s.deferred {
+		m.addJob(opts.Job.Hash, opts.Job.Spec) // the same job as the records'
 	}
 	m.Runs = append(m.Runs, Run{
 		StartedAt: t,
 		Version:   opts.Job.Version,
-		JobHash:   m.JobHash,
+		JobHash:   opts.Job.Hash,
 		Limit:     opts.Job.Limit,
 		Forced:    slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, forcedNote) }),
 		Notes:     notes,
@@ -234,6 +255,26 @@ func removeManifestLeftovers(dir string) {
 		step("remove", p)
 		_ = os.Remove(p)
 	}
+}
+
+// adopt records that this run writes: its job joins the manifest's Jobs,
+// and a deferred job becomes the manifest's job, written before the first
+// record so that no crash leaves records the manifest does not name.
+func (s *Sink) adopt() error {
+	if s.adopted {
+		return nil
+	}
+	j := s.opts.Job
+	s.man.addJob(j.Hash, j.Spec)
+	if s.deferred {
+		s.man.JobHash, s.man.Job, s.man.Identity, s.man.Config, s.man.Limit = j.Hash, j.Spec, nil, j.Config, j.Limit
+		if err := writeManifest(s.dir, s.man); err != nil {
+			return err
+		}
+		s.deferred = false
+	}
+	s.adopted = true
+	return nil
 }
 
 // Done reports whether a record for k exists: recovered from disk at Open,
@@ -295,6 +336,7 @@ func (s *Sink) Manifest() Manifest {
 	m := *s.man
 	m.Shards = append([]ShardInfo(nil), m.Shards...)
 	m.Runs = append([]Run(nil), m.Runs...)
+	m.Jobs = maps.Clone(m.Jobs)
 	return m
 }
 
@@ -308,6 +350,9 @@ func (s *Sink) Write(r *Record) error {
 	}
 	k := r.Key()
 	if err := s.acceptKey("write record", k); err != nil {
+		return err
+	}
+	if err := s.adopt(); err != nil {
 		return err
 	}
 	if s.cur == nil {
@@ -359,6 +404,9 @@ func (s *Sink) WriteError(e *ErrorRecord) error {
 	}
 	k := e.Key()
 	if err := s.acceptKey("write error", k); err != nil {
+		return err
+	}
+	if err := s.adopt(); err != nil {
 		return err
 	}
 	if s.errFile == nil {

@@ -259,7 +259,9 @@ func TestCheck(t *testing.T) {
 		t.Error("a refused Open changed the manifest")
 	}
 
-	opts.Job.Hash, opts.Job.Limit = "other", 500
+	// A forced run that writes nothing changes nothing but the run list:
+	// the records are still the first job's alone.
+	opts.Job.Hash, opts.Job.Limit, opts.Job.Spec = "other", 500, json.RawMessage(`{"temperature":0.7}`)
 	opts.Check = func(*Manifest) ([]string, error) { return []string{"generation.temperature: 0.6 -> 0.7"}, nil }
 	s = mustOpen(t, opts)
 	if s.DoneCount() != 2 {
@@ -273,8 +275,34 @@ func TestCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := m.Runs[len(m.Runs)-1]
-	if !last.Forced || m.JobHash != "other" || m.Limit != 500 || !slices.Contains(last.Notes, "forced: generation.temperature: 0.6 -> 0.7") {
-		t.Errorf("manifest after forced run: hash %s, limit %d, run %+v", m.JobHash, m.Limit, last)
+	if !last.Forced || last.JobHash != "other" || last.Limit != 500 || !slices.Contains(last.Notes, "forced: generation.temperature: 0.6 -> 0.7") {
+		t.Errorf("forced run listed as %+v, want forced, its own hash and limit, the note", last)
+	}
+	if m.JobHash != testJob.Hash || m.Limit != testJob.Limit || len(m.Jobs) != 1 || m.Jobs[testJob.Hash] == nil {
+		t.Errorf("manifest after a forced run that wrote nothing: job %s, limit %d, jobs %v; want the first job's alone", m.JobHash, m.Limit, m.Jobs)
+	}
+
+	// A forced run that writes takes the job over with its first record,
+	// and the directory then holds two jobs' records.
+	s = mustOpen(t, opts)
+	if m := s.Manifest(); m.JobHash != testJob.Hash {
+		t.Errorf("forced run took the job over before writing: %s", m.JobHash)
+	}
+	writeRange(t, s, 2, 3)
+	if m, err := ReadManifest(dir); err != nil || m.JobHash != "other" || m.Limit != 500 {
+		t.Errorf("manifest on disk after the forced run's first record: %v %+v, want job other (before any shard is finalized)", err, m)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, err = ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var other bytes.Buffer
+	_ = json.Compact(&other, m.Jobs["other"])
+	if m.JobHash != "other" || len(m.Jobs) != 2 || other.String() != `{"temperature":0.7}` || m.Jobs[testJob.Hash] == nil {
+		t.Errorf("manifest after a forced run that wrote: job %s, jobs %v; want other, both jobs listed", m.JobHash, m.Jobs)
 	}
 	// A check that accepts with nothing forced does not mark the run.
 	opts.Check = func(*Manifest) ([]string, error) { return nil, nil }

@@ -148,6 +148,11 @@ func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath string) (insp
 		if err != nil {
 			return out, usageError(err, "give the output.dir of a run (the directory holding manifest.json and data/)")
 		}
+		if m := rep.Manifest; m != nil {
+			if n := generator.MixedJobs(dir, m.JobHash, m.Jobs, m.Runs); n != "" {
+				rep.Notes = append(rep.Notes, n)
+			}
+		}
 		d := inspectDir{Report: rep}
 		if job, ok := jobOfReport(rep, forced); ok {
 			d.Dataset = planner.Add(job, rep, rep.Distinct)
@@ -412,6 +417,8 @@ func finishLines(tw io.Writer, r *sink.Report) {
 	fmt.Fprintf(tw, "finish\t%s; truncated (length) %.1f%%\n", strings.Join(parts, ", "), 100*r.TruncatedShare)
 	fmt.Fprintf(tw, "tokens\tprompt %s, completion %s (avg %s per record)\n", inspectNum(r.PromptTokens),
 		inspectNum(r.CompletionTokens), inspectNum(r.CompletionTokens/r.Records))
+	fmt.Fprintf(tw, "reason\tempty in %s (%.1f%%); <think> tags in content in %s (%.1f%%)\n", inspectNum(r.EmptyReasoning),
+		100*r.EmptyReasoningShare, inspectNum(r.ThinkTags), 100*r.ThinkTagsShare)
 }
 
 // verdict: the notes, then the problems with what to do, or "ok".
@@ -499,6 +506,9 @@ func (p *inspectPrinter) runs(r *sink.Report) {
 		}
 		if run.Forced {
 			line += ", FORCED"
+		}
+		if len(m.Jobs) > 1 && run.JobHash != "" {
+			line += fmt.Sprintf(", job %.12s", run.JobHash)
 		}
 		p.printf("%s\n", line)
 		for _, n := range run.Notes {

@@ -54,7 +54,7 @@ Stop it with Ctrl-C: requests in flight get --grace to finish.`,
 	f.StringVar(&addr, "addr", "127.0.0.1:8000", "HOST:PORT to listen on (loopback by default; port 0 picks a free one)")
 	f.StringVar(&opts.Model, "model", mockserver.DefaultModel, "model name served in /v1/models and checked in requests")
 	f.StringVar(&opts.ReasoningField, "reasoning-field", mockserver.FieldReasoning,
-		"where the reasoning goes: reasoning (vLLM >= 0.11), reasoning_content (older vLLM, SGLang), both, or none (all content)")
+		"where the reasoning goes: reasoning (vLLM >= 0.11), reasoning_content (older vLLM, SGLang), both, or none (no reasoning parser: the thought inside content, in <think> tags)")
 	f.DurationVar(&opts.TokenDelay, "token-delay", 0, "time per generated token (0: as fast as possible)")
 	f.DurationVar(&opts.TTFT, "ttft", 0, "time to first token once a request runs")
 	f.IntVar(&opts.MeanTokens, "mean-tokens", mockserver.DefaultMeanTokens, "mean answer length in tokens (long-tailed, capped by max_tokens)")

@@ -280,13 +280,14 @@ func runSetup(cfg config.Config, rf runFlags, job generator.Job, stats *generato
 			InitialBackoff: cfg.Retry.InitialBackoff,
 			MaxBackoff:     cfg.Retry.MaxBackoff,
 		},
-		Dir:          cfg.Output.Dir,
-		Format:       cfg.Output.Format,
-		ShardSize:    cfg.Output.ShardSize,
-		SyncInterval: cfg.Output.SyncInterval,
-		RetryErrors:  rf.retryErrors,
-		Force:        rf.force,
-		OnBadRow:     cfg.Dataset.OnBadRow,
+		Dir:              cfg.Output.Dir,
+		Format:           cfg.Output.Format,
+		ShardSize:        cfg.Output.ShardSize,
+		SyncInterval:     cfg.Output.SyncInterval,
+		RetryErrors:      rf.retryErrors,
+		Force:            rf.force,
+		RequireReasoning: cfg.Generation.RequireReasoning,
+		OnBadRow:         cfg.Dataset.OnBadRow,
 		OnSkip: func(e *dataset.RowError) {
 			fmt.Fprintf(stderr, "skip row %s (dataset.on_bad_row: skip)\n", e)
 		},
@@ -399,6 +400,11 @@ func runResult(cfg config.Config, runErr, closeErr error, interrupted bool, sum 
 	switch {
 	case runErr != nil:
 		var re *dataset.RowError
+		var nr *generator.NoReasoningError
+		if errors.As(runErr, &nr) {
+			return &exitError{code: exitFailure, err: fmt.Errorf("generation.require_reasoning: %w (what was written is kept)", runErr),
+				hint: generator.ReasoningParserHint + "; then rerun to resume (or set generation.require_reasoning: false to only warn)"}
+		}
 		if errors.As(runErr, &re) {
 			return usageError(runErr, "fix the row, or set dataset.on_bad_row: skip to skip bad rows; what was written is kept, rerun to resume")
 		}

@@ -31,6 +31,30 @@ type tokens struct {
 	escaped [][]byte // the JSON string's inside, without quotes: for plain answers
 	content [][]byte // {"content":"piece"}
 	reason  [][]byte // the reasoning delta for the server's ReasoningField
+	// With FieldNone, the first reasoning token and the first content token
+	// as content deltas carrying the think tags (thinkOpen, thinkClose)
+	// before their piece.
+	openTag, closeTag [][]byte
+}
+
+// The think tags a reasoning model writes around its thought. A server
+// without a reasoning parser passes them through in content, as vLLM
+// started without --reasoning-parser does: "<think>\n...\n</think>\n\n"
+// and then the answer.
+const (
+	thinkOpen  = "<think>\n"
+	thinkClose = "\n</think>\n\n"
+)
+
+// The think tags inside a JSON string, for plain answers.
+var (
+	escapedOpen  = unquoted(thinkOpen)
+	escapedClose = unquoted(thinkClose)
+)
+
+func unquoted(s string) []byte {
+	q := quote(s)
+	return q[1 : len(q)-1]
 }
 
 func newTokens(reasoningField string) *tokens {
@@ -53,11 +77,22 @@ func newTokens(reasoningField string) *tokens {
 			b = append(b, '}')
 			t.reason = append(t.reason, b)
 		case FieldNone:
-			// A server without a reasoning parser: the whole answer is content.
+			// A server without a reasoning parser: the whole answer is
+			// content, the thought in think tags before the answer.
 			t.reason = append(t.reason, delta("content", q))
+			t.openTag = append(t.openTag, delta("content", quote(thinkOpen+piece)))
+			t.closeTag = append(t.closeTag, delta("content", quote(thinkClose+piece)))
 		}
 	}
 	return t
+}
+
+func quote(s string) []byte {
+	q, err := json.Marshal(s)
+	if err != nil {
+		panic(err) // a string always marshals
+	}
+	return q
 }
 
 func delta(field string, quoted []byte) []byte {

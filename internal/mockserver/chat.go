@@ -221,9 +221,14 @@ func (g *generation) stream(p *plan, prompt int, usage bool) bool {
 		}
 		t := p.next()
 		g.buf = append(g.buf, head...)
-		if i < p.reasoning {
+		switch none := s.opts.ReasoningField == FieldNone; {
+		case none && i == 0:
+			g.buf = append(g.buf, s.tok.openTag[t]...)
+		case none && i == p.reasoning:
+			g.buf = append(g.buf, s.tok.closeTag[t]...)
+		case i < p.reasoning:
 			g.buf = append(g.buf, s.tok.reason[t]...)
-		} else {
+		default:
 			g.buf = append(g.buf, s.tok.content[t]...)
 		}
 		if i == p.total-1 && p.finish == "length" {
@@ -285,6 +290,12 @@ func (g *generation) plain(p *plan, prompt int) bool {
 		}
 		if i == p.reasoning && field != FieldNone {
 			g.endReasoning(reasonStart)
+		}
+		if field == FieldNone && i == 0 {
+			g.buf = append(g.buf, escapedOpen...)
+		}
+		if field == FieldNone && i == p.reasoning {
+			g.buf = append(g.buf, escapedClose...)
 		}
 		g.buf = append(g.buf, s.tok.escaped[p.next()]...)
 		g.pending++

@@ -26,7 +26,7 @@ const (
 	FieldReasoning        = "reasoning"         // vLLM >= 0.11
 	FieldReasoningContent = "reasoning_content" // older vLLM, SGLang
 	FieldBoth             = "both"              // both fields, same text
-	FieldNone             = "none"              // no reasoning parser: the whole answer is content
+	FieldNone             = "none"              // no reasoning parser: the whole answer is content, the thought in <think> tags
 )
 
 // Options configures a Server. The zero value is usable: see the defaults.

@@ -701,3 +701,23 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// A server without a reasoning parser sends the model's thought inside
+// content, in think tags, as vLLM without --reasoning-parser does: the same
+// answer as a parsing server's, reasoning and content joined.
+func TestNoParserThinkTags(t *testing.T) {
+	body := map[string]any{"messages": userMessages("Why is the sky blue?"), "max_tokens": 4096}
+	_, parsed := start(t, Options{ReasoningField: FieldReasoning, MeanTokens: 60, Seed: 11})
+	_, raw := start(t, Options{ReasoningField: FieldNone, MeanTokens: 60, Seed: 11})
+	want, _ := plain(t, parsed.URL, body)
+	wantContent := "<think>\n" + want.Reasoning + "\n</think>\n\n" + want.Content
+	got, _ := plain(t, raw.URL, body)
+	if got.Reasoning != "" || got.Content != wantContent {
+		t.Errorf("plain: reasoning %q content %q; want no reasoning and content %q", got.Reasoning, got.Content, wantContent)
+	}
+	streamed := stream(t, raw.URL, body, FieldNone, true)
+	if streamed.Reasoning != "" || streamed.Content != wantContent || streamed.Chunks != want.Completion {
+		t.Errorf("stream: reasoning %q content %q in %d chunks; want content %q in %d", streamed.Reasoning, streamed.Content,
+			streamed.Chunks, wantContent, want.Completion)
+	}
+}
