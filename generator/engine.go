@@ -181,11 +181,14 @@ type result struct {
 // one ledger: the writer and the producer report there, and only there),
 // taken when Run returns.
 type Summary struct {
-	Written  int   // records written
-	Failed   int   // error records written
-	Skipped  int64 // keys already on disk
-	Drained  bool  // intake stopped (Drain, or ctx) before the source ended
-	Canceled int   // requests cut or not started because the run stopped (redone on resume)
+	Written int   // records written
+	Failed  int   // error records written
+	Skipped int64 // keys already done on disk
+	// SkippedFailed are keys that failed for good in an earlier run and
+	// were not asked again (no RetryErrors): not done.
+	SkippedFailed int64
+	Drained       bool // intake stopped (Drain, or ctx) before the source ended
+	Canceled      int  // requests cut or not started because the run stopped (redone on resume)
 	// Duplicates counts dataset rows whose key this run had already asked
 	// (a repeated id): each key is asked once.
 	Duplicates int
@@ -256,12 +259,13 @@ func (e *engine) Run(ctx context.Context, src source, out resultSink) (Summary, 
 func (e *engine) summary(drained bool) Summary {
 	c := e.stats.counts()
 	return Summary{
-		Written:    int(c.done),
-		Failed:     int(c.errors),
-		Skipped:    c.alreadyDone - c.repeated,
-		Drained:    drained,
-		Canceled:   int(c.canceled),
-		Duplicates: int(c.repeated),
+		Written:       int(c.done),
+		Failed:        int(c.errors),
+		Skipped:       c.alreadyDone - c.repeated,
+		SkippedFailed: c.alreadyFailed,
+		Drained:       drained,
+		Canceled:      int(c.canceled),
+		Duplicates:    int(c.repeated),
 	}
 }
 
@@ -308,8 +312,12 @@ func (e *engine) produce(ctx context.Context, src source, held sink.Recovered, s
 				e.stats.AddRepeated(1)
 				continue
 			}
-			if held.Done(k) || (!e.opts.RetryErrors && held.Failed(k)) {
+			if held.Done(k) {
 				e.stats.AddAlreadyDone(1)
+				continue
+			}
+			if !e.opts.RetryErrors && held.Failed(k) {
+				e.stats.AddAlreadyFailed(1)
 				continue
 			}
 			asked.add(k, byIndex)

@@ -17,10 +17,13 @@ type Snapshot struct {
 
 	Total       int64 // requests this run will make
 	AlreadyDone int64 // keys done on disk before this run
-	Done        int64 // completed in this run
-	Errors      int64 // gave up in this run
-	InFlight    int64
-	Retries     int64 // attempts retried (a request retried twice counts 2)
+	// AlreadyFailed are keys that failed for good before this run and that
+	// it does not ask again (no --retry-errors): part of the job, not done.
+	AlreadyFailed int64
+	Done          int64 // completed in this run
+	Errors        int64 // gave up in this run
+	InFlight      int64
+	Retries       int64 // attempts retried (a request retried twice counts 2)
 	// ServerDownSince is when the server stopped answering (every slot
 	// waits for it to come back); zero while it answers.
 	ServerDownSince time.Time
@@ -90,8 +93,8 @@ type Snapshot struct {
 func (s Snapshot) Completed() int64 { return s.AlreadyDone + s.Done }
 
 // Planned is the number of keys of the whole job, including those done
-// before this run.
-func (s Snapshot) Planned() int64 { return s.AlreadyDone + s.Total }
+// before this run and those that failed before it and are not asked again.
+func (s Snapshot) Planned() int64 { return s.AlreadyDone + s.AlreadyFailed + s.Total }
 
 // Snapshot returns every figure at now().
 func (s *Stats) Snapshot() Snapshot {
@@ -106,6 +109,7 @@ func (s *Stats) Snapshot() Snapshot {
 		At:              now,
 		Total:           s.total.Load(),
 		AlreadyDone:     s.alreadyDone.Load(),
+		AlreadyFailed:   s.alreadyFailed.Load(),
 		Done:            s.done,
 		Errors:          s.errors,
 		InFlight:        int64(len(s.inFlight)),

@@ -55,8 +55,11 @@ type Stats struct {
 
 	total       atomic.Int64
 	alreadyDone atomic.Int64 // keys done before this run, and repeats
-	repeated    atomic.Int64 // rows repeating a key this run asked (in alreadyDone too)
-	canceled    atomic.Int64 // requests cut, or never sent, because the run stopped
+	// alreadyFailed are keys that failed for good before this run and are
+	// not asked again (no --retry-errors): out of Total, and not done.
+	alreadyFailed atomic.Int64
+	repeated      atomic.Int64 // rows repeating a key this run asked (in alreadyDone too)
+	canceled      atomic.Int64 // requests cut, or never sent, because the run stopped
 
 	// deltas is the lock-free per-second ring of streamed deltas (the hot
 	// path); everything else below is owned by mu.
@@ -153,6 +156,15 @@ func (s *Stats) AddAlreadyDone(n int64) {
 	s.total.Add(-n)
 }
 
+// AddAlreadyFailed records keys that failed for good in an earlier run and
+// that this run does not ask again (no --retry-errors): like keys found
+// done, they leave Total (the requests this run makes), but they are not
+// done, and every figure keeps them apart.
+func (s *Stats) AddAlreadyFailed(n int64) {
+	s.alreadyFailed.Add(n)
+	s.total.Add(-n)
+}
+
 // AddRepeated records dataset rows whose key this run had already asked (a
 // repeated id): like keys found done, they leave Total, and are counted
 // apart so that a summary can warn about them.
@@ -167,14 +179,14 @@ func (s *Stats) addCanceled() { s.canceled.Add(1) }
 
 // runCounts are the counts a Summary is made of.
 type runCounts struct {
-	done, errors, alreadyDone, repeated, canceled int64
+	done, errors, alreadyDone, alreadyFailed, repeated, canceled int64
 }
 
 func (s *Stats) counts() runCounts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return runCounts{done: s.done, errors: s.errors, alreadyDone: s.alreadyDone.Load(),
-		repeated: s.repeated.Load(), canceled: s.canceled.Load()}
+		alreadyFailed: s.alreadyFailed.Load(), repeated: s.repeated.Load(), canceled: s.canceled.Load()}
 }
 
 // Tracker follows one request (one key) through its slot, retries

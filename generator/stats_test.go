@@ -505,6 +505,14 @@ func TestStatsResumeTotals(t *testing.T) {
 	if snap.Planned() != 300 || snap.Completed() != 121 || snap.Total != 180 {
 		t.Fatalf("planned %d completed %d total %d, want 300, 121, 180", snap.Planned(), snap.Completed(), snap.Total)
 	}
+	// Keys that failed before and are not asked again leave the run's
+	// requests but stay in the job, and are not done.
+	s.AddAlreadyFailed(30)
+	snap = s.Snapshot()
+	if snap.Planned() != 300 || snap.Completed() != 121 || snap.Total != 150 || snap.AlreadyFailed != 30 {
+		t.Fatalf("planned %d completed %d total %d already failed %d, want 300, 121, 150, 30",
+			snap.Planned(), snap.Completed(), snap.Total, snap.AlreadyFailed)
+	}
 }
 
 // TestStatsCancelIsNotAnError: Ctrl-C cuts requests in flight; they are

@@ -27,7 +27,7 @@ import (
 var headerRe = regexp.MustCompile(`(?m)^synthgen \S+: \d+ prompts from `)
 
 // progressTextRe is the plain progress line's fixed head (progress.go).
-var progressTextRe = regexp.MustCompile(`^progress (\d+)/(\d+) \(\d+ errors\) [\d.]+ req/s \d+ tok/s avg completion (--|\d+) tok in flight \d+ eta \S+`)
+var progressTextRe = regexp.MustCompile(`^progress (\d+)/(\d+) \(\d+ errors, \d+ failed earlier\) [\d.]+ req/s \d+ tok/s avg completion (--|\d+) tok in flight \d+ eta \S+`)
 
 // TestProgressLinesToFile is a job under nohup: stdout is a file, so
 // progress is one plain line per progress.interval, with no carriage

@@ -8,7 +8,9 @@ package main
 // grep can count on the layout):
 //
 //	progress 150/25000          done/total keys, those of earlier runs included
-//	(0 errors)                  requests that gave up in this run
+//	(0 errors, 0 failed earlier) requests that gave up in this run; keys that
+//	                            failed for good before it and are not asked
+//	                            again (no --retry-errors): not done
 //	0.9 req/s                   completed per second, this run
 //	1598 tok/s                  completion tokens per second, this run, counted as they stream
 //	avg completion 648 tok      mean length of the completed answers ("--" before the first)
@@ -279,8 +281,8 @@ func formatLine(s generator.Snapshot, server *promscrape.Rates) string {
 	if s.Planned() > 0 {
 		total = fmt.Sprint(s.Planned())
 	}
-	fmt.Fprintf(&b, "progress %d/%s (%d errors) %s req/s %s tok/s avg completion %s tok in flight %d eta %s",
-		s.Completed(), total, s.Errors, fmtRate(s.ReqPerSec), fmtTok(s.TokPerSec), fmtAvg(s), s.InFlight, fmtETA(s))
+	fmt.Fprintf(&b, "progress %d/%s (%d errors, %d failed earlier) %s req/s %s tok/s avg completion %s tok in flight %d eta %s",
+		s.Completed(), total, s.Errors, s.AlreadyFailed, fmtRate(s.ReqPerSec), fmtTok(s.TokPerSec), fmtAvg(s), s.InFlight, fmtETA(s))
 	fmt.Fprintf(&b, " | 10s %s tok/s %s req/s | 60s %s tok/s %s req/s | retries %d",
 		fmtTok(s.Last10s.TokPerSec), fmtRate(s.Last10s.ReqPerSec),
 		fmtTok(s.Last60s.TokPerSec), fmtRate(s.Last60s.ReqPerSec), s.Retries)
@@ -378,6 +380,9 @@ func (r *reporter) Summary(stats *generator.Stats) string {
 	fmt.Fprintf(&b, "done %d/%d in %s", s.Completed(), s.Planned(), fmtDuration(s.Elapsed))
 	if s.AlreadyDone > 0 {
 		fmt.Fprintf(&b, " (%d before this run)", s.AlreadyDone)
+	}
+	if s.AlreadyFailed > 0 {
+		fmt.Fprintf(&b, ", %d failed in earlier runs (not asked without --retry-errors)", s.AlreadyFailed)
 	}
 	fmt.Fprintf(&b, ", %d errors, %d retries\n", s.Errors, s.Retries)
 	if s.Done == 0 && s.Errors == 0 {

@@ -83,7 +83,7 @@ func rampStats() (*generator.Stats, *testClock) {
 func TestFormatLineRamp(t *testing.T) {
 	stats, _ := rampStats()
 	got := formatLine(stats.Snapshot(), nil)
-	want := "progress 0/25000 (0 errors) 0.0 req/s 6000 tok/s avg completion -- tok in flight 200 eta >10m20s" +
+	want := "progress 0/25000 (0 errors, 0 failed earlier) 0.0 req/s 6000 tok/s avg completion -- tok in flight 200 eta >10m20s" +
 		" | 10s 6000 tok/s 0.0 req/s | 60s 6000 tok/s 0.0 req/s | retries 0"
 	if got != want {
 		t.Errorf("formatLine =\n%s\nwant\n%s", got, want)
@@ -125,7 +125,7 @@ func TestFormatLineWithServer(t *testing.T) {
 	got := formatLine(stats.Snapshot(), server)
 	// 9 keys left × 500 tokens at 20000/20 s = 1000 tok/s: 4.5 s; the SE is 0
 	// (all lengths equal).
-	want := "progress 140/150 (1 errors) 2.0 req/s 1000 tok/s avg completion 500 tok in flight 0 eta 5s" +
+	want := "progress 140/150 (1 errors, 0 failed earlier) 2.0 req/s 1000 tok/s avg completion 500 tok in flight 0 eta 5s" +
 		" | 10s 0 tok/s 0.0 req/s | 60s 1000 tok/s 2.0 req/s | retries 0" +
 		" | server 1234 tok/s running 9 waiting 1 kv 87% preemptions 2 spec acceptance 72% length 3.10"
 	if got != want {
@@ -180,7 +180,7 @@ func TestReporterPlainLines(t *testing.T) {
 		t.Fatalf("got %d lines, want 3 ticks + 1 final:\n%s", len(lines), out)
 	}
 	for _, l := range lines {
-		if !strings.HasPrefix(l, "progress 0/25000 (0 errors) ") {
+		if !strings.HasPrefix(l, "progress 0/25000 (0 errors, 0 failed earlier) ") {
 			t.Errorf("line %q does not start like a progress line", l)
 		}
 	}

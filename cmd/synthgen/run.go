@@ -335,8 +335,12 @@ func runResult(cfg config.Config, runErr, closeErr error, interrupted bool, sum 
 		return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted after %d new records", sum.Written),
 			hint: "run the same command again to resume"}
 	}
-	if sum.Written == 0 && sum.Failed == 0 && sum.Skipped > 0 {
+	if sum.Written == 0 && sum.Failed == 0 && (sum.Skipped > 0 || sum.SkippedFailed > 0) {
 		switch {
+		case sum.SkippedFailed > 0:
+			// Failed keys are not done: say them apart, and how to ask them.
+			fmt.Fprintf(stderr, "nothing to do without --retry-errors: %d selected keys are done, %d failed for good in earlier runs\n",
+				sum.Skipped, sum.SkippedFailed)
 		case cfg.Dataset.Limit > 0 && int64(onDisk) > sum.Skipped:
 			// A limit shrunk below what an earlier run wrote: say why the
 			// rest is not touched, so it does not look like lost records.
