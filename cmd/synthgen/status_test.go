@@ -265,16 +265,17 @@ func TestRunStatusInterrupted(t *testing.T) {
 		"--dataset.path", data, "--output.dir", dir, "--output.format", "jsonl", "--concurrency", "4",
 		"--generation.max_tokens", "250", "--progress.interval", "50ms", "--shutdown.grace", "20s")
 	path := filepath.Join(dir, statusFile)
-	waitForState(t, r, path, stateRunning)
-	// status.json exists only after run has taken the signals over, so
-	// this cannot kill the test binary.
+	// Signalled with the pool full, so that there is a drain to see: a
+	// signal before the first request starts ends the run at once, and a
+	// loaded machine then writes "interrupted" before any poll reads
+	// "draining" (seen under a parallel go test). status.json exists only
+	// after run has taken the signals over, so this cannot kill the test
+	// binary.
+	waitInFlight(t, r, path, 4)
 	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	st := waitForState(t, r, path, stateDraining)
-	if st.InFlight == 0 {
-		t.Logf("draining with nothing in flight: %+v", st)
-	}
+	waitForState(t, r, path, stateDraining)
 	err := r.wait(t)
 	if code := runExitCode(err); code != exitInterrupted {
 		t.Fatalf("exit code %d (%v), want %d", code, err, exitInterrupted)
