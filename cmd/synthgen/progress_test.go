@@ -80,10 +80,28 @@ func rampStats() (*generator.Stats, *testClock) {
 	return stats, clk
 }
 
+// progressHeadRe is how a plain line starts: its time, RFC 3339 in UTC.
+var progressHeadRe = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ progress `)
+
+// The share done is cut, never rounded up: 100.0% only when every key is
+// done; a job of no key has none.
+func TestProgressPercent(t *testing.T) {
+	for _, tc := range []struct {
+		done, planned int64
+		want          string
+	}{
+		{0, 25000, "0.0%"}, {150, 25000, "0.6%"}, {9999, 10000, "99.9%"}, {10000, 10000, "100.0%"}, {0, 0, "--"},
+	} {
+		if got := fmtPercent(tc.done, tc.planned); got != tc.want {
+			t.Errorf("fmtPercent(%d, %d) = %q, want %q", tc.done, tc.planned, got, tc.want)
+		}
+	}
+}
+
 func TestFormatLineRamp(t *testing.T) {
 	stats, _ := rampStats()
 	got := formatLine(stats.Snapshot(), nil)
-	want := "progress 0/25000 (0 errors, 0 failed earlier) 0.0 req/s 6000 tok/s avg completion -- tok in flight 200 eta >10m20s" +
+	want := "2025-06-01T12:00:05Z progress 0/25000 (0.0%) (0 errors, 0 failed earlier) 0.0 req/s 6000 tok/s avg completion -- tok in flight 200 eta >10m20s" +
 		" | 10s 6000 tok/s 0.0 req/s | 60s 6000 tok/s 0.0 req/s | retries 0"
 	if got != want {
 		t.Errorf("formatLine =\n%s\nwant\n%s", got, want)
@@ -125,7 +143,7 @@ func TestFormatLineWithServer(t *testing.T) {
 	got := formatLine(stats.Snapshot(), server)
 	// 9 keys left × 500 tokens at 20000/20 s = 1000 tok/s: 4.5 s; the SE is 0
 	// (all lengths equal).
-	want := "progress 140/150 (1 errors, 0 failed earlier) 2.0 req/s 1000 tok/s avg completion 500 tok in flight 0 eta 5s" +
+	want := "2025-06-01T12:00:20Z progress 140/150 (93.3%) (1 errors, 0 failed earlier) 2.0 req/s 1000 tok/s avg completion 500 tok in flight 0 eta 5s" +
 		" | 10s 0 tok/s 0.0 req/s | 60s 1000 tok/s 2.0 req/s | retries 0" +
 		" | server 1234 tok/s running 9 waiting 1 kv 87% preemptions 2 spec acceptance 72% length 3.10"
 	if got != want {
@@ -180,7 +198,7 @@ func TestReporterPlainLines(t *testing.T) {
 		t.Fatalf("got %d lines, want 3 ticks + 1 final:\n%s", len(lines), out)
 	}
 	for _, l := range lines {
-		if !strings.HasPrefix(l, "progress 0/25000 (0 errors, 0 failed earlier) ") {
+		if !progressHeadRe.MatchString(l) || !strings.Contains(l, " progress 0/25000 (0.0%) (0 errors, 0 failed earlier) ") {
 			t.Errorf("line %q does not start like a progress line", l)
 		}
 	}
