@@ -47,7 +47,7 @@ flight finish for up to shutdown.grace; a second one stops at once. SIGHUP is
 ignored, so the job survives the closing of its terminal under nohup.`,
 		Example: `  synthgen run --config examples/sample.yaml
   synthgen run --config my.yaml --concurrency 64 --dataset.limit 1000
-  nohup synthgen run --config my.yaml > gen.log 2>&1 &`,
+  nohup synthgen run --config my.yaml >> gen.log 2>&1 &   # >>: a resume appends`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRun(cmd, rf)
