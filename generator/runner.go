@@ -246,6 +246,11 @@ func (r *Runner) Heartbeat(rec ProgressRecord) error { return r.status.Heartbeat
 // returned and the heartbeats have stopped; Close may come before it.
 func (r *Runner) Finish(rec ProgressRecord, o RunOutcome) error { return r.status.Finish(rec, o) }
 
+// SetOutcome records in the manifest how the run ended (done, incomplete,
+// interrupted, failed), for inspect's run history; Close writes it. Call it
+// after Run has returned.
+func (r *Runner) SetOutcome(outcome string) { r.out.SetOutcome(outcome) }
+
 // Close closes the output directory (finalizing its shards and the
 // manifest) and the dataset.
 func (r *Runner) Close() error {

@@ -376,11 +376,12 @@ func fmtDuration(d time.Duration) string {
 	}
 }
 
-// Summary is the small table printed when a run ends.
-func (r *reporter) Summary(stats *generator.Stats) string {
+// Summary is the small table printed when a run ends. Its first word is
+// the outcome (outcomeWord): done, incomplete, interrupted or failed.
+func (r *reporter) Summary(stats *generator.Stats, outcome string) string {
 	s := stats.Snapshot()
 	var b strings.Builder
-	fmt.Fprintf(&b, "done %d/%d in %s", s.Completed(), s.Planned(), fmtDuration(s.Elapsed))
+	fmt.Fprintf(&b, "%s %d/%d in %s", outcome, s.Completed(), s.Planned(), fmtDuration(s.Elapsed))
 	if s.AlreadyDone > 0 {
 		fmt.Fprintf(&b, " (%d before this run)", s.AlreadyDone)
 	}

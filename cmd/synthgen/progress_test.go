@@ -238,7 +238,7 @@ func TestReporterQuietAndJSON(t *testing.T) {
 		if calls != 3 {
 			t.Errorf("Status called %d times, want 3", calls)
 		}
-		if s := r.Summary(stats); !strings.HasPrefix(s, "done 0/25000 in 5s, 0 errors, 0 retries\n") {
+		if s := r.Summary(stats, "done"); !strings.HasPrefix(s, "done 0/25000 in 5s, 0 errors, 0 retries\n") {
 			t.Errorf("Summary = %q", s)
 		}
 	})
@@ -323,6 +323,25 @@ func TestReporterTTY(t *testing.T) {
 	}
 }
 
+// The summary's first word is how the run ended, the word of its exit code:
+// only a run that answered every key starts with "done".
+func TestOutcomeWord(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{nil, "done"},
+		{&exitError{code: exitIncomplete, err: errors.New("3 requests failed for good")}, "incomplete"},
+		{&exitError{code: exitInterrupted, err: errors.New("interrupted after 5 new records")}, "interrupted"},
+		{errors.New("write record: disk full"), "failed"},
+		{usageError(errors.New("bad row"), ""), "failed"},
+	} {
+		if got := outcomeWord(tc.err); got != tc.want {
+			t.Errorf("outcomeWord(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
 func TestSummary(t *testing.T) {
 	clk := &testClock{t: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
 	stats := generator.NewStats(clk.now)
@@ -336,8 +355,8 @@ func TestSummary(t *testing.T) {
 	}
 	stats.Begin().Fail("timeout")
 	clk.advance(100 * time.Second)
-	got := newReporter(&bytes.Buffer{}, reporterOptions{}).Summary(stats)
-	want := "done 12/13 in 1m40s (10 before this run), 1 errors, 2 retries\n" +
+	got := newReporter(&bytes.Buffer{}, reporterOptions{}).Summary(stats, "incomplete")
+	want := "incomplete 12/13 in 1m40s (10 before this run), 1 errors, 2 retries\n" +
 		"  errors      timeout 1\n" +
 		"  retries     http_429 2\n" +
 		"  throughput  0.020 req/s     4 tok/s    1 prompt tok/s\n" +
@@ -357,11 +376,11 @@ func TestSummaryNothingAsked(t *testing.T) {
 	stats.AddAlreadyDone(300)
 	stats.Stop()
 	r := newReporter(&bytes.Buffer{}, reporterOptions{Interval: time.Second})
-	got := r.Summary(stats)
+	got := r.Summary(stats, "done")
 	if want := "done 300/300 in 0s (300 before this run), 0 errors, 0 retries\n"; got != want {
 		t.Errorf("Summary = %q, want %q", got, want)
 	}
-	if line := formatLine(stats.Snapshot(), nil); !strings.HasPrefix(line, "progress 300/300 ") {
+	if line := formatLine(stats.Snapshot(), nil); !strings.Contains(line, " progress 300/300 (100.0%) ") {
 		t.Errorf("formatLine = %q, want it to start with progress 300/300", line)
 	}
 }

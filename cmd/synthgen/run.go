@@ -116,16 +116,20 @@ func (rs *runSession) run(r *generator.Runner) error {
 	sum, runErr := r.Run(rs.sd.ctx)
 	stopReporter()
 	onDisk, failed := r.OnDisk(), r.FailedOpen()
-	closeErr := r.Close()
-	fmt.Fprint(rs.stdout, rep.Summary(rs.stats))
-	if sum.Duplicates > 0 {
-		fmt.Fprintf(rs.stderr, "warning: %d dataset rows repeat the id of a row this run was already asking; each (id, sample) is asked and written once (is dataset.id_field unique?)\n", sum.Duplicates)
-	}
 	// A signal that came once every key was taken (while the last answers
 	// streamed, or while the sink closed) cut nothing: the job is done and
 	// its exit code says so, not "rerun to resume".
 	interrupted := rs.sd.interrupted() && (sum.Drained || sum.Canceled > 0)
+	// The manifest records how the run ended, for inspect's history; a
+	// sink that fails to close writes no manifest, so its error cannot
+	// change what is recorded.
+	r.SetOutcome(outcomeWord(runResult(rs.cfg, runErr, nil, interrupted, sum, onDisk, failed, io.Discard)))
+	closeErr := r.Close()
 	err := runResult(rs.cfg, runErr, closeErr, interrupted, sum, onDisk, failed, rs.stderr)
+	fmt.Fprint(rs.stdout, rep.Summary(rs.stats, outcomeWord(err)))
+	if sum.Duplicates > 0 {
+		fmt.Fprintf(rs.stderr, "warning: %d dataset rows repeat the id of a row this run was already asking; each (id, sample) is asked and written once (is dataset.id_field unique?)\n", sum.Duplicates)
+	}
 	final := generator.NewProgressRecord(rs.stats.Snapshot(), rep.Server())
 	if ferr := r.Finish(final, runOutcome(err, sum)); ferr != nil {
 		fmt.Fprintf(rs.stderr, "warning: %v\n", ferr)
@@ -401,4 +405,21 @@ func metricsURLFor(cfg config.Config) (string, error) {
 		return cfg.Endpoint.MetricsURL, nil
 	}
 	return promscrape.MetricsURL(cfg.Endpoint.BaseURL)
+}
+
+// outcomeWord is how a run ended, in the word its summary starts with and
+// the manifest records: "done" only when every selected key is answered,
+// so that 'grep ^done' never reads an interrupted or incomplete run as
+// finished.
+func outcomeWord(err error) string {
+	switch runExitCode(err) {
+	case exitOK:
+		return "done"
+	case exitIncomplete:
+		return "incomplete"
+	case exitInterrupted:
+		return "interrupted"
+	default:
+		return "failed"
+	}
 }

@@ -448,7 +448,7 @@ func TestRunFailedRequestThenRetryErrors(t *testing.T) {
 	if code := exitCode(r.err); code != exitIncomplete || m.Stats().Requests != before {
 		t.Fatalf("rerun without --retry-errors: exit %d (%v), %d requests; want %d and none", code, r.err, m.Stats().Requests-before, exitIncomplete)
 	}
-	if !strings.Contains(r.stdout, " 7/8 ") || !strings.Contains(r.stdout, "1 failed in earlier runs") {
+	if !strings.HasPrefix(r.stdout, "incomplete 7/8 ") || !strings.Contains(r.stdout, "1 failed in earlier runs") {
 		t.Errorf("rerun: summary %q, want 7/8 and 1 failed in earlier runs", r.stdout)
 	}
 	if strings.Contains(r.stderr, "all 8") || !strings.Contains(r.stderr, "7 selected keys are done, 1 failed for good in earlier runs") {

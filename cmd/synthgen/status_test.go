@@ -19,6 +19,7 @@ import (
 
 	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/sink"
 )
 
 // The names the CLI tests use for what the runner writes.
@@ -279,6 +280,14 @@ func TestRunStatusInterrupted(t *testing.T) {
 	err := r.wait(t)
 	if code := runExitCode(err); code != exitInterrupted {
 		t.Fatalf("exit code %d (%v), want %d", code, err, exitInterrupted)
+	}
+	// The summary says how the run ended: 'grep ^done' must not read an
+	// interrupted run as finished.
+	if out := r.stdout.String(); !regexp.MustCompile(`(?m)^interrupted \d+/200 in `).MatchString(out) || regexp.MustCompile(`(?m)^done `).MatchString(out) {
+		t.Errorf("stdout has no summary line starting with interrupted, or one with done:\n%s", out)
+	}
+	if m, err := sink.ReadManifest(dir); err != nil || m.Runs[len(m.Runs)-1].Outcome != "interrupted" {
+		t.Errorf("manifest: %v, last run's outcome %q, want interrupted", err, m.Runs[len(m.Runs)-1].Outcome)
 	}
 	final, _ := readStatusFile(t, path)
 	rep := readReport(t, dir)
