@@ -241,7 +241,13 @@ func (e *engine) Run(ctx context.Context, src source, out resultSink) (Summary, 
 				results <- result{} // taken after intake stopped: not started
 				return nil
 			}
-			results <- e.do(reqCtx, waitCtx, gate, j)
+			r := e.do(reqCtx, waitCtx, gate, j)
+			results <- r
+			if r.tr != nil {
+				// The answer is the writer's now: the slot is free, and in
+				// flight counts slots, so its successor is not counted twice.
+				r.tr.release()
+			}
 			return nil
 		})
 	})

@@ -60,6 +60,11 @@ type Stats struct {
 	alreadyFailed atomic.Int64
 	repeated      atomic.Int64 // rows repeating a key this run asked (in alreadyDone too)
 	canceled      atomic.Int64 // requests cut, or never sent, because the run stopped
+	// slots counts the requests holding a slot of the pool: Begin to
+	// release. A request whose answer waits for the writer has left its
+	// slot (its successor may be running) but not yet inFlight, where its
+	// tokens stay until the writer corrects them.
+	slots atomic.Int64
 
 	// deltas is the lock-free per-second ring of streamed deltas (the hot
 	// path); everything else below is owned by mu.
@@ -200,6 +205,16 @@ type Tracker struct {
 	cur   atomic.Int64 // deltas of the attempt under way
 	kept  atomic.Int64 // deltas of the turns already answered (a whole conversation)
 	ended atomic.Bool
+	held  atomic.Bool // holds a slot of the pool (see Stats.slots)
+}
+
+// release says the request left its slot (it handed its result to the
+// writer): in flight -1. Done, Fail and Cancel release too; only the first
+// call counts.
+func (r *Tracker) release() {
+	if r.held.Swap(false) {
+		r.s.slots.Add(-1)
+	}
 }
 
 // streamed is every delta the request credited: its answered turns' and
@@ -220,6 +235,8 @@ func (s *Stats) Begin() *Tracker {
 		s.start = s.now()
 	}
 	r := &Tracker{s: s, start: s.start}
+	r.held.Store(true)
+	s.slots.Add(1)
 	s.inFlight[r] = struct{}{}
 	return r
 }
@@ -291,6 +308,7 @@ func (r *Tracker) Done(o Outcome) {
 	if r.ended.Swap(true) {
 		return
 	}
+	r.release()
 	counted := r.streamed()
 	final := counted
 	switch {
@@ -344,6 +362,7 @@ func (r *Tracker) end(cause string) {
 	if r.ended.Swap(true) {
 		return
 	}
+	r.release()
 	lost := r.cur.Swap(0) + r.kept.Swap(0)
 	s := r.s
 	s.mu.Lock()
