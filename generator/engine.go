@@ -85,6 +85,11 @@ type engineOptions struct {
 	// Log receives notes for a person (a row asking for another model);
 	// nil: discarded.
 	Log io.Writer
+	// OnIntake is called once, from the producer, when it starts its first
+	// request or ends without one: the keys found done or failed on disk
+	// before the first one still to ask are counted by then (all of them
+	// when a resume's done keys come first, as they do). nil: nothing.
+	OnIntake func()
 }
 
 // engine runs prompts through a completer into a resultSink.
@@ -235,7 +240,13 @@ func (e *engine) Run(ctx context.Context, src source, out resultSink) (Summary, 
 	// an error: a failed prompt is a result, not a reason to cancel siblings.
 	var pool errgroup.Group
 	pool.SetLimit(e.opts.Concurrency)
+	intake := sync.OnceFunc(func() {
+		if e.opts.OnIntake != nil {
+			e.opts.OnIntake()
+		}
+	})
 	ended, srcErr := e.produce(reqCtx, src, out.Recovered(), func(j job) {
+		intake()
 		pool.Go(func() error {
 			if e.draining() || reqCtx.Err() != nil {
 				results <- result{} // taken after intake stopped: not started
@@ -251,6 +262,7 @@ func (e *engine) Run(ctx context.Context, src source, out resultSink) (Summary, 
 			return nil
 		})
 	})
+	intake()
 	_ = pool.Wait()
 	close(results)
 	err := <-writerErr

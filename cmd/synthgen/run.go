@@ -269,7 +269,13 @@ func printHeader(stderr io.Writer, cfg config.Config, r *generator.Runner, metri
 		version, r.Rows(), job.Selection.Path, cfg.Output.Dir, cfg.Output.Format, job.Sampling.Model,
 		generator.RedactURL(cfg.Endpoint.BaseURL), cfg.Concurrency)
 	if n := r.OnDisk(); n > 0 {
-		fmt.Fprintf(stderr, "resuming: %d records already in %s\n", n, cfg.Output.Dir)
+		// What is left needs the selection's keys on disk, which the
+		// producer learns as it reads; records outside the selection (a
+		// lowered limit) or failed keys make it differ, so "about": the
+		// progress line counts it exactly.
+		keys := r.Keys()
+		fmt.Fprintf(stderr, "resuming: %d records already in %s; about %d of %d keys to go\n",
+			n, cfg.Output.Dir, max(keys-int64(n), 0), keys)
 	}
 	if metrics != nil {
 		fmt.Fprintf(stderr, "metrics: synthgen's own at %s\n", metrics.URL())

@@ -386,3 +386,32 @@ func TestStateOf(t *testing.T) {
 		})
 	}
 }
+
+// A resumed run's status.json counts the records on disk from its first
+// write, not "done 0" for the first progress.interval; and the header says
+// how many keys are left, not only how many are done.
+func TestRunStatusResumeKnowsWhatIsDone(t *testing.T) {
+	_, srv := startStatusMock(t, mockserver.Options{TokenDelay: 4 * time.Millisecond, MeanTokens: 2000})
+	data := writeMessagesDataset(t, 30)
+	dir := filepath.Join(t.TempDir(), "out")
+	args := []string{"--endpoint.base_url", srv.URL + "/v1", "--endpoint.model", "mock-model",
+		"--dataset.path", data, "--output.dir", dir, "--output.format", "jsonl", "--concurrency", "4",
+		"--generation.max_tokens", "100", "--shutdown.grace", "20s", "--quiet"}
+	first := startRunInProcess(append(args, "--dataset.limit", "10")...)
+	if err := first.wait(t); err != nil {
+		t.Fatalf("first run: %v\n%s", err, first.stderr.String())
+	}
+	// No heartbeat of the reporter comes before the end: what status.json
+	// says is the runner's own first write.
+	r := startRunInProcess(append(args, "--progress.interval", "1h")...)
+	st := waitForState(t, r, filepath.Join(dir, statusFile), stateRunning)
+	if err := r.wait(t); err != nil {
+		t.Fatalf("resumed run: %v\n%s", err, r.stderr.String())
+	}
+	if st.Done != 10 || st.AlreadyDone != 10 || st.Total != 30 {
+		t.Errorf("first status.json of the resumed run: done %d/%d, already_done %d; want 10/30, 10", st.Done, st.Total, st.AlreadyDone)
+	}
+	if want := "resuming: 10 records already in " + dir + "; about 20 of 30 keys to go"; !strings.Contains(r.stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, r.stderr.String())
+	}
+}
