@@ -88,6 +88,11 @@ type engineOptions struct {
 	// Reasoning checks the run's first answers for a server without a
 	// reasoning parser (reasoning.go); zero: no check.
 	Reasoning reasoningPolicy
+	// OnIntake is called once, from the producer, when it starts its first
+	// request or ends without one: the keys found done or failed on disk
+	// before the first one still to ask are counted by then (all of them
+	// when a resume's done keys come first, as they do). nil: nothing.
+	OnIntake func()
 }
 
 // reasoningPolicy is what the engine does about a server without a
@@ -209,11 +214,14 @@ type result struct {
 // one ledger: the writer and the producer report there, and only there),
 // taken when Run returns.
 type Summary struct {
-	Written  int   // records written
-	Failed   int   // error records written
-	Skipped  int64 // keys already on disk
-	Drained  bool  // intake stopped (Drain, or ctx) before the source ended
-	Canceled int   // requests cut or not started because the run stopped (redone on resume)
+	Written int   // records written
+	Failed  int   // error records written
+	Skipped int64 // keys already done on disk
+	// SkippedFailed are keys that failed for good in an earlier run and
+	// were not asked again (no RetryErrors): not done.
+	SkippedFailed int64
+	Drained       bool // intake stopped (Drain, or ctx) before the source ended
+	Canceled      int  // requests cut or not started because the run stopped (redone on resume)
 	// Duplicates counts dataset rows whose key this run had already asked
 	// (a repeated id): each key is asked once.
 	Duplicates int
@@ -260,16 +268,29 @@ func (e *engine) Run(ctx context.Context, src source, out resultSink) (Summary, 
 	// an error: a failed prompt is a result, not a reason to cancel siblings.
 	var pool errgroup.Group
 	pool.SetLimit(e.opts.Concurrency)
+	intake := sync.OnceFunc(func() {
+		if e.opts.OnIntake != nil {
+			e.opts.OnIntake()
+		}
+	})
 	ended, srcErr := e.produce(reqCtx, src, out.Recovered(), func(j job) {
+		intake()
 		pool.Go(func() error {
 			if e.draining() || reqCtx.Err() != nil {
 				results <- result{} // taken after intake stopped: not started
 				return nil
 			}
-			results <- e.do(reqCtx, waitCtx, gate, j)
+			r := e.do(reqCtx, waitCtx, gate, j)
+			results <- r
+			if r.tr != nil {
+				// The answer is the writer's now: the slot is free, and in
+				// flight counts slots, so its successor is not counted twice.
+				r.tr.release()
+			}
 			return nil
 		})
 	})
+	intake()
 	_ = pool.Wait()
 	close(results)
 	err := <-writerErr
@@ -287,12 +308,13 @@ func (e *engine) Run(ctx context.Context, src source, out resultSink) (Summary, 
 func (e *engine) summary(drained bool) Summary {
 	c := e.stats.counts()
 	return Summary{
-		Written:    int(c.done),
-		Failed:     int(c.errors),
-		Skipped:    c.alreadyDone - c.repeated,
-		Drained:    drained,
-		Canceled:   int(c.canceled),
-		Duplicates: int(c.repeated),
+		Written:       int(c.done),
+		Failed:        int(c.errors),
+		Skipped:       c.alreadyDone - c.repeated,
+		SkippedFailed: c.alreadyFailed,
+		Drained:       drained,
+		Canceled:      int(c.canceled),
+		Duplicates:    int(c.repeated),
 	}
 }
 
@@ -339,8 +361,12 @@ func (e *engine) produce(ctx context.Context, src source, held sink.Recovered, s
 				e.stats.AddRepeated(1)
 				continue
 			}
-			if held.Done(k) || (!e.opts.RetryErrors && held.Failed(k)) {
+			if held.Done(k) {
 				e.stats.AddAlreadyDone(1)
+				continue
+			}
+			if !e.opts.RetryErrors && held.Failed(k) {
+				e.stats.AddAlreadyFailed(1)
 				continue
 			}
 			asked.add(k, byIndex)

@@ -225,6 +225,47 @@ func TestPoolKeepsExactlyNInFlight(t *testing.T) {
 	}
 }
 
+// slowSink takes each record slowly (a disk busy with fsyncs), noting the
+// most requests the stats said were in flight at any write.
+type slowSink struct {
+	discardSink
+	stats *Stats
+	peak  int64
+}
+
+func (s *slowSink) Write(*sink.Record) error {
+	s.peak = max(s.peak, s.stats.Snapshot().InFlight)
+	time.Sleep(2 * time.Millisecond)
+	return nil
+}
+
+// TestInFlightIsSlotsHeld: in flight counts the requests holding a slot, at
+// most the concurrency, also while answers wait for a slow writer: a slot
+// that handed its answer over is free, and its successor must not be counted
+// twice ("201 in flight" at concurrency 200).
+func TestInFlightIsSlotsHeld(t *testing.T) {
+	const n = 4
+	srv := &countingServer{}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	stats := NewStats(nil)
+	out := &slowSink{stats: stats}
+	eng, err := newEngine(newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: n}), stats, testOptions(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := eng.Run(context.Background(), newSliceSource(numberedIDs(100)...), out)
+	if err != nil || sum.Written != 100 {
+		t.Fatalf("run: %v, %d written", err, sum.Written)
+	}
+	if out.peak > n {
+		t.Errorf("the stats said %d in flight at concurrency %d", out.peak, n)
+	}
+	if got := stats.Snapshot().InFlight; got != 0 {
+		t.Errorf("in flight after the run = %d, want 0", got)
+	}
+}
+
 // TestResumeWritesEveryIDOnce stops a run part-way (both gracefully and by
 // cancellation), resumes, and checks every id is on disk exactly once and
 // the server was asked at most rows + N times in all.

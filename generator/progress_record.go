@@ -22,6 +22,7 @@ type ProgressRecord struct {
 	Done           int64            `json:"done"`  // keys done, earlier runs included
 	Total          int64            `json:"total"` // keys of the job, earlier runs included
 	AlreadyDone    int64            `json:"already_done"`
+	AlreadyFailed  int64            `json:"already_failed"` // keys that failed for good in earlier runs, not asked again (no --retry-errors): not done
 	Errors         int64            `json:"errors"`
 	ErrorsByCause  map[string]int64 `json:"errors_by_cause"`
 	Retries        int64            `json:"retries"`
@@ -109,7 +110,7 @@ func finite(v float64) *float64 {
 func NewProgressRecord(s Snapshot, server *promscrape.Rates) ProgressRecord {
 	rec := ProgressRecord{
 		Event: "progress", Time: s.At, ElapsedS: s.Elapsed.Seconds(),
-		Done: s.Completed(), Total: s.Planned(), AlreadyDone: s.AlreadyDone,
+		Done: s.Completed(), Total: s.Planned(), AlreadyDone: s.AlreadyDone, AlreadyFailed: s.AlreadyFailed,
 		Errors: s.Errors, ErrorsByCause: s.ErrorsByCause, Retries: s.Retries, RetriesByCause: s.RetriesByCause,
 		InFlight: s.InFlight,
 		ReqPerS:  s.ReqPerSec, TokPerS: s.TokPerSec, PromptTokPerS: s.PromptTokPerSec,

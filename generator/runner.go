@@ -239,6 +239,9 @@ func (r *Runner) resumedRevision(path string) (string, error) {
 // Job is the job as run: model resolved, dataset pinned.
 func (r *Runner) Job() Job { return r.job }
 
+// Keys is the number of keys (rows x samples) the job selects.
+func (r *Runner) Keys() int64 { return r.job.Total(r.rows) }
+
 // Rows is the number of dataset rows the job selects.
 func (r *Runner) Rows() int64 { return r.rows }
 
@@ -252,9 +255,12 @@ func (r *Runner) FailedOpen() int { return r.out.FailedCount() }
 // Run asks every selected key the directory does not hold yet (see
 // engine.Run). It is called once.
 func (r *Runner) Run(ctx context.Context) (Summary, error) {
-	// status.json first, so that a second shell sees the run from its first
-	// moment; a heartbeat that cannot be written is not worth stopping for.
-	_ = r.Heartbeat(NewProgressRecord(r.setup.Stats.Snapshot(), nil))
+	// status.json as soon as what the directory holds is counted: when
+	// the producer starts its first request, having passed the keys done
+	// before it (a resume's records come first), so that a second shell
+	// never reads "done 0" beside thousands of records on disk. A
+	// heartbeat that cannot be written is not worth stopping for.
+	r.eng.opts.OnIntake = func() { _ = r.Heartbeat(NewProgressRecord(r.setup.Stats.Snapshot(), nil)) }
 	sum, err := r.eng.Run(ctx, r.src, r.out)
 	r.setup.Stats.Stop()
 	return sum, err
@@ -278,6 +284,11 @@ func (r *Runner) Heartbeat(rec ProgressRecord) error { return r.status.Heartbeat
 // progress record, and how the run ended. Call it once, after Run has
 // returned and the heartbeats have stopped; Close may come before it.
 func (r *Runner) Finish(rec ProgressRecord, o RunOutcome) error { return r.status.Finish(rec, o) }
+
+// SetOutcome records in the manifest how the run ended (done, incomplete,
+// interrupted, failed), for inspect's run history; Close writes it. Call it
+// after Run has returned.
+func (r *Runner) SetOutcome(outcome string) { r.out.SetOutcome(outcome) }
 
 // Close closes the output directory (finalizing its shards and the
 // manifest) and the dataset.

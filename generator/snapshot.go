@@ -17,10 +17,13 @@ type Snapshot struct {
 
 	Total       int64 // requests this run will make
 	AlreadyDone int64 // keys done on disk before this run
-	Done        int64 // completed in this run
-	Errors      int64 // gave up in this run
-	InFlight    int64
-	Retries     int64 // attempts retried (a request retried twice counts 2)
+	// AlreadyFailed are keys that failed for good before this run and that
+	// it does not ask again (no --retry-errors): part of the job, not done.
+	AlreadyFailed int64
+	Done          int64 // completed in this run
+	Errors        int64 // gave up in this run
+	InFlight      int64 // requests holding a slot of the pool: at most the concurrency
+	Retries       int64 // attempts retried (a request retried twice counts 2)
 	// ServerDownSince is when the server stopped answering (every slot
 	// waits for it to come back); zero while it answers.
 	ServerDownSince time.Time
@@ -90,8 +93,8 @@ type Snapshot struct {
 func (s Snapshot) Completed() int64 { return s.AlreadyDone + s.Done }
 
 // Planned is the number of keys of the whole job, including those done
-// before this run.
-func (s Snapshot) Planned() int64 { return s.AlreadyDone + s.Total }
+// before this run and those that failed before it and are not asked again.
+func (s Snapshot) Planned() int64 { return s.AlreadyDone + s.AlreadyFailed + s.Total }
 
 // Snapshot returns every figure at now().
 func (s *Stats) Snapshot() Snapshot {
@@ -106,9 +109,10 @@ func (s *Stats) Snapshot() Snapshot {
 		At:              now,
 		Total:           s.total.Load(),
 		AlreadyDone:     s.alreadyDone.Load(),
+		AlreadyFailed:   s.alreadyFailed.Load(),
 		Done:            s.done,
 		Errors:          s.errors,
-		InFlight:        int64(len(s.inFlight)),
+		InFlight:        s.slots.Load(),
 		Retries:         s.retries,
 		ServerDownSince: s.downSince,
 		ErrorsByCause:   copyCounts(s.errCause),
@@ -187,14 +191,16 @@ func (s *Stats) windowLocked(snap Snapshot, w time.Duration) Rates {
 
 func (s *Stats) etaLocked(snap *Snapshot, running []int64) {
 	l := snap.ExpectedCompletion
-	notStarted := max(snap.Total-snap.Done-snap.Errors-snap.InFlight, 0)
+	// Started: every request not ended, whether it holds its slot or its
+	// answer waits for the writer.
+	notStarted := max(snap.Total-snap.Done-snap.Errors-int64(len(running)), 0)
 	rem := float64(notStarted) * l
 	for _, c := range running {
 		rem += max(l-float64(c), 0)
 	}
 	snap.RemainingTokens = rem
 	rate := snap.Last60s.TokPerSec
-	if snap.Total > 0 && notStarted == 0 && snap.InFlight == 0 {
+	if snap.Total > 0 && notStarted == 0 && len(running) == 0 {
 		snap.ETAKnown = true // nothing left
 		return
 	}
@@ -204,7 +210,7 @@ func (s *Stats) etaLocked(snap *Snapshot, running []int64) {
 	snap.ETAKnown = true
 	snap.ETA = secondsToDuration(rem / rate)
 	if se := snap.ExpectedCompletionSE; !math.IsNaN(se) {
-		snap.ETAError = secondsToDuration(float64(notStarted+snap.InFlight) * se / rate)
+		snap.ETAError = secondsToDuration(float64(notStarted+int64(len(running))) * se / rate)
 	}
 }
 

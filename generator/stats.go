@@ -55,8 +55,16 @@ type Stats struct {
 
 	total       atomic.Int64
 	alreadyDone atomic.Int64 // keys done before this run, and repeats
-	repeated    atomic.Int64 // rows repeating a key this run asked (in alreadyDone too)
-	canceled    atomic.Int64 // requests cut, or never sent, because the run stopped
+	// alreadyFailed are keys that failed for good before this run and are
+	// not asked again (no --retry-errors): out of Total, and not done.
+	alreadyFailed atomic.Int64
+	repeated      atomic.Int64 // rows repeating a key this run asked (in alreadyDone too)
+	canceled      atomic.Int64 // requests cut, or never sent, because the run stopped
+	// slots counts the requests holding a slot of the pool: Begin to
+	// release. A request whose answer waits for the writer has left its
+	// slot (its successor may be running) but not yet inFlight, where its
+	// tokens stay until the writer corrects them.
+	slots atomic.Int64
 
 	// deltas is the lock-free per-second ring of streamed deltas (the hot
 	// path); everything else below is owned by mu.
@@ -153,6 +161,15 @@ func (s *Stats) AddAlreadyDone(n int64) {
 	s.total.Add(-n)
 }
 
+// AddAlreadyFailed records keys that failed for good in an earlier run and
+// that this run does not ask again (no --retry-errors): like keys found
+// done, they leave Total (the requests this run makes), but they are not
+// done, and every figure keeps them apart.
+func (s *Stats) AddAlreadyFailed(n int64) {
+	s.alreadyFailed.Add(n)
+	s.total.Add(-n)
+}
+
 // AddRepeated records dataset rows whose key this run had already asked (a
 // repeated id): like keys found done, they leave Total, and are counted
 // apart so that a summary can warn about them.
@@ -167,14 +184,14 @@ func (s *Stats) addCanceled() { s.canceled.Add(1) }
 
 // runCounts are the counts a Summary is made of.
 type runCounts struct {
-	done, errors, alreadyDone, repeated, canceled int64
+	done, errors, alreadyDone, alreadyFailed, repeated, canceled int64
 }
 
 func (s *Stats) counts() runCounts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return runCounts{done: s.done, errors: s.errors, alreadyDone: s.alreadyDone.Load(),
-		repeated: s.repeated.Load(), canceled: s.canceled.Load()}
+		alreadyFailed: s.alreadyFailed.Load(), repeated: s.repeated.Load(), canceled: s.canceled.Load()}
 }
 
 // Tracker follows one request (one key) through its slot, retries
@@ -188,6 +205,16 @@ type Tracker struct {
 	cur   atomic.Int64 // deltas of the attempt under way
 	kept  atomic.Int64 // deltas of the turns already answered (a whole conversation)
 	ended atomic.Bool
+	held  atomic.Bool // holds a slot of the pool (see Stats.slots)
+}
+
+// release says the request left its slot (it handed its result to the
+// writer): in flight -1. Done, Fail and Cancel release too; only the first
+// call counts.
+func (r *Tracker) release() {
+	if r.held.Swap(false) {
+		r.s.slots.Add(-1)
+	}
 }
 
 // streamed is every delta the request credited: its answered turns' and
@@ -208,6 +235,8 @@ func (s *Stats) Begin() *Tracker {
 		s.start = s.now()
 	}
 	r := &Tracker{s: s, start: s.start}
+	r.held.Store(true)
+	s.slots.Add(1)
 	s.inFlight[r] = struct{}{}
 	return r
 }
@@ -279,6 +308,7 @@ func (r *Tracker) Done(o Outcome) {
 	if r.ended.Swap(true) {
 		return
 	}
+	r.release()
 	counted := r.streamed()
 	final := counted
 	switch {
@@ -332,6 +362,7 @@ func (r *Tracker) end(cause string) {
 	if r.ended.Swap(true) {
 		return
 	}
+	r.release()
 	lost := r.cur.Swap(0) + r.kept.Swap(0)
 	s := r.s
 	s.mu.Lock()

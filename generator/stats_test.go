@@ -230,6 +230,48 @@ func TestStatsRetryAndFail(t *testing.T) {
 	checkI(t, "ErrorsByCause after caller edit", s.Snapshot().ErrorsByCause["timeout"], 1)
 }
 
+// The 10 s and 60 s windows take back a retried attempt's and a failed
+// request's streamed tokens too, in the second of the retry or the failure,
+// not only the run-long rate: a window that kept them would show tokens no
+// record holds.
+func TestStatsWindowsTakeBackRetriesAndFailures(t *testing.T) {
+	clk := newFakeClock()
+	s := NewStats(clk.now)
+	s.SetTotal(3)
+	a, b, c := s.Begin(), s.Begin(), s.Begin() // t = 0
+	for sec := 0; sec < 70; sec++ {
+		if sec == 65 {
+			// t = 65: a's attempt is retried (650 deltas back), b fails
+			// for good (1300 back).
+			a.Retry("stream_cut")
+			b.Fail("timeout")
+		}
+		a.Delta(10)
+		if sec < 65 {
+			b.Delta(20)
+		}
+		c.Delta(400)
+		clk.advance(time.Second)
+	}
+	clk.advance(500 * time.Millisecond) // t = 70.5: seconds 0..69 are whole
+	snap := s.Snapshot()
+	// Seconds 60..69: a 100, b 100, c 4000, the take-back -1950.
+	checkF(t, "Last10s.TokPerSec", snap.Last10s.TokPerSec, 2250.0/10)
+	// Seconds 10..69: a 600, b 1100, c 24000, the take-back -1950.
+	checkF(t, "Last60s.TokPerSec", snap.Last60s.TokPerSec, 23750.0/60)
+	// The run: a's current attempt (50) and c (28000).
+	checkF(t, "TokPerSec", snap.TokPerSec, 28050/70.5)
+
+	// Once the take-back's second leaves a window, that window holds only
+	// the running requests' deltas: seconds 66..75, a 100 and c 4000.
+	for range 6 {
+		a.Delta(10)
+		c.Delta(400)
+		clk.advance(time.Second)
+	}
+	checkF(t, "Last10s.TokPerSec later", s.Snapshot().Last10s.TokPerSec, 4100.0/10)
+}
+
 // Length, latency percentiles (nearest rank), truncated share and resume.
 func TestStatsDistributions(t *testing.T) {
 	clk := newFakeClock()
@@ -462,6 +504,14 @@ func TestStatsResumeTotals(t *testing.T) {
 	snap := s.Snapshot()
 	if snap.Planned() != 300 || snap.Completed() != 121 || snap.Total != 180 {
 		t.Fatalf("planned %d completed %d total %d, want 300, 121, 180", snap.Planned(), snap.Completed(), snap.Total)
+	}
+	// Keys that failed before and are not asked again leave the run's
+	// requests but stay in the job, and are not done.
+	s.AddAlreadyFailed(30)
+	snap = s.Snapshot()
+	if snap.Planned() != 300 || snap.Completed() != 121 || snap.Total != 150 || snap.AlreadyFailed != 30 {
+		t.Fatalf("planned %d completed %d total %d already failed %d, want 300, 121, 150, 30",
+			snap.Planned(), snap.Completed(), snap.Total, snap.AlreadyFailed)
 	}
 }
 

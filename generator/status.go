@@ -3,9 +3,10 @@ package generator
 // The run's machine-readable files in the output directory, for a second
 // shell, a script or a dashboard:
 //
-//	DIR/status.json   rewritten atomically when the run starts, every time the
-//	                  caller has a new progress record (Runner.Heartbeat), and
-//	                  once more at the end with the final state
+//	DIR/status.json   rewritten atomically when the run starts its first
+//	                  request (the keys of earlier runs counted), every time
+//	                  the caller has a new progress record (Runner.Heartbeat),
+//	                  and once more at the end with the final state
 //	DIR/report.json   written once at the end (Runner.Finish): the final
 //	                  figures, the outcome and exit code, start and end, a
 //	                  summary of the config

@@ -25,7 +25,7 @@ func goldenSnapshot() Snapshot {
 	at := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	return Snapshot{
 		At: at, Elapsed: 90 * time.Second,
-		Total: 900, AlreadyDone: 100, Done: 400, Errors: 3, InFlight: 64, Retries: 7,
+		Total: 900, AlreadyDone: 100, AlreadyFailed: 12, Done: 400, Errors: 3, InFlight: 64, Retries: 7,
 		ServerDownSince:  at.Add(-30 * time.Second),
 		ErrorsByCause:    map[string]int64{"http_400": 2, "timeout": 1},
 		RetriesByCause:   map[string]int64{"http_429": 7},

@@ -111,6 +111,11 @@ type Run struct {
 	Notes          []string   `json:"notes,omitempty"` // what --force accepted, what recovery did
 	RecordsWritten int64      `json:"records_written"`
 	ErrorsWritten  int64      `json:"errors_written"`
+	// Outcome is how the run ended, as its summary's first word says it
+	// (done, incomplete, interrupted, failed), when the run closed the
+	// sink; empty for runs of older versions, and for a run that never
+	// closed (killed).
+	Outcome string `json:"outcome,omitempty"`
 }
 
 // ReadManifest reads DIR/manifest.json. A missing manifest is an error that

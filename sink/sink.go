@@ -442,6 +442,11 @@ func (s *Sink) Flush() error {
 	return s.syncAll()
 }
 
+// SetOutcome records how this run ended (see Run.Outcome); Close writes it
+// to the manifest with the run's end. Called by the writer's owner once
+// writing is over.
+func (s *Sink) SetOutcome(outcome string) { s.man.Runs[s.run].Outcome = outcome }
+
 // Close finalizes the open shards (no temporary file remains after a clean
 // exit), records the run's end in the manifest and releases the directory.
 // After a write error it only releases the files: the temporaries stay for

@@ -27,7 +27,7 @@ import (
 var headerRe = regexp.MustCompile(`(?m)^synthgen \S+: \d+ prompts from `)
 
 // progressTextRe is the plain progress line's fixed head (progress.go).
-var progressTextRe = regexp.MustCompile(`^progress (\d+)/(\d+) \(\d+ errors\) [\d.]+ req/s \d+ tok/s avg completion (--|\d+) tok in flight \d+ eta \S+`)
+var progressTextRe = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ progress (\d+)/(\d+) \((\d+\.\d)%\) \(\d+ errors, \d+ failed earlier\) [\d.]+ req/s \d+ tok/s avg completion (--|\d+) tok in flight \d+ eta \S+`)
 
 // TestProgressLinesToFile is a job under nohup: stdout is a file, so
 // progress is one plain line per progress.interval, with no carriage
@@ -70,7 +70,7 @@ func TestProgressLinesToFile(t *testing.T) {
 	var lines []string
 	last := int64(-1)
 	for _, line := range strings.Split(stdout, "\n") {
-		if !strings.HasPrefix(line, "progress ") {
+		if !strings.Contains(line, "progress ") { // what `grep progress` keeps
 			continue
 		}
 		mm := progressTextRe.FindStringSubmatch(line)
@@ -81,6 +81,9 @@ func TestProgressLinesToFile(t *testing.T) {
 		done, _ := strconv.ParseInt(mm[1], 10, 64)
 		if total := mm[2]; total != strconv.Itoa(prompts) {
 			t.Errorf("progress line total %s, want %d: %q", total, prompts, line)
+		}
+		if pct := mm[3] + "%"; pct != fmtPercent(done, prompts) {
+			t.Errorf("progress line says %s done, want %s: %q", pct, fmtPercent(done, prompts), line)
 		}
 		if done < last {
 			t.Errorf("done went back from %d to %d: %q", last, done, line)

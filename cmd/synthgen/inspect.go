@@ -492,11 +492,7 @@ func (p *inspectPrinter) runs(r *sink.Report) {
 	p.printf("runs\n")
 	for i, run := range m.Runs {
 		start := run.StartedAt.UTC().Format("2006-01-02 15:04:05Z")
-		end := "not ended (running now, or stopped without closing)"
-		if run.EndedAt != nil {
-			end = fmt.Sprintf("ended after %s", fmtDuration(run.EndedAt.Sub(run.StartedAt).Round(time.Second)))
-		}
-		line := fmt.Sprintf("  %d  %s  %s, %s, %s", i+1, start, end,
+		line := fmt.Sprintf("  %d  %s  %s, %s, %s", i+1, start, runEnd(run, i == len(m.Runs)-1),
 			pluralNum(run.RecordsWritten, "record", "records"), pluralNum(run.ErrorsWritten, "error", "errors"))
 		if run.Limit > 0 {
 			line += fmt.Sprintf(", limit %d", run.Limit)
@@ -514,6 +510,27 @@ func (p *inspectPrinter) runs(r *sink.Report) {
 		for _, n := range run.Notes {
 			p.printf("       %s\n", n)
 		}
+	}
+}
+
+// runEnd says how a run of the history ended. A run that never closed the
+// directory was killed (kill -9, OOM, a reboot) when another run followed
+// it; only the last one may still be running.
+func runEnd(run sink.Run, last bool) string {
+	if run.EndedAt == nil {
+		if last {
+			return "not ended (running now, or killed)"
+		}
+		return "killed (never ended: kill -9, OOM or a reboot; the next run recovered it)"
+	}
+	took := fmtDuration(run.EndedAt.Sub(run.StartedAt).Round(time.Second))
+	switch run.Outcome {
+	case "done":
+		return "done in " + took
+	case "":
+		return "ended after " + took // written before outcomes were recorded
+	default:
+		return run.Outcome + " after " + took
 	}
 }
 

@@ -304,3 +304,43 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// The run history says how each run ended: an interrupted run is not a
+// finished one, and a run with no end that other runs followed was killed
+// (kill -9, OOM, a reboot), not "running now".
+func TestInspectRunHistoryOutcomes(t *testing.T) {
+	ds := inspectDataset(t, 10)
+	dir := inspectFixture(t, sink.FormatJSONL, ds, seq(0, 7, 1), nil, "")
+	m, err := sink.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := m.Runs[0].StartedAt
+	at := func(d time.Duration) *time.Time { t := start.Add(d); return &t }
+	m.Runs = []sink.Run{
+		{StartedAt: start, EndedAt: at(55 * time.Second), Outcome: "interrupted", RecordsWritten: 3},
+		{StartedAt: start.Add(time.Minute), RecordsWritten: 2},
+		{StartedAt: start.Add(2 * time.Minute), EndedAt: at(150 * time.Second), RecordsWritten: 1}, // before outcomes were recorded
+		{StartedAt: start.Add(3 * time.Minute), EndedAt: at(200 * time.Second), Outcome: "done", RecordsWritten: 1},
+		{StartedAt: start.Add(4 * time.Minute)},
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, sink.ManifestName), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := runInspectCmd(t, dir)
+	for _, want := range []string{
+		"  1  " + start.UTC().Format("2006-01-02 15:04:05Z") + "  interrupted after 55s, 3 records",
+		"  2  " + start.Add(time.Minute).UTC().Format("2006-01-02 15:04:05Z") + "  killed (never ended: kill -9, OOM or a reboot; the next run recovered it), 2 records",
+		"ended after 30s, 1 record",
+		"done in 20s, 1 record",
+		"  5  " + start.Add(4*time.Minute).UTC().Format("2006-01-02 15:04:05Z") + "  not ended (running now, or killed), 0 records",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

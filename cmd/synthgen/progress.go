@@ -5,10 +5,15 @@ package main
 // object per interval with --log-format json.
 //
 // The plain line, field by field (every field is always present, so awk and
-// grep can count on the layout):
+// grep can count on the layout; `grep progress` finds the lines, and awk's
+// fields are one further than before the time led):
 //
+//	2026-11-30T13:45:07Z        when the line was taken, RFC 3339 in UTC
 //	progress 150/25000          done/total keys, those of earlier runs included
-//	(0 errors)                  requests that gave up in this run
+//	(0.6%)                      done/total, cut to one decimal ("--" with no key)
+//	(0 errors, 0 failed earlier) requests that gave up in this run; keys that
+//	                            failed for good before it and are not asked
+//	                            again (no --retry-errors): not done
 //	0.9 req/s                   completed per second, this run
 //	1598 tok/s                  completion tokens per second, this run, counted as they stream
 //	avg completion 648 tok      mean length of the completed answers ("--" before the first)
@@ -279,8 +284,8 @@ func formatLine(s generator.Snapshot, server *promscrape.Rates) string {
 	if s.Planned() > 0 {
 		total = fmt.Sprint(s.Planned())
 	}
-	fmt.Fprintf(&b, "progress %d/%s (%d errors) %s req/s %s tok/s avg completion %s tok in flight %d eta %s",
-		s.Completed(), total, s.Errors, fmtRate(s.ReqPerSec), fmtTok(s.TokPerSec), fmtAvg(s), s.InFlight, fmtETA(s))
+	fmt.Fprintf(&b, "%s progress %d/%s (%s) (%d errors, %d failed earlier) %s req/s %s tok/s avg completion %s tok in flight %d eta %s",
+		s.At.UTC().Format(time.RFC3339), s.Completed(), total, fmtPercent(s.Completed(), s.Planned()), s.Errors, s.AlreadyFailed, fmtRate(s.ReqPerSec), fmtTok(s.TokPerSec), fmtAvg(s), s.InFlight, fmtETA(s))
 	fmt.Fprintf(&b, " | 10s %s tok/s %s req/s | 60s %s tok/s %s req/s | retries %d",
 		fmtTok(s.Last10s.TokPerSec), fmtRate(s.Last10s.ReqPerSec),
 		fmtTok(s.Last60s.TokPerSec), fmtRate(s.Last60s.ReqPerSec), s.Retries)
@@ -371,13 +376,17 @@ func fmtDuration(d time.Duration) string {
 	}
 }
 
-// Summary is the small table printed when a run ends.
-func (r *reporter) Summary(stats *generator.Stats) string {
+// Summary is the small table printed when a run ends. Its first word is
+// the outcome (outcomeWord): done, incomplete, interrupted or failed.
+func (r *reporter) Summary(stats *generator.Stats, outcome string) string {
 	s := stats.Snapshot()
 	var b strings.Builder
-	fmt.Fprintf(&b, "done %d/%d in %s", s.Completed(), s.Planned(), fmtDuration(s.Elapsed))
+	fmt.Fprintf(&b, "%s %d/%d in %s", outcome, s.Completed(), s.Planned(), fmtDuration(s.Elapsed))
 	if s.AlreadyDone > 0 {
 		fmt.Fprintf(&b, " (%d before this run)", s.AlreadyDone)
+	}
+	if s.AlreadyFailed > 0 {
+		fmt.Fprintf(&b, ", %d failed in earlier runs (not asked without --retry-errors)", s.AlreadyFailed)
 	}
 	fmt.Fprintf(&b, ", %d errors, %d retries\n", s.Errors, s.Retries)
 	if s.Done == 0 && s.Errors == 0 {
@@ -423,4 +432,14 @@ func fmtLatency(d time.Duration) string {
 		// A fast local server: 0s would read as "not measured".
 		return d.Round(time.Microsecond).String()
 	}
+}
+
+// fmtPercent is the share of the job done, cut (never rounded up) to one
+// decimal, so that 100.0% means every key is done; "--" for a job of no key.
+func fmtPercent(done, planned int64) string {
+	if planned <= 0 {
+		return "--"
+	}
+	tenths := 1000 * done / planned
+	return fmt.Sprintf("%d.%d%%", tenths/10, tenths%10)
 }

@@ -80,10 +80,28 @@ func rampStats() (*generator.Stats, *testClock) {
 	return stats, clk
 }
 
+// progressHeadRe is how a plain line starts: its time, RFC 3339 in UTC.
+var progressHeadRe = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ progress `)
+
+// The share done is cut, never rounded up: 100.0% only when every key is
+// done; a job of no key has none.
+func TestProgressPercent(t *testing.T) {
+	for _, tc := range []struct {
+		done, planned int64
+		want          string
+	}{
+		{0, 25000, "0.0%"}, {150, 25000, "0.6%"}, {9999, 10000, "99.9%"}, {10000, 10000, "100.0%"}, {0, 0, "--"},
+	} {
+		if got := fmtPercent(tc.done, tc.planned); got != tc.want {
+			t.Errorf("fmtPercent(%d, %d) = %q, want %q", tc.done, tc.planned, got, tc.want)
+		}
+	}
+}
+
 func TestFormatLineRamp(t *testing.T) {
 	stats, _ := rampStats()
 	got := formatLine(stats.Snapshot(), nil)
-	want := "progress 0/25000 (0 errors) 0.0 req/s 6000 tok/s avg completion -- tok in flight 200 eta >10m20s" +
+	want := "2025-06-01T12:00:05Z progress 0/25000 (0.0%) (0 errors, 0 failed earlier) 0.0 req/s 6000 tok/s avg completion -- tok in flight 200 eta >10m20s" +
 		" | 10s 6000 tok/s 0.0 req/s | 60s 6000 tok/s 0.0 req/s | retries 0"
 	if got != want {
 		t.Errorf("formatLine =\n%s\nwant\n%s", got, want)
@@ -125,7 +143,7 @@ func TestFormatLineWithServer(t *testing.T) {
 	got := formatLine(stats.Snapshot(), server)
 	// 9 keys left × 500 tokens at 20000/20 s = 1000 tok/s: 4.5 s; the SE is 0
 	// (all lengths equal).
-	want := "progress 140/150 (1 errors) 2.0 req/s 1000 tok/s avg completion 500 tok in flight 0 eta 5s" +
+	want := "2025-06-01T12:00:20Z progress 140/150 (93.3%) (1 errors, 0 failed earlier) 2.0 req/s 1000 tok/s avg completion 500 tok in flight 0 eta 5s" +
 		" | 10s 0 tok/s 0.0 req/s | 60s 1000 tok/s 2.0 req/s | retries 0" +
 		" | server 1234 tok/s running 9 waiting 1 kv 87% preemptions 2 spec acceptance 72% length 3.10"
 	if got != want {
@@ -180,7 +198,7 @@ func TestReporterPlainLines(t *testing.T) {
 		t.Fatalf("got %d lines, want 3 ticks + 1 final:\n%s", len(lines), out)
 	}
 	for _, l := range lines {
-		if !strings.HasPrefix(l, "progress 0/25000 (0 errors) ") {
+		if !progressHeadRe.MatchString(l) || !strings.Contains(l, " progress 0/25000 (0.0%) (0 errors, 0 failed earlier) ") {
 			t.Errorf("line %q does not start like a progress line", l)
 		}
 	}
@@ -220,7 +238,7 @@ func TestReporterQuietAndJSON(t *testing.T) {
 		if calls != 3 {
 			t.Errorf("Status called %d times, want 3", calls)
 		}
-		if s := r.Summary(stats); !strings.HasPrefix(s, "done 0/25000 in 5s, 0 errors, 0 retries\n") {
+		if s := r.Summary(stats, "done"); !strings.HasPrefix(s, "done 0/25000 in 5s, 0 errors, 0 retries\n") {
 			t.Errorf("Summary = %q", s)
 		}
 	})
@@ -305,6 +323,25 @@ func TestReporterTTY(t *testing.T) {
 	}
 }
 
+// The summary's first word is how the run ended, the word of its exit code:
+// only a run that answered every key starts with "done".
+func TestOutcomeWord(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{nil, "done"},
+		{&exitError{code: exitIncomplete, err: errors.New("3 requests failed for good")}, "incomplete"},
+		{&exitError{code: exitInterrupted, err: errors.New("interrupted after 5 new records")}, "interrupted"},
+		{errors.New("write record: disk full"), "failed"},
+		{usageError(errors.New("bad row"), ""), "failed"},
+	} {
+		if got := outcomeWord(tc.err); got != tc.want {
+			t.Errorf("outcomeWord(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
 func TestSummary(t *testing.T) {
 	clk := &testClock{t: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
 	stats := generator.NewStats(clk.now)
@@ -318,8 +355,8 @@ func TestSummary(t *testing.T) {
 	}
 	stats.Begin().Fail("timeout")
 	clk.advance(100 * time.Second)
-	got := newReporter(&bytes.Buffer{}, reporterOptions{}).Summary(stats)
-	want := "done 12/13 in 1m40s (10 before this run), 1 errors, 2 retries\n" +
+	got := newReporter(&bytes.Buffer{}, reporterOptions{}).Summary(stats, "incomplete")
+	want := "incomplete 12/13 in 1m40s (10 before this run), 1 errors, 2 retries\n" +
 		"  errors      timeout 1\n" +
 		"  retries     http_429 2\n" +
 		"  throughput  0.020 req/s     4 tok/s    1 prompt tok/s\n" +
@@ -339,11 +376,11 @@ func TestSummaryNothingAsked(t *testing.T) {
 	stats.AddAlreadyDone(300)
 	stats.Stop()
 	r := newReporter(&bytes.Buffer{}, reporterOptions{Interval: time.Second})
-	got := r.Summary(stats)
+	got := r.Summary(stats, "done")
 	if want := "done 300/300 in 0s (300 before this run), 0 errors, 0 retries\n"; got != want {
 		t.Errorf("Summary = %q, want %q", got, want)
 	}
-	if line := formatLine(stats.Snapshot(), nil); !strings.HasPrefix(line, "progress 300/300 ") {
+	if line := formatLine(stats.Snapshot(), nil); !strings.Contains(line, " progress 300/300 (100.0%) ") {
 		t.Errorf("formatLine = %q, want it to start with progress 300/300", line)
 	}
 }

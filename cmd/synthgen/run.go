@@ -49,7 +49,7 @@ flight finish for up to shutdown.grace; a second one stops at once. SIGHUP is
 ignored, so the job survives the closing of its terminal under nohup.`,
 		Example: `  synthgen run --config examples/sample.yaml
   synthgen run --config my.yaml --concurrency 64 --dataset.limit 1000
-  nohup synthgen run --config my.yaml > gen.log 2>&1 &`,
+  nohup synthgen run --config my.yaml >> gen.log 2>&1 &   # >>: a resume appends`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRun(cmd, rf)
@@ -124,16 +124,20 @@ func (rs *runSession) run(r *generator.Runner) error {
 	sum, runErr := r.Run(rs.sd.ctx)
 	stopReporter()
 	onDisk, failed := r.OnDisk(), r.FailedOpen()
-	closeErr := r.Close()
-	fmt.Fprint(rs.stdout, rep.Summary(rs.stats))
-	if sum.Duplicates > 0 {
-		fmt.Fprintf(rs.stderr, "warning: %d dataset rows repeat the id of a row this run was already asking; each (id, sample) is asked and written once (is dataset.id_field unique?)\n", sum.Duplicates)
-	}
 	// A signal that came once every key was taken (while the last answers
 	// streamed, or while the sink closed) cut nothing: the job is done and
 	// its exit code says so, not "rerun to resume".
 	interrupted := rs.sd.interrupted() && (sum.Drained || sum.Canceled > 0)
+	// The manifest records how the run ended, for inspect's history; a
+	// sink that fails to close writes no manifest, so its error cannot
+	// change what is recorded.
+	r.SetOutcome(outcomeWord(runResult(rs.cfg, runErr, nil, interrupted, sum, onDisk, failed, io.Discard)))
+	closeErr := r.Close()
 	err := runResult(rs.cfg, runErr, closeErr, interrupted, sum, onDisk, failed, rs.stderr)
+	fmt.Fprint(rs.stdout, rep.Summary(rs.stats, outcomeWord(err)))
+	if sum.Duplicates > 0 {
+		fmt.Fprintf(rs.stderr, "warning: %d dataset rows repeat the id of a row this run was already asking; each (id, sample) is asked and written once (is dataset.id_field unique?)\n", sum.Duplicates)
+	}
 	final := generator.NewProgressRecord(rs.stats.Snapshot(), rep.Server())
 	if ferr := r.Finish(final, runOutcome(err, sum)); ferr != nil {
 		fmt.Fprintf(rs.stderr, "warning: %v\n", ferr)
@@ -333,7 +337,13 @@ func printHeader(stderr io.Writer, cfg config.Config, r *generator.Runner, metri
 		version, r.Rows(), job.Selection.Path, cfg.Output.Dir, cfg.Output.Format, job.Sampling.Model,
 		generator.RedactURL(cfg.Endpoint.BaseURL), cfg.Concurrency)
 	if n := r.OnDisk(); n > 0 {
-		fmt.Fprintf(stderr, "resuming: %d records already in %s\n", n, cfg.Output.Dir)
+		// What is left needs the selection's keys on disk, which the
+		// producer learns as it reads; records outside the selection (a
+		// lowered limit) or failed keys make it differ, so "about": the
+		// progress line counts it exactly.
+		keys := r.Keys()
+		fmt.Fprintf(stderr, "resuming: %d records already in %s; about %d of %d keys to go\n",
+			n, cfg.Output.Dir, max(keys-int64(n), 0), keys)
 	}
 	if metrics != nil {
 		fmt.Fprintf(stderr, "metrics: synthgen's own at %s\n", metrics.URL())
@@ -415,8 +425,12 @@ func runResult(cfg config.Config, runErr, closeErr error, interrupted bool, sum 
 		return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted after %d new records", sum.Written),
 			hint: "run the same command again to resume"}
 	}
-	if sum.Written == 0 && sum.Failed == 0 && sum.Skipped > 0 {
+	if sum.Written == 0 && sum.Failed == 0 && (sum.Skipped > 0 || sum.SkippedFailed > 0) {
 		switch {
+		case sum.SkippedFailed > 0:
+			// Failed keys are not done: say them apart, and how to ask them.
+			fmt.Fprintf(stderr, "nothing to do without --retry-errors: %d selected keys are done, %d failed for good in earlier runs\n",
+				sum.Skipped, sum.SkippedFailed)
 		case cfg.Dataset.Limit > 0 && int64(onDisk) > sum.Skipped:
 			// A limit shrunk below what an earlier run wrote: say why the
 			// rest is not touched, so it does not look like lost records.
@@ -477,4 +491,21 @@ func metricsURLFor(cfg config.Config) (string, error) {
 		return cfg.Endpoint.MetricsURL, nil
 	}
 	return promscrape.MetricsURL(cfg.Endpoint.BaseURL)
+}
+
+// outcomeWord is how a run ended, in the word its summary starts with and
+// the manifest records: "done" only when every selected key is answered,
+// so that 'grep ^done' never reads an interrupted or incomplete run as
+// finished.
+func outcomeWord(err error) string {
+	switch runExitCode(err) {
+	case exitOK:
+		return "done"
+	case exitIncomplete:
+		return "incomplete"
+	case exitInterrupted:
+		return "interrupted"
+	default:
+		return "failed"
+	}
 }

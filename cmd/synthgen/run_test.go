@@ -440,8 +440,27 @@ func TestRunFailedRequestThenRetryErrors(t *testing.T) {
 	}
 	t.Logf("exit %d: %v; hint: %s", exitCode(r.err), r.err, r.hint())
 
-	refuse.Store(false)
+	// A rerun without --retry-errors asks nothing, and says that the
+	// failed key is not done: 7/8, not 8/8, nor "nothing to do" as if all
+	// were done.
 	before := m.Stats().Requests
+	r = cliRun(t, job.args()...)
+	if code := exitCode(r.err); code != exitIncomplete || m.Stats().Requests != before {
+		t.Fatalf("rerun without --retry-errors: exit %d (%v), %d requests; want %d and none", code, r.err, m.Stats().Requests-before, exitIncomplete)
+	}
+	if !strings.HasPrefix(r.stdout, "incomplete 7/8 ") || !strings.Contains(r.stdout, "1 failed in earlier runs") {
+		t.Errorf("rerun: summary %q, want 7/8 and 1 failed in earlier runs", r.stdout)
+	}
+	if strings.Contains(r.stderr, "all 8") || !strings.Contains(r.stderr, "7 selected keys are done, 1 failed for good in earlier runs") {
+		t.Errorf("rerun: stderr %q, want the done and the failed keys apart", r.stderr)
+	}
+	if rep := readReport(t, job.dir); rep.Done != 7 || rep.Total != 8 || rep.AlreadyDone != 7 || rep.AlreadyFailed != 1 || rep.Skipped != 7 {
+		t.Errorf("rerun: report.json done %d/%d, already_done %d, already_failed %d, skipped %d; want 7/8, 7, 1, 7",
+			rep.Done, rep.Total, rep.AlreadyDone, rep.AlreadyFailed, rep.Skipped)
+	}
+
+	refuse.Store(false)
+	before = m.Stats().Requests
 	r = cliRun(t, job.args("--retry-errors")...)
 	r.ok(t, "--retry-errors")
 	if got := m.Stats().Requests - before; got != 1 {

@@ -29,9 +29,9 @@ import (
 type statsCollector struct {
 	stats *generator.Stats
 
-	done, failed, retries, inFlight         *prometheus.Desc
-	completionTokens, runningTokens, prompt *prometheus.Desc
-	planned, alreadyDone, eta               *prometheus.Desc
+	done, failed, retries, inFlight          *prometheus.Desc
+	completionTokens, runningTokens, prompt  *prometheus.Desc
+	planned, alreadyDone, alreadyFailed, eta *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*statsCollector)(nil)
@@ -54,14 +54,16 @@ func newStatsCollector(stats *generator.Stats) *statsCollector {
 		prompt:      d("synthgen_prompt_tokens_total", "Prompt tokens of the answered requests."),
 		planned:     d("synthgen_requests_planned", "Requests this process will make in all (keys done before it started are left out)."),
 		alreadyDone: d("synthgen_requests_already_done", "Keys of the selection found done on disk, from earlier runs."),
-		eta:         d("synthgen_eta_seconds", "Estimated seconds to the end of the run, from tokens; absent while unknown."),
+		alreadyFailed: d("synthgen_requests_already_failed",
+			"Keys of the selection that failed for good in earlier runs and are not asked again (no --retry-errors): not done."),
+		eta: d("synthgen_eta_seconds", "Estimated seconds to the end of the run, from tokens; absent while unknown."),
 	}
 }
 
 // Describe sends every descriptor the collector can emit.
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.done, c.failed, c.retries, c.inFlight,
-		c.completionTokens, c.runningTokens, c.prompt, c.planned, c.alreadyDone, c.eta} {
+		c.completionTokens, c.runningTokens, c.prompt, c.planned, c.alreadyDone, c.alreadyFailed, c.eta} {
 		ch <- d
 	}
 }
@@ -88,6 +90,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.prompt, float64(s.PromptTokens))
 	gauge(c.planned, float64(s.Total))
 	gauge(c.alreadyDone, float64(s.AlreadyDone))
+	gauge(c.alreadyFailed, float64(s.AlreadyFailed))
 	if s.ETAKnown {
 		if v := s.ETA.Seconds(); !math.IsInf(v, 0) && !math.IsNaN(v) {
 			gauge(c.eta, v)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/sink"
 )
 
 // The names the CLI tests use for what the runner writes.
@@ -265,19 +266,28 @@ func TestRunStatusInterrupted(t *testing.T) {
 		"--dataset.path", data, "--output.dir", dir, "--output.format", "jsonl", "--concurrency", "4",
 		"--generation.max_tokens", "250", "--progress.interval", "50ms", "--shutdown.grace", "20s")
 	path := filepath.Join(dir, statusFile)
-	waitForState(t, r, path, stateRunning)
-	// status.json exists only after run has taken the signals over, so
-	// this cannot kill the test binary.
+	// Signalled with the pool full, so that there is a drain to see: a
+	// signal before the first request starts ends the run at once, and a
+	// loaded machine then writes "interrupted" before any poll reads
+	// "draining" (seen under a parallel go test). status.json exists only
+	// after run has taken the signals over, so this cannot kill the test
+	// binary.
+	waitInFlight(t, r, path, 4)
 	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	st := waitForState(t, r, path, stateDraining)
-	if st.InFlight == 0 {
-		t.Logf("draining with nothing in flight: %+v", st)
-	}
+	waitForState(t, r, path, stateDraining)
 	err := r.wait(t)
 	if code := runExitCode(err); code != exitInterrupted {
 		t.Fatalf("exit code %d (%v), want %d", code, err, exitInterrupted)
+	}
+	// The summary says how the run ended: 'grep ^done' must not read an
+	// interrupted run as finished.
+	if out := r.stdout.String(); !regexp.MustCompile(`(?m)^interrupted \d+/200 in `).MatchString(out) || regexp.MustCompile(`(?m)^done `).MatchString(out) {
+		t.Errorf("stdout has no summary line starting with interrupted, or one with done:\n%s", out)
+	}
+	if m, err := sink.ReadManifest(dir); err != nil || m.Runs[len(m.Runs)-1].Outcome != "interrupted" {
+		t.Errorf("manifest: %v, last run's outcome %q, want interrupted", err, m.Runs[len(m.Runs)-1].Outcome)
 	}
 	final, _ := readStatusFile(t, path)
 	rep := readReport(t, dir)
@@ -374,5 +384,34 @@ func TestStateOf(t *testing.T) {
 				t.Errorf("runExitCode = %d, want %d", got, tc.code)
 			}
 		})
+	}
+}
+
+// A resumed run's status.json counts the records on disk from its first
+// write, not "done 0" for the first progress.interval; and the header says
+// how many keys are left, not only how many are done.
+func TestRunStatusResumeKnowsWhatIsDone(t *testing.T) {
+	_, srv := startStatusMock(t, mockserver.Options{TokenDelay: 4 * time.Millisecond, MeanTokens: 2000})
+	data := writeMessagesDataset(t, 30)
+	dir := filepath.Join(t.TempDir(), "out")
+	args := []string{"--endpoint.base_url", srv.URL + "/v1", "--endpoint.model", "mock-model",
+		"--dataset.path", data, "--output.dir", dir, "--output.format", "jsonl", "--concurrency", "4",
+		"--generation.max_tokens", "100", "--shutdown.grace", "20s", "--quiet"}
+	first := startRunInProcess(append(args, "--dataset.limit", "10")...)
+	if err := first.wait(t); err != nil {
+		t.Fatalf("first run: %v\n%s", err, first.stderr.String())
+	}
+	// No heartbeat of the reporter comes before the end: what status.json
+	// says is the runner's own first write.
+	r := startRunInProcess(append(args, "--progress.interval", "1h")...)
+	st := waitForState(t, r, filepath.Join(dir, statusFile), stateRunning)
+	if err := r.wait(t); err != nil {
+		t.Fatalf("resumed run: %v\n%s", err, r.stderr.String())
+	}
+	if st.Done != 10 || st.AlreadyDone != 10 || st.Total != 30 {
+		t.Errorf("first status.json of the resumed run: done %d/%d, already_done %d; want 10/30, 10", st.Done, st.Total, st.AlreadyDone)
+	}
+	if want := "resuming: 10 records already in " + dir + "; about 20 of 30 keys to go"; !strings.Contains(r.stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, r.stderr.String())
 	}
 }
