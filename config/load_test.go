@@ -612,10 +612,11 @@ func TestUnknownEnv(t *testing.T) {
 		"SYNTHGEN_MAX_TOKENS=64",
 		"SYNTHGEN_CACHEDIR=/tmp/c",
 		"SYNTHGEN_ZZZ=1",
-		"SYNTHGEN_OUTPUT_DIR=/data/x", // a key
-		"SYNTHGEN_CACHE_DIR=/tmp/c",   // read by the Hub cache
-		"SYNTHGEN_API_KEY=secret",     // named by endpoint.api_key_env
-		"SYNTHGENERATION=1",           // not the prefix
+		"SYNTHGEN_OUTPUT_DIR=/data/x",     // a key
+		"SYNTHGEN_CACHE_DIR=/tmp/c",       // read by the Hub cache
+		"SYNTHGEN_API_KEY=secret",         // named by endpoint.api_key_env
+		"SYNTHGEN_TEST_DUCKDB_MODULES=/x", // the test suite's, as CI sets it
+		"SYNTHGENERATION=1",               // not the prefix
 		"HOME=/root",
 		"CONCURRENCY=5",
 	}

@@ -19,7 +19,7 @@ package main
 // beyond what a process-level test can observe.
 //
 // The kill moments come from a seed, printed at the start and in every
-// failure (SYNTHGEN_CHAOS_SEED=N replays the same schedule; the processes'
+// failure (SYNTHGEN_TEST_CHAOS_SEED=N replays the same schedule; the processes'
 // own timing still varies).
 
 import (
@@ -56,13 +56,13 @@ const (
 	chaosSlack = 300 * time.Millisecond
 )
 
-// chaosSeed is SYNTHGEN_CHAOS_SEED when set (to replay a failure), else
+// chaosSeed is SYNTHGEN_TEST_CHAOS_SEED when set (to replay a failure), else
 // the clock.
 func chaosSeed(t *testing.T) int64 {
-	if s := os.Getenv("SYNTHGEN_CHAOS_SEED"); s != "" {
+	if s := os.Getenv("SYNTHGEN_TEST_CHAOS_SEED"); s != "" {
 		seed, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			t.Fatalf("SYNTHGEN_CHAOS_SEED=%q: not an integer", s)
+			t.Fatalf("SYNTHGEN_TEST_CHAOS_SEED=%q: not an integer", s)
 		}
 		return seed
 	}
@@ -71,7 +71,7 @@ func chaosSeed(t *testing.T) int64 {
 
 func TestChaosKill9(t *testing.T) {
 	seed := chaosSeed(t)
-	t.Logf("chaos seed %d (replay: SYNTHGEN_CHAOS_SEED=%d go test -run TestChaosKill9 ./cmd/synthgen)", seed, seed)
+	t.Logf("chaos seed %d (replay: SYNTHGEN_TEST_CHAOS_SEED=%d go test -run TestChaosKill9 ./cmd/synthgen)", seed, seed)
 	synthgenBinary(t) // once, before the subtests run in parallel
 
 	prompts, maxDelay := 3000, 900*time.Millisecond
@@ -110,7 +110,7 @@ func TestChaosKill9(t *testing.T) {
 // exactly once; a kill never leaves half of one.
 func TestChaosKill9WholeConversations(t *testing.T) {
 	seed := chaosSeed(t)
-	t.Logf("chaos seed %d (replay: SYNTHGEN_CHAOS_SEED=%d go test -run TestChaosKill9WholeConversations ./cmd/synthgen)", seed, seed)
+	t.Logf("chaos seed %d (replay: SYNTHGEN_TEST_CHAOS_SEED=%d go test -run TestChaosKill9WholeConversations ./cmd/synthgen)", seed, seed)
 	synthgenBinary(t)
 	for i, format := range []string{"jsonl", "parquet"} {
 		t.Run(format, func(t *testing.T) {
@@ -191,7 +191,7 @@ func runChaos(t *testing.T, job chaosJob) {
 	rng := rand.New(rand.NewPCG(uint64(job.seed), job.cell))
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("replay with SYNTHGEN_CHAOS_SEED=%d", job.seed)
+			t.Logf("replay with SYNTHGEN_TEST_CHAOS_SEED=%d", job.seed)
 		}
 	})
 	fatalf := func(format string, args ...any) {
@@ -366,7 +366,7 @@ func countedOnDisk(t *testing.T, seed int64, what, stdout string, killedAt time.
 // test fails.
 func TestCountedRecordsDurable(t *testing.T) {
 	seed := chaosSeed(t)
-	t.Logf("chaos seed %d (replay: SYNTHGEN_CHAOS_SEED=%d go test -run TestCountedRecordsDurable ./cmd/synthgen)", seed, seed)
+	t.Logf("chaos seed %d (replay: SYNTHGEN_TEST_CHAOS_SEED=%d go test -run TestCountedRecordsDurable ./cmd/synthgen)", seed, seed)
 	synthgenBinary(t)
 	for i, format := range []string{"jsonl", "parquet"} {
 		t.Run(format, func(t *testing.T) {

@@ -259,13 +259,13 @@ func duckdbModules(t *testing.T) (modules, node string) {
 	missing := func(why string) {
 		t.Helper()
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("DuckDB check cannot run in CI: %s (.ci/run installs @duckdb/node-api and sets SYNTHGEN_DUCKDB_MODULES)", why)
+			t.Fatalf("DuckDB check cannot run in CI: %s (.ci/run installs @duckdb/node-api and sets SYNTHGEN_TEST_DUCKDB_MODULES)", why)
 		}
-		t.Skipf("DuckDB check skipped: %s (set SYNTHGEN_DUCKDB_MODULES to a node_modules holding @duckdb/node-api)", why)
+		t.Skipf("DuckDB check skipped: %s (set SYNTHGEN_TEST_DUCKDB_MODULES to a node_modules holding @duckdb/node-api)", why)
 	}
-	modules = os.Getenv("SYNTHGEN_DUCKDB_MODULES")
+	modules = os.Getenv("SYNTHGEN_TEST_DUCKDB_MODULES")
 	if modules == "" {
-		missing("SYNTHGEN_DUCKDB_MODULES is not set")
+		missing("SYNTHGEN_TEST_DUCKDB_MODULES is not set")
 	}
 	if !fileExists(filepath.Join(modules, "@duckdb", "node-api", "package.json")) {
 		missing(modules + " holds no @duckdb/node-api")
