@@ -38,8 +38,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
-	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
 	"github.com/synthgen/synthgen/generator"
@@ -79,7 +79,7 @@ type reporter struct {
 	server       *promscrape.Rates
 	scrapeFailed bool
 
-	bar *progressbar.ProgressBar
+	barDrawn bool // the bar is on the terminal's current line
 }
 
 func newReporter(w io.Writer, opts reporterOptions) *reporter {
@@ -146,6 +146,7 @@ func (r *reporter) report(snap generator.Snapshot, final bool) {
 		r.renderBar(snap)
 		if final {
 			fmt.Fprintln(r.w)
+			r.barDrawn = false
 		}
 	default:
 		fmt.Fprintln(r.w, formatLine(snap, r.server))
@@ -195,8 +196,8 @@ func (r *reporter) warn(msg string) {
 		}{"warning", msg})
 		fmt.Fprintf(r.w, "%s\n", b)
 	case r.barMode():
-		if r.bar != nil {
-			_ = r.bar.Clear()
+		if r.barDrawn {
+			fmt.Fprint(r.w, "\r\x1b[K") // the bar is drawn again at its next refresh
 		}
 		fmt.Fprintln(r.w, msg)
 	default:
@@ -204,51 +205,111 @@ func (r *reporter) warn(msg string) {
 	}
 }
 
-// renderBar redraws the terminal bar; progressbar/v3 draws with \r and
-// ANSI codes, so the description is cut to the terminal's width.
+// renderBar redraws the terminal bar in place: back to the start of the
+// line, the line, then clear what a longer previous line left.
 func (r *reporter) renderBar(snap generator.Snapshot) {
-	planned := snap.Planned()
-	if planned <= 0 {
+	if snap.Planned() <= 0 {
 		return
 	}
-	if r.bar == nil {
-		r.bar = progressbar.NewOptions64(planned,
-			progressbar.OptionSetWriter(r.w),
-			progressbar.OptionSetWidth(16),
-			progressbar.OptionSetPredictTime(false),
-			progressbar.OptionSetElapsedTime(false),
-			progressbar.OptionUseANSICodes(true),
-			progressbar.OptionThrottle(0),
-		)
+	width := terminalWidth(r.w)
+	if width <= 0 {
+		width = defaultBarWidth
 	}
-	if r.bar.GetMax64() != planned {
-		r.bar.ChangeMax64(planned)
-	}
-	desc := barDescription(snap, r.server)
-	if width := terminalWidth(r.w); width > 0 {
-		// Room for the bar itself and the percentage: "100% |################| ".
-		desc = truncate(desc, width-26)
-	}
-	r.bar.Describe(desc)
-	_ = r.bar.Set64(min(snap.Completed(), planned))
+	fmt.Fprintf(r.w, "\r%s\x1b[K", barLine(snap, r.server, width))
+	r.barDrawn = true
 }
 
-func barDescription(s generator.Snapshot, server *promscrape.Rates) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d/%d %s tok/s %s req/s avg %s tok %d in flight", s.Completed(), s.Planned(),
-		fmtTok(s.Last10s.TokPerSec), fmtRate(s.Last10s.ReqPerSec), fmtAvg(s), s.InFlight)
-	if s.Errors > 0 {
-		fmt.Fprintf(&b, " %d err", s.Errors)
+// defaultBarWidth is the width assumed when the terminal does not say.
+const defaultBarWidth = 80
+
+// barCells is the number of cells of the bar itself, between its brackets.
+const barCells = 20
+
+// A barField is one field of the terminal bar. prio orders what is kept
+// when the terminal is narrow (0 first); the fields kept are shown in the
+// order they were made.
+type barField struct {
+	prio int
+	text string
+}
+
+// barLine is the terminal bar at width columns: the fields that fit, most
+// important first (done/total, the tok/s with its window, the ETA; then
+// req/s, in flight, errors, ...), shown in their natural order. A field
+// that does not fit is left out whole, never cut. The line is at most
+// width-1 runes: a terminal may wrap a line that fills its last column.
+func barLine(s generator.Snapshot, server *promscrape.Rates, width int) string {
+	var fields []barField
+	add := func(prio int, format string, args ...any) {
+		fields = append(fields, barField{prio, fmt.Sprintf(format, args...)})
 	}
-	fmt.Fprintf(&b, " eta %s", fmtETA(s))
+	add(0, "%d/%d", s.Completed(), s.Planned())
+	add(7, "%s", fmtPercent(s.Completed(), s.Planned()))
+	add(8, "%s", barGlyphs(s.Completed(), s.Planned()))
+	// The bar's rates are the last 10 s (the summary's are the whole
+	// run's): the window is said, so they are not taken for each other.
+	add(1, "10s %s tok/s", fmtTokShort(s.Last10s.TokPerSec))
+	add(3, "%s req/s", fmtRate(s.Last10s.ReqPerSec))
+	add(4, "%d in flight", s.InFlight)
+	if s.Errors > 0 {
+		add(5, "%d err", s.Errors)
+	}
+	if s.Retries > 0 {
+		add(9, "%d retries", s.Retries)
+	}
+	add(10, "avg %s tok", fmtAvg(s))
+	add(2, "eta %s", fmtETA(s))
 	if d := serverDown(s); d != "" {
-		b.WriteString(" | ")
-		b.WriteString(d)
+		add(1, "%s", d)
 	}
 	if server != nil {
-		fmt.Fprintf(&b, " | server %s tok/s", fmtTok(server.GenTokPerSec))
+		add(6, "| server %s tok/s", fmtTokShort(server.GenTokPerSec))
 	}
-	return b.String()
+
+	order := make([]int, len(fields))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return fields[a].prio - fields[b].prio })
+	keep := make([]bool, len(fields))
+	used := -1 // no separator before the first field
+	for _, i := range order {
+		n := utf8.RuneCountInString(fields[i].text) + 1
+		if used+n <= width-1 {
+			keep[i] = true
+			used += n
+		}
+	}
+	var parts []string
+	for i, f := range fields {
+		if keep[i] {
+			parts = append(parts, f.text)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// barGlyphs is the bar itself: [#######.............].
+func barGlyphs(done, planned int64) string {
+	filled := 0
+	if planned > 0 {
+		filled = int(min(done, planned) * barCells / planned)
+	}
+	return "[" + strings.Repeat("#", filled) + strings.Repeat(".", barCells-filled) + "]"
+}
+
+// fmtTokShort is a rate for the narrow bar: 950, 7.2k, 12.8k, 128k, 1.3M.
+func fmtTokShort(v float64) string {
+	switch {
+	case v < 999.5:
+		return fmt.Sprintf("%.0f", v)
+	case v < 99950:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	case v < 999500:
+		return fmt.Sprintf("%.0fk", v/1e3)
+	default:
+		return fmt.Sprintf("%.1fM", v/1e6)
+	}
 }
 
 func terminalWidth(w io.Writer) int {
@@ -263,18 +324,7 @@ func terminalWidth(w io.Writer) int {
 	return width
 }
 
-func truncate(s string, n int) string {
-	if n <= 0 {
-		return ""
-	}
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n])
-}
-
-// isTerminal reports whether f is a terminal; progressbar/v3 does not check.
+// isTerminal reports whether f is a terminal: only one gets the bar.
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // formatLine renders the plain progress line (see the top of this file).

@@ -117,7 +117,7 @@ func TestFormatLineServerDown(t *testing.T) {
 	if got := formatLine(snap, nil); !strings.HasSuffix(got, " | server unreachable for 3m00s, waiting for it") {
 		t.Errorf("formatLine while the server is down = %q", got)
 	}
-	if got := barDescription(snap, nil); !strings.Contains(got, "server unreachable for 3m00s") {
+	if got := barLine(snap, nil, 160); !strings.Contains(got, "server unreachable for 3m00s") {
 		t.Errorf("bar while the server is down = %q", got)
 	}
 	stats.SetServerDown(false, time.Time{})
@@ -398,6 +398,45 @@ func TestFmtLatency(t *testing.T) {
 	} {
 		if got := fmtLatency(tt.d); got != tt.want {
 			t.Errorf("fmtLatency(%v) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}
+
+// barSnap is a run a third of the way through, as the bar sees it.
+func barSnap() generator.Snapshot {
+	return generator.Snapshot{
+		At: time.Date(2025, 6, 1, 12, 1, 0, 0, time.UTC), Elapsed: time.Minute,
+		Total: 2000, Done: 644, Errors: 2, InFlight: 37, Retries: 5,
+		TokPerSec: 8713, ReqPerSec: 26.0, CompletionAvg: 288,
+		Last10s: generator.Rates{TokPerSec: 12820, ReqPerSec: 40.6},
+		Last60s: generator.Rates{TokPerSec: 8713, ReqPerSec: 26.0},
+		ETA:     3*time.Minute + 12*time.Second, ETAKnown: true, ETAError: 20 * time.Second, Confidence: "high",
+	}
+}
+
+// TestBarLineWidths: the bar keeps what matters most when the terminal is
+// narrow (done/total, the tok/s with its unit and window, the ETA; then
+// req/s, in flight, errors, ...), never cuts a field, and its rates say
+// they are the last 10 s, not the run's (which the summary gives).
+func TestBarLineWidths(t *testing.T) {
+	server := &promscrape.Rates{GenTokPerSec: 12790}
+	for _, tc := range []struct {
+		width int
+		want  string
+	}{
+		{40, "644/2000 10s 12.8k tok/s eta 3m12s ±20s"},
+		// "37 in flight" does not fit after req/s: left out whole, and
+		// the smaller fields after it still get their chance.
+		{60, "644/2000 10s 12.8k tok/s 40.6 req/s 2 err eta 3m12s ±20s"},
+		{100, "644/2000 32.2% 10s 12.8k tok/s 40.6 req/s 37 in flight 2 err eta 3m12s ±20s | server 12.8k tok/s"},
+		{160, "644/2000 32.2% [######..............] 10s 12.8k tok/s 40.6 req/s 37 in flight 2 err 5 retries avg 288 tok eta 3m12s ±20s | server 12.8k tok/s"},
+	} {
+		got := barLine(barSnap(), server, tc.width)
+		if got != tc.want {
+			t.Errorf("width %d:\n got %q\nwant %q", tc.width, got, tc.want)
+		}
+		if n := len([]rune(got)); n >= tc.width {
+			t.Errorf("width %d: the line has %d runes", tc.width, n)
 		}
 	}
 }
