@@ -318,7 +318,7 @@ func TestReporterTTY(t *testing.T) {
 	d.tick()
 	d.stop()
 	out := buf.String()
-	if !strings.Contains(out, "0/25000 6000 tok/s") || !strings.Contains(out, "\x1b[") || !strings.HasSuffix(out, "\n") {
+	if !strings.Contains(out, "0/25000 0.0% 10s 6.0k tok/s") || !strings.Contains(out, "\x1b[") || !strings.HasSuffix(out, "\n") {
 		t.Errorf("bar output = %q", out)
 	}
 }
