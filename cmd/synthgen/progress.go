@@ -20,7 +20,9 @@ package main
 //	in flight 200               requests in a slot now
 //	eta 2h41m ±12m              from tokens (see generator.Snapshot.ETA); ">2h41m" while no
 //	                            answer has finished (a lower bound), "(low confidence)"
-//	                            after it before 30 answers, "--" while unknown
+//	                            after it before 30 answers, "--" while unknown; after the
+//	                            first Ctrl-C/SIGTERM "draining: 37 in flight, 1m12s of
+//	                            grace left" instead
 //	| 10s 1650 tok/s 1.0 req/s  the last 10 s
 //	| 60s 1600 tok/s 0.9 req/s  the last 60 s
 //	| retries 0                 attempts retried
@@ -36,6 +38,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -80,6 +83,40 @@ type reporter struct {
 	scrapeFailed bool
 
 	barDrawn bool // the bar is on the terminal's current line
+
+	// drain is set by Draining, from the goroutine that handles the
+	// first signal; Run reads it.
+	drainMu sync.Mutex
+	drain   *drainState
+}
+
+// drainState is the drain after the first signal: when it began, by the
+// stats' clock, and how long the requests in flight may still take.
+type drainState struct {
+	since time.Time
+	grace time.Duration
+}
+
+// Draining tells the reporter that the run stopped taking new requests
+// at since (by the stats' clock) and waits up to grace for those in
+// flight: from then on the lines show the drain instead of the job's ETA.
+func (r *reporter) Draining(since time.Time, grace time.Duration) {
+	r.drainMu.Lock()
+	defer r.drainMu.Unlock()
+	r.drain = &drainState{since: since, grace: grace}
+}
+
+func (r *reporter) draining() *drainState {
+	r.drainMu.Lock()
+	defer r.drainMu.Unlock()
+	return r.drain
+}
+
+// drainText says what the drain waits for and how long it may still wait:
+// "draining: 37 in flight, 1m12s of grace left".
+func drainText(s generator.Snapshot, d *drainState) string {
+	left := max(d.grace-s.At.Sub(d.since), 0)
+	return fmt.Sprintf("draining: %d in flight, %s of grace left", s.InFlight, fmtDuration(left))
 }
 
 func newReporter(w io.Writer, opts reporterOptions) *reporter {
@@ -149,7 +186,7 @@ func (r *reporter) report(snap generator.Snapshot, final bool) {
 			r.barDrawn = false
 		}
 	default:
-		fmt.Fprintln(r.w, formatLine(snap, r.server))
+		fmt.Fprintln(r.w, formatLine(snap, r.server, r.draining()))
 	}
 }
 
@@ -215,7 +252,7 @@ func (r *reporter) renderBar(snap generator.Snapshot) {
 	if width <= 0 {
 		width = defaultBarWidth
 	}
-	fmt.Fprintf(r.w, "\r%s\x1b[K", barLine(snap, r.server, width))
+	fmt.Fprintf(r.w, "\r%s\x1b[K", barLine(snap, r.server, r.draining(), width))
 	r.barDrawn = true
 }
 
@@ -229,8 +266,8 @@ const barCells = 20
 // when the terminal is narrow (0 first); the fields kept are shown in the
 // order they were made.
 type barField struct {
-	prio int
-	text string
+	prio  int
+	texts []string // the field, then shorter forms of it
 }
 
 // barLine is the terminal bar at width columns: the fields that fit, most
@@ -238,10 +275,10 @@ type barField struct {
 // req/s, in flight, errors, ...), shown in their natural order. A field
 // that does not fit is left out whole, never cut. The line is at most
 // width-1 runes: a terminal may wrap a line that fills its last column.
-func barLine(s generator.Snapshot, server *promscrape.Rates, width int) string {
+func barLine(s generator.Snapshot, server *promscrape.Rates, drain *drainState, width int) string {
 	var fields []barField
 	add := func(prio int, format string, args ...any) {
-		fields = append(fields, barField{prio, fmt.Sprintf(format, args...)})
+		fields = append(fields, barField{prio, []string{fmt.Sprintf(format, args...)}})
 	}
 	add(0, "%d/%d", s.Completed(), s.Planned())
 	add(7, "%s", fmtPercent(s.Completed(), s.Planned()))
@@ -258,7 +295,13 @@ func barLine(s generator.Snapshot, server *promscrape.Rates, width int) string {
 		add(9, "%d retries", s.Retries)
 	}
 	add(10, "avg %s tok", fmtAvg(s))
-	add(2, "eta %s", fmtETA(s))
+	if drain != nil {
+		// The job's ETA means nothing once no new request starts.
+		fields = append(fields, barField{0, []string{drainText(s, drain),
+			fmt.Sprintf("draining: %d, %s left", s.InFlight, fmtDuration(max(drain.grace-s.At.Sub(drain.since), 0)))}})
+	} else {
+		add(2, "eta %s", fmtETA(s))
+	}
 	if d := serverDown(s); d != "" {
 		add(1, "%s", d)
 	}
@@ -271,19 +314,21 @@ func barLine(s generator.Snapshot, server *promscrape.Rates, width int) string {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return fields[a].prio - fields[b].prio })
-	keep := make([]bool, len(fields))
+	keep := make([]string, len(fields))
 	used := -1 // no separator before the first field
 	for _, i := range order {
-		n := utf8.RuneCountInString(fields[i].text) + 1
-		if used+n <= width-1 {
-			keep[i] = true
-			used += n
+		for _, text := range fields[i].texts {
+			if n := utf8.RuneCountInString(text) + 1; used+n <= width-1 {
+				keep[i] = text
+				used += n
+				break
+			}
 		}
 	}
 	var parts []string
-	for i, f := range fields {
-		if keep[i] {
-			parts = append(parts, f.text)
+	for _, text := range keep {
+		if text != "" {
+			parts = append(parts, text)
 		}
 	}
 	return strings.Join(parts, " ")
@@ -328,14 +373,18 @@ func terminalWidth(w io.Writer) int {
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // formatLine renders the plain progress line (see the top of this file).
-func formatLine(s generator.Snapshot, server *promscrape.Rates) string {
+func formatLine(s generator.Snapshot, server *promscrape.Rates, drain *drainState) string {
 	var b strings.Builder
 	total := "?"
 	if s.Planned() > 0 {
 		total = fmt.Sprint(s.Planned())
 	}
-	fmt.Fprintf(&b, "%s progress %d/%s (%s) (%d errors, %d failed earlier) %s req/s %s tok/s avg completion %s tok in flight %d eta %s",
-		s.At.UTC().Format(time.RFC3339), s.Completed(), total, fmtPercent(s.Completed(), s.Planned()), s.Errors, s.AlreadyFailed, fmtRate(s.ReqPerSec), fmtTok(s.TokPerSec), fmtAvg(s), s.InFlight, fmtETA(s))
+	eta := "eta " + fmtETA(s)
+	if drain != nil {
+		eta = drainText(s, drain)
+	}
+	fmt.Fprintf(&b, "%s progress %d/%s (%s) (%d errors, %d failed earlier) %s req/s %s tok/s avg completion %s tok in flight %d %s",
+		s.At.UTC().Format(time.RFC3339), s.Completed(), total, fmtPercent(s.Completed(), s.Planned()), s.Errors, s.AlreadyFailed, fmtRate(s.ReqPerSec), fmtTok(s.TokPerSec), fmtAvg(s), s.InFlight, eta)
 	fmt.Fprintf(&b, " | 10s %s tok/s %s req/s | 60s %s tok/s %s req/s | retries %d",
 		fmtTok(s.Last10s.TokPerSec), fmtRate(s.Last10s.ReqPerSec),
 		fmtTok(s.Last60s.TokPerSec), fmtRate(s.Last60s.ReqPerSec), s.Retries)

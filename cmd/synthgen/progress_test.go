@@ -100,7 +100,7 @@ func TestProgressPercent(t *testing.T) {
 
 func TestFormatLineRamp(t *testing.T) {
 	stats, _ := rampStats()
-	got := formatLine(stats.Snapshot(), nil)
+	got := formatLine(stats.Snapshot(), nil, nil)
 	want := "2025-06-01T12:00:05Z progress 0/25000 (0.0%) (0 errors, 0 failed earlier) 0.0 req/s 6000 tok/s avg completion -- tok in flight 200 eta >10m20s" +
 		" | 10s 6000 tok/s 0.0 req/s | 60s 6000 tok/s 0.0 req/s | retries 0"
 	if got != want {
@@ -114,14 +114,14 @@ func TestFormatLineServerDown(t *testing.T) {
 	stats, clk := rampStats()
 	stats.SetServerDown(true, clk.now().Add(-3*time.Minute))
 	snap := stats.Snapshot()
-	if got := formatLine(snap, nil); !strings.HasSuffix(got, " | server unreachable for 3m00s, waiting for it") {
+	if got := formatLine(snap, nil, nil); !strings.HasSuffix(got, " | server unreachable for 3m00s, waiting for it") {
 		t.Errorf("formatLine while the server is down = %q", got)
 	}
-	if got := barLine(snap, nil, 160); !strings.Contains(got, "server unreachable for 3m00s") {
+	if got := barLine(snap, nil, nil, 160); !strings.Contains(got, "server unreachable for 3m00s") {
 		t.Errorf("bar while the server is down = %q", got)
 	}
 	stats.SetServerDown(false, time.Time{})
-	if got := formatLine(stats.Snapshot(), nil); strings.Contains(got, "unreachable") {
+	if got := formatLine(stats.Snapshot(), nil, nil); strings.Contains(got, "unreachable") {
 		t.Errorf("formatLine after the server came back = %q", got)
 	}
 }
@@ -140,7 +140,7 @@ func TestFormatLineWithServer(t *testing.T) {
 	clk.advance(20 * time.Second)
 	server := &promscrape.Rates{GenTokPerSec: 1234.4, Running: 9, Waiting: 1, HasKV: true, KVCacheUsage: 0.873,
 		Preemptions: 2, HasSpec: true, AcceptanceRate: 0.72, MeanAcceptanceLength: 3.1, Window: 10 * time.Second}
-	got := formatLine(stats.Snapshot(), server)
+	got := formatLine(stats.Snapshot(), server, nil)
 	// 9 keys left × 500 tokens at 20000/20 s = 1000 tok/s: 4.5 s; the SE is 0
 	// (all lengths equal).
 	want := "2025-06-01T12:00:20Z progress 140/150 (93.3%) (1 errors, 0 failed earlier) 2.0 req/s 1000 tok/s avg completion 500 tok in flight 0 eta 5s" +
@@ -380,7 +380,7 @@ func TestSummaryNothingAsked(t *testing.T) {
 	if want := "done 300/300 in 0s (300 before this run), 0 errors, 0 retries\n"; got != want {
 		t.Errorf("Summary = %q, want %q", got, want)
 	}
-	if line := formatLine(stats.Snapshot(), nil); !strings.Contains(line, " progress 300/300 (100.0%) ") {
+	if line := formatLine(stats.Snapshot(), nil, nil); !strings.Contains(line, " progress 300/300 (100.0%) ") {
 		t.Errorf("formatLine = %q, want it to start with progress 300/300", line)
 	}
 }
@@ -431,12 +431,47 @@ func TestBarLineWidths(t *testing.T) {
 		{100, "644/2000 32.2% 10s 12.8k tok/s 40.6 req/s 37 in flight 2 err eta 3m12s ±20s | server 12.8k tok/s"},
 		{160, "644/2000 32.2% [######..............] 10s 12.8k tok/s 40.6 req/s 37 in flight 2 err 5 retries avg 288 tok eta 3m12s ±20s | server 12.8k tok/s"},
 	} {
-		got := barLine(barSnap(), server, tc.width)
+		got := barLine(barSnap(), server, nil, tc.width)
 		if got != tc.want {
 			t.Errorf("width %d:\n got %q\nwant %q", tc.width, got, tc.want)
 		}
 		if n := len([]rune(got)); n >= tc.width {
 			t.Errorf("width %d: the line has %d runes", tc.width, n)
+		}
+	}
+}
+
+// TestReporterDraining: after the first signal the job's ETA means nothing
+// (no new request starts): the line and the bar say what the drain waits
+// for and how much of shutdown.grace is left, by the stats' clock.
+func TestReporterDraining(t *testing.T) {
+	stats, clk := rampStats()
+	var buf bytes.Buffer
+	rep := newReporter(&buf, reporterOptions{})
+	rep.Draining(clk.now(), 2*time.Minute)
+	clk.advance(48 * time.Second)
+	d := drive(rep, stats)
+	d.stop() // one line: the final one
+	want := " in flight 200 draining: 200 in flight, 1m12s of grace left | 10s "
+	if l := buf.String(); !strings.Contains(l, want) || strings.Contains(l, "eta") {
+		t.Errorf("draining line = %q, want %q and no eta", l, want)
+	}
+	over := &drainState{since: clk.now().Add(-5 * time.Minute), grace: 2 * time.Minute}
+	if l := formatLine(stats.Snapshot(), nil, over); !strings.Contains(l, " draining: 200 in flight, 0s of grace left |") {
+		t.Errorf("draining past the grace = %q, want 0s left", l)
+	}
+
+	snap := barSnap()
+	drain := &drainState{since: snap.At.Add(-48 * time.Second), grace: 2 * time.Minute}
+	for _, tc := range []struct {
+		width int
+		want  string
+	}{
+		{40, "644/2000 2 err draining: 37, 1m12s left"},
+		{100, "644/2000 10s 12.8k tok/s 40.6 req/s 37 in flight 2 err draining: 37 in flight, 1m12s of grace left"},
+	} {
+		if got := barLine(snap, nil, drain, tc.width); got != tc.want {
+			t.Errorf("bar at %d while draining:\n got %q\nwant %q", tc.width, got, tc.want)
 		}
 	}
 }
