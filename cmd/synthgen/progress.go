@@ -27,7 +27,8 @@ package main
 //	| 60s 1600 tok/s 0.9 req/s  the last 60 s
 //	| retries 0                 attempts retried
 //	| server 1700 tok/s ...     the server's own /metrics, when scraped: generation tok/s,
-//	                            running, waiting, kv (cache usage), preemptions, spec decoding
+//	                            running, waiting, kv (cache usage), preemptions, spec decoding;
+//	                            left out while measured from before the latest outage
 
 import (
 	"context"
@@ -80,7 +81,11 @@ type reporter struct {
 
 	prevSample   *promscrape.Sample
 	server       *promscrape.Rates
+	serverFrom   time.Time // when server's window began: the earlier sample's time
 	scrapeFailed bool
+	// lastOutage is the start of the latest outage the reporter has seen
+	// in a snapshot: server figures from before it are not shown.
+	lastOutage time.Time
 
 	barDrawn bool // the bar is on the terminal's current line
 
@@ -165,7 +170,8 @@ func (r *reporter) Run(ctx context.Context, stats *generator.Stats) {
 // report writes the status record and, unless quiet, one line, JSON object
 // or bar redraw.
 func (r *reporter) report(snap generator.Snapshot, final bool) {
-	rec := generator.NewProgressRecord(snap, r.server)
+	server := r.serverView(snap)
+	rec := generator.NewProgressRecord(snap, server)
 	if r.opts.Status != nil {
 		r.opts.Status(rec, final)
 	}
@@ -186,13 +192,33 @@ func (r *reporter) report(snap generator.Snapshot, final bool) {
 			r.barDrawn = false
 		}
 	default:
-		fmt.Fprintln(r.w, formatLine(snap, r.server, r.draining()))
+		fmt.Fprintln(r.w, formatLine(snap, server, r.draining()))
 	}
 }
 
 // Server returns the server's rates as of the last scrape, nil when there
-// were none. Call it after Run has returned: Run owns them until then.
-func (r *reporter) Server() *promscrape.Rates { return r.server }
+// were none or they began before the latest outage. Call it after Run has
+// returned: Run owns them until then.
+func (r *reporter) Server() *promscrape.Rates { return r.serverSince(r.lastOutage) }
+
+// serverView is the server's rates to show with snap: none when their
+// window began before the latest outage (still going on, or over since).
+// While the server is away the last scrape is from before it went, and the
+// first one after it is measured from there, across the restart: figures
+// of a server that is gone, beside "unreachable" or after it.
+func (r *reporter) serverView(snap generator.Snapshot) *promscrape.Rates {
+	if snap.LastOutageSince.After(r.lastOutage) {
+		r.lastOutage = snap.LastOutageSince
+	}
+	return r.serverSince(r.lastOutage)
+}
+
+func (r *reporter) serverSince(outage time.Time) *promscrape.Rates {
+	if r.server == nil || (!outage.IsZero() && r.serverFrom.Before(outage)) {
+		return nil
+	}
+	return r.server
+}
 
 // scrape takes one sample of the server's metrics and updates the rates
 // since the previous one. A failure is said once, then retried silently at
@@ -219,6 +245,7 @@ func (r *reporter) scrape(ctx context.Context) {
 	if r.prevSample != nil {
 		rates := promscrape.Between(*r.prevSample, s)
 		r.server = &rates
+		r.serverFrom = r.prevSample.At
 	}
 	r.prevSample = &s
 }
@@ -252,7 +279,7 @@ func (r *reporter) renderBar(snap generator.Snapshot) {
 	if width <= 0 {
 		width = defaultBarWidth
 	}
-	fmt.Fprintf(r.w, "\r%s\x1b[K", barLine(snap, r.server, r.draining(), width))
+	fmt.Fprintf(r.w, "\r%s\x1b[K", barLine(snap, r.serverView(snap), r.draining(), width))
 	r.barDrawn = true
 }
 

@@ -475,3 +475,87 @@ func TestReporterDraining(t *testing.T) {
 		}
 	}
 }
+
+// serverFiguresRe finds the server's scraped figures in a line.
+var serverFiguresRe = regexp.MustCompile(`\| server \d`)
+
+// TestReporterServerFiguresAcrossOutage: the server's figures taken before
+// an outage began are not shown beside "unreachable", nor after it (the
+// first rates after it are measured from a sample of the server that went
+// away); an outage that began and ended between two lines hides them too.
+// The fake scrape moves the clock and the outage itself, in the reporter's
+// goroutine, so each line's state is exact.
+func TestReporterServerFiguresAcrossOutage(t *testing.T) {
+	stats, clk := rampStats()
+	sample := func(gen float64) (promscrape.Sample, error) {
+		return promscrape.Sample{At: clk.now(), GenerationTokens: gen, Running: 5}, nil
+	}
+	steps := []func() (promscrape.Sample, error){
+		func() (promscrape.Sample, error) { return sample(0) }, // the baseline, when Run starts
+		func() (promscrape.Sample, error) { clk.advance(10 * time.Second); return sample(20000) },
+		func() (promscrape.Sample, error) {
+			clk.advance(5 * time.Second)
+			stats.SetServerDown(true, clk.now())
+			clk.advance(12 * time.Second)
+			return promscrape.Sample{}, errors.New("connection refused")
+		},
+		func() (promscrape.Sample, error) {
+			clk.advance(10 * time.Second)
+			stats.SetServerDown(false, time.Time{})
+			return sample(500) // restarted: its counters began again
+		},
+		func() (promscrape.Sample, error) { clk.advance(10 * time.Second); return sample(10500) },
+		func() (promscrape.Sample, error) {
+			clk.advance(3 * time.Second)
+			stats.SetServerDown(true, clk.now())
+			clk.advance(2 * time.Second)
+			stats.SetServerDown(false, time.Time{})
+			clk.advance(5 * time.Second)
+			return sample(20500)
+		},
+	}
+	calls := 0
+	scrape := func(context.Context) (promscrape.Sample, error) {
+		f := steps[min(calls, len(steps)-1)]
+		calls++
+		return f()
+	}
+	var buf bytes.Buffer
+	rep := newReporter(&buf, reporterOptions{Scrape: scrape})
+	d := drive(rep, stats)
+	for range len(steps) - 1 {
+		d.tick()
+	}
+	d.stop()
+	var lines []string
+	for l := range strings.SplitSeq(buf.String(), "\n") {
+		if strings.Contains(l, " progress ") {
+			lines = append(lines, l)
+		}
+	}
+	for i, want := range []struct{ server, down string }{
+		{"| server 2000 tok/s", ""},
+		{"", "| server unreachable for 12s"},
+		{"", ""}, // back: the rates span the outage
+		{"| server 1000 tok/s", ""},
+		{"", ""}, // a short outage between two lines
+		{"", ""}, // the final line
+	} {
+		if i >= len(lines) {
+			t.Fatalf("%d progress lines, want 6:\n%s", len(lines), buf.String())
+		}
+		l := lines[i]
+		if want.server == "" && serverFiguresRe.MatchString(l) {
+			t.Errorf("line %d shows the server's figures from before an outage: %q", i+1, l)
+		}
+		if want.server != "" && !strings.Contains(l, want.server) {
+			t.Errorf("line %d = %q, want %q", i+1, l, want.server)
+		}
+		if (want.down != "") != strings.Contains(l, "unreachable") || !strings.Contains(l, want.down) {
+			t.Errorf("line %d = %q, want %q", i+1, l, want.down)
+		}
+	}
+	if got := rep.Server(); got != nil {
+		t.Errorf("Server() after the run = %+v, want none: its window began before the last outage", got)
+	}
+}
