@@ -120,9 +120,11 @@ func (r *reporter) draining() *drainState {
 // drainText says what the drain waits for and how long it may still wait:
 // "draining: 37 in flight, 1m12s of grace left".
 func drainText(s generator.Snapshot, d *drainState) string {
-	left := max(d.grace-s.At.Sub(d.since), 0)
-	return fmt.Sprintf("draining: %d in flight, %s of grace left", s.InFlight, fmtDuration(left))
+	return fmt.Sprintf("draining: %d in flight, %s of grace left", s.InFlight, fmtDuration(d.left(s.At)))
 }
+
+// left is what remains of the grace at at; 0 once it is over.
+func (d *drainState) left(at time.Time) time.Duration { return max(d.grace-at.Sub(d.since), 0) }
 
 func newReporter(w io.Writer, opts reporterOptions) *reporter {
 	if opts.Interval <= 0 {
@@ -325,7 +327,7 @@ func barLine(s generator.Snapshot, server *promscrape.Rates, drain *drainState, 
 	if drain != nil {
 		// The job's ETA means nothing once no new request starts.
 		fields = append(fields, barField{0, []string{drainText(s, drain),
-			fmt.Sprintf("draining: %d, %s left", s.InFlight, fmtDuration(max(drain.grace-s.At.Sub(drain.since), 0)))}})
+			fmt.Sprintf("draining: %d, %s left", s.InFlight, fmtDuration(drain.left(s.At)))}})
 	} else {
 		add(2, "eta %s", fmtETA(s))
 	}
