@@ -27,6 +27,10 @@ type Snapshot struct {
 	// ServerDownSince is when the server stopped answering (every slot
 	// waits for it to come back); zero while it answers.
 	ServerDownSince time.Time
+	// LastOutageSince is when the latest outage began, whether it is over
+	// or not; zero when the server never went away. Figures the server
+	// gave before it (its /metrics) describe a server that is gone.
+	LastOutageSince time.Time
 
 	ErrorsByCause  map[string]int64
 	RetriesByCause map[string]int64
@@ -115,6 +119,7 @@ func (s *Stats) Snapshot() Snapshot {
 		InFlight:        s.slots.Load(),
 		Retries:         s.retries,
 		ServerDownSince: s.downSince,
+		LastOutageSince: s.lastDown,
 		ErrorsByCause:   copyCounts(s.errCause),
 		RetriesByCause:  copyCounts(s.retryCause),
 		PromptTokens:    s.promptTok,

@@ -87,6 +87,7 @@ type Stats struct {
 	ttft       sampleSet // microseconds
 	itl        sampleSet // microseconds
 	downSince  time.Time // zero while the server is reachable
+	lastDown   time.Time // when the latest outage began, over or not; zero before the first
 	stoppedAt  time.Time // set by Stop: the clock of every later snapshot
 }
 
@@ -109,6 +110,7 @@ func (s *Stats) SetServerDown(down bool, since time.Time) {
 	defer s.mu.Unlock()
 	if down {
 		s.downSince = since
+		s.lastDown = since
 	} else {
 		s.downSince = time.Time{}
 	}

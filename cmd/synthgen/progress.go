@@ -20,12 +20,15 @@ package main
 //	in flight 200               requests in a slot now
 //	eta 2h41m ±12m              from tokens (see generator.Snapshot.ETA); ">2h41m" while no
 //	                            answer has finished (a lower bound), "(low confidence)"
-//	                            after it before 30 answers, "--" while unknown
+//	                            after it before 30 answers, "--" while unknown; after the
+//	                            first Ctrl-C/SIGTERM "draining: 37 in flight, 1m12s of
+//	                            grace left" instead
 //	| 10s 1650 tok/s 1.0 req/s  the last 10 s
 //	| 60s 1600 tok/s 0.9 req/s  the last 60 s
 //	| retries 0                 attempts retried
 //	| server 1700 tok/s ...     the server's own /metrics, when scraped: generation tok/s,
-//	                            running, waiting, kv (cache usage), preemptions, spec decoding
+//	                            running, waiting, kv (cache usage), preemptions, spec decoding;
+//	                            left out while measured from before the latest outage
 
 import (
 	"context"
@@ -36,10 +39,11 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
-	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
 	"github.com/synthgen/synthgen/generator"
@@ -77,10 +81,50 @@ type reporter struct {
 
 	prevSample   *promscrape.Sample
 	server       *promscrape.Rates
+	serverFrom   time.Time // when server's window began: the earlier sample's time
 	scrapeFailed bool
+	// lastOutage is the start of the latest outage the reporter has seen
+	// in a snapshot: server figures from before it are not shown.
+	lastOutage time.Time
 
-	bar *progressbar.ProgressBar
+	barDrawn bool // the bar is on the terminal's current line
+
+	// drain is set by Draining, from the goroutine that handles the
+	// first signal; Run reads it.
+	drainMu sync.Mutex
+	drain   *drainState
 }
+
+// drainState is the drain after the first signal: when it began, by the
+// stats' clock, and how long the requests in flight may still take.
+type drainState struct {
+	since time.Time
+	grace time.Duration
+}
+
+// Draining tells the reporter that the run stopped taking new requests
+// at since (by the stats' clock) and waits up to grace for those in
+// flight: from then on the lines show the drain instead of the job's ETA.
+func (r *reporter) Draining(since time.Time, grace time.Duration) {
+	r.drainMu.Lock()
+	defer r.drainMu.Unlock()
+	r.drain = &drainState{since: since, grace: grace}
+}
+
+func (r *reporter) draining() *drainState {
+	r.drainMu.Lock()
+	defer r.drainMu.Unlock()
+	return r.drain
+}
+
+// drainText says what the drain waits for and how long it may still wait:
+// "draining: 37 in flight, 1m12s of grace left".
+func drainText(s generator.Snapshot, d *drainState) string {
+	return fmt.Sprintf("draining: %d in flight, %s of grace left", s.InFlight, fmtDuration(d.left(s.At)))
+}
+
+// left is what remains of the grace at at; 0 once it is over.
+func (d *drainState) left(at time.Time) time.Duration { return max(d.grace-at.Sub(d.since), 0) }
 
 func newReporter(w io.Writer, opts reporterOptions) *reporter {
 	if opts.Interval <= 0 {
@@ -128,7 +172,8 @@ func (r *reporter) Run(ctx context.Context, stats *generator.Stats) {
 // report writes the status record and, unless quiet, one line, JSON object
 // or bar redraw.
 func (r *reporter) report(snap generator.Snapshot, final bool) {
-	rec := generator.NewProgressRecord(snap, r.server)
+	server := r.serverView(snap)
+	rec := generator.NewProgressRecord(snap, server)
 	if r.opts.Status != nil {
 		r.opts.Status(rec, final)
 	}
@@ -146,15 +191,36 @@ func (r *reporter) report(snap generator.Snapshot, final bool) {
 		r.renderBar(snap)
 		if final {
 			fmt.Fprintln(r.w)
+			r.barDrawn = false
 		}
 	default:
-		fmt.Fprintln(r.w, formatLine(snap, r.server))
+		fmt.Fprintln(r.w, formatLine(snap, server, r.draining()))
 	}
 }
 
 // Server returns the server's rates as of the last scrape, nil when there
-// were none. Call it after Run has returned: Run owns them until then.
-func (r *reporter) Server() *promscrape.Rates { return r.server }
+// were none or they began before the latest outage. Call it after Run has
+// returned: Run owns them until then.
+func (r *reporter) Server() *promscrape.Rates { return r.serverSince(r.lastOutage) }
+
+// serverView is the server's rates to show with snap: none when their
+// window began before the latest outage (still going on, or over since).
+// While the server is away the last scrape is from before it went, and the
+// first one after it is measured from there, across the restart: figures
+// of a server that is gone, beside "unreachable" or after it.
+func (r *reporter) serverView(snap generator.Snapshot) *promscrape.Rates {
+	if snap.LastOutageSince.After(r.lastOutage) {
+		r.lastOutage = snap.LastOutageSince
+	}
+	return r.serverSince(r.lastOutage)
+}
+
+func (r *reporter) serverSince(outage time.Time) *promscrape.Rates {
+	if r.server == nil || (!outage.IsZero() && r.serverFrom.Before(outage)) {
+		return nil
+	}
+	return r.server
+}
 
 // scrape takes one sample of the server's metrics and updates the rates
 // since the previous one. A failure is said once, then retried silently at
@@ -181,6 +247,7 @@ func (r *reporter) scrape(ctx context.Context) {
 	if r.prevSample != nil {
 		rates := promscrape.Between(*r.prevSample, s)
 		r.server = &rates
+		r.serverFrom = r.prevSample.At
 	}
 	r.prevSample = &s
 }
@@ -195,8 +262,8 @@ func (r *reporter) warn(msg string) {
 		}{"warning", msg})
 		fmt.Fprintf(r.w, "%s\n", b)
 	case r.barMode():
-		if r.bar != nil {
-			_ = r.bar.Clear()
+		if r.barDrawn {
+			fmt.Fprint(r.w, "\r\x1b[K") // the bar is drawn again at its next refresh
 		}
 		fmt.Fprintln(r.w, msg)
 	default:
@@ -204,51 +271,119 @@ func (r *reporter) warn(msg string) {
 	}
 }
 
-// renderBar redraws the terminal bar; progressbar/v3 draws with \r and
-// ANSI codes, so the description is cut to the terminal's width.
+// renderBar redraws the terminal bar in place: back to the start of the
+// line, the line, then clear what a longer previous line left.
 func (r *reporter) renderBar(snap generator.Snapshot) {
-	planned := snap.Planned()
-	if planned <= 0 {
+	if snap.Planned() <= 0 {
 		return
 	}
-	if r.bar == nil {
-		r.bar = progressbar.NewOptions64(planned,
-			progressbar.OptionSetWriter(r.w),
-			progressbar.OptionSetWidth(16),
-			progressbar.OptionSetPredictTime(false),
-			progressbar.OptionSetElapsedTime(false),
-			progressbar.OptionUseANSICodes(true),
-			progressbar.OptionThrottle(0),
-		)
+	width := terminalWidth(r.w)
+	if width <= 0 {
+		width = defaultBarWidth
 	}
-	if r.bar.GetMax64() != planned {
-		r.bar.ChangeMax64(planned)
-	}
-	desc := barDescription(snap, r.server)
-	if width := terminalWidth(r.w); width > 0 {
-		// Room for the bar itself and the percentage: "100% |################| ".
-		desc = truncate(desc, width-26)
-	}
-	r.bar.Describe(desc)
-	_ = r.bar.Set64(min(snap.Completed(), planned))
+	fmt.Fprintf(r.w, "\r%s\x1b[K", barLine(snap, r.serverView(snap), r.draining(), width))
+	r.barDrawn = true
 }
 
-func barDescription(s generator.Snapshot, server *promscrape.Rates) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d/%d %s tok/s %s req/s avg %s tok %d in flight", s.Completed(), s.Planned(),
-		fmtTok(s.Last10s.TokPerSec), fmtRate(s.Last10s.ReqPerSec), fmtAvg(s), s.InFlight)
-	if s.Errors > 0 {
-		fmt.Fprintf(&b, " %d err", s.Errors)
+// defaultBarWidth is the width assumed when the terminal does not say.
+const defaultBarWidth = 80
+
+// barCells is the number of cells of the bar itself, between its brackets.
+const barCells = 20
+
+// A barField is one field of the terminal bar. prio orders what is kept
+// when the terminal is narrow (0 first); the fields kept are shown in the
+// order they were made.
+type barField struct {
+	prio  int
+	texts []string // the field, then shorter forms of it
+}
+
+// barLine is the terminal bar at width columns: the fields that fit, most
+// important first (done/total, the tok/s with its window, the ETA; then
+// req/s, in flight, errors, ...), shown in their natural order. A field
+// that does not fit is left out whole, never cut. The line is at most
+// width-1 runes: a terminal may wrap a line that fills its last column.
+func barLine(s generator.Snapshot, server *promscrape.Rates, drain *drainState, width int) string {
+	var fields []barField
+	add := func(prio int, format string, args ...any) {
+		fields = append(fields, barField{prio, []string{fmt.Sprintf(format, args...)}})
 	}
-	fmt.Fprintf(&b, " eta %s", fmtETA(s))
+	add(0, "%d/%d", s.Completed(), s.Planned())
+	add(7, "%s", fmtPercent(s.Completed(), s.Planned()))
+	add(8, "%s", barGlyphs(s.Completed(), s.Planned()))
+	// The bar's rates are the last 10 s (the summary's are the whole
+	// run's): the window is said, so they are not taken for each other.
+	add(1, "10s %s tok/s", fmtTokShort(s.Last10s.TokPerSec))
+	add(3, "%s req/s", fmtRate(s.Last10s.ReqPerSec))
+	add(4, "%d in flight", s.InFlight)
+	if s.Errors > 0 {
+		add(5, "%d err", s.Errors)
+	}
+	if s.Retries > 0 {
+		add(9, "%d retries", s.Retries)
+	}
+	add(10, "avg %s tok", fmtAvg(s))
+	if drain != nil {
+		// The job's ETA means nothing once no new request starts.
+		fields = append(fields, barField{0, []string{drainText(s, drain),
+			fmt.Sprintf("draining: %d, %s left", s.InFlight, fmtDuration(drain.left(s.At)))}})
+	} else {
+		add(2, "eta %s", fmtETA(s))
+	}
 	if d := serverDown(s); d != "" {
-		b.WriteString(" | ")
-		b.WriteString(d)
+		add(1, "%s", d)
 	}
 	if server != nil {
-		fmt.Fprintf(&b, " | server %s tok/s", fmtTok(server.GenTokPerSec))
+		add(6, "| server %s tok/s", fmtTokShort(server.GenTokPerSec))
 	}
-	return b.String()
+
+	order := make([]int, len(fields))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return fields[a].prio - fields[b].prio })
+	keep := make([]string, len(fields))
+	used := -1 // no separator before the first field
+	for _, i := range order {
+		for _, text := range fields[i].texts {
+			if n := utf8.RuneCountInString(text) + 1; used+n <= width-1 {
+				keep[i] = text
+				used += n
+				break
+			}
+		}
+	}
+	var parts []string
+	for _, text := range keep {
+		if text != "" {
+			parts = append(parts, text)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// barGlyphs is the bar itself: [#######.............].
+func barGlyphs(done, planned int64) string {
+	filled := 0
+	if planned > 0 {
+		filled = int(min(done, planned) * barCells / planned)
+	}
+	return "[" + strings.Repeat("#", filled) + strings.Repeat(".", barCells-filled) + "]"
+}
+
+// fmtTokShort is a rate for the narrow bar: 950, 7.2k, 12.8k, 128k, 1.3M.
+func fmtTokShort(v float64) string {
+	switch {
+	case v < 999.5:
+		return fmt.Sprintf("%.0f", v)
+	case v < 99950:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	case v < 999500:
+		return fmt.Sprintf("%.0fk", v/1e3)
+	default:
+		return fmt.Sprintf("%.1fM", v/1e6)
+	}
 }
 
 func terminalWidth(w io.Writer) int {
@@ -263,29 +398,22 @@ func terminalWidth(w io.Writer) int {
 	return width
 }
 
-func truncate(s string, n int) string {
-	if n <= 0 {
-		return ""
-	}
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n])
-}
-
-// isTerminal reports whether f is a terminal; progressbar/v3 does not check.
+// isTerminal reports whether f is a terminal: only one gets the bar.
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // formatLine renders the plain progress line (see the top of this file).
-func formatLine(s generator.Snapshot, server *promscrape.Rates) string {
+func formatLine(s generator.Snapshot, server *promscrape.Rates, drain *drainState) string {
 	var b strings.Builder
 	total := "?"
 	if s.Planned() > 0 {
 		total = fmt.Sprint(s.Planned())
 	}
-	fmt.Fprintf(&b, "%s progress %d/%s (%s) (%d errors, %d failed earlier) %s req/s %s tok/s avg completion %s tok in flight %d eta %s",
-		s.At.UTC().Format(time.RFC3339), s.Completed(), total, fmtPercent(s.Completed(), s.Planned()), s.Errors, s.AlreadyFailed, fmtRate(s.ReqPerSec), fmtTok(s.TokPerSec), fmtAvg(s), s.InFlight, fmtETA(s))
+	eta := "eta " + fmtETA(s)
+	if drain != nil {
+		eta = drainText(s, drain)
+	}
+	fmt.Fprintf(&b, "%s progress %d/%s (%s) (%d errors, %d failed earlier) %s req/s %s tok/s avg completion %s tok in flight %d %s",
+		s.At.UTC().Format(time.RFC3339), s.Completed(), total, fmtPercent(s.Completed(), s.Planned()), s.Errors, s.AlreadyFailed, fmtRate(s.ReqPerSec), fmtTok(s.TokPerSec), fmtAvg(s), s.InFlight, eta)
 	fmt.Fprintf(&b, " | 10s %s tok/s %s req/s | 60s %s tok/s %s req/s | retries %d",
 		fmtTok(s.Last10s.TokPerSec), fmtRate(s.Last10s.ReqPerSec),
 		fmtTok(s.Last60s.TokPerSec), fmtRate(s.Last60s.ReqPerSec), s.Retries)

@@ -100,7 +100,7 @@ func TestProgressPercent(t *testing.T) {
 
 func TestFormatLineRamp(t *testing.T) {
 	stats, _ := rampStats()
-	got := formatLine(stats.Snapshot(), nil)
+	got := formatLine(stats.Snapshot(), nil, nil)
 	want := "2025-06-01T12:00:05Z progress 0/25000 (0.0%) (0 errors, 0 failed earlier) 0.0 req/s 6000 tok/s avg completion -- tok in flight 200 eta >10m20s" +
 		" | 10s 6000 tok/s 0.0 req/s | 60s 6000 tok/s 0.0 req/s | retries 0"
 	if got != want {
@@ -114,14 +114,14 @@ func TestFormatLineServerDown(t *testing.T) {
 	stats, clk := rampStats()
 	stats.SetServerDown(true, clk.now().Add(-3*time.Minute))
 	snap := stats.Snapshot()
-	if got := formatLine(snap, nil); !strings.HasSuffix(got, " | server unreachable for 3m00s, waiting for it") {
+	if got := formatLine(snap, nil, nil); !strings.HasSuffix(got, " | server unreachable for 3m00s, waiting for it") {
 		t.Errorf("formatLine while the server is down = %q", got)
 	}
-	if got := barDescription(snap, nil); !strings.Contains(got, "server unreachable for 3m00s") {
+	if got := barLine(snap, nil, nil, 160); !strings.Contains(got, "server unreachable for 3m00s") {
 		t.Errorf("bar while the server is down = %q", got)
 	}
 	stats.SetServerDown(false, time.Time{})
-	if got := formatLine(stats.Snapshot(), nil); strings.Contains(got, "unreachable") {
+	if got := formatLine(stats.Snapshot(), nil, nil); strings.Contains(got, "unreachable") {
 		t.Errorf("formatLine after the server came back = %q", got)
 	}
 }
@@ -140,7 +140,7 @@ func TestFormatLineWithServer(t *testing.T) {
 	clk.advance(20 * time.Second)
 	server := &promscrape.Rates{GenTokPerSec: 1234.4, Running: 9, Waiting: 1, HasKV: true, KVCacheUsage: 0.873,
 		Preemptions: 2, HasSpec: true, AcceptanceRate: 0.72, MeanAcceptanceLength: 3.1, Window: 10 * time.Second}
-	got := formatLine(stats.Snapshot(), server)
+	got := formatLine(stats.Snapshot(), server, nil)
 	// 9 keys left × 500 tokens at 20000/20 s = 1000 tok/s: 4.5 s; the SE is 0
 	// (all lengths equal).
 	want := "2025-06-01T12:00:20Z progress 140/150 (93.3%) (1 errors, 0 failed earlier) 2.0 req/s 1000 tok/s avg completion 500 tok in flight 0 eta 5s" +
@@ -318,7 +318,7 @@ func TestReporterTTY(t *testing.T) {
 	d.tick()
 	d.stop()
 	out := buf.String()
-	if !strings.Contains(out, "0/25000 6000 tok/s") || !strings.Contains(out, "\x1b[") || !strings.HasSuffix(out, "\n") {
+	if !strings.Contains(out, "0/25000 0.0% 10s 6.0k tok/s") || !strings.Contains(out, "\x1b[") || !strings.HasSuffix(out, "\n") {
 		t.Errorf("bar output = %q", out)
 	}
 }
@@ -380,7 +380,7 @@ func TestSummaryNothingAsked(t *testing.T) {
 	if want := "done 300/300 in 0s (300 before this run), 0 errors, 0 retries\n"; got != want {
 		t.Errorf("Summary = %q, want %q", got, want)
 	}
-	if line := formatLine(stats.Snapshot(), nil); !strings.Contains(line, " progress 300/300 (100.0%) ") {
+	if line := formatLine(stats.Snapshot(), nil, nil); !strings.Contains(line, " progress 300/300 (100.0%) ") {
 		t.Errorf("formatLine = %q, want it to start with progress 300/300", line)
 	}
 }
@@ -399,5 +399,163 @@ func TestFmtLatency(t *testing.T) {
 		if got := fmtLatency(tt.d); got != tt.want {
 			t.Errorf("fmtLatency(%v) = %q, want %q", tt.d, got, tt.want)
 		}
+	}
+}
+
+// barSnap is a run a third of the way through, as the bar sees it.
+func barSnap() generator.Snapshot {
+	return generator.Snapshot{
+		At: time.Date(2025, 6, 1, 12, 1, 0, 0, time.UTC), Elapsed: time.Minute,
+		Total: 2000, Done: 644, Errors: 2, InFlight: 37, Retries: 5,
+		TokPerSec: 8713, ReqPerSec: 26.0, CompletionAvg: 288,
+		Last10s: generator.Rates{TokPerSec: 12820, ReqPerSec: 40.6},
+		Last60s: generator.Rates{TokPerSec: 8713, ReqPerSec: 26.0},
+		ETA:     3*time.Minute + 12*time.Second, ETAKnown: true, ETAError: 20 * time.Second, Confidence: "high",
+	}
+}
+
+// TestBarLineWidths: the bar keeps what matters most when the terminal is
+// narrow (done/total, the tok/s with its unit and window, the ETA; then
+// req/s, in flight, errors, ...), never cuts a field, and its rates say
+// they are the last 10 s, not the run's (which the summary gives).
+func TestBarLineWidths(t *testing.T) {
+	server := &promscrape.Rates{GenTokPerSec: 12790}
+	for _, tc := range []struct {
+		width int
+		want  string
+	}{
+		{40, "644/2000 10s 12.8k tok/s eta 3m12s ±20s"},
+		// "37 in flight" does not fit after req/s: left out whole, and
+		// the smaller fields after it still get their chance.
+		{60, "644/2000 10s 12.8k tok/s 40.6 req/s 2 err eta 3m12s ±20s"},
+		{100, "644/2000 32.2% 10s 12.8k tok/s 40.6 req/s 37 in flight 2 err eta 3m12s ±20s | server 12.8k tok/s"},
+		{160, "644/2000 32.2% [######..............] 10s 12.8k tok/s 40.6 req/s 37 in flight 2 err 5 retries avg 288 tok eta 3m12s ±20s | server 12.8k tok/s"},
+	} {
+		got := barLine(barSnap(), server, nil, tc.width)
+		if got != tc.want {
+			t.Errorf("width %d:\n got %q\nwant %q", tc.width, got, tc.want)
+		}
+		if n := len([]rune(got)); n >= tc.width {
+			t.Errorf("width %d: the line has %d runes", tc.width, n)
+		}
+	}
+}
+
+// TestReporterDraining: after the first signal the job's ETA means nothing
+// (no new request starts): the line and the bar say what the drain waits
+// for and how much of shutdown.grace is left, by the stats' clock.
+func TestReporterDraining(t *testing.T) {
+	stats, clk := rampStats()
+	var buf bytes.Buffer
+	rep := newReporter(&buf, reporterOptions{})
+	rep.Draining(clk.now(), 2*time.Minute)
+	clk.advance(48 * time.Second)
+	d := drive(rep, stats)
+	d.stop() // one line: the final one
+	want := " in flight 200 draining: 200 in flight, 1m12s of grace left | 10s "
+	if l := buf.String(); !strings.Contains(l, want) || strings.Contains(l, "eta") {
+		t.Errorf("draining line = %q, want %q and no eta", l, want)
+	}
+	over := &drainState{since: clk.now().Add(-5 * time.Minute), grace: 2 * time.Minute}
+	if l := formatLine(stats.Snapshot(), nil, over); !strings.Contains(l, " draining: 200 in flight, 0s of grace left |") {
+		t.Errorf("draining past the grace = %q, want 0s left", l)
+	}
+
+	snap := barSnap()
+	drain := &drainState{since: snap.At.Add(-48 * time.Second), grace: 2 * time.Minute}
+	for _, tc := range []struct {
+		width int
+		want  string
+	}{
+		{40, "644/2000 2 err draining: 37, 1m12s left"},
+		{100, "644/2000 10s 12.8k tok/s 40.6 req/s 37 in flight 2 err draining: 37 in flight, 1m12s of grace left"},
+	} {
+		if got := barLine(snap, nil, drain, tc.width); got != tc.want {
+			t.Errorf("bar at %d while draining:\n got %q\nwant %q", tc.width, got, tc.want)
+		}
+	}
+}
+
+// serverFiguresRe finds the server's scraped figures in a line.
+var serverFiguresRe = regexp.MustCompile(`\| server \d`)
+
+// TestReporterServerFiguresAcrossOutage: the server's figures taken before
+// an outage began are not shown beside "unreachable", nor after it (the
+// first rates after it are measured from a sample of the server that went
+// away); an outage that began and ended between two lines hides them too.
+// The fake scrape moves the clock and the outage itself, in the reporter's
+// goroutine, so each line's state is exact.
+func TestReporterServerFiguresAcrossOutage(t *testing.T) {
+	stats, clk := rampStats()
+	sample := func(gen float64) (promscrape.Sample, error) {
+		return promscrape.Sample{At: clk.now(), GenerationTokens: gen, Running: 5}, nil
+	}
+	steps := []func() (promscrape.Sample, error){
+		func() (promscrape.Sample, error) { return sample(0) }, // the baseline, when Run starts
+		func() (promscrape.Sample, error) { clk.advance(10 * time.Second); return sample(20000) },
+		func() (promscrape.Sample, error) {
+			clk.advance(5 * time.Second)
+			stats.SetServerDown(true, clk.now())
+			clk.advance(12 * time.Second)
+			return promscrape.Sample{}, errors.New("connection refused")
+		},
+		func() (promscrape.Sample, error) {
+			clk.advance(10 * time.Second)
+			stats.SetServerDown(false, time.Time{})
+			return sample(500) // restarted: its counters began again
+		},
+		func() (promscrape.Sample, error) { clk.advance(10 * time.Second); return sample(10500) },
+		func() (promscrape.Sample, error) {
+			clk.advance(3 * time.Second)
+			stats.SetServerDown(true, clk.now())
+			clk.advance(2 * time.Second)
+			stats.SetServerDown(false, time.Time{})
+			clk.advance(5 * time.Second)
+			return sample(20500)
+		},
+	}
+	calls := 0
+	scrape := func(context.Context) (promscrape.Sample, error) {
+		f := steps[min(calls, len(steps)-1)]
+		calls++
+		return f()
+	}
+	var buf bytes.Buffer
+	rep := newReporter(&buf, reporterOptions{Scrape: scrape})
+	d := drive(rep, stats)
+	for range len(steps) - 1 {
+		d.tick()
+	}
+	d.stop()
+	var lines []string
+	for l := range strings.SplitSeq(buf.String(), "\n") {
+		if strings.Contains(l, " progress ") {
+			lines = append(lines, l)
+		}
+	}
+	for i, want := range []struct{ server, down string }{
+		{"| server 2000 tok/s", ""},
+		{"", "| server unreachable for 12s"},
+		{"", ""}, // back: the rates span the outage
+		{"| server 1000 tok/s", ""},
+		{"", ""}, // a short outage between two lines
+		{"", ""}, // the final line
+	} {
+		if i >= len(lines) {
+			t.Fatalf("%d progress lines, want 6:\n%s", len(lines), buf.String())
+		}
+		l := lines[i]
+		if want.server == "" && serverFiguresRe.MatchString(l) {
+			t.Errorf("line %d shows the server's figures from before an outage: %q", i+1, l)
+		}
+		if want.server != "" && !strings.Contains(l, want.server) {
+			t.Errorf("line %d = %q, want %q", i+1, l, want.server)
+		}
+		if (want.down != "") != strings.Contains(l, "unreachable") || !strings.Contains(l, want.down) {
+			t.Errorf("line %d = %q, want %q", i+1, l, want.down)
+		}
+	}
+	if got := rep.Server(); got != nil {
+		t.Errorf("Server() after the run = %+v, want none: its window began before the last outage", got)
 	}
 }

@@ -115,12 +115,15 @@ type runSession struct {
 // renders (and hands r its heartbeats), and the outcome goes to report.json
 // and becomes the error main exits with.
 func (rs *runSession) run(r *generator.Runner) error {
+	rep, stopReporter := rs.startReporter(r)
 	rs.sd.arm(func() {
+		snap := rs.stats.Snapshot()
 		fmt.Fprintf(rs.stderr, "\nstopping: no new requests; waiting up to %s for the %d in flight (Ctrl-C again to stop now)\n",
-			rs.cfg.Shutdown.Grace, rs.stats.Snapshot().InFlight)
+			rs.cfg.Shutdown.Grace, snap.InFlight)
+		// The progress shows the drain instead of the job's ETA.
+		rep.Draining(snap.At, rs.cfg.Shutdown.Grace)
 		r.Drain()
 	})
-	rep, stopReporter := rs.startReporter(r)
 	sum, runErr := r.Run(rs.sd.ctx)
 	stopReporter()
 	onDisk, failed := r.OnDisk(), r.FailedOpen()

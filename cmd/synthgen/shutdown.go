@@ -56,7 +56,8 @@ func (s *shutdown) watch(grace time.Duration, stderr io.Writer) {
 	defer t.Stop()
 	select {
 	case <-s.sigs:
-		fmt.Fprintln(stderr, "stopping now: requests in flight are cancelled and will be asked again on resume")
+		// The terminal echoed "^C" where the cursor was: start a new line.
+		fmt.Fprintln(stderr, "\nstopping now: requests in flight are cancelled and will be asked again on resume")
 		s.cancel(errors.New("second signal"))
 	case <-t.C:
 		fmt.Fprintf(stderr, "stopping now: shutdown.grace (%s) is over\n", grace)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -249,5 +251,24 @@ func TestRunRepeatedIDAskedOnce(t *testing.T) {
 	wantIDs(t, "records", cliRecords(t, job.dir), "a", "b", "c")
 	if !strings.Contains(r.stderr, "rows repeat the id of a row this run was already asking") {
 		t.Errorf("stderr does not say ids repeat:\n%s", r.stderr)
+	}
+}
+
+// TestSecondSignalStartsANewLine: a terminal echoes the second Ctrl-C as
+// "^C" where the cursor is, so what the second signal says starts on a line
+// of its own instead of after the echo.
+func TestSecondSignalStartsANewLine(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s := &shutdown{ctx: ctx, cancel: cancel, sigs: make(chan os.Signal, 2), got: make(chan struct{}), armed: make(chan func(), 1)}
+	var out bytes.Buffer
+	drained := make(chan struct{})
+	s.arm(func() { close(drained) })
+	go s.watch(time.Hour, &out)
+	s.sigs <- os.Interrupt
+	<-drained
+	s.sigs <- os.Interrupt
+	<-ctx.Done() // the message is written before the cancel
+	if got := out.String(); !strings.HasPrefix(got, "\nstopping now: ") {
+		t.Errorf("the second signal says %q, want it to start on a new line", got)
 	}
 }
