@@ -46,6 +46,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
@@ -88,6 +89,7 @@ type reporter struct {
 	lastOutage time.Time
 
 	barDrawn bool // the bar is on the terminal's current line
+	bar      *progressbar.ProgressBar
 
 	// drain is set by Draining, from the goroutine that handles the
 	// first signal; Run reads it.
@@ -271,19 +273,39 @@ func (r *reporter) warn(msg string) {
 	}
 }
 
-// renderBar redraws the terminal bar in place: back to the start of the
-// line, the line, then clear what a longer previous line left.
+// renderBar redraws the terminal bar in place with progressbar/v3: the
+// fields that fit the terminal (barLine) as its description, then its
+// percentage and bar.
 func (r *reporter) renderBar(snap generator.Snapshot) {
-	if snap.Planned() <= 0 {
+	planned := snap.Planned()
+	if planned <= 0 {
 		return
 	}
 	width := terminalWidth(r.w)
 	if width <= 0 {
 		width = defaultBarWidth
 	}
-	fmt.Fprintf(r.w, "\r%s\x1b[K", barLine(snap, r.serverView(snap), r.draining(), width))
+	if r.bar == nil {
+		r.bar = progressbar.NewOptions64(planned,
+			progressbar.OptionSetWriter(r.w),
+			progressbar.OptionSetWidth(barCells),
+			progressbar.OptionSetPredictTime(false),
+			progressbar.OptionSetElapsedTime(false),
+			progressbar.OptionUseANSICodes(true),
+			progressbar.OptionThrottle(0),
+		)
+	}
+	if r.bar.GetMax64() != planned {
+		r.bar.ChangeMax64(planned)
+	}
+	r.bar.Describe(barLine(snap, r.serverView(snap), r.draining(), width-barOverhead))
+	_ = r.bar.Set64(min(snap.Completed(), planned))
 	r.barDrawn = true
 }
+
+// barOverhead is what progressbar/v3 draws beside the description: " 100% |",
+// the bar's cells, "| " and a margin.
+const barOverhead = barCells + 12
 
 // defaultBarWidth is the width assumed when the terminal does not say.
 const defaultBarWidth = 80
@@ -299,7 +321,8 @@ type barField struct {
 	texts []string // the field, then shorter forms of it
 }
 
-// barLine is the terminal bar at width columns: the fields that fit, most
+// barLine is the terminal bar's text at width columns (progressbar/v3 draws
+// the percentage and the bar beside it): the fields that fit, most
 // important first (done/total, the tok/s with its window, the ETA; then
 // req/s, in flight, errors, ...), shown in their natural order. A field
 // that does not fit is left out whole, never cut. The line is at most
@@ -310,8 +333,6 @@ func barLine(s generator.Snapshot, server *promscrape.Rates, drain *drainState, 
 		fields = append(fields, barField{prio, []string{fmt.Sprintf(format, args...)}})
 	}
 	add(0, "%d/%d", s.Completed(), s.Planned())
-	add(7, "%s", fmtPercent(s.Completed(), s.Planned()))
-	add(8, "%s", barGlyphs(s.Completed(), s.Planned()))
 	// The bar's rates are the last 10 s (the summary's are the whole
 	// run's): the window is said, so they are not taken for each other.
 	add(1, "10s %s tok/s", fmtTokShort(s.Last10s.TokPerSec))
@@ -361,15 +382,6 @@ func barLine(s generator.Snapshot, server *promscrape.Rates, drain *drainState, 
 		}
 	}
 	return strings.Join(parts, " ")
-}
-
-// barGlyphs is the bar itself: [#######.............].
-func barGlyphs(done, planned int64) string {
-	filled := 0
-	if planned > 0 {
-		filled = int(min(done, planned) * barCells / planned)
-	}
-	return "[" + strings.Repeat("#", filled) + strings.Repeat(".", barCells-filled) + "]"
 }
 
 // fmtTokShort is a rate for the narrow bar: 950, 7.2k, 12.8k, 128k, 1.3M.
