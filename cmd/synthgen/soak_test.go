@@ -69,6 +69,8 @@ var soakCauses = map[string][]string{
 	mockserver.FaultLength:   {"length"},
 }
 
+const soakConcurrency = 32
+
 func soakSize() int {
 	switch {
 	case os.Getenv("SYNTHGEN_SOAK_LONG") != "":
@@ -137,7 +139,7 @@ func runSoak(t *testing.T, prompts int, format string, stream bool) {
 		"--retry.max_attempts", attempts,
 		"--retry.initial_backoff", "1ms",
 		"--retry.max_backoff", "10ms",
-		"--concurrency", "32",
+		"--concurrency", strconv.Itoa(soakConcurrency),
 		"--log-format", "json",
 	)
 	code := p.wait(t, 5*time.Minute)
@@ -208,6 +210,11 @@ func runSoak(t *testing.T, prompts int, format string, stream bool) {
 	}
 
 	// What was injected shows as retries or error records of its cause.
+	// The one blur is the restart: a fault's response on a connection the
+	// restart closes reaches the client as a connection failure instead,
+	// so a kind may be short of its count by at most what one restart can
+	// cut (every request in flight), and the failures in all must cover
+	// the faults in all.
 	seen := func(causes ...string) int64 {
 		n := int64(0)
 		for _, c := range causes {
@@ -215,26 +222,31 @@ func runSoak(t *testing.T, prompts int, format string, stream bool) {
 		}
 		return n
 	}
+	const cutByRestart = soakConcurrency
 	for _, c := range []string{mockserver.Fault429, mockserver.Fault500, mockserver.Fault503} {
-		// Nothing else answers with these statuses: one for one.
-		if got := seen(c); got != st.Injected[c] {
+		// Nothing else answers with these statuses: never more than injected.
+		if got := seen(c); got > st.Injected[c] || got < st.Injected[c]-cutByRestart {
 			t.Errorf("%s: injected %d, seen %d as retries or error records", c, st.Injected[c], got)
 		}
 	}
-	if got := seen("length") + int64(lengthKept); got < st.Injected[mockserver.FaultLength] {
-		t.Errorf("length: injected %d, seen %d as retries or kept answers", st.Injected[mockserver.FaultLength], got)
-	}
+	var allInjected, allSeen int64
 	for kind, causes := range soakCauses {
-		if got := seen(causes...); got < st.Injected[kind] {
+		got := seen(causes...)
+		if kind == mockserver.FaultLength {
+			got += int64(lengthKept) // an answer cut at 4x max_tokens is kept
+		}
+		if got < st.Injected[kind]-cutByRestart {
 			t.Errorf("%s: injected %d, only %d retries or error records of %v", kind, st.Injected[kind], got, causes)
 		}
+		allInjected += st.Injected[kind]
 	}
-	// The kinds that share causes, together.
-	shared := []string{"connection", "stream_cut", "decode", "incomplete"}
-	sharedInjected := st.Injected[mockserver.FaultReset] + st.Injected[mockserver.FaultResetMid] +
-		st.Injected[mockserver.FaultBadChunk] + st.Injected[mockserver.FaultCut] + st.Injected[mockserver.FaultGarbage]
-	if got := seen(shared...); got < sharedInjected {
-		t.Errorf("resets, bad chunks, cuts and garbage: injected %d, only %d retries or error records of %v", sharedInjected, got, shared)
+	for _, m := range []map[string]int64{rep.RetriesByCause, byCause} {
+		for _, n := range m {
+			allSeen += n
+		}
+	}
+	if allSeen+int64(lengthKept) < allInjected {
+		t.Errorf("%d faults injected, only %d failed attempts seen (%d retries, errors %v)", allInjected, allSeen, rep.Retries, byCause)
 	}
 	known := map[string]bool{}
 	for _, causes := range soakCauses {

@@ -300,16 +300,9 @@ func writeError(w http.ResponseWriter, code int, typ, msg, param string) {
 }
 
 // stalls says whether the id-th request stalls on purpose (StallRate): a
-// draw from (Seed, id) by SplitMix64, the same on every run.
+// draw from (Seed, id), the same on every run.
 func (s *Server) stalls(id uint64) bool {
-	if s.opts.StallRate == 0 {
-		return false
-	}
-	z := uint64(s.opts.Seed) + id*0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	z ^= z >> 31
-	return float64(z>>11)/(1<<53) < s.opts.StallRate
+	return s.opts.StallRate != 0 && s.draw(id, 0) < s.opts.StallRate
 }
 
 // acquire waits for a running slot in FIFO order (blocked channel senders
