@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -33,8 +31,15 @@ reasoning and content in vLLM's shapes) and a Prometheus /metrics with vLLM's
 metric names. Answers are word pieces with long-tailed lengths that depend only
 on --seed and the prompt, so a retried or resumed request gets the same answer.
 It serves --max-running requests at once and queues the rest, like vLLM.
-Stop it with Ctrl-C: requests in flight get --grace to finish.`,
+Stop it with Ctrl-C: requests in flight get --grace to finish.
+
+To test a pipeline's error handling, the --rate-* flags make a share of the
+requests fail on purpose (which ones depends only on --seed and the order of
+arrival), and --restart-every/--restart-at take the whole server away for
+--restart-for. /metrics counts what was injected in
+mock_faults_injected_total{kind}.`,
 		Example: `  synthgen mock --token-delay 20ms --ttft 300ms --max-running 64
+  synthgen mock --rate-429 0.05 --retry-after 2s --rate-500 0.02 --rate-reset-mid 0.01 --restart-at 5m --restart-for 30s
   synthgen run --endpoint.base_url http://127.0.0.1:8000/v1 ...`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -62,6 +67,19 @@ Stop it with Ctrl-C: requests in flight get --grace to finish.`,
 	f.Int64Var(&opts.Seed, "seed", 0, "seed of the answers: same seed and prompt, same answer")
 	f.Float64Var(&opts.StallRate, "stall-rate", 0, "share of requests (0 to 1) that stall on purpose: a stream sends --stall-after tokens, then holds the connection without a byte until the client goes away; a plain request never answers")
 	f.IntVar(&opts.StallAfter, "stall-after", 0, "tokens a stalling stream sends before it goes silent")
+	f.Float64Var(&opts.Rate429, "rate-429", 0, "share of requests (0 to 1) answered 429 with a Retry-After header (--retry-after)")
+	f.DurationVar(&opts.RetryAfter, "retry-after", time.Second, "the Retry-After a 429 carries (sent in seconds, fractions allowed)")
+	f.Float64Var(&opts.Rate500, "rate-500", 0, "share of requests answered 500 with vLLM's error body")
+	f.Float64Var(&opts.Rate503, "rate-503", 0, "share of requests answered 503 with vLLM's error body")
+	f.Float64Var(&opts.RateReset, "rate-reset", 0, "share of requests whose connection is reset (TCP RST) before any byte of the response")
+	f.Float64Var(&opts.RateResetMid, "rate-reset-mid", 0, "share of requests whose connection is reset halfway through the answer")
+	f.Float64Var(&opts.RateBadChunk, "rate-bad-chunk", 0, "share of requests that get a malformed JSON chunk halfway through the stream (plain: a 200 whose JSON stops halfway)")
+	f.Float64Var(&opts.RateCut, "rate-cut", 0, "share of requests whose answer ends without a finish_reason (a stream: [DONE] halfway)")
+	f.Float64Var(&opts.RateGarbage, "rate-garbage", 0, "share of requests answered 200 with an HTML page instead of JSON")
+	f.Float64Var(&opts.RateLength, "rate-length", 0, "share of requests whose answer runs to max_tokens and ends with finish_reason length")
+	f.IntVar(&opts.RestartEvery, "restart-every", 0, "restart after every N requests: close the listener and every connection (requests in flight are cut) for --restart-for (0: never)")
+	f.DurationVar(&opts.RestartAt, "restart-at", 0, "restart once, this long after start (0: never)")
+	f.DurationVar(&opts.RestartFor, "restart-for", time.Second, "how long a restart keeps the port closed")
 	f.DurationVar(&grace, "grace", 5*time.Second, "on shutdown, how long requests in flight may take to finish")
 	return cmd
 }
@@ -74,28 +92,7 @@ func serveMock(ctx context.Context, addr string, grace time.Duration, opts mocks
 	if err != nil {
 		return fmt.Errorf("mock: listen: %w", err)
 	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 	// The listener's address, not the flag: --addr :0 shows the port it got.
 	fmt.Fprintf(stderr, "mock: serving %s on http://%s/v1\n", s.Options().Model, ln.Addr())
-
-	select {
-	case err := <-served:
-		return fmt.Errorf("mock: serve: %w", err)
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		// Requests still running after the grace period are cut.
-		_ = srv.Close()
-		if !errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("mock: shutdown: %w", err)
-		}
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("mock: serve: %w", err)
-	}
-	return nil
+	return s.Serve(ctx, ln, grace)
 }

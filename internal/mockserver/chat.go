@@ -51,7 +51,20 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 
 	g := &generation{
 		s: s, w: w, done: r.Context().Done(), buf: (*bp)[:0],
-		id: s.idSeq.Add(1), created: time.Now().Unix(), stallAt: -1,
+		id: s.idSeq.Add(1), created: time.Now().Unix(), stallAt: -1, faultAt: -1,
+	}
+	if n := uint64(s.opts.RestartEvery); n > 0 && g.id%n == 0 {
+		select {
+		case s.restart <- struct{}{}: // Serve cuts this request too
+		default:
+		}
+	}
+	stalls := s.stalls(g.id)
+	if !stalls {
+		g.fault = s.fault(g.id)
+	}
+	if s.failEarly(w, g.fault) {
+		return
 	}
 	if req.Stream {
 		// vLLM sends the headers as soon as it accepts the request; the body
@@ -72,11 +85,19 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	g.start = time.Now()
 
 	p := newPlan(s.opts.Seed, req.promptHash(), s.opts.MeanTokens, req.limit())
-	if s.stalls(g.id) {
+	if stalls {
 		g.stallAt = min(s.opts.StallAfter, p.total)
 		if !req.Stream {
 			g.stallAt = 0
 		}
+	}
+	switch g.fault {
+	case FaultLength:
+		p.total, p.finish = req.limit(), "length"
+		p.reasoning = min(p.reasoning, max(p.total-1, 0))
+		s.inject(FaultLength)
+	case FaultResetMid, FaultBadChunk, FaultCut:
+		g.faultAt = p.total / 2
 	}
 	var ok bool
 	if req.Stream {
@@ -85,7 +106,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		ok = g.plain(&p, prompt)
 	}
 	*bp = g.buf[:0]
-	if !ok {
+	if !ok && g.faulted {
+		s.inject(g.fault)
+		s.faulted.Add(1)
+	} else if !ok {
 		s.aborted.Add(1)
 		s.success.WithLabelValues("abort").Inc()
 	}
@@ -105,6 +129,46 @@ type generation struct {
 	pending int64
 	running bool
 	stallAt int // the token before which the answer stalls; -1: never
+	fault   string
+	faultAt int  // the token before which a mid-answer fault strikes; -1: never
+	faulted bool // the answer ended in its fault
+}
+
+// strike ends the answer with its mid-answer fault (what was gathered
+// reaches the client first); it always returns false.
+func (g *generation) strike(stream bool) bool {
+	g.faulted = true
+	g.publish()
+	switch g.fault {
+	case FaultResetMid:
+		if g.write() == nil {
+			reset(g.w)
+		}
+	case FaultBadChunk:
+		if stream {
+			// A chunk cut off in the middle of its JSON, then the end.
+			g.buf = g.appendChunkHead(g.buf)
+			g.buf = append(g.buf, `{"content":"tr`...)
+			g.buf = append(g.buf, "\n\n"...)
+			g.buf = append(g.buf, doneFrame...)
+		} else {
+			g.buf = g.buf[:len(g.buf)/2] // a 200 whose JSON stops halfway
+			g.w.Header().Set("Content-Type", "application/json")
+		}
+		_ = g.write()
+	case FaultCut:
+		if stream {
+			g.buf = append(g.buf, doneFrame...) // [DONE] with no finish_reason before it
+		} else {
+			g.buf = g.buf[:0]
+			g.buf = g.appendEnvelope(g.buf, "chat.completion")
+			g.buf = append(g.buf, `"choices":[{"index":0,"message":{"role":"assistant","content":"cut"},"logprobs":null,"finish_reason":null}]}`...)
+			g.w.Header().Set("Content-Type", "application/json")
+		}
+		_ = g.write()
+	}
+	g.release()
+	return false
 }
 
 // pause waits until token i is due (TTFT, then one TokenDelay per token)
@@ -214,6 +278,9 @@ func (g *generation) stream(p *plan, prompt int, usage bool) bool {
 		if i == g.stallAt {
 			return g.stall(true)
 		}
+		if i == g.faultAt && i > 0 {
+			return g.strike(true)
+		}
 		if i == 0 {
 			g.buf = append(g.buf, head...)
 			g.buf = append(g.buf, roleDelta...)
@@ -243,6 +310,9 @@ func (g *generation) stream(p *plan, prompt int, usage bool) bool {
 	}
 	if g.stallAt == p.total {
 		return g.stall(true) // every token sent, but no finish_reason
+	}
+	if g.faultAt >= 0 {
+		return g.strike(true) // an answer too short to strike halfway
 	}
 	if p.finish == "stop" {
 		// The end-of-sequence token shows as an empty delta carrying the reason.
@@ -302,6 +372,9 @@ func (g *generation) plain(p *plan, prompt int) bool {
 	}
 	if p.reasoning == p.total && field != FieldNone { // no content token was generated
 		g.endReasoning(reasonStart)
+	}
+	if g.faultAt >= 0 {
+		return g.strike(false)
 	}
 	g.buf = append(g.buf, `","tool_calls":[]},"logprobs":null,"finish_reason":"`...)
 	g.buf = append(g.buf, p.finish...)

@@ -26,7 +26,16 @@ func (s *Server) registerMetrics() {
 	for _, reason := range []string{"stop", "length", "abort"} {
 		s.success.WithLabelValues(reason) // vLLM exports every reason from the start
 	}
+	s.faultsMetric = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name:        "mock_faults_injected_total",
+		Help:        "Faults the mock injected on purpose, by kind (not a vLLM metric).",
+		ConstLabels: labels,
+	}, []string{"kind"})
+	for _, k := range FaultKinds() {
+		s.faultsMetric.WithLabelValues(k)
+	}
 	s.registry.MustRegister(
+		s.faultsMetric,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "vllm:generation_tokens_total",
 			Help:        "Number of generation tokens processed.",

@@ -45,6 +45,28 @@ type Options struct {
 	// number, so a run with one request in flight sees the same stalls.
 	StallRate  float64
 	StallAfter int // tokens a stalling stream sends first
+
+	// Fault rates: the share of requests (0 to 1, adding up to at most 1)
+	// that fail on purpose in each way (see the Fault kinds). Which request
+	// gets which fault is a pure function of Seed and its arrival number,
+	// like StallRate (an independent draw: a stall comes first).
+	Rate429      float64
+	RetryAfter   time.Duration // the Retry-After a 429 carries, in (fractional) seconds
+	Rate500      float64
+	Rate503      float64
+	RateReset    float64
+	RateResetMid float64
+	RateBadChunk float64
+	RateCut      float64
+	RateGarbage  float64
+	RateLength   float64
+	// Restarts, done by Serve only: after every RestartEvery requests
+	// (0: never) and once RestartAt after Serve starts (0: never), the
+	// server closes its listener and every connection, and listens again
+	// RestartFor later.
+	RestartEvery int
+	RestartAt    time.Duration
+	RestartFor   time.Duration
 }
 
 // DefaultModel is the model name served when Options.Model is empty.
@@ -79,7 +101,7 @@ func (o Options) Validate() error {
 	if o.StallAfter < 0 {
 		return fmt.Errorf("stall after %d: must not be negative", o.StallAfter)
 	}
-	return nil
+	return o.validateFaults()
 }
 
 func (o Options) withDefaults() Options {
@@ -106,6 +128,13 @@ type Stats struct {
 	PeakRunning      int64 // the most ever running at once
 	GenerationTokens int64 // tokens generated, counted as they are produced
 	PromptTokens     int64 // prompt tokens of requests that started running
+	// Faulted counts requests that ended in an injected fault instead of an
+	// answer: once idle, Completed+Aborted+Faulted == Requests. A length
+	// fault is a complete answer (Completed), not Faulted.
+	Faulted int64
+	// Injected counts the injected faults by kind (see FaultKinds), restarts
+	// included; every kind is present.
+	Injected map[string]int64
 }
 
 // Server is the mock: an http.Handler serving vLLM's OpenAI-compatible API.
@@ -125,8 +154,14 @@ type Server struct {
 	running, waiting, peak       atomic.Int64
 	genTokens, promptTokens      atomic.Int64
 
-	registry *prometheus.Registry
-	success  *prometheus.CounterVec // vllm:request_success_total{finished_reason}
+	faulty   bool                     // some fault rate is not 0
+	faulted  atomic.Int64             // requests ended by a fault
+	injected map[string]*atomic.Int64 // by kind; the map is fixed at New
+	restart  chan struct{}            // RestartEvery's signal to Serve
+
+	registry     *prometheus.Registry
+	success      *prometheus.CounterVec // vllm:request_success_total{finished_reason}
+	faultsMetric *prometheus.CounterVec // mock_faults_injected_total{kind}
 
 	bufs sync.Pool // *[]byte: response assembly buffers
 }
@@ -147,6 +182,14 @@ func New(opts Options) *Server {
 		modelJSON: model,
 		created:   time.Now().Unix(),
 		idPrefix:  rand.Uint64(),
+		injected:  map[string]*atomic.Int64{},
+		restart:   make(chan struct{}, 1),
+	}
+	for _, r := range opts.rates() {
+		s.faulty = s.faulty || r > 0
+	}
+	for _, k := range FaultKinds() {
+		s.injected[k] = new(atomic.Int64)
 	}
 	if opts.MaxRunning > 0 {
 		s.slots = make(chan struct{}, opts.MaxRunning)
@@ -183,7 +226,17 @@ func (s *Server) Stats() Stats {
 		PeakRunning:      s.peak.Load(),
 		GenerationTokens: s.genTokens.Load(),
 		PromptTokens:     s.promptTokens.Load(),
+		Faulted:          s.faulted.Load(),
+		Injected:         s.injectedCounts(),
 	}
+}
+
+func (s *Server) injectedCounts() map[string]int64 {
+	m := make(map[string]int64, len(s.injected))
+	for k, v := range s.injected {
+		m[k] = v.Load()
+	}
+	return m
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
@@ -247,16 +300,9 @@ func writeError(w http.ResponseWriter, code int, typ, msg, param string) {
 }
 
 // stalls says whether the id-th request stalls on purpose (StallRate): a
-// draw from (Seed, id) by SplitMix64, the same on every run.
+// draw from (Seed, id), the same on every run.
 func (s *Server) stalls(id uint64) bool {
-	if s.opts.StallRate == 0 {
-		return false
-	}
-	z := uint64(s.opts.Seed) + id*0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	z ^= z >> 31
-	return float64(z>>11)/(1<<53) < s.opts.StallRate
+	return s.opts.StallRate != 0 && s.draw(id, 0) < s.opts.StallRate
 }
 
 // acquire waits for a running slot in FIFO order (blocked channel senders

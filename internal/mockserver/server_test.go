@@ -485,6 +485,9 @@ func scrape(t testing.TB, url string) map[string]float64 {
 			if r, ok := labels["finished_reason"]; ok {
 				key += "{" + r + "}"
 			}
+			if k, ok := labels["kind"]; ok {
+				key += "{" + k + "}"
+			}
 			switch {
 			case m.Counter != nil:
 				out[key] = m.GetCounter().GetValue()
