@@ -3,14 +3,25 @@ package main
 import (
 	"bufio"
 	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/synthgen/synthgen/config"
+	"github.com/synthgen/synthgen/dataset"
 )
 
 // The deployment files (the Dockerfile, examples/kubernetes, examples/slurm)
@@ -225,4 +236,298 @@ func TestDockerfileBuildsStatic(t *testing.T) {
 	if !strings.Contains(string(out), ver) {
 		t.Errorf("synthgen version says %q, want %s from -ldflags", out, ver)
 	}
+}
+
+// k8sObject is the part of a Kubernetes manifest the tests read.
+type k8sObject struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Metadata   struct {
+		Name string `yaml:"name"`
+	} `yaml:"metadata"`
+	Data map[string]string `yaml:"data"` // ConfigMap
+	Spec struct {
+		AccessModes []string `yaml:"accessModes"` // PersistentVolumeClaim
+
+		CompletionMode       string `yaml:"completionMode"` // Job
+		Completions          *int   `yaml:"completions"`
+		Parallelism          *int   `yaml:"parallelism"`
+		BackoffLimit         *int   `yaml:"backoffLimit"`
+		BackoffLimitPerIndex *int   `yaml:"backoffLimitPerIndex"`
+		PodReplacementPolicy string `yaml:"podReplacementPolicy"`
+		Template             struct {
+			Spec k8sPodSpec `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+type k8sPodSpec struct {
+	RestartPolicy                 string         `yaml:"restartPolicy"`
+	TerminationGracePeriodSeconds *int           `yaml:"terminationGracePeriodSeconds"`
+	Containers                    []k8sContainer `yaml:"containers"`
+	Volumes                       []struct {
+		Name      string `yaml:"name"`
+		ConfigMap *struct {
+			Name string `yaml:"name"`
+		} `yaml:"configMap"`
+		PersistentVolumeClaim *struct {
+			ClaimName string `yaml:"claimName"`
+		} `yaml:"persistentVolumeClaim"`
+	} `yaml:"volumes"`
+}
+
+type k8sContainer struct {
+	Name    string   `yaml:"name"`
+	Command []string `yaml:"command"`
+	Args    []string `yaml:"args"`
+	Env     []struct {
+		Name      string `yaml:"name"`
+		Value     string `yaml:"value"`
+		ValueFrom *struct {
+			FieldRef *struct {
+				FieldPath string `yaml:"fieldPath"`
+			} `yaml:"fieldRef"`
+			SecretKeyRef *struct {
+				Name string `yaml:"name"`
+				Key  string `yaml:"key"`
+			} `yaml:"secretKeyRef"`
+		} `yaml:"valueFrom"`
+	} `yaml:"env"`
+	VolumeMounts []struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+	} `yaml:"volumeMounts"`
+}
+
+// readK8s reads every document of every manifest in examples/kubernetes.
+func readK8s(t *testing.T) []k8sObject {
+	t.Helper()
+	files, err := filepath.Glob("../../examples/kubernetes/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("examples/kubernetes: %v, %d manifests", err, len(files))
+	}
+	var objs []k8sObject
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := yaml.NewDecoder(f)
+		for {
+			var o k8sObject
+			err := dec.Decode(&o)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				f.Close()
+				t.Fatalf("%s: %v", name, err)
+			}
+			if o.Kind == "" || o.APIVersion == "" {
+				t.Errorf("%s: a document without kind or apiVersion", name)
+			}
+			objs = append(objs, o)
+		}
+		f.Close()
+	}
+	return objs
+}
+
+// varRef is Kubernetes' $(NAME) expansion in command, args and env values.
+var varRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+
+// underDir reports whether path is dir or inside it.
+func underDir(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// TestKubernetesIndexedJob: examples/kubernetes runs one pod per shard. What
+// a cluster would only show by running it wrong: pods that all run the same
+// shard, or write into one directory; a --shard n that differs from the
+// number of pods (rows no pod asks); a pod killed before synthgen has
+// drained; a config that does not load or that names another key variable
+// than the Secret sets; output off the shared volume, lost with the pod.
+func TestKubernetesIndexedJob(t *testing.T) {
+	objs := readK8s(t)
+	byKind := map[string][]k8sObject{}
+	for _, o := range objs {
+		byKind[o.Kind] = append(byKind[o.Kind], o)
+	}
+	if len(byKind["Job"]) != 1 || len(byKind["ConfigMap"]) != 1 || len(byKind["PersistentVolumeClaim"]) != 1 {
+		t.Fatalf("want one Job, one ConfigMap, one PersistentVolumeClaim; have %d, %d, %d",
+			len(byKind["Job"]), len(byKind["ConfigMap"]), len(byKind["PersistentVolumeClaim"]))
+	}
+	job, cm, pvc := byKind["Job"][0], byKind["ConfigMap"][0], byKind["PersistentVolumeClaim"][0]
+
+	if job.APIVersion != "batch/v1" || job.Spec.CompletionMode != "Indexed" {
+		t.Errorf("Job %s, completionMode %q: want batch/v1, Indexed (each pod its own index)", job.APIVersion, job.Spec.CompletionMode)
+	}
+	if job.Spec.Completions == nil || job.Spec.Parallelism == nil || *job.Spec.Completions != *job.Spec.Parallelism || *job.Spec.Completions < 2 {
+		t.Fatalf("completions %s, parallelism %s: want the same N >= 2, one pod per shard at once", intOrNone(job.Spec.Completions), intOrNone(job.Spec.Parallelism))
+	}
+	n := *job.Spec.Completions
+	pod := job.Spec.Template.Spec
+	// A new pod with the same index resumes the shard: the Job must retry.
+	if pod.RestartPolicy != "Never" && pod.RestartPolicy != "OnFailure" {
+		t.Errorf("restartPolicy %q: want Never or OnFailure", pod.RestartPolicy)
+	}
+	if (job.Spec.BackoffLimit != nil && *job.Spec.BackoffLimit < 1) || (job.Spec.BackoffLimitPerIndex != nil && *job.Spec.BackoffLimitPerIndex < 1) {
+		t.Error("a backoff limit of 0: a pod that fails never resumes its shard")
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+
+	// $(NAME) is expanded only for a variable of the container's env
+	// defined before; any other stays as written, and would reach synthgen.
+	defined := map[string]string{}
+	for _, e := range c.Env {
+		for _, m := range varRef.FindAllStringSubmatch(e.Value, -1) {
+			if _, ok := defined[m[1]]; !ok {
+				t.Errorf("env %s=%s: $(%s) is not defined before it, Kubernetes leaves it as is", e.Name, e.Value, m[1])
+			}
+		}
+		defined[e.Name] = e.Value
+	}
+	if e, ok := defined["JOB_COMPLETION_INDEX"]; ok && e != "" {
+		t.Errorf("JOB_COMPLETION_INDEX is set to %q: it must come from the pod's index", e)
+	}
+	for _, e := range c.Env {
+		if e.Name == "JOB_COMPLETION_INDEX" && (e.ValueFrom == nil || e.ValueFrom.FieldRef == nil ||
+			e.ValueFrom.FieldRef.FieldPath != "metadata.annotations['batch.kubernetes.io/job-completion-index']") {
+			t.Error("JOB_COMPLETION_INDEX must come from the downward API: metadata.annotations['batch.kubernetes.io/job-completion-index']")
+		}
+	}
+	defined["JOB_COMPLETION_INDEX"] = "" // the Job controller sets it too
+
+	argv := append(append([]string{}, c.Command...), c.Args...)
+	if len(c.Command) > 0 && filepath.Base(c.Command[0]) != "synthgen" {
+		t.Fatalf("command %q: the image has no shell, run synthgen (or leave command to the ENTRYPOINT)", c.Command)
+	}
+	if len(c.Command) > 0 {
+		argv = argv[1:]
+	}
+	for _, a := range argv {
+		for _, m := range varRef.FindAllStringSubmatch(a, -1) {
+			if _, ok := defined[m[1]]; !ok {
+				t.Errorf("argument %q: $(%s) is not in the container's env, Kubernetes leaves it as is", a, m[1])
+			}
+		}
+		if strings.Contains(a, "${") || strings.HasPrefix(a, "$") && !varRef.MatchString(a) {
+			t.Errorf("argument %q: no shell expands this, use $(NAME)", a)
+		}
+	}
+	if len(argv) == 0 || argv[0] != "run" {
+		t.Fatalf("arguments %q: want synthgen run ...", argv)
+	}
+	flag := func(name string) string {
+		for i, a := range argv {
+			if a == name && i+1 < len(argv) {
+				return argv[i+1]
+			}
+			if v, ok := strings.CutPrefix(a, name+"="); ok {
+				return v
+			}
+		}
+		t.Fatalf("arguments %q: no %s", argv, name)
+		return ""
+	}
+	shard, outDir, cfgPath := flag("--shard"), flag("--output.dir"), flag("--config")
+
+	// Each index runs shard index/N into a directory of its own.
+	dirs := map[string]int{}
+	for i := 0; i < n; i++ {
+		expand := func(s string) string {
+			return strings.ReplaceAll(s, "$(JOB_COMPLETION_INDEX)", strconv.Itoa(i))
+		}
+		sh, err := dataset.ParseShard(expand(shard))
+		if err != nil {
+			t.Fatalf("--shard %s for index %d: %v", shard, i, err)
+		}
+		if want := fmt.Sprintf("%d/%d", i, n); expand(shard) != want {
+			t.Errorf("--shard %s is %s for index %d, want %s (N = completions)", shard, sh, i, want)
+		}
+		d := filepath.Clean(expand(outDir))
+		if j, ok := dirs[d]; ok {
+			t.Errorf("indexes %d and %d write into the same --output.dir %s", j, i, d)
+		}
+		dirs[d] = i
+	}
+
+	mounts := map[string]string{} // volume name -> mount path
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m.MountPath
+	}
+	var pvcMount, cmMount string
+	for _, v := range pod.Volumes {
+		switch {
+		case v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == pvc.Metadata.Name:
+			pvcMount = mounts[v.Name]
+		case v.ConfigMap != nil && v.ConfigMap.Name == cm.Metadata.Name:
+			cmMount = mounts[v.Name]
+		}
+	}
+	if pvcMount == "" || !underDir(outDir, pvcMount) || filepath.Clean(outDir) == filepath.Clean(pvcMount) {
+		t.Errorf("--output.dir %s is not a directory on the claim %s (mounted at %q): the output would die with the pod", outDir, pvc.Metadata.Name, pvcMount)
+	}
+	if !slices.Equal(pvc.Spec.AccessModes, []string{"ReadWriteMany"}) {
+		t.Errorf("the claim's accessModes %q: want ReadWriteMany, the pods run on several nodes at once", pvc.Spec.AccessModes)
+	}
+	if cmMount == "" || filepath.Dir(cfgPath) != filepath.Clean(cmMount) {
+		t.Fatalf("--config %s is not in the ConfigMap %s's mount %q", cfgPath, cm.Metadata.Name, cmMount)
+	}
+	text, ok := cm.Data[filepath.Base(cfgPath)]
+	if !ok {
+		t.Fatalf("the ConfigMap has no key %s (--config %s)", filepath.Base(cfgPath), cfgPath)
+	}
+
+	// The config the pods read: it loads (no unknown key, valid values).
+	tmp := filepath.Join(t.TempDir(), "job.yaml")
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(nil, tmp)
+	if err != nil {
+		t.Fatalf("the ConfigMap's %s: %v", filepath.Base(cfgPath), err)
+	}
+	if u, err := url.Parse(cfg.Endpoint.BaseURL); err != nil || u.Hostname() == "localhost" || u.Hostname() == "127.0.0.1" {
+		t.Errorf("endpoint.base_url %s: a pod's localhost is not the vLLM server; use its Service name", cfg.Endpoint.BaseURL)
+	}
+	if cfg.Output.Dir != "" && !underDir(cfg.Output.Dir, pvcMount) {
+		t.Errorf("the config's output.dir %s is off the claim's mount %s", cfg.Output.Dir, pvcMount)
+	}
+
+	// SIGTERM drains for shutdown.grace; SIGKILL must not come sooner.
+	if pod.TerminationGracePeriodSeconds == nil {
+		t.Error("no terminationGracePeriodSeconds: the default 30s cuts the drain short")
+	} else if g := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second; g < cfg.Shutdown.Grace+10*time.Second {
+		t.Errorf("terminationGracePeriodSeconds %v: want more than shutdown.grace %v plus a margin to close the shard", g, cfg.Shutdown.Grace)
+	}
+
+	// The key reaches synthgen under the name the config gives it.
+	if cfg.Endpoint.APIKeyEnv == "" {
+		t.Error("the config names no endpoint.api_key_env")
+	}
+	fromSecret := false
+	for _, e := range c.Env {
+		if e.Name == cfg.Endpoint.APIKeyEnv && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			fromSecret = true
+		}
+	}
+	if !fromSecret {
+		t.Errorf("no env %s from a Secret (the config's endpoint.api_key_env)", cfg.Endpoint.APIKeyEnv)
+	}
+	// Two processes must not download into one Hub cache.
+	if strings.HasPrefix(cfg.Dataset.Path, "hf://") && !strings.Contains(defined["SYNTHGEN_CACHE_DIR"], "$(JOB_COMPLETION_INDEX)") {
+		t.Errorf("SYNTHGEN_CACHE_DIR %q: the pods would download %s into one cache at once; give each index its own", defined["SYNTHGEN_CACHE_DIR"], cfg.Dataset.Path)
+	}
+}
+
+func intOrNone(p *int) string {
+	if p == nil {
+		return "unset"
+	}
+	return strconv.Itoa(*p)
 }
