@@ -531,3 +531,141 @@ func intOrNone(p *int) string {
 	}
 	return strconv.Itoa(*p)
 }
+
+// TestSlurmArray: examples/slurm/synthgen-array.sh runs one array task per
+// shard. Its #SBATCH lines must agree with the --shard it passes and with
+// the config's shutdown.grace, and the script, run as Slurm would run task
+// I (with a stand-in for synthgen), must pass --shard I/N and a directory
+// of its own.
+func TestSlurmArray(t *testing.T) {
+	const script = "../../examples/slurm/synthgen-array.sh"
+	text, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbatch := map[string]string{}
+	for _, line := range strings.Split(string(text), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			if strings.TrimSpace(line) != "" {
+				break // sbatch reads directives up to the first command
+			}
+			continue
+		}
+		if opt, ok := strings.CutPrefix(line, "#SBATCH "); ok {
+			name, value, _ := strings.Cut(strings.TrimSpace(opt), "=")
+			sbatch[name] = value
+		}
+	}
+	m := regexp.MustCompile(`^0-(\d+)(%\d+)?$`).FindStringSubmatch(sbatch["--array"])
+	if m == nil {
+		t.Fatalf("--array=%s: want 0-(N-1), one task per shard", sbatch["--array"])
+	}
+	last, _ := strconv.Atoi(m[1])
+	n := last + 1
+
+	cfg, err := config.Load(nil, "../../examples/perfectblend-25k.yaml") // the script's default
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := regexp.MustCompile(`^(B:)?TERM@(\d+)$`).FindStringSubmatch(sbatch["--signal"])
+	if sig == nil {
+		t.Fatalf("--signal=%s: want TERM@SECONDS before the time limit", sbatch["--signal"])
+	}
+	if secs, _ := strconv.Atoi(sig[2]); time.Duration(secs)*time.Second < cfg.Shutdown.Grace+10*time.Second {
+		t.Errorf("--signal=%s: synthgen drains for shutdown.grace %v after SIGTERM, and needs a margin to close its shard", sbatch["--signal"], cfg.Shutdown.Grace)
+	}
+	// Without B: the signal goes to job steps only, not to a program the
+	// batch script runs itself.
+	if sig[1] == "" && !strings.Contains(string(text), "srun ") {
+		t.Errorf("--signal=%s reaches job steps only, and synthgen is not run with srun: use B:TERM", sbatch["--signal"])
+	}
+	if sig[1] == "B:" && !regexp.MustCompile(`(?m)^exec "\$bin" run`).Match(text) {
+		t.Error("--signal=B:TERM goes to the batch shell: it must exec synthgen, or synthgen never drains")
+	}
+	if _, ok := sbatch["--requeue"]; !ok {
+		t.Error("no #SBATCH --requeue: a preempted task would not come back to resume its shard")
+	}
+	if out := sbatch["--output"]; sbatch["--open-mode"] != "append" && !strings.Contains(out, "%a") {
+		t.Errorf("--output=%s: tasks would write one log, and a requeued task would truncate it", out)
+	}
+
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	tmp := t.TempDir()
+	fake := filepath.Join(tmp, "fake-synthgen")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\nprintf '%s\\n' \"$@\"\nenv | grep '^SYNTHGEN_' | sort | sed 's/^/env /'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(tmp, "out")
+	caches := map[string]bool{}
+	for i := 0; i < n; i++ {
+		cmd := exec.Command(bash, script)
+		// The environment sbatch would give it, and no more.
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + tmp,
+			"SLURM_ARRAY_TASK_ID=" + strconv.Itoa(i), "SLURM_ARRAY_TASK_COUNT=" + strconv.Itoa(n),
+			"SLURM_ARRAY_TASK_MIN=0", "SLURM_ARRAY_TASK_MAX=" + strconv.Itoa(last), "SLURM_SUBMIT_DIR=../..",
+			"VLLM_URL=http://gpu-node-01:8000/v1", "SYNTHGEN_BIN=" + fake, "JOB_OUT=" + out}
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("task %d: %v\n%s", i, err, msg)
+		}
+		logs, _ := filepath.Glob(filepath.Join(out, "*.log"))
+		if len(logs) != i+1 {
+			t.Fatalf("task %d: logs %q, want one per task so far", i, logs)
+		}
+		b, err := os.ReadFile(filepath.Join(out, fmt.Sprintf("shard-%d.log", i)))
+		if err != nil {
+			t.Fatalf("task %d: its log: %v", i, err)
+		}
+		var args, env []string
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if kv, ok := strings.CutPrefix(line, "env "); ok {
+				env = append(env, kv)
+			} else {
+				args = append(args, line)
+			}
+		}
+		// What synthgen would warn about: a SYNTHGEN_* variable it does not read.
+		for _, e := range config.UnknownEnv(env, append([]string{cfg.Endpoint.APIKeyEnv}, otherEnv...)...) {
+			t.Errorf("task %d: %v", i, e)
+		}
+		get := func(name string) string {
+			for k, a := range args {
+				if a == name && k+1 < len(args) {
+					return args[k+1]
+				}
+			}
+			t.Fatalf("task %d runs synthgen %q: no %s", i, args, name)
+			return ""
+		}
+		if args[0] != "run" {
+			t.Fatalf("task %d runs synthgen %q, want run", i, args)
+		}
+		if got, want := get("--shard"), fmt.Sprintf("%d/%d", i, n); got != want {
+			t.Errorf("task %d: --shard %s, want %s", i, got, want)
+		}
+		if got, want := get("--output.dir"), filepath.Join(out, fmt.Sprintf("shard-%d", i)); got != want {
+			t.Errorf("task %d: --output.dir %s, want %s", i, got, want)
+		}
+		if got := get("--endpoint.base_url"); got != "http://gpu-node-01:8000/v1" {
+			t.Errorf("task %d: --endpoint.base_url %s, want $VLLM_URL", i, got)
+		}
+		if _, err := config.Load(nil, get("--config")); err != nil {
+			t.Errorf("task %d: --config: %v", i, err)
+		}
+		cache := ""
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, "SYNTHGEN_CACHE_DIR="); ok {
+				cache = v
+			}
+		}
+		if cache == "" {
+			t.Errorf("task %d: no SYNTHGEN_CACHE_DIR of its own", i)
+		}
+		if caches[cache] {
+			t.Errorf("task %d: %s is another task's too: two downloads into one Hub cache", i, cache)
+		}
+		caches[cache] = true
+	}
+}
