@@ -499,6 +499,33 @@ func TestKubernetesIndexedJob(t *testing.T) {
 		t.Errorf("the config's output.dir %s is off the claim's mount %s", cfg.Output.Dir, pvcMount)
 	}
 
+	// The 25K job split N ways: only what its header says may differ from
+	// examples/perfectblend-25k.yaml, and never what changes the answers.
+	base, err := config.Load(nil, "../../examples/perfectblend-25k.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := map[string]any{}, map[string]any{}
+	flatten("", base.Redacted(), a)
+	flatten("", cfg.Redacted(), b)
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			b[k] = nil
+		}
+	}
+	for k, v := range b {
+		switch k {
+		case "endpoint.base_url", "concurrency", "output.dir":
+			continue // the ConfigMap's header says why
+		}
+		if fmt.Sprint(v) != fmt.Sprint(a[k]) {
+			t.Errorf("the ConfigMap's %s is %v, perfectblend-25k.yaml's %v: the shards would not be the 25K job", k, v, a[k])
+		}
+	}
+	if cfg.Concurrency*n != base.Concurrency {
+		t.Errorf("concurrency %d in each of %d pods: %d on the server, the 25K job has %d", cfg.Concurrency, n, cfg.Concurrency*n, base.Concurrency)
+	}
+
 	// SIGTERM drains for shutdown.grace; SIGKILL must not come sooner.
 	if pod.TerminationGracePeriodSeconds == nil {
 		t.Error("no terminationGracePeriodSeconds: the default 30s cuts the drain short")
@@ -653,6 +680,9 @@ func TestSlurmArray(t *testing.T) {
 		}
 		if _, err := config.Load(nil, get("--config")); err != nil {
 			t.Errorf("task %d: --config: %v", i, err)
+		}
+		if c, err := strconv.Atoi(get("--concurrency")); err != nil || c*n != cfg.Concurrency {
+			t.Errorf("task %d: --concurrency %s in each of %d tasks: want %d on the server in all, as perfectblend-25k.yaml", i, get("--concurrency"), n, cfg.Concurrency)
 		}
 		cache := ""
 		for _, kv := range env {

@@ -29,6 +29,9 @@
 # finish for shutdown.grace (2m in perfectblend-25k.yaml) and closes its
 # shard, 30 s before Slurm's SIGKILL.
 #SBATCH --signal=B:TERM@150
+# Preemption also sends SIGTERM, but SIGKILL follows after the cluster's
+# KillWait (often 30 s) or the partition's GraceTime: requests still in
+# flight then are cut, and asked again when the requeued task resumes.
 #SBATCH --requeue
 # Slurm's own messages; appended, so that a requeued task keeps its first run's.
 #SBATCH --open-mode=append
