@@ -51,6 +51,11 @@ fuzz:
 	  done; \
 	done
 
+## image: build the container image synthgen:VERSION from the Dockerfile (needs docker)
+.PHONY: image
+image:
+	docker build --build-arg VERSION=$(VERSION) -t synthgen:$(VERSION) .
+
 ## clean: remove build output and the sample run
 .PHONY: clean
 clean:

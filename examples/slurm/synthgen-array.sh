@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# One Slurm array task per shard: task I runs `synthgen run --shard I/N` into
+# its own directory OUT/shard-I, against the vLLM server at $VLLM_URL.
+#
+#   VLLM_URL=http://gpu-node-01:8000/v1 sbatch examples/slurm/synthgen-array.sh
+#   VLLM_URL=... JOB_OUT=/data/synth/pb JOB_CONFIG=/abs/job.yaml sbatch examples/slurm/synthgen-array.sh
+#
+# (sbatch passes the environment on. JOB_* rather than SYNTHGEN_*: synthgen
+# reads SYNTHGEN_* variables as config keys and warns about the others.)
+#
+# N is the array's size: change --array=0-(N-1) below and nothing else (the
+# task count reaches --shard through SLURM_ARRAY_TASK_COUNT). Afterwards:
+#
+#   synthgen inspect /data/synth/perfectblend-25k/shard-*
+#   synthgen export /data/synth/perfectblend-25k/shard-* --format specforge --out train.jsonl
+#
+# A task that ends early resumes by running again on the same directory:
+# --requeue puts a preempted task back in the queue; a task that hit the
+# time limit drained (exit 130) and resumes with
+#   sbatch --array=I examples/slurm/synthgen-array.sh
+#
+#SBATCH --job-name=synthgen
+#SBATCH --array=0-3
+#SBATCH --cpus-per-task=2
+#SBATCH --mem=4G
+#SBATCH --time=24:00:00
+# SIGTERM 150 s before the time limit, to the batch shell (B:), which is
+# synthgen itself (exec below): it stops asking, lets the requests in flight
+# finish for shutdown.grace (2m in perfectblend-25k.yaml) and closes its
+# shard, 30 s before Slurm's SIGKILL.
+#SBATCH --signal=B:TERM@150
+# Preemption also sends SIGTERM, but SIGKILL follows after the cluster's
+# KillWait (often 30 s) or the partition's GraceTime: requests still in
+# flight then are cut, and asked again when the requeued task resumes.
+#SBATCH --requeue
+# Slurm's own messages; appended, so that a requeued task keeps its first run's.
+#SBATCH --open-mode=append
+#SBATCH --output=synthgen-%A_%a.out
+set -euo pipefail
+
+: "${VLLM_URL:?set VLLM_URL to the vLLM server, e.g. http://gpu-node-01:8000/v1}"
+: "${SLURM_ARRAY_TASK_ID:?run this with sbatch: it is an array job}"
+config=${JOB_CONFIG:-${SLURM_SUBMIT_DIR:-.}/examples/perfectblend-25k.yaml}
+out=${JOB_OUT:-/data/synth/perfectblend-25k}
+bin=${SYNTHGEN_BIN:-synthgen}
+dir=$out/shard-${SLURM_ARRAY_TASK_ID}
+mkdir -p "$out"
+# One Hub download cache per task: two processes fetching the same file into
+# one cache would write the same partial file.
+export SYNTHGEN_CACHE_DIR=${SYNTHGEN_CACHE_DIR:-$out/cache}/shard-${SLURM_ARRAY_TASK_ID}
+
+# 50 in flight per task: 4 tasks keep the 200 of the single-machine job on
+# the one server. The log is appended: a resume must not wipe the first run's.
+exec "$bin" run --config "$config" \
+  --endpoint.base_url "$VLLM_URL" \
+  --concurrency "${JOB_CONCURRENCY:-50}" \
+  --shard "${SLURM_ARRAY_TASK_ID}/${SLURM_ARRAY_TASK_COUNT}" \
+  --output.dir "$dir" \
+  >>"$dir.log" 2>&1
