@@ -76,10 +76,10 @@ func readShardLog(dir string, m *Manifest) error {
 		}
 		var sh ShardInfo
 		if err := json.Unmarshal(line, &sh); err != nil {
-			return fmt.Errorf("%s:%d: %w", path, n, err)
+			return fmt.Errorf("%s:%d: %w: %s", path, n, err, fixShardLog)
 		}
 		if _, ok := parsePart(sh.Name); !ok {
-			return fmt.Errorf("%s:%d: %q is not a shard name", path, n, sh.Name)
+			return fmt.Errorf("%s:%d: %q is not a shard name: %s", path, n, sh.Name, fixShardLog)
 		}
 		if !listed[sh.Name] {
 			listed[sh.Name] = true
@@ -92,6 +92,9 @@ func readShardLog(dir string, m *Manifest) error {
 	}
 	return nil
 }
+
+// fixShardLog is what to do about a shard log line that no crash makes.
+const fixShardLog = "delete the line by hand; a run adopts the shard it listed from data/, checked as it is now"
 
 // removeStaleShardLogs removes every shard log but keep (the one the
 // manifest on disk names, "" for none), then fsyncs dir. It is called only

@@ -274,6 +274,9 @@ func TestShardLogKilledBetweenCompactionAndRemoval(t *testing.T) {
 		if raw := rawManifest(t, dir); raw.ShardLog != "" || len(raw.Shards) != 3 {
 			t.Fatalf("the compacted manifest names %q and lists %v", raw.ShardLog, shardNames(raw.Shards))
 		}
+		if r := mustInspect(t, dir); !r.OK() || !strings.Contains(strings.Join(r.Notes, "\n"), shardLogName(0)+" is a shard log") {
+			t.Errorf("inspect of a stale log: problems %v, notes %v", r.Problems, r.Notes)
+		}
 		s = mustOpen(t, testOptions(dir, FormatJSONL))
 		if s.DoneCount() != 25 || len(s.Manifest().Shards) != 3 {
 			t.Errorf("after resume: %d done, %d shards, want 25 and 3", s.DoneCount(), len(s.Manifest().Shards))
