@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -127,6 +128,68 @@ func BenchmarkOpen(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}
+
+// BenchmarkManifestBookkeeping writes a job of 2,000 one-record shards and
+// reports the bytes the manifest's bookkeeping wrote per shard: the
+// rewrites of manifest.json (each counted whole, at its rename) and the
+// appends to the shard log. "append" is the sink as it is; "rewrite" also
+// rewrites manifest.json after every shard, as the sink did before the log
+// (whose bytes it then leaves out: the old sink had none), so one run shows
+// both. Run with -benchtime=1x: an iteration is a whole job.
+func BenchmarkManifestBookkeeping(b *testing.B) {
+	const shards = 2000
+	for _, mode := range []string{"append", "rewrite"} {
+		b.Run(mode, func(b *testing.B) {
+			var manifestBytes, logBytes, logSize int64
+			for b.Loop() {
+				dir := b.TempDir()
+				opts := testOptions(dir, FormatJSONL)
+				opts.ShardSize = 1
+				opts.SyncInterval = time.Hour
+				var s *Sink
+				rewriting := false
+				stepHook = func(op, path string) {
+					switch {
+					case op == "rename" && manifestTmp.MatchString(filepath.Base(path)):
+						if st, err := os.Stat(path); err == nil {
+							manifestBytes += st.Size()
+						}
+					case op == "fsync" && isShardLog(filepath.Base(path)):
+						st, err := os.Stat(path)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if mode == "append" {
+							logBytes += st.Size() - logSize
+						}
+						logSize = st.Size()
+						if mode == "rewrite" && !rewriting {
+							rewriting = true
+							m := *s.man
+							m.ShardLog = ""
+							if err := writeManifest(dir, &m); err != nil {
+								b.Fatal(err)
+							}
+							rewriting = false
+						}
+					}
+				}
+				s = mustOpen(b, opts)
+				logSize = 0
+				writeRange(b, s, 0, shards)
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+				stepHook = nil
+			}
+			n := float64(b.N * shards)
+			b.ReportMetric(float64(manifestBytes+logBytes)/n, "bookkeeping-B/shard")
+			b.ReportMetric(float64(manifestBytes)/n, "manifest.json-B/shard")
+			b.ReportMetric(float64(logBytes)/n, "log-B/shard")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/shard")
 		})
 	}
 }

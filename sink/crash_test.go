@@ -113,7 +113,8 @@ func (c *crashRun) kill() {
 
 // TestKillAtEveryStep kills a run before each of its disk steps in turn
 // (create, write, fsync, rename, remove, truncate, directory fsync, in the
-// write path, on rotation, in the manifest rewrite, in Close), then kills
+// write path, on rotation, in the shard log append, in the manifest
+// rewrites of Open and Close and the log removal after them), then kills
 // the recovery of that state before each of its steps, then resumes for
 // good. Whatever the step: Open accepts the directory, every record and
 // error whose write returned is still there, and finishing the job leaves
@@ -151,13 +152,18 @@ func TestKillAtEveryStep(t *testing.T) {
 					break
 				}
 				// Kill the recovery of that state at each of its steps
-				// too (recovery must be idempotent), up to the manifest
-				// rewrite that ends it: the steps after are the ones above.
+				// too (recovery must be idempotent), through the manifest
+				// rewrite of Open and the removal of the logs it folded, up
+				// to Close's rewrite: the steps after are the ones above.
+				rewrites := 0
 				for m := 1; ; m++ {
 					rec := &crashRun{t: t, dir: dir, format: format, from: 0, to: 0, done: c.done, failed: c.failed}
 					atRec := runKilledAt(t, m, dir, rec.run)
 					rec.kill()
-					if atRec == "" || strings.HasSuffix(atRec, "create "+ManifestName) {
+					if strings.HasSuffix(atRec, "create "+ManifestName) {
+						rewrites++
+					}
+					if atRec == "" || rewrites == 2 {
 						break
 					}
 				}

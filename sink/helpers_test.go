@@ -93,6 +93,7 @@ func crash(s *Sink) {
 	if s.errFile != nil {
 		_ = s.errFile.f.Close()
 	}
+	s.log.close()
 	_ = s.lock.Close()
 	s.closed = true
 }

@@ -201,6 +201,13 @@ func inspectOnce(dir string) (*Report, error) {
 	if man != nil {
 		r.Manifest = summarize(man)
 	}
+	if entries, err := os.ReadDir(dir); err == nil {
+		for _, e := range entries {
+			if isShardLog(e.Name()) && (man == nil || e.Name() != man.ShardLog) {
+				r.note("%s is a shard log %s does not name: folded into it before a crash, or its run died before naming it; the next run removes it", e.Name(), ManifestName)
+			}
+		}
+	}
 
 	dataDir := filepath.Join(dir, "data")
 	entries, err := os.ReadDir(dataDir)

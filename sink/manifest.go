@@ -19,8 +19,9 @@ const ManifestName = "manifest.json"
 const ManifestVersion = 2
 
 // Manifest is DIR/manifest.json: what made the directory and what it holds.
-// It is rewritten atomically on Open, on every shard finalize and on Close.
-// It is a summary for people and for the job check; the shards on disk stay
+// It is rewritten atomically on Open, on Close and when a forced run takes
+// the job over; a shard finalized in between is appended to the shard log
+// it names (see shardlog.go), and ReadManifest reads both. It is a summary for people and for the job check; the shards on disk stay
 // the truth about which keys are done.
 type Manifest struct {
 	ManifestVersion int       `json:"manifest_version"` // 0 when read from a version 1 file
@@ -47,7 +48,11 @@ type Manifest struct {
 	Identity *LegacyIdentity `json:"identity,omitempty"`
 	Limit    int64           `json:"limit"` // dataset.limit of the run that set Job (0 = all)
 	Shards   []ShardInfo     `json:"shards"`
-	Runs     []Run           `json:"runs"`
+	// ShardLog names the file beside manifest.json that the running (or
+	// killed) run appends its finalized shards to: they continue Shards.
+	// Empty after a clean Close, and in manifests from before the log.
+	ShardLog string `json:"shard_log,omitempty"`
+	Runs     []Run  `json:"runs"`
 }
 
 // addJob lists spec under hash in Jobs (an empty hash: a job its owner
@@ -118,8 +123,10 @@ type Run struct {
 	Outcome string `json:"outcome,omitempty"`
 }
 
-// ReadManifest reads DIR/manifest.json. A missing manifest is an error that
-// satisfies errors.Is(err, fs.ErrNotExist).
+// ReadManifest reads DIR/manifest.json and the shard log it names, whose
+// shards it appends to Shards (each name once): the manifest as a rewrite
+// after the last finalized shard would have written it. A missing manifest
+// is an error that satisfies errors.Is(err, fs.ErrNotExist).
 func ReadManifest(dir string) (*Manifest, error) {
 	path := filepath.Join(dir, ManifestName)
 	data, err := os.ReadFile(path)
@@ -133,6 +140,9 @@ func ReadManifest(dir string) (*Manifest, error) {
 	if m.ManifestVersion > ManifestVersion {
 		return nil, fmt.Errorf("%s: manifest version %d is newer than this synthgen reads (%d): use the synthgen that wrote it, or a newer one",
 			path, m.ManifestVersion, ManifestVersion)
+	}
+	if err := readShardLog(dir, &m); err != nil {
+		return nil, err
 	}
 	return &m, nil
 }

@@ -276,7 +276,10 @@ func TestWriteErrorIsSticky(t *testing.T) {
 // formats, an errors shard, the manifest), every file given a final name
 // by rename was fsynced after its last write, and a directory is fsynced
 // between a rename into it and a removal there that depends on it (a
-// Parquet shard's journal goes only once the shard's new name is durable).
+// Parquet shard's journal goes only once the shard's new name is durable,
+// the shard log only once the manifest that folded it is). Each append to
+// the shard log is fsynced at once, and manifest.json is rewritten only
+// at Open and Close.
 func TestNormalRunDiskOrder(t *testing.T) {
 	for _, format := range []string{FormatJSONL, FormatParquet} {
 		t.Run(format, func(t *testing.T) {
@@ -328,6 +331,39 @@ func TestNormalRunDiskOrder(t *testing.T) {
 			}
 			if renamed < 5 {
 				t.Errorf("only %d renames: the run did not finalize its shards", renamed)
+			}
+			// The shard log: each append is fsynced before anything else
+			// happens (the next shard, the next record), and manifest.json
+			// is rewritten at Open and Close only, not per shard.
+			log := filepath.Join(dir, shardLogName(0))
+			appends, rewrites := 0, 0
+			for i, st := range steps {
+				if st == "write "+log {
+					appends++
+					if i+1 == len(steps) || steps[i+1] != "fsync "+log {
+						t.Errorf("shard log append (step %d) not followed by its fsync; steps:\n%s", i, strings.Join(steps, "\n"))
+					}
+				}
+				if op, path, _ := strings.Cut(st, " "); op == "rename" && manifestTmp.MatchString(filepath.Base(path)) {
+					rewrites++
+				}
+			}
+			if appends != 3 || rewrites != 2 {
+				t.Errorf("%d log appends and %d manifest rewrites for 3 shards, want 3 and 2 (Open, Close)", appends, rewrites)
+			}
+			// The log goes only after the rename of the manifest that
+			// folded it (the directory fsync between is checked above).
+			removed, lastRewrite := -1, -1
+			for i, st := range steps {
+				if op, path, _ := strings.Cut(st, " "); op == "rename" && manifestTmp.MatchString(filepath.Base(path)) {
+					lastRewrite = i
+				}
+				if st == "remove "+log {
+					removed = i
+				}
+			}
+			if removed < lastRewrite {
+				t.Errorf("shard log removed at step %d, before the compacted manifest's rename at step %d", removed, lastRewrite)
 			}
 		})
 	}

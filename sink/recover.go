@@ -27,7 +27,9 @@ import (
 //	                                   rename): remove the journal
 //	part-N.parquet.tmp                 a conversion cut short: removed; its rows are in
 //	                                   the journal (converted again), or in the final file
-//	final shard not in the manifest    adopted (a crash between rename and manifest write)
+//	final shard not in the manifest    adopted (a crash between rename and the append to
+//	                                   the shard log; "the manifest" is manifest.json and
+//	                                   the log it names, see shardlog.go)
 //	manifest shard missing on disk     error naming it; with --force the loss is accepted
 //	                                   and its keys are generated again
 //	final shard that does not parse    error naming file (and line); never dropped

@@ -89,6 +89,8 @@ type Sink struct {
 	errFile  *appendFile
 	errFinal string
 
+	log *shardLog // where finalizeShard lists a shard until Close compacts
+
 	lastSync time.Time
 	err      error // sticky: after a failed write a file may end mid-line
 	closed   bool
@@ -224,7 +226,15 @@ func Open(opts Options) (_ *Sink, err error) {
 	s.nextData = rec.nextData
 	s.nextErr = rec.nextErr
 	s.lastSync = now()
+	// The compaction: the manifest lists every shard recovery found (the
+	// old log's included) and names this run's log; only once that rename
+	// is durable do the old logs go.
+	m.ShardLog = shardLogName(s.run)
+	s.log = &shardLog{path: filepath.Join(s.dir, m.ShardLog)}
 	if err := writeManifest(s.dir, m); err != nil {
+		return nil, fmt.Errorf("open %s: %w", s.dir, err)
+	}
+	if err := removeStaleShardLogs(s.dir, m.ShardLog); err != nil {
 		return nil, fmt.Errorf("open %s: %w", s.dir, err)
 	}
 	opened = true
@@ -457,6 +467,7 @@ func (s *Sink) Close() error {
 	}
 	s.closed = true
 	defer s.lock.Close()
+	defer s.log.close()
 	if s.err != nil {
 		if s.cur != nil {
 			_ = s.cur.f.Close()
@@ -478,7 +489,14 @@ func (s *Sink) Close() error {
 	}
 	t := s.now().UTC()
 	s.man.Runs[s.run].EndedAt = &t
+	// The compaction: the log's shards join the manifest's list, and the
+	// log goes once that rename is durable (writeManifest fsyncs DIR).
+	s.man.ShardLog = ""
 	if err := writeManifest(s.dir, s.man); err != nil {
+		return fmt.Errorf("close %s: %w", s.dir, err)
+	}
+	s.log.close()
+	if err := removeStaleShardLogs(s.dir, ""); err != nil {
 		return fmt.Errorf("close %s: %w", s.dir, err)
 	}
 	return nil
@@ -509,8 +527,9 @@ func (s *Sink) openShard() error {
 }
 
 // finalizeShard turns the shard being filled into a final file and lists it
-// in the manifest. If the manifest write fails after the rename, the shard is
-// still complete and the next Open adopts it.
+// in the shard log: one line, whatever the number of shards before it. If
+// the append fails after the rename, the shard is still complete and the
+// next Open adopts it.
 func (s *Sink) finalizeShard() error {
 	cur := s.cur
 	s.cur = nil
@@ -546,7 +565,7 @@ func (s *Sink) finalizeShard() error {
 		return err
 	}
 	s.man.Shards = append(s.man.Shards, info)
-	return writeManifest(s.dir, s.man)
+	return s.log.append(&info)
 }
 
 func (s *Sink) finalizeErrors() error {
@@ -643,7 +662,7 @@ func checkOwnDir(dir string) error {
 		switch name := e.Name(); {
 		case name == ManifestName || name == "data" || name == "errors":
 			return nil // a synthgen output (recovery decides what it holds)
-		case name == LockName || name == "status.json" || name == "report.json" || strings.HasPrefix(name, "."):
+		case name == LockName || name == "status.json" || name == "report.json" || isShardLog(name) || strings.HasPrefix(name, "."):
 		default:
 			other = append(other, name)
 		}
