@@ -390,6 +390,7 @@ func (c *wireClient) fail(ctx context.Context, ex *exchange, err error) *Error {
 		if m := errorMessageCut(ex.raw, ex.rawCut); m != "" {
 			e.Message = m
 		}
+		markTooLong(e)
 	}
 	if (e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable) && ex.header != nil {
 		e.RetryAfter = parseRetryAfter(ex.header.Get("Retry-After"), time.Now())

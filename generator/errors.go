@@ -35,7 +35,13 @@ const (
 	causeOther      = "error"        // anything else
 	causeTLS        = "tls"          // the server's certificate is not trusted
 	causeLength     = "length"       // an answer cut at max_tokens, asked again with more room (on_length: retry)
+	causeTooLong    = CauseTooLong
 )
+
+// CauseTooLong is the cause of a prompt the server can never take: the
+// prompt plus max_tokens exceed the model's context (vLLM's max_model_len).
+// It is never retried; the summary counts it apart.
+const CauseTooLong = "too_long"
 
 // httpCause is the cause of an HTTP error status: "http_429", "http_500".
 func httpCause(status int) string { return "http_" + strconv.Itoa(status) }
@@ -48,6 +54,7 @@ type Error struct {
 	Cause      string        // short class, see the Cause constants
 	RetryAfter time.Duration // from a 429/503 Retry-After header; 0 when absent
 	Retryable  bool          // whether the same request may succeed later
+	Sizes      ContextSizes  // cause too_long: what the server said of the context
 	Err        error         // the underlying error
 }
 
@@ -137,6 +144,7 @@ func classify(err error) *Error {
 	default:
 		e.Cause = causeOther
 	}
+	markTooLong(e)
 	return e
 }
 
