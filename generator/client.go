@@ -180,18 +180,57 @@ var tcpKeepAlive = net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Int
 
 // Models lists the ids the server serves (GET /models).
 func (c *wireClient) Models(ctx context.Context) ([]string, error) {
+	list, err := c.ModelList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(list))
+	for _, m := range list {
+		ids = append(ids, m.ID)
+	}
+	return ids, nil
+}
+
+// servedModel is one model of GET /models: its id and, from vLLM, its
+// max_model_len (0 when the server does not say; go-openai's type drops it,
+// so the doer keeps the body and it is decoded here).
+type servedModel struct {
+	ID          string `json:"id"`
+	MaxModelLen int    `json:"max_model_len"`
+}
+
+// ModelList lists the models the server serves (GET /models).
+func (c *wireClient) ModelList(ctx context.Context) ([]servedModel, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	ex := &exchange{}
+	ex := &exchange{keep: true}
 	list, err := c.oa.ListModels(withExchange(ctx, ex))
 	if err != nil {
 		return nil, c.key.redact(c.fail(ctx, ex, fmt.Errorf("list models: %w", err)))
 	}
-	ids := make([]string, 0, len(list.Models))
-	for _, m := range list.Models {
-		ids = append(ids, m.ID)
+	var body struct {
+		Data []struct {
+			ID          string          `json:"id"`
+			MaxModelLen json.RawMessage `json:"max_model_len"`
+		} `json:"data"`
 	}
-	return ids, nil
+	if json.Unmarshal(ex.raw, &body) != nil {
+		// Not the shape we know: go-openai's ids, sizes unknown.
+		out := make([]servedModel, 0, len(list.Models))
+		for _, m := range list.Models {
+			out = append(out, servedModel{ID: m.ID})
+		}
+		return out, nil
+	}
+	out := make([]servedModel, 0, len(body.Data))
+	for _, m := range body.Data {
+		sm := servedModel{ID: m.ID}
+		if n, ok := intField(json.Number(strings.TrimSpace(string(m.MaxModelLen)))); ok && n > 0 {
+			sm.MaxModelLen = n
+		}
+		out = append(out, sm)
+	}
+	return out, nil
 }
 
 // Complete sends one chat completion and returns the complete answer, or an
@@ -411,6 +450,7 @@ func (c *wireClient) withTimeout(ctx context.Context) (context.Context, context.
 type exchange struct {
 	body   []byte // the request body to send instead of go-openai's
 	chat   bool   // a chat completion: its body is ours to read
+	keep   bool   // a 2xx body go-openai decodes, kept in raw too (the models list)
 	stream bool
 	status int
 	header http.Header
@@ -459,6 +499,16 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	d.key.redactHeader(resp.Header)
 	ex.status, ex.header = resp.StatusCode, resp.Header
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
+	if ok && ex.keep {
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, maxModelsBody))
+		resp.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read response body (status %d): %w", resp.StatusCode, err)
+		}
+		ex.raw = raw
+		resp.Body = io.NopCloser(bytes.NewReader(raw))
+		return resp, nil
+	}
 	if ok && (!ex.chat || ex.stream) {
 		// go-openai decodes a models list itself, and reads an SSE body
 		// line by line for RecvRaw to hand us each chunk.

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -130,7 +131,7 @@ func TestCompleteStream(t *testing.T) {
 		{file: "stream_cut_reasoning.sse", wantCause: causeStreamCut, wantDeltas: 3},
 		{file: "stream_cut_verbatim.sse", wantCause: causeStreamCut, wantDeltas: 3},
 		{file: "stream_abort.sse", wantCause: causeAborted, wantDeltas: 2},
-		{file: "stream_error_event.sse", wantCause: "http_400", wantDeltas: 1},
+		{file: "stream_error_event.sse", wantCause: CauseTooLong, wantDeltas: 1}, // vLLM's engine-layer refusal, in the stream
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -330,7 +331,7 @@ func TestHTTPErrors(t *testing.T) {
 		message    string // substring of Error.Message
 		retryAfter time.Duration
 	}{
-		{name: "400 vllm", status: 400, body: string(testdata(t, "error_vllm_400.json")), cause: "http_400",
+		{name: "400 vllm", status: 400, body: string(testdata(t, "error_vllm_400.json")), cause: CauseTooLong,
 			message: "maximum context length is 40960 tokens"},
 		{name: "404 vllm model", status: 404,
 			body:  `{"object":"error","message":"The model ` + "`nope`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`,
@@ -493,6 +494,15 @@ func TestModels(t *testing.T) {
 	}
 	if s.paths[0] != "GET /v1/models" {
 		t.Errorf("request %q", s.paths[0])
+	}
+	// vLLM lists each model's max_model_len (null for a LoRA): kept, for
+	// the summary of prompts too long for it.
+	list, err := s.client(wireOptions{}).ModelList(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []servedModel{{"Qwen/Qwen3-8B", 40960}, {"qwen3-lora", 0}}; !slices.Equal(list, want) {
+		t.Errorf("ModelList = %+v, want %+v", list, want)
 	}
 
 	down := newServer(t, func(w http.ResponseWriter, r *http.Request) {

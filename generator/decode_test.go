@@ -161,7 +161,7 @@ func TestClassify(t *testing.T) {
 		{"api 401", fmt.Errorf("wrapped: %w", &openai.APIError{HTTPStatusCode: 401, Message: "bad key"}), "http_401", false, 401, "bad key"},
 		{"in-stream api error with code", &openai.APIError{Code: 503, Message: "busy"}, "http_503", true, 503, "busy"},
 		{"request error with vllm body", &openai.RequestError{HTTPStatusCode: 400, Body: testdata(t, "error_vllm_400.json")},
-			"http_400", false, 400, "This model's maximum context length"},
+			CauseTooLong, false, 400, "This model's maximum context length"},
 		{"request error 502 text", &openai.RequestError{HTTPStatusCode: 502, Body: []byte("Bad Gateway\n")}, "http_502", true, 502, "Bad Gateway"},
 		{"canceled", fmt.Errorf("post: %w", context.Canceled), causeCanceled, false, 0, ""},
 		{"deadline", context.DeadlineExceeded, causeTimeout, true, 0, ""},

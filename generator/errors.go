@@ -248,6 +248,10 @@ const maxMessage = 4096
 // never read (the connection is closed rather than drained).
 const maxErrorBody = 64 << 10
 
+// maxModelsBody bounds what the doer reads of a models list (a gateway may
+// list thousands of models; a list cut there fails to decode, as it should).
+const maxModelsBody = 16 << 20
+
 func boundedText(b []byte) string { return boundMessage(strings.TrimSpace(string(b)), 0) }
 
 // boundMessage keeps the first maxMessage bytes of s (whole runes) and says

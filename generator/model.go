@@ -52,8 +52,9 @@ const modelWait = 10 * time.Minute
 // DIR/errors). A server that is still loading (vLLM takes minutes for a
 // large model) is waited for, with a line every 30 s, for up to 10 minutes.
 // A server without GET /models (a gateway routing only chat) is taken at
-// its word when want is set.
-func resolveModel(ctx context.Context, client *wireClient, baseURL, want string, log io.Writer) (string, error) {
+// its word when want is set. The model's max_model_len comes along when the
+// server lists it (vLLM does), else 0.
+func resolveModel(ctx context.Context, client *wireClient, baseURL, want string, log io.Writer) (servedModel, error) {
 	return resolveModelClock(ctx, client, baseURL, want, log, realClock{})
 }
 
@@ -77,7 +78,7 @@ func waitingLine(where string, waited, limit time.Duration, cause error) string 
 		where, waited, max(limit-waited, 0), cause)
 }
 
-func resolveModelClock(ctx context.Context, client *wireClient, baseURL, want string, log io.Writer, clock waitClock) (string, error) {
+func resolveModelClock(ctx context.Context, client *wireClient, baseURL, want string, log io.Writer, clock waitClock) (servedModel, error) {
 	start := clock.Now()
 	deadline := start.Add(modelWait)
 	// Quiet for the first seconds: a server started a moment ago (make run)
@@ -90,36 +91,40 @@ func resolveModelClock(ctx context.Context, client *wireClient, baseURL, want st
 	where := strings.TrimRight(safe, "/") + "/models"
 	for attempt := 1; ; attempt++ {
 		reqCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		models, err := client.Models(reqCtx)
+		models, err := client.ModelList(reqCtx)
 		cancel()
 		if err == nil {
 			if want == "" && len(models) > 0 {
 				return models[0], nil
 			}
-			if want != "" && slices.Contains(models, want) {
-				return want, nil
+			served := make([]string, len(models))
+			for i, m := range models {
+				served[i] = m.ID
 			}
-			return "", &ModelError{URL: where, Want: want, Served: models}
+			if i := slices.Index(served, want); want != "" && i >= 0 {
+				return models[i], nil
+			}
+			return servedModel{}, &ModelError{URL: where, Want: want, Served: served}
 		}
 		if ctx.Err() != nil {
-			return "", ctx.Err()
+			return servedModel{}, ctx.Err()
 		}
 		ce := classify(err)
 		if want != "" && (ce.Status == http.StatusNotFound || ce.Status == http.StatusMethodNotAllowed) {
 			fmt.Fprintf(log, "note: %s answers %d; going on with endpoint.model %q\n", where, ce.Status, want)
-			return want, nil
+			return servedModel{ID: want}, nil
 		}
 		shown := redacted{err: err, raw: baseURL, safe: safe}
 		now := clock.Now()
 		if !ce.Retryable || now.After(deadline) {
-			return "", &ServerError{URL: where, Status: ce.Status, Err: shown}
+			return servedModel{}, &ServerError{URL: where, Status: ce.Status, Err: shown}
 		}
 		if now.Sub(lastSaid) > 30*time.Second {
 			fmt.Fprintln(log, waitingLine(safe, now.Sub(start), modelWait, shown))
 			lastSaid = now
 		}
 		if !clock.Sleep(ctx, poll.Ceiling(attempt)) {
-			return "", ctx.Err()
+			return servedModel{}, ctx.Err()
 		}
 	}
 }

@@ -485,7 +485,10 @@ func TestFailedRequestRecordedThenRetriedOnlyWhenAsked(t *testing.T) {
 	if len(errs) != 1 {
 		t.Fatalf("run 1: %d error records, want 1: %+v", len(errs), errs)
 	}
-	want := sink.ErrorRecord{ID: bad, Sample: 0, Status: 400, Message: msg400, Attempts: 1, Cause: "http_400"}
+	// msg400 is vLLM's refusal of a prompt longer than the context: its
+	// own cause, with the sizes ahead of the server's message.
+	want := sink.ErrorRecord{ID: bad, Sample: 0, Status: 400, Attempts: 1, Cause: CauseTooLong,
+		Message: "prompt too long for the model's context (max_model_len 40960, requested 50000, prompt 50000): " + msg400}
 	got := errs[0]
 	if got.CreatedAt.IsZero() {
 		t.Errorf("run 1: error record has no created_at")

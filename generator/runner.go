@@ -71,9 +71,12 @@ type Runner struct {
 	setup Setup
 	job   Job
 	rows  int64 // selected rows
-	out   *sink.Sink
-	src   *dataset.Reader
-	eng   *engine
+	// maxModelLen is the model's context from /v1/models (vLLM's
+	// max_model_len); 0 when the server does not list it.
+	maxModelLen int
+	out         *sink.Sink
+	src         *dataset.Reader
+	eng         *engine
 }
 
 // Open prepares a run. ctx bounds the preparation (a Hub download, waiting
@@ -101,9 +104,12 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	s.Stats.SetTotal(r.job.Total(r.rows))
 
 	client := newWireClient(wireOptions{BaseURL: s.BaseURL, APIKey: s.APIKey, Timeout: s.Timeout, StallTimeout: s.StallTimeout, TLS: s.TLS, MaxConns: s.Concurrency})
-	if r.job.Sampling.Model, err = resolveModel(ctx, client, s.BaseURL, r.job.Sampling.Model, s.Log); err != nil {
+	model, err := resolveModel(ctx, client, s.BaseURL, r.job.Sampling.Model, s.Log)
+	if err != nil {
 		return nil, err
 	}
+	r.job.Sampling.Model, r.maxModelLen = model.ID, model.MaxModelLen
+	s.Stats.SetMaxModelLen(model.MaxModelLen)
 
 	sj, err := r.job.sinkJob(s.Version, s.Config)
 	if err != nil {
@@ -238,6 +244,10 @@ func (r *Runner) resumedRevision(path string) (string, error) {
 
 // Job is the job as run: model resolved, dataset pinned.
 func (r *Runner) Job() Job { return r.job }
+
+// MaxModelLen is the model's context as the server listed it (vLLM's
+// max_model_len); 0 when it did not say.
+func (r *Runner) MaxModelLen() int { return r.maxModelLen }
 
 // Keys is the number of keys (rows x samples) the job selects.
 func (r *Runner) Keys() int64 { return r.job.Total(r.rows) }

@@ -34,6 +34,9 @@ type Snapshot struct {
 
 	ErrorsByCause  map[string]int64
 	RetriesByCause map[string]int64
+	// MaxModelLen is the model's context as the server listed it (vLLM's
+	// max_model_len); 0 when it did not say.
+	MaxModelLen int64
 
 	CompletionTokens int64 // credited so far: completed (corrected) plus the running attempts' deltas
 	RunningTokens    int64 // the part of CompletionTokens that belongs to requests in flight
@@ -122,6 +125,7 @@ func (s *Stats) Snapshot() Snapshot {
 		LastOutageSince: s.lastDown,
 		ErrorsByCause:   copyCounts(s.errCause),
 		RetriesByCause:  copyCounts(s.retryCause),
+		MaxModelLen:     s.maxModelLen.Load(),
 		PromptTokens:    s.promptTok,
 		Truncated:       s.truncated,
 		Confidence:      confidence(s.done),

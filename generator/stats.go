@@ -54,6 +54,7 @@ type Stats struct {
 	now func() time.Time
 
 	total       atomic.Int64
+	maxModelLen atomic.Int64 // the model's context as /v1/models gave it; 0: unknown
 	alreadyDone atomic.Int64 // keys done before this run, and repeats
 	// alreadyFailed are keys that failed for good before this run and are
 	// not asked again (no --retry-errors): out of Total, and not done.
@@ -154,6 +155,10 @@ func NewStats(now func() time.Time) *Stats {
 // knows keys, not the dataset's order), and moves them out of Total with
 // AddAlreadyDone.
 func (s *Stats) SetTotal(n int64) { s.total.Store(n) }
+
+// SetMaxModelLen records the model's context (vLLM's max_model_len), so
+// that the summary can say what prompts of cause too_long did not fit.
+func (s *Stats) SetMaxModelLen(n int) { s.maxModelLen.Store(int64(n)) }
 
 // AddAlreadyDone records keys found done on disk before this run (resume):
 // they leave Total (the requests this run makes) for AlreadyDone, so
