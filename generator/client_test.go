@@ -142,8 +142,8 @@ func TestCompleteStream(t *testing.T) {
 				t.Errorf("onDelta counted %d, want %d", n, tt.wantDeltas)
 			}
 			if tt.wantCause != "" {
-				e := asError(t, err, tt.wantCause, tt.wantCause != "http_400")
-				if tt.wantCause == "http_400" && (e.Status != 400 || !strings.Contains(e.Message, "longer than the maximum model length")) {
+				e := asError(t, err, tt.wantCause, tt.wantCause != CauseTooLong)
+				if tt.wantCause == CauseTooLong && (e.Status != 400 || !strings.Contains(e.Message, "longer than the maximum model length")) {
 					t.Errorf("in-stream error: status %d message %q, want 400 and the server's message", e.Status, e.Message)
 				}
 				return
