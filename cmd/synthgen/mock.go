@@ -64,6 +64,7 @@ mock_faults_injected_total{kind}.`,
 	f.DurationVar(&opts.TTFT, "ttft", 0, "time to first token once a request runs")
 	f.IntVar(&opts.MeanTokens, "mean-tokens", mockserver.DefaultMeanTokens, "mean answer length in tokens (long-tailed, capped by max_tokens)")
 	f.IntVar(&opts.MaxRunning, "max-running", 0, "requests served at once; the rest wait in a FIFO queue (0: unlimited)")
+	f.IntVar(&opts.MaxModelLen, "max-model-len", 0, "the model's context in tokens, as vLLM's: a request whose prompt tokens (its words) plus max_tokens exceed it gets vLLM's 400, and /v1/models reports it (0: no limit)")
 	f.Int64Var(&opts.Seed, "seed", 0, "seed of the answers: same seed and prompt, same answer")
 	f.Float64Var(&opts.StallRate, "stall-rate", 0, "share of requests (0 to 1) that stall on purpose: a stream sends --stall-after tokens, then holds the connection without a byte until the client goes away; a plain request never answers")
 	f.IntVar(&opts.StallAfter, "stall-after", 0, "tokens a stalling stream sends before it goes silent")

@@ -48,6 +48,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.requests.Add(1)
+	if msg, long := s.contextRefusal(&req); long {
+		s.tooLong.Add(1)
+		writeError(w, http.StatusBadRequest, "BadRequestError", msg, "input_tokens")
+		return
+	}
 
 	g := &generation{
 		s: s, w: w, done: r.Context().Done(), buf: (*bp)[:0],

@@ -179,3 +179,24 @@ func countWords(s string) int {
 	}
 	return n
 }
+
+// contextRefusal is vLLM's refusal of a request whose prompt plus max_tokens exceed
+// the model's context (Options.MaxModelLen), in the current spelling
+// (vllm/renderers/params.py); false when it fits or no limit is set. A
+// request without max_tokens asks for what is left of the context, so only
+// its prompt must fit.
+func (s *Server) contextRefusal(req *chatRequest) (string, bool) {
+	n := s.opts.MaxModelLen
+	if n <= 0 {
+		return "", false
+	}
+	prompt, out := req.promptTokens(), 0
+	if req.MaxTokens != nil || req.MaxCompletionTokens != nil {
+		out = req.limit()
+	}
+	if prompt+out <= n {
+		return "", false
+	}
+	return fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d output tokens and your prompt contains %d input tokens, for a total of %d tokens. Please reduce the length of the input prompt or the number of requested output tokens.",
+		n, out, prompt, prompt+out), true
+}

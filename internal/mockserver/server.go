@@ -9,6 +9,7 @@
 package mockserver
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -38,6 +39,11 @@ type Options struct {
 	MeanTokens     int           // mean completion length (reasoning+content) in tokens, default 300; lognormal, capped by max_tokens
 	MaxRunning     int           // requests served at once; the rest wait in a FIFO queue; 0 = unlimited
 	Seed           int64         // an answer is a pure function of (Seed, request messages)
+	// MaxModelLen is the model's context, as vLLM's --max-model-len: a
+	// request whose prompt tokens plus max_tokens exceed it is answered
+	// with vLLM's 400, and /v1/models reports it. 0: no check, and
+	// /v1/models reports 131072.
+	MaxModelLen int
 	// StallRate is the share of requests that stall on purpose: a stream
 	// sends StallAfter tokens, then holds the connection open without a
 	// byte until the client goes away; a plain request never answers. Which
@@ -129,9 +135,12 @@ type Stats struct {
 	GenerationTokens int64 // tokens generated, counted as they are produced
 	PromptTokens     int64 // prompt tokens of requests that started running
 	// Faulted counts requests that ended in an injected fault instead of an
-	// answer: once idle, Completed+Aborted+Faulted == Requests. A length
-	// fault is a complete answer (Completed), not Faulted.
+	// answer: once idle, Completed+Aborted+Faulted+TooLong == Requests. A
+	// length fault is a complete answer (Completed), not Faulted.
 	Faulted int64
+	// TooLong counts requests refused with a 400 because their prompt plus
+	// max_tokens exceed Options.MaxModelLen.
+	TooLong int64
 	// Injected counts the injected faults by kind (see FaultKinds), restarts
 	// included; every kind is present.
 	Injected map[string]int64
@@ -156,6 +165,7 @@ type Server struct {
 
 	faulty   bool                     // some fault rate is not 0
 	faulted  atomic.Int64             // requests ended by a fault
+	tooLong  atomic.Int64             // requests refused: longer than MaxModelLen
 	injected map[string]*atomic.Int64 // by kind; the map is fixed at New
 	restart  chan struct{}            // RestartEvery's signal to Serve
 
@@ -227,6 +237,7 @@ func (s *Server) Stats() Stats {
 		GenerationTokens: s.genTokens.Load(),
 		PromptTokens:     s.promptTokens.Load(),
 		Faulted:          s.faulted.Load(),
+		TooLong:          s.tooLong.Load(),
 		Injected:         s.injectedCounts(),
 	}
 }
@@ -269,7 +280,7 @@ func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 		Data   []model `json:"data"`
 	}{"list", []model{{
 		ID: s.opts.Model, Object: "model", Created: s.created, OwnedBy: "vllm",
-		Root: s.opts.Model, MaxModelLen: maxTokenLimit,
+		Root: s.opts.Model, MaxModelLen: cmp.Or(s.opts.MaxModelLen, maxTokenLimit),
 		Permission: []permission{{
 			ID: "modelperm-" + strconv.FormatUint(s.idPrefix, 16), Object: "model_permission",
 			Created: s.created, AllowSampling: true, AllowLogprobs: true, AllowView: true,

@@ -724,3 +724,52 @@ func TestNoParserThinkTags(t *testing.T) {
 			streamed.Chunks, wantContent, want.Completion)
 	}
 }
+
+// TestMaxModelLen: with --max-model-len the mock reports the context in
+// /v1/models and refuses, as vLLM does, a request whose prompt tokens plus
+// max_tokens exceed it; one without max_tokens only needs its prompt to fit.
+func TestMaxModelLen(t *testing.T) {
+	s, ts := start(t, Options{MaxModelLen: 20, MeanTokens: 5})
+	resp, err := http.Get(ts.URL + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := decodeMap(t, resp.Body)
+	resp.Body.Close()
+	if got := num(t, m["data"].([]any)[0].(map[string]any)["max_model_len"]); got != 20 {
+		t.Errorf("max_model_len = %v, want 20", got)
+	}
+	// "You are terse." and "a b c d e": 8 prompt tokens.
+	for _, c := range []struct {
+		body   map[string]any
+		status int
+	}{
+		{map[string]any{"model": "mock-model", "messages": userMessages("a b c d e"), "max_tokens": 12}, 200},
+		{map[string]any{"model": "mock-model", "messages": userMessages("a b c d e"), "max_tokens": 13}, 400},
+		{map[string]any{"model": "mock-model", "messages": userMessages("a b c d e"), "max_completion_tokens": 13}, 400},
+		{map[string]any{"model": "mock-model", "messages": userMessages("a b c d e")}, 200},
+		{map[string]any{"model": "mock-model", "messages": userMessages(strings.Repeat("w ", 30))}, 400},
+	} {
+		resp := post(t, context.Background(), ts.URL, c.body)
+		body := decodeMap(t, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status {
+			t.Errorf("%v: status %d, want %d (%v)", c.body, resp.StatusCode, c.status, body)
+		}
+		if c.status == 400 {
+			msg, _ := body["message"].(string)
+			if !strings.HasPrefix(msg, "This model's maximum context length is 20 tokens. However, you requested ") || num(t, body["code"]) != 400 {
+				t.Errorf("refusal body %v", body)
+			}
+		}
+	}
+	want := "This model's maximum context length is 20 tokens. However, you requested 13 output tokens and your prompt contains 8 input tokens, for a total of 21 tokens. Please reduce the length of the input prompt or the number of requested output tokens."
+	resp = post(t, context.Background(), ts.URL, map[string]any{"model": "mock-model", "messages": userMessages("a b c d e"), "max_tokens": 13})
+	if got := decodeMap(t, resp.Body)["message"]; got != want {
+		t.Errorf("message\n got %q\nwant %q", got, want)
+	}
+	resp.Body.Close()
+	if st := s.Stats(); st.TooLong != 4 || st.Requests != 6 || st.Completed != 2 {
+		t.Errorf("stats: %d too long, %d requests, %d completed; want 4, 6, 2", st.TooLong, st.Requests, st.Completed)
+	}
+}
