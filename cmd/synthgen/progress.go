@@ -536,6 +536,10 @@ func (r *reporter) Summary(stats *generator.Stats, outcome string) string {
 	if len(s.ErrorsByCause) > 0 {
 		fmt.Fprintf(tw, "  errors\t%s\n", formatCounts(s.ErrorsByCause))
 	}
+	if n := s.ErrorsByCause[generator.CauseTooLong]; n > 0 {
+		// Under the errors it explains: no retry makes these fit.
+		fmt.Fprintf(tw, "  \t%s\n", tooLongLine(n, s.MaxModelLen))
+	}
 	if len(s.RetriesByCause) > 0 {
 		fmt.Fprintf(tw, "  retries\t%s\n", formatCounts(s.RetriesByCause))
 	}
@@ -549,6 +553,19 @@ func (r *reporter) Summary(stats *generator.Stats, outcome string) string {
 	}
 	_ = tw.Flush()
 	return b.String()
+}
+
+// tooLongLine says how many prompts can never be answered by this model,
+// and its context when the server listed it.
+func tooLongLine(n, maxModelLen int64) string {
+	what := "prompts"
+	if n == 1 {
+		what = "prompt"
+	}
+	if maxModelLen > 0 {
+		return fmt.Sprintf("%d %s too long for the model's context (max_model_len %d)", n, what, maxModelLen)
+	}
+	return fmt.Sprintf("%d %s too long for the model's context", n, what)
 }
 
 func formatCounts(m map[string]int64) string {

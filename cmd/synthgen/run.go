@@ -339,6 +339,10 @@ func printHeader(stderr io.Writer, cfg config.Config, r *generator.Runner, metri
 	fmt.Fprintf(stderr, "synthgen %s: %d prompts from %s -> %s (%s), model %s at %s, %d in flight\n",
 		version, r.Rows(), job.Selection.Path, cfg.Output.Dir, cfg.Output.Format, job.Sampling.Model,
 		generator.RedactURL(cfg.Endpoint.BaseURL), cfg.Concurrency)
+	if n := r.MaxModelLen(); n > 0 {
+		// A prompt plus max_tokens longer than this is refused (too_long).
+		fmt.Fprintf(stderr, "model context: max_model_len %d tokens\n", n)
+	}
 	if n := r.OnDisk(); n > 0 {
 		// What is left needs the selection's keys on disk, which the
 		// producer learns as it reads; records outside the selection (a

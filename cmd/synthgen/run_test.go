@@ -397,7 +397,7 @@ func TestRunBadRowFails(t *testing.T) {
 // is answered and the run exits 0; a plain rerun then asks for nothing.
 func TestRunFailedRequestThenRetryErrors(t *testing.T) {
 	const badPrompt = `"question 3"`
-	const serverMsg = "This model's maximum context length is 40960 tokens. Please reduce the length of the messages."
+	const serverMsg = "Unsupported value in the request: the chat template rejected the messages."
 	var refuse atomic.Bool
 	refuse.Store(true)
 	var refused atomic.Int64
