@@ -94,6 +94,9 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 		defer metrics.Close()
 	}
 	r, err := generator.Open(rs.sd.ctx, setup)
+	if de := diskError(cfg.Output.Dir, err); de != nil {
+		return rs.sd.early(de)
+	}
 	if err != nil {
 		return rs.sd.early(openError(err))
 	}
@@ -421,8 +424,14 @@ func runResult(cfg config.Config, runErr, closeErr error, interrupted bool, sum 
 		if errors.As(runErr, &re) {
 			return usageError(runErr, "fix the row, or set dataset.on_bad_row: skip to skip bad rows; what was written is kept, rerun to resume")
 		}
+		if de := diskError(cfg.Output.Dir, runErr); de != nil {
+			return de
+		}
 		return fmt.Errorf("%w (what was written is kept; rerun to resume)", runErr)
 	case closeErr != nil:
+		if de := diskError(cfg.Output.Dir, closeErr); de != nil {
+			return de
+		}
 		return fmt.Errorf("close output %s: %w", cfg.Output.Dir, closeErr)
 	case interrupted:
 		return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted after %d new records", sum.Written),
