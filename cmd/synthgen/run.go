@@ -408,7 +408,10 @@ func serverScraper(cfg config.Config) func(context.Context) (promscrape.Sample, 
 // returns (nil: every selected key is done), saying "nothing to do" when
 // that was the case.
 func runResult(cfg config.Config, runErr, closeErr error, interrupted bool, sum generator.Summary, onDisk, failed int, stderr io.Writer) error {
-	if runErr != nil && closeErr != nil {
+	// A sink that failed on a full disk fails to close with the same error:
+	// the message below says it once.
+	sameDisk := diskError(cfg.Output.Dir, runErr) != nil && diskError(cfg.Output.Dir, closeErr) != nil
+	if runErr != nil && closeErr != nil && !sameDisk {
 		// The run's error is the one returned; the sink's is said too, as
 		// what it left (temporaries the next run recovers) matters.
 		fmt.Fprintf(stderr, "warning: close output %s: %v\n", cfg.Output.Dir, closeErr)
