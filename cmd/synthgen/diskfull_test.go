@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/synthgen/synthgen/internal/diskfault"
+	"github.com/synthgen/synthgen/internal/mockserver"
 )
 
 // TestRunDiskFull fills the disk under a run: from the third data shard on,
@@ -98,18 +99,26 @@ func TestRunDiskFull(t *testing.T) {
 			}
 
 			restore() // space freed
-			before := m.Stats().Requests
-			r = cliRun(t, args...)
-			r.ok(t, "resume after freeing space")
-			wantIDs(t, "resumed", cliRecords(t, job.dir), idRange(0, prompts)...)
-			if asked, missing := m.Stats().Requests-before, int64(prompts-len(inv.Records)); asked != missing {
-				t.Errorf("the resume asked %d prompts, want the %d missing from disk", asked, missing)
-			}
-			if inv, err := readInventory(job.dir); err != nil {
-				t.Error(err)
-			} else if len(inv.Temps) > 0 {
-				t.Errorf("temporaries left after the job completed: %v", inv.Temps)
-			}
+			resumeAfterDiskFull(t, m, job, args, prompts, len(inv.Records))
 		})
+	}
+}
+
+// resumeAfterDiskFull runs the job again once space is freed, with onDisk
+// records left by the failed runs: it completes with every key once, asks
+// only the missing keys and leaves no temporary.
+func resumeAfterDiskFull(t *testing.T, m *mockserver.Server, job cliJob, args []string, prompts, onDisk int) {
+	t.Helper()
+	before := m.Stats().Requests
+	r := cliRun(t, args...)
+	r.ok(t, "resume after freeing space")
+	wantIDs(t, "resumed", cliRecords(t, job.dir), idRange(0, prompts)...)
+	if asked, missing := m.Stats().Requests-before, int64(prompts-onDisk); asked != missing {
+		t.Errorf("the resume asked %d prompts, want the %d missing from disk", asked, missing)
+	}
+	if inv, err := readInventory(job.dir); err != nil {
+		t.Error(err)
+	} else if len(inv.Temps) > 0 {
+		t.Errorf("temporaries left after the job completed: %v", inv.Temps)
 	}
 }

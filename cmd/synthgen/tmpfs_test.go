@@ -72,16 +72,5 @@ func TestRunFullTmpfs(t *testing.T) {
 	if out, err := exec.Command("mount", "-o", "remount,size=64m", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("grow the tmpfs: %v: %s", err, out)
 	}
-	before := m.Stats().Requests
-	r = cliRun(t, job.args()...)
-	r.ok(t, "resume after growing the filesystem")
-	wantIDs(t, "resumed", cliRecords(t, job.dir), idRange(0, prompts)...)
-	if asked, missing := m.Stats().Requests-before, int64(prompts-len(inv.Records)); asked != missing {
-		t.Errorf("the resume asked %d prompts, want the %d missing from disk", asked, missing)
-	}
-	if inv, err := readInventory(job.dir); err != nil {
-		t.Error(err)
-	} else if len(inv.Temps) > 0 {
-		t.Errorf("temporaries left after the job completed: %v", inv.Temps)
-	}
+	resumeAfterDiskFull(t, m, job, job.args(), prompts, len(inv.Records))
 }
