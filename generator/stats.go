@@ -189,6 +189,21 @@ func (s *Stats) AddRepeated(n int64) {
 // asked again on resume.
 func (s *Stats) addCanceled() { s.canceled.Add(1) }
 
+// retract takes back records and errors error records counted as done and
+// failed that the sink lost when it failed (written, never fsynced): they
+// count as canceled, asked again on resume. Their tokens stay in the rates,
+// which measure the server, not the disk.
+func (s *Stats) retract(records, errors int64) {
+	if records == 0 && errors == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.done -= records
+	s.errors -= errors
+	s.mu.Unlock()
+	s.canceled.Add(records + errors)
+}
+
 // runCounts are the counts a Summary is made of.
 type runCounts struct {
 	done, errors, alreadyDone, alreadyFailed, repeated, canceled int64

@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/synthgen/synthgen/internal/diskfault"
 )
 
 // appendFile is a JSONL file appended under a temporary name (".open" for a
@@ -25,6 +28,11 @@ type appendFile struct {
 	enc   *json.Encoder
 	lines int  // complete lines in the file, including recovered ones
 	dirty bool // bytes written since the last sync
+	// pending counts the lines encoded since the last successful sync:
+	// in the buffer or the page cache, not yet durable. onSync, when set,
+	// is told how many became durable with each successful sync.
+	pending int
+	onSync  func(n int)
 }
 
 func createAppendFile(path string) (*appendFile, error) {
@@ -41,7 +49,7 @@ func createAppendFile(path string) (*appendFile, error) {
 		_ = f.Close()
 		return nil, err
 	}
-	a := &appendFile{path: path, f: f, w: bufio.NewWriterSize(f, 256<<10)}
+	a := &appendFile{path: path, f: f, w: bufio.NewWriterSize(faultWriter{f: f, path: path}, 256<<10)}
 	a.enc = json.NewEncoder(a.w)
 	// Model output is full of <, > and &: keep them readable; the JSON is
 	// equally valid.
@@ -56,6 +64,7 @@ func (a *appendFile) encode(v any) error {
 		return fmt.Errorf("append %s: %w", a.path, err)
 	}
 	a.lines++
+	a.pending++
 	a.dirty = true
 	return nil
 }
@@ -69,11 +78,34 @@ func (a *appendFile) sync() error {
 		return fmt.Errorf("write %s: %w", a.path, err)
 	}
 	step("fsync", a.path)
+	if err := diskfault.Check("fsync", a.path); err != nil {
+		return fmt.Errorf("fsync %s: %w", a.path, &fs.PathError{Op: "fsync", Path: a.path, Err: err})
+	}
 	if err := a.f.Sync(); err != nil {
 		return fmt.Errorf("fsync %s: %w", a.path, err)
 	}
 	a.dirty = false
+	if a.onSync != nil {
+		a.onSync(a.pending)
+	}
+	a.pending = 0
 	return nil
+}
+
+// faultWriter is the file under an appendFile's buffer. A fault a test
+// injects (internal/diskfault) fails the write as a full disk does: part
+// of the bytes land, which leaves a torn line for recovery to cut.
+type faultWriter struct {
+	f    *os.File
+	path string
+}
+
+func (w faultWriter) Write(p []byte) (int, error) {
+	if err := diskfault.Check("write", w.path); err != nil {
+		n, _ := w.f.Write(p[:len(p)/2])
+		return n, &fs.PathError{Op: "write", Path: w.path, Err: err}
+	}
+	return w.f.Write(p)
 }
 
 func (a *appendFile) close() error {

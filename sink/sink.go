@@ -91,6 +91,11 @@ type Sink struct {
 
 	log *shardLog // where finalizeShard lists a shard until Close compacts
 
+	// durableRecs and durableErrs count the records and error records this
+	// run wrote that a successful fsync made durable: after a failed write
+	// or fsync they are what this run has for sure (see Durable).
+	durableRecs, durableErrs int
+
 	lastSync time.Time
 	err      error // sticky: after a failed write a file may end mid-line
 	closed   bool
@@ -313,6 +318,13 @@ func (s *Sink) hasFailed(k Key) bool {
 // DoneCount is the number of done keys.
 func (s *Sink) DoneCount() int { return len(s.done) + len(s.written) }
 
+// Durable is how many records and error records this run wrote that are
+// fsynced. Until a write fails it trails what Write and WriteError took by
+// at most SyncInterval; after a failed write or fsync (a full disk) it is
+// what the run can count as kept: lines written after the last successful
+// fsync may be lost with the page cache (a resume finds what survived).
+func (s *Sink) Durable() (records, errors int) { return s.durableRecs, s.durableErrs }
+
 // FailedCount is the number of failed keys not superseded by a record.
 func (s *Sink) FailedCount() int { return s.failedOpen }
 
@@ -425,6 +437,7 @@ func (s *Sink) WriteError(e *ErrorRecord) error {
 		if err != nil {
 			return s.fail(err)
 		}
+		f.onSync = func(n int) { s.durableErrs += n }
 		s.errFile, s.errFinal = f, filepath.Join(s.errDir, name)
 	}
 	if err := s.errFile.encode(e); err != nil {
@@ -522,6 +535,7 @@ func (s *Sink) openShard() error {
 	if err != nil {
 		return err
 	}
+	f.onSync = func(n int) { s.durableRecs += n }
 	s.cur, s.curFinal, s.curFmt = f, filepath.Join(s.dataDir, name), s.opts.Format
 	return nil
 }

@@ -94,6 +94,9 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 		defer metrics.Close()
 	}
 	r, err := generator.Open(rs.sd.ctx, setup)
+	if de := diskError(cfg.Output.Dir, err); de != nil {
+		return rs.sd.early(de)
+	}
 	if err != nil {
 		return rs.sd.early(openError(err))
 	}
@@ -409,7 +412,10 @@ func serverScraper(cfg config.Config) func(context.Context) (promscrape.Sample, 
 // returns (nil: every selected key is done), saying "nothing to do" when
 // that was the case.
 func runResult(cfg config.Config, runErr, closeErr error, interrupted bool, sum generator.Summary, onDisk, failed int, stderr io.Writer) error {
-	if runErr != nil && closeErr != nil {
+	// A sink that failed on a full disk fails to close with the same error:
+	// the message below says it once.
+	sameDisk := diskError(cfg.Output.Dir, runErr) != nil && diskError(cfg.Output.Dir, closeErr) != nil
+	if runErr != nil && closeErr != nil && !sameDisk {
 		// The run's error is the one returned; the sink's is said too, as
 		// what it left (temporaries the next run recovers) matters.
 		fmt.Fprintf(stderr, "warning: close output %s: %v\n", cfg.Output.Dir, closeErr)
@@ -425,8 +431,14 @@ func runResult(cfg config.Config, runErr, closeErr error, interrupted bool, sum 
 		if errors.As(runErr, &re) {
 			return usageError(runErr, "fix the row, or set dataset.on_bad_row: skip to skip bad rows; what was written is kept, rerun to resume")
 		}
+		if de := diskError(cfg.Output.Dir, runErr); de != nil {
+			return de
+		}
 		return fmt.Errorf("%w (what was written is kept; rerun to resume)", runErr)
 	case closeErr != nil:
+		if de := diskError(cfg.Output.Dir, closeErr); de != nil {
+			return de
+		}
 		return fmt.Errorf("close output %s: %w", cfg.Output.Dir, closeErr)
 	case interrupted:
 		return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted after %d new records", sum.Written),
