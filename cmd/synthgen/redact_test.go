@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,6 +23,10 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 	const key = "sk-test-4f9a1c2e8b7d6a5f"
 	t.Setenv("OPENAI_API_KEY", key)
 	var modelsEcho atomic.Bool
+	// synthgen's own /metrics (--metrics-addr), scraped by the server while
+	// the run is on, once every other kind of answer was given.
+	metricsAddr := freeAddr(t)
+	var metricsPage atomic.Value
 	_, url := cliMock(t, func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			auth := r.Header.Get("Authorization")
@@ -50,6 +55,13 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 				w.Header().Set("Content-Type", "text/event-stream")
 				fmt.Fprintf(w, "data: {\"error\":{\"message\":\"engine failed for %s\"}}\n\n", auth)
 			default:
+				if metricsPage.Load() == nil && bytes.Contains(body, []byte(`"question 5"`)) {
+					if resp, err := http.Get("http://" + metricsAddr + "/metrics"); err == nil {
+						page, _ := io.ReadAll(resp.Body)
+						resp.Body.Close()
+						metricsPage.Store(string(page))
+					}
+				}
 				r.Body = io.NopCloser(bytes.NewReader(body))
 				next.ServeHTTP(w, r)
 			}
@@ -63,7 +75,7 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 		}
 	}
 
-	r := cliRun(t, job.args()...)
+	r := cliRun(t, job.args("--metrics-addr", metricsAddr, "--concurrency", "1")...)
 	if exitCode(r.err) != exitIncomplete {
 		t.Fatalf("exit %d (%v), want %d\nstderr:\n%s", exitCode(r.err), r.err, exitIncomplete, r.stderr)
 	}
@@ -90,6 +102,11 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	page, _ := metricsPage.Load().(string)
+	if !strings.Contains(page, "synthgen_requests_failed_total") {
+		t.Errorf("--metrics-addr was not scraped during the run: %q", page)
+	}
+	leaks("--metrics-addr", page)
 	out, _ := runInspectCmd(t, job.dir)
 	leaks("inspect", out)
 	if !strings.Contains(out, "[redacted]") && !strings.Contains(out, "http_401") {
@@ -107,4 +124,15 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 	if !strings.Contains(r.err.Error(), "[redacted]") {
 		t.Errorf("the refused start's error %q does not show the server's message", r.err)
 	}
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
