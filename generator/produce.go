@@ -1,0 +1,138 @@
+package generator
+
+// The producer: it reads the dataset and alone decides which keys are
+// asked (not those the directory held, nor a key this run asked already).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/sink"
+)
+
+// produce hands jobs to start until the source ends (ended), Drain is
+// called or ctx ends. start blocks while the pool is full. It alone decides
+// whether a key is asked: not when the directory held it (done, or failed
+// and errors are not retried), nor when this run asked it already (a
+// repeated id in the dataset).
+func (e *engine) produce(ctx context.Context, src source, held sink.Recovered, start func(job)) (ended bool, err error) {
+	asked := askedKeys{all: !e.opts.UniqueIDs}
+	notedModel := false
+	for {
+		if e.draining() || ctx.Err() != nil {
+			return false, nil
+		}
+		p, err := src.Next()
+		if errors.Is(err, io.EOF) {
+			return true, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("read dataset: %w", err)
+		}
+		if p.Model != "" && p.Model != e.opts.Sampling.Model && !notedModel {
+			notedModel = true
+			fmt.Fprintf(e.opts.Log, "note: rows ask for model %q (first at %s); every request goes to %q, the one model the server serves (endpoint.model)\n",
+				p.Model, p.Location, e.opts.Sampling.Model)
+		}
+		msgs := e.opts.Prompt.messages(p.Messages)
+		byIndex := asked.byIndex(p)
+		for s := range e.opts.Sampling.Samples {
+			k := sink.Key{ID: p.ID, Sample: s}
+			if asked.repeated(k, byIndex) {
+				// Out of the run's total like a key found done: the key is
+				// answered once, by the first copy.
+				e.stats.AddRepeated(1)
+				continue
+			}
+			if held.Done(k) {
+				e.stats.AddAlreadyDone(1)
+				continue
+			}
+			if !e.opts.RetryErrors && held.Failed(k) {
+				e.stats.AddAlreadyFailed(1)
+				continue
+			}
+			asked.add(k, byIndex)
+			if e.draining() || ctx.Err() != nil {
+				return false, nil
+			}
+			start(job{prompt: p, sample: s, msgs: msgs})
+		}
+		if byIndex {
+			asked.addRow(p.Index)
+		}
+	}
+}
+
+// askedKeys are the keys a run asked (or found held), so that a key is
+// written once although a repeated id may come after the first copy's record
+// was written. Ids from an id column (all) are kept as keys. Without one, a
+// row's id is its index, which no other row repeats, unless the row names its
+// own (a batch request's custom_id): only those are kept as keys, and the
+// rows whose id is their index as one bit each, in case a later row's
+// custom_id spells an earlier row's index. A dataset of plain rows then costs
+// a bit a row, not a key (ARCHITECTURE.md, "Measured decisions").
+type askedKeys struct {
+	all  bool
+	keys map[sink.Key]struct{}
+	rows []uint64 // bit i: row i, whose id is its index, was produced
+	buf  []byte
+}
+
+// byIndex says whether p's id is its row index (never, with an id column).
+func (a *askedKeys) byIndex(p dataset.Prompt) bool {
+	if a.all {
+		return false
+	}
+	a.buf = strconv.AppendInt(a.buf[:0], p.Index, 10)
+	return string(a.buf) == p.ID
+}
+
+func (a *askedKeys) repeated(k sink.Key, byIndex bool) bool {
+	if _, ok := a.keys[k]; ok {
+		return true
+	}
+	if a.all || byIndex {
+		return false
+	}
+	// A row's own id that spells a row index: asked when that row was.
+	i, ok := rowIndex(k.ID)
+	return ok && i/64 < uint64(len(a.rows)) && a.rows[i/64]&(1<<(i%64)) != 0
+}
+
+func (a *askedKeys) add(k sink.Key, byIndex bool) {
+	if byIndex {
+		return // addRow keeps the row
+	}
+	if a.keys == nil {
+		a.keys = make(map[sink.Key]struct{})
+	}
+	a.keys[k] = struct{}{}
+}
+
+func (a *askedKeys) addRow(i int64) {
+	w := int(i / 64)
+	if w >= len(a.rows) {
+		a.rows = append(a.rows, make([]uint64, w+1-len(a.rows))...)
+	}
+	a.rows[w] |= 1 << (i % 64)
+}
+
+// rowIndex reads id as a row index is written: decimal digits, no sign, no
+// leading zero.
+func rowIndex(id string) (uint64, bool) {
+	if id == "" || len(id) > 19 || (id[0] == '0' && len(id) > 1) {
+		return 0, false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < '0' || id[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseUint(id, 10, 64)
+	return n, err == nil
+}

@@ -1,0 +1,142 @@
+package generator
+
+// A slot: one key asked to an answer or a final failure, retries inside
+// the slot, a whole conversation's turns in sequence.
+
+import (
+	"context"
+	"time"
+
+	"github.com/synthgen/synthgen/internal/backoff"
+	"github.com/synthgen/synthgen/sink"
+)
+
+// do runs one key to an answer or a final failure, retrying inside the slot.
+// ctx bounds the requests; wait, which also ends on Drain, bounds the waits
+// between them. A job that regenerates whole conversations asks the key's
+// turns in sequence in this one slot (see conversation.go): the key is done
+// when all its turns are, and a failure or a stop on any turn leaves it
+// unwritten, to be asked whole again.
+func (e *engine) do(ctx, wait context.Context, gate *outage, j job) result {
+	tr := e.stats.Begin()
+	start := time.Now()
+	c := &conversation{last: j.msgs}
+	if e.opts.Prompt.whole() && len(j.prompt.Conversation) > 0 {
+		c = &conversation{full: e.opts.Prompt.messages(j.prompt.Conversation)}
+	}
+	for msgs := range c.requests() {
+		resp, attempts, fail := e.ask(ctx, wait, gate, tr, j, msgs)
+		if resp == nil {
+			if fail == nil {
+				tr.Cancel()
+				return result{}
+			}
+			fail.Attempts += c.attempts
+			return result{tr: tr, cause: fail.Cause, fail: fail}
+		}
+		c.answered(msgs, *resp, attempts)
+		tr.TurnDone()
+	}
+	latency := time.Since(start)
+	return result{rec: e.record(j, c, latency), tr: tr, outcome: c.outcome(latency)}
+}
+
+// ask sends one request of key j until it is answered (resp), fails for
+// good (fail), or the run stops (neither: the key is asked on resume).
+func (e *engine) ask(ctx, wait context.Context, gate *outage, tr *Tracker, j job, msgs []Message) (resp *wireResponse, attempts int, fail *sink.ErrorRecord) {
+	req := wireRequest{Sampling: e.opts.Sampling, Messages: msgs, Params: j.prompt.Params, Stream: e.opts.Stream}
+	// charged counts the attempts held against the prompt: not those that
+	// failed because the whole server was away (see outage.go). Those are
+	// bounded too, so a prompt that crashes the server every time it is
+	// sent cannot keep the run busy forever.
+	charged, excused := 0, 0
+	for attempt := 1; ; attempt++ {
+		if attempt > 1 && e.draining() {
+			// A retry would be a new request: the key is asked on resume.
+			return nil, 0, nil
+		}
+		epoch := gate.sent()
+		r, err := e.client.Complete(ctx, req, tr.Delta)
+		if serverAnswered(err) {
+			gate.answered(epoch)
+		}
+		if err == nil {
+			if next := e.opts.Sampling.moreRoom(req.MaxTokens, req.Params); r.FinishReason == "length" && next > 0 {
+				// Cut at max_tokens, and the job asks for the whole
+				// answer: again, with more room (a new request, so a
+				// drain stops it like a retry).
+				tr.Retry(causeLength)
+				req.MaxTokens = next
+				continue
+			}
+			return &r, attempt, nil
+		}
+		ce := classify(err)
+		if ctx.Err() != nil || ce.Cause == causeCanceled {
+			// Not a failure of the key: the run is stopping. Nothing is
+			// written, so a resume asks again.
+			return nil, 0, nil
+		}
+		charged++
+		if ce.Cause == causeConnection && gate != nil && excused < e.opts.Retry.MaxAttempts {
+			wasDown, werr := gate.check(wait)
+			if werr != nil {
+				return nil, 0, nil
+			}
+			if wasDown {
+				charged--
+				excused++
+				tr.Retry(ce.Cause)
+				continue // the server is back: try at once
+			}
+		}
+		if !ce.Retryable || charged >= e.opts.Retry.MaxAttempts {
+			return nil, attempt, &sink.ErrorRecord{
+				ID:        j.prompt.ID,
+				Sample:    j.sample,
+				Status:    ce.Status,
+				Message:   ce.Message,
+				Attempts:  attempt,
+				Cause:     ce.Cause,
+				CreatedAt: e.opts.Now().UTC(),
+			}
+		}
+		tr.Retry(ce.Cause)
+		if !backoff.Sleep(wait, e.backoff(charged, ce.RetryAfter)) {
+			return nil, 0, nil
+		}
+	}
+}
+
+// backoff is the wait after the attempt-th failure: exponential with full
+// jitter (so 200 slots hit by one 503 do not come back in lockstep), at least
+// what the server asked for in Retry-After.
+func (e *engine) backoff(attempt int, retryAfter time.Duration) time.Duration {
+	p := backoff.Policy{Initial: e.opts.Retry.InitialBackoff, Max: e.opts.Retry.MaxBackoff}
+	return max(p.Delay(attempt), retryAfter)
+}
+
+func (e *engine) record(j job, c *conversation, latency time.Duration) *sink.Record {
+	resp := c.final
+	model := resp.Model
+	if model == "" {
+		model = e.opts.Sampling.Model
+	}
+	return &sink.Record{
+		ID:               j.prompt.ID,
+		Sample:           j.sample,
+		Source:           j.prompt.Source,
+		Messages:         c.last, // exactly what was sent (for the last turn)
+		Reasoning:        resp.Reasoning,
+		Content:          resp.Content,
+		FinishReason:     resp.FinishReason,
+		Model:            model,
+		PromptTokens:     c.promptTokens,
+		CompletionTokens: c.completionTokens,
+		LatencyMS:        float64(latency.Microseconds()) / 1000,
+		TTFTMS:           float64(c.ttft.Microseconds()) / 1000,
+		Attempts:         c.attempts,
+		CreatedAt:        e.opts.Now().UTC(),
+		Turns:            c.turns,
+	}
+}

@@ -1,0 +1,112 @@
+package generator
+
+// The writer: the one goroutine that owns the sink.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/synthgen/synthgen/sink"
+)
+
+// write is the single owner of the sink: it writes results and flushes on a
+// ticker so that a record counted as done is durable within SyncInterval
+// even when no further result comes.
+func (e *engine) write(cancel context.CancelCauseFunc, out resultSink, results <-chan result) (err error) {
+	var tick <-chan time.Time
+	if e.opts.SyncInterval > 0 {
+		t := time.NewTicker(e.opts.SyncInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	// What this writer counted as done and failed: when the sink fails,
+	// the part of it no fsync made durable is taken back (see retract).
+	var counted, countedErrs int
+	fail := func(err error, r result) error {
+		cancel(err)
+		e.retract(out, counted, countedErrs)
+		// Nothing more is recorded: what was not written is asked again on
+		// resume. Keep draining so that no slot blocks on the channel.
+		if r.tr != nil {
+			r.tr.Cancel()
+		}
+		for r := range results {
+			if r.tr != nil {
+				r.tr.Cancel()
+			}
+		}
+		return err
+	}
+	for {
+		select {
+		case r, ok := <-results:
+			if !ok {
+				if err := out.Flush(); err != nil {
+					return fail(fmt.Errorf("flush output: %w", err), result{})
+				}
+				e.found(e.reasoning.end())
+				return nil
+			}
+			switch {
+			case r.rec != nil:
+				if err := out.Write(r.rec); err != nil {
+					return fail(fmt.Errorf("write record %s/%d: %w", r.rec.ID, r.rec.Sample, err), r)
+				}
+				r.tr.Done(r.outcome)
+				counted++
+				e.found(e.reasoning.observe(r.rec))
+			case r.fail != nil:
+				if err := out.WriteError(r.fail); err != nil {
+					return fail(fmt.Errorf("write error record %s/%d: %w", r.fail.ID, r.fail.Sample, err), r)
+				}
+				r.tr.Fail(r.cause)
+				countedErrs++
+			default:
+				e.stats.addCanceled()
+			}
+		case <-tick:
+			if err := out.Flush(); err != nil {
+				return fail(fmt.Errorf("flush output: %w", err), result{})
+			}
+		}
+	}
+}
+
+// durableSink is a sink that knows how many of this run's records and
+// error records are fsynced. *sink.Sink is one.
+type durableSink interface {
+	Durable() (records, errors int)
+}
+
+var _ durableSink = (*sink.Sink)(nil)
+
+// retract takes out of the stats what the writer counted (counted records,
+// countedErrs error records) but the sink, which has just failed, never
+// made durable: lines written after the last successful fsync may be lost
+// with the page cache (a full disk fails the fsync), so the summary counts
+// only what this run surely kept, and a resume asks the rest again.
+func (e *engine) retract(out resultSink, counted, countedErrs int) {
+	ds, ok := out.(durableSink)
+	if !ok {
+		return
+	}
+	recs, errs := ds.Durable()
+	e.stats.retract(int64(max(counted-recs, 0)), int64(max(countedErrs-errs, 0)))
+}
+
+// found acts on what the reasoning check found (nil: nothing): tells the
+// runner, and with generation.require_reasoning stops intake and keeps the
+// error for Run to return. The writer goroutine calls it.
+func (e *engine) found(err *NoReasoningError) {
+	if err == nil {
+		return
+	}
+	if e.opts.Reasoning.OnFound != nil {
+		e.opts.Reasoning.OnFound(err)
+	}
+	if e.opts.Reasoning.Require {
+		e.fatal = err
+		e.Drain()
+	}
+}

@@ -1,0 +1,78 @@
+package sink
+
+// What the sink knows of keys: done, failed, durable, and what Open
+// recovered (frozen, for the goroutine that decides what to ask).
+
+import (
+	"maps"
+)
+
+// Done reports whether a record for k exists: recovered from disk at Open,
+// or written by this Sink (durable after the next sync).
+func (s *Sink) Done(k Key) bool {
+	if _, ok := s.done[k]; ok {
+		return true
+	}
+	_, ok := s.written[k]
+	return ok
+}
+
+// Failed reports whether k has an error record and no record superseded it.
+func (s *Sink) Failed(k Key) bool {
+	return s.hasFailed(k) && !s.Done(k)
+}
+
+func (s *Sink) hasFailed(k Key) bool {
+	if _, ok := s.failed[k]; ok {
+		return true
+	}
+	_, ok := s.failedNow[k]
+	return ok
+}
+
+// DoneCount is the number of done keys.
+func (s *Sink) DoneCount() int { return len(s.done) + len(s.written) }
+
+// Durable is how many records and error records this run wrote that are
+// fsynced. Until a write fails it trails what Write and WriteError took by
+// at most SyncInterval; after a failed write or fsync (a full disk) it is
+// what the run can count as kept: lines written after the last successful
+// fsync may be lost with the page cache (a resume finds what survived).
+func (s *Sink) Durable() (records, errors int) { return s.durableRecs, s.durableErrs }
+
+// FailedCount is the number of failed keys not superseded by a record.
+func (s *Sink) FailedCount() int { return s.failedOpen }
+
+// Recovered is what Open found on disk. It does not change afterwards, so
+// the goroutine deciding which keys to ask reads it while the writer
+// writes; what this run asks is that goroutine's own business.
+func (s *Sink) Recovered() Recovered { return Recovered{done: s.done, failed: s.failed} }
+
+// Recovered is the keys an output directory held when it was opened: those
+// with a record, and those that failed for good.
+type Recovered struct {
+	done   map[Key]int32
+	failed map[Key]struct{}
+}
+
+// Done reports whether k had a record.
+func (r Recovered) Done(k Key) bool {
+	_, ok := r.done[k]
+	return ok
+}
+
+// Failed reports whether k had an error record and no record.
+func (r Recovered) Failed(k Key) bool {
+	_, ok := r.failed[k]
+	return ok && !r.Done(k)
+}
+
+// Manifest returns a copy of the manifest as last written (for inspect and
+// for tests); its slices are not shared with the Sink.
+func (s *Sink) Manifest() Manifest {
+	m := *s.man
+	m.Shards = append([]ShardInfo(nil), m.Shards...)
+	m.Runs = append([]Run(nil), m.Runs...)
+	m.Jobs = maps.Clone(m.Jobs)
+	return m
+}

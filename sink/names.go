@@ -1,0 +1,89 @@
+package sink
+
+// Shard names, the order of keys, and the directories the sink refuses.
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// shardName is the final file name of shard i: part-000007.jsonl.
+func shardName(i int, format string) string {
+	return fmt.Sprintf("part-%06d.%s", i, format)
+}
+
+// compareKeys orders keys by id, then sample. Decimal ids (row indices)
+// compare as numbers so that "10" follows "9"; other ids as strings.
+func compareKeys(a, b Key) int {
+	if c := compareIDs(a.ID, b.ID); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Sample, b.Sample)
+}
+
+func compareIDs(a, b string) int {
+	if isDecimal(a) && isDecimal(b) {
+		a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
+		if len(a) != len(b) {
+			return len(a) - len(b)
+		}
+	}
+	return strings.Compare(a, b)
+}
+
+func isDecimal(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// checkOwnDir refuses an output directory that is not the sink's to fill:
+// the filesystem root (data/ and errors/ would land beside the system's),
+// or a directory that already holds files and nothing of a synthgen output
+// (the wrong path, say /data instead of /data/synth/run1).
+func checkOwnDir(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("output.dir %s: %w", dir, err)
+	}
+	if filepath.Dir(abs) == abs {
+		return fmt.Errorf("output.dir %s is the filesystem root: give the run a directory of its own, e.g. /data/synth/run1", dir)
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("output.dir %s: %w", dir, err)
+	}
+	var other []string
+	for _, e := range entries {
+		switch name := e.Name(); {
+		case name == ManifestName || name == "data" || name == "errors":
+			return nil // a synthgen output (recovery decides what it holds)
+		case name == LockName || name == "status.json" || name == "report.json" || isShardLog(name) || strings.HasPrefix(name, "."):
+		default:
+			other = append(other, name)
+		}
+	}
+	if len(other) == 0 {
+		return nil
+	}
+	shown := other
+	if len(shown) > 5 {
+		shown = append(slices.Clone(shown[:5]), fmt.Sprintf("... %d in all", len(other)))
+	}
+	return fmt.Errorf("output.dir %s already holds %s and is not a synthgen output: choose a new or empty directory", dir, strings.Join(shown, ", "))
+}
