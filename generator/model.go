@@ -144,6 +144,15 @@ func RedactURL(s string) string {
 	return u.Redacted()
 }
 
+// RedactURLIn is err with every occurrence of rawURL shown as RedactURL
+// shows it (its password masked); errors.Is and errors.As still see err.
+func RedactURLIn(err error, rawURL string) error {
+	if err == nil {
+		return nil
+	}
+	return redacted{err: err, raw: rawURL, safe: RedactURL(rawURL)}
+}
+
 // redacted shows err with raw replaced by safe (a URL with its password
 // masked) and unwraps to err, so errors.Is still sees the cause.
 type redacted struct {

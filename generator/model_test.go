@@ -3,6 +3,7 @@ package generator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -74,4 +75,19 @@ func TestResolveModelSaysHowLongItWaits(t *testing.T) {
 		prevWaited = waited
 	}
 	t.Logf("first %q, last %q", lines[0], lines[len(lines)-1])
+}
+
+func TestRedactURLIn(t *testing.T) {
+	cause := errors.New("dial tcp: connection refused")
+	raw := "http://user:secret@gpu-box:8000/metrics"
+	err := RedactURLIn(fmt.Errorf("scrape %s: %w", raw, cause), raw)
+	if strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "user:xxxxx@gpu-box") {
+		t.Errorf("RedactURLIn = %q, want the password masked", err)
+	}
+	if !errors.Is(err, cause) {
+		t.Error("the cause is lost")
+	}
+	if RedactURLIn(nil, raw) != nil {
+		t.Error("nil in, not nil out")
+	}
 }

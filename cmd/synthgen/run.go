@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -402,7 +401,7 @@ func serverScraper(cfg config.Config) func(context.Context) (promscrape.Sample, 
 		s, err := scraper.Scrape(ctx)
 		if err != nil {
 			// The scrape error names the URL, which may carry a password.
-			err = redactedError{err: err, raw: metricsURL, safe: generator.RedactURL(metricsURL)}
+			err = generator.RedactURLIn(err, metricsURL)
 		}
 		return s, err
 	}
@@ -468,16 +467,6 @@ func runResult(cfg config.Config, runErr, closeErr error, interrupted bool, sum 
 	}
 	return nil
 }
-
-// redactedError shows err with raw replaced by safe (a URL with its
-// password masked) and unwraps to err, so errors.Is still sees the cause.
-type redactedError struct {
-	err       error
-	raw, safe string
-}
-
-func (e redactedError) Error() string { return strings.ReplaceAll(e.err.Error(), e.raw, e.safe) }
-func (e redactedError) Unwrap() error { return e.err }
 
 func hubHint(err error) string {
 	switch {
