@@ -25,8 +25,8 @@ type Setup struct {
 	// then ignored): each request goes to the healthy one with the fewest
 	// in flight (endpoints.go). None of them is part of the job.
 	BaseURLs []string
-	APIKey  string        // sent as a bearer token when not empty
-	Timeout time.Duration // one whole request
+	APIKey   string        // sent as a bearer token when not empty
+	Timeout  time.Duration // one whole request
 	// StallTimeout ends a streamed attempt that received no byte for this
 	// long after its headers (retried, cause "stall"); 0 = off.
 	StallTimeout time.Duration
