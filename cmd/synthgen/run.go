@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -279,6 +280,7 @@ func runSetup(cfg config.Config, rf runFlags, job generator.Job, stats *generato
 	return generator.Setup{
 		Job:          job,
 		BaseURL:      cfg.Endpoint.BaseURL,
+		BaseURLs:     severalURLs(cfg.Endpoint.BaseURLs()),
 		APIKey:       cfg.APIKey(),
 		Timeout:      cfg.Endpoint.Timeout,
 		StallTimeout: cfg.Endpoint.StallTimeout,
@@ -340,7 +342,7 @@ func printHeader(stderr io.Writer, cfg config.Config, r *generator.Runner, metri
 	job := r.Job()
 	fmt.Fprintf(stderr, "synthgen %s: %d prompts from %s -> %s (%s), model %s at %s, %d in flight\n",
 		version, r.Rows(), job.Selection.Path, cfg.Output.Dir, cfg.Output.Format, job.Sampling.Model,
-		generator.RedactURL(cfg.Endpoint.BaseURL), cfg.Concurrency)
+		redactedURLs(cfg.Endpoint.BaseURLs()), cfg.Concurrency)
 	if n := r.MaxModelLen(); n > 0 {
 		// A prompt plus max_tokens longer than this is refused (too_long).
 		fmt.Fprintf(stderr, "model context: max_model_len %d tokens\n", n)
@@ -357,6 +359,24 @@ func printHeader(stderr io.Writer, cfg config.Config, r *generator.Runner, metri
 	if metrics != nil {
 		fmt.Fprintf(stderr, "metrics: synthgen's own at %s\n", metrics.URL())
 	}
+}
+
+// severalURLs is urls when there are several (generator.Setup.BaseURLs),
+// else nil: one URL is Setup.BaseURL, as it always was.
+func severalURLs(urls []string) []string {
+	if len(urls) < 2 {
+		return nil
+	}
+	return urls
+}
+
+// redactedURLs shows a list of URLs, each with its password masked.
+func redactedURLs(urls []string) string {
+	shown := make([]string, len(urls))
+	for i, u := range urls {
+		shown[i] = generator.RedactURL(u)
+	}
+	return strings.Join(shown, ",")
 }
 
 // startReporter renders the run's stats while it goes: progress on stdout,
