@@ -80,6 +80,9 @@ func (e *engine) newRouter(life context.Context) *router {
 			model = e.opts.Sampling.Model
 		}
 		ep.gate = newOutage(life, t.Client, model, func(down bool, since time.Time) { r.changed(ep, down, since) })
+		if ep.gate != nil && e.probeMin > 0 {
+			ep.gate.minBackoff, ep.gate.maxBackoff = e.probeMin, e.probeMin
+		}
 		ep.stats.gate.Store(ep.gate)
 		r.eps[i] = ep
 	}
@@ -202,4 +205,22 @@ func (r *router) waitUp(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// several reports whether the run has more than one endpoint.
+func (r *router) several() bool { return len(r.eps) > 1 }
+
+// excusable reports whether a failed attempt may be its endpoint's outage,
+// not the prompt's: then the endpoint's gate is asked (a probe), and if
+// its server is away the attempt is not charged. With one server, a
+// connection failure (refused, reset before any answer), as always. With
+// several, also a stream cut and a 5xx: a replica killed mid-answer cuts
+// its streams, and a proxy before a dead replica answers 502 or 503, and
+// another replica can take the prompt at once. A cut or a 5xx from a
+// server that still answers the probe is charged as usual.
+func (r *router) excusable(ce *Error) bool {
+	if ce.Cause == causeConnection {
+		return true
+	}
+	return r.several() && (ce.Cause == causeStreamCut || ce.Status >= 500)
 }

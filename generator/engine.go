@@ -119,6 +119,10 @@ type engine struct {
 	// once the writer has returned).
 	reasoning *reasoningCheck
 	fatal     error
+
+	// probeMin, when set (tests), replaces the outage gates' probe
+	// interval (1 s doubling to 30 s).
+	probeMin time.Duration
 }
 
 // serverAnswered reports whether a call's outcome shows the server is

@@ -81,7 +81,7 @@ func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j jo
 			return nil, 0, nil
 		}
 		charged++
-		if ce.Cause == causeConnection && ep.gate != nil && excused < e.opts.Retry.MaxAttempts {
+		if route.excusable(ce) && ep.gate != nil && excused < e.opts.Retry.MaxAttempts {
 			// Is its server away? Then its gate closes, and the attempt
 			// goes at once to another endpoint that is up, or, when none
 			// is, waits until one is back.
@@ -96,6 +96,12 @@ func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j jo
 				charged--
 				excused++
 				tr.Retry(ce.Cause)
+				if route.several() {
+					// Not the prompt's attempt: its replica went away
+					// under it, and it goes to another. The stats count
+					// the retry, by cause; the record's attempts do not.
+					attempt--
+				}
 				continue // an endpoint is up: try at once
 			}
 		}
