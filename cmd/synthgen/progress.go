@@ -355,6 +355,14 @@ func barLine(s generator.Snapshot, server *promscrape.Rates, drain *drainState, 
 	if d := serverDown(s); d != "" {
 		add(1, "%s", d)
 	}
+	if eps := endpointsText(s); eps != "" {
+		// A replica down is worth a place before the rates' details.
+		prio := 8
+		if s.EndpointsUp() < len(s.Endpoints) {
+			prio = 2
+		}
+		fields = append(fields, barField{prio, []string{eps, fmt.Sprintf("eps %d/%d up", s.EndpointsUp(), len(s.Endpoints))}})
+	}
 	if server != nil {
 		add(6, "| server %s tok/s", fmtTokShort(server.GenTokPerSec))
 	}
@@ -433,6 +441,10 @@ func formatLine(s generator.Snapshot, server *promscrape.Rates, drain *drainStat
 		b.WriteString(" | ")
 		b.WriteString(d)
 	}
+	if eps := endpointsText(s); eps != "" {
+		b.WriteString(" | ")
+		b.WriteString(eps)
+	}
 	if server != nil {
 		b.WriteString(" | server ")
 		b.WriteString(formatServer(*server))
@@ -461,6 +473,31 @@ func serverDown(s generator.Snapshot) string {
 		return ""
 	}
 	return "server unreachable for " + fmtDuration(s.At.Sub(s.ServerDownSince)) + ", waiting for it"
+}
+
+// endpointsText is the endpoints' state with several (endpoint.base_url a
+// list): "eps 3/3 up", or "eps 2/3 up, down: http://c:8000/v1 12s" naming
+// each replica that is away and for how long. "" with one endpoint.
+func endpointsText(s generator.Snapshot) string {
+	if len(s.Endpoints) < 2 {
+		return ""
+	}
+	text := fmt.Sprintf("eps %d/%d up", s.EndpointsUp(), len(s.Endpoints))
+	var down []string
+	for _, e := range s.Endpoints {
+		if e.State == generator.EndpointUp {
+			continue
+		}
+		d := e.URL
+		if !e.DownSince.IsZero() {
+			d += " " + fmtDuration(s.At.Sub(e.DownSince))
+		}
+		down = append(down, d)
+	}
+	if len(down) > 0 {
+		text += ", down: " + strings.Join(down, ", ")
+	}
+	return text
 }
 
 func fmtTok(v float64) string { return fmt.Sprintf("%.0f", v) }
