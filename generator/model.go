@@ -129,7 +129,9 @@ func resolveModels(ctx context.Context, clients []*wireClient, urls []string, wa
 				return servedModel{}, fmt.Errorf("endpoint.base_url: the endpoints serve different models: %s serves %q, %s serves %q; every endpoint must serve the same model (set endpoint.model to pick one they all serve)",
 					firstURL, first.ID, RedactURL(urls[i]), res.model.ID)
 			}
-		case errors.As(res.err, &se) && se.Status == 0 || errors.As(res.err, &se) && se.Status >= 500:
+		case errors.As(res.err, &se) && (se.Status == 0 || se.Status >= 500) && !IsCertificateError(res.err):
+			// Away (refusing, 5xx), not refusing us (a key, a
+			// certificate): the others start without it.
 			down = append(down, i)
 		default:
 			return servedModel{}, res.err
