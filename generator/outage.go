@@ -17,6 +17,10 @@ import (
 // every slot waits on the gate (one prober, not 200) and the attempts spent
 // during the outage are not the prompt's fault. If it is (the failure was
 // this request's), the attempt counts as usual.
+//
+// With several endpoints (endpoints.go) each has its own gate: a slot that
+// finds its endpoint away trips that gate (trip) and goes at once to another
+// that is up; only when every gate is closed does it wait (router.waitUp).
 
 // prober tells whether the server answers at all; *wireClient is one (its
 // Models call is cheap and needs no model).
@@ -26,7 +30,7 @@ type prober interface {
 
 var _ prober = (*wireClient)(nil)
 
-// outage is shared by every slot of an engine.
+// outage is one endpoint's gate, shared by every slot of a Run.
 type outage struct {
 	life       context.Context // the Run's: probing ends with it
 	probe      func(ctx context.Context) error
