@@ -174,9 +174,8 @@ func (r *router) pick() *endpoint {
 }
 
 // release ends an attempt that pick sent to ep, started at the run's time
-// origin (the tracker's): answered says the server was there, resp and err
-// are the attempt's outcome.
-func (r *router) release(ep *endpoint, origin time.Time, resp *wireResponse, err error) {
+// origin (the tracker's); resp and err are the attempt's outcome.
+func (r *router) release(ep *endpoint, origin time.Time, resp wireResponse, err error) {
 	ep.stats.inflight.Add(-1)
 	var tokens int64
 	if err == nil {

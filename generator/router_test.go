@@ -45,8 +45,8 @@ func TestRouterPicksFewestInFlight(t *testing.T) {
 		t.Errorf("picks %v, want %v", got, want)
 	}
 	// Endpoint 1 frees two: it has the fewest and takes the next two.
-	r.release(r.eps[1], time.Now(), &wireResponse{}, nil)
-	r.release(r.eps[1], time.Now(), &wireResponse{}, nil)
+	r.release(r.eps[1], time.Now(), wireResponse{}, nil)
+	r.release(r.eps[1], time.Now(), wireResponse{}, nil)
 	if a, b := r.indexOf(r.pick()), r.indexOf(r.pick()); a != 1 || b != 1 {
 		t.Errorf("after endpoint 1 freed two, picks %d, %d; want 1, 1", a, b)
 	}

@@ -59,7 +59,7 @@ func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j jo
 		ep := route.pick()
 		epoch := ep.gate.sent()
 		r, err := ep.client.Complete(ctx, req, tr.Delta)
-		route.release(ep, tr.start, &r, err)
+		route.release(ep, tr.start, r, err)
 		if serverAnswered(err) {
 			ep.gate.answered(epoch)
 		}
