@@ -2,7 +2,9 @@ package generator
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -125,5 +127,56 @@ func TestRouterWaitsForAnyEndpoint(t *testing.T) {
 	r.changed(r.eps[1], true, now)
 	if err := r.waitUp(ctx); err == nil {
 		t.Error("waitUp with every endpoint down and a cancelled context returned nil")
+	}
+}
+
+// TestEndpointStateShown: a closed gate shows as down, and as probing while
+// its prober asks the server.
+func TestEndpointStateShown(t *testing.T) {
+	r := testRouter(2)
+	gate := r.eps[1].gate
+	state := func() string { return r.stats.Snapshot().Endpoints[1].State }
+	if got := state(); got != EndpointUp {
+		t.Errorf("open gate: state %q, want up", got)
+	}
+	gate.down.Store(true)
+	if got := state(); got != EndpointDown {
+		t.Errorf("closed gate: state %q, want down", got)
+	}
+	gate.probing.Store(true)
+	if got := state(); got != EndpointProbing {
+		t.Errorf("closed gate being probed: state %q, want probing", got)
+	}
+}
+
+// fakeProber lists models, or fails.
+type fakeProber struct {
+	models []string
+	err    error
+}
+
+func (f fakeProber) Models(context.Context) ([]string, error) { return f.models, f.err }
+
+func (f fakeProber) Complete(context.Context, wireRequest, func(int)) (wireResponse, error) {
+	return wireResponse{}, f.err
+}
+
+// TestProbeWantsTheModel: with several endpoints a replica that answers
+// but lists another model is still down; with one endpoint (no model
+// given) any answer opens the gate, as it always did.
+func TestProbeWantsTheModel(t *testing.T) {
+	ctx := context.Background()
+	other := newOutage(ctx, fakeProber{models: []string{"other"}}, "test-model", nil)
+	if err := other.probe(ctx); err == nil || !strings.Contains(err.Error(), `not "test-model"`) {
+		t.Errorf("probe of a replica serving another model = %v, want an error naming the model", err)
+	}
+	if err := newOutage(ctx, fakeProber{models: []string{"a", "test-model"}}, "test-model", nil).probe(ctx); err != nil {
+		t.Errorf("probe of a replica serving the model = %v", err)
+	}
+	if err := newOutage(ctx, fakeProber{models: []string{"other"}}, "", nil).probe(ctx); err != nil {
+		t.Errorf("one endpoint: probe of a server that answers = %v, want nil", err)
+	}
+	if err := newOutage(ctx, fakeProber{err: errors.New("connection refused")}, "test-model", nil).probe(ctx); err == nil {
+		t.Error("probe of a server that does not answer = nil")
 	}
 }
