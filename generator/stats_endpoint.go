@@ -29,7 +29,10 @@ type endpointStats struct {
 	inflight atomic.Int64 // requests sent to it and not yet ended
 	// limit is this endpoint's own cap of requests in flight (set by
 	// whatever sizes each replica, e.g. concurrency: auto); 0: none, the
-	// pool's concurrency alone bounds it. The router prefers headroom.
+	// pool's concurrency alone bounds it. The router prefers the endpoint
+	// with the most headroom under it; it is a preference, not a bound:
+	// with every endpoint at its cap the pool's concurrency is what holds
+	// the next request back, so the caps should add up to it.
 	limit atomic.Int64
 	gate  atomic.Pointer[outage] // the Run's gate for it; nil before Run or when it cannot be probed
 
