@@ -8,6 +8,7 @@ package config
 import (
 	"net/url"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -157,9 +158,7 @@ func (c Config) Redacted() map[string]any {
 		case *string:
 			v = *p
 			if k.url && *p != "" {
-				if u, err := url.Parse(*p); err == nil {
-					v = u.Redacted()
-				}
+				v = redactURLs(*p)
 			}
 		case *int:
 			v = *p
@@ -177,6 +176,17 @@ func (c Config) Redacted() map[string]any {
 		setNested(out, k.name, v)
 	}
 	return out
+}
+
+// redactURLs masks the password of each URL of a comma-separated list.
+func redactURLs(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // deepCopy copies a JSON-like tree so the manifest's copy cannot alias the

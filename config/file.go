@@ -289,6 +289,15 @@ func (t *fileTree) walk(m map[string]any, prefix string, errs *[]error) {
 				*errs = append(*errs, t.unknown(full))
 				continue
 			}
+			if list, isList := v.([]any); isList && k.list {
+				joined, err := joinList(list)
+				if err != nil {
+					*errs = append(*errs, fmt.Errorf("%s: %s: %v", t.where(full), full, err))
+					continue
+				}
+				m[name] = joined
+				continue
+			}
 			if v == nil {
 				if _, isString := k.field(&Config{}).(*string); isString {
 					m[name] = ""
@@ -347,4 +356,21 @@ func describe(v any) string {
 	default:
 		return fmt.Sprint(t)
 	}
+}
+
+// joinList turns a file's list of strings into the comma-separated form a
+// list key's field holds (the flag and environment form).
+func joinList(list []any) (string, error) {
+	parts := make([]string, len(list))
+	for i, e := range list {
+		s, ok := e.(string)
+		if !ok {
+			return "", fmt.Errorf("entry %d: expected a string, not %s", i+1, describe(e))
+		}
+		if strings.Contains(s, ",") {
+			return "", fmt.Errorf("entry %d: %q holds a comma: write one URL per entry", i+1, s)
+		}
+		parts[i] = strings.TrimSpace(s)
+	}
+	return strings.Join(parts, ","), nil
 }

@@ -23,14 +23,18 @@ type key struct {
 	field func(c *Config) any
 	// url marks strings that are URLs, whose passwords Redacted masks.
 	url bool
+	// list marks strings that may hold several values: a YAML/TOML/JSON
+	// list in a file, comma-separated in a flag or the environment. The
+	// field holds them comma-separated (config.List splits them).
+	list bool
 }
 
 var keys = []key{
-	{name: "endpoint.base_url", url: true, usage: "root URL of the OpenAI-compatible API the requests go to", field: func(c *Config) any { return &c.Endpoint.BaseURL }},
+	{name: "endpoint.base_url", url: true, list: true, usage: "root URL of the OpenAI-compatible API the requests go to; several replicas: a list in the file, comma-separated here (each request goes to the healthy one with the fewest in flight)", field: func(c *Config) any { return &c.Endpoint.BaseURL }},
 	{name: "endpoint.model", usage: "model to ask for, checked against /v1/models before anything is sent; empty: the first model listed there", field: func(c *Config) any { return &c.Endpoint.Model }},
 	{name: "endpoint.api_key_env", usage: "name of the environment variable holding the API key (the key itself is never stored)", field: func(c *Config) any { return &c.Endpoint.APIKeyEnv }},
 	{name: "endpoint.timeout", usage: "time limit for one whole request, a streamed answer included", field: func(c *Config) any { return &c.Endpoint.Timeout }},
-	{name: "endpoint.metrics_url", url: true, usage: "the server's Prometheus /metrics URL; empty: derived from base_url", field: func(c *Config) any { return &c.Endpoint.MetricsURL }},
+	{name: "endpoint.metrics_url", url: true, list: true, usage: "the server's Prometheus /metrics URL; empty: derived from base_url (from each, with several); with several base_urls, one per base_url in the same order", field: func(c *Config) any { return &c.Endpoint.MetricsURL }},
 	{name: "endpoint.stall_timeout", usage: "a streamed answer that sends no byte (keep-alive comments count) for this long after its headers is cut and retried (cause stall); 0: off. A plain answer (generation.stream false) sends nothing until it is whole, so only endpoint.timeout bounds it", field: func(c *Config) any { return &c.Endpoint.StallTimeout }},
 	{name: "endpoint.ca_file", usage: "PEM bundle of private CA certificates to trust for an https base_url (and metrics_url), on top of the system's roots", field: func(c *Config) any { return &c.Endpoint.CAFile }},
 	{name: "endpoint.insecure_skip_verify", usage: "do not check the server's TLS certificate at all (testing only: anyone on the path can read the prompts and the API key); warned about at start", field: func(c *Config) any { return &c.Endpoint.InsecureSkipVerify }},

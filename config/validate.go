@@ -85,9 +85,35 @@ func (c Config) Validate() error {
 	}
 
 	e := c.Endpoint
-	httpURL("endpoint.base_url", e.BaseURL)
-	if e.MetricsURL != "" {
-		httpURL("endpoint.metrics_url", e.MetricsURL)
+	urlList := func(key string, list []string) {
+		seen := map[string]int{}
+		for i, u := range list {
+			k := key
+			if len(list) > 1 {
+				k = fmt.Sprintf("%s[%d]", key, i+1)
+			}
+			if u == "" {
+				add(k, u, "is empty (a stray comma?): write each URL once, comma-separated, or as a list in the file")
+				continue
+			}
+			httpURL(k, u)
+			norm := strings.TrimRight(u, "/")
+			if j, dup := seen[norm]; dup {
+				add(k, redactOne(u), fmt.Sprintf("%q repeats entry %d: each endpoint once", redactOne(u), j))
+			}
+			seen[norm] = i + 1
+		}
+	}
+	bases := e.BaseURLs()
+	if len(bases) == 0 {
+		httpURL("endpoint.base_url", e.BaseURL)
+	}
+	urlList("endpoint.base_url", bases)
+	if metrics := e.MetricsURLs(); len(metrics) > 0 {
+		urlList("endpoint.metrics_url", metrics)
+		if len(bases) > 1 && len(metrics) != len(bases) {
+			add("endpoint.metrics_url", e.MetricsURL, fmt.Sprintf("has %d entries for %d base_urls: give one per base_url, in the same order, or leave it empty to derive each from its base_url", len(metrics), len(bases)), "endpoint.base_url")
+		}
 	}
 	if e.APIKeyEnv != "" && !envNameRE.MatchString(e.APIKeyEnv) {
 		// The value is not echoed: a string that is not a variable name is
@@ -164,4 +190,12 @@ func (c Config) Validate() error {
 	default:
 		return errors.Join(errs...)
 	}
+}
+
+// redactOne masks a URL's password for a message.
+func redactOne(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return s
 }

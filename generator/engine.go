@@ -86,6 +86,9 @@ type engineOptions struct {
 	// Reasoning checks the run's first answers for a server without a
 	// reasoning parser (reasoning.go); zero: no check.
 	Reasoning reasoningPolicy
+	// Endpoints are the replicas the requests go to (endpoints.go), each
+	// with its own client; empty: the engine's one client.
+	Endpoints []endpointClient
 	// OnIntake is called once, from the producer, when it starts its first
 	// request or ends without one: the keys found done or failed on disk
 	// before the first one still to ask are counted by then (all of them
@@ -116,6 +119,10 @@ type engine struct {
 	// once the writer has returned).
 	reasoning *reasoningCheck
 	fatal     error
+
+	// probeMin, when set (tests), replaces the outage gates' probe
+	// interval (1 s doubling to 30 s).
+	probeMin time.Duration
 }
 
 // serverAnswered reports whether a call's outcome shows the server is
@@ -128,28 +135,6 @@ func serverAnswered(err error) bool {
 	}
 	ce := classify(err)
 	return ce != nil && ce.Status != 0 && ce.Status < 500
-}
-
-// newOutage returns the gate for one Run, or nil when the client has no way
-// to ask whether the server is up.
-func (e *engine) newOutage(life context.Context) *outage {
-	p, ok := e.client.(prober)
-	if !ok {
-		return nil
-	}
-	return &outage{
-		life: life,
-		probe: func(ctx context.Context) error {
-			if _, err := p.Models(ctx); !serverAnswered(err) {
-				return err
-			}
-			return nil
-		},
-		minBackoff: time.Second,
-		maxBackoff: 30 * time.Second,
-		now:        time.Now,
-		onChange:   e.stats.SetServerDown,
-	}
 }
 
 // newEngine returns an engine. stats receives every event; it may be shared with a
@@ -242,7 +227,7 @@ func (e *engine) Run(ctx context.Context, src source, out resultSink) (Summary, 
 	// more); a source failure only stops intake.
 	reqCtx, cancelReqs := context.WithCancelCause(ctx)
 	defer cancelReqs(nil)
-	gate := e.newOutage(reqCtx) // nil when the client cannot be probed
+	gate := e.newRouter(reqCtx) // every endpoint with its own outage gate
 	// Waits between attempts end on Drain as well: a slot waiting there has
 	// nothing in flight, and a drain starts nothing new.
 	waitCtx, stopWaits := context.WithCancel(reqCtx)

@@ -2,12 +2,15 @@ package generator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/synthgen/synthgen/internal/backoff"
@@ -79,6 +82,75 @@ func waitingLine(where string, waited, limit time.Duration, cause error) string 
 }
 
 func resolveModelClock(ctx context.Context, client *wireClient, baseURL, want string, log io.Writer, clock waitClock) (servedModel, error) {
+	return resolveModelUntil(ctx, client, baseURL, want, log, clock, nil)
+}
+
+// resolveModels is resolveModel on every endpoint, all at once. One endpoint
+// is resolveModel. With several, each must serve the model (the same one:
+// with endpoint.model empty, each one's first), else the error names the
+// endpoint. An endpoint that does not answer while another has (refusing
+// connections, 5xx) is no reason to wait: it is said on log, and the run
+// starts with the others; the first request sent to it finds it down and
+// its gate probes it back in, the probe checking the model (endpoints.go).
+// When none answers, each is waited for as resolveModel waits, and the
+// first to answer ends the others' wait.
+func resolveModels(ctx context.Context, clients []*wireClient, urls []string, want string, log io.Writer) (servedModel, error) {
+	if len(clients) == 1 {
+		return resolveModel(ctx, clients[0], urls[0], want, log)
+	}
+	type result struct {
+		model servedModel
+		err   error
+	}
+	var answered atomic.Bool
+	giveUp := func() bool { return answered.Load() }
+	results := make([]result, len(clients))
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Go(func() {
+			m, err := resolveModelUntil(ctx, clients[i], urls[i], want, log, realClock{}, giveUp)
+			if err == nil {
+				answered.Store(true)
+			}
+			results[i] = result{m, err}
+		})
+	}
+	wg.Wait()
+	var first *servedModel
+	var firstURL string
+	var down []int
+	for i, res := range results {
+		var se *ServerError
+		switch {
+		case res.err == nil:
+			if first == nil {
+				first, firstURL = &results[i].model, RedactURL(urls[i])
+			} else if res.model.ID != first.ID {
+				return servedModel{}, fmt.Errorf("endpoint.base_url: the endpoints serve different models: %s serves %q, %s serves %q; every endpoint must serve the same model (set endpoint.model to pick one they all serve)",
+					firstURL, first.ID, RedactURL(urls[i]), res.model.ID)
+			}
+		case errors.As(res.err, &se) && (se.Status == 0 || se.Status >= 500) && !IsCertificateError(res.err):
+			// Away (refusing, 5xx), not refusing us (a key, a
+			// certificate): the others start without it.
+			down = append(down, i)
+		default:
+			return servedModel{}, res.err
+		}
+	}
+	if first == nil {
+		return servedModel{}, results[0].err
+	}
+	for _, i := range down {
+		fmt.Fprintf(log, "warning: endpoint %s does not answer (%v); starting with the other %d, it joins when it answers with %q\n",
+			RedactURL(urls[i]), results[i].err, len(urls)-len(down), first.ID)
+	}
+	return *first, nil
+}
+
+// resolveModelUntil is resolveModelClock that, when giveUp is not nil and
+// says so after a failed attempt, stops waiting for this server and returns
+// the attempt's error as a *ServerError (another endpoint answered).
+func resolveModelUntil(ctx context.Context, client *wireClient, baseURL, want string, log io.Writer, clock waitClock, giveUp func() bool) (servedModel, error) {
 	start := clock.Now()
 	deadline := start.Add(modelWait)
 	// Quiet for the first seconds: a server started a moment ago (make run)
@@ -116,7 +188,7 @@ func resolveModelClock(ctx context.Context, client *wireClient, baseURL, want st
 		}
 		shown := redacted{err: err, raw: baseURL, safe: safe}
 		now := clock.Now()
-		if !ce.Retryable || now.After(deadline) {
+		if !ce.Retryable || now.After(deadline) || giveUp != nil && giveUp() {
 			return servedModel{}, &ServerError{URL: where, Status: ce.Status, Err: shown}
 		}
 		if now.Sub(lastSaid) > 30*time.Second {

@@ -17,6 +17,10 @@ import (
 // every slot waits on the gate (one prober, not 200) and the attempts spent
 // during the outage are not the prompt's fault. If it is (the failure was
 // this request's), the attempt counts as usual.
+//
+// With several endpoints (endpoints.go) each has its own gate: a slot that
+// finds its endpoint away trips that gate (trip) and goes at once to another
+// that is up; only when every gate is closed does it wait (router.waitUp).
 
 // prober tells whether the server answers at all; *wireClient is one (its
 // Models call is cheap and needs no model).
@@ -26,7 +30,7 @@ type prober interface {
 
 var _ prober = (*wireClient)(nil)
 
-// outage is shared by every slot of an engine.
+// outage is one endpoint's gate, shared by every slot of a Run.
 type outage struct {
 	life       context.Context // the Run's: probing ends with it
 	probe      func(ctx context.Context) error
@@ -35,7 +39,8 @@ type outage struct {
 	now        func() time.Time
 	onChange   func(down bool, since time.Time) // may be nil
 
-	down atomic.Bool // back != nil, read without the lock on every answer
+	down    atomic.Bool // back != nil, read without the lock on every answer
+	probing atomic.Bool // the prober's probe is under way (for the state shown)
 	// epoch counts the outages begun: a request sent before the current
 	// one began may still bring an answer in after it, which proves
 	// nothing about now.
@@ -51,8 +56,27 @@ type outage struct {
 // the server was down (the caller then does not count the attempt), after
 // waiting until it is back; err is ctx's error when the wait was cut.
 func (o *outage) check(ctx context.Context) (wasDown bool, err error) {
+	back, err := o.trip(ctx)
+	if back == nil || err != nil {
+		return back != nil, err
+	}
+	select {
+	case <-back:
+		return true, nil
+	case <-ctx.Done():
+		return true, ctx.Err()
+	}
+}
+
+// trip is check without the wait: after a connection failure it tells
+// whether the server is down, closing the gate (and starting its prober)
+// when this slot is the first to find out. back is the gate's channel,
+// closed when the server is back, or nil when the server answered the
+// probe (the failure was the request's). A router with other endpoints
+// sends the request elsewhere rather than wait.
+func (o *outage) trip(ctx context.Context) (back chan struct{}, err error) {
 	o.mu.Lock()
-	back := o.back
+	back = o.back
 	if back == nil {
 		// Is it only this request? One quick probe, by this slot.
 		o.mu.Unlock()
@@ -60,7 +84,7 @@ func (o *outage) check(ctx context.Context) (wasDown bool, err error) {
 		perr := o.probe(pctx)
 		cancel()
 		if perr == nil || ctx.Err() != nil {
-			return false, ctx.Err()
+			return nil, ctx.Err()
 		}
 		o.mu.Lock()
 		if o.back == nil {
@@ -78,13 +102,14 @@ func (o *outage) check(ctx context.Context) (wasDown bool, err error) {
 		back = o.back
 	}
 	o.mu.Unlock()
-	select {
-	case <-back:
-		return true, nil
-	case <-ctx.Done():
-		return true, ctx.Err()
-	}
+	return back, nil
 }
+
+// isDown reports whether the gate is closed; a nil gate never is.
+func (o *outage) isDown() bool { return o != nil && o.down.Load() }
+
+// isProbing reports whether the prober is asking the server right now.
+func (o *outage) isProbing() bool { return o != nil && o.probing.Load() }
 
 // watch probes with capped exponential backoff until the server answers,
 // then opens the gate. It outlives the slot that started it but not the
@@ -98,9 +123,11 @@ func (o *outage) watch(ctx context.Context, back chan struct{}) {
 		if !backoff.Sleep(ctx, p.Ceiling(attempt)) {
 			return
 		}
+		o.probing.Store(true)
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := o.probe(pctx)
 		cancel()
+		o.probing.Store(false)
 		if err == nil {
 			break
 		}

@@ -57,6 +57,9 @@ type ProgressRecord struct {
 	ETAConfidence      string   `json:"eta_confidence"`
 
 	Server *ServerRecord `json:"server,omitempty"`
+	// Endpoints are each endpoint's figures, with several (endpoint.base_url
+	// a list); absent with one, whose figures are the run's.
+	Endpoints []EndpointRecord `json:"endpoints,omitempty"`
 }
 
 // ServerRecord is the server's view in JSON: the server field of a
@@ -139,5 +142,6 @@ func NewProgressRecord(s Snapshot, server *promscrape.Rates) ProgressRecord {
 	if server != nil {
 		rec.Server = NewServerRecord(*server)
 	}
+	rec.Endpoints = newEndpointRecords(s.Endpoints)
 	return rec
 }

@@ -20,9 +20,13 @@ type Setup struct {
 	// the server lists; Selection.Revision and Content are filled by Open.
 	Job Job
 
-	BaseURL string        // the OpenAI-compatible API, e.g. http://localhost:8000/v1
-	APIKey  string        // sent as a bearer token when not empty
-	Timeout time.Duration // one whole request
+	BaseURL string // the OpenAI-compatible API, e.g. http://localhost:8000/v1
+	// BaseURLs, when set, are several replicas of one model (BaseURL is
+	// then ignored): each request goes to the healthy one with the fewest
+	// in flight (endpoints.go). None of them is part of the job.
+	BaseURLs []string
+	APIKey   string        // sent as a bearer token when not empty
+	Timeout  time.Duration // one whole request
 	// StallTimeout ends a streamed attempt that received no byte for this
 	// long after its headers (retried, cause "stall"); 0 = off.
 	StallTimeout time.Duration
@@ -103,8 +107,17 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	}
 	s.Stats.SetTotal(r.job.Total(r.rows))
 
-	client := newWireClient(wireOptions{BaseURL: s.BaseURL, APIKey: s.APIKey, Timeout: s.Timeout, StallTimeout: s.StallTimeout, TLS: s.TLS, MaxConns: s.Concurrency})
-	model, err := resolveModel(ctx, client, s.BaseURL, r.job.Sampling.Model, s.Log)
+	urls := s.baseURLs()
+	targets := make([]endpointClient, len(urls))
+	clients := make([]*wireClient, len(urls))
+	shown := make([]string, len(urls))
+	for i, u := range urls {
+		clients[i] = newWireClient(wireOptions{BaseURL: u, APIKey: s.APIKey, Timeout: s.Timeout, StallTimeout: s.StallTimeout, TLS: s.TLS, MaxConns: s.Concurrency})
+		shown[i] = RedactURL(u)
+		targets[i] = endpointClient{URL: shown[i], Client: clients[i]}
+	}
+	s.Stats.SetEndpoints(shown)
+	model, err := resolveModels(ctx, clients, urls, r.job.Sampling.Model, s.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +149,8 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 			_ = r.out.Close()
 		}
 	}()
-	r.eng, err = newEngine(client, s.Stats, engineOptions{
+	r.eng, err = newEngine(clients[0], s.Stats, engineOptions{
+		Endpoints:    targets,
 		Concurrency:  s.Concurrency,
 		Sampling:     r.job.Sampling,
 		Prompt:       r.job.Prompt,
@@ -160,6 +174,14 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	}
 	r.openStatus()
 	return r, nil
+}
+
+// baseURLs are the endpoints the run sends to: BaseURLs, else BaseURL.
+func (s Setup) baseURLs() []string {
+	if len(s.BaseURLs) > 0 {
+		return s.BaseURLs
+	}
+	return []string{s.BaseURL}
 }
 
 // reasoningSample is how many first answers the reasoning check reads:

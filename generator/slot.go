@@ -17,7 +17,7 @@ import (
 // turns in sequence in this one slot (see conversation.go): the key is done
 // when all its turns are, and a failure or a stop on any turn leaves it
 // unwritten, to be asked whole again.
-func (e *engine) do(ctx, wait context.Context, gate *outage, j job) result {
+func (e *engine) do(ctx, wait context.Context, route *router, j job) result {
 	tr := e.stats.Begin()
 	start := time.Now()
 	c := &conversation{last: j.msgs}
@@ -25,7 +25,7 @@ func (e *engine) do(ctx, wait context.Context, gate *outage, j job) result {
 		c = &conversation{full: e.opts.Prompt.messages(j.prompt.Conversation)}
 	}
 	for msgs := range c.requests() {
-		resp, attempts, fail := e.ask(ctx, wait, gate, tr, j, msgs)
+		resp, attempts, fail := e.ask(ctx, wait, route, tr, j, msgs)
 		if resp == nil {
 			if fail == nil {
 				tr.Cancel()
@@ -43,7 +43,8 @@ func (e *engine) do(ctx, wait context.Context, gate *outage, j job) result {
 
 // ask sends one request of key j until it is answered (resp), fails for
 // good (fail), or the run stops (neither: the key is asked on resume).
-func (e *engine) ask(ctx, wait context.Context, gate *outage, tr *Tracker, j job, msgs []Message) (resp *wireResponse, attempts int, fail *sink.ErrorRecord) {
+// Each attempt goes to the endpoint route picks (endpoints.go).
+func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j job, msgs []Message) (resp *wireResponse, attempts int, fail *sink.ErrorRecord) {
 	req := wireRequest{Sampling: e.opts.Sampling, Messages: msgs, Params: j.prompt.Params, Stream: e.opts.Stream}
 	// charged counts the attempts held against the prompt: not those that
 	// failed because the whole server was away (see outage.go). Those are
@@ -55,10 +56,12 @@ func (e *engine) ask(ctx, wait context.Context, gate *outage, tr *Tracker, j job
 			// A retry would be a new request: the key is asked on resume.
 			return nil, 0, nil
 		}
-		epoch := gate.sent()
-		r, err := e.client.Complete(ctx, req, tr.Delta)
+		ep := route.pick()
+		epoch := ep.gate.sent()
+		r, err := ep.client.Complete(ctx, req, tr.Delta)
+		route.release(ep, tr.start, r, err)
 		if serverAnswered(err) {
-			gate.answered(epoch)
+			ep.gate.answered(epoch)
 		}
 		if err == nil {
 			if next := e.opts.Sampling.moreRoom(req.MaxTokens, req.Params); r.FinishReason == "length" && next > 0 {
@@ -78,16 +81,28 @@ func (e *engine) ask(ctx, wait context.Context, gate *outage, tr *Tracker, j job
 			return nil, 0, nil
 		}
 		charged++
-		if ce.Cause == causeConnection && gate != nil && excused < e.opts.Retry.MaxAttempts {
-			wasDown, werr := gate.check(wait)
+		if route.excusable(ce) && ep.gate != nil && excused < e.opts.Retry.MaxAttempts {
+			// Is its server away? Then its gate closes, and the attempt
+			// goes at once to another endpoint that is up, or, when none
+			// is, waits until one is back.
+			back, werr := ep.gate.trip(wait)
+			if werr == nil && back != nil {
+				werr = route.waitUp(wait)
+			}
 			if werr != nil {
 				return nil, 0, nil
 			}
-			if wasDown {
+			if back != nil {
 				charged--
 				excused++
 				tr.Retry(ce.Cause)
-				continue // the server is back: try at once
+				if route.several() {
+					// Not the prompt's attempt: its replica went away
+					// under it, and it goes to another. The stats count
+					// the retry, by cause; the record's attempts do not.
+					attempt--
+				}
+				continue // an endpoint is up: try at once
 			}
 		}
 		if !ce.Retryable || charged >= e.opts.Retry.MaxAttempts {

@@ -94,6 +94,21 @@ type Snapshot struct {
 	ETAKnown   bool
 	ETAError   time.Duration
 	Confidence string
+
+	// Endpoints are each endpoint's figures, in base_url order: one per
+	// replica (stats_endpoint.go); empty when no run named them.
+	Endpoints []EndpointSnapshot
+}
+
+// EndpointsUp counts the endpoints whose gate is open.
+func (s Snapshot) EndpointsUp() int {
+	n := 0
+	for _, e := range s.Endpoints {
+		if e.State == EndpointUp {
+			n++
+		}
+	}
+	return n
 }
 
 // Completed is the number of keys done, including those done before this run.
@@ -169,6 +184,12 @@ func (s *Stats) Snapshot() Snapshot {
 		snap.ExpectedCompletionSE = sd / math.Sqrt(float64(s.done))
 	}
 	s.etaLocked(&snap, running)
+	if len(s.endpoints) > 0 {
+		snap.Endpoints = make([]EndpointSnapshot, len(s.endpoints))
+		for i, es := range s.endpoints {
+			snap.Endpoints[i] = es.snapshot(snap.Elapsed)
+		}
+	}
 	return snap
 }
 

@@ -90,6 +90,9 @@ type Stats struct {
 	downSince  time.Time // zero while the server is reachable
 	lastDown   time.Time // when the latest outage began, over or not; zero before the first
 	stoppedAt  time.Time // set by Stop: the clock of every later snapshot
+	// endpoints are the per-endpoint ledgers (stats_endpoint.go), one per
+	// base_url; each has its own lock.
+	endpoints []*endpointStats
 }
 
 // Stop freezes the ledger's clock: a snapshot taken after the run ended

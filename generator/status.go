@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,7 +75,7 @@ type StatusRecord struct {
 // report.json needs to tell runs apart; the whole config (without secrets)
 // is in manifest.json.
 type ReportConfig struct {
-	BaseURL      string `json:"base_url"` // passwords masked
+	BaseURL      string `json:"base_url"` // passwords masked; several endpoints comma-separated
 	Model        string `json:"model"`
 	Dataset      string `json:"dataset"`
 	Format       string `json:"dataset_format"`
@@ -90,7 +91,7 @@ type ReportConfig struct {
 // newReportConfig summarizes job (as run: model resolved) run by s.
 func newReportConfig(job Job, s Setup) ReportConfig {
 	return ReportConfig{
-		BaseURL:      RedactURL(s.BaseURL),
+		BaseURL:      redactURLs(s.baseURLs()),
 		Model:        job.Sampling.Model,
 		Dataset:      job.Selection.Path,
 		Format:       job.Selection.Format,
@@ -240,4 +241,14 @@ func absPath(p string) string {
 		return a
 	}
 	return p
+}
+
+// redactURLs is urls, each with its password masked, comma-separated (the
+// flag's form of endpoint.base_url).
+func redactURLs(urls []string) string {
+	shown := make([]string, len(urls))
+	for i, u := range urls {
+		shown[i] = RedactURL(u)
+	}
+	return strings.Join(shown, ",")
 }

@@ -64,6 +64,10 @@ type reporterOptions struct {
 	JSON     bool          // --log-format json: one JSON object per Interval, even on a terminal
 	// Scrape fetches the server's /metrics; nil: no server view.
 	Scrape func(ctx context.Context) (promscrape.Sample, error)
+	// ScrapeEach, with several endpoints, fetches each one's /metrics in
+	// base_url order (Scrape is then unused): the server's view is their
+	// sum, and each is kept for the record's endpoints.
+	ScrapeEach []func(ctx context.Context) (promscrape.Sample, error)
 	// Status receives the progress record (the object --log-format json
 	// prints) each Interval and once more when Run ends (final), e.g. to
 	// rewrite DIR/status.json. May be nil.
@@ -80,10 +84,9 @@ type reporter struct {
 	// tick by tick.
 	ticks func(time.Duration) (<-chan time.Time, func())
 
-	prevSample   *promscrape.Sample
-	server       *promscrape.Rates
-	serverFrom   time.Time // when server's window began: the earlier sample's time
-	scrapeFailed bool
+	scrapes    []*serverScrape // one per /metrics: one server, or each endpoint
+	server     *promscrape.Rates
+	serverFrom time.Time // when server's window began: the earlier sample's time
 	// lastOutage is the start of the latest outage the reporter has seen
 	// in a snapshot: server figures from before it are not shown.
 	lastOutage time.Time
@@ -128,11 +131,29 @@ func drainText(s generator.Snapshot, d *drainState) string {
 // left is what remains of the grace at at; 0 once it is over.
 func (d *drainState) left(at time.Time) time.Duration { return max(d.grace-at.Sub(d.since), 0) }
 
+// serverScrape is one /metrics the reporter reads: its last sample and the
+// rates since the one before.
+type serverScrape struct {
+	scrape func(ctx context.Context) (promscrape.Sample, error)
+	prev   *promscrape.Sample
+	rates  *promscrape.Rates
+	from   time.Time // when rates' window began
+	failed bool
+}
+
 func newReporter(w io.Writer, opts reporterOptions) *reporter {
 	if opts.Interval <= 0 {
 		opts.Interval = defaultInterval
 	}
-	return &reporter{w: w, opts: opts, ticks: realTicks}
+	r := &reporter{w: w, opts: opts, ticks: realTicks}
+	scrapes := opts.ScrapeEach
+	if len(scrapes) == 0 && opts.Scrape != nil {
+		scrapes = append(scrapes, opts.Scrape)
+	}
+	for _, f := range scrapes {
+		r.scrapes = append(r.scrapes, &serverScrape{scrape: f})
+	}
+	return r
 }
 
 func realTicks(d time.Duration) (<-chan time.Time, func()) {
@@ -176,6 +197,7 @@ func (r *reporter) Run(ctx context.Context, stats *generator.Stats) {
 func (r *reporter) report(snap generator.Snapshot, final bool) {
 	server := r.serverView(snap)
 	rec := generator.NewProgressRecord(snap, server)
+	rec.SetEndpointServers(r.endpointServers())
 	if r.opts.Status != nil {
 		r.opts.Status(rec, final)
 	}
@@ -224,34 +246,80 @@ func (r *reporter) serverSince(outage time.Time) *promscrape.Rates {
 	return r.server
 }
 
-// scrape takes one sample of the server's metrics and updates the rates
-// since the previous one. A failure is said once, then retried silently at
-// each interval: the server's view is an extra, never a reason to stop.
+// scrape takes one sample of the server's metrics (of each endpoint's,
+// with several) and updates the rates since the previous one; with
+// several, the server's view is the sum of those that have rates. A
+// failure is said once, then retried silently at each interval: the
+// server's view is an extra, never a reason to stop.
 func (r *reporter) scrape(ctx context.Context) {
-	if r.opts.Scrape == nil {
+	if len(r.scrapes) == 0 {
 		return
 	}
-	s, err := r.opts.Scrape(ctx)
+	var each []promscrape.Rates
+	var from time.Time
+	for _, sc := range r.scrapes {
+		r.scrapeOne(ctx, sc)
+		if sc.rates == nil {
+			continue
+		}
+		each = append(each, *sc.rates)
+		if from.IsZero() || sc.from.Before(from) {
+			from = sc.from
+		}
+	}
+	if len(each) == 0 {
+		return
+	}
+	sum := sumRates(each)
+	r.server, r.serverFrom = &sum, from
+}
+
+func (r *reporter) scrapeOne(ctx context.Context, sc *serverScrape) {
+	s, err := sc.scrape(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return
 		}
-		if !r.scrapeFailed {
-			r.scrapeFailed = true
+		if !sc.failed {
+			sc.failed = true
 			r.warn(fmt.Sprintf("metrics: %v; not showing the server's view (retrying quietly)", err))
 		}
 		return
 	}
-	if r.scrapeFailed {
-		r.scrapeFailed = false
+	if sc.failed {
+		sc.failed = false
 		r.warn("metrics: reachable again; showing the server's view")
 	}
-	if r.prevSample != nil {
-		rates := promscrape.Between(*r.prevSample, s)
-		r.server = &rates
-		r.serverFrom = r.prevSample.At
+	if sc.prev != nil {
+		rates := promscrape.Between(*sc.prev, s)
+		sc.rates = &rates
+		sc.from = sc.prev.At
 	}
-	r.prevSample = &s
+	sc.prev = &s
+}
+
+// endpointServers is each endpoint's own server view, for the record's
+// endpoints; nil with one /metrics (the record's server is its view).
+func (r *reporter) endpointServers() []*promscrape.Rates {
+	if len(r.scrapes) < 2 {
+		return nil
+	}
+	out := make([]*promscrape.Rates, len(r.scrapes))
+	for i, sc := range r.scrapes {
+		if sc.rates != nil && (r.lastOutage.IsZero() || !sc.from.Before(r.lastOutage)) {
+			out[i] = sc.rates
+		}
+	}
+	return out
+}
+
+// Record is the progress record of snap with the server's view: summed,
+// and each endpoint's with several. Call it after Run has returned, as
+// Server.
+func (r *reporter) Record(snap generator.Snapshot) generator.ProgressRecord {
+	rec := generator.NewProgressRecord(snap, r.serverSince(r.lastOutage))
+	rec.SetEndpointServers(r.endpointServers())
+	return rec
 }
 
 func (r *reporter) warn(msg string) {
@@ -355,6 +423,14 @@ func barLine(s generator.Snapshot, server *promscrape.Rates, drain *drainState, 
 	if d := serverDown(s); d != "" {
 		add(1, "%s", d)
 	}
+	if eps := endpointsText(s); eps != "" {
+		// A replica down is worth a place before the rates' details.
+		prio := 8
+		if s.EndpointsUp() < len(s.Endpoints) {
+			prio = 2
+		}
+		fields = append(fields, barField{prio, []string{eps, fmt.Sprintf("eps %d/%d up", s.EndpointsUp(), len(s.Endpoints))}})
+	}
 	if server != nil {
 		add(6, "| server %s tok/s", fmtTokShort(server.GenTokPerSec))
 	}
@@ -433,6 +509,10 @@ func formatLine(s generator.Snapshot, server *promscrape.Rates, drain *drainStat
 		b.WriteString(" | ")
 		b.WriteString(d)
 	}
+	if eps := endpointsText(s); eps != "" {
+		b.WriteString(" | ")
+		b.WriteString(eps)
+	}
 	if server != nil {
 		b.WriteString(" | server ")
 		b.WriteString(formatServer(*server))
@@ -461,6 +541,31 @@ func serverDown(s generator.Snapshot) string {
 		return ""
 	}
 	return "server unreachable for " + fmtDuration(s.At.Sub(s.ServerDownSince)) + ", waiting for it"
+}
+
+// endpointsText is the endpoints' state with several (endpoint.base_url a
+// list): "eps 3/3 up", or "eps 2/3 up, down: http://c:8000/v1 12s" naming
+// each replica that is away and for how long. "" with one endpoint.
+func endpointsText(s generator.Snapshot) string {
+	if len(s.Endpoints) < 2 {
+		return ""
+	}
+	text := fmt.Sprintf("eps %d/%d up", s.EndpointsUp(), len(s.Endpoints))
+	var down []string
+	for _, e := range s.Endpoints {
+		if e.State == generator.EndpointUp {
+			continue
+		}
+		d := e.URL
+		if !e.DownSince.IsZero() {
+			d += " " + fmtDuration(s.At.Sub(e.DownSince))
+		}
+		down = append(down, d)
+	}
+	if len(down) > 0 {
+		text += ", down: " + strings.Join(down, ", ")
+	}
+	return text
 }
 
 func fmtTok(v float64) string { return fmt.Sprintf("%.0f", v) }

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,7 +15,6 @@ import (
 	"github.com/synthgen/synthgen/config"
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator"
-	"github.com/synthgen/synthgen/internal/promscrape"
 )
 
 // runFlags are the run flags that are not config keys.
@@ -143,7 +142,7 @@ func (rs *runSession) run(r *generator.Runner) error {
 	if sum.Duplicates > 0 {
 		fmt.Fprintf(rs.stderr, "warning: %d dataset rows repeat the id of a row this run was already asking; each (id, sample) is asked and written once (is dataset.id_field unique?)\n", sum.Duplicates)
 	}
-	final := generator.NewProgressRecord(rs.stats.Snapshot(), rep.Server())
+	final := rep.Record(rs.stats.Snapshot())
 	if ferr := r.Finish(final, runOutcome(err, sum)); ferr != nil {
 		fmt.Fprintf(rs.stderr, "warning: %v\n", ferr)
 	}
@@ -279,6 +278,7 @@ func runSetup(cfg config.Config, rf runFlags, job generator.Job, stats *generato
 	return generator.Setup{
 		Job:          job,
 		BaseURL:      cfg.Endpoint.BaseURL,
+		BaseURLs:     severalURLs(cfg.Endpoint.BaseURLs()),
 		APIKey:       cfg.APIKey(),
 		Timeout:      cfg.Endpoint.Timeout,
 		StallTimeout: cfg.Endpoint.StallTimeout,
@@ -340,7 +340,7 @@ func printHeader(stderr io.Writer, cfg config.Config, r *generator.Runner, metri
 	job := r.Job()
 	fmt.Fprintf(stderr, "synthgen %s: %d prompts from %s -> %s (%s), model %s at %s, %d in flight\n",
 		version, r.Rows(), job.Selection.Path, cfg.Output.Dir, cfg.Output.Format, job.Sampling.Model,
-		generator.RedactURL(cfg.Endpoint.BaseURL), cfg.Concurrency)
+		redactedURLs(cfg.Endpoint.BaseURLs()), cfg.Concurrency)
 	if n := r.MaxModelLen(); n > 0 {
 		// A prompt plus max_tokens longer than this is refused (too_long).
 		fmt.Fprintf(stderr, "model context: max_model_len %d tokens\n", n)
@@ -359,16 +359,33 @@ func printHeader(stderr io.Writer, cfg config.Config, r *generator.Runner, metri
 	}
 }
 
+// severalURLs is urls when there are several (generator.Setup.BaseURLs),
+// else nil: one URL is Setup.BaseURL, as it always was.
+func severalURLs(urls []string) []string {
+	if len(urls) < 2 {
+		return nil
+	}
+	return urls
+}
+
+// redactedURLs shows a list of URLs, each with its password masked.
+func redactedURLs(urls []string) string {
+	shown := make([]string, len(urls))
+	for i, u := range urls {
+		shown[i] = generator.RedactURL(u)
+	}
+	return strings.Join(shown, ",")
+}
+
 // startReporter renders the run's stats while it goes: progress on stdout,
 // each record also a heartbeat of r's status.json. The returned func stops
 // it and waits.
 func (rs *runSession) startReporter(r *generator.Runner) (*reporter, func()) {
-	rep := newReporter(rs.stdout, reporterOptions{
+	opts := reporterOptions{
 		TTY:      isTerminal(os.Stdout) && rs.stdout == io.Writer(os.Stdout),
 		Interval: rs.cfg.Progress.Interval,
 		Quiet:    rs.rf.quiet,
 		JSON:     rs.rf.logFormat == "json",
-		Scrape:   serverScraper(rs.cfg),
 		Status: func(rec generator.ProgressRecord, final bool) {
 			if final {
 				return // Finish writes the last one, with the outcome
@@ -376,35 +393,18 @@ func (rs *runSession) startReporter(r *generator.Runner) (*reporter, func()) {
 			// A heartbeat that cannot be written is not worth stopping for.
 			_ = r.Heartbeat(rec)
 		},
-	})
+	}
+	// The server's own /metrics: one, or each endpoint's, summed.
+	if scrapes := serverScrapers(rs.cfg); len(scrapes) == 1 {
+		opts.Scrape = scrapes[0]
+	} else {
+		opts.ScrapeEach = scrapes
+	}
+	rep := newReporter(rs.stdout, opts)
 	repCtx, stop := context.WithCancel(context.WithoutCancel(rs.sd.ctx))
 	done := make(chan struct{})
 	go func() { defer close(done); rep.Run(repCtx, rs.stats) }()
 	return rep, func() { stop(); <-done }
-}
-
-// serverScraper reads the server's own /metrics; nil when there is no URL.
-func serverScraper(cfg config.Config) func(context.Context) (promscrape.Sample, error) {
-	metricsURL, err := metricsURLFor(cfg)
-	if err != nil || metricsURL == "" {
-		return nil
-	}
-	var hc *http.Client
-	if tlsConfig, err := generator.ClientTLS(cfg.Endpoint.CAFile, cfg.Endpoint.InsecureSkipVerify); err == nil && tlsConfig != nil {
-		// The server's private CA signs its /metrics too.
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.TLSClientConfig = tlsConfig
-		hc = &http.Client{Timeout: promscrape.DefaultTimeout, Transport: tr}
-	}
-	scraper := promscrape.NewScraper(metricsURL, hc)
-	return func(ctx context.Context) (promscrape.Sample, error) {
-		s, err := scraper.Scrape(ctx)
-		if err != nil {
-			// The scrape error names the URL, which may carry a password.
-			err = generator.RedactURLIn(err, metricsURL)
-		}
-		return s, err
-	}
 }
 
 // runResult turns how the engine and the sink ended into the error run
@@ -492,13 +492,6 @@ func downloadReporter(w io.Writer) func(file string, done, total int64) {
 		last = time.Now()
 		fmt.Fprintf(w, "download %s %.1f/%.1f MiB\n", file, float64(done)/(1<<20), float64(total)/(1<<20))
 	}
-}
-
-func metricsURLFor(cfg config.Config) (string, error) {
-	if cfg.Endpoint.MetricsURL != "" {
-		return cfg.Endpoint.MetricsURL, nil
-	}
-	return promscrape.MetricsURL(cfg.Endpoint.BaseURL)
 }
 
 // outcomeWord is how a run ended, in the word its summary starts with and

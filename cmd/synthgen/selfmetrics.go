@@ -32,6 +32,9 @@ type statsCollector struct {
 	done, failed, retries, inFlight          *prometheus.Desc
 	completionTokens, runningTokens, prompt  *prometheus.Desc
 	planned, alreadyDone, alreadyFailed, eta *prometheus.Desc
+	// Per endpoint, label endpoint (its URL, password masked), with
+	// several replicas only.
+	epUp, epInFlight, epRequests, epFailures, epAnswers, epTokens, epReqRate, epTokRate *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*statsCollector)(nil)
@@ -57,13 +60,23 @@ func newStatsCollector(stats *generator.Stats) *statsCollector {
 		alreadyFailed: d("synthgen_requests_already_failed",
 			"Keys of the selection that failed for good in earlier runs and are not asked again (no --retry-errors): not done."),
 		eta: d("synthgen_eta_seconds", "Estimated seconds to the end of the run, from tokens; absent while unknown."),
+
+		epUp:       d("synthgen_endpoint_up", "1 while the endpoint takes requests, 0 while its gate is closed (away, probed until it answers), by endpoint and state (up, down, probing).", "endpoint", "state"),
+		epInFlight: d("synthgen_endpoint_requests_in_flight", "Requests sent to the endpoint and not yet ended.", "endpoint"),
+		epRequests: d("synthgen_endpoint_requests_total", "Attempts the endpoint answered (an answer, or an HTTP status below 500).", "endpoint"),
+		epFailures: d("synthgen_endpoint_failures_total", "Attempts that failed on the endpoint, any cause (its outages included).", "endpoint"),
+		epAnswers:  d("synthgen_endpoint_answers_total", "Answers the endpoint completed.", "endpoint"),
+		epTokens:   d("synthgen_endpoint_completion_tokens_total", "Completion tokens of the answers the endpoint completed.", "endpoint"),
+		epReqRate:  d("synthgen_endpoint_requests_per_second", "Answers per second from the endpoint over the last 10 s.", "endpoint"),
+		epTokRate:  d("synthgen_endpoint_tokens_per_second", "Completion tokens per second from the endpoint over the last 10 s (credited when an answer completes).", "endpoint"),
 	}
 }
 
 // Describe sends every descriptor the collector can emit.
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.done, c.failed, c.retries, c.inFlight,
-		c.completionTokens, c.runningTokens, c.prompt, c.planned, c.alreadyDone, c.alreadyFailed, c.eta} {
+		c.completionTokens, c.runningTokens, c.prompt, c.planned, c.alreadyDone, c.alreadyFailed, c.eta,
+		c.epUp, c.epInFlight, c.epRequests, c.epFailures, c.epAnswers, c.epTokens, c.epReqRate, c.epTokRate} {
 		ch <- d
 	}
 }
@@ -95,6 +108,26 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		if v := s.ETA.Seconds(); !math.IsInf(v, 0) && !math.IsNaN(v) {
 			gauge(c.eta, v)
 		}
+	}
+	if len(s.Endpoints) < 2 {
+		return // one endpoint's figures are the run's
+	}
+	for _, e := range s.Endpoints {
+		labeled := func(d *prometheus.Desc, t prometheus.ValueType, v float64, more ...string) {
+			ch <- prometheus.MustNewConstMetric(d, t, v, append([]string{e.URL}, more...)...)
+		}
+		up := 0.0
+		if e.State == generator.EndpointUp {
+			up = 1
+		}
+		labeled(c.epUp, prometheus.GaugeValue, up, e.State)
+		labeled(c.epInFlight, prometheus.GaugeValue, float64(e.InFlight))
+		labeled(c.epRequests, prometheus.CounterValue, float64(e.Requests))
+		labeled(c.epFailures, prometheus.CounterValue, float64(e.Failures))
+		labeled(c.epAnswers, prometheus.CounterValue, float64(e.Completed))
+		labeled(c.epTokens, prometheus.CounterValue, float64(e.CompletionTokens))
+		labeled(c.epReqRate, prometheus.GaugeValue, e.Last10s.ReqPerSec)
+		labeled(c.epTokRate, prometheus.GaugeValue, e.Last10s.TokPerSec)
 	}
 }
 

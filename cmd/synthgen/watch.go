@@ -24,12 +24,13 @@ type watchOptions struct {
 	interval time.Duration
 	follow   bool
 	json     bool
+	each     bool // several servers: each one's line after their sum
 }
 
 func newWatchCmd() *cobra.Command {
 	var o watchOptions
 	cmd := &cobra.Command{
-		Use:   "watch URL",
+		Use:   "watch URL [URL...]",
 		Short: "Show a vLLM server's own throughput (generated tok/s, running, waiting, KV cache) from its /metrics",
 		Long: `watch reads the server's Prometheus /metrics twice, --window apart, and prints
 one line: the tokens the server generated per second over the window, then the
@@ -42,14 +43,20 @@ the GPU is busy before starting a job, or from another terminal while one runs.
 
 URL is the server root (http://host:8000), its OpenAI base (http://host:8000/v1)
 or the /metrics URL itself; a bare host:port means http://host:port. With --follow it prints a line every --interval
-until Ctrl-C.`,
+until Ctrl-C.
+
+Several URLs (or one argument with URLs comma-separated, as endpoint.base_url
+takes them) are replicas of one model: the line is their sum (tokens, running,
+waiting and preemptions add up, the KV-cache usage is their mean); --each
+prints each server's line after it.`,
 		Example: `  synthgen watch http://localhost:8000
   synthgen watch http://gpu-box:8000/v1 --window 30s
   synthgen watch http://gpu-box:8000/metrics --follow --interval 5s
-  synthgen watch http://localhost:8000 --json | jq .gen_tok_per_s`,
+  synthgen watch http://localhost:8000 --json | jq .gen_tok_per_s
+  synthgen watch http://gpu-01:8000,http://gpu-01:8001 --each`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageError(fmt.Errorf("watch takes one URL, got %d arguments", len(args)),
+			if len(args) == 0 {
+				return usageError(fmt.Errorf("watch takes one URL or more, got %d arguments", len(args)),
 					"e.g. synthgen watch http://localhost:8000 (the server root, its /v1 base or its /metrics URL)")
 			}
 			return nil
@@ -57,7 +64,14 @@ until Ctrl-C.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runWatch(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], o)
+			var targets []string
+			for _, a := range args {
+				targets = append(targets, strings.Split(a, ",")...)
+			}
+			if len(targets) == 1 {
+				return runWatch(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), targets[0], o)
+			}
+			return runWatchMany(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), targets, o)
 		},
 	}
 	f := cmd.Flags()
@@ -65,6 +79,7 @@ until Ctrl-C.`,
 	f.DurationVar(&o.interval, "interval", 0, "with --follow, time between lines (default: --window)")
 	f.BoolVar(&o.follow, "follow", false, "print a line every --interval until Ctrl-C")
 	f.BoolVar(&o.json, "json", false, "print one JSON object per line instead of text")
+	f.BoolVar(&o.each, "each", false, "with several URLs, print each server's line (or JSON object) after their sum")
 	return cmd
 }
 
@@ -81,6 +96,14 @@ func watchTarget(target string) string {
 }
 
 func runWatch(ctx context.Context, stdout, stderr io.Writer, target string, o watchOptions) error {
+	if err := o.check(); err != nil {
+		return err
+	}
+	return watchLoop(ctx, stderr, stdout, target, o)
+}
+
+// check validates the options and fills --interval's default.
+func (o *watchOptions) check() error {
 	if o.window <= 0 {
 		return usageError(fmt.Errorf("--window %s: must be positive", o.window), "e.g. --window 10s")
 	}
@@ -90,7 +113,7 @@ func runWatch(ctx context.Context, stdout, stderr io.Writer, target string, o wa
 	if o.interval == 0 {
 		o.interval = o.window
 	}
-	return watchLoop(ctx, stderr, stdout, target, o)
+	return nil
 }
 
 // watchLoop scrapes the server every interval (the first window after one

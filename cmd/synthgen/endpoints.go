@@ -1,0 +1,117 @@
+package main
+
+// Several endpoints (endpoint.base_url a list): the server's view summed
+// over every replica's /metrics.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/synthgen/synthgen/config"
+	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/internal/promscrape"
+)
+
+// sumRates is the server's view of several replicas: token rates, running,
+// waiting and preemptions add up; the KV cache usage is the mean of those
+// that report it (each replica has its own cache, so with equal GPUs it is
+// the share of all the caches in use); the speculative decoding figures are
+// the mean weighted by each one's generation rate. The window is the
+// longest.
+func sumRates(each []promscrape.Rates) promscrape.Rates {
+	if len(each) == 1 {
+		return each[0]
+	}
+	var out promscrape.Rates
+	var kvN int
+	var specW, specRate, specLen float64
+	var specN int
+	for _, r := range each {
+		out.GenTokPerSec += r.GenTokPerSec
+		out.PromptTokPerSec += r.PromptTokPerSec
+		out.Running += r.Running
+		out.Waiting += r.Waiting
+		out.Preemptions += r.Preemptions
+		out.Window = max(out.Window, r.Window)
+		if r.HasKV {
+			out.HasKV = true
+			out.KVCacheUsage += r.KVCacheUsage
+			kvN++
+		}
+		if r.HasSpec {
+			specN++
+			specW += r.GenTokPerSec
+			specRate += r.AcceptanceRate * r.GenTokPerSec
+			specLen += r.MeanAcceptanceLength * r.GenTokPerSec
+		}
+	}
+	if kvN > 0 {
+		out.KVCacheUsage /= float64(kvN)
+	}
+	if specN > 0 {
+		out.HasSpec = true
+		if specW > 0 {
+			out.AcceptanceRate, out.MeanAcceptanceLength = specRate/specW, specLen/specW
+		} else {
+			for _, r := range each {
+				if r.HasSpec {
+					out.AcceptanceRate += r.AcceptanceRate / float64(specN)
+					out.MeanAcceptanceLength += r.MeanAcceptanceLength / float64(specN)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// metricsURLs are the /metrics URLs of the endpoints, in base_url order:
+// endpoint.metrics_url's entries (one per base_url, which config checks),
+// else each derived from its base_url.
+func metricsURLs(cfg config.Config) ([]string, error) {
+	if m := cfg.Endpoint.MetricsURLs(); len(m) > 0 {
+		return m, nil
+	}
+	bases := cfg.Endpoint.BaseURLs()
+	out := make([]string, len(bases))
+	for i, b := range bases {
+		u, err := promscrape.MetricsURL(b)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint.base_url %s: %w", generator.RedactURL(b), err)
+		}
+		out[i] = u
+	}
+	return out, nil
+}
+
+// serverScrapers read the endpoints' own /metrics, one func each; nil when
+// there is no URL.
+func serverScrapers(cfg config.Config) []func(context.Context) (promscrape.Sample, error) {
+	urls, err := metricsURLs(cfg)
+	if err != nil {
+		return nil
+	}
+	var hc *http.Client
+	if tlsConfig, err := generator.ClientTLS(cfg.Endpoint.CAFile, cfg.Endpoint.InsecureSkipVerify); err == nil && tlsConfig != nil {
+		// The server's private CA signs its /metrics too.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = tlsConfig
+		hc = &http.Client{Timeout: promscrape.DefaultTimeout, Transport: tr}
+	}
+	out := make([]func(context.Context) (promscrape.Sample, error), 0, len(urls))
+	for _, u := range urls {
+		if u == "" {
+			return nil
+		}
+		scraper := promscrape.NewScraper(u, hc)
+		out = append(out, func(ctx context.Context) (promscrape.Sample, error) {
+			s, err := scraper.Scrape(ctx)
+			if err != nil {
+				// The scrape error names the URL, which may carry a password.
+				err = generator.RedactURLIn(err, u)
+			}
+			return s, err
+		})
+	}
+	return out
+}

@@ -1,0 +1,225 @@
+package generator
+
+// Several endpoints: one model served by several replicas (vLLM data
+// parallel, or several boxes), endpoint.base_url a list. The router sends
+// each request to the healthy endpoint with the fewest requests in flight,
+// and gives each endpoint its own outage gate (outage.go): a replica that
+// restarts is drained (no request is sent to it while its gate is closed)
+// and probed back in while the others carry the load, and a request that
+// failed because its endpoint went away goes to another without being
+// charged an attempt. With one endpoint all of this is the single gate of
+// before: a request that finds the server away waits for it.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// endpointClient is one endpoint as the engine is given it: its URL
+// (passwords masked, for figures only) and its client.
+type endpointClient struct {
+	URL    string
+	Client completer
+}
+
+// endpoint is one endpoint of a Run: its client, its gate (nil when the
+// client cannot be probed) and its ledger, which holds its live counts.
+type endpoint struct {
+	client completer
+	gate   *outage
+	stats  *endpointStats
+}
+
+// headroom is what the router maximizes: with a cap, the requests it may
+// still take (limit - in flight); without, minus its requests in flight
+// (the fewest wins).
+func (ep *endpoint) headroom() int64 {
+	n := ep.stats.inflight.Load()
+	if l := ep.stats.limit.Load(); l > 0 {
+		return l - n
+	}
+	return -n
+}
+
+// router picks an endpoint per attempt. It is shared by every slot of one
+// Run.
+type router struct {
+	eps   []*endpoint
+	stats *Stats
+
+	mu   sync.Mutex
+	next int // where the next pick starts scanning: ties go round robin
+	down int // endpoints whose gate is closed
+	// up is closed, and replaced, whenever a gate opens: slots that found
+	// every endpoint down wait on it.
+	up chan struct{}
+}
+
+// newRouter builds the Run's router: the engine's endpoints, or its one
+// client. Each endpoint that can be probed gets its own gate, living as long
+// as life.
+func (e *engine) newRouter(life context.Context) *router {
+	targets := e.opts.Endpoints
+	if len(targets) == 0 {
+		targets = []endpointClient{{Client: e.client}}
+	}
+	ledgers := e.stats.endpointLedgers(len(targets))
+	r := &router{eps: make([]*endpoint, len(targets)), stats: e.stats, up: make(chan struct{})}
+	for i, t := range targets {
+		ep := &endpoint{client: t.Client, stats: ledgers[i]}
+		// With several endpoints, one that comes back serving another
+		// model (or one that was down at start, never checked) stays out:
+		// the others carry the load. One endpoint keeps the single
+		// server's gate: any answer opens it.
+		model := ""
+		if len(targets) > 1 {
+			model = e.opts.Sampling.Model
+		}
+		ep.gate = newOutage(life, t.Client, model, func(down bool, since time.Time) { r.changed(ep, down, since) })
+		if ep.gate != nil && e.probeMin > 0 {
+			ep.gate.minBackoff, ep.gate.maxBackoff = e.probeMin, e.probeMin
+		}
+		ep.stats.gate.Store(ep.gate)
+		r.eps[i] = ep
+	}
+	return r
+}
+
+// newOutage returns the gate of one endpoint for one Run, or nil when its
+// client has no way to ask whether the server is up. With model set, a
+// server that lists its models without it counts as down.
+func newOutage(life context.Context, c completer, model string, onChange func(down bool, since time.Time)) *outage {
+	p, ok := c.(prober)
+	if !ok {
+		return nil
+	}
+	return &outage{
+		life: life,
+		probe: func(ctx context.Context) error {
+			served, err := p.Models(ctx)
+			if !serverAnswered(err) {
+				return err
+			}
+			if err == nil && model != "" && len(served) > 0 && !slices.Contains(served, model) {
+				return fmt.Errorf("serves %s, not %q", strings.Join(served, ", "), model)
+			}
+			return nil
+		},
+		minBackoff: time.Second,
+		maxBackoff: 30 * time.Second,
+		now:        time.Now,
+		onChange:   onChange,
+	}
+}
+
+// changed is an endpoint's gate closing or opening (called under the gate's
+// lock). The run counts as down, for the progress line and status.json,
+// while every endpoint is.
+func (r *router) changed(ep *endpoint, down bool, since time.Time) {
+	ep.stats.setDown(down, since)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if down {
+		r.down++
+		if r.down == len(r.eps) {
+			r.stats.SetServerDown(true, since)
+		}
+		return
+	}
+	if r.down == len(r.eps) {
+		r.stats.SetServerDown(false, since)
+	}
+	r.down--
+	close(r.up)
+	r.up = make(chan struct{})
+}
+
+// pick chooses the endpoint for one attempt and counts it in flight there
+// (release ends it): among the endpoints whose gate is open, the one with
+// the most headroom (the fewest in flight, or the most room under its own
+// cap), ties in turn. When every gate is closed it picks among all: the
+// attempt fails, as it would have with one server, and its slot waits at
+// the gates (waitUp).
+func (r *router) pick() *endpoint {
+	if len(r.eps) == 1 {
+		ep := r.eps[0]
+		ep.stats.inflight.Add(1)
+		return ep
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(r.eps)
+	best := -1
+	var bestRoom int64
+	for pass := 0; pass < 2 && best < 0; pass++ {
+		for k := range n {
+			i := (r.next + k) % n
+			ep := r.eps[i]
+			if pass == 0 && ep.gate.isDown() {
+				continue
+			}
+			if room := ep.headroom(); best < 0 || room > bestRoom {
+				best, bestRoom = i, room
+			}
+		}
+	}
+	r.next = (best + 1) % n
+	ep := r.eps[best]
+	ep.stats.inflight.Add(1)
+	return ep
+}
+
+// release ends an attempt that pick sent to ep, started at the run's time
+// origin (the tracker's); resp and err are the attempt's outcome.
+func (r *router) release(ep *endpoint, origin time.Time, resp wireResponse, err error) {
+	ep.stats.inflight.Add(-1)
+	var tokens int64
+	if err == nil {
+		tokens = int64(resp.CompletionTokens)
+		if !resp.UsageKnown {
+			tokens = int64(resp.Chunks)
+		}
+	}
+	ep.stats.ended(origin, r.stats.now(), serverAnswered(err), err == nil, tokens)
+}
+
+// waitUp returns once some endpoint's gate is open, or with ctx's error.
+// With one endpoint it is the wait for that server to come back.
+func (r *router) waitUp(ctx context.Context) error {
+	for {
+		r.mu.Lock()
+		if r.down < len(r.eps) {
+			r.mu.Unlock()
+			return nil
+		}
+		up := r.up
+		r.mu.Unlock()
+		select {
+		case <-up:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// several reports whether the run has more than one endpoint.
+func (r *router) several() bool { return len(r.eps) > 1 }
+
+// excusable reports whether a failed attempt may be its endpoint's outage,
+// not the prompt's: then the endpoint's gate is asked (a probe), and if
+// its server is away the attempt is not charged. With one server, a
+// connection failure (refused, reset before any answer), as always. With
+// several, also a stream cut and a 5xx: a replica killed mid-answer cuts
+// its streams, and a proxy before a dead replica answers 502 or 503, and
+// another replica can take the prompt at once. A cut or a 5xx from a
+// server that still answers the probe is charged as usual.
+func (r *router) excusable(ce *Error) bool {
+	if ce.Cause == causeConnection {
+		return true
+	}
+	return r.several() && (ce.Cause == causeStreamCut || ce.Status >= 500)
+}

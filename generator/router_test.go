@@ -1,0 +1,182 @@
+package generator
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testRouter is a router over n endpoints whose gates can be closed by
+// hand (no prober runs: the tests set the state).
+func testRouter(n int) *router {
+	stats := NewStats(nil)
+	ledgers := stats.endpointLedgers(n)
+	r := &router{eps: make([]*endpoint, n), stats: stats, up: make(chan struct{})}
+	for i := range n {
+		ep := &endpoint{stats: ledgers[i], gate: &outage{now: time.Now}}
+		ledgers[i].gate.Store(ep.gate)
+		r.eps[i] = ep
+	}
+	return r
+}
+
+func (r *router) indexOf(ep *endpoint) int {
+	for i, e := range r.eps {
+		if e == ep {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestRouterPicksFewestInFlight: the endpoint with the fewest requests in
+// flight takes the next one; ties go in turn; a closed gate is passed over;
+// with every gate closed one is still picked (its failure waits at the
+// gates, as with one server).
+func TestRouterPicksFewestInFlight(t *testing.T) {
+	r := testRouter(3)
+	// Ties in turn: 0, 1, 2, then 0 again once each holds one.
+	var got []int
+	for range 6 {
+		got = append(got, r.indexOf(r.pick()))
+	}
+	if want := []int{0, 1, 2, 0, 1, 2}; !slices.Equal(got, want) {
+		t.Errorf("picks %v, want %v", got, want)
+	}
+	// Endpoint 1 frees two: it has the fewest and takes the next two.
+	r.release(r.eps[1], time.Now(), wireResponse{}, nil)
+	r.release(r.eps[1], time.Now(), wireResponse{}, nil)
+	if a, b := r.indexOf(r.pick()), r.indexOf(r.pick()); a != 1 || b != 1 {
+		t.Errorf("after endpoint 1 freed two, picks %d, %d; want 1, 1", a, b)
+	}
+	// A closed gate is passed over, however few it has in flight.
+	r.eps[2].gate.down.Store(true)
+	r.eps[2].stats.inflight.Store(0)
+	for range 4 {
+		if i := r.indexOf(r.pick()); i == 2 {
+			t.Fatal("picked endpoint 2, whose gate is closed")
+		}
+	}
+	// Every gate closed: one is still picked, the one with the fewest.
+	r.eps[0].gate.down.Store(true)
+	r.eps[1].gate.down.Store(true)
+	if i := r.indexOf(r.pick()); i != 2 {
+		t.Errorf("with every gate closed, picked %d; want 2 (fewest in flight)", i)
+	}
+}
+
+// TestRouterPrefersHeadroom: an endpoint with its own cap (limit) is
+// chosen by the room left under it, so a replica capped at 8 with 6 in
+// flight loses to one capped at 32 with 20 in flight.
+func TestRouterPrefersHeadroom(t *testing.T) {
+	r := testRouter(2)
+	r.eps[0].stats.limit.Store(8)
+	r.eps[0].stats.inflight.Store(6)
+	r.eps[1].stats.limit.Store(32)
+	r.eps[1].stats.inflight.Store(20)
+	if i := r.indexOf(r.pick()); i != 1 {
+		t.Errorf("picked %d; want 1 (12 free against 2)", i)
+	}
+	// Room equal (12 each): in turn.
+	r.eps[0].stats.limit.Store(18)
+	r.eps[1].stats.inflight.Store(20)
+	if a, b := r.indexOf(r.pick()), r.indexOf(r.pick()); a == b {
+		t.Errorf("equal room picked %d twice; want each in turn", a)
+	}
+	snap := r.stats.Snapshot()
+	if snap.Endpoints[0].Limit != 18 {
+		t.Errorf("snapshot limit %d, want 18", snap.Endpoints[0].Limit)
+	}
+}
+
+// TestRouterWaitsForAnyEndpoint: with every gate closed, waitUp returns
+// when one opens, and the run counts as down only while all are.
+func TestRouterWaitsForAnyEndpoint(t *testing.T) {
+	r := testRouter(2)
+	now := time.Now()
+	r.changed(r.eps[0], true, now)
+	if !r.stats.Snapshot().ServerDownSince.IsZero() {
+		t.Error("one endpoint of two down: the run shows the server down")
+	}
+	r.changed(r.eps[1], true, now)
+	if r.stats.Snapshot().ServerDownSince.IsZero() {
+		t.Error("both endpoints down: the run does not show the server down")
+	}
+	if st := r.stats.Snapshot().Endpoints[1].DownSince; st.IsZero() {
+		t.Error("endpoint 2's down_since is not set")
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.waitUp(context.Background()) }()
+	select {
+	case err := <-done:
+		t.Fatalf("waitUp returned %v while every endpoint is down", err)
+	default:
+	}
+	r.changed(r.eps[1], false, now)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !r.stats.Snapshot().ServerDownSince.IsZero() {
+		t.Error("an endpoint is back: the run still shows the server down")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r.changed(r.eps[1], true, now)
+	if err := r.waitUp(ctx); err == nil {
+		t.Error("waitUp with every endpoint down and a cancelled context returned nil")
+	}
+}
+
+// TestEndpointStateShown: a closed gate shows as down, and as probing while
+// its prober asks the server.
+func TestEndpointStateShown(t *testing.T) {
+	r := testRouter(2)
+	gate := r.eps[1].gate
+	state := func() string { return r.stats.Snapshot().Endpoints[1].State }
+	if got := state(); got != EndpointUp {
+		t.Errorf("open gate: state %q, want up", got)
+	}
+	gate.down.Store(true)
+	if got := state(); got != EndpointDown {
+		t.Errorf("closed gate: state %q, want down", got)
+	}
+	gate.probing.Store(true)
+	if got := state(); got != EndpointProbing {
+		t.Errorf("closed gate being probed: state %q, want probing", got)
+	}
+}
+
+// fakeProber lists models, or fails.
+type fakeProber struct {
+	models []string
+	err    error
+}
+
+func (f fakeProber) Models(context.Context) ([]string, error) { return f.models, f.err }
+
+func (f fakeProber) Complete(context.Context, wireRequest, func(int)) (wireResponse, error) {
+	return wireResponse{}, f.err
+}
+
+// TestProbeWantsTheModel: with several endpoints a replica that answers
+// but lists another model is still down; with one endpoint (no model
+// given) any answer opens the gate, as it always did.
+func TestProbeWantsTheModel(t *testing.T) {
+	ctx := context.Background()
+	other := newOutage(ctx, fakeProber{models: []string{"other"}}, "test-model", nil)
+	if err := other.probe(ctx); err == nil || !strings.Contains(err.Error(), `not "test-model"`) {
+		t.Errorf("probe of a replica serving another model = %v, want an error naming the model", err)
+	}
+	if err := newOutage(ctx, fakeProber{models: []string{"a", "test-model"}}, "test-model", nil).probe(ctx); err != nil {
+		t.Errorf("probe of a replica serving the model = %v", err)
+	}
+	if err := newOutage(ctx, fakeProber{models: []string{"other"}}, "", nil).probe(ctx); err != nil {
+		t.Errorf("one endpoint: probe of a server that answers = %v, want nil", err)
+	}
+	if err := newOutage(ctx, fakeProber{err: errors.New("connection refused")}, "test-model", nil).probe(ctx); err == nil {
+		t.Error("probe of a server that does not answer = nil")
+	}
+}

@@ -1,0 +1,191 @@
+package generator
+
+// Per-endpoint figures: with several replicas (endpoint.base_url a list),
+// each has its own requests in flight, rates and state next to the run's
+// totals in Stats.
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Endpoint states, as status.json, report.json and --metrics-addr show them.
+const (
+	EndpointUp      = "up"      // its gate is open: requests go to it
+	EndpointDown    = "down"    // its gate is closed: no request goes to it, a prober waits to ask it again
+	EndpointProbing = "probing" // down, and the prober is asking it right now
+)
+
+// endpointStats is one endpoint's ledger: live state read by the router
+// (in flight, its cap, its gate) and per-second buckets of answered
+// requests and their tokens. Its tokens are credited when an answer
+// completes (usage, else the streamed chunks), not per streamed delta as
+// the run's totals are: the per-endpoint tok/s is a finer split of the same
+// work, and a window of 10 s or more smooths the difference.
+type endpointStats struct {
+	url string // passwords masked
+
+	inflight atomic.Int64 // requests sent to it and not yet ended
+	// limit is this endpoint's own cap of requests in flight (set by
+	// whatever sizes each replica, e.g. concurrency: auto); 0: none, the
+	// pool's concurrency alone bounds it. The router prefers the endpoint
+	// with the most headroom under it; it is a preference, not a bound:
+	// with every endpoint at its cap the pool's concurrency is what holds
+	// the next request back, so the caps should add up to it.
+	limit atomic.Int64
+	gate  atomic.Pointer[outage] // the Run's gate for it; nil before Run or when it cannot be probed
+
+	mu        sync.Mutex
+	requests  int64 // attempts it answered (a completion, or any HTTP status below 500)
+	failures  int64 // attempts that failed on it (any cause)
+	tokens    int64 // completion tokens of the answers it completed
+	completed int64 // answers it completed
+	downSince time.Time
+	buckets   [ringSize]epBucket
+}
+
+type epBucket struct {
+	sec    int64 // -1: never used
+	reqs   int64
+	tokens int64
+}
+
+func newEndpointStats(url string) *endpointStats {
+	es := &endpointStats{url: url}
+	for i := range es.buckets {
+		es.buckets[i].sec = -1
+	}
+	return es
+}
+
+// SetEndpoints names the run's endpoints (passwords masked by the caller)
+// so that every snapshot lists them, before the first request too. The
+// engine's router takes these ledgers; with no call it makes unnamed ones.
+func (s *Stats) SetEndpoints(urls []string) {
+	eps := make([]*endpointStats, len(urls))
+	for i, u := range urls {
+		eps[i] = newEndpointStats(u)
+	}
+	s.mu.Lock()
+	s.endpoints = eps
+	s.mu.Unlock()
+}
+
+// endpointLedgers returns n ledgers: the ones SetEndpoints made when there
+// are n of them, else n new unnamed ones, which every snapshot then lists.
+func (s *Stats) endpointLedgers(n int) []*endpointStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.endpoints) == n {
+		return s.endpoints
+	}
+	s.endpoints = make([]*endpointStats, n)
+	for i := range s.endpoints {
+		s.endpoints[i] = newEndpointStats("")
+	}
+	return s.endpoints
+}
+
+// ended records one attempt sent to the endpoint: answered (the server was
+// there), and when it completed an answer, its tokens; origin is the run's
+// time origin (Tracker.start), now the attempt's end.
+func (es *endpointStats) ended(origin, now time.Time, answered, completed bool, tokens int64) {
+	sec := max(int64(now.Sub(origin)/time.Second), 0)
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if !answered || !completed {
+		es.failures++
+	}
+	if answered {
+		es.requests++
+	}
+	if !completed {
+		return
+	}
+	es.completed++
+	es.tokens += tokens
+	b := &es.buckets[sec&ringMask]
+	if b.sec != sec {
+		*b = epBucket{sec: sec}
+	}
+	b.reqs++
+	b.tokens += tokens
+}
+
+// setDown records the endpoint's gate closing (down) or opening.
+func (es *endpointStats) setDown(down bool, since time.Time) {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if down {
+		es.downSince = since
+	} else {
+		es.downSince = time.Time{}
+	}
+}
+
+// EndpointSnapshot is one endpoint's figures at one moment.
+type EndpointSnapshot struct {
+	URL       string    // passwords masked; "" when the run did not name it
+	State     string    // EndpointUp, EndpointDown or EndpointProbing
+	DownSince time.Time // zero while up
+	InFlight  int64     // requests sent to it and not yet ended
+	Limit     int64     // its own cap of requests in flight; 0: none
+	Requests  int64     // attempts it answered (an answer, or an HTTP status below 500)
+	Failures  int64     // attempts that failed on it, any cause (an outage's included)
+	Completed int64     // answers it completed (each key's answer, and every turn's)
+	// CompletionTokens of the answers it completed.
+	CompletionTokens int64
+	// Cumulative rates over the run's Elapsed, and the recent windows as
+	// the run's (Snapshot.Last10s, Last60s); tokens at completion.
+	ReqPerSec, TokPerSec float64
+	Last10s, Last60s     Rates
+}
+
+// snapshot reads the endpoint at elapsed (the run's Elapsed).
+func (es *endpointStats) snapshot(elapsed time.Duration) EndpointSnapshot {
+	gate := es.gate.Load()
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	out := EndpointSnapshot{
+		URL:              es.url,
+		State:            EndpointUp,
+		DownSince:        es.downSince,
+		InFlight:         es.inflight.Load(),
+		Limit:            es.limit.Load(),
+		Requests:         es.requests,
+		Failures:         es.failures,
+		Completed:        es.completed,
+		CompletionTokens: es.tokens,
+	}
+	switch {
+	case gate.isProbing() && gate.isDown():
+		out.State = EndpointProbing
+	case gate.isDown():
+		out.State = EndpointDown
+	}
+	if secs := elapsed.Seconds(); secs > 0 {
+		out.ReqPerSec = float64(es.completed) / secs
+		out.TokPerSec = float64(es.tokens) / secs
+	}
+	out.Last10s = es.windowLocked(out, elapsed, shortWindow)
+	out.Last60s = es.windowLocked(out, elapsed, longWindow)
+	return out
+}
+
+// windowLocked sums the last w whole seconds as Stats.windowLocked does:
+// the cumulative rates while the run is shorter than w.
+func (es *endpointStats) windowLocked(cum EndpointSnapshot, elapsed, w time.Duration) Rates {
+	if elapsed < w {
+		return Rates{Span: elapsed, ReqPerSec: cum.ReqPerSec, TokPerSec: cum.TokPerSec}
+	}
+	cur := int64(elapsed / time.Second)
+	var reqs, tok int64
+	for sec := cur - int64(w/time.Second); sec < cur; sec++ {
+		if b := &es.buckets[sec&ringMask]; b.sec == sec {
+			reqs += b.reqs
+			tok += b.tokens
+		}
+	}
+	return Rates{Span: w, ReqPerSec: float64(reqs) / w.Seconds(), TokPerSec: float64(tok) / w.Seconds()}
+}
