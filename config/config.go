@@ -16,7 +16,11 @@ type Config struct {
 	Endpoint    EndpointConfig   `mapstructure:"endpoint"`
 	Dataset     DatasetConfig    `mapstructure:"dataset"`
 	Generation  GenerationConfig `mapstructure:"generation"`
-	Concurrency int              `mapstructure:"concurrency"`
+	// Concurrency is the requests in flight, or the ceiling of them when
+	// ConcurrencyAuto (the key's "auto" or "auto:N") lets the server's
+	// metrics decide.
+	Concurrency     int  `mapstructure:"concurrency"`
+	ConcurrencyAuto bool `mapstructure:"-"` // set by the concurrency key, not a key of its own
 	Retry       RetryConfig      `mapstructure:"retry"`
 	Output      OutputConfig     `mapstructure:"output"`
 	Progress    ProgressConfig   `mapstructure:"progress"`
@@ -173,6 +177,8 @@ func (c Config) Redacted() map[string]any {
 			v = p.String()
 		case *map[string]any:
 			v = deepCopy(*p)
+		case *concurrencyValue:
+			v = p.value()
 		}
 		setNested(out, k.name, v)
 	}
