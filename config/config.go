@@ -13,18 +13,19 @@ import (
 
 // Config is the whole effective configuration of a run.
 type Config struct {
-	Endpoint   EndpointConfig   `mapstructure:"endpoint"`
-	Dataset    DatasetConfig    `mapstructure:"dataset"`
-	Generation GenerationConfig `mapstructure:"generation"`
-	// Concurrency is the requests in flight, or the ceiling of them when
-	// ConcurrencyAuto (the key's "auto" or "auto:N") lets the server's
-	// metrics decide.
-	Concurrency     int            `mapstructure:"concurrency"`
-	ConcurrencyAuto bool           `mapstructure:"-"` // set by the concurrency key, not a key of its own
-	Retry           RetryConfig    `mapstructure:"retry"`
-	Output          OutputConfig   `mapstructure:"output"`
-	Progress        ProgressConfig `mapstructure:"progress"`
-	Shutdown        ShutdownConfig `mapstructure:"shutdown"`
+	Endpoint    EndpointConfig   `mapstructure:"endpoint"`
+	Dataset     DatasetConfig    `mapstructure:"dataset"`
+	Generation  GenerationConfig `mapstructure:"generation"`
+	Concurrency int              `mapstructure:"concurrency"`
+	Retry       RetryConfig      `mapstructure:"retry"`
+	Output      OutputConfig     `mapstructure:"output"`
+	Progress    ProgressConfig   `mapstructure:"progress"`
+	Shutdown    ShutdownConfig   `mapstructure:"shutdown"`
+
+	// ConcurrencyAuto is set by the concurrency key's "auto" or "auto:N"
+	// (not a key of its own): the server's metrics decide how many are in
+	// flight, and Concurrency is the ceiling.
+	ConcurrencyAuto bool `mapstructure:"-"`
 }
 
 // EndpointConfig says which OpenAI-compatible server answers and how.
