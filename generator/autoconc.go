@@ -23,7 +23,9 @@ package generator
 //  4. else compare generation throughput with the one measured at the
 //     limit before the last growth: still rising by at least Gain of the
 //     growth (a growth of a tenth must bring 3% more with the default
-//     0.3: past the knee, more in flight only adds latency): grow (x1.5 until
+//     0.3: past the knee, more in flight only adds latency; "no longer"
+//     is judged on two samples at least, one noisy window is not
+//     enough): grow (x1.5 until
 //     the first trouble, then by a tenth, never past 95% of a limit found
 //     too high); no longer rising: the knee is behind, go back to the
 //     smaller limit and hold. After ProbeAfter samples held, forget the
@@ -38,10 +40,6 @@ import (
 
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
-
-// DefaultAutoCeiling is the most requests in flight `concurrency: auto`
-// allows when no ceiling is given (auto:N).
-const DefaultAutoCeiling = 512
 
 // DefaultAutoInterval is how often the runner looks at the server under
 // concurrency: auto (progress.interval when that is shorter).
@@ -74,6 +72,12 @@ type AutoController struct {
 	baseLimit int
 	tooHigh   int // the lowest limit found past the knee; 0: none
 	held      int // samples held at the knee
+
+	// The throughput at the current limit, over every judged sample
+	// since it was set: a verdict that a growth did not pay waits for
+	// two, so one noisy window does not undo it.
+	measTokens, measTime float64
+	measN                int
 }
 
 // AutoDecision is what a sample decided.
@@ -128,7 +132,12 @@ func (c *AutoController) Observe(s promscrape.Sample, inFlight int) AutoDecision
 	c.prev = s
 	fresh := c.fresh
 	c.fresh = false
-	rate := tokens / dt
+	if !fresh {
+		c.measTokens += tokens
+		c.measTime += dt
+		c.measN++
+	}
+	rate := c.measTokens / math.Max(c.measTime, 1e-9)
 
 	// Trouble right after a cut is the tail of the limit before it.
 	judge := !fresh || c.grew
@@ -149,6 +158,9 @@ func (c *AutoController) Observe(s promscrape.Sample, inFlight int) AutoDecision
 	}
 
 	if step := float64(c.limit)/float64(c.baseLimit) - 1; c.base > 0 && rate < c.base*(1+c.o.Gain*step) {
+		if c.measN < 2 {
+			return c.hold(fmt.Sprintf("measuring at %d", c.limit))
+		}
 		// This growth did not pay: the knee is at or below the limit
 		// before it.
 		gain := rate/c.base - 1
@@ -204,6 +216,7 @@ func (c *AutoController) move(to int, why string) AutoDecision {
 	}
 	c.grew, c.before = to > c.limit, c.limit
 	c.limit, c.fresh = to, true
+	c.measTokens, c.measTime, c.measN = 0, 0, 0
 	return AutoDecision{Limit: to, Moved: true, Reason: why}
 }
 

@@ -29,6 +29,8 @@ package main
 //	| server 1700 tok/s ...     the server's own /metrics, when scraped: generation tok/s,
 //	                            running, waiting, kv (cache usage), preemptions, spec decoding;
 //	                            left out while measured from before the latest outage
+//	| concurrency 96 (hold: ...) under concurrency: auto only: the limit in force and why it
+//	                            last moved
 
 import (
 	"context"
@@ -64,6 +66,9 @@ type reporterOptions struct {
 	JSON     bool          // --log-format json: one JSON object per Interval, even on a terminal
 	// Scrape fetches the server's /metrics; nil: no server view.
 	Scrape func(ctx context.Context) (promscrape.Sample, error)
+	// Auto is concurrency: auto's limit and why it last moved, shown at
+	// the end of the line and in the bar; nil under a fixed concurrency.
+	Auto func() *generator.AutoRecord
 	// Status receives the progress record (the object --log-format json
 	// prints) each Interval and once more when Run ends (final), e.g. to
 	// rewrite DIR/status.json. May be nil.
@@ -196,7 +201,11 @@ func (r *reporter) report(snap generator.Snapshot, final bool) {
 			r.barDrawn = false
 		}
 	default:
-		fmt.Fprintln(r.w, formatLine(snap, server, r.draining()))
+		line := formatLine(snap, server, r.draining())
+		if r.opts.Auto != nil {
+			line += autoText(r.opts.Auto())
+		}
+		fmt.Fprintln(r.w, line)
 	}
 }
 
@@ -298,7 +307,12 @@ func (r *reporter) renderBar(snap generator.Snapshot) {
 	if r.bar.GetMax64() != planned {
 		r.bar.ChangeMax64(planned)
 	}
-	r.bar.Describe(barLine(snap, r.serverView(snap), r.draining(), width-barOverhead))
+	desc := barLine(snap, r.serverView(snap), r.draining(), width-barOverhead)
+	if r.opts.Auto != nil {
+		auto := autoBar(r.opts.Auto())
+		desc = barLine(snap, r.serverView(snap), r.draining(), width-barOverhead-utf8.RuneCountInString(auto)-1) + " " + auto
+	}
+	r.bar.Describe(desc)
 	_ = r.bar.Set64(min(snap.Completed(), planned))
 	r.barDrawn = true
 }

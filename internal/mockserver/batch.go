@@ -49,9 +49,9 @@ type batch struct {
 type seq struct {
 	prompt    int
 	kv        int           // prompt + tokens generated since it was last admitted
-	admitted  chan struct{} // one token per admission
+	admitted  chan struct{} // a wake-up after an admission (at most one pending)
 	running   bool
-	preempted bool // taken out of the batch; the owner has not seen it yet
+	preempted bool // preempted since the owner last waited: its work is lost, even if readmitted since
 }
 
 func newBatch(s *Server) *batch {
@@ -69,14 +69,22 @@ func (b *batch) acquire(q *seq, done <-chan struct{}) bool {
 	return b.wait(q, done)
 }
 
-// wait waits for q's admission; when done ends first, q leaves the batch.
+// wait waits until q runs; when done ends first, q leaves the batch.
 func (b *batch) wait(q *seq, done <-chan struct{}) bool {
-	select {
-	case <-q.admitted:
-		return true
-	case <-done:
-		b.leave(q)
-		return false
+	for {
+		b.mu.Lock()
+		if q.running {
+			q.preempted = false // the owner redoes its work from here
+			b.mu.Unlock()
+			return true
+		}
+		b.mu.Unlock()
+		select {
+		case <-q.admitted: // look again: it may have been preempted since
+		case <-done:
+			b.leave(q)
+			return false
+		}
 	}
 }
 
@@ -107,10 +115,13 @@ func (b *batch) admit() {
 			break
 		}
 		b.waiting = b.waiting[1:]
-		q.kv, q.running, q.preempted = q.prompt, true, false
+		q.kv, q.running = q.prompt, true
 		b.running = append(b.running, q)
 		b.used += q.kv
-		q.admitted <- struct{}{}
+		select {
+		case q.admitted <- struct{}{}:
+		default: // a wake-up is pending already
+		}
 	}
 	b.gauges()
 }
@@ -135,7 +146,7 @@ func (b *batch) gauges() {
 func (b *batch) grow(q *seq) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !q.running {
+	if !q.running || q.preempted {
 		return false
 	}
 	q.kv++
@@ -149,7 +160,7 @@ func (b *batch) grow(q *seq) bool {
 		b.preemptions.Add(1)
 	}
 	b.gauges()
-	return q.running
+	return q.running && !q.preempted
 }
 
 // step is the time one token takes in a batch of the current size.

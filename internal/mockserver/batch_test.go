@@ -72,7 +72,7 @@ func TestBatchModelKnee(t *testing.T) {
 		TokenDelay: time.Millisecond, BatchScale: 10, MeanTokens: 1000,
 		KVBudget: knee * (prompt + maxTokens), MaxRunning: 64,
 	})
-	for _, c := range []int{knee / 2, knee, 2 * knee} {
+	for _, c := range []int{knee / 2, knee, 2 * knee, 6 * knee} {
 		d, rate := sweepPoint(t, s, ts.URL, c, 4, prompt, maxTokens)
 		t.Logf("concurrency %d: %.0f tok/s, %d preemptions, %d tokens recomputed", c, rate, d.Preemptions, d.Recomputed)
 		if d.Completed != int64(c*4) || d.GenerationTokens != int64(c*4*maxTokens) {
