@@ -82,8 +82,9 @@ func autoMoves(t *testing.T, stderr string) []autoMove {
 // 40ms x (1 + running/400) makes throughput rise almost in proportion
 // (TestBatchModelKnee in internal/mockserver shows the shape on counters).
 // The time scale keeps the whole test near 30 s, and the client's work low
-// enough (about 2,000 tokens/s at the knee) that the server, not the
-// client under -race on a loaded machine, sets the throughput.
+// enough (about 2,000 tokens/s at the knee, answers not streamed) that the
+// server, not the client under -race on a loaded machine, sets the
+// throughput.
 //
 // A run with concurrency: auto:400 must have its limit within 20% of K
 // (80..120) from some moment in the first minute of its own elapsed time to
@@ -116,6 +117,11 @@ func TestAutoConcurrencyFindsTheKnee(t *testing.T) {
 			"--output.format", "jsonl",
 			"--output.sync_interval", "200ms",
 			"--generation.max_tokens", strconv.Itoa(maxTokens),
+			// Plain answers: the client parses one body per answer instead
+			// of a chunk per token, so on a loaded machine under -race the
+			// server's pace, not the client's CPU, sets the throughput
+			// (the controller reads the server's own token counter).
+			"--generation.stream=false",
 			"--concurrency", concurrency,
 			"--progress.interval", "500ms",
 		)
