@@ -224,3 +224,37 @@ func TestAutoRefusedWithoutVLLMMetrics(t *testing.T) {
 		t.Errorf("report.json does not say why: %v %s", err, b)
 	}
 }
+
+// TestAutoShown: the limit and why it last moved, in the plain line's last
+// field, the bar's short one and --metrics-addr.
+func TestAutoShown(t *testing.T) {
+	a := generator.NewAutoState(16, 400)
+	a.Moved(24, "grow: queue empty, throughput +41%", time.Unix(10, 0))
+	rec := a.Record()
+	if got := autoText(rec); got != " | concurrency 24 (grow: queue empty, throughput +41%)" {
+		t.Errorf("plain line field %q", got)
+	}
+	if got := autoBar(rec); got != "limit 24 grow" {
+		t.Errorf("bar field %q", got)
+	}
+	if rec.Moves != 1 || rec.Ceiling != 400 || !rec.MovedAt.Equal(time.Unix(10, 0)) {
+		t.Errorf("record %+v", rec)
+	}
+
+	m, err := startSelfMetrics("127.0.0.1:0", generator.NewStats(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	m.registerAuto(a)
+	fams := scrapeSelf(t, m.URL())
+	if v, ok := metricValue(fams, "synthgen_concurrency_limit"); !ok || v != 24 {
+		t.Errorf("synthgen_concurrency_limit = %v, %v; want 24", v, ok)
+	}
+	if v, ok := metricValue(fams, "synthgen_concurrency_moves_total"); !ok || v != 1 {
+		t.Errorf("synthgen_concurrency_moves_total = %v, %v; want 1", v, ok)
+	}
+	var none *selfMetricsServer
+	none.registerAuto(a) // no --metrics-addr: nothing to do
+	m.registerAuto(nil)  // a fixed concurrency: nothing to add
+}
