@@ -245,8 +245,8 @@ type Summary struct {
 	Duplicates int
 }
 
-// Run requests every key of src that out does not skip, keeping exactly
-// Concurrency requests in flight, and writes each answer or final failure to
+// Run requests every key of src that out does not skip, keeping the limit
+// in flight (exactly Concurrency when it is fixed), and writes each answer or final failure to
 // out from one goroutine. It returns when the source is exhausted (or Drain
 // was called) and every request in flight has ended. Cancelling ctx cuts the
 // requests in flight; what was written stays written. A failed request is a
