@@ -25,12 +25,14 @@ package generator
 //     growth (a growth of a tenth must bring 3% more with the default
 //     0.3: past the knee, more in flight only adds latency; "no longer"
 //     is judged on two samples at least, one noisy window is not
-//     enough): grow (x1.5 until
-//     the first trouble, then by a tenth, never past 95% of a limit found
-//     too high); no longer rising: the knee is behind, go back to the
-//     smaller limit and hold. After ProbeAfter samples held, forget the
-//     limit found too high and try a tenth more, so the controller follows
-//     a server whose knee moved (longer prompts, another model).
+//     enough): grow (x1.5 until the first trouble, then by a tenth, never
+//     past 95% of a limit found too high, nor past the limit at which the
+//     KV cache, growing with it, would reach KVFull); no longer rising: the knee is
+//     behind, go back to the smaller limit and hold. After ProbeAfter/2
+//     samples held it tries above a growth that did not pay again (that
+//     window may have been noise), after ProbeAfter above a limit that
+//     brought trouble (which cost the server work), so the controller
+//     follows a server whose knee moved (longer prompts, another model).
 
 import (
 	"fmt"
@@ -70,7 +72,8 @@ type AutoController struct {
 
 	base      float64 // throughput at baseLimit, measured before the last growth
 	baseLimit int
-	tooHigh   int // the lowest limit found past the knee; 0: none
+	tooHigh   int // the lowest limit found past the knee (trouble); 0: none
+	noGain    int // a limit whose growth did not pay; 0: none
 	held      int // samples held at the knee
 
 	// The throughput at the current limit, over every judged sample
@@ -166,7 +169,7 @@ func (c *AutoController) Observe(s promscrape.Sample, inFlight int) AutoDecision
 		gain := rate/c.base - 1
 		from := c.limit
 		c.slow, c.held = false, 0
-		c.tooHigh = from
+		c.noGain = from
 		c.base = 0
 		return c.move(c.baseLimit, fmt.Sprintf("hold: at knee (throughput %+.0f%% from %d to %d)", 100*gain, c.baseLimit, from))
 	}
@@ -177,15 +180,37 @@ func (c *AutoController) Observe(s promscrape.Sample, inFlight int) AutoDecision
 	if c.tooHigh > 0 {
 		next = min(next, c.tooHigh*95/100)
 	}
+	if c.noGain > 0 {
+		next = min(next, c.noGain-1)
+	}
+	// The KV cache grows with the requests running: a growth that would
+	// fill it is not made (the server would preempt), whatever the
+	// throughput says.
+	kvCap := math.MaxInt
+	if s.HasKV && s.KVCacheUsage > 0 {
+		kvCap = int(float64(c.limit) * c.o.KVFull / s.KVCacheUsage)
+		next = min(next, kvCap)
+	}
 	next = min(next, c.o.Ceiling)
 	if next <= c.limit {
 		c.held++
-		if c.held >= c.o.ProbeAfter {
-			c.tooHigh, c.held = 0, 0 // look again above: the knee may have moved
-		}
 		why := "hold: at the ceiling"
-		if c.limit < c.o.Ceiling {
+		switch {
+		case c.limit >= c.o.Ceiling:
+		case kvCap <= c.limit:
+			why = fmt.Sprintf("hold: at knee (KV cache %.0f%% full)", 100*s.KVCacheUsage)
+		case c.tooHigh > 0 && c.tooHigh*95/100 <= c.limit:
 			why = fmt.Sprintf("hold: at knee (trouble at %d)", c.tooHigh)
+		default:
+			why = fmt.Sprintf("hold: at knee (no gain at %d)", c.noGain)
+		}
+		// Look above again: soon after a growth that did not pay, later
+		// after trouble.
+		if c.held >= c.o.ProbeAfter/2 {
+			c.noGain = 0
+		}
+		if c.held >= c.o.ProbeAfter {
+			c.tooHigh, c.held = 0, 0
 		}
 		return c.hold(why)
 	}
@@ -200,6 +225,7 @@ func (c *AutoController) Observe(s promscrape.Sample, inFlight int) AutoDecision
 // backOff cuts the limit: back to where it was when the trouble follows
 // a growth (that limit was fine), else by factor.
 func (c *AutoController) backOff(why string, factor float64) AutoDecision {
+	c.noGain = 0
 	to := int(float64(c.limit) * factor)
 	if c.grew && c.before < c.limit {
 		to = max(to, c.before)

@@ -1,6 +1,7 @@
 package generator
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -17,12 +18,17 @@ type simServer struct {
 	batchScale           float64
 	clock                time.Time // injected: one second per sample
 	gen, preempt         float64
+	noise                *rand.Rand // nil: exact; else each window's tokens off by up to ±10%
 }
 
 func (s *simServer) sample(limit int) promscrape.Sample {
 	s.clock = s.clock.Add(time.Second)
 	running := min(limit, s.kvFits)
-	s.gen += 100 * float64(running) / (1 + float64(running)/s.batchScale)
+	window := 100 * float64(running) / (1 + float64(running)/s.batchScale)
+	if s.noise != nil {
+		window *= 0.9 + 0.2*s.noise.Float64()
+	}
+	s.gen += window
 	if limit > s.preemptAbove {
 		s.preempt += float64(limit - s.preemptAbove)
 	}
@@ -49,21 +55,37 @@ func drive(c *AutoController, s *simServer, n int) (limits []int, reasons []stri
 func TestAutoSettlesAtTheKnee(t *testing.T) {
 	for _, knee := range []int{40, 100, 160} {
 		s := &simServer{kvFits: knee, preemptAbove: knee + knee/20, batchScale: 400, clock: time.Unix(0, 0)}
-		c := NewAutoController(AutoOptions{Ceiling: 400})
-		limits, reasons := drive(c, s, 200)
-		lo, hi := knee*8/10, knee*12/10
-		settled := -1
-		for i, l := range limits {
-			if l < lo || l > hi {
-				settled = -1
-			} else if settled < 0 {
-				settled = i
-			}
+		settleWithin(t, s, knee)
+	}
+}
+
+// TestAutoSettlesDespiteNoise: each window's throughput off by up to ±10%
+// (a fixed seed per case: the same draws every run).
+func TestAutoSettlesDespiteNoise(t *testing.T) {
+	for seed := range uint64(10) {
+		s := &simServer{kvFits: 100, preemptAbove: 105, batchScale: 400, clock: time.Unix(0, 0), noise: rand.New(rand.NewPCG(seed, 1))}
+		settleWithin(t, s, 100)
+	}
+}
+
+// settleWithin drives a controller against s for 200 samples and fails
+// unless its limit stays within 20% of knee from sample 40 on.
+func settleWithin(t *testing.T, s *simServer, knee int) {
+	t.Helper()
+	c := NewAutoController(AutoOptions{Ceiling: 400})
+	limits, reasons := drive(c, s, 200)
+	lo, hi := knee*8/10, knee*12/10
+	settled := -1
+	for i, l := range limits {
+		if l < lo || l > hi {
+			settled = -1
+		} else if settled < 0 {
+			settled = i
 		}
-		t.Logf("knee %d: settled within 20%% from sample %d; moves: %s", knee, settled, strings.Join(reasons, " | "))
-		if settled < 0 || settled > 40 {
-			t.Errorf("knee %d: the limit did not stay within [%d, %d] from sample 40 on: %v", knee, lo, hi, limits)
-		}
+	}
+	t.Logf("knee %d: settled within 20%% from sample %d; moves: %s", knee, settled, strings.Join(reasons, " | "))
+	if settled < 0 || settled > 40 {
+		t.Errorf("knee %d: the limit did not stay within [%d, %d] from sample 40 on: %v", knee, lo, hi, limits)
 	}
 }
 
@@ -140,5 +162,24 @@ func TestAutoServerRestart(t *testing.T) {
 	d := c.Observe(promscrape.Sample{At: at.Add(time.Second), GenerationTokens: 10, Preemptions: 0}, 16)
 	if d.Limit < 16 {
 		t.Errorf("after a restart: %+v", d)
+	}
+}
+
+// TestAutoGrowsNoFurtherThanTheCacheHolds: the KV cache grows with the
+// requests running, so a growth stops where it would reach KVFull, before
+// any preemption.
+func TestAutoGrowsNoFurtherThanTheCacheHolds(t *testing.T) {
+	at := time.Unix(0, 0)
+	c := NewAutoController(AutoOptions{Ceiling: 400, Start: 80})
+	c.Observe(promscrape.Sample{At: at}, 80)
+	c.Observe(promscrape.Sample{At: at.Add(time.Second)}, 80)
+	d := c.Observe(promscrape.Sample{At: at.Add(2 * time.Second), GenerationTokens: 1000, KVCacheUsage: 0.76, HasKV: true}, 80)
+	if d.Limit != 100 {
+		t.Errorf("at 80 with the cache 76%% full: grew to %d, want 100 (95%% full), not 120", d.Limit)
+	}
+	c.Observe(promscrape.Sample{At: at.Add(3 * time.Second), GenerationTokens: 2000, KVCacheUsage: 0.946, HasKV: true}, 100)
+	d = c.Observe(promscrape.Sample{At: at.Add(4 * time.Second), GenerationTokens: 3500, KVCacheUsage: 0.946, HasKV: true}, 100)
+	if d.Moved || d.Reason != "hold: at knee (KV cache 95% full)" {
+		t.Errorf("at 100 with the cache 94.6%% full: %+v, want a hold", d)
 	}
 }

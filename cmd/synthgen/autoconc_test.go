@@ -89,7 +89,9 @@ func autoMoves(t *testing.T, stderr string) []autoMove {
 // A run with concurrency: auto:400 must have its limit within 20% of K
 // (80..120) from some moment in the first minute of its own elapsed time to
 // its end, and cause fewer preemptions (the mock's counter) than a run of
-// the same prompts at a fixed 200.
+// the same prompts at a fixed 200. The fixed run preempts for certain: its
+// first 106 requests are admitted together, prompts filling the budget,
+// and their first tokens overflow it.
 func TestAutoConcurrencyFindsTheKnee(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about 30 s of load: not with -short")
