@@ -146,7 +146,7 @@ func (c *AutoController) Observe(s promscrape.Sample, inFlight int) AutoDecision
 	judge := !fresh || c.grew
 	switch {
 	case judge && preempted > 0:
-		return c.backOff(fmt.Sprintf("back off: %d preemptions", preempted), c.o.Backoff)
+		return c.backOff(fmt.Sprintf("back off: %d %s", preempted, plural(preempted, "preemption", "preemptions")), c.o.Backoff)
 	case judge && s.HasKV && s.KVCacheUsage >= c.o.KVFull:
 		return c.backOff(fmt.Sprintf("back off: KV cache %.0f%% full", 100*s.KVCacheUsage), c.o.Backoff)
 	case judge && s.Waiting > math.Max(2, float64(c.limit)/20):
@@ -171,7 +171,7 @@ func (c *AutoController) Observe(s promscrape.Sample, inFlight int) AutoDecision
 		c.slow, c.held = false, 0
 		c.noGain = from
 		c.base = 0
-		return c.move(c.baseLimit, fmt.Sprintf("hold: at knee (throughput %+.0f%% from %d to %d)", 100*gain, c.baseLimit, from))
+		return c.move(c.baseLimit, fmt.Sprintf("at knee: throughput %+.0f%% from %d to %d, back to %d", 100*gain, c.baseLimit, from, c.baseLimit))
 	}
 	next := c.limit + max(1, c.limit/10)
 	if c.slow {
@@ -291,4 +291,11 @@ func (a *AutoState) Record() *AutoRecord {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return &AutoRecord{Limit: a.limit, Ceiling: a.ceiling, Reason: a.reason, Moves: a.moves, MovedAt: a.at}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

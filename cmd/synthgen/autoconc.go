@@ -168,12 +168,12 @@ func autoRecordOf(r *generator.Runner) func() *generator.AutoRecord {
 	return a.Record
 }
 
-// autoText is the plain line's field: " | concurrency 96 (hold: at knee)".
+// autoText is the plain line's field: " | concurrency 98 (back off: KV cache 99% full)".
 func autoText(rec *generator.AutoRecord) string {
 	return fmt.Sprintf(" | concurrency %d (%s)", rec.Limit, rec.Reason)
 }
 
-// autoBar is the bar's short field: "limit 96 hold".
+// autoBar is the bar's short field: "limit 98 back off".
 func autoBar(rec *generator.AutoRecord) string {
 	verb, _, _ := strings.Cut(rec.Reason, ":")
 	return fmt.Sprintf("limit %d %s", rec.Limit, verb)

@@ -29,7 +29,7 @@ package main
 //	| server 1700 tok/s ...     the server's own /metrics, when scraped: generation tok/s,
 //	                            running, waiting, kv (cache usage), preemptions, spec decoding;
 //	                            left out while measured from before the latest outage
-//	| concurrency 96 (hold: ...) under concurrency: auto only: the limit in force and why it
+//	| concurrency 98 (back off: ...) under concurrency: auto only: the limit in force and why it
 //	                            last moved
 
 import (
