@@ -22,6 +22,11 @@ type Config struct {
 	Output      OutputConfig     `mapstructure:"output"`
 	Progress    ProgressConfig   `mapstructure:"progress"`
 	Shutdown    ShutdownConfig   `mapstructure:"shutdown"`
+
+	// ConcurrencyAuto is set by the concurrency key's "auto" or "auto:N"
+	// (not a key of its own): the server's metrics decide how many are in
+	// flight, and Concurrency is the ceiling.
+	ConcurrencyAuto bool `mapstructure:"-"`
 }
 
 // EndpointConfig says which OpenAI-compatible server answers and how.
@@ -172,6 +177,8 @@ func (c Config) Redacted() map[string]any {
 			v = p.String()
 		case *map[string]any:
 			v = deepCopy(*p)
+		case *concurrencyValue:
+			v = p.value()
 		}
 		setNested(out, k.name, v)
 	}

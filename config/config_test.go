@@ -115,6 +115,9 @@ func TestEveryFieldHasAKey(t *testing.T) {
 	var walk func(rt reflect.Type, prefix string)
 	walk = func(rt reflect.Type, prefix string) {
 		for f := range rt.Fields() {
+			if f.Tag.Get("mapstructure") == "-" {
+				continue // set by another key (ConcurrencyAuto, by concurrency)
+			}
 			name := joinKey(prefix, f.Tag.Get("mapstructure"))
 			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[time.Duration]() {
 				walk(f.Type, name)

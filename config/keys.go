@@ -58,7 +58,7 @@ var keys = []key{
 	{name: "generation.stream", usage: "stream answers (tokens counted as they arrive, time to first token measured)", field: func(c *Config) any { return &c.Generation.Stream }},
 	{name: "generation.extra_body", usage: `JSON object merged into every request body, e.g. '{"top_k":20}'`, field: func(c *Config) any { return &c.Generation.ExtraBody }},
 
-	{name: "concurrency", usage: "requests kept in flight at once", field: func(c *Config) any { return &c.Concurrency }},
+	{name: "concurrency", usage: "requests kept in flight at once: a number, or auto to grow and shrink it from the server's vLLM metrics (queue, throughput, preemptions, KV cache) up to 512, or auto:N up to N", field: func(c *Config) any { return &concurrencyValue{n: &c.Concurrency, auto: &c.ConcurrencyAuto} }},
 
 	{name: "retry.max_attempts", usage: "tries per request, the first one included", field: func(c *Config) any { return &c.Retry.MaxAttempts }},
 	{name: "retry.initial_backoff", usage: "upper bound of the (randomly jittered) wait before the first retry; it doubles on each further retry", field: func(c *Config) any { return &c.Retry.InitialBackoff }},
@@ -119,6 +119,9 @@ func RegisterFlags(fs *pflag.FlagSet) {
 			fs.Duration(k.name, *p, k.usage)
 		case *map[string]any:
 			fs.String(k.name, canonicalJSON(*p), k.usage)
+		case *concurrencyValue:
+			n, auto := *p.n, *p.auto
+			fs.Var(&concurrencyValue{n: &n, auto: &auto}, k.name, k.usage)
 		default:
 			panic(fmt.Sprintf("config: key %s has unsupported field type %T", k.name, p))
 		}

@@ -105,6 +105,8 @@ func defaultValue(p any) any {
 		return *p
 	case *time.Duration:
 		return p.String()
+	case *concurrencyValue:
+		return p.value()
 	}
 	return nil
 }
@@ -250,6 +252,8 @@ func assign(dst, raw any) error {
 		d, err := toDuration(raw)
 		*p = d
 		return err
+	case *concurrencyValue:
+		return p.assign(raw)
 	}
 	return fmt.Errorf("unsupported field type %T", dst)
 }

@@ -414,9 +414,13 @@ func TestLoadValueErrors(t *testing.T) {
 		want string // exact message; FILE stands for the file's path
 	}{
 		{name: "int from env", env: map[string]string{"SYNTHGEN_CONCURRENCY": "abc"},
-			want: `env SYNTHGEN_CONCURRENCY: concurrency: "abc" is not an integer`},
+			want: `env SYNTHGEN_CONCURRENCY: concurrency: "abc" is not an integer, auto or auto:N (N: the most in flight)`},
 		{name: "int from file", file: "concurrency: abc\n",
-			want: `FILE:1: concurrency: "abc" is not an integer`},
+			want: `FILE:1: concurrency: "abc" is not an integer, auto or auto:N (N: the most in flight)`},
+		{name: "auto ceiling not a number", file: "concurrency: auto:many\n",
+			want: `FILE:1: concurrency: "auto:many": the ceiling after auto: must be a positive integer, e.g. auto:512`},
+		{name: "fraction for concurrency", file: "concurrency: 2.5\n",
+			want: `FILE:1: concurrency: 2.5 is not an integer; write a positive integer, auto or auto:N`},
 		{name: "fraction for int", file: "dataset:\n  limit: 1.5\n",
 			want: `FILE:2: dataset.limit: 1.5 is not an integer`},
 		{name: "mapping for int", file: "generation:\n  n: {a: 1}\n",

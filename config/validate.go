@@ -156,7 +156,11 @@ func (c Config) Validate() error {
 		add("generation.extra_body", g.ExtraBody, fmt.Sprintf("cannot be sent as JSON: %v", err))
 	}
 
-	atLeast("concurrency", int64(c.Concurrency), 1)
+	if c.ConcurrencyAuto && c.Concurrency < 1 {
+		add("concurrency", FormatConcurrency(c.Concurrency, true), fmt.Sprintf("the ceiling %d must be at least 1, e.g. auto:512", c.Concurrency))
+	} else {
+		atLeast("concurrency", int64(c.Concurrency), 1)
+	}
 
 	r := c.Retry
 	atLeast("retry.max_attempts", int64(r.MaxAttempts), 1)

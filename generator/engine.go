@@ -18,8 +18,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -63,10 +61,15 @@ type RetryPolicy struct {
 
 // engineOptions configure an engine.
 type engineOptions struct {
-	Concurrency int       // requests in flight
-	Sampling    Sampling  // the job's: Model must be set (the runner resolves "first of /v1/models")
-	Prompt      Prompting // the job's: how a row becomes the messages sent
-	Stream      bool      // stream responses (tok/s from the first second)
+	// Concurrency is the most requests in flight: the pool's workers. With
+	// a fixed concurrency it is exactly the number in flight.
+	Concurrency int
+	// Limit is how many of them may be in flight at first (SetLimit moves
+	// it, within 1..Concurrency); 0: Concurrency.
+	Limit    int
+	Sampling Sampling  // the job's: Model must be set (the runner resolves "first of /v1/models")
+	Prompt   Prompting // the job's: how a row becomes the messages sent
+	Stream   bool      // stream responses (tok/s from the first second)
 	// RetryErrors asks again the keys that failed for good in an earlier
 	// run; else they are passed over like done keys.
 	RetryErrors bool
@@ -110,6 +113,7 @@ type engine struct {
 	opts   engineOptions
 	stats  *Stats
 
+	lim       *limiter // keys in flight at once: Limit, moved by SetLimit
 	drainOnce sync.Once
 	drain     chan struct{}
 	ran       atomic.Bool // an engine runs once: Drain and the stats belong to that run
@@ -156,12 +160,28 @@ func newEngine(client completer, stats *Stats, opts engineOptions) (*engine, err
 	if stats == nil {
 		stats = NewStats(nil)
 	}
-	e := &engine{client: client, opts: opts, stats: stats, drain: make(chan struct{})}
+	if opts.Limit < 1 || opts.Limit > opts.Concurrency {
+		opts.Limit = opts.Concurrency
+	}
+	e := &engine{client: client, opts: opts, stats: stats, drain: make(chan struct{}), lim: newLimiter(opts.Limit)}
 	if opts.Reasoning.Sample > 0 {
 		e.reasoning = &reasoningCheck{want: opts.Reasoning.Sample}
 	}
 	return e, nil
 }
+
+// SetLimit sets how many requests may be in flight, clamped to
+// 1..Concurrency, and returns the limit in force: more start at once when
+// it grows; when it shrinks, the ones in flight finish and no new one
+// starts until fewer than the limit are. Safe from any goroutine.
+func (e *engine) SetLimit(n int) int {
+	n = min(max(n, 1), e.opts.Concurrency)
+	e.lim.set(n)
+	return n
+}
+
+// Limit is how many requests may be in flight now.
+func (e *engine) Limit() int { return e.lim.get() }
 
 // Stats returns the engine's statistics.
 func (e *engine) Stats() *Stats { return e.stats }
@@ -210,8 +230,8 @@ type Summary struct {
 	Duplicates int
 }
 
-// Run requests every key of src that out does not skip, keeping exactly
-// Concurrency requests in flight, and writes each answer or final failure to
+// Run requests every key of src that out does not skip, keeping the limit
+// in flight (exactly Concurrency when it is fixed), and writes each answer or final failure to
 // out from one goroutine. It returns when the source is exhausted (or Drain
 // was called) and every request in flight has ended. Cancelling ctx cuts the
 // requests in flight; what was written stays written. A failed request is a
@@ -246,35 +266,34 @@ func (e *engine) Run(ctx context.Context, src source, out resultSink) (Summary, 
 	writerErr := make(chan error, 1)
 	go func() { writerErr <- e.write(cancelReqs, out, results) }()
 
-	// The pool: SetLimit makes Go block while Concurrency requests are in
-	// flight, so a slot is refilled the moment one frees. Slots never return
-	// an error: a failed prompt is a result, not a reason to cancel siblings.
-	var pool errgroup.Group
-	pool.SetLimit(e.opts.Concurrency)
+	// The pool (pool.go): Concurrency long-lived workers, of which the
+	// limiter lets the current limit (Concurrency when it is fixed) hold a
+	// key at once, so a slot is refilled the moment one frees. Slots never
+	// fail: a failed prompt is a result, not a reason to stop the others.
 	intake := sync.OnceFunc(func() {
 		if e.opts.OnIntake != nil {
 			e.opts.OnIntake()
 		}
 	})
+	workers := startPool(e.opts.Concurrency, e.lim, func(j job) {
+		if e.draining() || reqCtx.Err() != nil {
+			results <- result{} // taken after intake stopped: not started
+			return
+		}
+		r := e.do(reqCtx, waitCtx, gate, j)
+		results <- r
+		if r.tr != nil {
+			// The answer is the writer's now: the slot is free, and in
+			// flight counts slots, so its successor is not counted twice.
+			r.tr.release()
+		}
+	})
 	ended, srcErr := e.produce(reqCtx, src, out.Recovered(), func(j job) {
 		intake()
-		pool.Go(func() error {
-			if e.draining() || reqCtx.Err() != nil {
-				results <- result{} // taken after intake stopped: not started
-				return nil
-			}
-			r := e.do(reqCtx, waitCtx, gate, j)
-			results <- r
-			if r.tr != nil {
-				// The answer is the writer's now: the slot is free, and in
-				// flight counts slots, so its successor is not counted twice.
-				r.tr.release()
-			}
-			return nil
-		})
+		workers.submit(j)
 	})
 	intake()
-	_ = pool.Wait()
+	workers.wait()
 	close(results)
 	err := <-writerErr
 	sum := e.summary(!ended && srcErr == nil)

@@ -32,7 +32,8 @@ type Setup struct {
 	StallTimeout time.Duration
 	TLS          *tls.Config // https: ClientTLS's; nil: Go's defaults
 
-	Concurrency int  // requests in flight
+	Concurrency int  // requests in flight; with Auto, the most of them
+	Auto        bool // concurrency: auto: start at AutoStart, moved by SetLimit
 	Stream      bool // stream answers
 	Retry       RetryPolicy
 
@@ -81,6 +82,7 @@ type Runner struct {
 	out         *sink.Sink
 	src         *dataset.Reader
 	eng         *engine
+	auto        *AutoState // concurrency: auto's limit and why; nil when fixed
 }
 
 // Open prepares a run. ctx bounds the preparation (a Hub download, waiting
@@ -152,6 +154,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	r.eng, err = newEngine(clients[0], s.Stats, engineOptions{
 		Endpoints:    targets,
 		Concurrency:  s.Concurrency,
+		Limit:        r.startLimit(),
 		Sampling:     r.job.Sampling,
 		Prompt:       r.job.Prompt,
 		Stream:       s.Stream,
@@ -207,6 +210,10 @@ func (r *Runner) noReasoning(e *NoReasoningError) {
 // directory's lock, so what a killed run left of them can go.
 func (r *Runner) openStatus() {
 	r.status = newStatusWriter(r.setup.Dir, r.setup.Started, newReportConfig(r.job, r.setup))
+	if r.setup.Auto {
+		r.auto = NewAutoState(r.startLimit(), r.setup.Concurrency)
+		r.status.auto = r.auto
+	}
 	if err := r.status.RemoveLeftovers(); err != nil {
 		fmt.Fprintf(r.setup.Log, "warning: %v\n", err)
 	}

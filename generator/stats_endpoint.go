@@ -189,3 +189,14 @@ func (es *endpointStats) windowLocked(cum EndpointSnapshot, elapsed, w time.Dura
 	}
 	return Rates{Span: w, ReqPerSec: float64(reqs) / w.Seconds(), TokPerSec: float64(tok) / w.Seconds()}
 }
+
+// SetEndpointLimit sets endpoint i's own cap of requests in flight (0:
+// none), which the router prefers headroom under; concurrency: auto sets it
+// per endpoint. An i out of range is ignored.
+func (s *Stats) SetEndpointLimit(i, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i >= 0 && i < len(s.endpoints) {
+		s.endpoints[i].limit.Store(int64(n))
+	}
+}

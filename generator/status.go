@@ -69,6 +69,9 @@ type StatusRecord struct {
 	// Warnings are what the run found wrong without stopping (a server
 	// that sends no reasoning), each said once and kept from then on.
 	Warnings []string `json:"warnings,omitempty"`
+	// ConcurrencyAuto is concurrency: auto's limit and why it last moved;
+	// absent under a fixed concurrency.
+	ConcurrencyAuto *AutoRecord `json:"concurrency_auto,omitempty"`
 }
 
 // ReportConfig is the part of the job and its setup a reader of
@@ -142,6 +145,8 @@ type statusWriter struct {
 
 	mu       sync.Mutex
 	warnings []string
+
+	auto *AutoState // concurrency: auto; nil when fixed
 }
 
 func newStatusWriter(dir string, started time.Time, cfg ReportConfig) *statusWriter {
@@ -190,7 +195,8 @@ func (s *statusWriter) status(rec ProgressRecord) StatusRecord {
 	s.mu.Lock()
 	warnings := slices.Clone(s.warnings)
 	s.mu.Unlock()
-	return StatusRecord{ProgressRecord: rec, Event: "status", State: s.state.Load().(State), RunInfo: s.info, Warnings: warnings}
+	return StatusRecord{ProgressRecord: rec, Event: "status", State: s.state.Load().(State), RunInfo: s.info, Warnings: warnings,
+		ConcurrencyAuto: s.auto.Record()}
 }
 
 // Heartbeat rewrites status.json with rec and the current state.

@@ -31,6 +31,9 @@ reasoning and content in vLLM's shapes) and a Prometheus /metrics with vLLM's
 metric names. Answers are word pieces with long-tailed lengths that depend only
 on --seed and the prompt, so a retried or resumed request gets the same answer.
 It serves --max-running requests at once and queues the rest, like vLLM.
+With --kv-budget and --batch-scale it models what gives a real server's
+throughput a knee: a KV cache that preempts when full and steps that slow
+down as the batch grows (see ARCHITECTURE.md, "The mock's batch model").
 Stop it with Ctrl-C: requests in flight get --grace to finish.
 
 To test a pipeline's error handling, the --rate-* flags make a share of the
@@ -39,6 +42,7 @@ arrival), and --restart-every/--restart-at take the whole server away for
 --restart-for. /metrics counts what was injected in
 mock_faults_injected_total{kind}.`,
 		Example: `  synthgen mock --token-delay 20ms --ttft 300ms --max-running 64
+  synthgen mock --token-delay 4ms --batch-scale 100 --max-running 256 --kv-budget 44800
   synthgen mock --rate-429 0.05 --retry-after 2s --rate-500 0.02 --rate-reset-mid 0.01 --restart-at 5m --restart-for 30s
   synthgen run --endpoint.base_url http://127.0.0.1:8000/v1 ...`,
 		Args: cobra.NoArgs,
@@ -64,6 +68,8 @@ mock_faults_injected_total{kind}.`,
 	f.DurationVar(&opts.TTFT, "ttft", 0, "time to first token once a request runs")
 	f.IntVar(&opts.MeanTokens, "mean-tokens", mockserver.DefaultMeanTokens, "mean answer length in tokens (long-tailed, capped by max_tokens)")
 	f.IntVar(&opts.MaxRunning, "max-running", 0, "requests served at once; the rest wait in a FIFO queue (0: unlimited)")
+	f.IntVar(&opts.KVBudget, "kv-budget", 0, "KV cache in tokens (the batch model): a running request holds its prompt plus the tokens generated so far; a request is admitted only while its prompt fits, and past the budget the newest running request is preempted (vllm:num_preemptions_total), requeued at the front and redoes its work (0: no budget)")
+	f.IntVar(&opts.BatchScale, "batch-scale", 0, "per-token time grows with the batch: --token-delay * (1 + running/N), so throughput rises and flattens with concurrency (0: the delay does not depend on the batch)")
 	f.IntVar(&opts.MaxModelLen, "max-model-len", 0, "the model's context in tokens, as vLLM's: a request whose prompt tokens (its words) plus max_tokens exceed it gets vLLM's 400, and /v1/models reports it (0: no limit)")
 	f.Int64Var(&opts.Seed, "seed", 0, "seed of the answers: same seed and prompt, same answer")
 	f.Float64Var(&opts.StallRate, "stall-rate", 0, "share of requests (0 to 1) that stall on purpose: a stream sends --stall-after tokens, then holds the connection without a byte until the client goes away; a plain request never answers")

@@ -29,6 +29,8 @@ package main
 //	| server 1700 tok/s ...     the server's own /metrics, when scraped: generation tok/s,
 //	                            running, waiting, kv (cache usage), preemptions, spec decoding;
 //	                            left out while measured from before the latest outage
+//	| concurrency 98 (back off: ...) under concurrency: auto only: the limit in force and why it
+//	                            last moved
 
 import (
 	"context"
@@ -68,6 +70,9 @@ type reporterOptions struct {
 	// base_url order (Scrape is then unused): the server's view is their
 	// sum, and each is kept for the record's endpoints.
 	ScrapeEach []func(ctx context.Context) (promscrape.Sample, error)
+	// Auto is concurrency: auto's limit and why it last moved, shown at
+	// the end of the line and in the bar; nil under a fixed concurrency.
+	Auto func() *generator.AutoRecord
 	// Status receives the progress record (the object --log-format json
 	// prints) each Interval and once more when Run ends (final), e.g. to
 	// rewrite DIR/status.json. May be nil.
@@ -218,7 +223,11 @@ func (r *reporter) report(snap generator.Snapshot, final bool) {
 			r.barDrawn = false
 		}
 	default:
-		fmt.Fprintln(r.w, formatLine(snap, server, r.draining()))
+		line := formatLine(snap, server, r.draining())
+		if r.opts.Auto != nil {
+			line += autoText(r.opts.Auto())
+		}
+		fmt.Fprintln(r.w, line)
 	}
 }
 
@@ -366,7 +375,12 @@ func (r *reporter) renderBar(snap generator.Snapshot) {
 	if r.bar.GetMax64() != planned {
 		r.bar.ChangeMax64(planned)
 	}
-	r.bar.Describe(barLine(snap, r.serverView(snap), r.draining(), width-barOverhead))
+	desc := barLine(snap, r.serverView(snap), r.draining(), width-barOverhead)
+	if r.opts.Auto != nil {
+		auto := autoBar(r.opts.Auto())
+		desc = barLine(snap, r.serverView(snap), r.draining(), width-barOverhead-utf8.RuneCountInString(auto)-1) + " " + auto
+	}
+	r.bar.Describe(desc)
 	_ = r.bar.Set64(min(snap.Completed(), planned))
 	r.barDrawn = true
 }

@@ -99,6 +99,7 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 		return rs.sd.early(openError(err))
 	}
 	printHeader(rs.stderr, cfg, r, metrics)
+	metrics.registerAuto(r.Auto())
 	return rs.run(r)
 }
 
@@ -116,6 +117,10 @@ type runSession struct {
 // renders (and hands r its heartbeats), and the outcome goes to report.json
 // and becomes the error main exits with.
 func (rs *runSession) run(r *generator.Runner) error {
+	stopAuto, err := rs.startAuto(r) // concurrency: auto (autoconc.go)
+	if err != nil {
+		return rs.refuseRun(r, err)
+	}
 	rep, stopReporter := rs.startReporter(r)
 	rs.sd.arm(func() {
 		snap := rs.stats.Snapshot()
@@ -127,6 +132,7 @@ func (rs *runSession) run(r *generator.Runner) error {
 	})
 	sum, runErr := r.Run(rs.sd.ctx)
 	stopReporter()
+	stopAuto()
 	onDisk, failed := r.OnDisk(), r.FailedOpen()
 	// A signal that came once every key was taken (while the last answers
 	// streamed, or while the sink closed) cut nothing: the job is done and
@@ -137,7 +143,7 @@ func (rs *runSession) run(r *generator.Runner) error {
 	// change what is recorded.
 	r.SetOutcome(outcomeWord(runResult(rs.cfg, runErr, nil, interrupted, sum, onDisk, failed, io.Discard)))
 	closeErr := r.Close()
-	err := runResult(rs.cfg, runErr, closeErr, interrupted, sum, onDisk, failed, rs.stderr)
+	err = runResult(rs.cfg, runErr, closeErr, interrupted, sum, onDisk, failed, rs.stderr)
 	fmt.Fprint(rs.stdout, rep.Summary(rs.stats, outcomeWord(err)))
 	if sum.Duplicates > 0 {
 		fmt.Fprintf(rs.stderr, "warning: %d dataset rows repeat the id of a row this run was already asking; each (id, sample) is asked and written once (is dataset.id_field unique?)\n", sum.Duplicates)
@@ -283,6 +289,7 @@ func runSetup(cfg config.Config, rf runFlags, job generator.Job, stats *generato
 		Timeout:      cfg.Endpoint.Timeout,
 		StallTimeout: cfg.Endpoint.StallTimeout,
 		Concurrency:  cfg.Concurrency,
+		Auto:         cfg.ConcurrencyAuto,
 		Stream:       cfg.Generation.Stream,
 		Retry: generator.RetryPolicy{
 			MaxAttempts:    cfg.Retry.MaxAttempts,
@@ -338,9 +345,9 @@ func openError(err error) error {
 
 func printHeader(stderr io.Writer, cfg config.Config, r *generator.Runner, metrics *selfMetricsServer) {
 	job := r.Job()
-	fmt.Fprintf(stderr, "synthgen %s: %d prompts from %s -> %s (%s), model %s at %s, %d in flight\n",
+	fmt.Fprintf(stderr, "synthgen %s: %d prompts from %s -> %s (%s), model %s at %s, %s in flight\n",
 		version, r.Rows(), job.Selection.Path, cfg.Output.Dir, cfg.Output.Format, job.Sampling.Model,
-		redactedURLs(cfg.Endpoint.BaseURLs()), cfg.Concurrency)
+		redactedURLs(cfg.Endpoint.BaseURLs()), config.FormatConcurrency(cfg.Concurrency, cfg.ConcurrencyAuto))
 	if n := r.MaxModelLen(); n > 0 {
 		// A prompt plus max_tokens longer than this is refused (too_long).
 		fmt.Fprintf(stderr, "model context: max_model_len %d tokens\n", n)
@@ -386,6 +393,7 @@ func (rs *runSession) startReporter(r *generator.Runner) (*reporter, func()) {
 		Interval: rs.cfg.Progress.Interval,
 		Quiet:    rs.rf.quiet,
 		JSON:     rs.rf.logFormat == "json",
+		Auto:     autoRecordOf(r),
 		Status: func(rec generator.ProgressRecord, final bool) {
 			if final {
 				return // Finish writes the last one, with the outcome

@@ -149,6 +149,7 @@ type selfMetricsServer struct {
 	srv  *http.Server
 	addr string // the bound address: the port is known even for ":0"
 	done chan struct{}
+	reg  *prometheus.Registry // concurrency: auto adds its gauges (autoconc.go)
 }
 
 // startSelfMetrics listens on addr at once, so that a taken or malformed
@@ -160,11 +161,13 @@ func startSelfMetrics(addr string, stats *generator.Stats) (*selfMetricsServer, 
 		return nil, fmt.Errorf("--metrics-addr: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(newSelfRegistry(stats), promhttp.HandlerOpts{}))
+	reg := newSelfRegistry(stats)
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	m := &selfMetricsServer{
 		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
 		addr: ln.Addr().String(),
 		done: make(chan struct{}),
+		reg:  reg,
 	}
 	go func() {
 		defer close(m.done)

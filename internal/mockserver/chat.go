@@ -78,14 +78,21 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		_ = g.flush() // a client already gone is seen while waiting for a slot
 	}
-	if !s.acquire(g.done) {
+	prompt := req.promptTokens()
+	var admitted bool
+	if s.batch != nil {
+		g.seq = &seq{prompt: prompt}
+		admitted = s.batch.acquire(g.seq, g.done)
+	} else {
+		admitted = s.acquire(g.done)
+	}
+	if !admitted {
 		s.aborted.Add(1)
 		s.success.WithLabelValues("abort").Inc()
 		return
 	}
 	g.running = true
 	defer g.release()
-	prompt := req.promptTokens()
 	s.promptTokens.Add(int64(prompt))
 	g.start = time.Now()
 
@@ -131,6 +138,8 @@ type generation struct {
 	buf     []byte
 	start   time.Time
 	timer   *time.Timer // made on the first pause and reused: one per request
+	seq     *seq        // its place in the batch model; nil when off
+	due     time.Time   // under the batch model: when the current token is due
 	pending int64
 	running bool
 	stallAt int // the token before which the answer stalls; -1: never
@@ -181,6 +190,9 @@ func (g *generation) strike(stream bool) bool {
 // the generated tokens reach the counters, so a scrape during a long answer
 // sees progress. It returns false when the client has gone.
 func (g *generation) pause(i int, stream bool) bool {
+	if g.seq != nil {
+		return g.batchPause(i, stream)
+	}
 	o := &g.s.opts
 	if o.TTFT == 0 && o.TokenDelay == 0 {
 		return true
@@ -239,7 +251,7 @@ func (g *generation) release() {
 	if g.running {
 		g.running = false
 		g.publish()
-		g.s.release()
+		g.s.release(g.seq)
 	}
 }
 

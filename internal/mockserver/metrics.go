@@ -61,11 +61,24 @@ func (s *Server) registerMetrics() {
 			Help:        "KV-cache usage. 1 means 100 percent usage.",
 			ConstLabels: labels,
 		}, s.kvCacheUsage),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "vllm:num_preemptions_total",
+			Help:        "Cumulative number of preemption from the engine.",
+			ConstLabels: labels,
+		}, func() float64 { return float64(s.preemptions()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "mock_recomputed_tokens_total",
+			Help:        "Tokens generated again after a preemption (not a vLLM metric).",
+			ConstLabels: labels,
+		}, func() float64 { return float64(s.recomputed()) }),
 		s.success,
 	)
 }
 
 func (s *Server) kvCacheUsage() float64 {
+	if s.batch != nil && s.batch.budget > 0 {
+		return s.batch.kvUsage()
+	}
 	capacity := float64(nominalCapacity)
 	if s.opts.MaxRunning > 0 {
 		capacity = float64(s.opts.MaxRunning)

@@ -38,7 +38,16 @@ type Options struct {
 	TTFT           time.Duration // time to first token, counted from when the request starts running
 	MeanTokens     int           // mean completion length (reasoning+content) in tokens, default 300; lognormal, capped by max_tokens
 	MaxRunning     int           // requests served at once; the rest wait in a FIFO queue; 0 = unlimited
-	Seed           int64         // an answer is a pure function of (Seed, request messages)
+	// KVBudget and BatchScale turn the batch model on (batch.go); both 0:
+	// off, and requests are paced and queued exactly as without them.
+	// KVBudget is the KV cache in tokens: a running request holds its
+	// prompt and the tokens generated so far; past the budget the newest
+	// running request is preempted and redoes its work. 0: no budget.
+	KVBudget int
+	// BatchScale makes every token take TokenDelay * (1 + running/BatchScale):
+	// a bigger batch steps slower. 0: the delay does not depend on the batch.
+	BatchScale int
+	Seed       int64 // an answer is a pure function of (Seed, request messages)
 	// MaxModelLen is the model's context, as vLLM's --max-model-len: a
 	// request whose prompt tokens plus max_tokens exceed it is answered
 	// with vLLM's 400, and /v1/models reports it. 0: no check, and
@@ -101,6 +110,12 @@ func (o Options) Validate() error {
 	if o.MaxRunning < 0 {
 		return fmt.Errorf("max running %d: must not be negative", o.MaxRunning)
 	}
+	if o.KVBudget < 0 {
+		return fmt.Errorf("kv budget %d: must not be negative", o.KVBudget)
+	}
+	if o.BatchScale < 0 {
+		return fmt.Errorf("batch scale %d: must not be negative", o.BatchScale)
+	}
 	if !(o.StallRate >= 0 && o.StallRate <= 1) {
 		return fmt.Errorf("stall rate %v: must be between 0 and 1", o.StallRate)
 	}
@@ -141,6 +156,10 @@ type Stats struct {
 	// TooLong counts requests refused with a 400 because their prompt plus
 	// max_tokens exceed Options.MaxModelLen.
 	TooLong int64
+	// Preemptions counts requests preempted by the batch model (KVBudget)
+	// and Recomputed the tokens they generated again; both 0 without it.
+	Preemptions int64
+	Recomputed  int64
 	// Injected counts the injected faults by kind (see FaultKinds), restarts
 	// included; every kind is present.
 	Injected map[string]int64
@@ -153,7 +172,8 @@ type Server struct {
 	modelJSON []byte // the model name as a JSON string
 	created   int64  // the model's creation time in /v1/models
 	mux       *http.ServeMux
-	slots     chan struct{} // nil when MaxRunning is 0
+	slots     chan struct{} // nil when MaxRunning is 0 or the batch model is on
+	batch     *batch        // the batch model; nil when off
 
 	idPrefix uint64
 	idSeq    atomic.Uint64
@@ -201,7 +221,10 @@ func New(opts Options) *Server {
 	for _, k := range FaultKinds() {
 		s.injected[k] = new(atomic.Int64)
 	}
-	if opts.MaxRunning > 0 {
+	switch {
+	case opts.KVBudget > 0 || opts.BatchScale > 0:
+		s.batch = newBatch(s)
+	case opts.MaxRunning > 0:
 		s.slots = make(chan struct{}, opts.MaxRunning)
 	}
 	s.bufs.New = func() any { b := make([]byte, 0, 16<<10); return &b }
@@ -238,8 +261,24 @@ func (s *Server) Stats() Stats {
 		PromptTokens:     s.promptTokens.Load(),
 		Faulted:          s.faulted.Load(),
 		TooLong:          s.tooLong.Load(),
+		Preemptions:      s.preemptions(),
+		Recomputed:       s.recomputed(),
 		Injected:         s.injectedCounts(),
 	}
+}
+
+func (s *Server) preemptions() int64 {
+	if s.batch == nil {
+		return 0
+	}
+	return s.batch.preemptions.Load()
+}
+
+func (s *Server) recomputed() int64 {
+	if s.batch == nil {
+		return 0
+	}
+	return s.batch.recomputed.Load()
 }
 
 func (s *Server) injectedCounts() map[string]int64 {
@@ -344,7 +383,11 @@ func (s *Server) acquire(done <-chan struct{}) bool {
 	return true
 }
 
-func (s *Server) release() {
+func (s *Server) release(q *seq) {
+	if s.batch != nil {
+		s.batch.leave(q)
+		return
+	}
 	s.running.Add(-1)
 	if s.slots != nil {
 		<-s.slots
