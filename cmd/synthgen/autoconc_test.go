@@ -260,3 +260,71 @@ func TestAutoShown(t *testing.T) {
 	none.registerAuto(a) // no --metrics-addr: nothing to do
 	m.registerAuto(nil)  // a fixed concurrency: nothing to add
 }
+
+// TestAutoPerEndpoint: with two replicas, concurrency: auto steers each by
+// its own metrics. Both mocks peak at 40 in flight (the knee test's model at
+// a smaller KV budget); each endpoint's limit is set (report.json's
+// endpoints), stays near its own knee rather than the ceiling, and the
+// run's limit is their sum.
+func TestAutoPerEndpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 20 s of load: not with -short")
+	}
+	const (
+		promptTokens = 400
+		maxTokens    = 24
+		knee         = 40
+		prompts      = 900
+	)
+	opts := mockserver.Options{
+		TokenDelay: 40 * time.Millisecond, BatchScale: 400, MeanTokens: 20, Seed: 7,
+		KVBudget: knee * (promptTokens + maxTokens), MaxRunning: 512,
+	}
+	var urls []string
+	for range 2 {
+		ts := httptest.NewServer(mockserver.New(opts))
+		t.Cleanup(ts.Close)
+		urls = append(urls, ts.URL+"/v1")
+	}
+	dir := filepath.Join(t.TempDir(), "out")
+	res := cliRunFor(t, 3*time.Minute, "run",
+		"--endpoint.base_url", strings.Join(urls, ","),
+		"--dataset.path", kneeDataset(t, prompts, promptTokens),
+		"--output.dir", dir,
+		"--output.format", "jsonl",
+		"--output.sync_interval", "200ms",
+		"--generation.max_tokens", strconv.Itoa(maxTokens),
+		"--generation.stream=false",
+		"--concurrency", "auto:400",
+		"--progress.interval", "500ms",
+	)
+	res.ok(t, "concurrency auto:400 on two endpoints")
+	if !strings.Contains(res.stderr, urls[0]) || !strings.Contains(res.stderr, urls[1]) {
+		t.Errorf("the start line does not name both metrics sources:\n%s", res.stderr)
+	}
+	var rep struct {
+		ConcurrencyAuto *generator.AutoRecord `json:"concurrency_auto"`
+		Endpoints       []generator.EndpointRecord
+	}
+	b, err := os.ReadFile(filepath.Join(dir, generator.ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.ConcurrencyAuto == nil || len(rep.Endpoints) != 2 {
+		t.Fatalf("report.json: concurrency_auto %+v, endpoints %+v", rep.ConcurrencyAuto, rep.Endpoints)
+	}
+	sum := int64(0)
+	for _, ep := range rep.Endpoints {
+		t.Logf("%s: limit %d, %d answers", ep.URL, ep.Limit, ep.Completed)
+		if ep.Limit < knee/2 || ep.Limit > 2*knee {
+			t.Errorf("%s ended at limit %d: not steered to its own knee %d (within %d..%d)", ep.URL, ep.Limit, knee, knee/2, 2*knee)
+		}
+		sum += ep.Limit
+	}
+	if int64(rep.ConcurrencyAuto.Limit) != sum {
+		t.Errorf("the run's limit %d is not the sum %d of the endpoints'", rep.ConcurrencyAuto.Limit, sum)
+	}
+}
