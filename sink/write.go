@@ -34,7 +34,7 @@ func (s *Sink) Write(r *Record) error {
 	if err := s.cur.encode(r); err != nil {
 		return s.fail(err)
 	}
-	s.written[k] = struct{}{}
+	s.written.Add(k)
 	if s.hasFailed(k) {
 		s.failedOpen--
 	}
@@ -93,7 +93,7 @@ func (s *Sink) WriteError(e *ErrorRecord) error {
 		return s.fail(err)
 	}
 	if !s.hasFailed(k) {
-		s.failedNow[k] = struct{}{}
+		s.failedNow.Add(k)
 		s.failedOpen++
 	}
 	s.man.Runs[s.run].ErrorsWritten++
