@@ -13,11 +13,17 @@ import (
 // pyarrow, DuckDB and the Hub write (a Go struct without `,list` tags would
 // silently read those lists as empty). Pages are read as rows are asked for:
 // one row group's pages at a time, never the whole file.
+//
+// A row that is not decoded (another shard's, or one skip says is not
+// needed) is not read either: the reader seeks past a run of them before
+// the next row it reads, so a resume that skips most rows reads little.
 type parquetSource struct {
 	path    string
 	f       *os.File
 	r       *parquet.Reader
+	rows    int64 // rows in the file (its footer)
 	fileRow int64
+	seek    bool // rows were passed over: seek to fileRow before reading
 }
 
 var _ source = (*parquetSource)(nil)
@@ -27,7 +33,7 @@ func openParquet(path string) (*parquetSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &parquetSource{path: path, f: f, r: parquet.NewReader(pf)}, nil
+	return &parquetSource{path: path, f: f, r: parquet.NewReader(pf), rows: pf.NumRows()}, nil
 }
 
 // openParquetFile opens a file and reads its footer.
@@ -51,7 +57,7 @@ func openParquetFile(path string) (*os.File, *parquet.File, error) {
 	return f, pf, nil
 }
 
-func (s *parquetSource) next(decode bool) (r row, pos position, bad *fieldError, err error) {
+func (s *parquetSource) next(decode bool, skip func([]byte) bool) (r row, pos position, bad *fieldError, err error) {
 	// parquet-go panics on some malformed files; a bad file must be an
 	// error naming it, not a crash of an eight-hour job.
 	defer func() {
@@ -59,18 +65,32 @@ func (s *parquetSource) next(decode bool) (r row, pos position, bad *fieldError,
 			err = fmt.Errorf("read %s:row %d: %v", s.path, s.fileRow, p)
 		}
 	}()
+	if s.fileRow >= s.rows {
+		return nil, position{}, nil, io.EOF
+	}
+	pos = position{fileRow: s.fileRow}
+	if !decode || (skip != nil && skip(nil)) {
+		s.fileRow++
+		s.seek = true
+		if !decode {
+			return nil, pos, nil, nil
+		}
+		return nil, pos, nil, errSkipped
+	}
+	if s.seek {
+		if err := s.r.SeekToRow(s.fileRow); err != nil {
+			return nil, position{}, nil, fmt.Errorf("read %s:row %d: %w", s.path, s.fileRow, err)
+		}
+		s.seek = false
+	}
 	m := make(map[string]any, 4)
 	if err := s.r.Read(&m); err != nil {
 		if err == io.EOF {
-			return nil, position{}, nil, io.EOF
+			return nil, position{}, nil, fmt.Errorf("read %s:row %d: the file ends before the %d rows its footer counts", s.path, s.fileRow, s.rows)
 		}
 		return nil, position{}, nil, fmt.Errorf("read %s:row %d: %w", s.path, s.fileRow, err)
 	}
-	pos = position{fileRow: s.fileRow}
 	s.fileRow++
-	if !decode {
-		return nil, pos, nil, nil
-	}
 	return m, pos, nil, nil
 }
 

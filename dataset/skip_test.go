@@ -1,0 +1,169 @@
+package dataset
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// readSkipping reads opts with fn installed and returns the prompts, the
+// rows skipped as bad, and every (index, id, byIndex) fn was asked about.
+func readSkipping(t *testing.T, opts Options, fn func(id string, index int64) bool) (ps []Prompt, bad []*RowError, asked map[int64]string) {
+	t.Helper()
+	opts.OnSkip = func(e *RowError) { bad = append(bad, e) }
+	r, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	asked = map[int64]string{}
+	r.SetSkip(func(id string, index int64, byIndex bool) bool {
+		if _, dup := asked[index]; dup {
+			t.Errorf("row %d asked about twice", index)
+		}
+		asked[index] = id
+		if byIndex != (id == fmt.Sprint(index)) && byIndex {
+			t.Errorf("row %d: byIndex with id %q", index, id)
+		}
+		return fn(id, index)
+	})
+	for {
+		p, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	return ps, bad, asked
+}
+
+// The id a row is asked about before decoding is the id the decoder gives
+// it, for every way an id is written; rows the quick scan cannot read are
+// decoded as before; passing rows over changes no id and no bad-row count.
+func TestSkipAsksWithTheDecodersID(t *testing.T) {
+	lines := []string{
+		`{"uid":"a","prompt":"p0"}`,
+		`{"prompt":"p1 {[\"}]","uid":"b"}`,
+		`{"uid":"c\"q\\u00e9","prompt":"p2"}`,
+		`{"uid":"é ü","prompt":"p3"}`,
+		`{"uid":12,"prompt":"p4"}`,
+		`{"uid":1.5e3,"prompt":"p5"}`,
+		`{"uid":-7,"prompt":"p6"}`,
+		`{"uid":null,"prompt":"p7"}`,
+		`{"prompt":"p8"}`,
+		`{"uid":"","prompt":"p9"}`,
+		`{"uid":{"x":1},"prompt":"p10"}`,
+		`{"uid":"first","prompt":"p11","uid":"last"}`,
+		`{"uid":"d","prompt":"p12","nested":{"a":[1,{"b":"}"}]}}`,
+		`{"uid":"e","prompt":`,
+		`not json`,
+		``,
+		` { "uid" : "f" , "prompt" : "p15" } `,
+		`{"u\u0069d":"g","prompt":"p16"}`,
+		`{"custom_id":"req-1","body":{"messages":[{"role":"user","content":"hi"}]}}`,
+		`{"custom_id":"req-2","body":null,"prompt":"p18"}`,
+		`{"custom_id":7,"body":{"messages":[{"role":"user","content":"hi"}]}}`,
+	}
+	dir := t.TempDir()
+	path := writeFile(t, dir, "d.jsonl", strings.Join(lines, "\n")+"\n")
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"id_field", Options{Selection: Selection{Path: path, IDField: "uid", Format: FormatAuto}}},
+		{"auto", Options{Selection: Selection{Path: path}}},
+		{"prompt shape", Options{Selection: Selection{Path: path, Format: FormatPrompt, PromptField: "prompt"}}},
+		{"openai-batch", Options{Selection: Selection{Path: path, Format: FormatOpenAIBatch}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want, wantBad := readAll(t, tc.opts)
+			byIndex := map[int64]string{}
+			for _, p := range want {
+				byIndex[p.Index] = p.ID
+			}
+			// Asked about every row, skipping none: the same prompts.
+			got, gotBad, asked := readSkipping(t, tc.opts, func(string, int64) bool { return false })
+			if !reflect.DeepEqual(got, want) || len(gotBad) != len(wantBad) {
+				t.Fatalf("with a skip that passes nothing over: %d prompts, %d bad; want %d, %d", len(got), len(gotBad), len(want), len(wantBad))
+			}
+			for i, id := range asked {
+				if w, ok := byIndex[i]; ok && w != id {
+					t.Errorf("row %d asked with id %q, decoded id %q", i, id, w)
+				}
+			}
+			// Passing over the good rows of even index leaves the others.
+			got, gotBad, _ = readSkipping(t, tc.opts, func(id string, i int64) bool {
+				_, good := byIndex[i]
+				return good && i%2 == 0
+			})
+			var rest []Prompt
+			for _, p := range want {
+				if _, wasAsked := asked[p.Index]; !wasAsked || p.Index%2 == 1 {
+					rest = append(rest, p)
+				}
+			}
+			if !reflect.DeepEqual(ids(got), ids(rest)) || len(gotBad) != len(wantBad) {
+				t.Errorf("passing even rows over: ids %v, %d bad; want %v, %d", ids(got), len(gotBad), ids(rest), len(wantBad))
+			}
+			if tc.name == "prompt shape" && len(asked) != len(lines)-1 {
+				// Row-index ids: every row is asked about, a bad one too.
+				t.Errorf("asked about %d rows, want %d", len(asked), len(lines)-1)
+			}
+		})
+	}
+}
+
+// A Parquet dataset with row-index ids passes rows over without reading
+// them and reads the right rows after each run of skipped ones, across row
+// groups and together with another shard's rows.
+func TestSkipParquetRows(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "a.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		Prompt string `parquet:"prompt"`
+	}
+	w := parquet.NewGenericWriter[row](f, parquet.MaxRowsPerRowGroup(7))
+	for i := range 60 {
+		if _, err := w.Write([]row{{Prompt: fmt.Sprint("q", i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, shard := range []Shard{{}, {Index: 1, Count: 2}} {
+		opts := Options{Selection: Selection{Path: filepath.Join(dir, "a.parquet"), Format: FormatPrompt, PromptField: "prompt", Shard: shard}}
+		// Skip rows 0-19 and every row of index 3 mod 5.
+		got, _, _ := readSkipping(t, opts, func(_ string, i int64) bool { return i < 20 || i%5 == 3 })
+		var want []string
+		for i := 20; i < 60; i++ {
+			if i%5 != 3 && (shard.Count == 0 || i%shard.Count == shard.Index) {
+				want = append(want, fmt.Sprint(i))
+			}
+		}
+		if !reflect.DeepEqual(ids(got), want) {
+			t.Fatalf("shard %+v: ids %v, want %v", shard, ids(got), want)
+		}
+		for _, p := range got {
+			if c := p.Messages[0].Content; c != "q"+p.ID {
+				t.Errorf("row %s reads %q", p.ID, c)
+			}
+		}
+	}
+}
