@@ -82,6 +82,7 @@ type Sink struct {
 	curFmt   string
 	curMin   Key
 	curMax   Key
+	curKeys  keySummary // the shard's keys, for its ShardInfo.Keys
 
 	nextErr  int
 	errFile  *appendFile

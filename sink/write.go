@@ -35,6 +35,7 @@ func (s *Sink) Write(r *Record) error {
 		return s.fail(err)
 	}
 	s.written.Add(k)
+	s.curKeys.add(k)
 	if s.hasFailed(k) {
 		s.failedOpen--
 	}
@@ -186,6 +187,7 @@ func (s *Sink) openShard() error {
 	}
 	f.onSync = func(n int) { s.durableRecs += n }
 	s.cur, s.curFinal, s.curFmt = f, filepath.Join(s.dataDir, name), s.opts.Format
+	s.curKeys.reset()
 	return nil
 }
 
@@ -223,6 +225,7 @@ func (s *Sink) finalizeShard() error {
 		Records: cur.lines,
 		FirstID: s.curMin.ID,
 		LastID:  s.curMax.ID,
+		Keys:    s.curKeys.summary(cur.lines),
 	}
 	if err := stampShard(s.curFinal, &info); err != nil {
 		return err
