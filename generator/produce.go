@@ -127,8 +127,8 @@ func (e *engine) skipRow(asked *askedKeys, id string, index int64, byIndex bool,
 // a bit a row, not a key (ARCHITECTURE.md, "Measured decisions").
 type askedKeys struct {
 	all  bool
-	keys map[sink.Key]struct{}
-	rows []uint64 // bit i: row i, whose id is its index, was produced
+	keys sink.KeySet // 16 bytes a key, a bit for a decimal id (sink/keyset.go)
+	rows []uint64    // bit i: row i, whose id is its index, was produced
 	buf  []byte
 }
 
@@ -145,7 +145,7 @@ func (a *askedKeys) isIndex(id string, index int64) bool {
 }
 
 func (a *askedKeys) repeated(k sink.Key, byIndex bool) bool {
-	if _, ok := a.keys[k]; ok {
+	if a.keys.Has(k) {
 		return true
 	}
 	if a.all || byIndex {
@@ -160,10 +160,7 @@ func (a *askedKeys) add(k sink.Key, byIndex bool) {
 	if byIndex {
 		return // addRow keeps the row
 	}
-	if a.keys == nil {
-		a.keys = make(map[sink.Key]struct{})
-	}
-	a.keys[k] = struct{}{}
+	a.keys.Add(k)
 }
 
 func (a *askedKeys) addRow(i int64) {

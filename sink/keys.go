@@ -42,7 +42,7 @@ func (s *Sink) Recovered() Recovered { return Recovered{done: s.done, failed: s.
 // with a record, and those that failed for good. It holds about a bit a key
 // for row-index ids and 16 bytes a key for others (keyset.go).
 type Recovered struct {
-	done, failed *keySet
+	done, failed *KeySet
 }
 
 // Done reports whether k had a record.

@@ -119,9 +119,10 @@ func (b *bitmap) set(i uint64) bool {
 	return false
 }
 
-// keySet is a set of keys (see the top of this file). The zero value is
-// empty and ready. It is not safe for concurrent use while it changes; once
-// it stops changing, any number of goroutines may read it.
+// KeySet is a set of keys (see the top of this file). The zero value is
+// empty and ready; the producer keeps the keys a run asked in one too. It
+// is not safe for concurrent use while it changes; once it stops changing,
+// any number of goroutines may read it.
 //
 // Keys arrive in two ways. Add takes one key at a time and checks it (what
 // a run writes). Bulk loading (newBulkKeySet, addBulk, finishBulk) is how
@@ -130,7 +131,7 @@ func (b *bitmap) set(i uint64) bool {
 // keys come in), every other key is appended unchecked, and finishBulk sorts
 // them once and finds a duplicate among neighbours: far cheaper than a
 // lookup per key.
-type keySet struct {
+type KeySet struct {
 	bits []bitmap // by sample
 	runs [][]fingerprint
 	tail map[fingerprint]struct{}
@@ -145,12 +146,12 @@ type keySet struct {
 // keys it will hold; decimal ids below 64 bits per key of it go to the
 // bitmaps (a row's bit then costs at most 8 bytes a key, one bit when the
 // rows are dense).
-func newBulkKeySet(hint int) *keySet {
-	return &keySet{bitLimit: 64 * uint64(max(hint, 0)+65536)}
+func newBulkKeySet(hint int) *KeySet {
+	return &KeySet{bitLimit: 64 * uint64(max(hint, 0)+65536)}
 }
 
 // Len is the number of keys in the set.
-func (s *keySet) Len() int {
+func (s *KeySet) Len() int {
 	if s == nil {
 		return 0
 	}
@@ -158,7 +159,7 @@ func (s *keySet) Len() int {
 }
 
 // Has reports whether k is in the set.
-func (s *keySet) Has(k Key) bool {
+func (s *KeySet) Has(k Key) bool {
 	if s == nil || s.n == 0 {
 		return false
 	}
@@ -171,7 +172,7 @@ func (s *keySet) Has(k Key) bool {
 	return s.hasFP(fingerprintOf(k))
 }
 
-func (s *keySet) hasFP(f fingerprint) bool {
+func (s *KeySet) hasFP(f fingerprint) bool {
 	if _, ok := s.tail[f]; ok {
 		return true
 	}
@@ -183,7 +184,7 @@ func (s *keySet) hasFP(f fingerprint) bool {
 	return false
 }
 
-func (s *keySet) bitmapOf(sample int) *bitmap {
+func (s *KeySet) bitmapOf(sample int) *bitmap {
 	for len(s.bits) <= sample {
 		s.bits = append(s.bits, bitmap{})
 	}
@@ -191,7 +192,7 @@ func (s *keySet) bitmapOf(sample int) *bitmap {
 }
 
 // Add puts k in the set and reports whether it was there already.
-func (s *keySet) Add(k Key) (had bool) {
+func (s *KeySet) Add(k Key) (had bool) {
 	if i, ok := decimalID(k.ID); ok && k.Sample >= 0 && k.Sample < 1<<16 {
 		if k.Sample < len(s.bits) && s.bits[k.Sample].has(i) {
 			return true
@@ -225,7 +226,7 @@ func (s *keySet) Add(k Key) (had bool) {
 // addBulk puts k in a set made by newBulkKeySet. It reports a duplicate
 // of a key held in a bitmap at once (had); any other duplicate is found
 // by finishBulk.
-func (s *keySet) addBulk(k Key) (had bool) {
+func (s *KeySet) addBulk(k Key) (had bool) {
 	if i, ok := decimalID(k.ID); ok && i < s.bitLimit && k.Sample >= 0 && k.Sample < 1<<16 {
 		b := s.bitmapOf(k.Sample)
 		if b.set(i) {
@@ -242,7 +243,7 @@ func (s *keySet) addBulk(k Key) (had bool) {
 // finishBulk sorts what addBulk appended and returns the fingerprint of a
 // key that came twice, if any (the set is then not usable: the caller
 // finds the key by reading again, see recover.go).
-func (s *keySet) finishBulk() (dup fingerprint, found bool) {
+func (s *KeySet) finishBulk() (dup fingerprint, found bool) {
 	p := s.pending
 	s.pending = nil
 	slices.SortFunc(p, cmpFP)
@@ -264,7 +265,7 @@ func (s *keySet) finishBulk() (dup fingerprint, found bool) {
 }
 
 // flush sorts the tail into a run and merges runs of like size.
-func (s *keySet) flush() {
+func (s *KeySet) flush() {
 	if len(s.tail) == 0 {
 		return
 	}
@@ -286,7 +287,7 @@ func (s *keySet) flush() {
 // Compact merges every fingerprint into one run of exactly its size: done
 // once the set stops changing, so that it holds 16 bytes a fingerprint and
 // a lookup is one binary search.
-func (s *keySet) Compact() {
+func (s *KeySet) Compact() {
 	s.flush()
 	s.tail = nil
 	for len(s.runs) > 1 {

@@ -43,7 +43,7 @@ func TestKeySetAgreesWithMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	keys := mixedKeys(rng, 20000)
 	want := map[Key]bool{}
-	var inc keySet
+	var inc KeySet
 	for _, k := range keys {
 		if had := inc.Add(k); had != want[k] {
 			t.Fatalf("Add(%v) = %v, want %v", k, had, want[k])
@@ -60,7 +60,7 @@ func TestKeySetAgreesWithMap(t *testing.T) {
 		t.Fatal("finishBulk reported a duplicate of distinct keys")
 	}
 	probes := append(mixedKeys(rng, 20000), keys...)
-	check := func(name string, s *keySet) {
+	check := func(name string, s *KeySet) {
 		t.Helper()
 		if s.Len() != len(want) {
 			t.Errorf("%s: Len = %d, want %d", name, s.Len(), len(want))
@@ -80,7 +80,7 @@ func TestKeySetAgreesWithMap(t *testing.T) {
 // A decimal id that went to the fingerprints while its bitmap was sparse is
 // still found when the bitmap later reaches it, and not added twice.
 func TestKeySetDecimalIDInBothPlaces(t *testing.T) {
-	var s keySet
+	var s KeySet
 	far := Key{ID: "5000000", Sample: 0}
 	if s.Add(far) {
 		t.Fatal("first Add reported the key as held")
@@ -199,7 +199,7 @@ func BenchmarkKeySetBytesPerKey(b *testing.B) {
 		b.Run(kind+"/add", func(b *testing.B) {
 			for b.Loop() {
 				before := heap()
-				var s keySet
+				var s KeySet
 				for i := range n {
 					s.Add(Key{ID: id(i)})
 				}

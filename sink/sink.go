@@ -69,11 +69,11 @@ type Sink struct {
 	// recovered error record (keyset.go: a bit a row-index key, 16 bytes
 	// another). Neither changes after Open: Recovered hands them to the
 	// goroutine that decides what to ask.
-	done   *keySet
-	failed *keySet
+	done   *KeySet
+	failed *KeySet
 	// What this run wrote, owned by the writer like the files.
-	written    *keySet
-	failedNow  *keySet // keys with an error record written by this run
+	written    *KeySet
+	failedNow  *KeySet // keys with an error record written by this run
 	failedOpen int     // failed keys (recovered or not) that are not done
 
 	nextData int
@@ -120,10 +120,10 @@ func Open(opts Options) (_ *Sink, err error) {
 		dir:       opts.Dir,
 		dataDir:   filepath.Join(opts.Dir, "data"),
 		errDir:    filepath.Join(opts.Dir, "errors"),
-		done:      &keySet{},
-		failed:    &keySet{},
-		written:   &keySet{},
-		failedNow: &keySet{},
+		done:      &KeySet{},
+		failed:    &KeySet{},
+		written:   &KeySet{},
+		failedNow: &KeySet{},
 	}
 	if err := disk.MkdirAll(s.dir); err != nil {
 		return nil, fmt.Errorf("create output dir: %w", err)
