@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -166,4 +167,38 @@ func TestSkipParquetRows(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzIDScan: whenever the quick scan reads an id from a line that the
+// decoder reads as a row with that field, the two ids agree.
+func FuzzIDScan(f *testing.F) {
+	for _, s := range []string{
+		`{"uid":"a","prompt":"p"}`, `{"uid":12}`, `{"uid":1.5e3}`, `{"uid":"\u00e9\"x"}`,
+		`{"uid":"a","uid":"b"}`, `{"x":{"uid":"in"},"uid":"out"}`, `{"uid":-0}`, `{"uid":1e400}`,
+		`{"uid":"a"} x`, `[{"uid":"a"}]`, `{"uid" : "é" }`, `{"a":"}","uid":"q"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		vals := make([][]byte, 1)
+		if !topFields(line, []string{"uid"}, vals) {
+			return
+		}
+		id, ok := scalarID(vals[0])
+		if !ok {
+			return
+		}
+		var rd bytes.Reader
+		r, bad := decodeObject(&rd, line)
+		if bad != nil {
+			return // a bad row whose id the scan read: decoded, it is reported (see SetSkip)
+		}
+		want, fe := idOf(r, "uid")
+		if fe != nil {
+			t.Fatalf("%q: scan read id %q, the decoder finds none: %v", line, id, fe.err)
+		}
+		if id != want {
+			t.Fatalf("%q: scan read id %q, the decoder %q", line, id, want)
+		}
+	})
 }
