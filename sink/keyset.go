@@ -139,6 +139,7 @@ type KeySet struct {
 	// bulk loading: bitLimit bounds the bitmap's ids; pending the
 	// fingerprints not yet sorted.
 	bitLimit uint64
+	hint     int
 	pending  []fingerprint
 }
 
@@ -147,7 +148,7 @@ type KeySet struct {
 // bitmaps (a row's bit then costs at most 8 bytes a key, one bit when the
 // rows are dense).
 func newBulkKeySet(hint int) *KeySet {
-	return &KeySet{bitLimit: 64 * uint64(max(hint, 0)+65536)}
+	return &KeySet{bitLimit: 64 * uint64(max(hint, 0)+65536), hint: hint}
 }
 
 // Len is the number of keys in the set.
@@ -234,6 +235,11 @@ func (s *KeySet) addBulk(k Key) (had bool) {
 		}
 		s.n++
 		return false
+	}
+	if s.pending == nil {
+		// The first key without a bit: the rest of the hint likely
+		// follows, so the slice is sized once rather than grown.
+		s.pending = make([]fingerprint, 0, max(s.hint-s.n, 1024))
 	}
 	s.pending = append(s.pending, fingerprintOf(k))
 	s.n++
