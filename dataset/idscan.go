@@ -116,20 +116,25 @@ func skipValue(b []byte, i int) (int, bool) {
 	}
 }
 
-// skipString returns the end of the string whose quote is at b[i].
+// skipString returns the end of the string whose quote is at b[i]: the
+// next quote not escaped (preceded by an even run of backslashes).
 func skipString(b []byte, i int) (int, bool) {
 	i++
-	for i < len(b) {
-		switch b[i] {
-		case '\\':
-			i += 2
-			continue
-		case '"':
-			return i + 1, true
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return 0, false
 		}
-		i++
+		q := i + j
+		n := 0
+		for m := q - 1; m >= i && b[m] == '\\'; m-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1, true
+		}
+		i = q + 1
 	}
-	return 0, false
 }
 
 // scalarID turns a raw JSON value into an id as idOf does: a non-empty
