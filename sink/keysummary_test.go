@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A summary lists exactly the keys added, and round-trips through its
@@ -124,7 +125,7 @@ func TestResumeReadsSummaries(t *testing.T) {
 			}
 
 			// Its time moved: read, hashed, refused.
-			if err := os.Chtimes(path, st.ModTime().Add(1), st.ModTime().Add(1)); err != nil {
+			if err := os.Chtimes(path, st.ModTime().Add(2*time.Second), st.ModTime().Add(2*time.Second)); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := Open(testOptions(dir, format)); err == nil || !strings.Contains(err.Error(), shardName(1, format)) {
