@@ -24,6 +24,17 @@ type parquetSource struct {
 	rows    int64 // rows in the file (its footer)
 	fileRow int64
 	seek    bool // rows were passed over: seek to fileRow before reading
+	pf      *parquet.File
+	ids     *idColumn // the id column read alone, for skip; nil: none
+}
+
+// readIDs makes next hand skip each row's id from column field, read
+// alone, instead of nothing (newIDColumn says which columns can be).
+// Only from the first row: the column is read from there.
+func (s *parquetSource) readIDs(field string) {
+	if s.fileRow == 0 && s.ids == nil {
+		s.ids = newIDColumn(s.pf, field)
+	}
 }
 
 var _ source = (*parquetSource)(nil)
@@ -33,7 +44,7 @@ func openParquet(path string) (*parquetSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &parquetSource{path: path, f: f, r: parquet.NewReader(pf), rows: pf.NumRows()}, nil
+	return &parquetSource{path: path, f: f, r: parquet.NewReader(pf), rows: pf.NumRows(), pf: pf}, nil
 }
 
 // openParquetFile opens a file and reads its footer.
@@ -69,7 +80,16 @@ func (s *parquetSource) next(decode bool, skip func([]byte) bool) (r row, pos po
 		return nil, position{}, nil, io.EOF
 	}
 	pos = position{fileRow: s.fileRow}
-	if !decode || (skip != nil && skip(nil)) {
+	var raw []byte
+	if s.ids != nil {
+		// Every row takes its value, so that the column stays in step.
+		var idErr error
+		if raw, idErr = s.ids.next(); idErr != nil {
+			s.ids.close()
+			s.ids, raw = nil, nil // the rows are decoded, as without it
+		}
+	}
+	if !decode || (skip != nil && skip(raw)) {
 		s.fileRow++
 		s.seek = true
 		if !decode {
@@ -95,6 +115,9 @@ func (s *parquetSource) next(decode bool, skip func([]byte) bool) (r row, pos po
 }
 
 func (s *parquetSource) close() error {
+	if s.ids != nil {
+		s.ids.close()
+	}
 	err := s.r.Close()
 	if cerr := s.f.Close(); err == nil {
 		err = cerr

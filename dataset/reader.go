@@ -138,6 +138,15 @@ func (r *Reader) SetSkip(fn SkipFunc) {
 		return
 	}
 	r.skipRaw = r.skipRow
+	r.readIDColumn()
+}
+
+// readIDColumn has a Parquet file read its id column alone for skip, when
+// there is a skip and an id column (parquet_ids.go).
+func (r *Reader) readIDColumn() {
+	if ps, ok := r.cur.(*parquetSource); ok && r.skip != nil && r.opts.IDField != "" {
+		ps.readIDs(r.opts.IDField)
+	}
 }
 
 // skipRow reads the id of the row at r.index from its raw bytes (nil for a
@@ -216,6 +225,7 @@ func (r *Reader) openNext() error {
 	}
 	r.nextFile++
 	r.cur, r.curPath = src, path
+	r.readIDColumn()
 	return nil
 }
 

@@ -15,7 +15,7 @@ import (
 // BenchmarkResumeRead reads a 100,000-row dataset as a resume of a finished
 // job does (every row's keys done: SetSkip passes each over) and as a fresh
 // run does (every row decoded), for JSONL with row-index ids and with an id
-// column, and for Parquet with row-index ids.
+// column, and for Parquet with row-index ids and with an id column.
 func BenchmarkResumeRead(b *testing.B) {
 	const rows = 100_000
 	dir := b.TempDir()
@@ -54,6 +54,7 @@ func BenchmarkResumeRead(b *testing.B) {
 		{"jsonl-index", Options{Selection: Selection{Path: jsonl, Format: FormatPrompt, PromptField: "prompt"}}},
 		{"jsonl-id_field", Options{Selection: Selection{Path: jsonl, Format: FormatPrompt, PromptField: "prompt", IDField: "uid"}}},
 		{"parquet-index", Options{Selection: Selection{Path: pq, Format: FormatPrompt, PromptField: "prompt"}}},
+		{"parquet-id_field", Options{Selection: Selection{Path: pq, Format: FormatPrompt, PromptField: "prompt", IDField: "uid"}}},
 	} {
 		for _, skipAll := range []bool{false, true} {
 			name := tc.name + "/decode"

@@ -202,3 +202,94 @@ func FuzzIDScan(f *testing.F) {
 		}
 	})
 }
+
+// A Parquet dataset with an id column reads that column alone for the
+// skip, in step with the rows across pages and row groups: the ids asked
+// are the decoder's (strings, nulls, integers), and rows passed over are
+// not read.
+func TestSkipParquetIDColumn(t *testing.T) {
+	dir := t.TempDir()
+	type strRow struct {
+		UID    *string `parquet:"uid,optional"`
+		Prompt string  `parquet:"prompt"`
+	}
+	type intRow struct {
+		UID    int64  `parquet:"uid"`
+		Prompt string `parquet:"prompt"`
+	}
+	write := func(name string, rows any) string {
+		path := filepath.Join(dir, name)
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := []parquet.WriterOption{parquet.MaxRowsPerRowGroup(7), parquet.PageBufferSize(64)}
+		switch rs := rows.(type) {
+		case []strRow:
+			w := parquet.NewGenericWriter[strRow](f, opts...)
+			if _, err := w.Write(rs); err != nil {
+				t.Fatal(err)
+			}
+			err = w.Close()
+		case []intRow:
+			w := parquet.NewGenericWriter[intRow](f, opts...)
+			if _, err := w.Write(rs); err != nil {
+				t.Fatal(err)
+			}
+			err = w.Close()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		return path
+	}
+	var strs []strRow
+	var ints []intRow
+	for i := range 50 {
+		id := fmt.Sprintf("q-%d-é", i*13)
+		var p *string
+		if i%9 != 4 {
+			p = &id
+		}
+		strs = append(strs, strRow{UID: p, Prompt: fmt.Sprint("p", i)})
+		ints = append(ints, intRow{UID: int64(i*1000) - 7000, Prompt: fmt.Sprint("p", i)})
+	}
+	for _, path := range []string{write("s.parquet", strs), write("i.parquet", ints)} {
+		for _, shard := range []Shard{{}, {Index: 1, Count: 3}} {
+			opts := Options{Selection: Selection{Path: path, Format: FormatPrompt, PromptField: "prompt", IDField: "uid", Shard: shard}}
+			want, wantBad := readAll(t, opts)
+			byIndex := map[int64]string{}
+			for _, p := range want {
+				byIndex[p.Index] = p.ID
+			}
+			got, _, asked := readSkipping(t, opts, func(string, int64) bool { return false })
+			if !reflect.DeepEqual(ids(got), ids(want)) {
+				t.Fatalf("%s %+v: with a skip that passes nothing over: %v, want %v", path, shard, ids(got), ids(want))
+			}
+			if len(asked) != len(want) {
+				t.Errorf("%s %+v: asked about %d rows, want every good one (%d)", path, shard, len(asked), len(want))
+			}
+			for i, id := range asked {
+				if byIndex[i] != id {
+					t.Errorf("%s: row %d asked with id %q, decoded id %q", path, i, id, byIndex[i])
+				}
+			}
+			got, gotBad, _ := readSkipping(t, opts, func(_ string, i int64) bool { return i%2 == 0 })
+			var rest []string
+			for _, p := range want {
+				if p.Index%2 == 1 {
+					rest = append(rest, p.ID)
+				}
+			}
+			if !reflect.DeepEqual(ids(got), rest) || len(gotBad) != len(wantBad) {
+				t.Errorf("%s %+v: passing even rows over: %v, %d bad; want %v, %d", path, shard, ids(got), len(gotBad), rest, len(wantBad))
+			}
+			for _, p := range got {
+				if c := p.Messages[0].Content; c != fmt.Sprint("p", p.Index) {
+					t.Errorf("row %d reads %q", p.Index, c)
+				}
+			}
+		}
+	}
+}
