@@ -1,18 +1,20 @@
 package sink
 
-// The key set: the done (and failed) keys of a directory in memory that does
-// not grow by more than a bit a row for row-index ids, and 16 bytes a key for
-// any other id.
+// The key set: the done (and failed) keys of a directory in memory of about
+// a bit a row for row-index ids and 16 bytes a key for any other id.
 //
 // A key whose id is a canonical decimal (no sign, no leading zero, below
 // 2^40: a row index) is a bit in a bitmap of its sample, as long as the
 // bitmap stays dense: it grows only while it covers at most 64 bits per key
 // it holds (plus 2^16), so that a column of sparse numeric ids cannot make
 // one key cost megabytes. Every other key is a 128-bit fingerprint (two
-// xxHash64 of the key under different seeds) in sorted runs: a small
-// unsorted tail takes inserts and is sorted into a run when full, runs of
-// like size merge (so an insert costs O(log n) amortized), and a lookup
-// searches the tail and each run (at most log2(n/tailMax) of them).
+// xxHash64 of the key under different seeds) in sorted runs: a small map
+// (the tail, at most tailMax) takes inserts and is sorted into a run when
+// full, runs of like size merge (so an insert costs O(log n) amortized), and
+// a lookup tries the tail and searches each run (at most log2(n/tailMax)
+// of them; one after Compact). The set holds the keys for the sink, which
+// hands it to the producer frozen, and the keys a run asked for the
+// producer (with an id column).
 //
 // A fingerprint collision makes two keys one: the birthday bound gives a
 // probability of about n^2/2^129 among n keys, 1.5e-23 at 10^8 keys, far
