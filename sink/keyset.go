@@ -31,7 +31,7 @@ import (
 const maxBitID = 1 << 40
 
 // tailMax is how many fingerprints wait unsorted before they become a run.
-const tailMax = 1024
+const tailMax = 4096
 
 type fingerprint struct{ hi, lo uint64 }
 
@@ -180,11 +180,26 @@ func (s *KeySet) hasFP(f fingerprint) bool {
 		return true
 	}
 	for _, r := range s.runs {
-		if _, ok := slices.BinarySearchFunc(r, f, cmpFP); ok {
+		if searchRun(r, f) {
 			return true
 		}
 	}
 	return false
+}
+
+// searchRun is a binary search of a sorted run, without the comparison
+// function call of slices.BinarySearchFunc (a lookup searches every run).
+func searchRun(r []fingerprint, f fingerprint) bool {
+	lo, hi := 0, len(r)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if c := r[m]; c.hi < f.hi || (c.hi == f.hi && c.lo < f.lo) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo < len(r) && r[lo] == f
 }
 
 func (s *KeySet) bitmapOf(sample int) *bitmap {
