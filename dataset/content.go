@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -80,10 +81,39 @@ func stampFile(path string, buf []byte) (FileStamp, error) {
 		return FileStamp{}, fmt.Errorf("dataset: %w", err)
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return FileStamp{}, fmt.Errorf("dataset: %w", err)
+	}
 	h := xxhash.New()
-	n, err := io.CopyBuffer(h, f, buf)
+	var w io.Writer = h
+	var rows *lineCounter
+	var headLen int64
+	if kind, comp, err := fileType(path); err == nil && kind == kindJSONL && comp == "" {
+		// Count the rows on the way, for Count (rowcount.go); a byte
+		// order mark is no part of the first line, as skipBOM says.
+		rows = &lineCounter{}
+		head := buf[:min(3, len(buf))]
+		k, err := io.ReadFull(f, head)
+		if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+			return FileStamp{}, fmt.Errorf("dataset %s: read: %w", path, err)
+		}
+		head, headLen = head[:k], int64(k)
+		h.Write(head)
+		if !bytes.Equal(head, []byte{0xEF, 0xBB, 0xBF}) {
+			rows.Write(head)
+		}
+		w = io.MultiWriter(h, rows)
+	}
+	n, err := io.CopyBuffer(w, f, buf)
 	if err != nil {
 		return FileStamp{}, fmt.Errorf("dataset %s: read: %w", path, err)
+	}
+	n += headLen
+	if rows != nil {
+		if n == st.Size() {
+			rememberRows(path, st, rows.total())
+		}
 	}
 	return FileStamp{Name: filepath.Base(path), Size: n, XXH64: fmt.Sprintf("%016x", h.Sum64())}, nil
 }

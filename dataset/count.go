@@ -57,6 +57,15 @@ func countFile(path string, max int64) (int64, error) {
 		defer f.Close()
 		return pf.NumRows(), nil
 	}
+	if kind == kindJSONL && comp == "" {
+		if n, ok := rememberedRows(path); ok {
+			// Stamp counted it a moment ago (rowcount.go).
+			if max >= 0 {
+				n = min(n, max)
+			}
+			return n, nil
+		}
+	}
 	br, closeFn, err := openText(path, comp)
 	if err != nil {
 		return 0, err

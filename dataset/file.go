@@ -19,8 +19,11 @@ type source interface {
 	// decode is false the row is only counted (it belongs to another shard),
 	// so r is nil. A row that is there but cannot be decoded (invalid JSON, a
 	// line over the limit) is reported in bad; err is for failures that end
-	// the file (I/O, a corrupt stream).
-	next(decode bool) (r row, pos position, bad *fieldError, err error)
+	// the file (I/O, a corrupt stream). When decode is true and skip is
+	// not nil, skip is asked first with the row's raw bytes (a JSON line;
+	// nil where the source has none): true means the row is not needed,
+	// and next returns errSkipped without decoding it.
+	next(decode bool, skip func(raw []byte) bool) (r row, pos position, bad *fieldError, err error)
 	close() error
 }
 

@@ -85,7 +85,7 @@ func newJSONL(path string, br *bufio.Reader, closeFn func() error) *jsonlSource 
 	return &jsonlSource{path: path, lines: lineReader{br: br}, closeFn: closeFn}
 }
 
-func (s *jsonlSource) next(decode bool) (row, position, *fieldError, error) {
+func (s *jsonlSource) next(decode bool, skip func([]byte) bool) (row, position, *fieldError, error) {
 	line, err := s.lines.next()
 	if err != nil {
 		if err == io.EOF {
@@ -100,6 +100,9 @@ func (s *jsonlSource) next(decode bool) (row, position, *fieldError, error) {
 	}
 	if s.lines.tooLong {
 		return nil, pos, fieldErr("", fmt.Errorf("%w: over %d bytes", ErrLineTooLong, maxLineBytes)), nil
+	}
+	if skip != nil && skip(line) {
+		return nil, pos, nil, errSkipped
 	}
 	r, bad := decodeObject(&s.dec, line)
 	return r, pos, bad, nil

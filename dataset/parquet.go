@@ -13,11 +13,28 @@ import (
 // pyarrow, DuckDB and the Hub write (a Go struct without `,list` tags would
 // silently read those lists as empty). Pages are read as rows are asked for:
 // one row group's pages at a time, never the whole file.
+//
+// A row that is not decoded (another shard's, or one skip says is not
+// needed) is not read either: the reader seeks past a run of them before
+// the next row it reads, so a resume that skips most rows reads little.
 type parquetSource struct {
 	path    string
 	f       *os.File
 	r       *parquet.Reader
+	rows    int64 // rows in the file (its footer)
 	fileRow int64
+	seek    bool // rows were passed over: seek to fileRow before reading
+	pf      *parquet.File
+	ids     *idColumn // the id column read alone, for skip; nil: none
+}
+
+// readIDs makes next hand skip each row's id from column field, read
+// alone, instead of nothing (newIDColumn says which columns can be).
+// Only from the first row: the column is read from there.
+func (s *parquetSource) readIDs(field string) {
+	if s.fileRow == 0 && s.ids == nil {
+		s.ids = newIDColumn(s.pf, field)
+	}
 }
 
 var _ source = (*parquetSource)(nil)
@@ -27,7 +44,7 @@ func openParquet(path string) (*parquetSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &parquetSource{path: path, f: f, r: parquet.NewReader(pf)}, nil
+	return &parquetSource{path: path, f: f, r: parquet.NewReader(pf), rows: pf.NumRows(), pf: pf}, nil
 }
 
 // openParquetFile opens a file and reads its footer.
@@ -51,7 +68,7 @@ func openParquetFile(path string) (*os.File, *parquet.File, error) {
 	return f, pf, nil
 }
 
-func (s *parquetSource) next(decode bool) (r row, pos position, bad *fieldError, err error) {
+func (s *parquetSource) next(decode bool, skip func([]byte) bool) (r row, pos position, bad *fieldError, err error) {
 	// parquet-go panics on some malformed files; a bad file must be an
 	// error naming it, not a crash of an eight-hour job.
 	defer func() {
@@ -59,22 +76,48 @@ func (s *parquetSource) next(decode bool) (r row, pos position, bad *fieldError,
 			err = fmt.Errorf("read %s:row %d: %v", s.path, s.fileRow, p)
 		}
 	}()
+	if s.fileRow >= s.rows {
+		return nil, position{}, nil, io.EOF
+	}
+	pos = position{fileRow: s.fileRow}
+	var raw []byte
+	if s.ids != nil {
+		// Every row takes its value, so that the column stays in step.
+		var idErr error
+		if raw, idErr = s.ids.next(); idErr != nil {
+			s.ids.close()
+			s.ids, raw = nil, nil // the rows are decoded, as without it
+		}
+	}
+	if !decode || (skip != nil && skip(raw)) {
+		s.fileRow++
+		s.seek = true
+		if !decode {
+			return nil, pos, nil, nil
+		}
+		return nil, pos, nil, errSkipped
+	}
+	if s.seek {
+		if err := s.r.SeekToRow(s.fileRow); err != nil {
+			return nil, position{}, nil, fmt.Errorf("read %s:row %d: %w", s.path, s.fileRow, err)
+		}
+		s.seek = false
+	}
 	m := make(map[string]any, 4)
 	if err := s.r.Read(&m); err != nil {
 		if err == io.EOF {
-			return nil, position{}, nil, io.EOF
+			return nil, position{}, nil, fmt.Errorf("read %s:row %d: the file ends before the %d rows its footer counts", s.path, s.fileRow, s.rows)
 		}
 		return nil, position{}, nil, fmt.Errorf("read %s:row %d: %w", s.path, s.fileRow, err)
 	}
-	pos = position{fileRow: s.fileRow}
 	s.fileRow++
-	if !decode {
-		return nil, pos, nil, nil
-	}
 	return m, pos, nil, nil
 }
 
 func (s *parquetSource) close() error {
+	if s.ids != nil {
+		s.ids.close()
+	}
 	err := s.r.Close()
 	if cerr := s.f.Close(); err == nil {
 		err = cerr

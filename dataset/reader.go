@@ -89,7 +89,98 @@ type Reader struct {
 	index    int64 // physical index of the next row
 	skipped  int64
 	err      error // sticky: io.EOF, a fatal error, or a failed row
+
+	// The question asked before a row is decoded (SetSkip), and how a
+	// row's id is found without decoding it (idsFrom).
+	skip    SkipFunc
+	skipRaw func(raw []byte) bool
+	ids     idSource
+	idVals  [][]byte
+	idBuf   []byte
 }
+
+// SkipFunc is asked about a row of the selection before it is decoded: its
+// id (byIndex: the id is the row's index, no field named it) and index.
+// True means the row is not needed: Next passes over it without decoding
+// it, as it passes over the rows of another shard. It runs on the goroutine
+// calling Next.
+type SkipFunc func(id string, index int64, byIndex bool) bool
+
+// idSource is how a row's id is read without decoding the row.
+type idSource struct {
+	index  bool     // the id is the row index: nothing to read
+	fields []string // else these top-level fields of a JSON line
+	auto   bool     // fields are custom_id and body: the id is custom_id when both are set (a batch row), else the index
+}
+
+func idSourceOf(o Options) idSource {
+	switch {
+	case o.IDField != "":
+		return idSource{fields: []string{o.IDField}}
+	case o.Format == FormatOpenAIBatch:
+		return idSource{fields: []string{"custom_id"}}
+	case o.Format == FormatAuto:
+		return idSource{fields: []string{"custom_id", "body"}, auto: true}
+	}
+	return idSource{index: true}
+}
+
+// SetSkip installs fn (nil: none): from the next call on, Next asks it
+// about each row of the selection whose id it can read without decoding
+// the row, and passes over the rows it says are not needed. A row whose id
+// it cannot read that way (a JSON array, a Parquet row with an id column,
+// a line the quick scan does not understand) is decoded, as without fn.
+// Ids and bad-row counts do not change: a row passed over was counted.
+func (r *Reader) SetSkip(fn SkipFunc) {
+	r.skip = fn
+	if fn == nil {
+		r.skipRaw = nil
+		return
+	}
+	r.skipRaw = r.skipRow
+	r.readIDColumn()
+}
+
+// readIDColumn has a Parquet file read its id column alone for skip, when
+// there is a skip and an id column (parquet_ids.go).
+func (r *Reader) readIDColumn() {
+	if ps, ok := r.cur.(*parquetSource); ok && r.skip != nil && r.opts.IDField != "" {
+		ps.readIDs(r.opts.IDField)
+	}
+}
+
+// skipRow reads the id of the row at r.index from its raw bytes (nil for a
+// source without them) and asks r.skip.
+func (r *Reader) skipRow(raw []byte) bool {
+	if r.ids.index {
+		return r.skipByIndex()
+	}
+	if raw == nil {
+		return false
+	}
+	if r.idVals == nil {
+		r.idVals = make([][]byte, len(r.ids.fields))
+	}
+	if !topFields(raw, r.ids.fields, r.idVals) {
+		return false
+	}
+	if r.ids.auto && (isNull(r.idVals[0]) || isNull(r.idVals[1])) {
+		return r.skipByIndex() // not a batch row: its id is its index
+	}
+	id, ok := scalarID(r.idVals[0])
+	if !ok {
+		return false // the decoder reports what is wrong with it
+	}
+	return r.skip(id, r.index, false)
+}
+
+func (r *Reader) skipByIndex() bool {
+	r.idBuf = strconv.AppendInt(r.idBuf[:0], r.index, 10)
+	return r.skip(string(r.idBuf), r.index, true)
+}
+
+// errSkipped is a source's answer for a row skip said is not needed.
+var errSkipped = errors.New("row not needed")
 
 // Open checks the options, finds the files and opens the first one, so that
 // a wrong path or an unreadable file is reported before any work starts.
@@ -103,6 +194,7 @@ func Open(opts Options) (*Reader, error) {
 		return nil, err
 	}
 	r := &Reader{
+		ids:   idSourceOf(o),
 		opts:  o,
 		files: files,
 		fetch: fetch,
@@ -133,6 +225,7 @@ func (r *Reader) openNext() error {
 	}
 	r.nextFile++
 	r.cur, r.curPath = src, path
+	r.readIDColumn()
 	return nil
 }
 
@@ -156,7 +249,15 @@ func (r *Reader) Next() (Prompt, error) {
 		}
 		index := r.index
 		want := r.opts.Shard.Contains(index)
-		row, pos, bad, err := r.cur.next(want)
+		var skip func([]byte) bool
+		if want {
+			skip = r.skipRaw
+		}
+		row, pos, bad, err := r.cur.next(want, skip)
+		if err == errSkipped {
+			r.index++
+			continue
+		}
 		if err == io.EOF {
 			err = r.cur.close()
 			r.cur = nil

@@ -21,6 +21,15 @@ import (
 // repeated id in the dataset).
 func (e *engine) produce(ctx context.Context, src source, held sink.Recovered, start func(job)) (ended bool, err error) {
 	asked := askedKeys{all: !e.opts.UniqueIDs}
+	if sk, ok := src.(skipper); ok {
+		// A row none of whose keys is asked is passed over before it is
+		// decoded (with row-index ids, without reading it at all): a
+		// resume costs what finding the line ends costs.
+		sk.SetSkip(func(id string, index int64, _ bool) bool {
+			return e.skipRow(&asked, id, index, asked.isIndex(id, index), held)
+		})
+		defer sk.SetSkip(nil)
+	}
 	notedModel := false
 	for {
 		if e.draining() || ctx.Err() != nil {
@@ -68,6 +77,46 @@ func (e *engine) produce(ctx context.Context, src source, held sink.Recovered, s
 	}
 }
 
+// skipper is a source that can pass over rows before decoding them
+// (*dataset.Reader).
+type skipper interface {
+	SetSkip(dataset.SkipFunc)
+}
+
+// skipRow decides, before the row is decoded, whether none of its keys is
+// asked; then it counts them as produce would have (repeated, done, failed)
+// and the row is passed over. Any key to ask: nothing is counted, and the
+// decoded row goes the ordinary way.
+func (e *engine) skipRow(asked *askedKeys, id string, index int64, byIndex bool, held sink.Recovered) bool {
+	var repeated, done, failed int
+	for s := range e.opts.Sampling.Samples {
+		k := sink.Key{ID: id, Sample: s}
+		switch {
+		case asked.repeated(k, byIndex):
+			repeated++
+		case held.Done(k):
+			done++
+		case !e.opts.RetryErrors && held.Failed(k):
+			failed++
+		default:
+			return false
+		}
+	}
+	if repeated > 0 {
+		e.stats.AddRepeated(int64(repeated))
+	}
+	if done > 0 {
+		e.stats.AddAlreadyDone(int64(done))
+	}
+	if failed > 0 {
+		e.stats.AddAlreadyFailed(int64(failed))
+	}
+	if byIndex {
+		asked.addRow(index)
+	}
+	return true
+}
+
 // askedKeys are the keys a run asked (or found held), so that a key is
 // written once although a repeated id may come after the first copy's record
 // was written. Ids from an id column (all) are kept as keys. Without one, a
@@ -78,22 +127,25 @@ func (e *engine) produce(ctx context.Context, src source, held sink.Recovered, s
 // a bit a row, not a key (ARCHITECTURE.md, "Measured decisions").
 type askedKeys struct {
 	all  bool
-	keys map[sink.Key]struct{}
-	rows []uint64 // bit i: row i, whose id is its index, was produced
+	keys sink.KeySet // 16 bytes a key, a bit for a decimal id (sink/keyset.go)
+	rows []uint64    // bit i: row i, whose id is its index, was produced
 	buf  []byte
 }
 
 // byIndex says whether p's id is its row index (never, with an id column).
-func (a *askedKeys) byIndex(p dataset.Prompt) bool {
+func (a *askedKeys) byIndex(p dataset.Prompt) bool { return a.isIndex(p.ID, p.Index) }
+
+// isIndex says whether id spells index (never, with an id column).
+func (a *askedKeys) isIndex(id string, index int64) bool {
 	if a.all {
 		return false
 	}
-	a.buf = strconv.AppendInt(a.buf[:0], p.Index, 10)
-	return string(a.buf) == p.ID
+	a.buf = strconv.AppendInt(a.buf[:0], index, 10)
+	return string(a.buf) == id
 }
 
 func (a *askedKeys) repeated(k sink.Key, byIndex bool) bool {
-	if _, ok := a.keys[k]; ok {
+	if a.keys.Has(k) {
 		return true
 	}
 	if a.all || byIndex {
@@ -108,10 +160,7 @@ func (a *askedKeys) add(k sink.Key, byIndex bool) {
 	if byIndex {
 		return // addRow keeps the row
 	}
-	if a.keys == nil {
-		a.keys = make(map[sink.Key]struct{})
-	}
-	a.keys[k] = struct{}{}
+	a.keys.Add(k)
 }
 
 func (a *askedKeys) addRow(i int64) {

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -289,6 +290,9 @@ func (r *Report) reconcile(m *Manifest) {
 				filepath.Join(dataDir, ms.Name), sh.Records, ms.Records)
 			continue
 		}
+		if len(ms.Keys) > 0 && sh.Valid {
+			r.checkSummary(filepath.Join(dataDir, ms.Name), ms)
+		}
 		if ms.XXH64 == "" || !sh.Valid {
 			continue // nothing recorded, or already reported as unreadable
 		}
@@ -308,6 +312,23 @@ func (r *Report) reconcile(m *Manifest) {
 	}
 	if n := len(m.Runs); n > 0 && m.Runs[n-1].EndedAt == nil {
 		r.note("run %d has not ended: it is running now, or it stopped without closing (the next run recovers the directory)", n)
+	}
+}
+
+// checkSummary compares a shard's key summary (which a resume trusts for
+// an unchanged file instead of reading it) with the keys the file holds.
+func (r *Report) checkSummary(path string, ms ShardInfo) {
+	var c keySummary
+	n, err := formats[ms.Format].keys(path, func(k Key, _ int) error {
+		c.add(k)
+		return nil
+	})
+	if err != nil {
+		return // reported as unreadable already
+	}
+	if got := c.summary(n); !reflect.DeepEqual(got, ms.Keys) {
+		r.problem("%s: the manifest's key summary (\"keys\") does not list the keys the shard holds, and a resume takes an unchanged shard's keys from it: delete that shard's \"keys\" from %s (the next run reads the shard and writes it again)",
+			path, filepath.Join(r.Dir, ManifestName))
 	}
 }
 

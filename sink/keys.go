@@ -3,18 +3,12 @@ package sink
 // What the sink knows of keys: done, failed, durable, and what Open
 // recovered (frozen, for the goroutine that decides what to ask).
 
-import (
-	"maps"
-)
+import "maps"
 
 // Done reports whether a record for k exists: recovered from disk at Open,
 // or written by this Sink (durable after the next sync).
 func (s *Sink) Done(k Key) bool {
-	if _, ok := s.done[k]; ok {
-		return true
-	}
-	_, ok := s.written[k]
-	return ok
+	return s.done.Has(k) || s.written.Has(k)
 }
 
 // Failed reports whether k has an error record and no record superseded it.
@@ -23,15 +17,11 @@ func (s *Sink) Failed(k Key) bool {
 }
 
 func (s *Sink) hasFailed(k Key) bool {
-	if _, ok := s.failed[k]; ok {
-		return true
-	}
-	_, ok := s.failedNow[k]
-	return ok
+	return s.failed.Has(k) || s.failedNow.Has(k)
 }
 
 // DoneCount is the number of done keys.
-func (s *Sink) DoneCount() int { return len(s.done) + len(s.written) }
+func (s *Sink) DoneCount() int { return s.done.Len() + s.written.Len() }
 
 // Durable is how many records and error records this run wrote that are
 // fsynced. Until a write fails it trails what Write and WriteError took by
@@ -49,23 +39,17 @@ func (s *Sink) FailedCount() int { return s.failedOpen }
 func (s *Sink) Recovered() Recovered { return Recovered{done: s.done, failed: s.failed} }
 
 // Recovered is the keys an output directory held when it was opened: those
-// with a record, and those that failed for good.
+// with a record, and those that failed for good. It holds about a bit a key
+// for row-index ids and 16 bytes a key for others (keyset.go).
 type Recovered struct {
-	done   map[Key]int32
-	failed map[Key]struct{}
+	done, failed *KeySet
 }
 
 // Done reports whether k had a record.
-func (r Recovered) Done(k Key) bool {
-	_, ok := r.done[k]
-	return ok
-}
+func (r Recovered) Done(k Key) bool { return r.done.Has(k) }
 
 // Failed reports whether k had an error record and no record.
-func (r Recovered) Failed(k Key) bool {
-	_, ok := r.failed[k]
-	return ok && !r.Done(k)
-}
+func (r Recovered) Failed(k Key) bool { return r.failed.Has(k) && !r.Done(k) }
 
 // Manifest returns a copy of the manifest as last written (for inspect and
 // for tests); its slices are not shared with the Sink.

@@ -101,6 +101,11 @@ type ShardInfo struct {
 	Size    int64     `json:"size,omitempty"`
 	ModTime time.Time `json:"mod_time,omitzero"`
 	XXH64   string    `json:"xxh64,omitempty"`
+	// Keys lists the shard's keys when all its ids are row indices
+	// (keysummary.go): a resume that finds the file unchanged reads them
+	// here instead of the file. Absent for other ids, in manifests from
+	// before it, and when the ids are too sparse.
+	Keys []SampleKeys `json:"keys,omitempty"`
 }
 
 // Run is one Open..Close of the sink. EndedAt stays nil when the run did not

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
 )
@@ -65,7 +67,10 @@ func convertJournal(journal, final string) (rows int, err error) {
 		}
 	}()
 
-	w := parquet.NewGenericWriter[Record](out, parquet.Compression(&parquet.Zstd))
+	// Pages of 64 KiB rather than 256: the writer holds a page buffer per
+	// column, and with the codec below this brought the Parquet run's peak
+	// RSS from 3.0-3.9x the JSONL run's to 1.3x, for files 7% larger.
+	w := parquet.NewGenericWriter[Record](out, parquet.Compression(shardCodec), parquet.PageBufferSize(64<<10))
 	batch := make([]Record, convertBatch)
 	n := 0
 	flush := func() error {
@@ -126,6 +131,40 @@ func convertJournal(journal, final string) (rows int, err error) {
 		return rows, fmt.Errorf("remove journal: %w", err)
 	}
 	return rows, nil
+}
+
+// shardCodec is Zstandard as parquet.Zstd writes it, with a window of
+// 1 MiB instead of the library's 8 MiB: a page is far smaller than either,
+// so the files are the same size, and the encoder's history buffers are an
+// eighth (see ARCHITECTURE.md, "Measured decisions"). One encoder serves
+// every conversion; EncodeAll may be called concurrently.
+var shardCodec = &zstdCodec{}
+
+type zstdCodec struct {
+	once sync.Once
+	enc  *zstd.Encoder
+	err  error
+}
+
+func (c *zstdCodec) String() string { return parquet.Zstd.String() }
+func (c *zstdCodec) CompressionCodec() format.CompressionCodec {
+	return parquet.Zstd.CompressionCodec()
+}
+func (c *zstdCodec) Decode(dst, src []byte) ([]byte, error) { return parquet.Zstd.Decode(dst, src) }
+
+func (c *zstdCodec) Encode(dst, src []byte) ([]byte, error) {
+	c.once.Do(func() {
+		c.enc, c.err = zstd.NewWriter(nil,
+			zstd.WithEncoderConcurrency(1),
+			zstd.WithWindowSize(1<<20),
+			zstd.WithZeroFrames(true),
+			zstd.WithEncoderCRC(false),
+		)
+	})
+	if c.err != nil {
+		return nil, fmt.Errorf("zstd encoder: %w", c.err)
+	}
+	return c.enc.EncodeAll(src, dst[:0]), nil
 }
 
 // scanParquetKeys reads only the id and sample columns of a Parquet shard

@@ -101,27 +101,33 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 	rec.notes = append(rec.notes, notes...)
 	rec.nextData = next
 
-	// The key set: every final shard's ids, and which shard each came from
-	// so that a duplicate names both files. Sized from the manifest to
-	// spare the map its growth steps at a million keys.
+	// The key set: every final shard's ids, loaded in bulk (keyset.go);
+	// its bitmaps are sized from the manifest. A duplicate costs nothing
+	// to remember where it came from: when one turns up, the shards are
+	// read again to name both files (findDuplicate).
 	hint := s.opts.ShardSize
 	if old != nil {
 		for _, sh := range old.Shards {
 			hint += sh.Records
 		}
 	}
-	s.done = make(map[Key]int32, hint)
-	where := s.done
+	s.done = newBulkKeySet(hint)
+	listed := map[string]*ShardInfo{}
+	if old != nil {
+		for i := range old.Shards {
+			listed[old.Shards[i].Name] = &old.Shards[i]
+		}
+	}
 	for i, name := range finals {
 		path := filepath.Join(s.dataDir, name)
 		info := ShardInfo{Name: name, Format: strings.TrimPrefix(filepath.Ext(name), ".")}
 		var lo, hi Key
+		var sum keySummary
+		trusted := trustSummary(path, listed[name])
 		visit := func(k Key, _ int) error {
-			if j, dup := where[k]; dup {
-				return fmt.Errorf("key id=%q sample=%d is in both %s and %s: remove one copy by hand",
-					k.ID, k.Sample, filepath.Join(s.dataDir, finals[j]), path)
+			if s.done.addBulk(k) {
+				return s.findDuplicate(finals[:i+1], func(d Key) bool { return d == k })
 			}
-			where[k] = int32(i)
 			if info.Records == 0 || compareKeys(k, lo) < 0 {
 				lo = k
 			}
@@ -129,13 +135,29 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 				hi = k
 			}
 			info.Records++
+			if !trusted {
+				sum.add(k)
+			}
 			return nil
 		}
-		if _, err = formats[info.Format].keys(path, visit); err != nil {
-			return nil, err
+		if trusted {
+			// The file is as it was written: its keys are the summary's.
+			if _, err := forEachSummaryKey(listed[name].Keys, func(k Key) error { return visit(k, 0) }); err != nil {
+				return nil, fmt.Errorf("%s: shard %s: %w: remove its \"keys\" from the manifest and the shard is read instead",
+					filepath.Join(s.dir, ManifestName), name, err)
+			}
+			info.Keys = listed[name].Keys
+		} else {
+			if _, err = formats[info.Format].keys(path, visit); err != nil {
+				return nil, err
+			}
+			info.Keys = sum.summary(info.Records)
 		}
 		info.FirstID, info.LastID = lo.ID, hi.ID
 		rec.shards = append(rec.shards, info)
+	}
+	if f, dup := s.done.finishBulk(); dup {
+		return nil, s.findDuplicate(finals, func(k Key) bool { return fingerprintOf(k) == f })
 	}
 	if old != nil {
 		notes, err := s.reconcile(old, rec)
@@ -156,18 +178,59 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 			return nil, fmt.Errorf("%s: errors are JSONL only", filepath.Join(s.errDir, name))
 		}
 		if _, err := scanJSONLKeys(filepath.Join(s.errDir, name), func(k Key, _ int) error {
-			s.failed[k] = struct{}{}
+			if !s.failed.Add(k) && !s.done.Has(k) {
+				s.failedOpen++
+			}
 			return nil
 		}); err != nil {
 			return nil, err
 		}
 	}
-	for k := range s.failed {
-		if !s.Done(k) {
-			s.failedOpen++
+	s.failed.Compact()
+	return rec, nil
+}
+
+// trustSummary says whether the keys listed recorded for the final shard at
+// path may stand for reading it: it has a summary and a checksum, and the
+// file has the size and modification time it had when it was written (the
+// rule by which reconcile takes a shard as unchanged without hashing it).
+func trustSummary(path string, listed *ShardInfo) bool {
+	if listed == nil || len(listed.Keys) == 0 || listed.XXH64 == "" {
+		return false
+	}
+	st, err := os.Stat(path)
+	return err == nil && st.Size() == listed.Size && st.ModTime().Equal(listed.ModTime)
+}
+
+// findDuplicate reads the final shards again, in order, for the keys match
+// takes, and returns the error naming the two files that hold one key (the
+// same file twice when a shard holds it twice). The key set keeps no shard
+// per key, so the price of naming them is paid only when a directory is
+// refused.
+func (s *Sink) findDuplicate(finals []string, match func(Key) bool) error {
+	first := map[Key]string{}
+	for _, name := range finals {
+		path := filepath.Join(s.dataDir, name)
+		var found error
+		_, err := formats[strings.TrimPrefix(filepath.Ext(name), ".")].keys(path, func(k Key, _ int) error {
+			if !match(k) {
+				return nil
+			}
+			if prev, ok := first[k]; ok {
+				found = fmt.Errorf("key id=%q sample=%d is in both %s and %s: remove one copy by hand", k.ID, k.Sample, prev, path)
+				return found
+			}
+			first[k] = path
+			return nil
+		})
+		if found != nil {
+			return found
+		}
+		if err != nil {
+			return err
 		}
 	}
-	return rec, nil
+	return errors.New("a key is in two shards, but reading them again found none: the files changed during the resume; run it again")
 }
 
 // reconcile compares what is on disk with the previous manifest. The disk

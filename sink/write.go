@@ -34,7 +34,8 @@ func (s *Sink) Write(r *Record) error {
 	if err := s.cur.encode(r); err != nil {
 		return s.fail(err)
 	}
-	s.written[k] = struct{}{}
+	s.written.Add(k)
+	s.curKeys.add(k)
 	if s.hasFailed(k) {
 		s.failedOpen--
 	}
@@ -93,7 +94,7 @@ func (s *Sink) WriteError(e *ErrorRecord) error {
 		return s.fail(err)
 	}
 	if !s.hasFailed(k) {
-		s.failedNow[k] = struct{}{}
+		s.failedNow.Add(k)
 		s.failedOpen++
 	}
 	s.man.Runs[s.run].ErrorsWritten++
@@ -186,6 +187,7 @@ func (s *Sink) openShard() error {
 	}
 	f.onSync = func(n int) { s.durableRecs += n }
 	s.cur, s.curFinal, s.curFmt = f, filepath.Join(s.dataDir, name), s.opts.Format
+	s.curKeys.reset()
 	return nil
 }
 
@@ -223,6 +225,7 @@ func (s *Sink) finalizeShard() error {
 		Records: cur.lines,
 		FirstID: s.curMin.ID,
 		LastID:  s.curMax.ID,
+		Keys:    s.curKeys.summary(cur.lines),
 	}
 	if err := stampShard(s.curFinal, &info); err != nil {
 		return err

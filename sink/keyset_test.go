@@ -1,0 +1,223 @@
+package sink
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// mixedKeys are keys of every kind the set stores differently: dense row
+// indices, sparse decimal ids far beyond any bitmap, ids with a leading
+// zero or a sign (strings that look like numbers), and plain strings, over
+// three samples.
+func mixedKeys(rng *rand.Rand, n int) []Key {
+	keys := make([]Key, 0, n)
+	for i := range n {
+		var id string
+		switch rng.IntN(6) {
+		case 0, 1:
+			id = strconv.Itoa(rng.IntN(3 * n))
+		case 2:
+			id = strconv.FormatUint(rng.Uint64N(1<<50), 10)
+		case 3:
+			id = "0" + strconv.Itoa(rng.IntN(n))
+		case 4:
+			id = "-" + strconv.Itoa(rng.IntN(n))
+		default:
+			id = fmt.Sprintf("q-%x-%d", rng.Uint32(), i%7)
+		}
+		keys = append(keys, Key{ID: id, Sample: rng.IntN(3)})
+	}
+	return keys
+}
+
+// The set answers as a map does, whichever way keys came in, before and
+// after Compact.
+func TestKeySetAgreesWithMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	keys := mixedKeys(rng, 20000)
+	want := map[Key]bool{}
+	var inc KeySet
+	for _, k := range keys {
+		if had := inc.Add(k); had != want[k] {
+			t.Fatalf("Add(%v) = %v, want %v", k, had, want[k])
+		}
+		want[k] = true
+	}
+	bulk := newBulkKeySet(1000) // a small hint: many decimal ids land beyond the bitmaps
+	for k := range want {
+		if bulk.addBulk(k) {
+			t.Fatalf("addBulk(%v) reported a duplicate", k)
+		}
+	}
+	if _, dup := bulk.finishBulk(); dup {
+		t.Fatal("finishBulk reported a duplicate of distinct keys")
+	}
+	probes := append(mixedKeys(rng, 20000), keys...)
+	check := func(name string, s *KeySet) {
+		t.Helper()
+		if s.Len() != len(want) {
+			t.Errorf("%s: Len = %d, want %d", name, s.Len(), len(want))
+		}
+		for _, k := range probes {
+			if got := s.Has(k); got != want[k] {
+				t.Fatalf("%s: Has(%v) = %v, want %v", name, k, got, want[k])
+			}
+		}
+	}
+	check("incremental", &inc)
+	check("bulk", bulk)
+	inc.Compact()
+	check("incremental, compacted", &inc)
+}
+
+// A decimal id that went to the fingerprints while its bitmap was sparse is
+// still found when the bitmap later reaches it, and not added twice.
+func TestKeySetDecimalIDInBothPlaces(t *testing.T) {
+	var s KeySet
+	far := Key{ID: "5000000", Sample: 0}
+	if s.Add(far) {
+		t.Fatal("first Add reported the key as held")
+	}
+	for i := range 5_000_001 / 64 * 64 { // the bitmap grows up to far's word
+		s.Add(Key{ID: strconv.Itoa(i), Sample: 0})
+	}
+	if !s.Add(far) {
+		t.Error("the key held as a fingerprint was added again once the bitmap reached it")
+	}
+	if !s.Has(far) {
+		t.Error("Has misses the key")
+	}
+}
+
+func TestKeySetBulkFindsDuplicates(t *testing.T) {
+	s := newBulkKeySet(10)
+	if s.addBulk(Key{ID: "7", Sample: 1}) || !s.addBulk(Key{ID: "7", Sample: 1}) {
+		t.Error("a row-index key twice is not reported at once")
+	}
+	s = newBulkKeySet(10)
+	s.addBulk(Key{ID: "a", Sample: 0})
+	s.addBulk(Key{ID: "b", Sample: 0})
+	s.addBulk(Key{ID: "a", Sample: 0})
+	f, dup := s.finishBulk()
+	if !dup || f != fingerprintOf(Key{ID: "a", Sample: 0}) {
+		t.Errorf("finishBulk = %v, %v: want the fingerprint of a", f, dup)
+	}
+	s = newBulkKeySet(10)
+	s.addBulk(Key{ID: "a", Sample: 0})
+	s.addBulk(Key{ID: "a", Sample: 1})
+	if _, dup := s.finishBulk(); dup {
+		t.Error("one id with two samples is two keys")
+	}
+}
+
+// A key in two shards (or twice in one) is refused naming the files
+// although the set keeps no shard per key: string ids (found by finishBulk)
+// and row-index ids (found at once) alike.
+func TestRecoverNamesBothFilesOfADuplicate(t *testing.T) {
+	line := func(id string) string {
+		b, err := json.Marshal(&Record{ID: id, Sample: 0, Content: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b) + "\n"
+	}
+	tests := []struct {
+		name   string
+		shards [][]string
+		want   [2]int // the shards the error names
+	}{
+		{"string ids", [][]string{{"a", "b"}, {"c"}, {"d", "b"}}, [2]int{0, 2}},
+		{"row-index ids", [][]string{{"1", "2"}, {"3"}, {"4", "2"}}, [2]int{0, 2}},
+		{"twice in one shard", [][]string{{"x"}, {"y", "z", "y"}}, [2]int{1, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := testOptions(dir, FormatJSONL)
+			opts.Force = true // shards without a manifest are adopted
+			var names []string
+			if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for i, ids := range tt.shards {
+				var b strings.Builder
+				for _, id := range ids {
+					b.WriteString(line(id))
+				}
+				name := filepath.Join(dir, "data", shardName(i, FormatJSONL))
+				writeFile(t, name, b.String())
+				names = append(names, name)
+			}
+			_, err := Open(opts)
+			if err == nil {
+				t.Fatal("Open accepted a key held twice")
+			}
+			want := names[tt.want[0]] + " and " + names[tt.want[1]]
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not name %q", err, want)
+			}
+		})
+	}
+}
+
+// BenchmarkKeySetBytesPerKey measures the heap a frozen set of a million
+// keys holds (runtime.MemStats after a GC), for row-index ids and for
+// string ids, against a map of the same keys.
+func BenchmarkKeySetBytesPerKey(b *testing.B) {
+	const n = 1_000_000
+	ids := map[string]func(i int) string{
+		"row-index": strconv.Itoa,
+		"string":    func(i int) string { return fmt.Sprintf("q-%08x", uint32(i)*2654435761) },
+	}
+	for _, kind := range []string{"row-index", "string"} {
+		id := ids[kind]
+		heap := func() uint64 {
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			return m.HeapAlloc
+		}
+		b.Run(kind+"/bulk", func(b *testing.B) {
+			for b.Loop() {
+				before := heap()
+				s := newBulkKeySet(n)
+				for i := range n {
+					s.addBulk(Key{ID: id(i)})
+				}
+				s.finishBulk()
+				b.ReportMetric(float64(heap()-before)/n, "bytes/key")
+				runtime.KeepAlive(s)
+			}
+		})
+		b.Run(kind+"/add", func(b *testing.B) {
+			for b.Loop() {
+				before := heap()
+				var s KeySet
+				for i := range n {
+					s.Add(Key{ID: id(i)})
+				}
+				s.Compact()
+				b.ReportMetric(float64(heap()-before)/n, "bytes/key")
+				runtime.KeepAlive(&s)
+			}
+		})
+		b.Run(kind+"/map", func(b *testing.B) {
+			for b.Loop() {
+				before := heap()
+				m := make(map[Key]int32)
+				for i := range n {
+					m[Key{ID: id(i)}] = 0
+				}
+				b.ReportMetric(float64(heap()-before)/n, "bytes/key")
+				runtime.KeepAlive(m)
+			}
+		})
+	}
+}

@@ -1,0 +1,124 @@
+package sink
+
+// The key summary of a shard: when every id in a shard is a row index, its
+// ShardInfo (in the shard log line, then in manifest.json) lists its keys as
+// one bitmap per sample, and a resume that finds the shard as it was written
+// (same size and modification time) takes its keys from there instead of
+// reading the file. A shard of 1,000 row-index records written in
+// completion order costs about 180 bytes of base64: 1.8 MB in a manifest of
+// 10,000 shards.
+//
+// Format (ShardInfo.Keys, JSON): [{"sample":S,"first":F,"bits":B}, ...] one
+// entry per sample present, by sample; B is standard base64 (no padding) of
+// a bitmap whose bit i (byte i/8, bit i%8, least significant first) says
+// whether the key (F+i, S) is in the shard. Bit 0 is always set, and the
+// last byte is never zero.
+
+import (
+	"encoding/base64"
+	"fmt"
+	"math/bits"
+	"slices"
+	"strconv"
+)
+
+// SampleKeys is the keys of one sample of a shard whose ids are row
+// indices (see the top of keysummary.go).
+type SampleKeys struct {
+	Sample int    `json:"sample"`
+	First  uint64 `json:"first"`
+	Bits   string `json:"bits"`
+}
+
+// summaryMaxBytes bounds a summary's bitmaps at this many bytes per record:
+// ids so sparse that a bitmap costs more (a shard of a --shard 1/64 job,
+// say) are not summarized, and the shard is read at resume.
+const summaryMaxBytes = 4
+
+var summaryEncoding = base64.RawStdEncoding
+
+// keySummary collects a shard's keys while it is written (or read).
+type keySummary struct {
+	ids  [][]uint64 // by sample
+	none bool       // an id that is not a row index: no summary
+}
+
+func (c *keySummary) add(k Key) {
+	if c.none {
+		return
+	}
+	i, ok := decimalID(k.ID)
+	if !ok || k.Sample < 0 || k.Sample >= 1<<16 {
+		c.none, c.ids = true, nil
+		return
+	}
+	for len(c.ids) <= k.Sample {
+		c.ids = append(c.ids, nil)
+	}
+	c.ids[k.Sample] = append(c.ids[k.Sample], i)
+}
+
+// summary returns the ShardInfo.Keys of what was added, nil when there is
+// none to give (other ids, or too sparse).
+func (c *keySummary) summary(records int) []SampleKeys {
+	if c.none {
+		return nil
+	}
+	var out []SampleKeys
+	size := 0
+	for s, ids := range c.ids {
+		if len(ids) == 0 {
+			continue
+		}
+		lo, hi := slices.Min(ids), slices.Max(ids)
+		size += int((hi-lo)/8 + 1)
+		if size > summaryMaxBytes*records+64 {
+			return nil
+		}
+		b := make([]byte, (hi-lo)/8+1)
+		for _, i := range ids {
+			d := i - lo
+			b[d/8] |= 1 << (d % 8)
+		}
+		out = append(out, SampleKeys{Sample: s, First: lo, Bits: summaryEncoding.EncodeToString(b)})
+	}
+	return out
+}
+
+func (c *keySummary) reset() {
+	for i := range c.ids {
+		c.ids[i] = c.ids[i][:0]
+	}
+	c.none = false
+}
+
+// forEachSummaryKey visits the keys a summary lists, by sample then id, and
+// returns how many there were; an error names what is malformed.
+func forEachSummaryKey(keys []SampleKeys, visit func(k Key) error) (int, error) {
+	n := 0
+	var id []byte
+	for j, sk := range keys {
+		if sk.Sample < 0 || (j > 0 && sk.Sample <= keys[j-1].Sample) {
+			return n, fmt.Errorf("keys[%d]: sample %d out of order", j, sk.Sample)
+		}
+		b, err := summaryEncoding.DecodeString(sk.Bits)
+		if err != nil {
+			return n, fmt.Errorf("keys[%d]: bits: %w", j, err)
+		}
+		if len(b) == 0 || b[0]&1 == 0 || b[len(b)-1] == 0 || sk.First+uint64(len(b))*8 >= maxBitID {
+			return n, fmt.Errorf("keys[%d]: bits do not start and end with a key", j)
+		}
+		for w, c := range b {
+			for c != 0 {
+				t := bits.TrailingZeros8(c)
+				c &= c - 1
+				id = strconv.AppendUint(id[:0], sk.First+uint64(w*8+t), 10)
+				if err := visit(Key{ID: string(id), Sample: sk.Sample}); err != nil {
+					return n, err
+				}
+				n++
+			}
+		}
+	}
+	return n, nil
+}

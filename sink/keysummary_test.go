@@ -1,0 +1,218 @@
+package sink
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A summary lists exactly the keys added, and round-trips through its
+// encoding; ids that are not row indices, or too sparse, give none.
+func TestKeySummaryRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		keys []Key
+		none bool
+	}{
+		{"one", []Key{{ID: "0"}}, false},
+		{"completion order, two samples", []Key{{ID: "17", Sample: 1}, {ID: "3"}, {ID: "9"}, {ID: "4", Sample: 1}, {ID: "200"}}, false},
+		{"sample without keys between", []Key{{ID: "5", Sample: 2}, {ID: "6"}}, false},
+		{"string id", []Key{{ID: "5"}, {ID: "q-1"}}, true},
+		{"leading zero", []Key{{ID: "05"}}, true},
+		{"too sparse", []Key{{ID: "1"}, {ID: "100000"}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c keySummary
+			c.add(Key{ID: "no"}) // reset forgets what came before
+			c.reset()
+			for _, k := range tc.keys {
+				c.add(k)
+			}
+			sum := c.summary(len(tc.keys))
+			if tc.none {
+				if sum != nil {
+					t.Fatalf("summary %+v, want none", sum)
+				}
+				return
+			}
+			got := map[Key]bool{}
+			n, err := forEachSummaryKey(sum, func(k Key) error {
+				if got[k] {
+					t.Errorf("%v listed twice", k)
+				}
+				got[k] = true
+				return nil
+			})
+			if err != nil || n != len(tc.keys) {
+				t.Fatalf("%d keys, %v; want %d", n, err, len(tc.keys))
+			}
+			for _, k := range tc.keys {
+				if !got[k] {
+					t.Errorf("%v missing from %+v", k, sum)
+				}
+			}
+		})
+	}
+	for _, bad := range [][]SampleKeys{
+		{{Sample: 0, First: 0, Bits: "!!"}},
+		{{Sample: 0, First: 0, Bits: "AA"}},                          // no key at all
+		{{Sample: 0, First: 0, Bits: "AQ"}, {Sample: 0, Bits: "AQ"}}, // a sample twice
+		{{Sample: 0, First: 0, Bits: "AQA"}},                         // a trailing zero byte
+	} {
+		if _, err := forEachSummaryKey(bad, func(Key) error { return nil }); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
+
+// stripKeys rewrites dir's manifest without key summaries, as a version
+// before them wrote it.
+func stripKeys(t *testing.T, dir string) {
+	t.Helper()
+	m, err := ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range m.Shards {
+		m.Shards[i].Keys = nil
+	}
+	if err := writeManifest(dir, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A resume takes an unchanged shard's keys from its summary: the file is
+// not read (a same-size rewrite with the time put back goes unseen, as the
+// size-and-time rule of reconcile lets it), a shard whose time moved is
+// read and hashed, and a manifest without summaries (an older version's)
+// is read from the shards and gains them.
+func TestResumeReadsSummaries(t *testing.T) {
+	for _, format := range []string{FormatJSONL, FormatParquet} {
+		t.Run(format, func(t *testing.T) {
+			dir := t.TempDir()
+			closedAfter(t, dir, format, 25)
+
+			// Shard 1 (ids 10-19) overwritten with garbage of its size,
+			// its time put back: the summary stands for it.
+			path := filepath.Join(dir, "data", shardName(1, format))
+			st, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			orig, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, path, strings.Repeat("x", int(st.Size())))
+			if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
+				t.Fatal(err)
+			}
+			s := mustOpen(t, testOptions(dir, format))
+			for _, k := range keysOf(0, 25) {
+				if !s.Done(k) {
+					t.Errorf("%v not done", k)
+				}
+			}
+			if s.DoneCount() != 25 {
+				t.Errorf("DoneCount = %d, want 25", s.DoneCount())
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			// Its time moved: read, hashed, refused.
+			if err := os.Chtimes(path, st.ModTime().Add(2*time.Second), st.ModTime().Add(2*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Open(testOptions(dir, format)); err == nil || !strings.Contains(err.Error(), shardName(1, format)) {
+				t.Fatalf("a changed shard whose time moved was accepted: %v", err)
+			}
+			writeFile(t, path, string(orig))
+			if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
+				t.Fatal(err)
+			}
+
+			// No summaries: the shards are read, the same keys found, and
+			// the manifest lists summaries again.
+			before, err := ReadManifest(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stripKeys(t, dir)
+			s = mustOpen(t, testOptions(dir, format))
+			for _, k := range append(keysOf(0, 25), Key{ID: "25", Sample: 1}, Key{ID: "25"}) {
+				if want := k.ID != "25"; s.Done(k) != want {
+					t.Errorf("Done(%v) = %v, want %v", k, !want, want)
+				}
+			}
+			after := s.Manifest()
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for i := range before.Shards {
+				if !reflect.DeepEqual(after.Shards[i].Keys, before.Shards[i].Keys) {
+					t.Errorf("%s: keys %+v after reading it, %+v when written", before.Shards[i].Name, after.Shards[i].Keys, before.Shards[i].Keys)
+				}
+			}
+		})
+	}
+}
+
+// The bookkeeping written per shard does not grow with the shards before
+// it: the shard log line of the 200th shard is as long as the 2nd's.
+func TestShardLogLineConstant(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(dir, FormatJSONL)
+	s := mustOpen(t, opts)
+	writeRange(t, s, 0, 2000)
+	b, err := os.ReadFile(filepath.Join(dir, s.man.ShardLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 200 {
+		t.Fatalf("%d log lines, want 200", len(lines))
+	}
+	// Ids, sizes and the summary's first id differ by a few digits, the
+	// modification time by its nanoseconds (left out); nothing grows with
+	// the shards before.
+	modTime := regexp.MustCompile(`"mod_time":"[^"]*"`)
+	l2, l200 := modTime.ReplaceAllString(lines[1], ""), modTime.ReplaceAllString(lines[199], "")
+	if d := len(l200) - len(l2); d < -16 || d > 16 {
+		t.Errorf("line 200 is %d bytes, line 2 %d", len(l200), len(l2))
+	}
+	if !strings.Contains(lines[199], `"keys":[{"sample":0,"first":1990,"bits":"VQE"}`) {
+		t.Errorf("line 200 lists no summary: %s", lines[199])
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// inspect holds each summary to the keys its shard holds.
+func TestInspectChecksSummaries(t *testing.T) {
+	dir := t.TempDir()
+	closedAfter(t, dir, FormatJSONL, 25)
+	if rep, err := Inspect(dir); err != nil || !rep.OK() {
+		t.Fatalf("inspect of a clean directory: %v %v", err, rep.Problems)
+	}
+	m, err := ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Shards[1].Keys[0].First++ // ids 11, 13, ... instead of 10, 12, ...
+	if err := writeManifest(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Inspect(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], shardName(1, FormatJSONL)+": the manifest's key summary") {
+		t.Errorf("problems %q, want the summary of %s named", rep.Problems, shardName(1, FormatJSONL))
+	}
+}
