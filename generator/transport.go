@@ -101,7 +101,7 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	}
 	var raw []byte
 	if ok {
-		raw, err = io.ReadAll(resp.Body)
+		raw, err = readAllSized(resp.Body, resp.ContentLength)
 	} else {
 		// An error body is read up to a bound; a 10 MB page is not read
 		// (nor kept) whole on every attempt.
@@ -125,6 +125,34 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	}
 	return resp, nil
 }
+
+// readAllSized is io.ReadAll into one buffer of the size the server
+// announced (vLLM sends Content-Length with a plain answer), instead of a
+// buffer that grows from 512 bytes through copies. A size that is unknown
+// or implausible for one answer reads as io.ReadAll does.
+func readAllSized(r io.Reader, size int64) ([]byte, error) {
+	if size <= 0 || size > maxSizedBody {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, size+1) // +1: the read that sees EOF needs room
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // longer than announced: grow as ReadAll does
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
+// maxSizedBody bounds the buffer readAllSized makes up front from a
+// Content-Length: a larger answer grows as it arrives.
+const maxSizedBody = 64 << 20
 
 // idleBody is a streamed body whose silence is watched: when no byte has
 // arrived for limit, abort cancels the request, which ends the Read that

@@ -185,3 +185,27 @@ func (neverNewline) Read(p []byte) (int, error) {
 	copy(p, bytes.Repeat([]byte("x"), len(p)))
 	return len(p), nil
 }
+
+// TestReadAllSized reads what io.ReadAll reads, whatever the announced
+// size says: exact, short, long, unknown.
+func TestReadAllSized(t *testing.T) {
+	body := strings.Repeat("answer ", 300)
+	for _, size := range []int64{int64(len(body)), 10, int64(len(body)) * 3, 0, -1, maxSizedBody + 1} {
+		got, err := readAllSized(iotestHalf(strings.NewReader(body)), size)
+		if err != nil || string(got) != body {
+			t.Errorf("size %d: %d bytes, %v; want the %d-byte body", size, len(got), err, len(body))
+		}
+	}
+	sr := strings.NewReader(body)
+	if n := testing.AllocsPerRun(20, func() { sr.Reset(body); _, _ = readAllSized(sr, int64(len(body))) }); n > 1 {
+		t.Errorf("%.0f allocations for a body of the announced size, want 1", n)
+	}
+}
+
+// iotestHalf reads at most half of what is asked (and at least a byte), as
+// a socket may.
+func iotestHalf(r io.Reader) io.Reader { return halfReader{r} }
+
+type halfReader struct{ r io.Reader }
+
+func (h halfReader) Read(p []byte) (int, error) { return h.r.Read(p[:max(len(p)/2, 1)]) }
