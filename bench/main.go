@@ -122,7 +122,11 @@ func (c *config) prepare(ctx context.Context) error {
 	}
 	if c.bin == "" {
 		c.bin = filepath.Join(c.work, "synthgen")
-		build := exec.CommandContext(ctx, "go", "build", "-o", c.bin, "./cmd/synthgen")
+		version := "bench"
+		if out, err := exec.CommandContext(ctx, "git", "-C", root, "describe", "--tags", "--always", "--dirty").Output(); err == nil {
+			version = strings.TrimSpace(string(out))
+		}
+		build := exec.CommandContext(ctx, "go", "build", "-ldflags", "-X main.version="+version, "-o", c.bin, "./cmd/synthgen")
 		build.Dir = root
 		if out, err := build.CombinedOutput(); err != nil {
 			return fmt.Errorf("go build ./cmd/synthgen in %s: %w\n%s", root, err, out)
@@ -131,7 +135,7 @@ func (c *config) prepare(ctx context.Context) error {
 	if _, err := os.Stat(c.bin); err != nil {
 		return fmt.Errorf("-bin %s: %w", c.bin, err)
 	}
-	c.machine = describeMachine(ctx, root, c.bin)
+	c.machine = describeMachine(ctx, c.bin)
 	return nil
 }
 
@@ -160,7 +164,7 @@ func (m machine) String() string {
 		m.CPUs, m.CPU, m.Go, m.OS, m.Synthgen, m.Date, m.LoadStart)
 }
 
-func describeMachine(ctx context.Context, root, bin string) machine {
+func describeMachine(ctx context.Context, bin string) machine {
 	m := machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH,
 		Date: time.Now().UTC().Format(time.RFC3339), CPU: "unknown", Synthgen: "unknown", LoadStart: "unknown"}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
@@ -179,7 +183,6 @@ func describeMachine(ctx context.Context, root, bin string) machine {
 	if out, err := exec.CommandContext(ctx, bin, "version").Output(); err == nil {
 		m.Synthgen = strings.TrimPrefix(strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]), "synthgen ")
 	}
-	_ = root
 	return m
 }
 
