@@ -122,6 +122,11 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		resp.Body = io.NopCloser(bytes.NewReader(emptyObject))
 	} else {
 		resp.Body = io.NopCloser(bytes.NewReader(raw))
+		if ex.stream {
+			// go-openai takes a status below 400 (a 304) for a stream
+			// too: sseReader reads what it would have read.
+			ex.events = resp.Body
+		}
 	}
 	return resp, nil
 }

@@ -209,3 +209,17 @@ func iotestHalf(r io.Reader) io.Reader { return halfReader{r} }
 type halfReader struct{ r io.Reader }
 
 func (h halfReader) Read(p []byte) (int, error) { return h.r.Read(p[:max(len(p)/2, 1)]) }
+
+// TestStreamNotModified: a 3xx that the HTTP client does not follow (304)
+// is no error status to go-openai, so it is read as a stream: an answer
+// that never started, retried as stream_cut.
+func TestStreamNotModified(t *testing.T) {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNotModified)
+	}))
+	defer s.Close()
+	c := newWireClient(wireOptions{BaseURL: s.URL + "/v1"})
+	_, err := c.Complete(context.Background(), userReq(true), nil)
+	asError(t, err, causeStreamCut, true)
+}
