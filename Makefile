@@ -30,9 +30,14 @@ run: build
 test:
 	$(GO) test -race -count=1 ./...
 
-## bench: the benchmarks (ratios are meaningful within one run only)
+## bench: the end-to-end scenarios beside a minimal client, on loopback (under 5 min; writes bench/results.json)
 .PHONY: bench
 bench:
+	$(GO) run ./bench -size full
+
+## bench-micro: the Go micro-benchmarks (ratios are meaningful within one run only)
+.PHONY: bench-micro
+bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 ## lint: gofmt and go vet

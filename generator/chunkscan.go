@@ -24,8 +24,10 @@ import (
 var (
 	topKeys    = []string{"model", "choices", "usage", "object", "error", "message"}
 	choiceKeys = []string{"index", "delta", "finish_reason"}
-	deltaKeys  = []string{"content", "reasoning", "reasoning_content"}
-	usageKeys  = []string{"prompt_tokens", "completion_tokens"}
+	// messageChoiceKeys: a plain answer's choice (responseJSON)
+	messageChoiceKeys = []string{"index", "message", "finish_reason"}
+	deltaKeys         = []string{"content", "reasoning", "reasoning_content"}
+	usageKeys         = []string{"prompt_tokens", "completion_tokens"}
 )
 
 // maxSkipDepth bounds the nesting scanChunk validates in a skipped value;
@@ -50,26 +52,46 @@ type chunkChoice struct {
 	finish                        strSpan
 }
 
+// answerShape is where a choice keeps its text: a streamed chunk's
+// choices[].delta, a plain answer's choices[].message. The two bodies are
+// otherwise the same object, and the reference decoders' structs differ
+// only there (chunkJSON, responseJSON).
+type answerShape struct {
+	text string   // "delta" or "message"
+	keys []string // the choice's keys in the reference's struct
+}
+
+var (
+	chunkShape   = answerShape{"delta", choiceKeys}
+	messageShape = answerShape{"message", messageChoiceKeys}
+)
+
 // scanChunk decodes data as decodeChunk would, or reports !ok when the
 // answer must come from decodeChunkReference.
 func scanChunk(data []byte) (chunkDelta, bool) {
-	s := chunkScanner{b: data}
+	d, _, ok := scanAnswer(data, chunkShape)
+	return d, ok
+}
+
+// scanAnswer decodes a chunk or a plain answer (by shape) as its reference
+// would; picked says whether a choice with index 0 was there.
+func scanAnswer(data []byte, shape answerShape) (d chunkDelta, picked, ok bool) {
+	s := chunkScanner{b: data, shape: shape}
 	var (
 		model, object strSpan
 		pick          chunkChoice
-		picked        bool
 		usage         bool
 		prompt, compl int
 		seen          uint8
 	)
 	s.ws()
 	if !s.consume('{') {
-		return chunkDelta{}, false
+		return chunkDelta{}, false, false
 	}
 	for first := true; ; first = false {
 		key, done, ok := s.member(first)
 		if !ok {
-			return chunkDelta{}, false
+			return chunkDelta{}, false, false
 		}
 		if done {
 			break
@@ -79,55 +101,55 @@ func scanChunk(data []byte) (chunkDelta, bool) {
 		case "model":
 			bit = 1 << 0
 			if model, ok = s.stringOrNull(); !ok {
-				return chunkDelta{}, false
+				return chunkDelta{}, false, false
 			}
 		case "choices":
 			bit = 1 << 1
 			if ok = s.choices(&pick, &picked); !ok {
-				return chunkDelta{}, false
+				return chunkDelta{}, false, false
 			}
 		case "usage":
 			bit = 1 << 2
 			if usage, prompt, compl, ok = s.usage(); !ok {
-				return chunkDelta{}, false
+				return chunkDelta{}, false, false
 			}
 		case "object":
 			bit = 1 << 3
 			if object, ok = s.stringOrNull(); !ok {
-				return chunkDelta{}, false
+				return chunkDelta{}, false, false
 			}
 			// An error body is the reference's to classify; an escaped
 			// value is compared there too, rather than unquoted here.
 			if object.esc || string(data[object.lo:object.hi]) == "error" {
-				return chunkDelta{}, false
+				return chunkDelta{}, false, false
 			}
 		case "error":
 			bit = 1 << 4
 			// Any value but null makes the chunk an error event.
 			if !s.null() {
-				return chunkDelta{}, false
+				return chunkDelta{}, false, false
 			}
 		case "message":
 			bit = 1 << 5
 			if !s.skipValue() {
-				return chunkDelta{}, false
+				return chunkDelta{}, false, false
 			}
 		default:
 			if !s.unknown(key, topKeys) {
-				return chunkDelta{}, false
+				return chunkDelta{}, false, false
 			}
 		}
 		if seen&bit != 0 {
-			return chunkDelta{}, false // duplicate key: encoding/json merges, last wins
+			return chunkDelta{}, false, false // duplicate key: encoding/json merges, last wins
 		}
 		seen |= bit
 	}
 	s.ws()
 	if s.i != len(data) {
-		return chunkDelta{}, false
+		return chunkDelta{}, false, false
 	}
 
-	d := chunkDelta{PromptTokens: prompt, CompletionTokens: compl, UsageKnown: usage}
+	d = chunkDelta{PromptTokens: prompt, CompletionTokens: compl, UsageKnown: usage}
 	reasoning := pick.reasoning
 	if reasoning.empty() { // pickReasoning: an empty `reasoning` does not count
 		reasoning = pick.reasonAlt
@@ -143,20 +165,21 @@ func scanChunk(data []byte) (chunkDelta, bool) {
 		ends[i] = len(buf)
 	}
 	if len(buf) == 0 {
-		return d, true
+		return d, picked, true
 	}
 	all := string(buf)
 	d.Model = all[:ends[0]]
 	d.Reasoning = all[ends[0]:ends[1]]
 	d.Content = all[ends[1]:ends[2]]
 	d.FinishReason = all[ends[2]:ends[3]]
-	return d, true
+	return d, picked, true
 }
 
 // chunkScanner is a cursor over one chunk.
 type chunkScanner struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	shape answerShape
 }
 
 func (s *chunkScanner) ws() {
@@ -339,18 +362,20 @@ func (s *chunkScanner) choice(c *chunkChoice) bool {
 			return true
 		}
 		bit := uint8(0)
-		switch string(key.b) {
+		switch k := string(key.b); k {
 		case "index":
 			bit = 1 << 0
 			c.index, ok = s.intOrNull()
-		case "delta":
-			bit = 1 << 1
-			ok = s.null() || s.delta(c)
 		case "finish_reason":
 			bit = 1 << 2
 			c.finish, ok = s.stringOrNull()
 		default:
-			ok = s.unknown(key, choiceKeys)
+			if k == s.shape.text {
+				bit = 1 << 1
+				ok = s.null() || s.delta(c)
+			} else {
+				ok = s.unknown(key, s.shape.keys)
+			}
 		}
 		if !ok || seen&bit != 0 {
 			return false

@@ -234,3 +234,56 @@ func BenchmarkDecodeChunkReference(b *testing.B) {
 		}
 	}
 }
+
+// asMessage turns a chunk into the plain answer of the same content: the
+// choice's delta becomes its message.
+func asMessage(chunk []byte) []byte {
+	return bytes.ReplaceAll(chunk, []byte(`"delta"`), []byte(`"message"`))
+}
+
+// sameResponse fails t unless decodeResponse (scanAnswer's fast path or
+// the fallback) and decodeResponseReference agree on body: the same answer,
+// or errors with the same text and cause.
+func sameResponse(t *testing.T, body []byte) {
+	t.Helper()
+	got, gerr := decodeResponse(body)
+	want, werr := decodeResponseReference(body)
+	if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
+		t.Fatalf("body %q: error %v, reference %v", body, gerr, werr)
+	}
+	if got != want {
+		t.Fatalf("body %q:\n got %+v\nwant %+v", body, got, want)
+	}
+}
+
+// TestResponseScan: the plain answers in testdata and every chunk edge
+// case in its plain shape decode as the reference decodes them, and the
+// fast path answers the real answers itself.
+func TestResponseScan(t *testing.T) {
+	for _, c := range chunkEdgeCases {
+		sameResponse(t, asMessage([]byte(c.in)))
+		sameResponse(t, []byte(c.in)) // a delta in a plain answer is an unknown key
+	}
+	plain, _ := filepath.Glob(filepath.Join("testdata", "plain_*.json"))
+	if len(plain) == 0 {
+		t.Fatal("no testdata/plain_*.json")
+	}
+	for _, p := range plain {
+		body := testdata(t, filepath.Base(p))
+		sameResponse(t, body)
+		if _, picked, ok := scanAnswer(body, messageShape); !ok || !picked {
+			t.Errorf("%s: the fast path did not answer (ok %v, choice 0 %v)", p, ok, picked)
+		}
+	}
+}
+
+// FuzzResponseScanMatchesReference: for any bytes, decodeResponse returns
+// exactly what the encoding/json reference returns.
+func FuzzResponseScanMatchesReference(f *testing.F) {
+	for _, s := range chunkSeeds(f) {
+		f.Add(asMessage(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		sameResponse(t, body)
+	})
+}

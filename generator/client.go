@@ -24,7 +24,8 @@ import (
 //     min_p or chat_template_kwargs, so we build the exact body ourselves and
 //     swap it in through ClientConfig.HTTPClient (the HTTPDoer hook);
 //   - its response types drop vLLM's `reasoning`, so the Doer keeps the raw
-//     plain body and streams are read with RecvRaw, and decode.go decodes;
+//     plain body and a stream's body, whose lines sseReader reads (not
+//     go-openai's RecvRaw: see transport.go), and decode.go decodes;
 //   - its errors carry no headers, so the Doer keeps them for Retry-After.
 // Everything about one request travels in an *exchange in the context.
 
@@ -344,9 +345,14 @@ func (c *wireClient) completeStream(ctx context.Context, ex *exchange, start tim
 		return wireResponse{}, c.fail(ctx, ex, err)
 	}
 	defer stream.Close()
+	if ex.events == nil {
+		return wireResponse{}, &Error{Cause: causeOther, Message: "the stream's body did not reach the client (a custom HTTP client that bypasses the doer?)"}
+	}
+	events := newSSEReader(ex.events)
+	defer events.release()
 	var a answer
 	for {
-		raw, err := stream.RecvRaw()
+		raw, err := events.next()
 		if err != nil {
 			if a.resp.FinishReason != "" {
 				// The answer is whole; only what follows it (the usage

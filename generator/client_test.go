@@ -570,6 +570,7 @@ func BenchmarkStream(b *testing.B) {
 	}))
 	b.Cleanup(s.Close)
 	req := userReq(true)
+	req.MaxTokens = chunks // within the answer bound
 	dataPrefix := []byte("data: ")
 
 	b.Run("complete", func(b *testing.B) {

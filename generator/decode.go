@@ -126,6 +126,23 @@ func decodeChunkReference(data []byte) (chunkDelta, error) {
 // a finish_reason is an *Error with Cause "incomplete", and "abort"/"error"
 // finishes (vLLM aborting a request) are Cause "aborted"; both are retryable.
 func decodeResponse(body []byte) (wireResponse, error) {
+	// The chunk scanner reads a plain answer too (its choice holds message
+	// where a chunk's holds delta); what it cannot vouch for, and a body
+	// with no choice 0, is the reference's.
+	if d, picked, ok := scanAnswer(body, messageShape); ok && picked {
+		resp := wireResponse{Model: d.Model, Reasoning: d.Reasoning, Content: d.Content, FinishReason: d.FinishReason,
+			PromptTokens: d.PromptTokens, CompletionTokens: d.CompletionTokens, UsageKnown: d.UsageKnown}
+		if err := checkFinish(resp.FinishReason); err != nil {
+			return wireResponse{}, err
+		}
+		return resp, nil
+	}
+	return decodeResponseReference(body)
+}
+
+// decodeResponseReference is decodeResponse by encoding/json: the
+// definition of what decodeResponse returns, which scanAnswer must match.
+func decodeResponseReference(body []byte) (wireResponse, error) {
 	var r responseJSON
 	if err := json.Unmarshal(body, &r); err != nil {
 		return wireResponse{}, decodeError("decode response", err, body)

@@ -5,12 +5,15 @@ package generator
 // the raw answer and its headers, and the idle bound of a streamed body.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +36,9 @@ type exchange struct {
 	// cancels the attempt with errStalled (see idleBody).
 	stall time.Duration
 	abort context.CancelCauseFunc
+	// events is a 2xx stream's body (watched for stalls), which sseReader
+	// reads; go-openai's own reader of it is never called.
+	events io.Reader
 }
 
 type exchangeKey struct{}
@@ -83,16 +89,19 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	if ok && (!ex.chat || ex.stream) {
-		// go-openai decodes a models list itself, and reads an SSE body
-		// line by line for RecvRaw to hand us each chunk.
+		// go-openai decodes a models list itself. A stream's body stays
+		// go-openai's to close (stream.Close), and ours to read.
 		if ex.stream && ex.stall > 0 {
 			resp.Body = watchIdle(resp.Body, ex.stall, func() { ex.abort(errStalled) })
+		}
+		if ex.stream {
+			ex.events = resp.Body
 		}
 		return resp, nil
 	}
 	var raw []byte
 	if ok {
-		raw, err = io.ReadAll(resp.Body)
+		raw, err = readAllSized(resp.Body, resp.ContentLength)
 	} else {
 		// An error body is read up to a bound; a 10 MB page is not read
 		// (nor kept) whole on every attempt.
@@ -113,9 +122,42 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		resp.Body = io.NopCloser(bytes.NewReader(emptyObject))
 	} else {
 		resp.Body = io.NopCloser(bytes.NewReader(raw))
+		if ex.stream {
+			// go-openai takes a status below 400 (a 304) for a stream
+			// too: sseReader reads what it would have read.
+			ex.events = resp.Body
+		}
 	}
 	return resp, nil
 }
+
+// readAllSized is io.ReadAll into one buffer of the size the server
+// announced (vLLM sends Content-Length with a plain answer), instead of a
+// buffer that grows from 512 bytes through copies. A size that is unknown
+// or implausible for one answer reads as io.ReadAll does.
+func readAllSized(r io.Reader, size int64) ([]byte, error) {
+	if size <= 0 || size > maxSizedBody {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, size+1) // +1: the read that sees EOF needs room
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // longer than announced: grow as ReadAll does
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
+// maxSizedBody bounds the buffer readAllSized makes up front from a
+// Content-Length: a larger answer grows as it arrives.
+const maxSizedBody = 64 << 20
 
 // idleBody is a streamed body whose silence is watched: when no byte has
 // arrived for limit, abort cancels the request, which ends the Read that
@@ -162,4 +204,158 @@ func (b *idleBody) check() {
 func (b *idleBody) Close() error {
 	b.timer.Stop()
 	return b.ReadCloser.Close()
+}
+
+// sseReader reads the events of a 2xx stream's body: each call to next
+// returns the payload of one `data:` line, as go-openai's RecvRaw would,
+// but without its two regular expressions and its copy per line (measured
+// in ARCHITECTURE.md, "The wire client"). go-openai still builds the
+// request, sends it through the doer and turns an error status into its
+// *APIError; this reads the body the doer kept (exchange.events). The
+// rules are go-openai's:
+//   - a line is trimmed of white space; `data:` and the white space after
+//     it are the prefix; a payload `[DONE]` ends the stream (io.EOF);
+//   - a line that is not data (a keep-alive comment, an error body sent in
+//     place of events) is not an event; the non-comment ones are kept (up to
+//     maxErrorBody), and when the body ends, what they hold is decoded as an
+//     OpenAI error: an error object there is the stream's error;
+//   - a `data: {"error":...}` line is an error event: its payload, with
+//     any non-data lines after it up to the next line read, is the error;
+//   - a last line with no newline is not an event (it may be cut).
+//
+// A payload is a slice of the reader's buffer, valid until the next call:
+// decodeChunk copies what it keeps.
+type sseReader struct {
+	r      *bufio.Reader
+	line   []byte // a line longer than the buffer, assembled
+	errBuf []byte // the non-data lines, up to maxErrorBody
+	done   bool
+}
+
+// sseBufSize is the read buffer of one stream: a vLLM chunk is a few
+// hundred bytes, so one Read brings many.
+const sseBufSize = 16 << 10
+
+// maxSSELine bounds one line: a line that long is no chunk (answerBound
+// ends a stream long before its text could fill one), and a server that
+// never sends a newline must not fill memory.
+const maxSSELine = 16 << 20
+
+var sseReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, sseBufSize) }}
+
+var errSSELine = fmt.Errorf("stream: a line longer than %d bytes", maxSSELine)
+
+func newSSEReader(body io.Reader) *sseReader {
+	r := sseReaders.Get().(*bufio.Reader)
+	r.Reset(body)
+	return &sseReader{r: r}
+}
+
+// release returns the buffer to the pool; the reader is not used after.
+func (s *sseReader) release() {
+	if s.r != nil {
+		s.r.Reset(nil)
+		sseReaders.Put(s.r)
+		s.r = nil
+	}
+}
+
+var (
+	sseData     = []byte("data:")
+	sseDone     = []byte("[DONE]")
+	sseErrorObj = []byte(`{"error":`)
+)
+
+// next returns the next event's payload, io.EOF after [DONE] or at the end
+// of a body that held no error, or the error the body carried.
+func (s *sseReader) next() ([]byte, error) {
+	if s.done {
+		return nil, io.EOF
+	}
+	inError := false
+	for {
+		raw, err := s.readLine()
+		if err != nil || inError {
+			if apiErr := s.bodyError(); apiErr != nil {
+				return nil, fmt.Errorf("error event: %w", apiErr)
+			}
+			if err == nil {
+				// An error event that does not decode as one: go-openai
+				// hands back nothing, which decodeChunk would refuse; say so.
+				return nil, fmt.Errorf("stream: an error event that is not an OpenAI error: %s", boundMessage(string(s.errBuf), 0))
+			}
+			return nil, err
+		}
+		line := bytes.TrimSpace(raw)
+		payload, isData := bytes.CutPrefix(line, sseData)
+		if isData {
+			payload = trimRE2Space(payload)
+			if bytes.HasPrefix(payload, sseErrorObj) {
+				inError, isData = true, false
+				line = payload
+			}
+		}
+		if !isData {
+			if len(line) > 0 && line[0] != ':' { // a comment cannot be part of an error body
+				s.keep(line)
+			}
+			continue
+		}
+		if bytes.Equal(payload, sseDone) {
+			s.done = true
+			return nil, io.EOF
+		}
+		return payload, nil
+	}
+}
+
+// trimRE2Space drops the white space go-openai's `^data:\s*` takes with the
+// prefix (RE2's \s: tab, newline, form feed, carriage return, space).
+func trimRE2Space(b []byte) []byte {
+	for len(b) > 0 {
+		switch b[0] {
+		case ' ', '\t', '\n', '\f', '\r':
+			b = b[1:]
+		default:
+			return b
+		}
+	}
+	return b
+}
+
+// readLine returns the next line with its newline; a last line without one
+// comes with the read error (io.EOF), as from bufio.Reader.ReadBytes.
+func (s *sseReader) readLine() ([]byte, error) {
+	b, err := s.r.ReadSlice('\n')
+	if err != bufio.ErrBufferFull {
+		return b, err
+	}
+	s.line = append(s.line[:0], b...)
+	for err == bufio.ErrBufferFull {
+		if len(s.line) > maxSSELine {
+			return nil, errSSELine
+		}
+		b, err = s.r.ReadSlice('\n')
+		s.line = append(s.line, b...)
+	}
+	return s.line, err
+}
+
+func (s *sseReader) keep(line []byte) {
+	if room := maxErrorBody - len(s.errBuf); room > 0 {
+		s.errBuf = append(s.errBuf, line[:min(len(line), room)]...)
+	}
+}
+
+// bodyError decodes the kept lines as go-openai decodes an error in a
+// stream: an {"error":{...}} whose error is not null.
+func (s *sseReader) bodyError() *openai.APIError {
+	if len(s.errBuf) == 0 {
+		return nil
+	}
+	var resp openai.ErrorResponse
+	if json.Unmarshal(s.errBuf, &resp) != nil {
+		return nil
+	}
+	return resp.Error
 }

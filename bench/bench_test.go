@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) {
+	yardstickMain() // the harness re-executes this test binary as the yardstick
+	os.Exit(m.Run())
+}
+
+// TestScenariosTiny runs every scenario at the tiny size, end to end, and
+// checks that the table and the JSON are there and sane. Whether the
+// targets are met is the full run's business: a tiny run on a loaded
+// machine says nothing about them.
+func TestScenariosTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds synthgen and runs every scenario")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "results.json")
+	var stdout, stderr bytes.Buffer
+	if code := benchMain(ctx, []string{"-size", "tiny", "-json", path}, &stdout, &stderr); code != 0 {
+		t.Fatalf("bench -size tiny exited %d\nstdout:\n%s\nstderr:\n%s", code, &stdout, &stderr)
+	}
+	table := stdout.String()
+	if !strings.HasPrefix(table, "scenario") || !strings.Contains(table, "yardstick") {
+		t.Errorf("the table has no header:\n%s", table)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res results
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatalf("%s: %v\n%s", path, err, b)
+	}
+	if res.Size != "tiny" || res.Machine.CPUs < 1 || res.Machine.Go == "" || res.Machine.Date == "" {
+		t.Errorf("results say size %q and machine %+v", res.Size, res.Machine)
+	}
+	seen := map[string]int{}
+	for _, r := range res.Results {
+		seen[r.Scenario]++
+		where := fmt.Sprintf("%s / %s", r.Scenario, r.Figure)
+		if !strings.Contains(table, r.Figure) {
+			t.Errorf("%s: in the JSON, not in the table", where)
+		}
+		if !(r.Synthgen > 0) || math.IsInf(r.Synthgen, 0) {
+			// Every figure is a time, a rate, a size or a cost: none is 0.
+			// The bytes per key may be anything (an RSS difference), so
+			// it is checked for being a number only.
+			if !(strings.Contains(r.Figure, "per key") && !math.IsNaN(r.Synthgen)) {
+				t.Errorf("%s: synthgen figure %v", where, r.Synthgen)
+			}
+		}
+		if (r.Yardstick == nil) != (r.Ratio == nil) {
+			t.Errorf("%s: yardstick %v but ratio %v", where, r.Yardstick, r.Ratio)
+		}
+		if r.Yardstick != nil {
+			if !(*r.Yardstick > 0) {
+				t.Errorf("%s: yardstick figure %v", where, *r.Yardstick)
+			} else if got, want := *r.Ratio, r.Synthgen / *r.Yardstick; math.Abs(got-want) > 1e-9*want {
+				t.Errorf("%s: ratio %v, want synthgen/yardstick = %v", where, got, want)
+			}
+		}
+		if (r.Target == "") != (r.Pass == nil) {
+			t.Errorf("%s: target %q but pass %v", where, r.Target, r.Pass)
+		}
+	}
+	for _, name := range scenarioNames() {
+		if seen[name] == 0 {
+			t.Errorf("scenario %s has no row in %s", name, path)
+		}
+		if !strings.Contains(table, name) {
+			t.Errorf("scenario %s is not in the table", name)
+		}
+	}
+}
+
+// TestYardstickCountsAndFails checks the yardstick against a real server:
+// it counts data lines (not [DONE]), and a stream cut before [DONE] or a
+// non-200 answer is a failure, so a yardstick that skipped work cannot
+// flatter itself.
+func TestYardstickCountsAndFails(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/ok":
+			fmt.Fprint(w, "data: {\"a\":1}\n\n: keep-alive\n\ndata: {\"a\":2}\n\ndata: [DONE]\n\n")
+		case "/cut":
+			fmt.Fprint(w, "data: {\"a\":1}\n\n")
+		default:
+			http.Error(w, "no", http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	var out bytes.Buffer
+	if err := runYardstick([]string{"-url", srv.URL + "/ok", "-n", "7", "-c", "3", "-stream"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(out.String()), "requests=7 chunks=14 failures=0"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	for _, path := range []string{"/cut", "/503"} {
+		out.Reset()
+		err := runYardstick([]string{"-url", srv.URL + path, "-n", "4", "-c", "2", "-stream"}, &out)
+		if err == nil || !strings.Contains(out.String(), "failures=4") {
+			t.Errorf("%s: err %v, output %q: want 4 failures", path, err, out.String())
+		}
+	}
+}
+
+// TestMetricSums reads a counter the way the mock exports it, summed over
+// its labels, and tells a longer name apart.
+func TestMetricSums(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "# HELP x\nvllm:prompt_tokens_total{model_name=\"m\",engine=\"0\"} 12\n"+
+			"vllm:prompt_tokens_total_extra 100\nvllm:prompt_tokens_total{model_name=\"n\"} 3e+00\n")
+	}))
+	defer srv.Close()
+	m := &mock{base: srv.URL}
+	v, err := m.metric(promptTokensMetric)
+	if err != nil || v != 15 {
+		t.Errorf("got %v, %v; want 15", v, err)
+	}
+	if _, err := m.metric("vllm:absent_total"); err == nil {
+		t.Error("an absent metric read without error")
+	}
+}
+
+// TestDatasetMatchesYardstick: the dataset's prompts are the yardstick's,
+// byte for byte, so that the mock answers both alike.
+func TestDatasetMatchesYardstick(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d.jsonl")
+	if err := writeDataset(path, 3, true); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for i, line := range lines {
+		var row struct{ ID, Prompt string }
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		body := string(appendBody(nil, "m", int64(i), 8, false))
+		var req struct {
+			Messages []struct{ Role, Content string }
+		}
+		if err := json.Unmarshal([]byte(body), &req); err != nil {
+			t.Fatalf("body %d is not JSON: %v\n%s", i, err, body)
+		}
+		if len(req.Messages) != 1 || req.Messages[0].Content != row.Prompt || req.Messages[0].Role != "user" {
+			t.Errorf("row %d: prompt %q, body %s", i, row.Prompt, body)
+		}
+		if len(row.ID) != 24 {
+			t.Errorf("row %d: id %q, want 24 bytes", i, row.ID)
+		}
+	}
+}

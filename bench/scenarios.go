@@ -1,0 +1,424 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// sizes is one size of the scenarios.
+type sizes struct {
+	inFlight int
+
+	littlesN       int64         // requests of littles-law
+	littlesLatency time.Duration // each answer's latency (the mock's TTFT)
+
+	zeroN int64 // requests of zero-latency
+
+	streamN      int64         // streams of streaming
+	streamMean   int           // mean tokens (chunks) of one stream
+	streamPerTok time.Duration // the mock's time per token
+
+	smallRows, bigRows int64 // the two jobs of the scale scenarios
+
+	// rounds of zero-latency and streaming, synthgen and the yardstick in
+	// turn: their figures are the medians, as a run of a few seconds on a
+	// shared machine moves with what else runs.
+	rounds int
+}
+
+var sizeByName = map[string]sizes{
+	"full": {
+		inFlight: 200,
+		littlesN: 8_000, littlesLatency: 200 * time.Millisecond,
+		zeroN:   20_000,
+		streamN: 4_000, streamMean: 90, streamPerTok: time.Millisecond,
+		smallRows: 25_000, bigRows: 1_000_000,
+		rounds: 3,
+	},
+	"tiny": {
+		inFlight: 50,
+		littlesN: 500, littlesLatency: 20 * time.Millisecond,
+		zeroN:   1_000,
+		streamN: 200, streamMean: 20, streamPerTok: time.Millisecond,
+		smallRows: 500, bigRows: 4_000,
+		rounds: 1,
+	},
+}
+
+type scenario struct {
+	name string
+	run  func(context.Context, *config) ([]row, error)
+}
+
+var scenarios = []scenario{
+	{"littles-law", littlesLaw},
+	{"zero-latency", zeroLatency},
+	{"streaming", streaming},
+	{"scale-index", func(ctx context.Context, c *config) ([]row, error) { return scale(ctx, c, false) }},
+	{"scale-id", func(ctx context.Context, c *config) ([]row, error) { return scale(ctx, c, true) }},
+}
+
+func scenarioNames() []string {
+	var names []string
+	for _, s := range scenarios {
+		names = append(names, s.name)
+	}
+	return names
+}
+
+// answerTokens is max_tokens of the plain scenarios' requests: the mock's
+// answers average 64 tokens, about 400 bytes of body.
+const answerTokens = 64
+
+// job is one `synthgen run`.
+type job struct {
+	data      string
+	ids       bool
+	limit     int64
+	stream    bool
+	format    string // jsonl or parquet
+	maxTokens int
+	shardSize int // 0: the default
+	dir       string
+}
+
+func (c *config) synthgen(ctx context.Context, m *mock, j job) *exec.Cmd {
+	args := []string{"run", "--quiet",
+		"--endpoint.base_url", m.base + "/v1",
+		"--dataset.path", j.data, "--dataset.format", "prompt", "--dataset.prompt_field", "prompt",
+		"--dataset.limit", strconv.FormatInt(j.limit, 10),
+		"--generation.max_tokens", strconv.Itoa(j.maxTokens),
+		"--generation.stream=" + strconv.FormatBool(j.stream),
+		"--concurrency", strconv.Itoa(c.size.inFlight),
+		"--output.dir", j.dir, "--output.format", j.format,
+	}
+	if j.ids {
+		args = append(args, "--dataset.id_field", "id")
+	}
+	if j.shardSize > 0 {
+		args = append(args, "--output.shard_size", strconv.Itoa(j.shardSize))
+	}
+	cmd := exec.CommandContext(ctx, c.bin, args...)
+	cmd.Env = append(os.Environ(), "SYNTHGEN_ENDPOINT_BASE_URL=") // the flags alone say where
+	return cmd
+}
+
+func (c *config) yardstick(ctx context.Context, m *mock, n int64, maxTokens int, stream bool) (*exec.Cmd, error) {
+	return selfCommand(ctx, "-url", m.base+"/v1/chat/completions", "-n", strconv.FormatInt(n, 10),
+		"-c", strconv.Itoa(c.size.inFlight), "-max-tokens", strconv.Itoa(maxTokens),
+		"-stream="+strconv.FormatBool(stream))
+}
+
+// dataset writes n rows into the work dir once per (n, ids).
+func (c *config) dataset(n int64, ids bool) (string, error) {
+	name := fmt.Sprintf("rows-%d.jsonl", n)
+	if ids {
+		name = fmt.Sprintf("rows-%d-ids.jsonl", n)
+	}
+	path := filepath.Join(c.work, name)
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	return path, writeDataset(path, n, ids)
+}
+
+// littlesLaw: answers that each take a fixed latency, inFlight at once.
+// The ideal wall time is n/inFlight latencies; the yardstick shows what a
+// client that does nothing else gets, synthgen writes JSONL, then Parquet.
+func littlesLaw(ctx context.Context, c *config) ([]row, error) {
+	const name = "littles-law"
+	sz := c.size
+	data, err := c.dataset(sz.littlesN, false)
+	if err != nil {
+		return nil, err
+	}
+	m, err := startMock(ctx, c.bin, "--ttft", sz.littlesLatency.String(), "--mean-tokens", strconv.Itoa(answerTokens))
+	if err != nil {
+		return nil, err
+	}
+	defer m.stop()
+	// The yardstick runs before and after each synthgen run, and each is
+	// compared with the mean of the two around it: a drift of the shared
+	// machine over the minute this takes falls on both sides alike.
+	type watched struct {
+		u     usage
+		first time.Duration
+	}
+	yardstick := func() (watched, error) {
+		loop, err := c.yardstick(ctx, m, sz.littlesN, answerTokens, false)
+		if err != nil {
+			return watched{}, err
+		}
+		u, first, err := runWatched(ctx, m, loop)
+		return watched{u, first}, err
+	}
+	before, err := yardstick()
+	if err != nil {
+		return nil, err
+	}
+	ideal := time.Duration(float64(sz.littlesLatency) * float64(sz.littlesN) / float64(sz.inFlight))
+	var rows []row
+	var rss = map[string]float64{}
+	yWall := before.u.wall.Seconds()
+	for _, format := range []string{"jsonl", "parquet"} {
+		j := job{data: data, limit: sz.littlesN, format: format, maxTokens: answerTokens,
+			dir: filepath.Join(c.work, name+"-"+format)}
+		su, sfirst, err := runWatched(ctx, m, c.synthgen(ctx, m, j))
+		if err != nil {
+			return nil, err
+		}
+		after, err := yardstick()
+		if err != nil {
+			return nil, err
+		}
+		wall := (before.u.wall + after.u.wall).Seconds() / 2
+		first := (before.first + after.first).Seconds() / 2
+		rows = append(rows,
+			compare(name, fmt.Sprintf("%s: wall s (ideal %.1f s)", format, ideal.Seconds()),
+				su.wall.Seconds(), wall, atMostX(1.005)),
+			compare(name, format+": launch to first request, s", sfirst.Seconds(), first, nil))
+		rss[format] = mb(su.maxRSS)
+		yWall += after.u.wall.Seconds()
+		before = after
+	}
+	rows = append(rows,
+		absolute(name, "yardstick: wall / ideal (mean of 3 runs)", yWall/3/ideal.Seconds(), nil),
+		compare(name, "peak RSS MB: parquet vs jsonl", rss["parquet"], rss["jsonl"], atMostX(1.5)))
+	return rows, nil
+}
+
+// zeroLatency: the mock answers at once, so the client's own cost per
+// request is what limits the rate.
+func zeroLatency(ctx context.Context, c *config) ([]row, error) {
+	const name = "zero-latency"
+	sz := c.size
+	data, err := c.dataset(sz.zeroN, false)
+	if err != nil {
+		return nil, err
+	}
+	m, err := startMock(ctx, c.bin, "--mean-tokens", strconv.Itoa(answerTokens))
+	if err != nil {
+		return nil, err
+	}
+	defer m.stop()
+	var sg, ys []usage
+	for round := range sz.rounds {
+		loop, err := c.yardstick(ctx, m, sz.zeroN, answerTokens, false)
+		if err != nil {
+			return nil, err
+		}
+		yu, err := run(loop, nil)
+		if err != nil {
+			return nil, err
+		}
+		j := job{data: data, limit: sz.zeroN, format: "jsonl", maxTokens: answerTokens,
+			dir: filepath.Join(c.work, fmt.Sprintf("%s-%d", name, round))}
+		su, err := run(c.synthgen(ctx, m, j), nil)
+		if err != nil {
+			return nil, err
+		}
+		sg, ys = append(sg, su), append(ys, yu)
+	}
+	n := float64(sz.zeroN)
+	rate := func(u usage) float64 { return n / u.wall.Seconds() }
+	cpu := func(u usage) float64 { return us(u.cpu) / n }
+	return []row{
+		compare(name, fmt.Sprintf("plain, JSONL: req/s (median of %d)", sz.rounds), median(sg, rate), median(ys, rate), atLeastX(0.95)),
+		compare(name, "CPU us/request", median(sg, cpu), median(ys, cpu), nil),
+	}, nil
+}
+
+// median is the median of f over the runs (the upper one of an even count).
+func median(runs []usage, f func(usage) float64) float64 {
+	v := make([]float64, len(runs))
+	for i, u := range runs {
+		v[i] = f(u)
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// streaming: many short streams with a per-token pace; the figures are per
+// chunk, counted by the mock (one generated token, one chunk).
+func streaming(ctx context.Context, c *config) ([]row, error) {
+	const name = "streaming"
+	sz := c.size
+	data, err := c.dataset(sz.streamN, false)
+	if err != nil {
+		return nil, err
+	}
+	m, err := startMock(ctx, c.bin, "--token-delay", sz.streamPerTok.String(), "--mean-tokens", strconv.Itoa(sz.streamMean))
+	if err != nil {
+		return nil, err
+	}
+	defer m.stop()
+	const maxTokens = 4096 // the long tail is kept: the answers are the mock's own lengths
+	measure := func(cmd *exec.Cmd) (usage, float64, error) {
+		before, err := m.metric(genTokensMetric)
+		if err != nil {
+			return usage{}, 0, err
+		}
+		u, err := run(cmd, nil)
+		if err != nil {
+			return u, 0, err
+		}
+		after, err := m.metric(genTokensMetric)
+		return u, after - before, err
+	}
+	var sg, ys []usage
+	var chunks float64
+	for round := range sz.rounds {
+		loop, err := c.yardstick(ctx, m, sz.streamN, maxTokens, true)
+		if err != nil {
+			return nil, err
+		}
+		yu, ychunks, err := measure(loop)
+		if err != nil {
+			return nil, err
+		}
+		j := job{data: data, limit: sz.streamN, stream: true, format: "jsonl", maxTokens: maxTokens,
+			dir: filepath.Join(c.work, fmt.Sprintf("%s-%d", name, round))}
+		su, schunks, err := measure(c.synthgen(ctx, m, j))
+		if err != nil {
+			return nil, err
+		}
+		if schunks != ychunks || (chunks != 0 && schunks != chunks) {
+			return nil, fmt.Errorf("synthgen was sent %.0f token chunks and the yardstick %.0f (earlier rounds: %.0f) for the same %d prompts: not the same work", schunks, ychunks, chunks, sz.streamN)
+		}
+		chunks = schunks
+		sg, ys = append(sg, su), append(ys, yu)
+	}
+	rate := func(u usage) float64 { return chunks / u.wall.Seconds() }
+	cpu := func(u usage) float64 { return us(u.cpu) / chunks }
+	return []row{
+		compare(name, fmt.Sprintf("%.0f chunks: chunks/s (median of %d)", chunks, sz.rounds), median(sg, rate), median(ys, rate), atLeastX(0.95)),
+		compare(name, "CPU us/chunk", median(sg, cpu), median(ys, cpu), atMostX(1.2)),
+	}, nil
+}
+
+// scale: the cost of a job's size. Each job (small, then big) is filled to
+// half (dataset.limit at 50%), then grown to the whole (exactly a job at
+// 50%: only the new rows are asked), then run again once finished (nothing
+// left to ask). The zero-latency mock makes the fill cheap; the shards are
+// big so that their number does not dominate.
+func scale(ctx context.Context, c *config, ids bool) ([]row, error) {
+	name := "scale-index"
+	if ids {
+		name = "scale-id"
+	}
+	sz := c.size
+	data, err := c.dataset(sz.bigRows, ids)
+	if err != nil {
+		return nil, err
+	}
+	const tokens = 8
+	m, err := startMock(ctx, c.bin, "--mean-tokens", strconv.Itoa(tokens))
+	if err != nil {
+		return nil, err
+	}
+	defer m.stop()
+	type phases struct {
+		resume, rerun usage
+		firstRequest  time.Duration
+	}
+	chain := func(rows int64) (phases, error) {
+		var p phases
+		var err error
+		j := job{data: data, ids: ids, limit: rows / 2, format: "jsonl", maxTokens: 2 * tokens,
+			shardSize: 100_000, dir: filepath.Join(c.work, fmt.Sprintf("%s-%d", name, rows))}
+		if _, err = run(c.synthgen(ctx, m, j), nil); err != nil {
+			return p, err
+		}
+		j.limit = rows
+		p.resume, p.firstRequest, err = runWatched(ctx, m, c.synthgen(ctx, m, j))
+		if err != nil {
+			return p, fmt.Errorf("the resume of %d rows at 50%%: %w", rows, err)
+		}
+		after, err := m.metric(promptTokensMetric)
+		if err != nil {
+			return p, err
+		}
+		p.rerun, err = run(c.synthgen(ctx, m, j), nil)
+		if err != nil {
+			return p, err
+		}
+		if again, err := m.metric(promptTokensMetric); err != nil || again != after {
+			return p, fmt.Errorf("the rerun of the finished %d-row job asked the mock (prompt tokens %v -> %v, %v)", rows, after, again, err)
+		}
+		return p, nil
+	}
+	small, err := chain(sz.smallRows)
+	if err != nil {
+		return nil, err
+	}
+	big, err := chain(sz.bigRows)
+	if err != nil {
+		return nil, err
+	}
+	bigK, smallK := count(sz.bigRows), count(sz.smallRows)
+	// The RSS target is for row-index ids; string ids have theirs per key.
+	rssTarget := atMostX(1.3)
+	if ids {
+		rssTarget = nil
+	}
+	rows := []row{
+		absolute(name, fmt.Sprintf("rerun of the finished %s job: wall s", bigK), big.rerun.wall.Seconds(), atMost(3)),
+		absolute(name, fmt.Sprintf("resume at 50%% of %s: launch to first request, s", bigK), big.firstRequest.Seconds(), atMost(3)),
+		compare(name, fmt.Sprintf("peak RSS MB of the run that completes the job, %s vs %s", bigK, smallK),
+			mb(big.resume.maxRSS), mb(small.resume.maxRSS), rssTarget),
+		compare(name, fmt.Sprintf("peak RSS MB of the rerun, %s vs %s", bigK, smallK), mb(big.rerun.maxRSS), mb(small.rerun.maxRSS), nil),
+	}
+	if ids {
+		perKey := float64(big.rerun.maxRSS-small.rerun.maxRSS) / float64(sz.bigRows-sz.smallRows)
+		rows = append(rows, absolute(name, "bytes of RSS per key (reruns, "+bigK+" minus "+smallK+")", perKey, atMost(16)))
+	}
+	return rows, nil
+}
+
+// count writes a number of rows as 25K or 1M when it is round.
+func count(n int64) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dM", n/1_000_000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dK", n/1000)
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// runWatched runs cmd and says how long after its launch the first request
+// reached the mock (its prompt-token counter moved). The poll outlives the
+// run: a tiny job may end before the poll's next look, which then comes
+// late (an overstatement, never a miss).
+func runWatched(ctx context.Context, m *mock, cmd *exec.Cmd) (usage, time.Duration, error) {
+	base, err := m.metric(promptTokensMetric)
+	if err != nil {
+		return usage{}, 0, err
+	}
+	first := make(chan error, 1)
+	var launched, seen time.Time
+	u, err := run(cmd, func(t0 time.Time) {
+		launched = t0
+		go func() {
+			t, err := m.firstRequest(ctx, base)
+			seen = t
+			first <- err
+		}()
+	})
+	if err != nil {
+		return u, 0, err
+	}
+	if err := <-first; err != nil {
+		return u, 0, err
+	}
+	return u, seen.Sub(launched), nil
+}
+
+func mb(b int64) float64         { return float64(b) / (1 << 20) }
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
