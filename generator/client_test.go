@@ -626,3 +626,47 @@ func benchStreamPayload(chunks int) string {
 	sb.WriteString(`data: {"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[],"usage":{"prompt_tokens":14,"total_tokens":526,"completion_tokens":512}}` + "\n\ndata: [DONE]\n\n")
 	return sb.String()
 }
+
+// TestStreamCutBeforeUsage: a stream cut after its finish chunk but before
+// the usage chunk and [DONE] (a restart) is a retryable stream_cut, so the
+// record gets its token counts when asked again; one that ends with [DONE]
+// and no usage at all (a server that does not report it) is complete.
+func TestStreamCutBeforeUsage(t *testing.T) {
+	lines := strings.SplitAfter(string(testdata(t, "stream_reasoning_usage.sse")), "\n\n")
+	var finish int
+	for i, l := range lines {
+		if strings.Contains(l, `"finish_reason":"stop"`) {
+			finish = i
+		}
+	}
+	if finish == 0 || !strings.Contains(lines[finish+1], `"usage":{`) {
+		t.Fatalf("testdata: no finish chunk followed by a usage chunk:\n%q", lines)
+	}
+	for _, tt := range []struct {
+		name  string
+		body  string
+		whole bool
+	}{
+		{"cut after finish", strings.Join(lines[:finish+1], ""), false},
+		{"[DONE] without usage", strings.Join(lines[:finish+1], "") + "data: [DONE]\n\n", true},
+		{"usage without [DONE]", strings.Join(lines[:finish+2], ""), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, tt.body)
+			})
+			got, err := s.client(wireOptions{}).Complete(context.Background(), userReq(true), nil)
+			if !tt.whole {
+				e := asError(t, err, causeStreamCut, true)
+				if !strings.Contains(e.Message, "before the usage chunk") {
+					t.Errorf("message %q does not say where the stream was cut", e.Message)
+				}
+				return
+			}
+			if err != nil || got.FinishReason != "stop" {
+				t.Fatalf("got %+v, %v; want a whole answer", got, err)
+			}
+		})
+	}
+}
