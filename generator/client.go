@@ -235,11 +235,10 @@ func (c *wireClient) ModelList(ctx context.Context) ([]servedModel, error) {
 // deltas in that chunk (1), so the caller can count tokens as they arrive.
 //
 // An answer is complete only when a finish_reason arrived: a stream that ends
-// before one (with or without [DONE]) is an *Error with Cause "stream_cut".
-// A stream that sent its finish_reason is complete once its usage came, or
-// [DONE] without one (UsageKnown tells which); cut after the finish_reason
-// but before both, it is a "stream_cut" too, asked again so the record
-// gets its token counts.
+// before one (with or without [DONE]: go-openai reports both as io.EOF) is an
+// *Error with Cause "stream_cut". A stream that sent its finish_reason and
+// then ended without usage or [DONE] is complete; UsageKnown tells whether
+// the counts came.
 func (c *wireClient) Complete(ctx context.Context, req wireRequest, onDelta func(n int)) (wireResponse, error) {
 	resp, err := c.complete(ctx, req, onDelta)
 	if err != nil {
@@ -355,19 +354,12 @@ func (c *wireClient) completeStream(ctx context.Context, ex *exchange, start tim
 	for {
 		raw, err := events.next()
 		if err != nil {
-			if a.resp.FinishReason != "" && (a.resp.UsageKnown || events.done) {
-				// The answer is whole, and so is what the server says of
-				// it: its usage, or [DONE] after none (a server that does
-				// not report usage in streams).
+			if a.resp.FinishReason != "" {
+				// The answer is whole; only what follows it (the usage
+				// chunk, [DONE]) may be missing.
 				break
 			}
-			switch {
-			case a.resp.FinishReason != "":
-				// Cut between the finish chunk and the usage chunk (a
-				// restart): the text is whole but the record would lack
-				// its token counts, and asked again it gets them.
-				err = fmt.Errorf("%w (%v)", errCutBeforeUsage, err)
-			case errors.Is(err, io.EOF):
+			if errors.Is(err, io.EOF) {
 				err = errStreamCut
 			}
 			return wireResponse{}, c.failStream(ctx, ex, &a, err)

@@ -85,18 +85,6 @@ func (e *Error) Unwrap() error { return e.Err }
 // a normal one, so it is ours to call it a failure.
 var errStreamCut = errors.New("stream ended before a finish_reason")
 
-// errCutBeforeUsage is a stream that ended after its finish_reason but
-// before both its usage chunk and [DONE] (include_usage was asked for).
-// It is a stream_cut: errors.Is(err, errStreamCut) holds.
-var errCutBeforeUsage error = cutBeforeUsage{}
-
-type cutBeforeUsage struct{}
-
-func (cutBeforeUsage) Error() string {
-	return "stream cut after its finish_reason, before the usage chunk and [DONE]"
-}
-func (cutBeforeUsage) Unwrap() error { return errStreamCut }
-
 // errStalled is the cause with which a stream's watch cancels an attempt
 // that received nothing for the stall timeout (see idleBody).
 var errStalled = errors.New("stream stalled")
