@@ -334,7 +334,11 @@ func (b answerBound) check(a *answer) error {
 }
 
 func (c *wireClient) completePlain(ctx context.Context, ex *exchange) (wireResponse, error) {
-	if _, err := c.oa.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: bridgeModel}); err != nil {
+	_, err := c.oa.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: bridgeModel})
+	if !errors.Is(err, errAnswerKept) {
+		if err == nil {
+			err = errors.New("the answer did not reach the client (a custom HTTP client that bypasses the doer?)")
+		}
 		return wireResponse{}, c.fail(ctx, ex, err)
 	}
 	return decodeResponse(ex.raw)

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -55,10 +56,13 @@ type doer struct {
 
 var _ openai.HTTPDoer = (*doer)(nil)
 
-// emptyObject is what go-openai decodes in place of a plain 2xx body: its
-// ChatCompletionResponse would fail on shapes we accept, and we decode the
-// real body ourselves.
-var emptyObject = []byte("{}")
+// errAnswerKept is what the doer returns to go-openai once it has kept a
+// plain 2xx chat answer in exchange.raw: go-openai hands it back as is,
+// completePlain takes it for success and decodes the raw answer itself.
+// go-openai's own decode of the body (its ChatCompletionResponse would fail
+// on shapes we accept) is skipped whole: a json.Decoder with its buffer per
+// request, for nothing (ARCHITECTURE.md, "The wire client").
+var errAnswerKept = errors.New("the answer was kept by the doer")
 
 func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	ex, _ := req.Context().Value(exchangeKey{}).(*exchange)
@@ -119,14 +123,13 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	}
 	ex.raw = raw
 	if ok {
-		resp.Body = io.NopCloser(bytes.NewReader(emptyObject))
-	} else {
-		resp.Body = io.NopCloser(bytes.NewReader(raw))
-		if ex.stream {
-			// go-openai takes a status below 400 (a 304) for a stream
-			// too: sseReader reads what it would have read.
-			ex.events = resp.Body
-		}
+		return nil, errAnswerKept
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(raw))
+	if ex.stream {
+		// go-openai takes a status below 400 (a 304) for a stream
+		// too: sseReader reads what it would have read.
+		ex.events = resp.Body
 	}
 	return resp, nil
 }
