@@ -123,13 +123,15 @@ const bridgeModel = "synthgen-bridge"
 // newWireClient builds a Client.
 func newWireClient(opts wireOptions) *wireClient {
 	hc := opts.HTTPClient
+	var rt http.RoundTripper // our own transport, which the doer may use directly
 	if hc == nil {
-		hc = &http.Client{Transport: newTransport(opts.MaxConns, opts.TLS)}
+		rt = newTransport(opts.MaxConns, opts.TLS)
+		hc = &http.Client{Transport: rt}
 	}
 	cfg := openai.DefaultConfig(opts.APIKey)
 	cfg.BaseURL = strings.TrimRight(opts.BaseURL, "/")
 	key := apiKey(opts.APIKey)
-	cfg.HTTPClient = &doer{next: hc, key: key}
+	cfg.HTTPClient = &doer{next: hc, rt: rt, key: key}
 	// go-openai counts consecutive non-data lines (keep-alive comments,
 	// blank separators) and gives up past this limit; a server that pings
 	// while a request waits in its queue must not kill the stream. The

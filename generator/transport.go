@@ -14,6 +14,8 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,7 +53,51 @@ func withExchange(ctx context.Context, ex *exchange) context.Context {
 // doer is the HTTPDoer go-openai sends through.
 type doer struct {
 	next openai.HTTPDoer
-	key  apiKey // redacted from the response's header values
+	// rt, when set, is next's transport, which a chat completion goes
+	// through directly (see send).
+	rt  http.RoundTripper
+	key apiKey // redacted from the response's header values
+}
+
+// send sends a chat completion. An http.Client adds nothing to one that
+// goes straight to our own transport (no jar, no timeout of its own, no
+// credentials in the URL) but a copy of the headers and the URL kept for
+// redirects, per request (ARCHITECTURE.md, "The wire client"); so it goes
+// to the transport, and its error is wrapped as the Client wraps it
+// (`Post "URL": ...`). A redirect, which the Client would follow, is
+// handed to the Client: the request is sent again through it.
+func (d *doer) send(req *http.Request) (*http.Response, error) {
+	if d.rt == nil || req.URL.User != nil {
+		return d.next.Do(req)
+	}
+	resp, err := d.rt.RoundTrip(req)
+	if err != nil {
+		return nil, &url.Error{Op: urlErrorOp(req.Method), URL: req.URL.String(), Err: err}
+	}
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		if resp.Header.Get("Location") == "" || req.GetBody == nil {
+			return resp, nil // the Client returns it as is too
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		resp.Body.Close()
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, &url.Error{Op: urlErrorOp(req.Method), URL: req.URL.String(), Err: err}
+		}
+		req.Body = body
+		return d.next.Do(req)
+	}
+	return resp, nil
+}
+
+// urlErrorOp is the Op of the *url.Error an http.Client returns: "Post".
+func urlErrorOp(method string) string {
+	if method == "" {
+		return "Get"
+	}
+	return method[:1] + strings.ToLower(method[1:])
 }
 
 var _ openai.HTTPDoer = (*doer)(nil)
@@ -75,7 +121,11 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		req.ContentLength = int64(len(body))
 	}
-	resp, err := d.next.Do(req)
+	send := d.next.Do
+	if ex.chat {
+		send = d.send
+	}
+	resp, err := send(req)
 	if err != nil {
 		return nil, err
 	}
