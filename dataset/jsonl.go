@@ -113,6 +113,15 @@ func (s *jsonlSource) close() error { return s.closeFn() }
 // decodeObject decodes one JSON object with numbers kept as json.Number, so
 // that ids keep every digit.
 func decodeObject(rd *bytes.Reader, b []byte) (row, *fieldError) {
+	if r, ok := scanFlatObject(b); ok {
+		return r, nil
+	}
+	return decodeObjectJSON(rd, b)
+}
+
+// decodeObjectJSON is decodeObject by encoding/json: every row that
+// scanFlatObject does not take, and the reference it is tested against.
+func decodeObjectJSON(rd *bytes.Reader, b []byte) (row, *fieldError) {
 	rd.Reset(b)
 	dec := json.NewDecoder(rd)
 	dec.UseNumber()
