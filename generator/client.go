@@ -343,7 +343,14 @@ func (c *wireClient) completePlain(ctx context.Context, ex *exchange) (wireRespo
 		}
 		return wireResponse{}, c.fail(ctx, ex, err)
 	}
-	return decodeResponse(ex.raw)
+	resp, err := decodeResponse(ex.raw)
+	if err == nil && ex.rawBuf != nil {
+		// The answer's strings are copies: the body's buffer is free. An
+		// error may quote the body, so its buffer is left to the collector.
+		ex.raw = nil
+		ex.rawBuf.release()
+	}
+	return resp, err
 }
 
 func (c *wireClient) completeStream(ctx context.Context, ex *exchange, start time.Time, bound answerBound, onDelta func(int)) (wireResponse, error) {

@@ -73,3 +73,29 @@ func TestDoerTransportErrorAsClient(t *testing.T) {
 		t.Errorf("error %q lacks %q", err, want)
 	}
 }
+
+// A plain answer's body buffer is reused by the next request: the answer
+// handed back must not share its bytes.
+func TestPlainAnswerOutlivesItsBuffer(t *testing.T) {
+	var n atomic.Int64
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		word := strings.Repeat(fmt.Sprint(n.Add(1)%10), 100)
+		_, _ = io.WriteString(w, strings.Replace(doerAnswer, `"four"`, `"`+word+`"`, 1))
+	}))
+	defer s.Close()
+	c := newWireClient(wireOptions{BaseURL: s.URL + "/v1"})
+	var answers []wireResponse
+	for range 20 {
+		resp, err := c.Complete(context.Background(), userReq(false), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, resp)
+	}
+	for i, a := range answers {
+		if want := strings.Repeat(fmt.Sprint((i+1)%10), 100); a.Content != want || a.Model != "m" {
+			t.Fatalf("answer %d: content %q model %q, want %q and m: overwritten by a later answer", i, a.Content, a.Model, want)
+		}
+	}
+}

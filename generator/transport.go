@@ -34,7 +34,10 @@ type exchange struct {
 	status int
 	header http.Header
 	raw    []byte // a plain 2xx body, or an error body's first maxErrorBody bytes
-	rawCut int64  // an error body longer than raw: its size, -1 when unknown; 0: raw is whole
+	// rawBuf holds a plain 2xx body's buffer (raw), from answerBufs:
+	// completePlain gives it back once the answer is decoded.
+	rawBuf *answerBuf
+	rawCut int64 // an error body longer than raw: its size, -1 when unknown; 0: raw is whole
 	// stall, when > 0, bounds the silence of a 2xx stream's body: abort
 	// cancels the attempt with errStalled (see idleBody).
 	stall time.Duration
@@ -155,7 +158,9 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	}
 	var raw []byte
 	if ok {
-		raw, err = readAllSized(resp.Body, resp.ContentLength)
+		ex.rawBuf = answerBufs.Get().(*answerBuf)
+		raw, err = readAllInto(ex.rawBuf.b, resp.Body, resp.ContentLength)
+		ex.rawBuf.b = raw
 	} else {
 		// An error body is read up to a bound; a 10 MB page is not read
 		// (nor kept) whole on every attempt.
@@ -188,11 +193,18 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 // announced (vLLM sends Content-Length with a plain answer), instead of a
 // buffer that grows from 512 bytes through copies. A size that is unknown
 // or implausible for one answer reads as io.ReadAll does.
-func readAllSized(r io.Reader, size int64) ([]byte, error) {
+func readAllSized(r io.Reader, size int64) ([]byte, error) { return readAllInto(nil, r, size) }
+
+// readAllInto is readAllSized into b when b has room for size+1 bytes.
+func readAllInto(b []byte, r io.Reader, size int64) ([]byte, error) {
 	if size <= 0 || size > maxSizedBody {
 		return io.ReadAll(r)
 	}
-	b := make([]byte, 0, size+1) // +1: the read that sees EOF needs room
+	if int64(cap(b)) > size {
+		b = b[:0]
+	} else {
+		b = make([]byte, 0, size+1) // +1: the read that sees EOF needs room
+	}
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)] // longer than announced: grow as ReadAll does
@@ -206,6 +218,28 @@ func readAllSized(r io.Reader, size int64) ([]byte, error) {
 			return b, err
 		}
 	}
+}
+
+// answerBuf is a plain answer's body buffer, reused across requests: the
+// answer is decoded into strings of its own, so once decoded, the bytes
+// are garbage, about 0.7 KB a request at the zero-latency mock
+// (ARCHITECTURE.md, "The wire client").
+type answerBuf struct{ b []byte }
+
+var answerBufs = sync.Pool{New: func() any { return new(answerBuf) }}
+
+// maxPooledAnswer bounds the buffers kept for reuse: a rare long answer's
+// buffer is left to the collector rather than held by the pool.
+const maxPooledAnswer = 64 << 10
+
+// release gives the buffer back; neither it nor the bytes it held are
+// used after.
+func (a *answerBuf) release() {
+	if cap(a.b) > maxPooledAnswer {
+		a.b = nil
+	}
+	a.b = a.b[:0]
+	answerBufs.Put(a)
 }
 
 // maxSizedBody bounds the buffer readAllSized makes up front from a
