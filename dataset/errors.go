@@ -3,6 +3,7 @@ package dataset
 import (
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // RowError is a bad dataset row: one that cannot become a prompt. It names the
@@ -44,11 +45,14 @@ func (e *RowError) location() string {
 
 // location is "file:line" where lines apply, else "file:row N" (0-based, as
 // pandas, pyarrow and DuckDB number rows).
+// It is built for every row (Prompt.Location): one allocation, not
+// fmt.Sprintf's two or three.
 func location(file string, line, fileRow int64) string {
+	var n [20]byte
 	if line > 0 {
-		return fmt.Sprintf("%s:%d", file, line)
+		return file + ":" + string(strconv.AppendInt(n[:0], line, 10))
 	}
-	return fmt.Sprintf("%s:row %d", file, fileRow)
+	return file + ":row " + string(strconv.AppendInt(n[:0], fileRow, 10))
 }
 
 // fieldError is a RowError before the reader adds where the row is.

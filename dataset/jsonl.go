@@ -113,6 +113,15 @@ func (s *jsonlSource) close() error { return s.closeFn() }
 // decodeObject decodes one JSON object with numbers kept as json.Number, so
 // that ids keep every digit.
 func decodeObject(rd *bytes.Reader, b []byte) (row, *fieldError) {
+	if r, ok := scanFlatObject(b); ok {
+		return r, nil
+	}
+	return decodeObjectJSON(rd, b)
+}
+
+// decodeObjectJSON is decodeObject by encoding/json: every row that
+// scanFlatObject does not take, and the reference it is tested against.
+func decodeObjectJSON(rd *bytes.Reader, b []byte) (row, *fieldError) {
 	rd.Reset(b)
 	dec := json.NewDecoder(rd)
 	dec.UseNumber()
@@ -120,7 +129,10 @@ func decodeObject(rd *bytes.Reader, b []byte) (row, *fieldError) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, fieldErr("", fmt.Errorf("invalid JSON: %w", jsonCause(err)))
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	// What follows the object must be white space. Checked on the bytes
+	// rather than with dec.Token, which grows the decoder's buffer to 1.5 KB
+	// per row for a look at nothing (ARCHITECTURE.md, "Measured decisions").
+	if !blank(b[int(dec.InputOffset()):]) {
 		return nil, fieldErr("", errors.New("invalid JSON: data after the object"))
 	}
 	r, ok := v.(map[string]any)

@@ -123,13 +123,15 @@ const bridgeModel = "synthgen-bridge"
 // newWireClient builds a Client.
 func newWireClient(opts wireOptions) *wireClient {
 	hc := opts.HTTPClient
+	var rt http.RoundTripper // our own transport, which the doer may use directly
 	if hc == nil {
-		hc = &http.Client{Transport: newTransport(opts.MaxConns, opts.TLS)}
+		rt = newTransport(opts.MaxConns, opts.TLS)
+		hc = &http.Client{Transport: rt}
 	}
 	cfg := openai.DefaultConfig(opts.APIKey)
 	cfg.BaseURL = strings.TrimRight(opts.BaseURL, "/")
 	key := apiKey(opts.APIKey)
-	cfg.HTTPClient = &doer{next: hc, key: key}
+	cfg.HTTPClient = &doer{next: hc, rt: rt, key: key}
 	// go-openai counts consecutive non-data lines (keep-alive comments,
 	// blank separators) and gives up past this limit; a server that pings
 	// while a request waits in its queue must not kill the stream. The
@@ -333,10 +335,21 @@ func (b answerBound) check(a *answer) error {
 }
 
 func (c *wireClient) completePlain(ctx context.Context, ex *exchange) (wireResponse, error) {
-	if _, err := c.oa.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: bridgeModel}); err != nil {
+	_, err := c.oa.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: bridgeModel})
+	if !errors.Is(err, errAnswerKept) {
+		if err == nil {
+			err = errors.New("the answer did not reach the client (a custom HTTP client that bypasses the doer?)")
+		}
 		return wireResponse{}, c.fail(ctx, ex, err)
 	}
-	return decodeResponse(ex.raw)
+	resp, err := decodeResponse(ex.raw)
+	if err == nil && ex.rawBuf != nil {
+		// The answer's strings are copies: the body's buffer is free. An
+		// error may quote the body, so its buffer is left to the collector.
+		ex.raw = nil
+		ex.rawBuf.release()
+	}
+	return resp, err
 }
 
 func (c *wireClient) completeStream(ctx context.Context, ex *exchange, start time.Time, bound answerBound, onDelta func(int)) (wireResponse, error) {

@@ -26,7 +26,7 @@ func (e *engine) do(ctx, wait context.Context, route *router, j job) result {
 	}
 	for msgs := range c.requests() {
 		resp, attempts, fail := e.ask(ctx, wait, route, tr, j, msgs)
-		if resp == nil {
+		if attempts == 0 || fail != nil {
 			if fail == nil {
 				tr.Cancel()
 				return result{}
@@ -34,18 +34,24 @@ func (e *engine) do(ctx, wait context.Context, route *router, j job) result {
 			fail.Attempts += c.attempts
 			return result{tr: tr, cause: fail.Cause, fail: fail}
 		}
-		c.answered(msgs, *resp, attempts)
+		c.answered(msgs, resp, attempts)
 		tr.TurnDone()
 	}
 	latency := time.Since(start)
 	return result{rec: e.record(j, c, latency), tr: tr, outcome: c.outcome(latency)}
 }
 
-// ask sends one request of key j until it is answered (resp), fails for
-// good (fail), or the run stops (neither: the key is asked on resume).
+// ask sends one request of key j until it is answered (resp, attempts > 0),
+// fails for good (fail), or the run stops (neither, attempts 0: the key is
+// asked on resume). The answer is returned by value: a pointer to it cost
+// an allocation per request.
 // Each attempt goes to the endpoint route picks (endpoints.go).
-func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j job, msgs []Message) (resp *wireResponse, attempts int, fail *sink.ErrorRecord) {
+func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j job, msgs []Message) (resp wireResponse, attempts int, fail *sink.ErrorRecord) {
 	req := wireRequest{Sampling: e.opts.Sampling, Messages: msgs, Params: j.prompt.Params, Stream: e.opts.Stream}
+	var onDelta func(int) // a plain answer has no deltas: no closure to allocate
+	if req.Stream {
+		onDelta = tr.Delta
+	}
 	// charged counts the attempts held against the prompt: not those that
 	// failed because the whole server was away (see outage.go). Those are
 	// bounded too, so a prompt that crashes the server every time it is
@@ -54,11 +60,11 @@ func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j jo
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 && e.draining() {
 			// A retry would be a new request: the key is asked on resume.
-			return nil, 0, nil
+			return wireResponse{}, 0, nil
 		}
 		ep := route.pick()
 		epoch := ep.gate.sent()
-		r, err := ep.client.Complete(ctx, req, tr.Delta)
+		r, err := ep.client.Complete(ctx, req, onDelta)
 		route.release(ep, tr.start, r, err)
 		if serverAnswered(err) {
 			ep.gate.answered(epoch)
@@ -72,13 +78,13 @@ func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j jo
 				req.MaxTokens = next
 				continue
 			}
-			return &r, attempt, nil
+			return r, attempt, nil
 		}
 		ce := classify(err)
 		if ctx.Err() != nil || ce.Cause == causeCanceled {
 			// Not a failure of the key: the run is stopping. Nothing is
 			// written, so a resume asks again.
-			return nil, 0, nil
+			return wireResponse{}, 0, nil
 		}
 		charged++
 		if route.excusable(ce) && ep.gate != nil && excused < e.opts.Retry.MaxAttempts {
@@ -90,7 +96,7 @@ func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j jo
 				werr = route.waitUp(wait)
 			}
 			if werr != nil {
-				return nil, 0, nil
+				return wireResponse{}, 0, nil
 			}
 			if back != nil {
 				charged--
@@ -106,7 +112,7 @@ func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j jo
 			}
 		}
 		if !ce.Retryable || charged >= e.opts.Retry.MaxAttempts {
-			return nil, attempt, &sink.ErrorRecord{
+			return wireResponse{}, attempt, &sink.ErrorRecord{
 				ID:        j.prompt.ID,
 				Sample:    j.sample,
 				Status:    ce.Status,
@@ -118,7 +124,7 @@ func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j jo
 		}
 		tr.Retry(ce.Cause)
 		if !backoff.Sleep(wait, e.backoff(charged, ce.RetryAfter)) {
-			return nil, 0, nil
+			return wireResponse{}, 0, nil
 		}
 	}
 }

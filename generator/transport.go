@@ -9,10 +9,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,7 +34,10 @@ type exchange struct {
 	status int
 	header http.Header
 	raw    []byte // a plain 2xx body, or an error body's first maxErrorBody bytes
-	rawCut int64  // an error body longer than raw: its size, -1 when unknown; 0: raw is whole
+	// rawBuf holds a plain 2xx body's buffer (raw), from answerBufs:
+	// completePlain gives it back once the answer is decoded.
+	rawBuf *answerBuf
+	rawCut int64 // an error body longer than raw: its size, -1 when unknown; 0: raw is whole
 	// stall, when > 0, bounds the silence of a 2xx stream's body: abort
 	// cancels the attempt with errStalled (see idleBody).
 	stall time.Duration
@@ -50,15 +56,62 @@ func withExchange(ctx context.Context, ex *exchange) context.Context {
 // doer is the HTTPDoer go-openai sends through.
 type doer struct {
 	next openai.HTTPDoer
-	key  apiKey // redacted from the response's header values
+	// rt, when set, is next's transport, which a chat completion goes
+	// through directly (see send).
+	rt  http.RoundTripper
+	key apiKey // redacted from the response's header values
+}
+
+// send sends a chat completion. An http.Client adds nothing to one that
+// goes straight to our own transport (no jar, no timeout of its own, no
+// credentials in the URL) but a copy of the headers and the URL kept for
+// redirects, per request (ARCHITECTURE.md, "The wire client"); so it goes
+// to the transport, and its error is wrapped as the Client wraps it
+// (`Post "URL": ...`). A redirect, which the Client would follow, is
+// handed to the Client: the request is sent again through it.
+func (d *doer) send(req *http.Request) (*http.Response, error) {
+	if d.rt == nil || req.URL.User != nil {
+		return d.next.Do(req)
+	}
+	resp, err := d.rt.RoundTrip(req)
+	if err != nil {
+		return nil, &url.Error{Op: urlErrorOp(req.Method), URL: req.URL.String(), Err: err}
+	}
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		if resp.Header.Get("Location") == "" || req.GetBody == nil {
+			return resp, nil // the Client returns it as is too
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		resp.Body.Close()
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, &url.Error{Op: urlErrorOp(req.Method), URL: req.URL.String(), Err: err}
+		}
+		req.Body = body
+		return d.next.Do(req)
+	}
+	return resp, nil
+}
+
+// urlErrorOp is the Op of the *url.Error an http.Client returns: "Post".
+func urlErrorOp(method string) string {
+	if method == "" {
+		return "Get"
+	}
+	return method[:1] + strings.ToLower(method[1:])
 }
 
 var _ openai.HTTPDoer = (*doer)(nil)
 
-// emptyObject is what go-openai decodes in place of a plain 2xx body: its
-// ChatCompletionResponse would fail on shapes we accept, and we decode the
-// real body ourselves.
-var emptyObject = []byte("{}")
+// errAnswerKept is what the doer returns to go-openai once it has kept a
+// plain 2xx chat answer in exchange.raw: go-openai hands it back as is,
+// completePlain takes it for success and decodes the raw answer itself.
+// go-openai's own decode of the body (its ChatCompletionResponse would fail
+// on shapes we accept) is skipped whole: a json.Decoder with its buffer per
+// request, for nothing (ARCHITECTURE.md, "The wire client").
+var errAnswerKept = errors.New("the answer was kept by the doer")
 
 func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	ex, _ := req.Context().Value(exchangeKey{}).(*exchange)
@@ -71,7 +124,11 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		req.ContentLength = int64(len(body))
 	}
-	resp, err := d.next.Do(req)
+	send := d.next.Do
+	if ex.chat {
+		send = d.send
+	}
+	resp, err := send(req)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +158,9 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	}
 	var raw []byte
 	if ok {
-		raw, err = readAllSized(resp.Body, resp.ContentLength)
+		ex.rawBuf = answerBufs.Get().(*answerBuf)
+		raw, err = readAllInto(ex.rawBuf.b, resp.Body, resp.ContentLength)
+		ex.rawBuf.b = raw
 	} else {
 		// An error body is read up to a bound; a 10 MB page is not read
 		// (nor kept) whole on every attempt.
@@ -119,14 +178,13 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	}
 	ex.raw = raw
 	if ok {
-		resp.Body = io.NopCloser(bytes.NewReader(emptyObject))
-	} else {
-		resp.Body = io.NopCloser(bytes.NewReader(raw))
-		if ex.stream {
-			// go-openai takes a status below 400 (a 304) for a stream
-			// too: sseReader reads what it would have read.
-			ex.events = resp.Body
-		}
+		return nil, errAnswerKept
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(raw))
+	if ex.stream {
+		// go-openai takes a status below 400 (a 304) for a stream
+		// too: sseReader reads what it would have read.
+		ex.events = resp.Body
 	}
 	return resp, nil
 }
@@ -135,11 +193,18 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 // announced (vLLM sends Content-Length with a plain answer), instead of a
 // buffer that grows from 512 bytes through copies. A size that is unknown
 // or implausible for one answer reads as io.ReadAll does.
-func readAllSized(r io.Reader, size int64) ([]byte, error) {
+func readAllSized(r io.Reader, size int64) ([]byte, error) { return readAllInto(nil, r, size) }
+
+// readAllInto is readAllSized into b when b has room for size+1 bytes.
+func readAllInto(b []byte, r io.Reader, size int64) ([]byte, error) {
 	if size <= 0 || size > maxSizedBody {
 		return io.ReadAll(r)
 	}
-	b := make([]byte, 0, size+1) // +1: the read that sees EOF needs room
+	if int64(cap(b)) > size {
+		b = b[:0]
+	} else {
+		b = make([]byte, 0, size+1) // +1: the read that sees EOF needs room
+	}
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)] // longer than announced: grow as ReadAll does
@@ -153,6 +218,28 @@ func readAllSized(r io.Reader, size int64) ([]byte, error) {
 			return b, err
 		}
 	}
+}
+
+// answerBuf is a plain answer's body buffer, reused across requests: the
+// answer is decoded into strings of its own, so once decoded, the bytes
+// are garbage, about 0.7 KB a request at the zero-latency mock
+// (ARCHITECTURE.md, "The wire client").
+type answerBuf struct{ b []byte }
+
+var answerBufs = sync.Pool{New: func() any { return new(answerBuf) }}
+
+// maxPooledAnswer bounds the buffers kept for reuse: a rare long answer's
+// buffer is left to the collector rather than held by the pool.
+const maxPooledAnswer = 64 << 10
+
+// release gives the buffer back; neither it nor the bytes it held are
+// used after.
+func (a *answerBuf) release() {
+	if cap(a.b) > maxPooledAnswer {
+		a.b = nil
+	}
+	a.b = a.b[:0]
+	answerBufs.Put(a)
 }
 
 // maxSizedBody bounds the buffer readAllSized makes up front from a

@@ -11,7 +11,7 @@ import (
 )
 
 func main() {
-	err := newRootCmd().ExecuteContext(context.Background())
+	err := profiled(func() error { return newRootCmd().ExecuteContext(context.Background()) })
 	if err == nil {
 		return
 	}
