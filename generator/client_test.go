@@ -123,10 +123,11 @@ func TestCompleteStream(t *testing.T) {
 			Model: "Qwen/Qwen3-8B", Reasoning: reasoning, Content: content, FinishReason: "stop",
 			PromptTokens: 14, CompletionTokens: 23, UsageKnown: true, Chunks: 6,
 		}},
-		// finish_reason arrived, then the connection ended before the usage
-		// and [DONE]: the text is whole but the counts are missing, and asked
-		// again the record gets them (372136d).
-		{file: "stream_finish_no_done.sse", wantCause: causeStreamCut, wantDeltas: 6},
+		// finish_reason arrived, then the connection ended: the text is whole,
+		// only the counts are missing.
+		{file: "stream_finish_no_done.sse", wantDeltas: 6, want: wireResponse{
+			Model: "Qwen/Qwen3-8B", Reasoning: reasoning, Content: content, FinishReason: "stop", Chunks: 6,
+		}},
 		{file: "stream_cut_reasoning.sse", wantCause: causeStreamCut, wantDeltas: 3},
 		{file: "stream_cut_verbatim.sse", wantCause: causeStreamCut, wantDeltas: 3},
 		{file: "stream_abort.sse", wantCause: causeAborted, wantDeltas: 2},
