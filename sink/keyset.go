@@ -82,41 +82,68 @@ func decimalID(id string) (uint64, bool) {
 	return n, n < maxBitID
 }
 
-// bitmap is the rows of one sample whose key is in the set.
+// bitmap is the rows of one sample whose key is in the set. It covers the
+// words from base on, not from row 0: a run that completes a job from 50%
+// writes (and asks) only the rows of the second half, and its bitmap must
+// not have to reach back to row 0 to hold them (it would be too sparse, and
+// every key would become a fingerprint of 16 bytes).
 type bitmap struct {
+	base  uint64 // index of the word words[0] is
 	words []uint64
 	n     int // bits set
 }
 
 func (b *bitmap) has(i uint64) bool {
 	w := i / 64
-	return w < uint64(len(b.words)) && b.words[w]&(1<<(i%64)) != 0
+	return w >= b.base && w-b.base < uint64(len(b.words)) && b.words[w-b.base]&(1<<(i%64)) != 0
 }
+
+// maxWords is how many words the bitmap may cover: 64 bits per key it
+// holds, plus 2^16 bits.
+func (b *bitmap) maxWords() uint64 { return uint64(b.n+1) + 1024 }
 
 // fits says whether bit i may be set without the bitmap growing past 64
 // bits per key it holds (plus 2^16 bits).
 func (b *bitmap) fits(i uint64) bool {
 	w := i / 64
-	if w < uint64(len(b.words)) {
+	if len(b.words) == 0 {
 		return true
 	}
-	return w+1 <= uint64(b.n+1)+1024
+	end := b.base + uint64(len(b.words))
+	return max(end, w+1)-min(b.base, w) <= b.maxWords()
 }
 
-// set sets bit i (fits(i) must hold) and reports whether it was set before.
+// set sets bit i (fits(i) must hold, or the caller bounds i otherwise) and
+// reports whether it was set before.
 func (b *bitmap) set(i uint64) bool {
-	w := int(i / 64)
-	if w >= len(b.words) {
+	w := i / 64
+	if len(b.words) == 0 {
+		b.base = w
+	}
+	if w < b.base {
+		// Grow down by half again (ids read in descending order cost
+		// amortized constant time), within the density bound and row 0.
+		grow := b.base - w
+		if room := b.maxWords(); room > uint64(len(b.words))+grow {
+			grow = max(grow, min(uint64(len(b.words))/2, room-uint64(len(b.words))))
+		}
+		grow = min(grow, b.base)
+		words := make([]uint64, uint64(len(b.words))+grow)
+		copy(words[grow:], b.words)
+		b.words, b.base = words, b.base-grow
+	}
+	d := int(w - b.base)
+	if d >= len(b.words) {
 		// Grow by half again, so that ids read in order cost amortized
 		// constant time, within the density bound fits checks.
-		n := max(w+1, min(len(b.words)+len(b.words)/2, b.n+1025))
+		n := max(d+1, min(len(b.words)+len(b.words)/2, b.n+1025))
 		b.words = append(b.words, make([]uint64, n-len(b.words))...)
 	}
 	m := uint64(1) << (i % 64)
-	if b.words[w]&m != 0 {
+	if b.words[d]&m != 0 {
 		return true
 	}
-	b.words[w] |= m
+	b.words[d] |= m
 	b.n++
 	return false
 }
