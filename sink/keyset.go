@@ -165,11 +165,14 @@ type KeySet struct {
 	runs [][]fingerprint
 	tail map[fingerprint]struct{}
 	n    int
+	// packed holds the fingerprints loaded in bulk (packed.go).
+	packed *packedSet
 	// bulk loading: bitLimit bounds the bitmap's ids; pending the
-	// fingerprints not yet sorted.
+	// fingerprints not yet merged into packed; dup a fingerprint seen twice.
 	bitLimit uint64
 	hint     int
 	pending  []fingerprint
+	dup      *fingerprint
 }
 
 // newBulkKeySet returns a set to load with addBulk: hint is about how many
@@ -196,7 +199,7 @@ func (s *KeySet) Has(k Key) bool {
 	if i, ok := decimalID(k.ID); ok && k.Sample >= 0 && k.Sample < len(s.bits) && s.bits[k.Sample].has(i) {
 		return true
 	}
-	if len(s.runs) == 0 && len(s.tail) == 0 {
+	if len(s.runs) == 0 && len(s.tail) == 0 && s.packed == nil {
 		return false
 	}
 	return s.hasFP(fingerprintOf(k))
@@ -204,6 +207,9 @@ func (s *KeySet) Has(k Key) bool {
 
 func (s *KeySet) hasFP(f fingerprint) bool {
 	if _, ok := s.tail[f]; ok {
+		return true
+	}
+	if s.packed.has(f) {
 		return true
 	}
 	for _, r := range s.runs {
@@ -245,7 +251,7 @@ func (s *KeySet) Add(k Key) (had bool) {
 		if b := s.bitmapOf(k.Sample); b.fits(i) {
 			// Not in the bitmap; it may be a fingerprint, put there while
 			// the bitmap was too sparse to reach it.
-			if (len(s.runs) > 0 || len(s.tail) > 0) && s.hasFP(fingerprintOf(k)) {
+			if (len(s.runs) > 0 || len(s.tail) > 0 || s.packed != nil) && s.hasFP(fingerprintOf(k)) {
 				return true
 			}
 			b.set(i)
@@ -280,35 +286,61 @@ func (s *KeySet) addBulk(k Key) (had bool) {
 		s.n++
 		return false
 	}
-	if s.pending == nil {
+	if s.packed == nil {
 		// The first key without a bit: the rest of the hint likely
-		// follows, so the slice is sized once rather than grown.
-		s.pending = make([]fingerprint, 0, max(s.hint-s.n, 1024))
+		// follows, so the store is reserved for it (only the pages
+		// written are resident).
+		s.packed = newPackedSet(s.hint - s.n)
+	}
+	if s.pending == nil {
+		s.pending = make([]fingerprint, 0, min(s.packed.chunk(), max(s.hint-s.n, 1024)))
 	}
 	s.pending = append(s.pending, fingerprintOf(k))
 	s.n++
+	if len(s.pending) >= s.packed.chunk() {
+		s.mergePending()
+	}
 	return false
 }
 
-// finishBulk sorts what addBulk appended and returns the fingerprint of a
-// key that came twice, if any (the set is then not usable: the caller
-// finds the key by reading again, see recover.go).
-func (s *KeySet) finishBulk() (dup fingerprint, found bool) {
+// mergePending sorts the pending fingerprints into the packed store,
+// remembering the first duplicate seen.
+func (s *KeySet) mergePending() {
 	p := s.pending
-	s.pending = nil
+	if len(p) == 0 || s.dup != nil {
+		s.pending = p[:0]
+		return
+	}
 	slices.SortFunc(p, cmpFP)
 	for i := 1; i < len(p); i++ {
 		if p[i] == p[i-1] {
-			return p[i], true
+			d := p[i]
+			s.dup = &d
+			s.pending = p[:0]
+			return
 		}
 	}
-	if len(p) > 0 {
-		if cap(p) > len(p)+len(p)/32 {
-			// The appends left up to a quarter unused: 16 bytes a key
-			// once Open returns.
-			p = append(make([]fingerprint, 0, len(p)), p...)
-		}
-		s.runs = append(s.runs, p)
+	if f, found := s.packed.merge(p); found {
+		s.dup = &f
+		s.pending = p[:0]
+		return
+	}
+	if cap(p) < s.packed.chunk() {
+		// A sixteenth of the store: the next chunk grows with it.
+		s.pending = make([]fingerprint, 0, s.packed.chunk())
+		return
+	}
+	s.pending = p[:0]
+}
+
+// finishBulk merges what addBulk appended and returns the fingerprint of a
+// key that came twice, if any (the set is then not usable: the caller
+// finds the key by reading again, see recover.go).
+func (s *KeySet) finishBulk() (dup fingerprint, found bool) {
+	s.mergePending()
+	s.pending = nil
+	if s.dup != nil {
+		return *s.dup, true
 	}
 	s.Compact()
 	return fingerprint{}, false
