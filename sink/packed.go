@@ -16,9 +16,13 @@ package sink
 //
 // Keys come in chunks: addBulk collects fingerprints in a small slice on the
 // heap, which is sorted and merged into the store from the back, in place,
-// when full. A chunk holds at least 65,536 keys and a sixteenth of the store
-// (1 MB of heap until a million keys), so that a load costs O(n) moves
-// amortized per sixteenth: about 16n moves of 14 bytes for n keys.
+// when full: a binary search a key and one copy of the entries above it.
+// A chunk holds at least 16,384 keys (256 KB of heap) and a thirty-second of
+// the store, so that the heap stays small beside the store while the
+// copies stay affordable: each merge copies about half the store, so the
+// cost grows as n log n. BenchmarkKeySetBulkLoad (string ids, the shared
+// 2-core box): 316-320 ns a key at 10^6 keys (the single sorted slice
+// before: 454 ns and more), 388-491 ns a key at 10^7 (before: 246-256 ns).
 
 import (
 	"encoding/binary"
@@ -30,7 +34,7 @@ const (
 	packedBuckets = 1 << 16
 	packedLowMask = 1<<48 - 1
 	// packedChunkMin is the fewest keys a chunk takes before it merges.
-	packedChunkMin = 1 << 16
+	packedChunkMin = 1 << 14
 )
 
 // packedSet is a sorted set of fingerprints in 14 bytes each. Its region is
@@ -60,7 +64,7 @@ func newPackedSet(hint int) *packedSet {
 }
 
 // chunk is how many keys addBulk collects before a merge.
-func (p *packedSet) chunk() int { return max(packedChunkMin, p.n/16) }
+func (p *packedSet) chunk() int { return max(packedChunkMin, p.n/32) }
 
 func packedBucket(f fingerprint) int { return int(f.hi >> 48) }
 
@@ -130,29 +134,36 @@ func (p *packedSet) merge(c []fingerprint) (dup fingerprint, found bool) {
 		sum += p.next[b]
 		p.next[b] = p.off[b] + sum
 	}
-	// From the back: the write position stays above the store's read
-	// position until the chunk is used up, and then the rest is in place.
-	i, j, w := p.n-1, len(c)-1, p.n+len(c)-1
-	ib := packedBuckets - 1
-	for j >= 0 {
-		if i >= 0 {
-			for int(p.off[ib]) > i {
-				ib--
-			}
-			h, l := p.entry(i)
-			s := fingerprint{hi: uint64(ib)<<48 | h, lo: l}
-			switch cmpFP(s, c[j]) {
-			case 0:
-				runtime.KeepAlive(p.mem)
-				return s, true
-			case 1:
-				p.put(w, s)
-				i, w = i-1, w-1
-				continue
+	// From the back: each key of the chunk, largest first, finds its place
+	// among the store's entries not yet moved (a binary search in its
+	// bucket), the entries above it move up in one copy, and it is written
+	// below them. The write position stays above the entries not yet
+	// moved, which are in place once the chunk is used up.
+	end, w := p.n, p.n+len(c)
+	for j := len(c) - 1; j >= 0; j-- {
+		f := c[j]
+		b := packedBucket(f)
+		lo, hi := int(p.off[b]), min(int(p.off[b+1]), end)
+		lo = min(lo, hi)
+		want := f.hi & packedLowMask
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			if h, l := p.entry(m); h < want || (h == want && l < f.lo) {
+				lo = m + 1
+			} else {
+				hi = m
 			}
 		}
-		p.put(w, c[j])
-		j, w = j-1, w-1
+		if lo < min(int(p.off[b+1]), end) {
+			if h, l := p.entry(lo); h == want && l == f.lo {
+				runtime.KeepAlive(p.mem)
+				return f, true
+			}
+		}
+		k := end - lo
+		copy(p.mem.b[(w-k)*packedEntry:w*packedEntry], p.mem.b[lo*packedEntry:end*packedEntry])
+		w, end = w-k-1, lo
+		p.put(w, f)
 	}
 	p.n += len(c)
 	p.off, p.next = p.next, p.off
