@@ -313,7 +313,7 @@ func (s *KeySet) mergePending() {
 	}
 	slices.SortFunc(p, cmpFP)
 	for i := 1; i < len(p); i++ {
-		if p[i] == p[i-1] {
+		if samePacked(p[i], p[i-1]) {
 			d := p[i]
 			s.dup = &d
 			s.pending = p[:0]

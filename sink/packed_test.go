@@ -41,8 +41,8 @@ func TestPackedSetAgreesWithMap(t *testing.T) {
 		}
 		for i := range 50 { // edges and one crowded bucket
 			c = append(c,
-				fingerprint{hi: uint64(i), lo: uint64(round)},
-				fingerprint{hi: ^uint64(0) - uint64(i), lo: ^uint64(round)},
+				fingerprint{hi: uint64(i), lo: uint64(round) << 16},
+				fingerprint{hi: ^uint64(0) - uint64(i), lo: ^(uint64(round) << 16)},
 				fingerprint{hi: 0x1234<<48 | uint64(round*50+i), lo: rng.Uint64()})
 		}
 		add(c)
@@ -54,10 +54,14 @@ func TestPackedSetAgreesWithMap(t *testing.T) {
 		if !p.has(f) {
 			t.Fatalf("has(%x) = false for a fingerprint merged", f)
 		}
-		for _, g := range []fingerprint{{f.hi, f.lo ^ 1}, {f.hi ^ 1, f.lo}, {f.hi ^ 1<<48, f.lo}, {f.hi ^ 1<<63, f.lo}} {
+		for _, g := range []fingerprint{{f.hi, f.lo ^ 1<<16}, {f.hi, f.lo ^ 1<<63}, {f.hi ^ 1, f.lo}, {f.hi ^ 1<<48, f.lo}, {f.hi ^ 1<<63, f.lo}} {
 			if p.has(g) != want[g] {
 				t.Fatalf("has(%x) = %v, want %v", g, p.has(g), want[g])
 			}
+		}
+		// lo's low 16 bits are not kept (112 bits tell keys apart).
+		if g := (fingerprint{f.hi, f.lo ^ 0xffff}); !p.has(g) {
+			t.Fatalf("has(%x) = false: the store should not see lo's low 16 bits", g)
 		}
 	}
 }
