@@ -1,24 +1,31 @@
 package sink
 
 // The key set: the done (and failed) keys of a directory in memory of about
-// a bit a row for row-index ids and 16 bytes a key for any other id.
+// a bit a row for row-index ids, 12 bytes a key for any other id loaded at
+// Open, and 16 bytes a key for one added while a run writes or asks.
 //
 // A key whose id is a canonical decimal (no sign, no leading zero, below
 // 2^40: a row index) is a bit in a bitmap of its sample, as long as the
-// bitmap stays dense: it grows only while it covers at most 64 bits per key
-// it holds (plus 2^16), so that a column of sparse numeric ids cannot make
-// one key cost megabytes. Every other key is a 128-bit fingerprint (two
-// xxHash64 of the key under different seeds) in sorted runs: a small map
-// (the tail, at most tailMax) takes inserts and is sorted into a run when
-// full, runs of like size merge (so an insert costs O(log n) amortized), and
-// a lookup tries the tail and searches each run (at most log2(n/tailMax)
-// of them; one after Compact). The set holds the keys for the sink, which
-// hands it to the producer frozen, and the keys a run asked for the
-// producer (with an id column).
+// bitmap stays dense: it covers the words from its first key's on (not from
+// row 0, so a run that completes a job from 50% holds its half in bits) and
+// grows only while it spans at most 64 bits per key it holds (plus 2^16),
+// so that a column of sparse numeric ids cannot make one key cost
+// megabytes. Every other key is a 128-bit fingerprint (two xxHash64 of the
+// key under different seeds). Loaded in bulk at Open, the fingerprints go
+// to the packed store (packed.go: sorted, 12 bytes each, outside the Go
+// heap). Added one at a time, they go to sorted runs: a small map (the
+// tail, at most tailMax) takes inserts and is sorted into a run when full,
+// runs of like size merge (so an insert costs O(log n) amortized), and a
+// lookup tries the tail, the packed store and each run (at most
+// log2(n/tailMax) of them; one after Compact). The set holds the keys for
+// the sink, which hands it to the producer frozen, and the keys a run asked
+// for the producer (with an id column).
 //
 // A fingerprint collision makes two keys one: the birthday bound gives a
-// probability of about n^2/2^129 among n keys, 1.5e-23 at 10^8 keys, far
-// below a disk's undetected bit error rate over the same bytes.
+// probability of about n^2/2^129 among n keys in runs (1.5e-23 at 10^8
+// keys) and n^2/2^113 in the packed store, which keeps 112 of the 128 bits
+// (9.6e-19 at 10^8 keys), far below a disk's undetected bit error rate over
+// the same bytes.
 
 import (
 	"encoding/binary"
