@@ -333,7 +333,7 @@ func (s *KeySet) mergePending() {
 		return
 	}
 	if cap(p) < s.packed.chunk() {
-		// A sixteenth of the store: the next chunk grows with it.
+		// A thirty-second of the store: the next chunk grows with it.
 		s.pending = make([]fingerprint, 0, s.packed.chunk())
 		return
 	}
