@@ -50,13 +50,39 @@ type packedSet struct {
 }
 
 // region is memory outside the Go heap (or a plain slice where mmap is not
-// available), freed by a cleanup once unreachable.
-type region struct{ b []byte }
+// available), freed by free or else by a cleanup once unreachable.
+type region struct {
+	b     []byte
+	state *regionState
+}
+
+// regionState is what the cleanup sees (not the region, which it would
+// keep reachable): the mapping and whether free unmapped it already.
+type regionState struct {
+	b     []byte
+	freed bool
+}
 
 func newRegion(size int) *region {
-	r := &region{b: allocRegion(size)}
-	runtime.AddCleanup(r, freeRegion, r.b)
+	st := &regionState{b: allocRegion(size)}
+	r := &region{b: st.b, state: st}
+	runtime.AddCleanup(r, func(st *regionState) {
+		if !st.freed {
+			freeRegion(st.b)
+		}
+	}, st)
 	return r
+}
+
+// free unmaps the region now: a region outgrown is resident until then,
+// and the collector, which does not see it, may not run for a while. r
+// must not be used afterwards.
+func (r *region) free() {
+	if !r.state.freed {
+		r.state.freed = true
+		freeRegion(r.state.b)
+	}
+	r.b = nil
 }
 
 func newPackedSet(hint int) *packedSet {
@@ -130,6 +156,7 @@ func (p *packedSet) merge(c []fingerprint) (dup fingerprint, found bool) {
 		// shards, no manifest): grow by half again.
 		r := newRegion(max(need, len(p.mem.b)+len(p.mem.b)/2))
 		copy(r.b, p.mem.b[:p.n*packedEntry])
+		p.mem.free()
 		p.mem = r
 	}
 	// The new offsets: each bucket starts after the chunk's keys of every
