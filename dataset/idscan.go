@@ -10,6 +10,7 @@ package dataset
 import (
 	"bytes"
 	"encoding/json"
+	"unsafe"
 )
 
 // topFields finds the last occurrence (encoding/json keeps the last one) of
@@ -139,7 +140,8 @@ func skipString(b []byte, i int) (int, bool) {
 
 // scalarID turns a raw JSON value into an id as idOf does: a non-empty
 // string, or a number. ok is false for anything else (null, empty,
-// another type, a value that is not valid JSON): the decoder decides.
+// another type, a value that is not valid JSON): the decoder decides. A
+// string without escapes shares v's bytes (see SkipFunc: valid while v is).
 func scalarID(v []byte) (string, bool) {
 	if len(v) == 0 {
 		return "", false
@@ -147,7 +149,7 @@ func scalarID(v []byte) (string, bool) {
 	switch c := v[0]; {
 	case c == '"':
 		if bytes.IndexByte(v, '\\') < 0 && len(v) > 2 && plainASCII(v[1:len(v)-1]) {
-			return string(v[1 : len(v)-1]), true
+			return unsafe.String(&v[1], len(v)-2), true
 		}
 		var s string
 		if err := json.Unmarshal(v, &s); err != nil || s == "" {

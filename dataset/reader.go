@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"unsafe"
 )
 
 // Options say which rows to read (the Selection, which a job stores) and
@@ -103,7 +104,10 @@ type Reader struct {
 // id (byIndex: the id is the row's index, no field named it) and index.
 // True means the row is not needed: Next passes over it without decoding
 // it, as it passes over the rows of another shard. It runs on the goroutine
-// calling Next.
+// calling Next. id is valid during the call only: it may share the
+// reader's buffer (a resume asks about every row, and a string a row would
+// be a million allocations a million rows); a func that keeps it copies it
+// (strings.Clone).
 type SkipFunc func(id string, index int64, byIndex bool) bool
 
 // idSource is how a row's id is read without decoding the row.
@@ -176,7 +180,7 @@ func (r *Reader) skipRow(raw []byte) bool {
 
 func (r *Reader) skipByIndex() bool {
 	r.idBuf = strconv.AppendInt(r.idBuf[:0], r.index, 10)
-	return r.skip(string(r.idBuf), r.index, true)
+	return r.skip(unsafe.String(unsafe.SliceData(r.idBuf), len(r.idBuf)), r.index, true)
 }
 
 // errSkipped is a source's answer for a row skip said is not needed.

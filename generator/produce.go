@@ -24,7 +24,8 @@ func (e *engine) produce(ctx context.Context, src source, held sink.Recovered, s
 	if sk, ok := src.(skipper); ok {
 		// A row none of whose keys is asked is passed over before it is
 		// decoded (with row-index ids, without reading it at all): a
-		// resume costs what finding the line ends costs.
+		// resume costs what finding the line ends costs. id shares the
+		// reader's buffer: skipRow only looks it up, never keeps it.
 		sk.SetSkip(func(id string, index int64, _ bool) bool {
 			return e.skipRow(&asked, id, index, asked.isIndex(id, index), held)
 		})

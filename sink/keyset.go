@@ -1,24 +1,31 @@
 package sink
 
 // The key set: the done (and failed) keys of a directory in memory of about
-// a bit a row for row-index ids and 16 bytes a key for any other id.
+// a bit a row for row-index ids, 12 bytes a key for any other id loaded at
+// Open, and 16 bytes a key for one added while a run writes or asks.
 //
 // A key whose id is a canonical decimal (no sign, no leading zero, below
 // 2^40: a row index) is a bit in a bitmap of its sample, as long as the
-// bitmap stays dense: it grows only while it covers at most 64 bits per key
-// it holds (plus 2^16), so that a column of sparse numeric ids cannot make
-// one key cost megabytes. Every other key is a 128-bit fingerprint (two
-// xxHash64 of the key under different seeds) in sorted runs: a small map
-// (the tail, at most tailMax) takes inserts and is sorted into a run when
-// full, runs of like size merge (so an insert costs O(log n) amortized), and
-// a lookup tries the tail and searches each run (at most log2(n/tailMax)
-// of them; one after Compact). The set holds the keys for the sink, which
-// hands it to the producer frozen, and the keys a run asked for the
-// producer (with an id column).
+// bitmap stays dense: it covers the words from its first key's on (not from
+// row 0, so a run that completes a job from 50% holds its half in bits) and
+// grows only while it spans at most 64 bits per key it holds (plus 2^16),
+// so that a column of sparse numeric ids cannot make one key cost
+// megabytes. Every other key is a 128-bit fingerprint (two xxHash64 of the
+// key under different seeds). Loaded in bulk at Open, the fingerprints go
+// to the packed store (packed.go: sorted, 12 bytes each, outside the Go
+// heap). Added one at a time, they go to sorted runs: a small map (the
+// tail, at most tailMax) takes inserts and is sorted into a run when full,
+// runs of like size merge (so an insert costs O(log n) amortized), and a
+// lookup tries the tail, the packed store and each run (at most
+// log2(n/tailMax) of them; one after Compact). The set holds the keys for
+// the sink, which hands it to the producer frozen, and the keys a run asked
+// for the producer (with an id column).
 //
 // A fingerprint collision makes two keys one: the birthday bound gives a
-// probability of about n^2/2^129 among n keys, 1.5e-23 at 10^8 keys, far
-// below a disk's undetected bit error rate over the same bytes.
+// probability of about n^2/2^129 among n keys in runs (1.5e-23 at 10^8
+// keys) and n^2/2^113 in the packed store, which keeps 112 of the 128 bits
+// (9.6e-19 at 10^8 keys), far below a disk's undetected bit error rate over
+// the same bytes.
 
 import (
 	"encoding/binary"
@@ -82,41 +89,68 @@ func decimalID(id string) (uint64, bool) {
 	return n, n < maxBitID
 }
 
-// bitmap is the rows of one sample whose key is in the set.
+// bitmap is the rows of one sample whose key is in the set. It covers the
+// words from base on, not from row 0: a run that completes a job from 50%
+// writes (and asks) only the rows of the second half, and its bitmap must
+// not have to reach back to row 0 to hold them (it would be too sparse, and
+// every key would become a fingerprint of 16 bytes).
 type bitmap struct {
+	base  uint64 // index of the word words[0] is
 	words []uint64
 	n     int // bits set
 }
 
 func (b *bitmap) has(i uint64) bool {
 	w := i / 64
-	return w < uint64(len(b.words)) && b.words[w]&(1<<(i%64)) != 0
+	return w >= b.base && w-b.base < uint64(len(b.words)) && b.words[w-b.base]&(1<<(i%64)) != 0
 }
+
+// maxWords is how many words the bitmap may cover: 64 bits per key it
+// holds, plus 2^16 bits.
+func (b *bitmap) maxWords() uint64 { return uint64(b.n+1) + 1024 }
 
 // fits says whether bit i may be set without the bitmap growing past 64
 // bits per key it holds (plus 2^16 bits).
 func (b *bitmap) fits(i uint64) bool {
 	w := i / 64
-	if w < uint64(len(b.words)) {
+	if len(b.words) == 0 {
 		return true
 	}
-	return w+1 <= uint64(b.n+1)+1024
+	end := b.base + uint64(len(b.words))
+	return max(end, w+1)-min(b.base, w) <= b.maxWords()
 }
 
-// set sets bit i (fits(i) must hold) and reports whether it was set before.
+// set sets bit i (fits(i) must hold, or the caller bounds i otherwise) and
+// reports whether it was set before.
 func (b *bitmap) set(i uint64) bool {
-	w := int(i / 64)
-	if w >= len(b.words) {
+	w := i / 64
+	if len(b.words) == 0 {
+		b.base = w
+	}
+	if w < b.base {
+		// Grow down by half again (ids read in descending order cost
+		// amortized constant time), within the density bound and row 0.
+		grow := b.base - w
+		if room := b.maxWords(); room > uint64(len(b.words))+grow {
+			grow = max(grow, min(uint64(len(b.words))/2, room-uint64(len(b.words))))
+		}
+		grow = min(grow, b.base)
+		words := make([]uint64, uint64(len(b.words))+grow)
+		copy(words[grow:], b.words)
+		b.words, b.base = words, b.base-grow
+	}
+	d := int(w - b.base)
+	if d >= len(b.words) {
 		// Grow by half again, so that ids read in order cost amortized
 		// constant time, within the density bound fits checks.
-		n := max(w+1, min(len(b.words)+len(b.words)/2, b.n+1025))
+		n := max(d+1, min(len(b.words)+len(b.words)/2, b.n+1025))
 		b.words = append(b.words, make([]uint64, n-len(b.words))...)
 	}
 	m := uint64(1) << (i % 64)
-	if b.words[w]&m != 0 {
+	if b.words[d]&m != 0 {
 		return true
 	}
-	b.words[w] |= m
+	b.words[d] |= m
 	b.n++
 	return false
 }
@@ -138,11 +172,14 @@ type KeySet struct {
 	runs [][]fingerprint
 	tail map[fingerprint]struct{}
 	n    int
+	// packed holds the fingerprints loaded in bulk (packed.go).
+	packed *packedSet
 	// bulk loading: bitLimit bounds the bitmap's ids; pending the
-	// fingerprints not yet sorted.
+	// fingerprints not yet merged into packed; dup a fingerprint seen twice.
 	bitLimit uint64
 	hint     int
 	pending  []fingerprint
+	dup      *fingerprint
 }
 
 // newBulkKeySet returns a set to load with addBulk: hint is about how many
@@ -169,7 +206,7 @@ func (s *KeySet) Has(k Key) bool {
 	if i, ok := decimalID(k.ID); ok && k.Sample >= 0 && k.Sample < len(s.bits) && s.bits[k.Sample].has(i) {
 		return true
 	}
-	if len(s.runs) == 0 && len(s.tail) == 0 {
+	if len(s.runs) == 0 && len(s.tail) == 0 && s.packed == nil {
 		return false
 	}
 	return s.hasFP(fingerprintOf(k))
@@ -177,6 +214,9 @@ func (s *KeySet) Has(k Key) bool {
 
 func (s *KeySet) hasFP(f fingerprint) bool {
 	if _, ok := s.tail[f]; ok {
+		return true
+	}
+	if s.packed.has(f) {
 		return true
 	}
 	for _, r := range s.runs {
@@ -218,7 +258,7 @@ func (s *KeySet) Add(k Key) (had bool) {
 		if b := s.bitmapOf(k.Sample); b.fits(i) {
 			// Not in the bitmap; it may be a fingerprint, put there while
 			// the bitmap was too sparse to reach it.
-			if (len(s.runs) > 0 || len(s.tail) > 0) && s.hasFP(fingerprintOf(k)) {
+			if (len(s.runs) > 0 || len(s.tail) > 0 || s.packed != nil) && s.hasFP(fingerprintOf(k)) {
 				return true
 			}
 			b.set(i)
@@ -253,35 +293,61 @@ func (s *KeySet) addBulk(k Key) (had bool) {
 		s.n++
 		return false
 	}
-	if s.pending == nil {
+	if s.packed == nil {
 		// The first key without a bit: the rest of the hint likely
-		// follows, so the slice is sized once rather than grown.
-		s.pending = make([]fingerprint, 0, max(s.hint-s.n, 1024))
+		// follows, so the store is reserved for it (only the pages
+		// written are resident).
+		s.packed = newPackedSet(s.hint - s.n)
+	}
+	if s.pending == nil {
+		s.pending = make([]fingerprint, 0, min(s.packed.chunk(), max(s.hint-s.n, 1024)))
 	}
 	s.pending = append(s.pending, fingerprintOf(k))
 	s.n++
+	if len(s.pending) >= s.packed.chunk() {
+		s.mergePending()
+	}
 	return false
 }
 
-// finishBulk sorts what addBulk appended and returns the fingerprint of a
+// mergePending sorts the pending fingerprints into the packed store,
+// remembering the first duplicate seen.
+func (s *KeySet) mergePending() {
+	p := s.pending
+	if len(p) == 0 || s.dup != nil {
+		s.pending = p[:0]
+		return
+	}
+	slices.SortFunc(p, cmpFP)
+	for i := 1; i < len(p); i++ {
+		if samePacked(p[i], p[i-1]) {
+			d := p[i]
+			s.dup = &d
+			s.pending = p[:0]
+			return
+		}
+	}
+	if f, found := s.packed.merge(p); found {
+		s.dup = &f
+		s.pending = p[:0]
+		return
+	}
+	if cap(p) < s.packed.chunk() {
+		// A thirty-second of the store: the next chunk grows with it.
+		s.pending = make([]fingerprint, 0, s.packed.chunk())
+		return
+	}
+	s.pending = p[:0]
+}
+
+// finishBulk merges what addBulk appended and returns the fingerprint of a
 // key that came twice, if any (the set is then not usable: the caller
 // finds the key by reading again, see recover.go).
 func (s *KeySet) finishBulk() (dup fingerprint, found bool) {
-	p := s.pending
+	s.mergePending()
 	s.pending = nil
-	slices.SortFunc(p, cmpFP)
-	for i := 1; i < len(p); i++ {
-		if p[i] == p[i-1] {
-			return p[i], true
-		}
-	}
-	if len(p) > 0 {
-		if cap(p) > len(p)+len(p)/32 {
-			// The appends left up to a quarter unused: 16 bytes a key
-			// once Open returns.
-			p = append(make([]fingerprint, 0, len(p)), p...)
-		}
-		s.runs = append(s.runs, p)
+	if s.dup != nil {
+		return *s.dup, true
 	}
 	s.Compact()
 	return fingerprint{}, false

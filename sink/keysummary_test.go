@@ -5,10 +5,21 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
+
+// secondHalfKeys are keys far from row 0, in descending order over several
+// bitmap words and two samples (the bitmap grows down).
+func secondHalfKeys() []Key {
+	var keys []Key
+	for i := 500_300; i >= 500_000; i -= 7 {
+		keys = append(keys, Key{ID: strconv.Itoa(i), Sample: i % 2})
+	}
+	return keys
+}
 
 // A summary lists exactly the keys added, and round-trips through its
 // encoding; ids that are not row indices, or too sparse, give none.
@@ -24,6 +35,7 @@ func TestKeySummaryRoundTrip(t *testing.T) {
 		{"string id", []Key{{ID: "5"}, {ID: "q-1"}}, true},
 		{"leading zero", []Key{{ID: "05"}}, true},
 		{"too sparse", []Key{{ID: "1"}, {ID: "100000"}}, true},
+		{"second half, descending across words", secondHalfKeys(), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var c keySummary

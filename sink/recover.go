@@ -157,7 +157,7 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 		rec.shards = append(rec.shards, info)
 	}
 	if f, dup := s.done.finishBulk(); dup {
-		return nil, s.findDuplicate(finals, func(k Key) bool { return fingerprintOf(k) == f })
+		return nil, s.findDuplicate(finals, func(k Key) bool { return samePacked(fingerprintOf(k), f) })
 	}
 	if old != nil {
 		notes, err := s.reconcile(old, rec)

@@ -1,0 +1,133 @@
+package sink
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// The packed store answers as a map does across many merges, region
+// growth (a hint far below the keys), crafted fingerprints at the edges of
+// buckets (top bits all zero, all one, many in one bucket) and absent
+// fingerprints one bit away from present ones.
+func TestPackedSetAgreesWithMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	p := newPackedSet(10)
+	want := map[fingerprint]bool{}
+	var all []fingerprint
+	add := func(c []fingerprint) {
+		t.Helper()
+		slices.SortFunc(c, cmpFP)
+		c = slices.Compact(c)
+		var fresh []fingerprint
+		for _, f := range c {
+			if !want[f] {
+				fresh = append(fresh, f)
+			}
+		}
+		if _, dup := p.merge(fresh); dup {
+			t.Fatal("merge reported a duplicate of fresh fingerprints")
+		}
+		for _, f := range fresh {
+			want[f] = true
+			all = append(all, f)
+		}
+	}
+	for round := range 12 {
+		c := make([]fingerprint, 0, 40000)
+		for range 40000 {
+			c = append(c, fingerprint{hi: rng.Uint64(), lo: rng.Uint64()})
+		}
+		for i := range 50 { // edges and one crowded bucket
+			c = append(c,
+				fingerprint{hi: uint64(i), lo: uint64(round) << 16},
+				fingerprint{hi: ^uint64(0) - uint64(i), lo: ^(uint64(round) << 16)},
+				fingerprint{hi: 0x1234<<48 | uint64(round*50+i), lo: rng.Uint64()})
+		}
+		add(c)
+	}
+	if p.n != len(want) {
+		t.Fatalf("n = %d, want %d", p.n, len(want))
+	}
+	for _, f := range all {
+		if !p.has(f) {
+			t.Fatalf("has(%x) = false for a fingerprint merged", f)
+		}
+		for _, g := range []fingerprint{{f.hi, f.lo ^ 1<<16}, {f.hi, f.lo ^ 1<<63}, {f.hi ^ 1, f.lo}, {f.hi ^ 1<<48, f.lo}, {f.hi ^ 1<<63, f.lo}} {
+			if p.has(g) != want[g] {
+				t.Fatalf("has(%x) = %v, want %v", g, p.has(g), want[g])
+			}
+		}
+		// lo's low 16 bits are not kept (112 bits tell keys apart).
+		if g := (fingerprint{f.hi, f.lo ^ 0xffff}); !p.has(g) {
+			t.Fatalf("has(%x) = false: the store should not see lo's low 16 bits", g)
+		}
+	}
+}
+
+// A key twice is found whether both copies fall in one chunk or in two
+// (one already merged into the store), and one key with two samples is
+// two keys.
+func TestKeySetBulkDuplicateAcrossChunks(t *testing.T) {
+	n := 3 * packedChunkMin
+	for _, at := range []int{10, n - 1} { // the second copy: same chunk, a later one
+		s := newBulkKeySet(n)
+		for i := range n {
+			s.addBulk(Key{ID: fmt.Sprintf("k-%d", i)})
+			if i == at {
+				s.addBulk(Key{ID: "k-3"})
+			}
+		}
+		s.addBulk(Key{ID: "k-3", Sample: 1})
+		f, dup := s.finishBulk()
+		if !dup || f != fingerprintOf(Key{ID: "k-3"}) {
+			t.Errorf("second copy after key %d: finishBulk = %x, %v: want the fingerprint of k-3", at, f, dup)
+		}
+	}
+	s := newBulkKeySet(n)
+	for i := range n {
+		s.addBulk(Key{ID: fmt.Sprintf("k-%d", i)})
+		s.addBulk(Key{ID: fmt.Sprintf("k-%d", i), Sample: 1})
+	}
+	if _, dup := s.finishBulk(); dup {
+		t.Fatal("distinct keys reported as a duplicate")
+	}
+	for i := range n {
+		if !s.Has(Key{ID: fmt.Sprintf("k-%d", i), Sample: 1}) || s.Has(Key{ID: fmt.Sprintf("k-%d", i), Sample: 2}) {
+			t.Fatalf("Has is wrong for k-%d", i)
+		}
+	}
+	if s.Len() != 2*n {
+		t.Errorf("Len = %d, want %d", s.Len(), 2*n)
+	}
+}
+
+// offHeap is the bytes of the set's packed region written: its entries
+// (what is resident of it, to a page).
+func (s *KeySet) offHeap() uint64 {
+	if s.packed == nil {
+		return 0
+	}
+	return uint64(s.packed.n * packedEntry)
+}
+
+// BenchmarkKeySetBulkLoad measures loading string ids in bulk (what Open
+// does with an id column), per key: the fingerprint, the chunk's sort and
+// the merges into the packed store.
+func BenchmarkKeySetBulkLoad(b *testing.B) {
+	for _, n := range []int{1_000_000, 10_000_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for b.Loop() {
+				s := newBulkKeySet(n)
+				for i := range n {
+					s.addBulk(Key{ID: fmt.Sprintf("q-%08x", uint32(i)*2654435761)})
+				}
+				if _, dup := s.finishBulk(); dup {
+					b.Fatal("a duplicate among distinct keys")
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/key")
+		})
+	}
+}
