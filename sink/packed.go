@@ -59,16 +59,18 @@ type region struct {
 // regionState is what the cleanup sees (not the region, which it would
 // keep reachable): the mapping and whether free unmapped it already.
 type regionState struct {
-	b     []byte
-	freed bool
+	b      []byte
+	mapped bool // b is a mapping (else a heap slice, see allocRegion)
+	freed  bool
 }
 
 func newRegion(size int) *region {
-	st := &regionState{b: allocRegion(size)}
+	b, mapped := allocRegion(size)
+	st := &regionState{b: b, mapped: mapped}
 	r := &region{b: st.b, state: st}
 	runtime.AddCleanup(r, func(st *regionState) {
 		if !st.freed {
-			freeRegion(st.b)
+			freeRegion(st.b, st.mapped)
 		}
 	}, st)
 	return r
@@ -80,7 +82,7 @@ func newRegion(size int) *region {
 func (r *region) free() {
 	if !r.state.freed {
 		r.state.freed = true
-		freeRegion(r.state.b)
+		freeRegion(r.state.b, r.state.mapped)
 	}
 	r.b = nil
 }

@@ -3,6 +3,6 @@
 package sink
 
 // allocRegion is a plain slice where mmap is not available.
-func allocRegion(size int) []byte { return make([]byte, size) }
+func allocRegion(size int) (b []byte, mapped bool) { return make([]byte, size), false }
 
-func freeRegion([]byte) {}
+func freeRegion([]byte, bool) {}

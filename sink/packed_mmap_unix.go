@@ -3,20 +3,24 @@
 package sink
 
 import (
-	"fmt"
 	"syscall"
 )
 
 // allocRegion maps size bytes of anonymous memory: outside the Go heap, and
-// resident only where written.
-func allocRegion(size int) []byte {
+// resident only where written. Where the kernel refuses the mapping (strict
+// overcommit, a ulimit on address space) the region is a plain slice on the
+// heap instead: the same keys, only counted by the collector (mapped false).
+func allocRegion(size int) (b []byte, mapped bool) {
 	size = max(size, 1)
 	b, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 	if err != nil {
-		// Out of address space or memory: as make would, fail loudly.
-		panic(fmt.Sprintf("sink: mmap of %d bytes for the key set: %v", size, err))
+		return make([]byte, size), false
 	}
-	return b
+	return b, true
 }
 
-func freeRegion(b []byte) { _ = syscall.Munmap(b) }
+func freeRegion(b []byte, mapped bool) {
+	if mapped {
+		_ = syscall.Munmap(b)
+	}
+}
