@@ -10,7 +10,8 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/synthgen/synthgen/internal/jsonw"
 )
 
 // encodeRequest builds the exact JSON body of a chat completion request:
@@ -48,12 +49,12 @@ func encodeRequest(req wireRequest) ([]byte, error) {
 			b = append(b, ',')
 		}
 		first = false
-		b = appendString(b, k)
+		b = jsonw.AppendString(b, k)
 		b = append(b, ':')
 		return true
 	}
 	if key("model") {
-		b = appendString(b, req.Model)
+		b = jsonw.AppendString(b, req.Model)
 	}
 	if key("messages") {
 		b = append(b, '[')
@@ -62,9 +63,9 @@ func encodeRequest(req wireRequest) ([]byte, error) {
 				b = append(b, ',')
 			}
 			b = append(b, `{"role":`...)
-			b = appendString(b, m.Role)
+			b = jsonw.AppendString(b, m.Role)
 			b = append(b, `,"content":`...)
-			b = appendString(b, m.Content)
+			b = jsonw.AppendString(b, m.Content)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -140,56 +141,9 @@ func appendFields(b []byte, first bool, what string, m map[string]any, skip func
 			b = append(b, ',')
 		}
 		first = false
-		b = appendString(b, k)
+		b = jsonw.AppendString(b, k)
 		b = append(b, ':')
 		b = append(b, v...)
 	}
 	return b, first, nil
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string: quotes, backslashes and control
-// characters escaped, invalid UTF-8 replaced by U+FFFD (as encoding/json
-// does), everything else verbatim, including <, > and & (the body is not
-// HTML).
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

@@ -4,7 +4,8 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/synthgen/synthgen/internal/jsonw"
 )
 
 // appendRecord appends r as one JSON line, byte for byte what
@@ -29,11 +30,11 @@ func appendRecord(b []byte, r *Record) (_ []byte, ok bool) {
 		return b, false // MarshalJSON refuses a zone hour outside [0,23]
 	}
 	b = append(b, `{"id":`...)
-	b = appendJSONString(b, r.ID)
+	b = jsonw.AppendString(b, r.ID)
 	b = append(b, `,"sample":`...)
 	b = strconv.AppendInt(b, int64(r.Sample), 10)
 	b = append(b, `,"source":`...)
-	b = appendJSONString(b, r.Source)
+	b = jsonw.AppendString(b, r.Source)
 	b = append(b, `,"messages":`...)
 	if r.Messages == nil {
 		b = append(b, "null"...)
@@ -44,21 +45,21 @@ func appendRecord(b []byte, r *Record) (_ []byte, ok bool) {
 				b = append(b, ',')
 			}
 			b = append(b, `{"role":`...)
-			b = appendJSONString(b, r.Messages[i].Role)
+			b = jsonw.AppendString(b, r.Messages[i].Role)
 			b = append(b, `,"content":`...)
-			b = appendJSONString(b, r.Messages[i].Content)
+			b = jsonw.AppendString(b, r.Messages[i].Content)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
 	}
 	b = append(b, `,"reasoning":`...)
-	b = appendJSONString(b, r.Reasoning)
+	b = jsonw.AppendString(b, r.Reasoning)
 	b = append(b, `,"content":`...)
-	b = appendJSONString(b, r.Content)
+	b = jsonw.AppendString(b, r.Content)
 	b = append(b, `,"finish_reason":`...)
-	b = appendJSONString(b, r.FinishReason)
+	b = jsonw.AppendString(b, r.FinishReason)
 	b = append(b, `,"model":`...)
-	b = appendJSONString(b, r.Model)
+	b = jsonw.AppendString(b, r.Model)
 	b = append(b, `,"prompt_tokens":`...)
 	b = strconv.AppendInt(b, int64(r.PromptTokens), 10)
 	b = append(b, `,"completion_tokens":`...)
@@ -80,11 +81,11 @@ func appendRecord(b []byte, r *Record) (_ []byte, ok bool) {
 				b = append(b, ',')
 			}
 			b = append(b, `{"reasoning":`...)
-			b = appendJSONString(b, t.Reasoning)
+			b = jsonw.AppendString(b, t.Reasoning)
 			b = append(b, `,"content":`...)
-			b = appendJSONString(b, t.Content)
+			b = jsonw.AppendString(b, t.Content)
 			b = append(b, `,"finish_reason":`...)
-			b = appendJSONString(b, t.FinishReason)
+			b = jsonw.AppendString(b, t.FinishReason)
 			b = append(b, `,"prompt_tokens":`...)
 			b = strconv.AppendInt(b, int64(t.PromptTokens), 10)
 			b = append(b, `,"completion_tokens":`...)
@@ -115,62 +116,4 @@ func appendJSONFloat(b []byte, f float64) []byte {
 		}
 	}
 	return b
-}
-
-const jsonHex = "0123456789abcdef"
-
-// appendJSONString is encoding/json's string encoding without HTML
-// escaping: quotes, backslashes and control characters escaped (\b, \f,
-// \n, \r, \t short), invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped,
-// everything else verbatim.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', jsonHex[c>>4], jsonHex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', jsonHex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

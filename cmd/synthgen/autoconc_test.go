@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -31,21 +30,6 @@ func kneeDataset(t *testing.T, n, words int) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// cliRunFor is cliRun with a longer bound.
-func cliRunFor(t *testing.T, d time.Duration, args ...string) cliResult {
-	t.Helper()
-	var stdout, stderr cliBuffer
-	cmd := newRootCmd()
-	cmd.SetArgs(args)
-	cmd.SetOut(&stdout)
-	cmd.SetErr(&stderr)
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	start := time.Now()
-	err := cmd.ExecuteContext(ctx)
-	return cliResult{stdout: stdout.String(), stderr: stderr.String(), err: err, took: time.Since(start)}
 }
 
 // autoMove is one "concurrency A -> B at T: why" line.

@@ -84,12 +84,18 @@ type cliResult struct {
 // cliRun runs synthgen with args in-process.
 func cliRun(t *testing.T, args ...string) cliResult {
 	t.Helper()
+	return cliRunFor(t, 30*time.Second, args...)
+}
+
+// cliRunFor is cliRun with another bound than 30 s.
+func cliRunFor(t *testing.T, d time.Duration, args ...string) cliResult {
+	t.Helper()
 	var stdout, stderr cliBuffer
 	cmd := newRootCmd()
 	cmd.SetArgs(args)
 	cmd.SetOut(&stdout)
 	cmd.SetErr(&stderr)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	start := time.Now()
 	err := cmd.ExecuteContext(ctx)
