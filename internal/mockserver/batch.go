@@ -208,7 +208,7 @@ func (g *generation) batchPause(i int, stream bool) bool {
 // the client has gone.
 func (g *generation) readmit(i int, stream bool) bool {
 	b := g.s.batch
-	g.publish()
+	g.publish() // before the flush: what a client has read is already counted
 	if stream && g.flush() != nil {
 		return false
 	}
@@ -237,7 +237,7 @@ func (g *generation) sleepUntil(t time.Time, stream bool) bool {
 	if d <= 0 {
 		return true
 	}
-	g.publish()
+	g.publish() // before the flush: what a client has read is already counted
 	if stream && g.flush() != nil {
 		return false
 	}

@@ -197,26 +197,7 @@ func (g *generation) pause(i int, stream bool) bool {
 	if o.TTFT == 0 && o.TokenDelay == 0 {
 		return true
 	}
-	d := time.Until(g.start.Add(o.TTFT + time.Duration(i)*o.TokenDelay))
-	if d <= 0 {
-		return true
-	}
-	g.publish() // before the flush: what a client has read is already counted
-	if stream && g.flush() != nil {
-		return false
-	}
-	if g.timer == nil {
-		g.timer = time.NewTimer(d)
-	} else {
-		g.timer.Reset(d)
-	}
-	select {
-	case <-g.timer.C:
-		return true
-	case <-g.done:
-		g.timer.Stop()
-		return false
-	}
+	return g.sleepUntil(g.start.Add(o.TTFT+time.Duration(i)*o.TokenDelay), stream)
 }
 
 // stall holds the request open without a byte until the client goes away
