@@ -32,6 +32,44 @@ func kneeDataset(t *testing.T, n, words int) string {
 	return path
 }
 
+// The knee model both auto tests run against: prompts of kneePrompt
+// tokens, answers of at most kneeMaxTokens, 40 ms a token slowing with the
+// batch, and a KV budget of knee x (prompt + answer) tokens, so that up to
+// knee requests are never preempted and more are (see
+// TestAutoConcurrencyFindsTheKnee).
+const (
+	kneePrompt    = 400
+	kneeMaxTokens = 24
+)
+
+func kneeMock(knee int) mockserver.Options {
+	return mockserver.Options{
+		TokenDelay: 40 * time.Millisecond, BatchScale: 400, MeanTokens: 20, Seed: 7,
+		KVBudget: knee * (kneePrompt + kneeMaxTokens), MaxRunning: 512,
+	}
+}
+
+// kneeRun runs synthgen over data against base (one URL or several,
+// comma-separated) into dir at the given concurrency.
+func kneeRun(t *testing.T, base, data, dir, concurrency string) cliResult {
+	t.Helper()
+	return cliRunFor(t, 3*time.Minute, "run",
+		"--endpoint.base_url", base,
+		"--dataset.path", data,
+		"--output.dir", dir,
+		"--output.format", "jsonl",
+		"--output.sync_interval", "200ms",
+		"--generation.max_tokens", strconv.Itoa(kneeMaxTokens),
+		// Plain answers: the client parses one body per answer instead
+		// of a chunk per token, so on a loaded machine under -race the
+		// server's pace, not the client's CPU, sets the throughput
+		// (the controller reads the server's own token counter).
+		"--generation.stream=false",
+		"--concurrency", concurrency,
+		"--progress.interval", "500ms",
+	)
+}
+
 // autoMove is one "concurrency A -> B at T: why" line.
 type autoMove struct {
 	to  int
@@ -81,36 +119,17 @@ func TestAutoConcurrencyFindsTheKnee(t *testing.T) {
 		t.Skip("about 30 s of load: not with -short")
 	}
 	const (
-		promptTokens = 400
-		maxTokens    = 24
-		knee         = 100
-		prompts      = 1500
+		knee    = 100
+		prompts = 1500
 	)
-	opts := mockserver.Options{
-		TokenDelay: 40 * time.Millisecond, BatchScale: 400, MeanTokens: 20, Seed: 7,
-		KVBudget: knee * (promptTokens + maxTokens), MaxRunning: 512,
-	}
-	data := kneeDataset(t, prompts, promptTokens)
+	opts := kneeMock(knee)
+	data := kneeDataset(t, prompts, kneePrompt)
 	runAt := func(concurrency string) (cliResult, mockserver.Stats, string) {
 		m := mockserver.New(opts)
 		ts := httptest.NewServer(m)
 		defer ts.Close()
 		dir := filepath.Join(t.TempDir(), "out")
-		res := cliRunFor(t, 3*time.Minute, "run",
-			"--endpoint.base_url", ts.URL+"/v1",
-			"--dataset.path", data,
-			"--output.dir", dir,
-			"--output.format", "jsonl",
-			"--output.sync_interval", "200ms",
-			"--generation.max_tokens", strconv.Itoa(maxTokens),
-			// Plain answers: the client parses one body per answer instead
-			// of a chunk per token, so on a loaded machine under -race the
-			// server's pace, not the client's CPU, sets the throughput
-			// (the controller reads the server's own token counter).
-			"--generation.stream=false",
-			"--concurrency", concurrency,
-			"--progress.interval", "500ms",
-		)
+		res := kneeRun(t, ts.URL+"/v1", data, dir, concurrency)
 		res.ok(t, "concurrency "+concurrency)
 		return res, m.Stats(), dir
 	}
@@ -255,33 +274,17 @@ func TestAutoPerEndpoint(t *testing.T) {
 		t.Skip("about 20 s of load: not with -short")
 	}
 	const (
-		promptTokens = 400
-		maxTokens    = 24
-		knee         = 40
-		prompts      = 900
+		knee    = 40
+		prompts = 900
 	)
-	opts := mockserver.Options{
-		TokenDelay: 40 * time.Millisecond, BatchScale: 400, MeanTokens: 20, Seed: 7,
-		KVBudget: knee * (promptTokens + maxTokens), MaxRunning: 512,
-	}
 	var urls []string
 	for range 2 {
-		ts := httptest.NewServer(mockserver.New(opts))
+		ts := httptest.NewServer(mockserver.New(kneeMock(knee)))
 		t.Cleanup(ts.Close)
 		urls = append(urls, ts.URL+"/v1")
 	}
 	dir := filepath.Join(t.TempDir(), "out")
-	res := cliRunFor(t, 3*time.Minute, "run",
-		"--endpoint.base_url", strings.Join(urls, ","),
-		"--dataset.path", kneeDataset(t, prompts, promptTokens),
-		"--output.dir", dir,
-		"--output.format", "jsonl",
-		"--output.sync_interval", "200ms",
-		"--generation.max_tokens", strconv.Itoa(maxTokens),
-		"--generation.stream=false",
-		"--concurrency", "auto:400",
-		"--progress.interval", "500ms",
-	)
+	res := kneeRun(t, strings.Join(urls, ","), kneeDataset(t, prompts, kneePrompt), dir, "auto:400")
 	res.ok(t, "concurrency auto:400 on two endpoints")
 	if !strings.Contains(res.stderr, urls[0]) || !strings.Contains(res.stderr, urls[1]) {
 		t.Errorf("the start line does not name both metrics sources:\n%s", res.stderr)
