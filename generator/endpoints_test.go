@@ -1,7 +1,6 @@
 package generator
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net"
@@ -255,26 +254,18 @@ func TestThreeEndpointsOneRestarts(t *testing.T) {
 	}
 }
 
-// readRecords reads every record of dir's JSONL shards, by id.
+// readRecords reads every record of dir's final shards, by id.
 func readRecords(t *testing.T, dir string) map[string][]sink.Record {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "data", "part-*"))
 	out := map[string][]sink.Record{}
 	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
+		if err := sink.ForEachRecord(f, func(r *sink.Record, _ sink.Span) error {
+			out[r.ID] = append(out[r.ID], *r)
+			return nil
+		}); err != nil {
 			t.Fatal(err)
 		}
-		sc := bufio.NewScanner(fh)
-		sc.Buffer(make([]byte, 1<<20), 1<<26)
-		for sc.Scan() {
-			var r sink.Record
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			out[r.ID] = append(out[r.ID], r)
-		}
-		fh.Close()
 	}
 	return out
 }
