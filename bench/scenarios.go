@@ -36,10 +36,10 @@ var sizeByName = map[string]sizes{
 	"full": {
 		inFlight: 200,
 		littlesN: 8_000, littlesLatency: 200 * time.Millisecond,
-		zeroN:   20_000,
+		zeroN:   50_000,
 		streamN: 4_000, streamMean: 90, streamPerTok: time.Millisecond,
 		smallRows: 25_000, bigRows: 1_000_000,
-		rounds: 3,
+		rounds: 5,
 	},
 	"tiny": {
 		inFlight: 50,
@@ -109,8 +109,14 @@ func (c *config) synthgen(ctx context.Context, m *mock, j job) *exec.Cmd {
 	return cmd
 }
 
-func (c *config) yardstick(ctx context.Context, m *mock, n int64, maxTokens int, stream bool) (*exec.Cmd, error) {
-	return selfCommand(ctx, "-url", m.base+"/v1/chat/completions", "-n", strconv.FormatInt(n, 10),
+// The yardsticks' kinds (yardstick.go).
+const (
+	bareLoop   = "bare"
+	openaiLoop = "go-openai"
+)
+
+func (c *config) yardstick(ctx context.Context, m *mock, kind string, n int64, maxTokens int, stream bool) (*exec.Cmd, error) {
+	return selfCommand(ctx, "-client", kind, "-url", m.base+"/v1"+chatPath, "-n", strconv.FormatInt(n, 10),
 		"-c", strconv.Itoa(c.size.inFlight), "-max-tokens", strconv.Itoa(maxTokens),
 		"-stream="+strconv.FormatBool(stream))
 }
@@ -151,7 +157,7 @@ func littlesLaw(ctx context.Context, c *config) ([]row, error) {
 		first time.Duration
 	}
 	yardstick := func() (watched, error) {
-		loop, err := c.yardstick(ctx, m, sz.littlesN, answerTokens, false)
+		loop, err := c.yardstick(ctx, m, bareLoop, sz.littlesN, answerTokens, false)
 		if err != nil {
 			return watched{}, err
 		}
@@ -194,7 +200,9 @@ func littlesLaw(ctx context.Context, c *config) ([]row, error) {
 }
 
 // zeroLatency: the mock answers at once, so the client's own cost per
-// request is what limits the rate.
+// request is what limits the rate. Each round runs the go-openai loop (the
+// floor the issue measured against and the target's), the bare loop (the
+// floor of a client that decodes nothing) and synthgen, in turn.
 func zeroLatency(ctx context.Context, c *config) ([]row, error) {
 	const name = "zero-latency"
 	sz := c.size
@@ -207,15 +215,21 @@ func zeroLatency(ctx context.Context, c *config) ([]row, error) {
 		return nil, err
 	}
 	defer m.stop()
-	var sg, ys []usage
+	var sg, oa, bare []usage
 	for round := range sz.rounds {
-		loop, err := c.yardstick(ctx, m, sz.zeroN, answerTokens, false)
-		if err != nil {
-			return nil, err
-		}
-		yu, err := run(loop, nil)
-		if err != nil {
-			return nil, err
+		for _, l := range []struct {
+			kind string
+			runs *[]usage
+		}{{openaiLoop, &oa}, {bareLoop, &bare}} {
+			loop, err := c.yardstick(ctx, m, l.kind, sz.zeroN, answerTokens, false)
+			if err != nil {
+				return nil, err
+			}
+			u, err := run(loop, nil)
+			if err != nil {
+				return nil, err
+			}
+			*l.runs = append(*l.runs, u)
 		}
 		j := job{data: data, limit: sz.zeroN, format: "jsonl", maxTokens: answerTokens,
 			dir: filepath.Join(c.work, fmt.Sprintf("%s-%d", name, round))}
@@ -223,14 +237,16 @@ func zeroLatency(ctx context.Context, c *config) ([]row, error) {
 		if err != nil {
 			return nil, err
 		}
-		sg, ys = append(sg, su), append(ys, yu)
+		sg = append(sg, su)
 	}
 	n := float64(sz.zeroN)
 	rate := func(u usage) float64 { return n / u.wall.Seconds() }
 	cpu := func(u usage) float64 { return us(u.cpu) / n }
 	return []row{
-		compare(name, fmt.Sprintf("plain, JSONL: req/s (median of %d)", sz.rounds), median(sg, rate), median(ys, rate), atLeastX(0.95)),
-		compare(name, "CPU us/request", median(sg, cpu), median(ys, cpu), nil),
+		compare(name, fmt.Sprintf("plain, JSONL: req/s vs the go-openai loop (median of %d)", sz.rounds), median(sg, rate), median(oa, rate), atLeastX(0.95)),
+		compare(name, "CPU us/request vs the go-openai loop", median(sg, cpu), median(oa, cpu), nil),
+		compare(name, "req/s vs the bare loop (no JSON)", median(sg, rate), median(bare, rate), nil),
+		compare(name, "CPU us/request vs the bare loop", median(sg, cpu), median(bare, cpu), nil),
 	}, nil
 }
 
@@ -271,34 +287,50 @@ func streaming(ctx context.Context, c *config) ([]row, error) {
 		after, err := m.metric(genTokensMetric)
 		return u, after - before, err
 	}
-	var sg, ys []usage
+	var sg, ys, oa []usage
 	var chunks float64
-	for round := range sz.rounds {
-		loop, err := c.yardstick(ctx, m, sz.streamN, maxTokens, true)
-		if err != nil {
-			return nil, err
+	same := func(who string, got float64) error {
+		if chunks != 0 && got != chunks {
+			return fmt.Errorf("%s was sent %.0f token chunks and the runs before %.0f, for the same %d prompts: not the same work", who, got, chunks, sz.streamN)
 		}
-		yu, ychunks, err := measure(loop)
-		if err != nil {
-			return nil, err
+		chunks = got
+		return nil
+	}
+	for round := range sz.rounds {
+		for _, l := range []struct {
+			kind string
+			runs *[]usage
+		}{{bareLoop, &ys}, {openaiLoop, &oa}} {
+			loop, err := c.yardstick(ctx, m, l.kind, sz.streamN, maxTokens, true)
+			if err != nil {
+				return nil, err
+			}
+			u, k, err := measure(loop)
+			if err != nil {
+				return nil, err
+			}
+			if err := same("the "+l.kind+" loop", k); err != nil {
+				return nil, err
+			}
+			*l.runs = append(*l.runs, u)
 		}
 		j := job{data: data, limit: sz.streamN, stream: true, format: "jsonl", maxTokens: maxTokens,
 			dir: filepath.Join(c.work, fmt.Sprintf("%s-%d", name, round))}
-		su, schunks, err := measure(c.synthgen(ctx, m, j))
+		su, k, err := measure(c.synthgen(ctx, m, j))
 		if err != nil {
 			return nil, err
 		}
-		if schunks != ychunks || (chunks != 0 && schunks != chunks) {
-			return nil, fmt.Errorf("synthgen was sent %.0f token chunks and the yardstick %.0f (earlier rounds: %.0f) for the same %d prompts: not the same work", schunks, ychunks, chunks, sz.streamN)
+		if err := same("synthgen", k); err != nil {
+			return nil, err
 		}
-		chunks = schunks
-		sg, ys = append(sg, su), append(ys, yu)
+		sg = append(sg, su)
 	}
 	rate := func(u usage) float64 { return chunks / u.wall.Seconds() }
 	cpu := func(u usage) float64 { return us(u.cpu) / chunks }
 	return []row{
-		compare(name, fmt.Sprintf("%.0f chunks: chunks/s (median of %d)", chunks, sz.rounds), median(sg, rate), median(ys, rate), atLeastX(0.95)),
-		compare(name, "CPU us/chunk", median(sg, cpu), median(ys, cpu), atMostX(1.2)),
+		compare(name, fmt.Sprintf("%.0f chunks: chunks/s vs the bare reader (median of %d)", chunks, sz.rounds), median(sg, rate), median(ys, rate), atLeastX(0.95)),
+		compare(name, "CPU us/chunk vs the bare reader", median(sg, cpu), median(ys, cpu), atMostX(1.2)),
+		compare(name, "CPU us/chunk vs go-openai's own stream loop", median(sg, cpu), median(oa, cpu), nil),
 	}, nil
 }
 

@@ -1,14 +1,18 @@
 package main
 
-// The yardstick: the least a client can do against the same server. N
-// goroutines take the next prompt number, send the request body built by
+// The yardsticks: minimal loops against the same server, in two kinds.
+// The bare loop (-client bare) is the least a client can do: N goroutines
+// take the next prompt number, send the request body built by
 // concatenation, and read the answer without decoding it (a plain body
-// into io.Discard, a stream line by line, counting its data lines). No JSON,
-// no sink, no retries: what synthgen does beyond this is its own cost.
+// into io.Discard, a stream line by line, counting its data lines). The
+// go-openai loop (-client go-openai, yardstick_openai.go) is the least a
+// user of go-openai writes. Neither has a sink or retries: what synthgen
+// does beyond them is its own cost.
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -58,6 +62,7 @@ func runYardstick(args []string, stdout io.Writer) error {
 	c := fs.Int("c", 200, "requests in flight")
 	maxTokens := fs.Int("max-tokens", 64, "max_tokens of each request")
 	stream := fs.Bool("stream", false, "stream the answers")
+	kind := fs.String("client", "bare", "bare (net/http, no JSON) or go-openai (CreateChatCompletion, its stream's Recv)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,6 +75,17 @@ func runYardstick(args []string, stdout io.Writer) error {
 		IdleConnTimeout:     time.Minute,
 		DisableCompression:  true,
 	}}
+	var oa *openaiExchanger
+	switch *kind {
+	case "bare":
+	case "go-openai":
+		var err error
+		if oa, err = newOpenAIExchanger(*url, *model, *maxTokens, *stream, client); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("yardstick: -client %q: want bare or go-openai", *kind)
+	}
 	var next, chunks, failures atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
@@ -82,8 +98,15 @@ func runYardstick(args []string, stdout io.Writer) error {
 				if i >= *n {
 					return
 				}
-				buf = appendBody(buf[:0], *model, i, *maxTokens, *stream)
-				k, err := exchange(client, *url, buf, *stream, rd)
+				var k int64
+				var err error
+				if oa != nil {
+					buf = appendPrompt(buf[:0], i)
+					k, err = oa.exchange(context.Background(), string(buf))
+				} else {
+					buf = appendBody(buf[:0], *model, i, *maxTokens, *stream)
+					k, err = exchange(client, *url, buf, *stream, rd)
+				}
 				chunks.Add(k)
 				if err != nil {
 					failures.Add(1)
