@@ -124,6 +124,10 @@ type engine struct {
 	reasoning *reasoningCheck
 	fatal     error
 
+	// pending: the keys in flight, when the sink says what it wrote
+	// (pending.go); the producer adds, the writer removes.
+	pending pendingKeys
+
 	// probeMin, when set (tests), replaces the outage gates' probe
 	// interval (1 s doubling to 30 s).
 	probeMin time.Duration
@@ -199,7 +203,12 @@ type job struct {
 	prompt dataset.Prompt
 	sample int
 	msgs   []Message
+	// pending: the key is in engine.pending until the writer takes its
+	// result (pending.go).
+	pending bool
 }
+
+func (j job) key() sink.Key { return sink.Key{ID: j.prompt.ID, Sample: j.sample} }
 
 // result is what a slot hands to the writer. The writer, not the slot,
 // reports the outcome to the stats once the sink has taken the record, so
@@ -211,6 +220,9 @@ type result struct {
 	tr      *Tracker
 	outcome Outcome // for rec
 	cause   string  // for fail
+	// pending: key leaves engine.pending once the writer took this result.
+	pending bool
+	key     sink.Key
 }
 
 // Summary counts what one Run did. It is a view of the run's Stats (the
@@ -277,10 +289,11 @@ func (e *engine) Run(ctx context.Context, src source, out resultSink) (Summary, 
 	})
 	workers := startPool(e.opts.Concurrency, e.lim, func(j job) {
 		if e.draining() || reqCtx.Err() != nil {
-			results <- result{} // taken after intake stopped: not started
+			results <- result{pending: j.pending, key: j.key()} // taken after intake stopped: not started
 			return
 		}
 		r := e.do(reqCtx, waitCtx, gate, j)
+		r.pending, r.key = j.pending, j.key()
 		results <- r
 		if r.tr != nil {
 			// The answer is the writer's now: the slot is free, and in
@@ -288,7 +301,7 @@ func (e *engine) Run(ctx context.Context, src source, out resultSink) (Summary, 
 			r.tr.release()
 		}
 	})
-	ended, srcErr := e.produce(reqCtx, src, out.Recovered(), func(j job) {
+	ended, srcErr := e.produce(reqCtx, src, out, func(j job) {
 		intake()
 		workers.submit(j)
 	})

@@ -19,8 +19,12 @@ import (
 // whether a key is asked: not when the directory held it (done, or failed
 // and errors are not retried), nor when this run asked it already (a
 // repeated id in the dataset).
-func (e *engine) produce(ctx context.Context, src source, held sink.Recovered, start func(job)) (ended bool, err error) {
+func (e *engine) produce(ctx context.Context, src source, out resultSink, start func(job)) (ended bool, err error) {
+	held := out.Recovered()
 	asked := askedKeys{all: !e.opts.UniqueIDs}
+	if ss, ok := out.(seenSink); ok {
+		asked.seen, asked.pending = ss.Seen, &e.pending
+	}
 	if sk, ok := src.(skipper); ok {
 		// A row none of whose keys is asked is passed over before it is
 		// decoded (with row-index ids, without reading it at all): a
@@ -66,11 +70,10 @@ func (e *engine) produce(ctx context.Context, src source, held sink.Recovered, s
 				e.stats.AddAlreadyFailed(1)
 				continue
 			}
-			asked.add(k, byIndex)
 			if e.draining() || ctx.Err() != nil {
 				return false, nil
 			}
-			start(job{prompt: p, sample: s, msgs: msgs})
+			start(job{prompt: p, sample: s, msgs: msgs, pending: asked.add(k, byIndex)})
 		}
 		if byIndex {
 			asked.addRow(p.Index)
@@ -126,11 +129,17 @@ func (e *engine) skipRow(asked *askedKeys, id string, index int64, byIndex bool,
 // rows whose id is their index as one bit each, in case a later row's
 // custom_id spells an earlier row's index. A dataset of plain rows then costs
 // a bit a row, not a key (ARCHITECTURE.md, "Measured decisions").
+//
+// With a sink that says what this run wrote (seen), a key is not kept
+// here: it is pending while in flight (pending.go) and seen by the sink
+// once recorded, so a string-id run holds its keys once, in the sink.
 type askedKeys struct {
-	all  bool
-	keys sink.KeySet // 16 bytes a key, a bit for a decimal id (sink/keyset.go)
-	rows []uint64    // bit i: row i, whose id is its index, was produced
-	buf  []byte
+	all     bool
+	keys    sink.KeySet // without seen: 12 bytes a key, a bit for a decimal id (sink/keyset.go)
+	seen    func(sink.Key) bool
+	pending *pendingKeys
+	rows    []uint64 // bit i: row i, whose id is its index, was produced
+	buf     []byte
 }
 
 // byIndex says whether p's id is its row index (never, with an id column).
@@ -146,7 +155,13 @@ func (a *askedKeys) isIndex(id string, index int64) bool {
 }
 
 func (a *askedKeys) repeated(k sink.Key, byIndex bool) bool {
-	if a.keys.Has(k) {
+	if a.seen != nil {
+		// Pending first: the writer removes a key after the sink took its
+		// record, so a key missing here is seen there.
+		if a.pending.has(k) || a.seen(k) {
+			return true
+		}
+	} else if a.keys.Has(k) {
 		return true
 	}
 	if a.all || byIndex {
@@ -157,11 +172,19 @@ func (a *askedKeys) repeated(k sink.Key, byIndex bool) bool {
 	return ok && i/64 < uint64(len(a.rows)) && a.rows[i/64]&(1<<(i%64)) != 0
 }
 
-func (a *askedKeys) add(k sink.Key, byIndex bool) {
-	if byIndex {
-		return // addRow keeps the row
+// add notes that k is asked, and reports whether it is pending (the
+// writer must then remove it once its result is taken).
+func (a *askedKeys) add(k sink.Key, byIndex bool) (pending bool) {
+	switch {
+	case byIndex:
+		return false // addRow keeps the row
+	case a.seen != nil:
+		a.pending.add(k)
+		return true
+	default:
+		a.keys.Add(k)
+		return false
 	}
-	a.keys.Add(k)
 }
 
 func (a *askedKeys) addRow(i int64) {

@@ -65,6 +65,11 @@ func (e *engine) write(cancel context.CancelCauseFunc, out resultSink, results <
 			default:
 				e.stats.addCanceled()
 			}
+			if r.pending {
+				// After the sink took the record: the producer finds the
+				// key in one place or the other at every moment.
+				e.pending.remove(r.key)
+			}
 		case <-tick:
 			if err := out.Flush(); err != nil {
 				return fail(fmt.Errorf("flush output: %w", err), result{})

@@ -20,8 +20,23 @@ func (s *Sink) hasFailed(k Key) bool {
 	return s.failed.Has(k) || s.failedNow.Has(k)
 }
 
-// DoneCount is the number of done keys.
-func (s *Sink) DoneCount() int { return s.done.Len() + s.written.Len() }
+// Seen reports whether this run wrote a record or an error record for k.
+// Unlike the owner's methods, it may be called from any goroutine while the
+// owner writes: the producer asks it instead of keeping a second set of the
+// keys it asked.
+func (s *Sink) Seen(k Key) bool {
+	s.keysMu.RLock()
+	defer s.keysMu.RUnlock()
+	return s.written.Has(k) || s.failedNow.Has(k)
+}
+
+// DoneCount is the number of done keys. It may be called from any
+// goroutine.
+func (s *Sink) DoneCount() int {
+	s.keysMu.RLock()
+	defer s.keysMu.RUnlock()
+	return s.done.Len() + s.written.Len()
+}
 
 // Durable is how many records and error records this run wrote that are
 // fsynced. Until a write fails it trails what Write and WriteError took by

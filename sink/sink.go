@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -72,6 +73,9 @@ type Sink struct {
 	done   *KeySet
 	failed *KeySet
 	// What this run wrote, owned by the writer like the files.
+	// keysMu orders the owner's additions to written and failedNow with
+	// Seen and DoneCount from other goroutines (the producer's).
+	keysMu     sync.RWMutex
 	written    *KeySet
 	failedNow  *KeySet // keys with an error record written by this run
 	failedOpen int     // failed keys (recovered or not) that are not done

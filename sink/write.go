@@ -34,7 +34,9 @@ func (s *Sink) Write(r *Record) error {
 	if err := s.cur.encode(r); err != nil {
 		return s.fail(err)
 	}
+	s.keysMu.Lock()
 	s.written.Add(k)
+	s.keysMu.Unlock()
 	s.curKeys.add(k)
 	if s.hasFailed(k) {
 		s.failedOpen--
@@ -94,7 +96,9 @@ func (s *Sink) WriteError(e *ErrorRecord) error {
 		return s.fail(err)
 	}
 	if !s.hasFailed(k) {
+		s.keysMu.Lock()
 		s.failedNow.Add(k)
+		s.keysMu.Unlock()
 		s.failedOpen++
 	}
 	s.man.Runs[s.run].ErrorsWritten++
