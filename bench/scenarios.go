@@ -356,15 +356,15 @@ func scale(ctx context.Context, c *config, ids bool) ([]row, error) {
 	}
 	defer m.stop()
 	type phases struct {
-		resume, rerun usage
-		firstRequest  time.Duration
+		fill, resume, rerun usage
+		firstRequest        time.Duration
 	}
 	chain := func(rows int64) (phases, error) {
 		var p phases
 		var err error
 		j := job{data: data, ids: ids, limit: rows / 2, format: "jsonl", maxTokens: 2 * tokens,
 			shardSize: 100_000, dir: filepath.Join(c.work, fmt.Sprintf("%s-%d", name, rows))}
-		if _, err = run(c.synthgen(ctx, m, j), nil); err != nil {
+		if p.fill, err = run(c.synthgen(ctx, m, j), nil); err != nil {
 			return p, err
 		}
 		j.limit = rows
@@ -407,8 +407,22 @@ func scale(ctx context.Context, c *config, ids bool) ([]row, error) {
 		compare(name, fmt.Sprintf("peak RSS MB of the rerun, %s vs %s", bigK, smallK), mb(big.rerun.maxRSS), mb(small.rerun.maxRSS), nil),
 	}
 	if ids {
-		perKey := float64(big.rerun.maxRSS-small.rerun.maxRSS) / float64(sz.bigRows-sz.smallRows)
-		rows = append(rows, absolute(name, "bytes of RSS per key (reruns, "+bigK+" minus "+smallK+")", perKey, atMost(16)))
+		// Every run of a string-id job, each as the difference of the big
+		// job's peak and the small one's over the difference of the keys
+		// it holds: the fill writes half from empty, the run that
+		// completes loads that half and writes the other, the rerun loads
+		// all.
+		perKey := func(big, small usage, bigKeys, smallKeys int64) float64 {
+			return float64(big.maxRSS-small.maxRSS) / float64(bigKeys-smallKeys)
+		}
+		halfB, halfS := count(sz.bigRows/2), count(sz.smallRows/2)
+		rows = append(rows,
+			absolute(name, "bytes of RSS per key, the fill from empty ("+halfB+" minus "+halfS+" keys written)",
+				perKey(big.fill, small.fill, sz.bigRows/2, sz.smallRows/2), atMost(16)),
+			absolute(name, "bytes of RSS per key, the run that completes the job ("+bigK+" minus "+smallK+")",
+				perKey(big.resume, small.resume, sz.bigRows, sz.smallRows), atMost(16)),
+			absolute(name, "bytes of RSS per key, the reruns ("+bigK+" minus "+smallK+")",
+				perKey(big.rerun, small.rerun, sz.bigRows, sz.smallRows), atMost(16)))
 	}
 	return rows, nil
 }
