@@ -47,6 +47,10 @@ type packedSet struct {
 	n    int      // entries
 	off  []uint32 // packedBuckets+1 offsets
 	next []uint32 // scratch for the offsets of a merge
+	// heap puts the regions on the heap (a test hook: as where the kernel
+	// refuses the mapping); remaps and copies count how the region grew.
+	heap           bool
+	remaps, copies int
 }
 
 // region is memory outside the Go heap (or a plain slice where mmap is not
@@ -60,17 +64,41 @@ type region struct {
 // keep reachable): the mapping and whether free unmapped it already.
 type regionState struct {
 	b      []byte
-	mapped bool // b is a mapping (else a heap slice, see allocRegion)
+	mapped bool // b is a mapping (else a heap slice)
 	freed  bool
 }
 
-func newRegion(size int) *region {
-	b, mapped := allocRegion(size)
+// remapRegion resizes a mapping, moving its pages rather than copying them
+// (nil where the platform cannot: packed_mmap_linux.go sets it).
+var remapRegion func(b []byte, size int) ([]byte, error)
+
+// newRegion maps want bytes (address space: only the pages written become
+// resident) or, where the kernel refuses that, need bytes; where it
+// refuses those too (strict overcommit, a ulimit on address space) or the
+// platform has no mmap, or heap is set, the region is a heap slice of need
+// bytes: the same keys, only counted by the collector.
+func newRegion(want, need int, heap bool) *region {
+	need = max(need, 1)
+	want = max(want, need)
+	var b []byte
+	mapped := false
+	if !heap {
+		for _, size := range []int{want, need} {
+			var err error
+			if b, err = mapRegion(size); err == nil {
+				mapped = true
+				break
+			}
+		}
+	}
+	if !mapped {
+		b = make([]byte, need)
+	}
 	st := &regionState{b: b, mapped: mapped}
 	r := &region{b: st.b, state: st}
 	runtime.AddCleanup(r, func(st *regionState) {
-		if !st.freed {
-			freeRegion(st.b, st.mapped)
+		if !st.freed && st.mapped {
+			_ = unmapRegion(st.b)
 		}
 	}, st)
 	return r
@@ -82,15 +110,59 @@ func newRegion(size int) *region {
 func (r *region) free() {
 	if !r.state.freed {
 		r.state.freed = true
-		freeRegion(r.state.b, r.state.mapped)
+		if r.state.mapped {
+			_ = unmapRegion(r.state.b)
+		}
 	}
 	r.b = nil
 }
 
-func newPackedSet(hint int) *packedSet {
+// remap makes a mapped region size bytes where the platform resizes a
+// mapping in place or moves its pages (Linux): its bytes stay, none is
+// copied, and no page is resident twice. It reports false, the region
+// unchanged, where it cannot.
+func (r *region) remap(size int) bool {
+	if !r.state.mapped || remapRegion == nil {
+		return false
+	}
+	b, err := remapRegion(r.b, size)
+	if err != nil {
+		return false
+	}
+	r.b, r.state.b = b, b
+	return true
+}
+
+// newPackedSet returns a store with room reserved for hint entries, of
+// which it must hold need at once where the reservation is refused.
+func newPackedSet(hint, need int, heap bool) *packedSet {
 	return &packedSet{
-		mem: newRegion(max(hint, packedChunkMin) * packedEntry),
-		off: make([]uint32, packedBuckets+1),
+		mem:  newRegion(max(hint, packedChunkMin)*packedEntry, max(need, packedChunkMin)*packedEntry, heap),
+		off:  make([]uint32, packedBuckets+1),
+		heap: heap,
+	}
+}
+
+// grow makes the region size bytes, keeping the entries: by remapping
+// where the platform can, else by copying them into a new region (for a
+// moment both are resident: 2.5 times the entries' bytes).
+func (p *packedSet) grow(size int) {
+	if p.mem.remap(size) {
+		p.remaps++
+		return
+	}
+	r := newRegion(size, size, p.heap)
+	copy(r.b, p.mem.b[:p.n*packedEntry])
+	p.mem.free()
+	p.mem = r
+	p.copies++
+}
+
+// reserve extends the region to entries where that moves no entry
+// (KeySet.Reserve): a hint, ignored where the platform would copy.
+func (p *packedSet) reserve(entries int) {
+	if size := entries * packedEntry; size > len(p.mem.b) && p.mem.remap(size) {
+		p.remaps++
 	}
 }
 
@@ -154,12 +226,10 @@ func (p *packedSet) merge(c []fingerprint) (dup fingerprint, found bool) {
 		return fingerprint{}, false
 	}
 	if need := (p.n + len(c)) * packedEntry; need > len(p.mem.b) {
-		// The manifest listed fewer records than the shards hold (adopted
-		// shards, no manifest): grow by half again.
-		r := newRegion(max(need, len(p.mem.b)+len(p.mem.b)/2))
-		copy(r.b, p.mem.b[:p.n*packedEntry])
-		p.mem.free()
-		p.mem = r
+		// More keys than reserved (a manifest that lists fewer records
+		// than the shards hold, keys added during a run beyond Reserve):
+		// grow by half again.
+		p.grow(max(need, len(p.mem.b)+len(p.mem.b)/2))
 	}
 	// The new offsets: each bucket starts after the chunk's keys of every
 	// bucket before it.

@@ -8,12 +8,17 @@ import (
 )
 
 // The packed store answers as a map does across many merges, region
-// growth (a hint far below the keys), crafted fingerprints at the edges of
-// buckets (top bits all zero, all one, many in one bucket) and absent
-// fingerprints one bit away from present ones.
+// growth (a hint far below the keys) in each way a region grows (mremap,
+// a copy into a new mapping, a copy on the heap), crafted fingerprints at
+// the edges of buckets (top bits all zero, all one, many in one bucket)
+// and absent fingerprints one bit away from present ones.
 func TestPackedSetAgreesWithMap(t *testing.T) {
+	growthModes(t, testPackedSetAgreesWithMap)
+}
+
+func testPackedSetAgreesWithMap(t *testing.T, mode string, heap bool) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	p := newPackedSet(10)
+	p := newPackedSet(10, 10, heap)
 	want := map[fingerprint]bool{}
 	var all []fingerprint
 	add := func(c []fingerprint) {
@@ -64,6 +69,7 @@ func TestPackedSetAgreesWithMap(t *testing.T) {
 			t.Fatalf("has(%x) = false: the store should not see lo's low 16 bits", g)
 		}
 	}
+	checkGrowth(t, p, mode)
 }
 
 // A key twice is found whether both copies fall in one chunk or in two
