@@ -1,8 +1,8 @@
 package sink
 
 // The key set: the done (and failed) keys of a directory in memory of about
-// a bit a row for row-index ids, 12 bytes a key for any other id loaded at
-// Open, and 16 bytes a key for one added while a run writes or asks.
+// a bit a row for row-index ids and 12 bytes a key for any other id, loaded
+// at Open or added while a run writes or asks.
 //
 // A key whose id is a canonical decimal (no sign, no leading zero, below
 // 2^40: a row index) is a bit in a bitmap of its sample, as long as the
@@ -11,21 +11,19 @@ package sink
 // grows only while it spans at most 64 bits per key it holds (plus 2^16),
 // so that a column of sparse numeric ids cannot make one key cost
 // megabytes. Every other key is a 128-bit fingerprint (two xxHash64 of the
-// key under different seeds). Loaded in bulk at Open, the fingerprints go
-// to the packed store (packed.go: sorted, 12 bytes each, outside the Go
-// heap). Added one at a time, they go to sorted runs: a small map (the
-// tail, at most tailMax) takes inserts and is sorted into a run when full,
-// runs of like size merge (so an insert costs O(log n) amortized), and a
-// lookup tries the tail, the packed store and each run (at most
-// log2(n/tailMax) of them; one after Compact). The set holds the keys for
-// the sink, which hands it to the producer frozen, and the keys a run asked
-// for the producer (with an id column).
+// key under different seeds), kept in the packed store (packed.go: sorted,
+// 12 bytes each, 112 of the bits, outside the Go heap). Loaded in bulk at
+// Open, the fingerprints reach it in chunks sorted once. Added one at a
+// time, they wait in a map (the tail, for lookups while it fills) until it
+// holds a chunk (tailLimit), which is then sorted and merged into the store;
+// a lookup tries the bitmap, the tail and the store. The set holds the keys
+// for the sink, which hands it to the producer frozen, and the keys a run
+// asked for the producer (with an id column).
 //
 // A fingerprint collision makes two keys one: the birthday bound gives a
-// probability of about n^2/2^129 among n keys in runs (1.5e-23 at 10^8
-// keys) and n^2/2^113 in the packed store, which keeps 112 of the 128 bits
-// (9.6e-19 at 10^8 keys), far below a disk's undetected bit error rate over
-// the same bytes.
+// probability of about n^2/2^113 among n keys (the store keeps 112 of the
+// 128 bits, and the tail compares those too): 9.6e-19 at 10^8 keys, far
+// below a disk's undetected bit error rate over the same bytes.
 
 import (
 	"encoding/binary"

@@ -28,25 +28,37 @@ func stringID(buf *[16]byte, i int) string {
 
 // BenchmarkKeySetAdd measures adding string ids one at a time (what a run
 // with an id column does with what it writes): per key, the fingerprint,
-// the lookup that finds a key already held and the insert.
+// the lookup that finds a key already held and the insert; "reserved"
+// calls Reserve(n) first, as the sink does with the dataset's row count.
 func BenchmarkKeySetAdd(b *testing.B) {
 	for _, n := range []int{1_000_000, 10_000_000} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			var buf [16]byte
-			for b.Loop() {
-				var s KeySet
-				for i := range n {
-					if s.Add(Key{ID: stringID(&buf, i)}) {
-						b.Fatalf("key %d reported as held", i)
-					}
-				}
-				if s.Len() != n {
-					b.Fatalf("Len = %d, want %d", s.Len(), n)
-				}
+		for _, reserved := range []bool{false, true} {
+			name := fmt.Sprint(n)
+			if reserved {
+				name += "/reserved"
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/key")
-		})
+			b.Run(name, func(b *testing.B) { benchmarkKeySetAdd(b, n, reserved) })
+		}
 	}
+}
+
+func benchmarkKeySetAdd(b *testing.B, n int, reserved bool) {
+	var buf [16]byte
+	for b.Loop() {
+		var s KeySet
+		if reserved {
+			s.Reserve(n)
+		}
+		for i := range n {
+			if s.Add(Key{ID: stringID(&buf, i)}) {
+				b.Fatalf("key %d reported as held", i)
+			}
+		}
+		if s.Len() != n {
+			b.Fatalf("Len = %d, want %d", s.Len(), n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/key")
 }
 
 // BenchmarkKeySetAddMemory measures what a set of 1,000,000 string ids

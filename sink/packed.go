@@ -1,8 +1,8 @@
 package sink
 
-// The packed store: the fingerprints Open loads in bulk (string ids, read
-// from every shard at each resume), sorted, in 12 bytes each instead of 16,
-// outside the Go heap.
+// The packed store: the fingerprints of a KeySet (string ids: loaded in bulk
+// at Open from every shard, or added one at a time during a run), sorted, in
+// 12 bytes each instead of 16, outside the Go heap.
 //
 // A fingerprint's top 16 bits are its bucket: the entries of bucket b are
 // entries off[b] to off[b+1]-1, in order, and each holds the next 96 bits
@@ -14,16 +14,19 @@ package sink
 // own (mmap'd where the platform has it: packed_mmap_unix.go), so that they
 // count once in the process's memory: neither in the garbage collector's
 // pacing (which lets garbage grow to the size of the live heap) nor twice
-// while a slice grows by copying; the region is reserved from the number of
-// records the manifest lists, and only the pages written are resident.
+// while it grows (on Linux by mremap, which moves pages without copying
+// them: packed_mmap_linux.go); the region is reserved from the number of
+// records the manifest lists or from KeySet.Reserve, and only the pages
+// written are resident.
 //
 // Keys come in chunks: addBulk collects fingerprints in a small slice on the
-// heap, which is sorted and merged into the store from the back, in place,
-// when full: a binary search a key and one copy of the entries above it.
+// heap (KeySet.Add in a map, keyset.go), which is sorted and merged into the
+// store from the back, in place, when full: a binary search a key and one
+// copy of the entries above it.
 // A chunk holds at least 16,384 keys (256 KB of heap) and a thirty-second of
-// the store, so that the heap stays small beside the store while the
-// copies stay affordable: each merge copies about half the store, so the
-// cost grows as n log n. BenchmarkKeySetBulkLoad (string ids, the shared
+// the store (a sixty-fourth for Add), so that the heap stays small beside
+// the store while the copies stay affordable: each merge moves the entries
+// above its smallest key, so the cost grows as n log n. BenchmarkKeySetBulkLoad (string ids, the shared
 // 2-core box): 316-320 ns a key at 10^6 keys (the single sorted slice
 // before: 454 ns and more), 388-491 ns a key at 10^7 (before: 246-256 ns).
 
