@@ -197,21 +197,74 @@ func (p *packedSet) put(i int, f fingerprint) {
 	binary.BigEndian.PutUint32(e[8:12], uint32(lo48))
 }
 
-func (p *packedSet) has(f fingerprint) bool {
-	if p == nil || p.n == 0 {
-		return false
+// search returns the first index in [lo, hi) whose entry is not below
+// (want, wantLo), or hi. lo is a bucket's first entry and bucketEnd its end
+// (hi may stop short of it while a merge moves entries). An entry's bits
+// are a hash's, spread evenly over a bucket: the search starts where want
+// sits in proportion to the bucket and gallops out (1, 2, 4... entries) to
+// bracket the answer, then halves the bracket. A binary search of a
+// bucket of 150 entries (10^7 keys) takes 8 probes that land on 5 or 6
+// cache lines, each a miss once the store outgrows the cache; this one
+// mostly stays within two or three. Any spread gives the right answer, only
+// more probes.
+func (p *packedSet) search(lo, hi, bucketEnd int, want, wantLo uint64) int {
+	below := func(i int) bool {
+		h, l := p.entry(i)
+		return h < want || (h == want && l < wantLo)
 	}
-	b := packedBucket(f)
-	lo, hi := int(p.off[b]), int(p.off[b+1])
-	want, wantLo := packedBits(f)
+	if hi-lo > 8 {
+		// want>>16 < 2^32 and a bucket < 2^32 entries: no overflow.
+		g := min(lo+int((want>>16)*uint64(bucketEnd-lo)>>32), hi-1)
+		if below(g) {
+			// The answer is in (g, hi].
+			l := g + 1
+			for step := 1; ; step *= 2 {
+				n := g + step
+				if n >= hi {
+					lo = l
+					break
+				}
+				if !below(n) {
+					lo, hi = l, n
+					break
+				}
+				l = n + 1
+			}
+		} else {
+			// The answer is in [lo, g].
+			h := g
+			for step := 1; ; step *= 2 {
+				n := g - step
+				if n < lo {
+					hi = h
+					break
+				}
+				if below(n) {
+					lo, hi = n+1, h
+					break
+				}
+				h = n
+			}
+		}
+	}
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if h, l := p.entry(m); h < want || (h == want && l < wantLo) {
+		if below(m) {
 			lo = m + 1
 		} else {
 			hi = m
 		}
 	}
+	return lo
+}
+
+func (p *packedSet) has(f fingerprint) bool {
+	if p == nil || p.n == 0 {
+		return false
+	}
+	b := packedBucket(f)
+	want, wantLo := packedBits(f)
+	lo := p.search(int(p.off[b]), int(p.off[b+1]), int(p.off[b+1]), want, wantLo)
 	found := false
 	if lo < int(p.off[b+1]) {
 		h, l := p.entry(lo)
@@ -257,17 +310,10 @@ func (p *packedSet) merge(c []fingerprint) (dup fingerprint, found bool) {
 	for j := len(c) - 1; j >= 0; j-- {
 		f := c[j]
 		b := packedBucket(f)
-		lo, hi := int(p.off[b]), min(int(p.off[b+1]), end)
-		lo = min(lo, hi)
+		bucketEnd := int(p.off[b+1])
+		hi := min(bucketEnd, end)
 		want, wantLo := packedBits(f)
-		for lo < hi {
-			m := int(uint(lo+hi) >> 1)
-			if h, l := p.entry(m); h < want || (h == want && l < wantLo) {
-				lo = m + 1
-			} else {
-				hi = m
-			}
-		}
+		lo := p.search(min(int(p.off[b]), hi), hi, bucketEnd, want, wantLo)
 		if lo < min(int(p.off[b+1]), end) {
 			if h, l := p.entry(lo); h == want && l == wantLo {
 				runtime.KeepAlive(p.mem)
