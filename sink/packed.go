@@ -21,14 +21,15 @@ package sink
 //
 // Keys come in chunks: addBulk collects fingerprints in a small slice on the
 // heap (KeySet.Add in a map, keyset.go), which is sorted and merged into the
-// store from the back, in place, when full: a binary search a key and one
-// copy of the entries above it.
-// A chunk holds at least 16,384 keys (256 KB of heap) and a thirty-second of
-// the store (a sixty-fourth for Add), so that the heap stays small beside
-// the store while the copies stay affordable: each merge moves the entries
-// above its smallest key, so the cost grows as n log n. BenchmarkKeySetBulkLoad (string ids, the shared
+// store from the back, in place, when full: a search a key (search) and one
+// copy of the entries above it. A chunk holds at least 16,384 keys (256 KB
+// of heap) and a thirty-second of the store (a sixty-fourth for Add), so
+// that the heap stays small beside the store while the copies stay
+// affordable: each merge moves the entries above its smallest key, so the
+// cost grows as n log n. BenchmarkKeySetBulkLoad (string ids, the shared
 // 2-core box): 316-320 ns a key at 10^6 keys (the single sorted slice
-// before: 454 ns and more), 388-491 ns a key at 10^7 (before: 246-256 ns).
+// before: 454 ns and more), 388-491 ns a key at 10^7 (before: 246-256 ns);
+// ARCHITECTURE.md has later figures.
 
 import (
 	"encoding/binary"
