@@ -298,7 +298,15 @@ func (s *KeySet) Add(k Key) (had bool) {
 		return true
 	}
 	if s.tail == nil {
-		s.tail = make(map[fingerprint]struct{}, s.tailLimit())
+		// Sized to its limit for a set that will fill it (a store, or
+		// Reserve said so: growing it leaves garbage, and the collector
+		// its headroom over it: 0.8 bytes a key more of peak RSS at 10^6
+		// keys); the failed keys, a few if any, start small.
+		size := 0
+		if s.packed != nil || s.reserve >= s.tailLimit() {
+			size = s.tailLimit()
+		}
+		s.tail = make(map[fingerprint]struct{}, size)
 	}
 	s.tail[tailFP(f)] = struct{}{}
 	s.n++
@@ -429,13 +437,12 @@ func (s *KeySet) finishBulk() (dup fingerprint, found bool) {
 // Compact is for a set that stopped changing: the tail merges into the
 // packed store (a set that never filled a tail has no store and keeps its
 // small map: at most a chunk of keys, cheaper than a store's offsets), and
-// the scratch memory of merges and the bitmaps' spare capacity go. The set
+// the sorted scratch slice and the bitmaps' spare capacity go. The set
 // may still change afterwards.
 func (s *KeySet) Compact() {
 	if s.packed != nil {
 		s.mergeTail()
 		s.tail = nil
-		s.packed.next = nil
 	}
 	s.scratch = nil
 	for i := range s.bits {

@@ -47,10 +47,9 @@ const (
 // packedSet is a sorted set of fingerprints in 12 bytes each (112 bits). Its region is
 // released when the set is garbage collected.
 type packedSet struct {
-	mem  *region  // entries, n*packedEntry bytes used
-	n    int      // entries
-	off  []uint32 // packedBuckets+1 offsets
-	next []uint32 // scratch for the offsets of a merge
+	mem *region  // entries, n*packedEntry bytes used
+	n   int      // entries
+	off []uint32 // packedBuckets+1 offsets
 	// heap puts the regions on the heap (a test hook: as where the kernel
 	// refuses the mapping); remaps and copies count how the region grew.
 	heap           bool
@@ -288,20 +287,6 @@ func (p *packedSet) merge(c []fingerprint) (dup fingerprint, found bool) {
 		// grow by half again.
 		p.grow(max(need, len(p.mem.b)+len(p.mem.b)/2))
 	}
-	// The new offsets: each bucket starts after the chunk's keys of every
-	// bucket before it.
-	if p.next == nil {
-		p.next = make([]uint32, packedBuckets+1)
-	}
-	clear(p.next)
-	for _, f := range c {
-		p.next[packedBucket(f)+1]++
-	}
-	var sum uint32
-	for b := range packedBuckets + 1 {
-		sum += p.next[b]
-		p.next[b] = p.off[b] + sum
-	}
 	// From the back: each key of the chunk, largest first, finds its place
 	// among the store's entries not yet moved (a binary search in its
 	// bucket), the entries above it move up in one copy, and it is written
@@ -327,7 +312,15 @@ func (p *packedSet) merge(c []fingerprint) (dup fingerprint, found bool) {
 		p.put(w, f)
 	}
 	p.n += len(c)
-	p.off, p.next = p.next, p.off
+	// The new offsets, in place (the searches above needed the old ones):
+	// each bucket starts after the chunk's keys of every bucket before it.
+	j := 0
+	for b := range packedBuckets + 1 {
+		for j < len(c) && packedBucket(c[j]) < b {
+			j++
+		}
+		p.off[b] += uint32(j)
+	}
 	runtime.KeepAlive(p.mem)
 	return fingerprint{}, false
 }
