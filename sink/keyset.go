@@ -298,15 +298,7 @@ func (s *KeySet) Add(k Key) (had bool) {
 		return true
 	}
 	if s.tail == nil {
-		// Sized to its limit for a set that will fill it (a store, or
-		// Reserve said so: growing it leaves garbage, and the collector
-		// its headroom over it: 0.8 bytes a key more of peak RSS at 10^6
-		// keys); the failed keys, a few if any, start small.
-		size := 0
-		if s.packed != nil || s.reserve >= s.tailLimit() {
-			size = s.tailLimit()
-		}
-		s.tail = make(map[fingerprint]struct{}, size)
+		s.tail = make(map[fingerprint]struct{}, s.tailSize())
 	}
 	s.tail[tailFP(f)] = struct{}{}
 	s.n++
@@ -320,9 +312,12 @@ func (s *KeySet) Add(k Key) (had bool) {
 // the packed store: at least 16,384 and a sixty-fourth of the store, so
 // that the heap holds a small part of the keys (the map costs about 35
 // bytes a fingerprint, the sorted copy 16) while a merge, which moves the
-// store's entries above the smallest key merged, comes rarely enough.
-// (Half a bulk load's chunk, packed.go: a run's set lives on beside
-// everything else the run holds; measured in ARCHITECTURE.md.)
+// store's entries above the smallest key merged, comes rarely enough:
+// about 768 bytes moved a key merged, whatever the store's size. (A bulk
+// load's chunk is a thirty-second, packed.go: a run's set lives on beside
+// everything else the run holds; measured in ARCHITECTURE.md. A minimum
+// of 4,096 measured more peak RSS at 10^6 keys, 16.2 bytes a key against
+// 14.4: the limit then grows all along, and the map and slice with it.)
 func (s *KeySet) tailLimit() int {
 	m := packedChunkMin
 	if s.tailMin > 0 {
@@ -332,6 +327,21 @@ func (s *KeySet) tailLimit() int {
 		m = max(m, s.packed.n/64)
 	}
 	return m
+}
+
+// tailSize is what the tail's map is made for: where Reserve announced
+// keys, the limit they will bring it to (up to that of 8M keys), so that
+// the map does not grow while they come (growing leaves garbage, and the
+// collector its headroom over it); else the limit once a store exists;
+// else nothing: the failed keys, a few if any, start small.
+func (s *KeySet) tailSize() int {
+	switch {
+	case s.reserve > 0:
+		return max(s.tailLimit(), min(s.reserve/64, 1<<17))
+	case s.packed != nil:
+		return s.tailLimit()
+	}
+	return 0
 }
 
 // mergeTail sorts the tail into the packed store and clears it (keeping
@@ -345,9 +355,10 @@ func (s *KeySet) mergeTail() {
 	}
 	c := s.scratch[:0]
 	if cap(c) < len(s.tail) {
-		// Exactly the tail: appending would leave a trail of smaller
-		// slices for the collector, and its headroom over them.
-		c = make([]fingerprint, 0, len(s.tail))
+		// A quarter over the tail, as its limit grows with the store:
+		// appending would leave a trail of smaller slices for the
+		// collector, and its headroom over them.
+		c = make([]fingerprint, 0, len(s.tail)+len(s.tail)/4)
 	}
 	for f := range s.tail {
 		c = append(c, f)
