@@ -1,8 +1,8 @@
 package sink
 
 // The key set: the done (and failed) keys of a directory in memory of about
-// a bit a row for row-index ids, 12 bytes a key for any other id loaded at
-// Open, and 16 bytes a key for one added while a run writes or asks.
+// a bit a row for row-index ids and 12 bytes a key for any other id, loaded
+// at Open or added while a run writes or asks.
 //
 // A key whose id is a canonical decimal (no sign, no leading zero, below
 // 2^40: a row index) is a bit in a bitmap of its sample, as long as the
@@ -11,24 +11,23 @@ package sink
 // grows only while it spans at most 64 bits per key it holds (plus 2^16),
 // so that a column of sparse numeric ids cannot make one key cost
 // megabytes. Every other key is a 128-bit fingerprint (two xxHash64 of the
-// key under different seeds). Loaded in bulk at Open, the fingerprints go
-// to the packed store (packed.go: sorted, 12 bytes each, outside the Go
-// heap). Added one at a time, they go to sorted runs: a small map (the
-// tail, at most tailMax) takes inserts and is sorted into a run when full,
-// runs of like size merge (so an insert costs O(log n) amortized), and a
-// lookup tries the tail, the packed store and each run (at most
-// log2(n/tailMax) of them; one after Compact). The set holds the keys for
-// the sink, which hands it to the producer frozen, and the keys a run asked
-// for the producer (with an id column).
+// key under different seeds), kept in the packed store (packed.go: sorted,
+// 12 bytes each, 112 of the bits, outside the Go heap). Loaded in bulk at
+// Open, the fingerprints reach it in chunks sorted once. Added one at a
+// time, they wait in a map (the tail, for lookups while it fills) until it
+// holds a chunk (tailLimit), which is then sorted and merged into the store;
+// a lookup tries the bitmap, the tail and the store. The set holds the keys
+// for the sink, which hands it to the producer frozen, and the keys a run
+// asked for the producer (with an id column).
 //
 // A fingerprint collision makes two keys one: the birthday bound gives a
-// probability of about n^2/2^129 among n keys in runs (1.5e-23 at 10^8
-// keys) and n^2/2^113 in the packed store, which keeps 112 of the 128 bits
-// (9.6e-19 at 10^8 keys), far below a disk's undetected bit error rate over
-// the same bytes.
+// probability of about n^2/2^113 among n keys (the store keeps 112 of the
+// 128 bits, and the tail compares those too): 9.6e-19 at 10^8 keys, far
+// below a disk's undetected bit error rate over the same bytes.
 
 import (
 	"encoding/binary"
+	"fmt"
 	"slices"
 
 	"github.com/cespare/xxhash/v2"
@@ -166,21 +165,35 @@ func (b *bitmap) set(i uint64) bool {
 // below a bound fixed up front (so its place does not depend on the order
 // keys come in), every other key is appended unchecked, and finishBulk sorts
 // them once and finds a duplicate among neighbours: far cheaper than a
-// lookup per key.
+// lookup per key. Either way the fingerprints end in the packed store.
 type KeySet struct {
 	bits []bitmap // by sample
-	runs [][]fingerprint
-	tail map[fingerprint]struct{}
-	n    int
-	// packed holds the fingerprints loaded in bulk (packed.go).
-	packed *packedSet
+	// tail holds the fingerprints Add took since the last merge into
+	// packed, as the store sees them (tailFP); scratch is the slice they
+	// are sorted in for the merge, kept for the next.
+	tail    map[fingerprint]struct{}
+	scratch []fingerprint
+	n       int
+	// packed holds the fingerprints (packed.go); reserve is what Reserve
+	// announced before it existed.
+	packed  *packedSet
+	reserve int
 	// bulk loading: bitLimit bounds the bitmap's ids; pending the
 	// fingerprints not yet merged into packed; dup a fingerprint seen twice.
 	bitLimit uint64
 	hint     int
 	pending  []fingerprint
 	dup      *fingerprint
+	// Test hooks: tailMin, when set, is the fewest fingerprints the tail
+	// takes before it merges (else packedChunkMin); heapRegions puts the
+	// store on the heap, as where the kernel refuses the mapping.
+	tailMin     int
+	heapRegions bool
 }
+
+// maxReserve bounds what Reserve adds up (2^36 keys: 768 GB of entries),
+// so that a wild hint cannot overflow the region's size.
+const maxReserve = 1 << 36
 
 // newBulkKeySet returns a set to load with addBulk: hint is about how many
 // keys it will hold; decimal ids below 64 bits per key of it go to the
@@ -198,6 +211,34 @@ func (s *KeySet) Len() int {
 	return s.n
 }
 
+// Reserve says that about n more keys with fingerprints (ids other than
+// row indices) will be added: the packed store reserves room for them up
+// front, so that it grows no more while they come. Reserving costs address
+// space, not memory: only the pages written become resident. Before the
+// set's first fingerprint the hint sizes the store it then makes; after,
+// it extends the store's mapping where the kernel moves pages without
+// copying (Linux: mremap), and is ignored elsewhere and on the heap (the
+// store then grows by half again when full). Any set takes it, at any time.
+func (s *KeySet) Reserve(n int) {
+	if s == nil || n <= 0 {
+		return
+	}
+	n = min(n, maxReserve)
+	if s.packed == nil {
+		s.reserve = min(s.reserve+n, maxReserve)
+		return
+	}
+	s.packed.reserve(min(s.packed.n+len(s.tail)+len(s.pending)+n, maxReserve))
+}
+
+// newPacked makes the set's packed store for about hint fingerprints; need
+// is how many it must hold at once where the hint cannot be reserved.
+func (s *KeySet) newPacked(hint, need int) *packedSet {
+	hint = min(hint+s.reserve, maxReserve)
+	s.reserve = 0
+	return newPackedSet(hint, need, s.heapRegions)
+}
+
 // Has reports whether k is in the set.
 func (s *KeySet) Has(k Key) bool {
 	if s == nil || s.n == 0 {
@@ -206,40 +247,26 @@ func (s *KeySet) Has(k Key) bool {
 	if i, ok := decimalID(k.ID); ok && k.Sample >= 0 && k.Sample < len(s.bits) && s.bits[k.Sample].has(i) {
 		return true
 	}
-	if len(s.runs) == 0 && len(s.tail) == 0 && s.packed == nil {
+	if len(s.tail) == 0 && s.packed == nil {
 		return false
 	}
 	return s.hasFP(fingerprintOf(k))
 }
 
-func (s *KeySet) hasFP(f fingerprint) bool {
-	if _, ok := s.tail[f]; ok {
-		return true
-	}
-	if s.packed.has(f) {
-		return true
-	}
-	for _, r := range s.runs {
-		if searchRun(r, f) {
-			return true
-		}
-	}
-	return false
+// tailFP is f as the packed store tells keys apart (samePacked): lo's low
+// 16 bits, which it does not keep, cleared. The tail holds fingerprints so,
+// so that two keys are one to the tail exactly when they are one to the
+// store, and a merge of the tail never meets a key the store holds.
+func tailFP(f fingerprint) fingerprint {
+	f.lo &^= 1<<16 - 1
+	return f
 }
 
-// searchRun is a binary search of a sorted run, without the comparison
-// function call of slices.BinarySearchFunc (a lookup searches every run).
-func searchRun(r []fingerprint, f fingerprint) bool {
-	lo, hi := 0, len(r)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if c := r[m]; c.hi < f.hi || (c.hi == f.hi && c.lo < f.lo) {
-			lo = m + 1
-		} else {
-			hi = m
-		}
+func (s *KeySet) hasFP(f fingerprint) bool {
+	if _, ok := s.tail[tailFP(f)]; ok {
+		return true
 	}
-	return lo < len(r) && r[lo] == f
+	return s.packed.has(f)
 }
 
 func (s *KeySet) bitmapOf(sample int) *bitmap {
@@ -258,7 +285,7 @@ func (s *KeySet) Add(k Key) (had bool) {
 		if b := s.bitmapOf(k.Sample); b.fits(i) {
 			// Not in the bitmap; it may be a fingerprint, put there while
 			// the bitmap was too sparse to reach it.
-			if (len(s.runs) > 0 || len(s.tail) > 0 || s.packed != nil) && s.hasFP(fingerprintOf(k)) {
+			if (len(s.tail) > 0 || s.packed != nil) && s.hasFP(fingerprintOf(k)) {
 				return true
 			}
 			b.set(i)
@@ -271,14 +298,79 @@ func (s *KeySet) Add(k Key) (had bool) {
 		return true
 	}
 	if s.tail == nil {
-		s.tail = make(map[fingerprint]struct{}, tailMax)
+		s.tail = make(map[fingerprint]struct{}, s.tailSize())
 	}
-	s.tail[f] = struct{}{}
+	s.tail[tailFP(f)] = struct{}{}
 	s.n++
-	if len(s.tail) >= tailMax {
-		s.flush()
+	if len(s.tail) >= s.tailLimit() {
+		s.mergeTail()
 	}
 	return false
+}
+
+// tailLimit is how many fingerprints the tail takes before it merges into
+// the packed store: at least 16,384 and a sixty-fourth of the store, so
+// that the heap holds a small part of the keys (the map costs about 35
+// bytes a fingerprint, the sorted copy 16) while a merge, which moves the
+// store's entries above the smallest key merged, comes rarely enough:
+// about 768 bytes moved a key merged, whatever the store's size. (A bulk
+// load's chunk is a thirty-second, packed.go: a run's set lives on beside
+// everything else the run holds; measured in ARCHITECTURE.md. A minimum
+// of 4,096 measured more peak RSS at 10^6 keys, 16.2 bytes a key against
+// 14.4: the limit then grows all along, and the map and slice with it.)
+func (s *KeySet) tailLimit() int {
+	m := packedChunkMin
+	if s.tailMin > 0 {
+		m = s.tailMin
+	}
+	if s.packed != nil {
+		m = max(m, s.packed.n/64)
+	}
+	return m
+}
+
+// tailSize is what the tail's map is made for: where Reserve announced
+// keys, the limit they will bring it to (up to that of 8M keys), so that
+// the map does not grow while they come (growing leaves garbage, and the
+// collector its headroom over it); else the limit once a store exists;
+// else nothing: the failed keys, a few if any, start small.
+func (s *KeySet) tailSize() int {
+	switch {
+	case s.reserve > 0:
+		return max(s.tailLimit(), min(s.reserve/64, 1<<17))
+	case s.packed != nil:
+		return s.tailLimit()
+	}
+	return 0
+}
+
+// mergeTail sorts the tail into the packed store and clears it (keeping
+// the map and the scratch slice for the next).
+func (s *KeySet) mergeTail() {
+	if len(s.tail) == 0 {
+		return
+	}
+	if s.packed == nil {
+		s.packed = s.newPacked(len(s.tail), len(s.tail))
+	}
+	c := s.scratch[:0]
+	if cap(c) < len(s.tail) {
+		// A quarter over the tail, as its limit grows with the store:
+		// appending would leave a trail of smaller slices for the
+		// collector, and its headroom over them.
+		c = make([]fingerprint, 0, len(s.tail)+len(s.tail)/4)
+	}
+	for f := range s.tail {
+		c = append(c, f)
+	}
+	slices.SortFunc(c, cmpFP)
+	if f, found := s.packed.merge(c); found {
+		// Add looked every key up in the store first, as the store
+		// tells keys apart: this is a bug, and the store is now unusable.
+		panic(fmt.Sprintf("sink: KeySet: fingerprint %x added once is in the packed store already (a bug in keyset.go)", f))
+	}
+	clear(s.tail)
+	s.scratch = c[:0]
 }
 
 // addBulk puts k in a set made by newBulkKeySet. It reports a duplicate
@@ -295,9 +387,9 @@ func (s *KeySet) addBulk(k Key) (had bool) {
 	}
 	if s.packed == nil {
 		// The first key without a bit: the rest of the hint likely
-		// follows, so the store is reserved for it (only the pages
-		// written are resident).
-		s.packed = newPackedSet(s.hint - s.n)
+		// follows (the manifest lists it), so the store is reserved for
+		// it (only the pages written are resident).
+		s.packed = s.newPacked(s.hint-s.n, s.hint-s.n)
 	}
 	if s.pending == nil {
 		s.pending = make([]fingerprint, 0, min(s.packed.chunk(), max(s.hint-s.n, 1024)))
@@ -353,51 +445,18 @@ func (s *KeySet) finishBulk() (dup fingerprint, found bool) {
 	return fingerprint{}, false
 }
 
-// flush sorts the tail into a run and merges runs of like size.
-func (s *KeySet) flush() {
-	if len(s.tail) == 0 {
-		return
-	}
-	r := make([]fingerprint, 0, len(s.tail))
-	for f := range s.tail {
-		r = append(r, f)
-	}
-	slices.SortFunc(r, cmpFP)
-	clear(s.tail)
-	for len(s.runs) > 0 && len(s.runs[len(s.runs)-1]) <= 2*len(r) {
-		last := len(s.runs) - 1
-		r = mergeRuns(s.runs[last], r)
-		s.runs[last] = nil // the backing array must not keep the old run
-		s.runs = s.runs[:last]
-	}
-	s.runs = append(s.runs, r)
-}
-
-// Compact merges every fingerprint into one run of exactly its size: done
-// once the set stops changing, so that it holds 16 bytes a fingerprint and
-// a lookup is one binary search.
+// Compact is for a set that stopped changing: the tail merges into the
+// packed store (a set that never filled a tail has no store and keeps its
+// small map: at most a chunk of keys, cheaper than a store's offsets), and
+// the sorted scratch slice and the bitmaps' spare capacity go. The set
+// may still change afterwards.
 func (s *KeySet) Compact() {
-	s.flush()
-	s.tail = nil
-	for len(s.runs) > 1 {
-		n := len(s.runs)
-		s.runs[n-2] = mergeRuns(s.runs[n-2], s.runs[n-1])
-		s.runs[n-1] = nil
-		s.runs = s.runs[:n-1]
+	if s.packed != nil {
+		s.mergeTail()
+		s.tail = nil
 	}
+	s.scratch = nil
 	for i := range s.bits {
 		s.bits[i].words = slices.Clip(s.bits[i].words)
 	}
-}
-
-func mergeRuns(a, b []fingerprint) []fingerprint {
-	out := make([]fingerprint, 0, len(a)+len(b))
-	for len(a) > 0 && len(b) > 0 {
-		if cmpFP(a[0], b[0]) <= 0 {
-			out, a = append(out, a[0]), a[1:]
-		} else {
-			out, b = append(out, b[0]), b[1:]
-		}
-	}
-	return append(append(out, a...), b...)
 }

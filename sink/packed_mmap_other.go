@@ -2,7 +2,9 @@
 
 package sink
 
-// allocRegion is a plain slice where mmap is not available.
-func allocRegion(size int) (b []byte, mapped bool) { return make([]byte, size), false }
+import "errors"
 
-func freeRegion([]byte, bool) {}
+// mapRegion fails where mmap is not available: regions are heap slices.
+func mapRegion(int) ([]byte, error) { return nil, errors.ErrUnsupported }
+
+func unmapRegion([]byte) error { return nil }

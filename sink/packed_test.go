@@ -8,12 +8,17 @@ import (
 )
 
 // The packed store answers as a map does across many merges, region
-// growth (a hint far below the keys), crafted fingerprints at the edges of
-// buckets (top bits all zero, all one, many in one bucket) and absent
-// fingerprints one bit away from present ones.
+// growth (a hint far below the keys) in each way a region grows (mremap,
+// a copy into a new mapping, a copy on the heap), crafted fingerprints at
+// the edges of buckets (top bits all zero, all one, many in one bucket)
+// and absent fingerprints one bit away from present ones.
 func TestPackedSetAgreesWithMap(t *testing.T) {
+	growthModes(t, testPackedSetAgreesWithMap)
+}
+
+func testPackedSetAgreesWithMap(t *testing.T, mode string, heap bool) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	p := newPackedSet(10)
+	p := newPackedSet(10, 10, heap)
 	want := map[fingerprint]bool{}
 	var all []fingerprint
 	add := func(c []fingerprint) {
@@ -64,6 +69,7 @@ func TestPackedSetAgreesWithMap(t *testing.T) {
 			t.Fatalf("has(%x) = false: the store should not see lo's low 16 bits", g)
 		}
 	}
+	checkGrowth(t, p, mode)
 }
 
 // A key twice is found whether both copies fall in one chunk or in two
@@ -128,6 +134,63 @@ func BenchmarkKeySetBulkLoad(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/key")
+		})
+	}
+}
+
+// search finds the first entry not below a target as a linear scan does,
+// whatever the spread of a bucket's entries (the interpolation guesses
+// well only for an even one), for targets present, absent, below and
+// above every entry, and for a range cut short of the bucket's end (as a
+// merge searches).
+func TestPackedSearchAnySpread(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	const bucket = 7
+	spreads := map[string]func(i int) uint64{
+		"even":      func(int) uint64 { return rng.Uint64N(1 << 48) },
+		"low":       func(int) uint64 { return rng.Uint64N(1000) },
+		"high":      func(int) uint64 { return 1<<48 - 1 - rng.Uint64N(1000) },
+		"clustered": func(i int) uint64 { return uint64(i%3)<<46 + rng.Uint64N(64) },
+		"one hi48":  func(int) uint64 { return 1 << 40 }, // entries differ in lo48 only
+	}
+	for name, spread := range spreads {
+		t.Run(name, func(t *testing.T) {
+			for _, size := range []int{1, 2, 9, 10, 300} {
+				p := newPackedSet(0, 0, false)
+				c := make([]fingerprint, 0, size)
+				for i := range size {
+					c = append(c, fingerprint{hi: bucket<<48 | spread(i), lo: rng.Uint64() &^ 0xffff})
+				}
+				slices.SortFunc(c, cmpFP)
+				c = slices.CompactFunc(c, samePacked)
+				if _, dup := p.merge(c); dup {
+					t.Fatal("merge reported a duplicate")
+				}
+				lo, end := int(p.off[bucket]), int(p.off[bucket+1])
+				var targets [][2]uint64
+				for i := lo; i < end; i++ {
+					h, l := p.entry(i)
+					targets = append(targets, [2]uint64{h, l}, [2]uint64{h, l + 1}, [2]uint64{h, l - 1})
+				}
+				targets = append(targets, [2]uint64{0, 0}, [2]uint64{1<<48 - 1, 1<<48 - 1})
+				for range 50 {
+					targets = append(targets, [2]uint64{spread(0), rng.Uint64N(1 << 48)})
+				}
+				for _, tg := range targets {
+					for hi := lo; hi <= end; hi += max(1, (end-lo)/7) {
+						want := lo
+						for want < hi {
+							if h, l := p.entry(want); h > tg[0] || (h == tg[0] && l >= tg[1]) {
+								break
+							}
+							want++
+						}
+						if got := p.search(lo, hi, end, tg[0], tg[1]); got != want {
+							t.Fatalf("%d entries: search(%d, %d, %d, %x, %x) = %d, want %d", size, lo, hi, end, tg[0], tg[1], got, want)
+						}
+					}
+				}
+			}
 		})
 	}
 }
