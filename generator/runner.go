@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -300,6 +301,12 @@ func (r *Runner) Run(ctx context.Context) (Summary, error) {
 	// never reads "done 0" beside thousands of records on disk. A
 	// heartbeat that cannot be written is not worth stopping for.
 	r.eng.opts.OnIntake = func() { _ = r.Heartbeat(NewProgressRecord(r.setup.Stats.Snapshot(), nil)) }
+	// The set of what this run writes is sized once for the keys left
+	// (string ids: a reserved region, resident only as it fills) rather
+	// than grown as it fills.
+	if left := r.job.Total(r.rows) - int64(r.out.DoneCount()); left > 0 {
+		r.out.ReserveKeys(int(min(left, math.MaxInt32)))
+	}
 	sum, err := r.eng.Run(ctx, r.src, r.out)
 	r.setup.Stats.Stop()
 	return sum, err

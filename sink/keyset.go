@@ -92,7 +92,7 @@ func decimalID(id string) (uint64, bool) {
 // words from base on, not from row 0: a run that completes a job from 50%
 // writes (and asks) only the rows of the second half, and its bitmap must
 // not have to reach back to row 0 to hold them (it would be too sparse, and
-// every key would become a fingerprint of 16 bytes).
+// every key would become a fingerprint of 12 bytes).
 type bitmap struct {
 	base  uint64 // index of the word words[0] is
 	words []uint64

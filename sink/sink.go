@@ -67,8 +67,8 @@ type Sink struct {
 	adopted, deferred bool
 
 	// done holds every key recovered at Open, and failed the keys with a
-	// recovered error record (keyset.go: a bit a row-index key, 16 bytes
-	// another). Neither changes after Open: Recovered hands them to the
+	// recovered error record (keyset.go: a bit a row-index key, 12 bytes
+	// another, outside the heap). Neither changes after Open: Recovered hands them to the
 	// goroutine that decides what to ask.
 	done   *KeySet
 	failed *KeySet
