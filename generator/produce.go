@@ -138,8 +138,12 @@ type askedKeys struct {
 	keys    sink.KeySet // without seen: 12 bytes a key, a bit for a decimal id (sink/keyset.go)
 	seen    func(sink.Key) bool
 	pending *pendingKeys
-	rows    []uint64 // bit i: row i, whose id is its index, was produced
-	buf     []byte
+	// own: a key that is not its row's index was asked (a custom_id, or
+	// any id of an id column). Until then a row-index key cannot have been
+	// asked before, and needs no look in pending or the sink.
+	own  bool
+	rows []uint64 // bit i: row i, whose id is its index, was produced
+	buf  []byte
 }
 
 // byIndex says whether p's id is its row index (never, with an id column).
@@ -158,7 +162,7 @@ func (a *askedKeys) repeated(k sink.Key, byIndex bool) bool {
 	if a.seen != nil {
 		// Pending first: the writer removes a key after the sink took its
 		// record, so a key missing here is seen there.
-		if a.pending.has(k) || a.seen(k) {
+		if (a.own || !byIndex) && (a.pending.has(k) || a.seen(k)) {
 			return true
 		}
 	} else if a.keys.Has(k) {
@@ -179,6 +183,7 @@ func (a *askedKeys) add(k sink.Key, byIndex bool) (pending bool) {
 	case byIndex:
 		return false // addRow keeps the row
 	case a.seen != nil:
+		a.own = true
 		a.pending.add(k)
 		return true
 	default:
