@@ -274,7 +274,8 @@ func (e *engine) Run(ctx context.Context, src source, out resultSink) (Summary, 
 
 	// The sink belongs to the writer goroutine alone. Which keys to ask is
 	// the producer's alone: what the sink recovered at open (which does not
-	// change) and what this run has asked.
+	// change) and what this run has asked (what the sink says it wrote,
+	// under its key lock, and the keys in flight: pending.go).
 	writerErr := make(chan error, 1)
 	go func() { writerErr <- e.write(cancelReqs, out, results) }()
 
