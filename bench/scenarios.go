@@ -118,6 +118,12 @@ const (
 	openaiLoop = "go-openai"
 )
 
+// loopRuns is one yardstick kind of a scenario's rounds and its runs.
+type loopRuns struct {
+	kind string
+	runs *[]usage
+}
+
 func (c *config) yardstick(ctx context.Context, m *mock, kind string, n int64, maxTokens int, stream bool) (*exec.Cmd, error) {
 	return selfCommand(ctx, "-client", kind, "-url", m.base+"/v1"+chatPath, "-n", strconv.FormatInt(n, 10),
 		"-c", strconv.Itoa(c.size.inFlight), "-max-tokens", strconv.Itoa(maxTokens),
@@ -220,10 +226,7 @@ func zeroLatency(ctx context.Context, c *config) ([]row, error) {
 	defer m.stop()
 	var sg, oa, bare []usage
 	for round := range sz.rounds {
-		for _, l := range []struct {
-			kind string
-			runs *[]usage
-		}{{openaiLoop, &oa}, {bareLoop, &bare}} {
+		for _, l := range []loopRuns{{openaiLoop, &oa}, {bareLoop, &bare}} {
 			loop, err := c.yardstick(ctx, m, l.kind, sz.zeroN, answerTokens, false)
 			if err != nil {
 				return nil, err
@@ -300,10 +303,7 @@ func streaming(ctx context.Context, c *config) ([]row, error) {
 		return nil
 	}
 	for round := range sz.rounds {
-		for _, l := range []struct {
-			kind string
-			runs *[]usage
-		}{{bareLoop, &ys}, {openaiLoop, &oa}} {
+		for _, l := range []loopRuns{{bareLoop, &ys}, {openaiLoop, &oa}} {
 			loop, err := c.yardstick(ctx, m, l.kind, sz.streamN, maxTokens, true)
 			if err != nil {
 				return nil, err
