@@ -60,11 +60,29 @@ type Report struct {
 	// Notes are worth knowing but need no action.
 	Notes []string `json:"notes,omitempty"`
 
-	// The key index, kept for Has, Failed and Combine; not serialized.
-	keys   map[Key]int32   // key -> index in files of the first file holding it
-	extra  map[Key][]int32 // further files of a duplicated key
-	files  []string        // paths of the data files that gave keys
-	failed map[Key]string  // key with an error record -> cause of its last one
+	// The key index, kept for Has, Failed and Combine; not serialized. It
+	// holds a key's 128-bit fingerprint (fingerprintOf), not its id: a
+	// directory of millions of records would otherwise keep every id
+	// string on the heap. Two keys with one fingerprint would count as one
+	// (a duplicate or a missing key): the birthday bound gives a
+	// probability of about n^2/2^129, 1.5e-26 for 10^9 keys.
+	keys  map[fingerprint]int32   // -> index in files of the first file holding it
+	extra map[fingerprint]*dupKey // a key held more than once
+	files []string                // paths of the data files that gave keys
+	// readAs is the format each of files was read as: JSONL for a
+	// temporary file, whatever the shard's format.
+	readAs []string
+	// failed keeps the keys themselves: error records are normally few,
+	// and Failed is asked for keys that have no record.
+	failed map[Key]string // key with an error record -> cause of its last one
+}
+
+// dupKey is a key held by more than one file: the key itself (kept only
+// for these, to name them) and the files after the first.
+type dupKey struct {
+	key   Key
+	named bool // key is set; false only inside Combine, until it is looked up
+	more  []int32
 }
 
 // ManifestSummary is the part of manifest.json a person checks.
@@ -117,7 +135,7 @@ func (r *Report) OK() bool { return len(r.Problems) == 0 }
 
 // Has reports whether a readable record for k is in the directory.
 func (r *Report) Has(k Key) bool {
-	_, ok := r.keys[k]
+	_, ok := r.keys[fingerprintOf(k)]
 	return ok
 }
 
@@ -172,8 +190,8 @@ func newReport(dir string) *Report {
 		Problems:      []string{},
 		FinishReasons: map[string]int64{},
 		Errors:        ErrorSummary{ByCause: map[string]int{}},
-		keys:          map[Key]int32{},
-		extra:         map[Key][]int32{},
+		keys:          map[fingerprint]int32{},
+		extra:         map[fingerprint]*dupKey{},
 		failed:        map[Key]string{},
 	}
 }

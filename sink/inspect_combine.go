@@ -3,6 +3,7 @@ package sink
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -44,9 +45,9 @@ func (r *Report) finish() {
 // duplicates lists every key held by more than one file, in key order.
 func (r *Report) duplicates() []Duplicate {
 	out := []Duplicate{}
-	for k, more := range r.extra {
-		d := Duplicate{ID: k.ID, Sample: k.Sample, Files: []string{r.files[r.keys[k]]}}
-		for _, fi := range more {
+	for fp, dk := range r.extra {
+		d := Duplicate{ID: dk.key.ID, Sample: dk.key.Sample, Files: []string{r.files[r.keys[fp]]}}
+		for _, fi := range dk.more {
 			d.Files = append(d.Files, r.files[fi])
 		}
 		out = append(out, d)
@@ -125,10 +126,21 @@ func Combine(reports ...*Report) (*Report, error) {
 		}
 		off := int32(len(c.files))
 		c.files = append(c.files, r.files...)
-		for k, fi := range r.keys {
-			c.addKey(k, fi+off)
-			for _, more := range r.extra[k] {
-				c.addKey(k, more+off)
+		c.readAs = append(c.readAs, r.readAs...)
+		for fp, fi := range r.keys {
+			// A key duplicated inside r comes with its name; one held
+			// once there has none, and nameDuplicates finds it if
+			// another directory holds it too.
+			var k *Key
+			d := r.extra[fp]
+			if d != nil {
+				k = &d.key
+			}
+			c.addKey(fp, k, fi+off)
+			if d != nil {
+				for _, more := range d.more {
+					c.addKey(fp, k, more+off)
+				}
 			}
 		}
 		for k, cause := range r.failed {
@@ -143,6 +155,9 @@ func Combine(reports ...*Report) (*Report, error) {
 			c.FinishReasons[f] += n
 		}
 		c.Errors.Records += r.Errors.Records
+	}
+	if err := c.nameDuplicates(); err != nil {
+		return nil, fmt.Errorf("combine %s: %w", strings.Join(c.Dirs, ", "), err)
 	}
 	c.finish()
 	// Duplicates inside one directory are that directory's problems
@@ -164,3 +179,73 @@ func Combine(reports ...*Report) (*Report, error) {
 
 // dirOfData is the output directory of a data file path (DIR/data/NAME).
 func dirOfData(path string) string { return filepath.Dir(filepath.Dir(path)) }
+
+// errNamed stops a key scan once every fingerprint sought in a file has
+// its key.
+var errNamed = errors.New("every key sought is named")
+
+// nameDuplicates finds the keys of the duplicates Combine indexed by
+// fingerprint alone (a key held once in each of two directories): it reads
+// the keys of only the files those fingerprints point to, until each has
+// its key. Duplicates are rare, and a problem to report when there are
+// any, so the index keeps no key for the others.
+func (r *Report) nameDuplicates() error {
+	sought := map[int32][]fingerprint{} // file -> fingerprints it holds, unnamed
+	for fp, d := range r.extra {
+		if d.named {
+			continue
+		}
+		sought[r.keys[fp]] = append(sought[r.keys[fp]], fp)
+		for _, fi := range d.more {
+			sought[fi] = append(sought[fi], fp)
+		}
+	}
+	if len(sought) == 0 {
+		return nil
+	}
+	var errs []error
+	for _, fi := range slices.Sorted(maps.Keys(sought)) {
+		left := map[fingerprint]bool{}
+		for _, fp := range sought[fi] {
+			if !r.extra[fp].named {
+				left[fp] = true
+			}
+		}
+		if len(left) == 0 {
+			continue // named from an earlier file
+		}
+		_, err := formats[r.readAs[fi]].keys(r.files[fi], func(k Key, _ int) error {
+			fp := fingerprintOf(k)
+			if left[fp] {
+				d := r.extra[fp]
+				d.key, d.named = k, true
+				delete(left, fp)
+				if len(left) == 0 {
+					return errNamed
+				}
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errNamed) {
+			// A temporary file may have moved on or grown a torn
+			// tail since it was read: another file of the key may
+			// still name it.
+			errs = append(errs, err)
+		}
+	}
+	for fp, d := range r.extra {
+		if !d.named {
+			files := []string{r.files[r.keys[fp]]}
+			for _, fi := range d.more {
+				files = append(files, r.files[fi])
+			}
+			why := errors.New("no key of theirs has its fingerprint")
+			if len(errs) > 0 {
+				why = errors.Join(errs...)
+			}
+			return fmt.Errorf("a key held in %s no longer reads from them (%w): a run changed them while they were read; inspect again when it has ended",
+				strings.Join(files, " and "), why)
+		}
+	}
+	return nil
+}

@@ -123,15 +123,17 @@ func checkRecord(rec *Record) error {
 	return nil
 }
 
-// commit counts a valid shard's records and indexes its keys.
-func (r *Report) commit(path string, a *shardAcc) {
+// commit counts a valid shard's records and indexes its keys; format is
+// the one the file was read as.
+func (r *Report) commit(path, format string, a *shardAcc) {
 	if len(a.keys) == 0 {
 		return
 	}
 	fi := int32(len(r.files))
 	r.files = append(r.files, path)
+	r.readAs = append(r.readAs, format)
 	for _, k := range a.keys {
-		r.addKey(k, fi)
+		r.addKey(fingerprintOf(k), &k, fi)
 	}
 	r.Records += int64(a.records)
 	r.PromptTokens += a.prompt
@@ -143,12 +145,23 @@ func (r *Report) commit(path string, a *shardAcc) {
 	}
 }
 
-func (r *Report) addKey(k Key, fi int32) {
-	if _, dup := r.keys[k]; dup {
-		r.extra[k] = append(r.extra[k], fi)
+// addKey indexes the key of fingerprint fp in file fi. k is the key when
+// the caller has it (nil: Combine, for a key held once in its directory);
+// a duplicate without it is named later by lookupNames.
+func (r *Report) addKey(fp fingerprint, k *Key, fi int32) {
+	if _, dup := r.keys[fp]; !dup {
+		r.keys[fp] = fi
 		return
 	}
-	r.keys[k] = fi
+	d := r.extra[fp]
+	if d == nil {
+		d = &dupKey{}
+		r.extra[fp] = d
+	}
+	if k != nil && !d.named {
+		d.key, d.named = *k, true
+	}
+	d.more = append(d.more, fi)
 }
 
 // readShard reads one data file. With mayVanish, a file that is gone
@@ -160,7 +173,7 @@ func (r *Report) readShard(path, format string, temp, mayVanish bool, sh *ShardR
 		}
 	}
 	if read := formats[format].records; read != nil && !temp {
-		return r.readConverted(path, sh, read)
+		return r.readConverted(path, format, sh, read)
 	}
 	return r.readJSONL(path, temp, mayVanish, sh)
 }
@@ -237,7 +250,7 @@ func (r *Report) readJSONL(path string, temp, mayVanish bool, sh *ShardReport) e
 	if temp {
 		sh.State = ShardOpen
 	}
-	r.commit(path, acc)
+	r.commit(path, FormatJSONL, acc)
 	return nil
 }
 
@@ -247,7 +260,7 @@ const inspectBatch = 64
 // readConverted reads a final shard of a converted format (Parquet:
 // through parquet-go's generic reader, the footer, the schema and every
 // row).
-func (r *Report) readConverted(path string, sh *ShardReport, read func(string) (*shardAcc, error)) error {
+func (r *Report) readConverted(path, format string, sh *ShardReport, read func(string) (*shardAcc, error)) error {
 	acc, err := read(path)
 	if err != nil {
 		sh.State, sh.Problem = ShardInvalid, err.Error()
@@ -258,7 +271,7 @@ func (r *Report) readConverted(path string, sh *ShardReport, read func(string) (
 		return nil
 	}
 	sh.Records, sh.Valid, sh.State = acc.records, true, ShardOK
-	r.commit(path, acc)
+	r.commit(path, format, acc)
 	return nil
 }
 
