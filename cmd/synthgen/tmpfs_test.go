@@ -41,7 +41,7 @@ func TestRunFullTmpfs(t *testing.T) {
 	if err := os.WriteFile(data, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m, url := cliMock(t, nil)
+	_, url := cliMock(t, nil)
 	job := cliJob{baseURL: url, data: data, dir: filepath.Join(mnt, "out")}
 
 	r := cliRun(t, job.args()...)
@@ -72,5 +72,5 @@ func TestRunFullTmpfs(t *testing.T) {
 	if out, err := exec.Command("mount", "-o", "remount,size=64m", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("grow the tmpfs: %v: %s", err, out)
 	}
-	resumeAfterDiskFull(t, m, job, job.args(), prompts, len(inv.Records))
+	resumeAfterDiskFull(t, job, job.args(), prompts, len(inv.Records))
 }
