@@ -52,6 +52,7 @@ func (p *pendingKeys) remove(k sink.Key) {
 	p.mu.Unlock()
 }
 
+// len is how many keys are pending (the tests check none is left).
 func (p *pendingKeys) len() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()

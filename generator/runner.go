@@ -191,8 +191,7 @@ func (s Setup) baseURLs() []string {
 // reasoningSample is how many first answers the reasoning check reads:
 // reasoningSample, or what is left of the job when that is less.
 func (r *Runner) reasoningSample() int {
-	left := r.job.Total(r.rows) - int64(r.out.DoneCount())
-	return int(min(max(left, 1), reasoningSample))
+	return int(min(max(r.keysLeft(), 1), reasoningSample))
 }
 
 // noReasoning says, once, that the server sends no reasoning: on Log and
@@ -282,6 +281,10 @@ func (r *Runner) MaxModelLen() int { return r.maxModelLen }
 // Keys is the number of keys (rows x samples) the job selects.
 func (r *Runner) Keys() int64 { return r.job.Total(r.rows) }
 
+// keysLeft is how many of the job's keys the directory does not hold yet
+// (fewer when the dataset repeats ids).
+func (r *Runner) keysLeft() int64 { return r.Keys() - int64(r.out.DoneCount()) }
+
 // Rows is the number of dataset rows the job selects.
 func (r *Runner) Rows() int64 { return r.rows }
 
@@ -304,7 +307,7 @@ func (r *Runner) Run(ctx context.Context) (Summary, error) {
 	// The set of what this run writes is sized once for the keys left
 	// (string ids: a reserved region, resident only as it fills) rather
 	// than grown as it fills.
-	if left := r.job.Total(r.rows) - int64(r.out.DoneCount()); left > 0 {
+	if left := r.keysLeft(); left > 0 {
 		r.out.ReserveKeys(int(min(left, math.MaxInt32)))
 	}
 	sum, err := r.eng.Run(ctx, r.src, r.out)
