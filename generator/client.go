@@ -15,6 +15,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -79,7 +80,7 @@ const defaultMaxConns = 256
 //     last and replace the field of the same name, the job's or
 //     extra_body's, for that row: a row's temperature 0 is sent as 0.
 type wireRequest struct {
-	Sampling
+	job.Sampling
 	Messages []Message
 	// Params are the row's own request fields, values as the dataset
 	// decoded them (json.Number keeps a number as written).

@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/synthgen/synthgen/generator/job"
 )
 
 // server is an httptest server that records what it received.
@@ -87,7 +89,7 @@ func replay(t testing.TB, name string) http.HandlerFunc {
 
 func userReq(stream bool) wireRequest {
 	return wireRequest{
-		Sampling: Sampling{Model: "Qwen/Qwen3-8B", MaxTokens: 64, Temperature: 0.6, TopP: 0.95},
+		Sampling: job.Sampling{Model: "Qwen/Qwen3-8B", MaxTokens: 64, Temperature: 0.6, TopP: 0.95},
 		Messages: []Message{{Role: "user", Content: "What is 2+2?"}},
 
 		Stream: stream,
@@ -274,7 +276,7 @@ func TestRequestBody(t *testing.T) {
 			}
 			s := newServer(t, replay(t, file))
 			req := wireRequest{
-				Sampling: Sampling{Model: "Qwen/Qwen3-8B", MaxTokens: 1024, Temperature: 0, TopP: 0.95, Extra: tt.extra},
+				Sampling: job.Sampling{Model: "Qwen/Qwen3-8B", MaxTokens: 1024, Temperature: 0, TopP: 0.95, Extra: tt.extra},
 				Messages: []Message{
 					{Role: "system", Content: "You are terse."},
 					{Role: "user", Content: "Say \"hi\"\n\t<ok> & done ✓"},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -83,8 +84,8 @@ func (s *conversationSource) Next() (dataset.Prompt, error) {
 func wholeOptions() engineOptions {
 	return engineOptions{
 		Concurrency: 4,
-		Sampling:    Sampling{Model: "m", MaxTokens: 64},
-		Prompt:      Prompting{SystemPrompt: "be brief", Turns: TurnsAll},
+		Sampling:    job.Sampling{Model: "m", MaxTokens: 64},
+		Prompt:      job.Prompting{SystemPrompt: "be brief", Turns: job.TurnsAll},
 		Retry:       RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/synthgen/synthgen/generator/job"
 )
 
 // sseChunks returns the JSON payloads of a testdata .sse file, [DONE] excluded.
@@ -200,7 +202,7 @@ func TestEncodeRequestStrings(t *testing.T) {
 		"", "plain", `quote " and \ backslash`, "new\nline\ttab\r\x00\x1f\x7f", "<tag> & 'x'",
 		"ünïcødé ✓ 😊", "\u2028\u2029", "bad \xff utf8 \xe2\x82", strings.Repeat("long ", 1000),
 	} {
-		req := wireRequest{Sampling: Sampling{Model: s}, Messages: []Message{{Role: "user", Content: s}}}
+		req := wireRequest{Sampling: job.Sampling{Model: s}, Messages: []Message{{Role: "user", Content: s}}}
 		body, err := encodeRequest(req)
 		if err != nil {
 			t.Fatal(err)
@@ -221,7 +223,7 @@ func TestEncodeRequestStrings(t *testing.T) {
 
 func TestEncodeRequestExtraReplacesEverything(t *testing.T) {
 	extra := map[string]any{"model": "m2", "messages": []any{}, "temperature": 1, "stream_options": nil}
-	body, err := encodeRequest(wireRequest{Sampling: Sampling{Model: "m", Extra: extra}, Stream: true})
+	body, err := encodeRequest(wireRequest{Sampling: job.Sampling{Model: "m", Extra: extra}, Stream: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +231,7 @@ func TestEncodeRequestExtraReplacesEverything(t *testing.T) {
 	if string(body) != want {
 		t.Errorf("body\n %s\nwant\n %s", body, want)
 	}
-	if _, err := encodeRequest(wireRequest{Sampling: Sampling{Extra: map[string]any{"f": func() {}}}}); err == nil || !strings.Contains(err.Error(), "extra_body.f") {
+	if _, err := encodeRequest(wireRequest{Sampling: job.Sampling{Extra: map[string]any{"f": func() {}}}}); err == nil || !strings.Contains(err.Error(), "extra_body.f") {
 		t.Errorf("unencodable extra: err %v, want one naming extra_body.f", err)
 	}
 }
@@ -310,7 +312,7 @@ func FuzzEncodeRequest(f *testing.F) {
 	f.Add("Qwen/Qwen3-8B", "user", "What is 2+2?", 0.0)
 	f.Add("m", "system", "\x00\"\\\n\xff😊", 0.6)
 	f.Fuzz(func(t *testing.T, model, role, content string, temp float64) {
-		body, err := encodeRequest(wireRequest{Sampling: Sampling{Model: model, Temperature: temp}, Messages: []Message{{Role: role, Content: content}}, Stream: true})
+		body, err := encodeRequest(wireRequest{Sampling: job.Sampling{Model: model, Temperature: temp}, Messages: []Message{{Role: role, Content: content}}, Stream: true})
 		if err != nil {
 			return // NaN or Inf temperature: refused, never sent
 		}
@@ -331,7 +333,7 @@ func FuzzEncodeRequest(f *testing.F) {
 
 func BenchmarkEncodeRequest(b *testing.B) {
 	req := wireRequest{
-		Sampling: Sampling{Model: "Qwen/Qwen3-8B", MaxTokens: 8192, Temperature: 0.6, TopP: 0.95, Extra: map[string]any{"top_k": 20, "chat_template_kwargs": map[string]any{"enable_thinking": true}}},
+		Sampling: job.Sampling{Model: "Qwen/Qwen3-8B", MaxTokens: 8192, Temperature: 0.6, TopP: 0.95, Extra: map[string]any{"top_k": 20, "chat_template_kwargs": map[string]any{"enable_thinking": true}}},
 		Messages: []Message{
 			{Role: "system", Content: "You are a helpful assistant."},
 			{Role: "user", Content: strings.Repeat("Explain the difference between a process and a thread. ", 30)},
@@ -374,7 +376,7 @@ func BenchmarkDecodeChunk(b *testing.B) {
 // and extra_body's of the same name, numbers exactly as the row wrote them
 // (temperature 0 included); either spelling of the length replaces both.
 func TestEncodeRequestRowParams(t *testing.T) {
-	job := Sampling{Model: "m", MaxTokens: 8192, Temperature: 0.6, TopP: 0.95, Extra: map[string]any{"top_k": 20, "max_completion_tokens": 100, "seed": 1}}
+	spec := job.Sampling{Model: "m", MaxTokens: 8192, Temperature: 0.6, TopP: 0.95, Extra: map[string]any{"top_k": 20, "max_completion_tokens": 100, "seed": 1}}
 	tests := []struct {
 		name   string
 		params map[string]any
@@ -402,7 +404,7 @@ func TestEncodeRequestRowParams(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body, err := encodeRequest(wireRequest{Sampling: job, Messages: []Message{}, Params: tt.params})
+			body, err := encodeRequest(wireRequest{Sampling: spec, Messages: []Message{}, Params: tt.params})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -412,7 +414,7 @@ func TestEncodeRequestRowParams(t *testing.T) {
 		})
 	}
 	for _, k := range []string{"stream", "stream_options", "model", "messages"} {
-		if _, err := encodeRequest(wireRequest{Sampling: job, Params: map[string]any{k: true}}); err == nil {
+		if _, err := encodeRequest(wireRequest{Sampling: spec, Params: map[string]any{k: true}}); err == nil {
 			t.Errorf("a row's %q was sent", k)
 		}
 	}

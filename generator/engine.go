@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -67,9 +68,9 @@ type engineOptions struct {
 	// Limit is how many of them may be in flight at first (SetLimit moves
 	// it, within 1..Concurrency); 0: Concurrency.
 	Limit    int
-	Sampling Sampling  // the job's: Model must be set (the runner resolves "first of /v1/models")
-	Prompt   Prompting // the job's: how a row becomes the messages sent
-	Stream   bool      // stream responses (tok/s from the first second)
+	Sampling job.Sampling  // the job's: Model must be set (the runner resolves "first of /v1/models")
+	Prompt   job.Prompting // the job's: how a row becomes the messages sent
+	Stream   bool          // stream responses (tok/s from the first second)
 	// RetryErrors asks again the keys that failed for good in an earlier
 	// run; else they are passed over like done keys.
 	RetryErrors bool
@@ -151,7 +152,7 @@ func newEngine(client completer, stats *Stats, opts engineOptions) (*engine, err
 	if opts.Concurrency < 1 {
 		return nil, fmt.Errorf("concurrency must be at least 1, got %d", opts.Concurrency)
 	}
-	opts.Sampling.Samples = opts.Sampling.samples()
+	opts.Sampling.Samples = opts.Sampling.Count()
 	if opts.Retry.MaxAttempts < 1 {
 		opts.Retry.MaxAttempts = 1
 	}
@@ -199,7 +200,7 @@ func (e *engine) Stats() *Stats { return e.stats }
 func (e *engine) Drain() { e.drainOnce.Do(func() { close(e.drain) }) }
 
 // job is one key to request.
-type job struct {
+type task struct {
 	prompt dataset.Prompt
 	sample int
 	msgs   []Message
@@ -208,7 +209,7 @@ type job struct {
 	pending bool
 }
 
-func (j job) key() sink.Key { return sink.Key{ID: j.prompt.ID, Sample: j.sample} }
+func (j task) key() sink.Key { return sink.Key{ID: j.prompt.ID, Sample: j.sample} }
 
 // result is what a slot hands to the writer. The writer, not the slot,
 // reports the outcome to the stats once the sink has taken the record, so
@@ -288,7 +289,7 @@ func (e *engine) Run(ctx context.Context, src source, out resultSink) (Summary, 
 			e.opts.OnIntake()
 		}
 	})
-	workers := startPool(e.opts.Concurrency, e.lim, func(j job) {
+	workers := startPool(e.opts.Concurrency, e.lim, func(j task) {
 		if e.draining() || reqCtx.Err() != nil {
 			results <- result{pending: j.pending, key: j.key()} // taken after intake stopped: not started
 			return
@@ -302,7 +303,7 @@ func (e *engine) Run(ctx context.Context, src source, out resultSink) (Summary, 
 			r.tr.release()
 		}
 	})
-	ended, srcErr := e.produce(reqCtx, src, out, func(j job) {
+	ended, srcErr := e.produce(reqCtx, src, out, func(j task) {
 		intake()
 		workers.submit(j)
 	})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -106,7 +107,7 @@ func BenchmarkThroughput(b *testing.B) {
 	})
 	b.Run("minimal", func(b *testing.B) {
 		hc := &http.Client{Transport: newTransport(n, nil)}
-		body, _ := encodeRequest(wireRequest{Sampling: Sampling{Model: "test-model", MaxTokens: 64}, Messages: []Message{{Role: "user", Content: "prompt 1"}}})
+		body, _ := encodeRequest(wireRequest{Sampling: job.Sampling{Model: "test-model", MaxTokens: 64}, Messages: []Message{{Role: "user", Content: "prompt 1"}}})
 		measure(b, func(stop <-chan struct{}) {
 			var wg sync.WaitGroup
 			for range n {

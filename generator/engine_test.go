@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -105,7 +106,7 @@ func (c *countingServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func testOptions(n int) engineOptions {
 	return engineOptions{
-		Concurrency: n, Sampling: Sampling{Model: "test-model", MaxTokens: 64, Temperature: 0, TopP: 1, Samples: 1},
+		Concurrency: n, Sampling: job.Sampling{Model: "test-model", MaxTokens: 64, Temperature: 0, TopP: 1, Samples: 1},
 		Retry:        RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
 		SyncInterval: 50 * time.Millisecond,
 	}
@@ -381,7 +382,7 @@ func TestSinkFailureStopsTheRun(t *testing.T) {
 // TestEngineRunsOnce: an Engine's drain signal and stats belong to its one
 // Run; a second Run says so instead of running with a drained engine.
 func TestEngineRunsOnce(t *testing.T) {
-	eng, err := newEngine(nil, nil, engineOptions{Concurrency: 1, Sampling: Sampling{Model: "m"}})
+	eng, err := newEngine(nil, nil, engineOptions{Concurrency: 1, Sampling: job.Sampling{Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/synthgen/synthgen/generator/job"
 )
 
 // roomy answers "length" while max_tokens is below need, like a model
@@ -36,19 +38,19 @@ func (c *roomy) Complete(_ context.Context, req wireRequest, onDelta func(int)) 
 func TestOnLength(t *testing.T) {
 	tests := []struct {
 		name       string
-		policy     OnLength
+		policy     job.OnLength
 		maxTokens  int
 		need       int
 		params     map[string]any
 		wantSent   []int
 		wantFinish string
 	}{
-		{"keep", LengthKeep, 64, 200, nil, []int{64}, "length"},
+		{"keep", job.LengthKeep, 64, 200, nil, []int{64}, "length"},
 		{"default keeps", "", 64, 200, nil, []int{64}, "length"},
-		{"retry until it fits", LengthRetry, 64, 200, nil, []int{64, 128, 256}, "stop"},
-		{"retry up to the cap", LengthRetry, 32, 200, nil, []int{32, 64, 128}, "length"},
-		{"fits at once", LengthRetry, 256, 200, nil, []int{256}, "stop"},
-		{"the row's own max_tokens", LengthRetry, 64, 200, map[string]any{"max_tokens": 50}, []int{64}, "length"},
+		{"retry until it fits", job.LengthRetry, 64, 200, nil, []int{64, 128, 256}, "stop"},
+		{"retry up to the cap", job.LengthRetry, 32, 200, nil, []int{32, 64, 128}, "length"},
+		{"fits at once", job.LengthRetry, 256, 200, nil, []int{256}, "stop"},
+		{"the row's own max_tokens", job.LengthRetry, 64, 200, map[string]any{"max_tokens": 50}, []int{64}, "length"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -82,14 +82,14 @@ func (l *limiter) close() {
 // before it takes a key from jobs, so that at most lim's limit keys are
 // in flight and the producer's send blocks while all of them are.
 type pool struct {
-	jobs chan job
+	jobs chan task
 	lim  *limiter
 	g    errgroup.Group
 }
 
 // startPool starts workers workers that run each key they take with do.
-func startPool(workers int, lim *limiter, do func(job)) *pool {
-	p := &pool{jobs: make(chan job), lim: lim}
+func startPool(workers int, lim *limiter, do func(task)) *pool {
+	p := &pool{jobs: make(chan task), lim: lim}
 	for range workers {
 		p.g.Go(func() error {
 			for lim.acquire() {
@@ -108,7 +108,7 @@ func startPool(workers int, lim *limiter, do func(job)) *pool {
 }
 
 // submit hands j to a free worker, waiting while limit keys are in flight.
-func (p *pool) submit(j job) { p.jobs <- j }
+func (p *pool) submit(j task) { p.jobs <- j }
 
 // wait ends intake and returns once every worker has finished its key.
 func (p *pool) wait() {

@@ -19,7 +19,7 @@ import (
 // whether a key is asked: not when the directory held it (done, or failed
 // and errors are not retried), nor when this run asked it already (a
 // repeated id in the dataset).
-func (e *engine) produce(ctx context.Context, src source, out resultSink, start func(job)) (ended bool, err error) {
+func (e *engine) produce(ctx context.Context, src source, out resultSink, start func(task)) (ended bool, err error) {
 	held := out.Recovered()
 	asked := askedKeys{all: !e.opts.UniqueIDs}
 	if ss, ok := out.(seenSink); ok {
@@ -52,7 +52,7 @@ func (e *engine) produce(ctx context.Context, src source, out resultSink, start 
 			fmt.Fprintf(e.opts.Log, "note: rows ask for model %q (first at %s); every request goes to %q, the one model the server serves (endpoint.model)\n",
 				p.Model, p.Location, e.opts.Sampling.Model)
 		}
-		msgs := e.opts.Prompt.messages(p.Messages)
+		msgs := e.opts.Prompt.Messages(p.Messages)
 		byIndex := asked.byIndex(p)
 		for s := range e.opts.Sampling.Samples {
 			k := sink.Key{ID: p.ID, Sample: s}
@@ -73,7 +73,7 @@ func (e *engine) produce(ctx context.Context, src source, out resultSink, start 
 			if e.draining() || ctx.Err() != nil {
 				return false, nil
 			}
-			start(job{prompt: p, sample: s, msgs: msgs, pending: asked.add(k, byIndex)})
+			start(task{prompt: p, sample: s, msgs: msgs, pending: asked.add(k, byIndex)})
 		}
 		if byIndex {
 			asked.addRow(p.Index)

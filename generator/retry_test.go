@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -258,7 +259,7 @@ func writeStreamAnswer(w http.ResponseWriter, prompt string, cut bool) {
 // Retry-After.
 func retryOptions(stream bool, maxAttempts int) engineOptions {
 	return engineOptions{
-		Concurrency: 8, Sampling: Sampling{Model: "test-model", MaxTokens: 64, Temperature: 0.6, TopP: 0.95, Samples: 1},
+		Concurrency: 8, Sampling: job.Sampling{Model: "test-model", MaxTokens: 64, Temperature: 0.6, TopP: 0.95, Samples: 1},
 		Stream:       stream,
 		Retry:        RetryPolicy{MaxAttempts: maxAttempts, InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
 		SyncInterval: 20 * time.Millisecond,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -19,7 +20,7 @@ import (
 type Setup struct {
 	// Job is what is asked. An empty Sampling.Model takes the first model
 	// the server lists; Selection.Revision and Content are filled by Open.
-	Job Job
+	Job job.Job
 
 	BaseURL string // the OpenAI-compatible API, e.g. http://localhost:8000/v1
 	// BaseURLs, when set, are several replicas of one model (BaseURL is
@@ -75,7 +76,7 @@ type Runner struct {
 	status *statusWriter // status.json and report.json
 
 	setup Setup
-	job   Job
+	job   job.Job
 	rows  int64 // selected rows
 	// maxModelLen is the model's context from /v1/models (vLLM's
 	// max_model_len); 0 when the server does not list it.
@@ -127,7 +128,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	r.job.Sampling.Model, r.maxModelLen = model.ID, model.MaxModelLen
 	s.Stats.SetMaxModelLen(model.MaxModelLen)
 
-	sj, err := r.job.sinkJob(s.Version, s.Config)
+	sj, err := r.job.ManifestEntry(s.Version, s.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -138,10 +139,10 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 		SyncInterval: s.SyncInterval,
 		Force:        s.Force,
 		Job:          sj,
-		Check:        r.job.check(s.Dir, s.Force),
+		Check:        r.job.Check(s.Dir, s.Force),
 	})
 	if err != nil {
-		var me *MismatchError
+		var me *job.MismatchError
 		if errors.As(err, &me) {
 			return nil, err
 		}
@@ -226,7 +227,7 @@ func (r *Runner) pinDataset(ctx context.Context) (dataset.Options, error) {
 	s := r.setup
 	opts := dataset.Options{
 		Selection:     r.job.Selection,
-		Conversations: r.job.Prompt.whole(),
+		Conversations: r.job.Prompt.Whole(),
 		OnBadRow:      s.OnBadRow,
 		OnSkip:        s.OnSkip,
 		OnDownload:    s.OnDownload,
@@ -264,7 +265,7 @@ func (r *Runner) resumedRevision(path string) (string, error) {
 	if err != nil {
 		return "", nil // a new directory, or one the sink will report on
 	}
-	old, err := ManifestJob(r.setup.Dir, m.Job, m.Identity)
+	old, err := job.ManifestJob(r.setup.Dir, m.Job, m.Identity)
 	if err != nil || old.Selection.Path != path {
 		return "", nil
 	}
@@ -272,7 +273,7 @@ func (r *Runner) resumedRevision(path string) (string, error) {
 }
 
 // Job is the job as run: model resolved, dataset pinned.
-func (r *Runner) Job() Job { return r.job }
+func (r *Runner) Job() job.Job { return r.job }
 
 // MaxModelLen is the model's context as the server listed it (vLLM's
 // max_model_len); 0 when it did not say.

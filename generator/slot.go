@@ -17,12 +17,12 @@ import (
 // turns in sequence in this one slot (see conversation.go): the key is done
 // when all its turns are, and a failure or a stop on any turn leaves it
 // unwritten, to be asked whole again.
-func (e *engine) do(ctx, wait context.Context, route *router, j job) result {
+func (e *engine) do(ctx, wait context.Context, route *router, j task) result {
 	tr := e.stats.Begin()
 	start := time.Now()
 	c := &conversation{last: j.msgs}
-	if e.opts.Prompt.whole() && len(j.prompt.Conversation) > 0 {
-		c = &conversation{full: e.opts.Prompt.messages(j.prompt.Conversation)}
+	if e.opts.Prompt.Whole() && len(j.prompt.Conversation) > 0 {
+		c = &conversation{full: e.opts.Prompt.Messages(j.prompt.Conversation)}
 	}
 	for msgs := range c.requests() {
 		resp, attempts, fail := e.ask(ctx, wait, route, tr, j, msgs)
@@ -46,7 +46,7 @@ func (e *engine) do(ctx, wait context.Context, route *router, j job) result {
 // asked on resume). The answer is returned by value: a pointer to it cost
 // an allocation per request.
 // Each attempt goes to the endpoint route picks (endpoints.go).
-func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j job, msgs []Message) (resp wireResponse, attempts int, fail *sink.ErrorRecord) {
+func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j task, msgs []Message) (resp wireResponse, attempts int, fail *sink.ErrorRecord) {
 	req := wireRequest{Sampling: e.opts.Sampling, Messages: msgs, Params: j.prompt.Params, Stream: e.opts.Stream}
 	var onDelta func(int) // a plain answer has no deltas: no closure to allocate
 	if req.Stream {
@@ -70,7 +70,7 @@ func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j jo
 			ep.gate.answered(epoch)
 		}
 		if err == nil {
-			if next := e.opts.Sampling.moreRoom(req.MaxTokens, req.Params); r.FinishReason == "length" && next > 0 {
+			if next := e.opts.Sampling.MoreRoom(req.MaxTokens, req.Params); r.FinishReason == "length" && next > 0 {
 				// Cut at max_tokens, and the job asks for the whole
 				// answer: again, with more room (a new request, so a
 				// drain stops it like a retry).
@@ -137,7 +137,7 @@ func (e *engine) backoff(attempt int, retryAfter time.Duration) time.Duration {
 	return max(p.Delay(attempt), retryAfter)
 }
 
-func (e *engine) record(j job, c *conversation, latency time.Duration) *sink.Record {
+func (e *engine) record(j task, c *conversation, latency time.Duration) *sink.Record {
 	resp := c.final
 	model := resp.Model
 	if model == "" {

@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/internal/durable"
 )
 
@@ -92,17 +93,17 @@ type ReportConfig struct {
 }
 
 // newReportConfig summarizes job (as run: model resolved) run by s.
-func newReportConfig(job Job, s Setup) ReportConfig {
+func newReportConfig(j job.Job, s Setup) ReportConfig {
 	return ReportConfig{
 		BaseURL:      redactURLs(s.baseURLs()),
-		Model:        job.Sampling.Model,
-		Dataset:      job.Selection.Path,
-		Format:       job.Selection.Format,
-		Limit:        job.Selection.Limit,
-		Shard:        job.Selection.Shard.String(),
+		Model:        j.Sampling.Model,
+		Dataset:      j.Selection.Path,
+		Format:       j.Selection.Format,
+		Limit:        j.Selection.Limit,
+		Shard:        j.Selection.Shard.String(),
 		Concurrency:  s.Concurrency,
-		Samples:      job.Sampling.Samples,
-		MaxTokens:    job.Sampling.MaxTokens,
+		Samples:      j.Sampling.Samples,
+		MaxTokens:    j.Sampling.MaxTokens,
 		Stream:       s.Stream,
 		OutputFormat: s.Format,
 	}

@@ -208,8 +208,8 @@ func TestAutoRefusedWithoutVLLMMetrics(t *testing.T) {
 		})
 	})
 	dir := filepath.Join(t.TempDir(), "out")
-	job := cliJob{baseURL: base, data: cliDataset(t, 5, 0), dir: dir}
-	res := cliRun(t, job.args("--concurrency", "auto")...)
+	cj := cliJob{baseURL: base, data: cliDataset(t, 5, 0), dir: dir}
+	res := cliRun(t, cj.args("--concurrency", "auto")...)
 	if res.err == nil || exitCode(res.err) != exitUsage {
 		t.Fatalf("exit %v, want the usage exit; stderr:\n%s", res.err, res.stderr)
 	}

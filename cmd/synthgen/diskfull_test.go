@@ -29,11 +29,11 @@ func TestRunDiskFull(t *testing.T) {
 	for _, op := range []string{"write", "fsync"} {
 		t.Run(op, func(t *testing.T) {
 			_, url := cliMock(t, nil)
-			job := cliJob{baseURL: url, data: cliDataset(t, prompts, 0), dir: filepath.Join(t.TempDir(), "out")}
+			cj := cliJob{baseURL: url, data: cliDataset(t, prompts, 0), dir: filepath.Join(t.TempDir(), "out")}
 			// No sync but the one that closes a shard: the records of the
 			// third shard are in the page cache when its fsync fails.
-			args := job.args("--output.sync_interval", "1h", "--output.shard_size", fmt.Sprint(shard))
-			dataDir := filepath.Join(job.dir, "data") + string(filepath.Separator)
+			args := cj.args("--output.sync_interval", "1h", "--output.shard_size", fmt.Sprint(shard))
+			dataDir := filepath.Join(cj.dir, "data") + string(filepath.Separator)
 			var n atomic.Int32
 			restore := diskfault.Set(func(o, path string) error {
 				if o != op || !strings.HasPrefix(path, dataDir) {
@@ -56,8 +56,8 @@ func TestRunDiskFull(t *testing.T) {
 			if !errors.Is(r.err, syscall.ENOSPC) {
 				t.Errorf("the error does not unwrap to ENOSPC: %v", r.err)
 			}
-			want := fmt.Sprintf("no space left on device writing %s: ", filepath.Join(job.dir, "data", "part-000002.jsonl.open"))
-			wantEnd := fmt.Sprintf(" free on the filesystem of %s; free space, then run the same command to resume", job.dir)
+			want := fmt.Sprintf("no space left on device writing %s: ", filepath.Join(cj.dir, "data", "part-000002.jsonl.open"))
+			wantEnd := fmt.Sprintf(" free on the filesystem of %s; free space, then run the same command to resume", cj.dir)
 			if msg := r.err.Error(); !strings.HasPrefix(msg, want) || !strings.HasSuffix(msg, wantEnd) {
 				t.Errorf("the message is\n  %s\nwant\n  %s<free>%s", msg, want, wantEnd)
 			}
@@ -71,7 +71,7 @@ func TestRunDiskFull(t *testing.T) {
 				Written  int    `json:"written"`
 				Error    string `json:"error"`
 			}
-			if b, err := os.ReadFile(filepath.Join(job.dir, "report.json")); err != nil {
+			if b, err := os.ReadFile(filepath.Join(cj.dir, "report.json")); err != nil {
 				t.Errorf("report.json: %v", err)
 			} else if err := json.Unmarshal(b, &report); err != nil {
 				t.Errorf("report.json: %v", err)
@@ -79,7 +79,7 @@ func TestRunDiskFull(t *testing.T) {
 				t.Errorf("report.json says exit %d, written %d, error %q; want exit %d, written %d, no space left", report.ExitCode, report.Written, report.Error, exitFailure, durable)
 			}
 
-			inv, err := readInventory(job.dir) // whole records, each key once
+			inv, err := readInventory(cj.dir) // whole records, each key once
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,12 +94,12 @@ func TestRunDiskFull(t *testing.T) {
 			if exitCode(r.err) != exitFailure || !strings.Contains(fmt.Sprint(r.err), "no space left on device writing") {
 				t.Errorf("a resume on the still-full disk: exit %d, %v", exitCode(r.err), r.err)
 			}
-			if inv, err = readInventory(job.dir); err != nil {
+			if inv, err = readInventory(cj.dir); err != nil {
 				t.Fatal(err)
 			}
 
 			restore() // space freed
-			resumeAfterDiskFull(t, job, args, prompts, len(inv.Records))
+			resumeAfterDiskFull(t, cj, args, prompts, len(inv.Records))
 		})
 	}
 }
@@ -110,7 +110,7 @@ func TestRunDiskFull(t *testing.T) {
 // own: a request the failed run had sent when it stopped may reach the
 // first mock's handler after that run returned (a loaded machine runs the
 // handler late), and would be counted as the resume's.
-func resumeAfterDiskFull(t *testing.T, job cliJob, args []string, prompts, onDisk int) {
+func resumeAfterDiskFull(t *testing.T, cj cliJob, args []string, prompts, onDisk int) {
 	t.Helper()
 	m, url := cliMock(t, nil)
 	args = slices.Clone(args)
@@ -122,11 +122,11 @@ func resumeAfterDiskFull(t *testing.T, job cliJob, args []string, prompts, onDis
 	before := m.Stats().Requests
 	r := cliRun(t, args...)
 	r.ok(t, "resume after freeing space")
-	wantIDs(t, "resumed", cliRecords(t, job.dir), idRange(0, prompts)...)
+	wantIDs(t, "resumed", cliRecords(t, cj.dir), idRange(0, prompts)...)
 	if asked, missing := m.Stats().Requests-before, int64(prompts-onDisk); asked != missing {
 		t.Errorf("the resume asked %d prompts, want the %d missing from disk", asked, missing)
 	}
-	if inv, err := readInventory(job.dir); err != nil {
+	if inv, err := readInventory(cj.dir); err != nil {
 		t.Error(err)
 	} else if len(inv.Temps) > 0 {
 		t.Errorf("temporaries left after the job completed: %v", inv.Temps)

@@ -176,14 +176,14 @@ func TestRunSeveralEndpoints(t *testing.T) {
 	}
 	// A password in one URL reaches no file and no line.
 	urls[2] = strings.Replace(urls[2], "http://", "http://u:hunter2@", 1)
-	job := cliJob{baseURL: urls[0] + "," + urls[1], data: cliDataset(t, 60, 0), dir: filepath.Join(t.TempDir(), "out")}
+	cj := cliJob{baseURL: urls[0] + "," + urls[1], data: cliDataset(t, 60, 0), dir: filepath.Join(t.TempDir(), "out")}
 
-	first := cliRun(t, job.args("--dataset.limit", "30")...)
+	first := cliRun(t, cj.args("--dataset.limit", "30")...)
 	first.ok(t, "two endpoints")
-	job.baseURL = strings.Join(urls, ",")
-	second := cliRun(t, job.args()...)
+	cj.baseURL = strings.Join(urls, ",")
+	second := cliRun(t, cj.args()...)
 	second.ok(t, "three endpoints, resumed")
-	wantIDs(t, "records", cliRecords(t, job.dir), idRange(0, 60)...)
+	wantIDs(t, "records", cliRecords(t, cj.dir), idRange(0, 60)...)
 	if !strings.Contains(second.stderr, "resuming: 30 records") {
 		t.Errorf("the second run did not resume the first's 30 records:\n%s", second.stderr)
 	}
@@ -192,7 +192,7 @@ func TestRunSeveralEndpoints(t *testing.T) {
 	}
 
 	for _, name := range []string{reportFile, statusFile, "manifest.json"} {
-		b, err := os.ReadFile(filepath.Join(job.dir, name))
+		b, err := os.ReadFile(filepath.Join(cj.dir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +203,7 @@ func TestRunSeveralEndpoints(t *testing.T) {
 	if strings.Contains(second.stderr+second.stdout, "hunter2") {
 		t.Errorf("the run printed the password:\n%s", second.stderr)
 	}
-	b, err := os.ReadFile(filepath.Join(job.dir, reportFile))
+	b, err := os.ReadFile(filepath.Join(cj.dir, reportFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,8 +236,8 @@ func TestRunEndpointsModelCheck(t *testing.T) {
 	_, a := cliMock(t, nil)
 	other := httptest.NewServer(mockserver.New(mockserver.Options{Model: "other-model"}))
 	t.Cleanup(other.Close)
-	job := cliJob{baseURL: a + "," + other.URL + "/v1", data: cliDataset(t, 10, 0), dir: filepath.Join(t.TempDir(), "out")}
-	res := cliRun(t, job.args()...)
+	cj := cliJob{baseURL: a + "," + other.URL + "/v1", data: cliDataset(t, 10, 0), dir: filepath.Join(t.TempDir(), "out")}
+	res := cliRun(t, cj.args()...)
 	if res.err == nil {
 		t.Fatal("two endpoints serving different models: the run went on")
 	}
@@ -249,11 +249,11 @@ func TestRunEndpointsModelCheck(t *testing.T) {
 	gone := httptest.NewServer(http.NotFoundHandler())
 	goneURL := gone.URL + "/v1"
 	gone.Close()
-	job.baseURL = a + "," + goneURL
-	res = cliRun(t, job.args()...)
+	cj.baseURL = a + "," + goneURL
+	res = cliRun(t, cj.args()...)
 	res.ok(t, "one endpoint down at start")
 	if !strings.Contains(res.stderr, "warning: endpoint "+goneURL+" does not answer") {
 		t.Errorf("no warning naming the endpoint down at start:\n%s", res.stderr)
 	}
-	wantIDs(t, "records", cliRecords(t, job.dir), idRange(0, 10)...)
+	wantIDs(t, "records", cliRecords(t, cj.dir), idRange(0, 10)...)
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/internal/export"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -120,7 +120,7 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options) error {
 		return &exitError{code: exitFailure, err: fmt.Errorf("export: %s has no manifest.json: nothing says which model and settings made the records", dirs[0]),
 			hint: "run synthgen on the directory once (with --force to adopt its shards) to write the manifest"}
 	}
-	job, err := generator.ManifestJob(rep.Dir, rep.Manifest.Job, rep.Manifest.Legacy)
+	job, err := job.ManifestJob(rep.Dir, rep.Manifest.Job, rep.Manifest.Legacy)
 	if err != nil {
 		return &exitError{code: exitFailure, err: err}
 	}

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -85,18 +85,18 @@ func TestRunHubDatasetPinnedAcrossResumes(t *testing.T) {
 	t.Setenv("HF_HUB_OFFLINE", "")
 	t.Setenv("SYNTHGEN_CACHE_DIR", t.TempDir())
 	_, base := cliMock(t, nil)
-	job := cliJob{baseURL: base, data: "hf://acme/blend", dir: filepath.Join(t.TempDir(), "out")}
+	cj := cliJob{baseURL: base, data: "hf://acme/blend", dir: filepath.Join(t.TempDir(), "out")}
 
-	r := cliRun(t, job.args("--dataset.limit", "5")...)
+	r := cliRun(t, cj.args("--dataset.limit", "5")...)
 	r.ok(t, "first run")
 	if !strings.Contains(r.stderr, "hf://acme/blend is hf://acme/blend@"+commitA) {
 		t.Errorf("the run does not say which commit it reads:\n%s", r.stderr)
 	}
-	m, err := sink.ReadManifest(job.dir)
+	m, err := sink.ReadManifest(cj.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored, err := generator.ManifestJob(job.dir, m.Job, m.Identity)
+	stored, err := job.ManifestJob(cj.dir, m.Job, m.Identity)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,13 +107,13 @@ func TestRunHubDatasetPinnedAcrossResumes(t *testing.T) {
 	hub.mu.Lock()
 	hub.main = commitB
 	hub.mu.Unlock()
-	r = cliRun(t, job.args("--dataset.limit", "8")...)
+	r = cliRun(t, cj.args("--dataset.limit", "8")...)
 	r.ok(t, "resume after the branch moved")
 	hs.Close() // a resume needs no network for the dataset
-	r = cliRun(t, job.args("--dataset.limit", "10")...)
+	r = cliRun(t, cj.args("--dataset.limit", "10")...)
 	r.ok(t, "resume with the Hub unreachable")
-	wantIDs(t, "records", cliRecords(t, job.dir), idRange(0, 10)...)
-	for _, rec := range readAllRecords(t, job.dir) {
+	wantIDs(t, "records", cliRecords(t, cj.dir), idRange(0, 10)...)
+	for _, rec := range readAllRecords(t, cj.dir) {
 		if q := rec.Messages[len(rec.Messages)-1].Content; !strings.HasPrefix(q, "A question ") {
 			t.Errorf("record %s was asked %q: not a row of the pinned commit", rec.ID, q)
 		}

@@ -30,7 +30,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -99,7 +99,7 @@ a DIR is not an output directory.`,
 // figures plus the join with the dataset.
 type inspectDir struct {
 	*sink.Report
-	Dataset *generator.Plan `json:"dataset,omitempty"`
+	Dataset *job.Plan `json:"dataset,omitempty"`
 }
 
 // inspectOutput is the whole --json document.
@@ -141,7 +141,7 @@ func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
 // datasetPath when it is not empty).
 func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath string) (inspectOutput, error) {
 	out := inspectOutput{OK: true}
-	var planner generator.Planner
+	var planner job.Planner
 	var targets []joinTarget
 	for _, dir := range dirs {
 		rep, err := sink.Inspect(dir)
@@ -149,7 +149,7 @@ func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath string) (insp
 			return out, usageError(err, "give the output.dir of a run (the directory holding manifest.json and data/)")
 		}
 		if m := rep.Manifest; m != nil {
-			if n := generator.MixedJobs(dir, m.JobHash, m.Jobs, m.Runs); n != "" {
+			if n := job.MixedJobs(dir, m.JobHash, m.Jobs, m.Runs); n != "" {
 				rep.Notes = append(rep.Notes, n)
 			}
 		}
@@ -175,7 +175,7 @@ func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath string) (insp
 				out.Notes = append(out.Notes, n)
 			}
 			if len(targets) == len(dirs) {
-				jobs := make([]generator.Job, len(targets))
+				jobs := make([]job.Job, len(targets))
 				for i, t := range targets {
 					jobs[i] = t.job
 				}
@@ -267,27 +267,27 @@ func pluralNum(n int64, one, many string) string {
 // against the dataset.
 type joinTarget struct {
 	rep *sink.Report
-	job generator.Job
+	job job.Job
 }
 
 // jobOfReport is the job a directory's manifest records, with the shard
 // forced by --shard when given; false when the directory has no manifest
 // or it cannot be read as a job (the report says why).
-func jobOfReport(rep *sink.Report, forced *dataset.Shard) (generator.Job, bool) {
+func jobOfReport(rep *sink.Report, forced *dataset.Shard) (job.Job, bool) {
 	m := rep.Manifest
 	if m == nil {
-		return generator.Job{}, false
+		return job.Job{}, false
 	}
-	job, err := generator.ManifestJob(rep.Dir, m.Job, m.Legacy)
+	j, err := job.ManifestJob(rep.Dir, m.Job, m.Legacy)
 	if err != nil {
 		rep.Problems = append(rep.Problems, err.Error())
-		return generator.Job{}, false
+		return job.Job{}, false
 	}
-	job.Selection.Limit = m.Limit
+	j.Selection.Limit = m.Limit
 	if forced != nil {
-		job.Selection.Shard = *forced
+		j.Selection.Shard = *forced
 	}
-	return job, true
+	return j, true
 }
 
 // missingShards says which shards of an i/n split are not among the
@@ -333,7 +333,7 @@ func (p *inspectPrinter) dir(d inspectDir, title string) {
 	p.printf("== %s ==\n", title)
 	if m := r.Manifest; m != nil && len(r.Dirs) == 0 {
 		model := ""
-		if job, err := generator.ManifestJob(r.Dir, m.Job, m.Legacy); err == nil {
+		if job, err := job.ManifestJob(r.Dir, m.Job, m.Legacy); err == nil {
 			model = job.Sampling.Model
 		}
 		p.printf("made by synthgen %s, identity %.12s, model %s\n", m.Version, m.JobHash, orNone(model))
@@ -361,7 +361,7 @@ func (p *inspectPrinter) dir(d inspectDir, title string) {
 }
 
 // planLines: the directory against its job's selection of the dataset.
-func planLines(tw io.Writer, j *generator.Plan) {
+func planLines(tw io.Writer, j *job.Plan) {
 	what := j.Path
 	if j.Shard != "" {
 		what += " shard " + j.Shard

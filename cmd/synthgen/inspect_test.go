@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -41,17 +41,17 @@ func inspectFixture(t *testing.T, format, datasetPath string, ids, failed []int,
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := generator.Job{
+	j := job.Job{
 		Selection: dataset.Selection{Path: datasetPath, Format: "auto", Shard: sh},
-		Sampling:  generator.Sampling{Model: "m", Samples: 1},
+		Sampling:  job.Sampling{Model: "m", Samples: 1},
 	}
-	spec, err := json.Marshal(job)
+	spec, err := json.Marshal(j)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s, err := sink.Open(sink.Options{
 		Dir: dir, Format: format, ShardSize: 4,
-		Job: sink.Job{Version: "test", Spec: spec, Hash: job.Hash()},
+		Job: sink.Job{Version: "test", Spec: spec, Hash: j.Hash()},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +173,7 @@ func TestInspectCmdPlanted(t *testing.T) {
 					Duplicates []sink.Duplicate   `json:"duplicates"`
 					Shards     []sink.ShardReport `json:"shards"`
 					Problems   []string           `json:"problems"`
-					Dataset    generator.Plan     `json:"dataset"`
+					Dataset    job.Plan           `json:"dataset"`
 				} `json:"dirs"`
 			}
 			if err := json.Unmarshal([]byte(out), &doc); err != nil {

@@ -22,11 +22,11 @@ import (
 // directory. It is refused, naming both values, and nothing is asked.
 func TestRunRefusesAnotherShard(t *testing.T) {
 	m, url := cliMock(t, nil)
-	job := cliJob{baseURL: url, data: cliDataset(t, 12, 0), dir: filepath.Join(t.TempDir(), "out")}
-	cliRun(t, job.args("--shard", "0/2")...).ok(t, "shard 0/2")
+	cj := cliJob{baseURL: url, data: cliDataset(t, 12, 0), dir: filepath.Join(t.TempDir(), "out")}
+	cliRun(t, cj.args("--shard", "0/2")...).ok(t, "shard 0/2")
 	before := m.Stats().Requests
 
-	r := cliRun(t, job.args("--shard", "1/2")...)
+	r := cliRun(t, cj.args("--shard", "1/2")...)
 	if exitCode(r.err) != exitUsage {
 		t.Fatalf("resume with --shard 1/2: exit %d (%v), want %d", exitCode(r.err), r.err, exitUsage)
 	}
@@ -36,15 +36,15 @@ func TestRunRefusesAnotherShard(t *testing.T) {
 	if got := m.Stats().Requests - before; got != 0 {
 		t.Errorf("%d requests sent by a refused run", got)
 	}
-	wantIDs(t, "after the refusal", cliRecords(t, job.dir), "0", "2", "4", "6", "8", "10")
+	wantIDs(t, "after the refusal", cliRecords(t, cj.dir), "0", "2", "4", "6", "8", "10")
 
 	// The whole dataset is another selection too.
-	r = cliRun(t, job.args()...)
+	r = cliRun(t, cj.args()...)
 	if exitCode(r.err) != exitUsage || !strings.Contains(r.err.Error(), "shard: 0/2 (on disk) -> all (now)") {
 		t.Errorf("resume without --shard: exit %d, %v; want a refusal naming 0/2 -> all", exitCode(r.err), r.err)
 	}
 	// The same shard resumes.
-	cliRun(t, job.args("--shard", "0/2")...).ok(t, "shard 0/2 again")
+	cliRun(t, cj.args("--shard", "0/2")...).ok(t, "shard 0/2 again")
 }
 
 // TestRunRefusesEditedDataset: ids are row indices, so a dataset file
@@ -53,17 +53,17 @@ func TestRunRefusesAnotherShard(t *testing.T) {
 // the directory is left as it was.
 func TestRunRefusesEditedDataset(t *testing.T) {
 	m, url := cliMock(t, nil)
-	job := cliJob{baseURL: url, data: cliDataset(t, 10, 0), dir: filepath.Join(t.TempDir(), "out")}
-	cliRun(t, job.args("--dataset.limit", "6")...).ok(t, "first run")
-	manifest := readFileT(t, filepath.Join(job.dir, "manifest.json"))
+	cj := cliJob{baseURL: url, data: cliDataset(t, 10, 0), dir: filepath.Join(t.TempDir(), "out")}
+	cliRun(t, cj.args("--dataset.limit", "6")...).ok(t, "first run")
+	manifest := readFileT(t, filepath.Join(cj.dir, "manifest.json"))
 
-	rows := strings.SplitAfter(string(readFileT(t, job.data)), "\n")
+	rows := strings.SplitAfter(string(readFileT(t, cj.data)), "\n")
 	rows[0], rows[1] = rows[1], rows[0]
-	if err := os.WriteFile(job.data, []byte(strings.Join(rows, "")), 0o644); err != nil {
+	if err := os.WriteFile(cj.data, []byte(strings.Join(rows, "")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	before := m.Stats().Requests
-	r := cliRun(t, job.args()...)
+	r := cliRun(t, cj.args()...)
 	if exitCode(r.err) != exitUsage {
 		t.Fatalf("resume after the edit: exit %d (%v), want %d", exitCode(r.err), r.err, exitUsage)
 	}
@@ -75,22 +75,22 @@ func TestRunRefusesEditedDataset(t *testing.T) {
 	if got := m.Stats().Requests - before; got != 0 {
 		t.Errorf("%d requests sent by a refused run", got)
 	}
-	if got := readFileT(t, filepath.Join(job.dir, "manifest.json")); string(got) != string(manifest) {
+	if got := readFileT(t, filepath.Join(cj.dir, "manifest.json")); string(got) != string(manifest) {
 		t.Error("a refused run changed the manifest")
 	}
-	wantIDs(t, "after the refusal", cliRecords(t, job.dir), idRange(0, 6)...)
+	wantIDs(t, "after the refusal", cliRecords(t, cj.dir), idRange(0, 6)...)
 
 	// inspect, which counts the directory against the dataset, says the
 	// ids no longer name the rows the records answer.
-	out, err := runInspectCmd(t, job.dir)
+	out, err := runInspectCmd(t, cj.dir)
 	if exitCode(err) != exitFailure || !strings.Contains(out, "not the ones this directory was made from") {
 		t.Errorf("inspect after the edit: exit %d (%v), want 1 and the change named:\n%s", exitCode(err), err, out)
 	}
 
 	// --force takes the edited file as the dataset from now on, and says so
 	// in the run's notes.
-	cliRun(t, job.args("--force")...).ok(t, "forced")
-	cliRun(t, job.args()...).ok(t, "after the force")
+	cliRun(t, cj.args("--force")...).ok(t, "forced")
+	cliRun(t, cj.args()...).ok(t, "after the force")
 }
 
 // TestRunSameDatasetTwoPaths: one file named by a relative path, then by
@@ -99,12 +99,12 @@ func TestRunSameDatasetTwoPaths(t *testing.T) {
 	m, url := cliMock(t, nil)
 	data := cliDataset(t, 8, 0)
 	t.Chdir(filepath.Dir(data))
-	job := cliJob{baseURL: url, data: filepath.Base(data), dir: filepath.Join(t.TempDir(), "out")}
-	cliRun(t, job.args()...).ok(t, "relative path")
+	cj := cliJob{baseURL: url, data: filepath.Base(data), dir: filepath.Join(t.TempDir(), "out")}
+	cliRun(t, cj.args()...).ok(t, "relative path")
 	before := m.Stats().Requests
 
-	job.data = data
-	r := cliRun(t, job.args()...)
+	cj.data = data
+	r := cliRun(t, cj.args()...)
 	r.ok(t, "absolute path")
 	if got := m.Stats().Requests - before; got != 0 {
 		t.Errorf("the same file by its absolute path asked %d requests, want none", got)

@@ -41,8 +41,8 @@ func readStatus(t *testing.T, dir string) generator.StatusRecord {
 // still writes every record and exits 0.
 func TestRunWarnsWithoutReasoningParser(t *testing.T) {
 	_, url := noParserMock(t)
-	job := cliJob{baseURL: url, data: cliDataset(t, 60, 0), dir: filepath.Join(t.TempDir(), "out")}
-	r := cliRun(t, job.args()...)
+	cj := cliJob{baseURL: url, data: cliDataset(t, 60, 0), dir: filepath.Join(t.TempDir(), "out")}
+	r := cliRun(t, cj.args()...)
 	r.ok(t, "no parser")
 	if n := strings.Count(r.stderr, "warning: "); n != 1 {
 		t.Errorf("stderr has %d warnings, want the one, once:\n%s", n, r.stderr)
@@ -52,8 +52,8 @@ func TestRunWarnsWithoutReasoningParser(t *testing.T) {
 			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
 		}
 	}
-	wantIDs(t, "no parser", cliRecords(t, job.dir), idRange(0, 60)...)
-	st := readStatus(t, job.dir)
+	wantIDs(t, "no parser", cliRecords(t, cj.dir), idRange(0, 60)...)
+	st := readStatus(t, cj.dir)
 	if len(st.Warnings) != 1 || !strings.Contains(st.Warnings[0], "--reasoning-parser") {
 		t.Errorf("status.json warnings %q, want the one about --reasoning-parser", st.Warnings)
 	}
@@ -63,7 +63,7 @@ func TestRunWarnsWithoutReasoningParser(t *testing.T) {
 
 	// A server with a parser: no warning, no warnings field.
 	_, good := cliMock(t, nil)
-	job2 := cliJob{baseURL: good, data: job.data, dir: filepath.Join(t.TempDir(), "out")}
+	job2 := cliJob{baseURL: good, data: cj.data, dir: filepath.Join(t.TempDir(), "out")}
 	r = cliRun(t, job2.args("--dataset.limit", "25")...)
 	r.ok(t, "parser")
 	if strings.Contains(r.stderr, "warning") {
@@ -80,8 +80,8 @@ func TestRunWarnsWithoutReasoningParser(t *testing.T) {
 // against a fixed server resumes).
 func TestRunRequireReasoning(t *testing.T) {
 	m, url := noParserMock(t)
-	job := cliJob{baseURL: url, data: cliDataset(t, 200, 0), dir: filepath.Join(t.TempDir(), "out")}
-	r := cliRun(t, job.args("--generation.require_reasoning", "--concurrency", "2")...)
+	cj := cliJob{baseURL: url, data: cliDataset(t, 200, 0), dir: filepath.Join(t.TempDir(), "out")}
+	r := cliRun(t, cj.args("--generation.require_reasoning", "--concurrency", "2")...)
 	if code := exitCode(r.err); r.err == nil || code != exitFailure {
 		t.Fatalf("exit %d (%v), want %d\nstderr:\n%s", code, r.err, exitFailure, r.stderr)
 	}
@@ -93,20 +93,20 @@ func TestRunRequireReasoning(t *testing.T) {
 	if got := m.Stats().Requests; got >= 200 || got < 20 {
 		t.Errorf("%d requests: want the run stopped soon after 20 of 200", got)
 	}
-	written := cliRecords(t, job.dir)
+	written := cliRecords(t, cj.dir)
 	if len(written) < 20 {
 		t.Errorf("%d records kept, want the first 20 answers at least", len(written))
 	}
-	st := readStatus(t, job.dir)
+	st := readStatus(t, cj.dir)
 	if st.State != generator.StateFailed || len(st.Warnings) != 1 {
 		t.Errorf("status.json state %q warnings %q, want failed with the warning", st.State, st.Warnings)
 	}
 
 	// The fixed server: the same command resumes, asking only the rest.
 	_, good := cliMock(t, nil)
-	job.baseURL = good
-	cliRun(t, job.args("--generation.require_reasoning")...).ok(t, "fixed server")
-	wantIDs(t, "resumed", cliRecords(t, job.dir), idRange(0, 200)...)
+	cj.baseURL = good
+	cliRun(t, cj.args("--generation.require_reasoning")...).ok(t, "fixed server")
+	wantIDs(t, "resumed", cliRecords(t, cj.dir), idRange(0, 200)...)
 }
 
 // TestInspectReasoningShares: inspect gives the share of records without

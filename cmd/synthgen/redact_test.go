@@ -67,7 +67,7 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 			}
 		})
 	})
-	job := cliJob{baseURL: url, data: cliDataset(t, 6, 0), dir: filepath.Join(t.TempDir(), "out")}
+	cj := cliJob{baseURL: url, data: cliDataset(t, 6, 0), dir: filepath.Join(t.TempDir(), "out")}
 	leaks := func(what, text string) {
 		t.Helper()
 		if strings.Contains(text, key) {
@@ -75,11 +75,11 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 		}
 	}
 
-	r := cliRun(t, job.args("--metrics-addr", metricsAddr, "--concurrency", "1")...)
+	r := cliRun(t, cj.args("--metrics-addr", metricsAddr, "--concurrency", "1")...)
 	if exitCode(r.err) != exitIncomplete {
 		t.Fatalf("exit %d (%v), want %d\nstderr:\n%s", exitCode(r.err), r.err, exitIncomplete, r.stderr)
 	}
-	errs := cliErrors(t, job.dir)
+	errs := cliErrors(t, cj.dir)
 	if len(errs) != 3 {
 		t.Fatalf("error records %+v, want 3 (questions 1, 2, 3)", errs)
 	}
@@ -91,7 +91,7 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 	leaks("stdout", r.stdout)
 	leaks("stderr", r.stderr)
 	leaks("the run's error", r.err.Error()+r.hint())
-	err := filepath.WalkDir(job.dir, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(cj.dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -107,7 +107,7 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 		t.Errorf("--metrics-addr was not scraped during the run: %q", page)
 	}
 	leaks("--metrics-addr", page)
-	out, _ := runInspectCmd(t, job.dir)
+	out, _ := runInspectCmd(t, cj.dir)
 	leaks("inspect", out)
 	if !strings.Contains(out, "[redacted]") && !strings.Contains(out, "http_401") {
 		t.Logf("inspect output:\n%s", out)
@@ -115,7 +115,7 @@ func TestAPIKeyNeverLeaks(t *testing.T) {
 
 	// At start, the model check's refusal is what the person reads.
 	modelsEcho.Store(true)
-	r = cliRun(t, cliJob{baseURL: url, data: job.data, dir: filepath.Join(t.TempDir(), "out")}.args()...)
+	r = cliRun(t, cliJob{baseURL: url, data: cj.data, dir: filepath.Join(t.TempDir(), "out")}.args()...)
 	if r.err == nil {
 		t.Fatal("a 401 on /v1/models did not stop the run")
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/synthgen/synthgen/config"
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/job"
 )
 
 // runFlags are the run flags that are not config keys.
@@ -255,8 +256,8 @@ func warnUnknownEnv(w io.Writer, cfg config.Config) {
 
 // jobOf is the job a configuration asks: the one place config keys become
 // the typed job that the manifest stores and resumes compare.
-func jobOf(cfg config.Config, shard dataset.Shard) generator.Job {
-	return generator.Job{
+func jobOf(cfg config.Config, shard dataset.Shard) job.Job {
+	return job.Job{
 		Selection: dataset.Selection{
 			Path:        cfg.Dataset.Path,
 			Format:      cfg.Dataset.Format,
@@ -266,21 +267,21 @@ func jobOf(cfg config.Config, shard dataset.Shard) generator.Job {
 			Limit:       cfg.Dataset.Limit,
 			Shard:       shard,
 		},
-		Prompt: generator.Prompting{SystemPrompt: cfg.Generation.SystemPrompt, Turns: generator.Turns(cfg.Generation.Turns)},
-		Sampling: generator.Sampling{
+		Prompt: job.Prompting{SystemPrompt: cfg.Generation.SystemPrompt, Turns: job.Turns(cfg.Generation.Turns)},
+		Sampling: job.Sampling{
 			Model:       cfg.Endpoint.Model,
 			MaxTokens:   cfg.Generation.MaxTokens,
 			Temperature: cfg.Generation.Temperature,
 			TopP:        cfg.Generation.TopP,
 			Extra:       cfg.Generation.ExtraBody,
 			Samples:     cfg.Generation.N,
-			OnLength:    generator.OnLength(cfg.Generation.OnLength),
+			OnLength:    job.OnLength(cfg.Generation.OnLength),
 		},
 	}
 }
 
 // runSetup is how the configuration runs job.
-func runSetup(cfg config.Config, rf runFlags, job generator.Job, stats *generator.Stats, stderr io.Writer) generator.Setup {
+func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *generator.Stats, stderr io.Writer) generator.Setup {
 	return generator.Setup{
 		Job:          job,
 		BaseURL:      cfg.Endpoint.BaseURL,
@@ -322,7 +323,7 @@ func openError(err error) error {
 		de *generator.DatasetError
 		me *generator.ModelError
 		se *generator.ServerError
-		mm *generator.MismatchError
+		mm *job.MismatchError
 	)
 	switch {
 	case errors.As(err, &de) && de.Hub:

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -235,38 +235,38 @@ func idRange(from, to int) []string {
 // says there is nothing to do.
 func TestRunLimitGrowsAndShrinks(t *testing.T) {
 	m, url := cliMock(t, nil)
-	job := cliJob{baseURL: url, data: cliDataset(t, 60, 0), dir: filepath.Join(t.TempDir(), "out")}
+	cj := cliJob{baseURL: url, data: cliDataset(t, 60, 0), dir: filepath.Join(t.TempDir(), "out")}
 
-	r := cliRun(t, job.args("--dataset.limit", "20")...)
+	r := cliRun(t, cj.args("--dataset.limit", "20")...)
 	r.ok(t, "limit 20")
 	if got := m.Stats().Requests; got != 20 {
 		t.Errorf("limit 20: %d requests, want 20", got)
 	}
-	wantIDs(t, "limit 20", cliRecords(t, job.dir), idRange(0, 20)...)
+	wantIDs(t, "limit 20", cliRecords(t, cj.dir), idRange(0, 20)...)
 	if !strings.Contains(r.stdout, "done 20/20") {
 		t.Errorf("limit 20: the summary on stdout does not say done 20/20:\n%s", r.stdout)
 	}
 	t.Logf("limit 20: %v", r.took)
 
 	before := m.Stats().Requests
-	r = cliRun(t, job.args("--dataset.limit", "50")...)
+	r = cliRun(t, cj.args("--dataset.limit", "50")...)
 	r.ok(t, "limit 50")
 	if got := m.Stats().Requests - before; got != 30 {
 		t.Errorf("limit 20 -> 50: %d requests, want only the 30 new rows", got)
 	}
-	wantIDs(t, "limit 50", cliRecords(t, job.dir), idRange(0, 50)...)
+	wantIDs(t, "limit 50", cliRecords(t, cj.dir), idRange(0, 50)...)
 	if !strings.Contains(r.stderr, "resuming: 20 records") {
 		t.Errorf("limit 50: stderr does not say it resumes from 20 records:\n%s", r.stderr)
 	}
 	t.Logf("limit 50: %v", r.took)
 
 	before = m.Stats().Requests
-	r = cliRun(t, job.args("--dataset.limit", "10")...)
+	r = cliRun(t, cj.args("--dataset.limit", "10")...)
 	r.ok(t, "limit 10")
 	if got := m.Stats().Requests - before; got != 0 {
 		t.Errorf("limit 50 -> 10: %d requests, want none", got)
 	}
-	wantIDs(t, "limit 10", cliRecords(t, job.dir), idRange(0, 50)...)
+	wantIDs(t, "limit 10", cliRecords(t, cj.dir), idRange(0, 50)...)
 	var said string
 	for _, line := range strings.Split(r.stderr, "\n") {
 		if strings.Contains(line, "nothing to do") {
@@ -290,12 +290,12 @@ func TestRunLimitGrowsAndShrinks(t *testing.T) {
 // manifest remembers that run was forced.
 func TestRunRefusesChangedSamplingParameter(t *testing.T) {
 	m, url := cliMock(t, nil)
-	job := cliJob{baseURL: url, data: cliDataset(t, 10, 0), dir: filepath.Join(t.TempDir(), "out")}
+	cj := cliJob{baseURL: url, data: cliDataset(t, 10, 0), dir: filepath.Join(t.TempDir(), "out")}
 
-	cliRun(t, job.args("--dataset.limit", "5", "--generation.temperature", "0.6")...).ok(t, "temperature 0.6")
+	cliRun(t, cj.args("--dataset.limit", "5", "--generation.temperature", "0.6")...).ok(t, "temperature 0.6")
 
 	before := m.Stats().Requests
-	r := cliRun(t, job.args("--dataset.limit", "5", "--generation.temperature", "0.9")...)
+	r := cliRun(t, cj.args("--dataset.limit", "5", "--generation.temperature", "0.9")...)
 	if code := exitCode(r.err); code != exitUsage {
 		t.Fatalf("temperature 0.6 -> 0.9: exit %d (%v), want %d", code, r.err, exitUsage)
 	}
@@ -311,13 +311,13 @@ func TestRunRefusesChangedSamplingParameter(t *testing.T) {
 	t.Logf("refused: %s", msg)
 
 	before = m.Stats().Requests
-	r = cliRun(t, job.args("--dataset.limit", "8", "--generation.temperature", "0.9", "--force")...)
+	r = cliRun(t, cj.args("--dataset.limit", "8", "--generation.temperature", "0.9", "--force")...)
 	r.ok(t, "--force")
 	if got := m.Stats().Requests - before; got != 3 {
 		t.Errorf("forced run: %d requests, want the 3 new rows", got)
 	}
-	wantIDs(t, "forced", cliRecords(t, job.dir), idRange(0, 8)...)
-	man, err := sink.ReadManifest(job.dir)
+	wantIDs(t, "forced", cliRecords(t, cj.dir), idRange(0, 8)...)
+	man, err := sink.ReadManifest(cj.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func TestRunRefusesChangedSamplingParameter(t *testing.T) {
 	if !last.Forced || !strings.Contains(strings.Join(last.Notes, "\n"), "generation.temperature: 0.6 -> 0.9") {
 		t.Errorf("forced run recorded as forced=%v notes=%q; want forced with generation.temperature: 0.6 -> 0.9", last.Forced, last.Notes)
 	}
-	stored, err := generator.ManifestJob(job.dir, man.Job, man.Identity)
+	stored, err := job.ManifestJob(cj.dir, man.Job, man.Identity)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,12 +344,12 @@ func TestRunRefusesChangedSamplingParameter(t *testing.T) {
 // anything starts, naming the file, the key and the key it probably means.
 func TestRunUnknownConfigKey(t *testing.T) {
 	m, url := cliMock(t, nil)
-	job := cliJob{baseURL: url, data: cliDataset(t, 5, 0), dir: filepath.Join(t.TempDir(), "out")}
+	cj := cliJob{baseURL: url, data: cliDataset(t, 5, 0), dir: filepath.Join(t.TempDir(), "out")}
 	cfg := filepath.Join(t.TempDir(), "job.yaml")
 	if err := os.WriteFile(cfg, []byte("generation:\n  max_tokens: 64\n  temprature: 0.7\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := cliRun(t, job.args("--config", cfg)...)
+	r := cliRun(t, cj.args("--config", cfg)...)
 	if code := exitCode(r.err); code != exitUsage {
 		t.Fatalf("exit %d (%v), want %d", code, r.err, exitUsage)
 	}
@@ -363,7 +363,7 @@ func TestRunUnknownConfigKey(t *testing.T) {
 		t.Errorf("%d requests sent despite a bad config", m.Stats().Requests)
 	}
 	t.Logf("refused: %s (hint: %s)", msg, r.hint())
-	if _, err := os.Stat(job.dir); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(cj.dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("output dir created despite a bad config (stat: %v)", err)
 	}
 }
@@ -373,27 +373,27 @@ func TestRunUnknownConfigKey(t *testing.T) {
 // kept, and a rerun with skip resumes past it.
 func TestRunBadRowFails(t *testing.T) {
 	m, url := cliMock(t, nil)
-	job := cliJob{baseURL: url, data: cliDataset(t, 10, 6), dir: filepath.Join(t.TempDir(), "out")}
+	cj := cliJob{baseURL: url, data: cliDataset(t, 10, 6), dir: filepath.Join(t.TempDir(), "out")}
 
-	r := cliRun(t, job.args("--dataset.on_bad_row", "fail", "--concurrency", "4")...)
+	r := cliRun(t, cj.args("--dataset.on_bad_row", "fail", "--concurrency", "4")...)
 	if code := exitCode(r.err); code != exitUsage {
 		t.Fatalf("exit %d (%v), want %d", code, r.err, exitUsage)
 	}
-	if want := job.data + ":6"; !strings.Contains(r.err.Error(), want) {
+	if want := cj.data + ":6"; !strings.Contains(r.err.Error(), want) {
 		t.Errorf("message does not name %s:\n%v", want, r.err)
 	}
-	wantIDs(t, "on_bad_row fail", cliRecords(t, job.dir), idRange(0, 5)...)
+	wantIDs(t, "on_bad_row fail", cliRecords(t, cj.dir), idRange(0, 5)...)
 	t.Logf("stopped: %v (hint: %s)", r.err, r.hint())
 
 	before := m.Stats().Requests
-	r = cliRun(t, job.args("--dataset.on_bad_row", "skip")...)
+	r = cliRun(t, cj.args("--dataset.on_bad_row", "skip")...)
 	r.ok(t, "on_bad_row skip")
 	if got := m.Stats().Requests - before; got != 4 {
 		t.Errorf("rerun with skip: %d requests, want the 4 rows after the bad one", got)
 	}
-	wantIDs(t, "on_bad_row skip", cliRecords(t, job.dir), append(idRange(0, 5), idRange(6, 10)...)...)
-	if !strings.Contains(r.stderr, job.data+":6") {
-		t.Errorf("rerun with skip: stderr does not report the skipped row as %s:6:\n%s", job.data, r.stderr)
+	wantIDs(t, "on_bad_row skip", cliRecords(t, cj.dir), append(idRange(0, 5), idRange(6, 10)...)...)
+	if !strings.Contains(r.stderr, cj.data+":6") {
+		t.Errorf("rerun with skip: stderr does not report the skipped row as %s:6:\n%s", cj.data, r.stderr)
 	}
 }
 
@@ -427,9 +427,9 @@ func TestRunFailedRequestThenRetryErrors(t *testing.T) {
 			next.ServeHTTP(w, r)
 		})
 	})
-	job := cliJob{baseURL: url, data: cliDataset(t, 8, 0), dir: filepath.Join(t.TempDir(), "out")}
+	cj := cliJob{baseURL: url, data: cliDataset(t, 8, 0), dir: filepath.Join(t.TempDir(), "out")}
 
-	r := cliRun(t, job.args()...)
+	r := cliRun(t, cj.args()...)
 	if code := exitCode(r.err); code != exitIncomplete {
 		t.Fatalf("exit %d (%v), want %d\nstderr:\n%s", code, r.err, exitIncomplete, r.stderr)
 	}
@@ -439,8 +439,8 @@ func TestRunFailedRequestThenRetryErrors(t *testing.T) {
 	if got := refused.Load(); got != 1 {
 		t.Errorf("the 400 prompt was sent %d times, want once", got)
 	}
-	wantIDs(t, "with a 400", cliRecords(t, job.dir), "0", "1", "2", "4", "5", "6", "7")
-	errs := cliErrors(t, job.dir)
+	wantIDs(t, "with a 400", cliRecords(t, cj.dir), "0", "1", "2", "4", "5", "6", "7")
+	errs := cliErrors(t, cj.dir)
 	if len(errs) != 1 || errs[0].ID != "3" || errs[0].Status != 400 || errs[0].Message != serverMsg || errs[0].Cause != "http_400" || errs[0].Attempts != 1 {
 		t.Errorf("error records %+v, want one for id 3: status 400, attempts 1, cause http_400, the server's message", errs)
 	}
@@ -450,7 +450,7 @@ func TestRunFailedRequestThenRetryErrors(t *testing.T) {
 	// failed key is not done: 7/8, not 8/8, nor "nothing to do" as if all
 	// were done.
 	before := m.Stats().Requests
-	r = cliRun(t, job.args()...)
+	r = cliRun(t, cj.args()...)
 	if code := exitCode(r.err); code != exitIncomplete || m.Stats().Requests != before {
 		t.Fatalf("rerun without --retry-errors: exit %d (%v), %d requests; want %d and none", code, r.err, m.Stats().Requests-before, exitIncomplete)
 	}
@@ -460,22 +460,22 @@ func TestRunFailedRequestThenRetryErrors(t *testing.T) {
 	if strings.Contains(r.stderr, "all 8") || !strings.Contains(r.stderr, "7 selected keys are done, 1 failed for good in earlier runs") {
 		t.Errorf("rerun: stderr %q, want the done and the failed keys apart", r.stderr)
 	}
-	if rep := readReport(t, job.dir); rep.Done != 7 || rep.Total != 8 || rep.AlreadyDone != 7 || rep.AlreadyFailed != 1 || rep.Skipped != 7 {
+	if rep := readReport(t, cj.dir); rep.Done != 7 || rep.Total != 8 || rep.AlreadyDone != 7 || rep.AlreadyFailed != 1 || rep.Skipped != 7 {
 		t.Errorf("rerun: report.json done %d/%d, already_done %d, already_failed %d, skipped %d; want 7/8, 7, 1, 7",
 			rep.Done, rep.Total, rep.AlreadyDone, rep.AlreadyFailed, rep.Skipped)
 	}
 
 	refuse.Store(false)
 	before = m.Stats().Requests
-	r = cliRun(t, job.args("--retry-errors")...)
+	r = cliRun(t, cj.args("--retry-errors")...)
 	r.ok(t, "--retry-errors")
 	if got := m.Stats().Requests - before; got != 1 {
 		t.Errorf("--retry-errors: %d requests, want only the failed prompt", got)
 	}
-	wantIDs(t, "after --retry-errors", cliRecords(t, job.dir), idRange(0, 8)...)
+	wantIDs(t, "after --retry-errors", cliRecords(t, cj.dir), idRange(0, 8)...)
 
 	before = m.Stats().Requests
-	r = cliRun(t, job.args()...)
+	r = cliRun(t, cj.args()...)
 	r.ok(t, "rerun")
 	if got := m.Stats().Requests - before; got != 0 {
 		t.Errorf("rerun after everything is done: %d requests, want none", got)
@@ -490,8 +490,8 @@ func TestRunFailedRequestThenRetryErrors(t *testing.T) {
 // is sent or created, naming what the server serves.
 func TestRunChecksTheModelFirst(t *testing.T) {
 	m, base := cliMock(t, nil)
-	job := cliJob{baseURL: base, data: cliDataset(t, 5, 0), dir: filepath.Join(t.TempDir(), "out")}
-	r := cliRun(t, job.args("--endpoint.model", "Qwen3-235B")...)
+	cj := cliJob{baseURL: base, data: cliDataset(t, 5, 0), dir: filepath.Join(t.TempDir(), "out")}
+	r := cliRun(t, cj.args("--endpoint.model", "Qwen3-235B")...)
 	if exitCode(r.err) != exitUsage || !strings.Contains(r.err.Error(), `"Qwen3-235B" is not served`) ||
 		!strings.Contains(r.err.Error(), "mock-model") {
 		t.Fatalf("exit %d, err %v; want exit 2 naming the model and what is served", exitCode(r.err), r.err)
@@ -499,7 +499,7 @@ func TestRunChecksTheModelFirst(t *testing.T) {
 	if got := m.Stats().Requests; got != 0 {
 		t.Errorf("%d chat requests sent with a model the server does not serve", got)
 	}
-	if _, err := os.Stat(job.dir); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(cj.dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("output dir created for a run that was refused: %v", err)
 	}
 }
@@ -516,13 +516,13 @@ func TestRunBehindGatewayWithoutModels(t *testing.T) {
 			h.ServeHTTP(w, r)
 		})
 	})
-	job := cliJob{baseURL: base, data: cliDataset(t, 5, 0), dir: filepath.Join(t.TempDir(), "out")}
-	r := cliRun(t, job.args("--endpoint.model", "mock-model")...)
+	cj := cliJob{baseURL: base, data: cliDataset(t, 5, 0), dir: filepath.Join(t.TempDir(), "out")}
+	r := cliRun(t, cj.args("--endpoint.model", "mock-model")...)
 	r.ok(t, "run behind a gateway")
 	if !strings.Contains(r.stderr, "answers 404; going on with endpoint.model") {
 		t.Errorf("stderr does not say /models was skipped:\n%s", r.stderr)
 	}
-	wantIDs(t, "records", cliRecords(t, job.dir), idRange(0, 5)...)
+	wantIDs(t, "records", cliRecords(t, cj.dir), idRange(0, 5)...)
 }
 
 // TestRunInterruptedWhileWaitingForServer: Ctrl-C while synthgen waits for
@@ -567,10 +567,10 @@ func TestRunInterruptedWhileWaitingForServer(t *testing.T) {
 // config file does.
 func TestRunNamesMistypedSettings(t *testing.T) {
 	_, url := cliMock(t, nil)
-	job := cliJob{baseURL: url, data: cliDataset(t, 3, 0), dir: filepath.Join(t.TempDir(), "out")}
+	cj := cliJob{baseURL: url, data: cliDataset(t, 3, 0), dir: filepath.Join(t.TempDir(), "out")}
 	t.Setenv("SYNTHGEN_CONCURENCY", "5")
 	t.Setenv("SYNTHGEN_TEST_KEY_VAR", "secret") // named by endpoint.api_key_env: read
-	r := cliRun(t, job.args("--endpoint.api_key_env", "SYNTHGEN_TEST_KEY_VAR")...)
+	r := cliRun(t, cj.args("--endpoint.api_key_env", "SYNTHGEN_TEST_KEY_VAR")...)
 	r.ok(t, "run with a mistyped variable")
 	if want := "warning: environment variable SYNTHGEN_CONCURENCY names no config key and is ignored (did you mean SYNTHGEN_CONCURRENCY?)"; !strings.Contains(r.stderr, want) {
 		t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
@@ -585,7 +585,7 @@ func TestRunNamesMistypedSettings(t *testing.T) {
 		{"--retry-error", "did you mean --retry-errors?"},
 		{"-concurrency", "did you mean --concurrency? a long flag takes two dashes"},
 	} {
-		r := cliRun(t, job.args(c.flag, "5")...)
+		r := cliRun(t, cj.args(c.flag, "5")...)
 		if code := exitCode(r.err); r.err == nil || code != exitUsage {
 			t.Errorf("%s: exit %d (%v), want %d", c.flag, code, r.err, exitUsage)
 			continue

@@ -104,10 +104,10 @@ func TestRunShutdown(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, slow := startStatusMock(t, mockserver.Options{TokenDelay: tc.tokenDelay, MeanTokens: 4000, Seed: 5})
-			job := cliJob{baseURL: slow.URL + "/v1", data: cliDataset(t, prompts, 0), dir: filepath.Join(t.TempDir(), "out")}
-			args := job.args("--concurrency", "4", "--generation.max_tokens", "250", "--shutdown.grace", tc.grace)
+			cj := cliJob{baseURL: slow.URL + "/v1", data: cliDataset(t, prompts, 0), dir: filepath.Join(t.TempDir(), "out")}
+			args := cj.args("--concurrency", "4", "--generation.max_tokens", "250", "--shutdown.grace", tc.grace)
 			r := startRunInProcess(args[1:]...)
-			status := filepath.Join(job.dir, statusFile)
+			status := filepath.Join(cj.dir, statusFile)
 			waitInFlight(t, r, status, inFlight)
 
 			first := time.Now()
@@ -130,9 +130,9 @@ func TestRunShutdown(t *testing.T) {
 
 			// Nothing cut is on disk, as a record or an error; what was
 			// written is whole (cliRecords fails on a partial answer).
-			got := cliRecords(t, job.dir)
-			rep := readReport(t, job.dir)
-			if n := errorRecords(t, job.dir); n != 0 || rep.Errors != 0 || rep.Failed != 0 {
+			got := cliRecords(t, cj.dir)
+			rep := readReport(t, cj.dir)
+			if n := errorRecords(t, cj.dir); n != 0 || rep.Errors != 0 || rep.Failed != 0 {
 				t.Errorf("%d error records, report errors %d error_records %d: a cut request is not a failure", n, rep.Errors, rep.Failed)
 			}
 			if rep.Written != len(got) || rep.State != stateInterrupted || rep.InFlight != 0 {
@@ -144,17 +144,17 @@ func TestRunShutdown(t *testing.T) {
 			if !tc.wantCut && len(got) < inFlight-1 {
 				t.Errorf("written %d: want the requests in flight at the signal finished", len(got))
 			}
-			if leftovers, _ := filepath.Glob(filepath.Join(job.dir, "data", "*.open")); len(leftovers) != 0 {
+			if leftovers, _ := filepath.Glob(filepath.Join(cj.dir, "data", "*.open")); len(leftovers) != 0 {
 				t.Errorf("the sink did not close cleanly: %v", leftovers)
 			}
 
 			// A resume against a fast server asks what is left, once.
 			_, fast := startStatusMock(t, mockserver.Options{MeanTokens: 4000, Seed: 5})
-			resume := cliJob{baseURL: fast.URL + "/v1", data: job.data, dir: job.dir}
+			resume := cliJob{baseURL: fast.URL + "/v1", data: cj.data, dir: cj.dir}
 			res := cliRun(t, resume.args("--concurrency", "4", "--generation.max_tokens", "250")...)
 			res.ok(t, "resume")
-			wantIDs(t, "after resume", cliRecords(t, job.dir), idRange(0, prompts)...)
-			if rep2 := readReport(t, job.dir); rep2.Written != prompts-len(got) || rep2.Skipped != int64(len(got)) {
+			wantIDs(t, "after resume", cliRecords(t, cj.dir), idRange(0, prompts)...)
+			if rep2 := readReport(t, cj.dir); rep2.Written != prompts-len(got) || rep2.Skipped != int64(len(got)) {
 				t.Errorf("resume wrote %d and skipped %d; want %d and %d", rep2.Written, rep2.Skipped, prompts-len(got), len(got))
 			}
 		})
@@ -168,18 +168,18 @@ func TestRunShutdown(t *testing.T) {
 func TestRunSignalWhenNothingIsLeft(t *testing.T) {
 	const prompts = 4
 	_, srv := startStatusMock(t, mockserver.Options{TokenDelay: 4 * time.Millisecond, MeanTokens: 4000, Seed: 5})
-	job := cliJob{baseURL: srv.URL + "/v1", data: cliDataset(t, prompts, 0), dir: filepath.Join(t.TempDir(), "out")}
-	args := job.args("--concurrency", "4", "--generation.max_tokens", "250", "--shutdown.grace", "1m")
+	cj := cliJob{baseURL: srv.URL + "/v1", data: cliDataset(t, prompts, 0), dir: filepath.Join(t.TempDir(), "out")}
+	args := cj.args("--concurrency", "4", "--generation.max_tokens", "250", "--shutdown.grace", "1m")
 	r := startRunInProcess(args[1:]...)
-	status := filepath.Join(job.dir, statusFile)
+	status := filepath.Join(cj.dir, statusFile)
 	waitInFlight(t, r, status, prompts)
 	signalRun(t, r, syscall.SIGINT)
 	err := r.wait(t)
 	if code := runExitCode(err); code != exitOK {
 		t.Fatalf("exit %d (%v), want 0: every key was asked and answered; stderr:\n%s", code, err, r.stderr.String())
 	}
-	wantIDs(t, "records", cliRecords(t, job.dir), idRange(0, prompts)...)
-	if rep := readReport(t, job.dir); rep.State != stateDone || rep.Written != prompts {
+	wantIDs(t, "records", cliRecords(t, cj.dir), idRange(0, prompts)...)
+	if rep := readReport(t, cj.dir); rep.State != stateDone || rep.Written != prompts {
 		t.Errorf("report: state %s written %d, want done and %d", rep.State, rep.Written, prompts)
 	}
 }
@@ -206,10 +206,10 @@ func TestRunSignalWhileServerAway(t *testing.T) {
 		}
 	}))
 	defer away.Close()
-	job := cliJob{baseURL: away.URL + "/v1", data: cliDataset(t, 12, 0), dir: filepath.Join(t.TempDir(), "out")}
-	args := job.args("--concurrency", "4", "--shutdown.grace", "1m")
+	cj := cliJob{baseURL: away.URL + "/v1", data: cliDataset(t, 12, 0), dir: filepath.Join(t.TempDir(), "out")}
+	args := cj.args("--concurrency", "4", "--shutdown.grace", "1m")
 	r := startRunInProcess(args[1:]...)
-	status := filepath.Join(job.dir, statusFile)
+	status := filepath.Join(cj.dir, statusFile)
 	deadline := time.Now().Add(15 * time.Second)
 	for st, _ := readStatusFile(t, status); st.ServerDownSince == nil || st.State != stateRunning; st, _ = readStatusFile(t, status) {
 		if time.Now().After(deadline) {
@@ -226,7 +226,7 @@ func TestRunSignalWhileServerAway(t *testing.T) {
 	if took := time.Since(first); took > 3*time.Second {
 		t.Errorf("took %v to stop with nothing in flight", took)
 	}
-	if n := errorRecords(t, job.dir); n != 0 {
+	if n := errorRecords(t, cj.dir); n != 0 {
 		t.Errorf("%d error records for keys never answered because the server was away", n)
 	}
 }
@@ -245,10 +245,10 @@ func TestRunRepeatedIDAskedOnce(t *testing.T) {
 	if err := os.WriteFile(data, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	job := cliJob{baseURL: srv.URL + "/v1", data: data, dir: filepath.Join(t.TempDir(), "out")}
-	r := cliRun(t, job.args("--dataset.id_field", "id")...)
+	cj := cliJob{baseURL: srv.URL + "/v1", data: data, dir: filepath.Join(t.TempDir(), "out")}
+	r := cliRun(t, cj.args("--dataset.id_field", "id")...)
 	r.ok(t, "run with repeated ids")
-	wantIDs(t, "records", cliRecords(t, job.dir), "a", "b", "c")
+	wantIDs(t, "records", cliRecords(t, cj.dir), "a", "b", "c")
 	if !strings.Contains(r.stderr, "rows repeat the id of a row this run was already asking") {
 		t.Errorf("stderr does not say ids repeat:\n%s", r.stderr)
 	}

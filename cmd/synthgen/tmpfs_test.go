@@ -42,9 +42,9 @@ func TestRunFullTmpfs(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, url := cliMock(t, nil)
-	job := cliJob{baseURL: url, data: data, dir: filepath.Join(mnt, "out")}
+	cj := cliJob{baseURL: url, data: data, dir: filepath.Join(mnt, "out")}
 
-	r := cliRun(t, job.args()...)
+	r := cliRun(t, cj.args()...)
 	if r.err == nil {
 		t.Fatalf("a job three times the filesystem succeeded:\n%s", r.stdout)
 	}
@@ -52,15 +52,15 @@ func TestRunFullTmpfs(t *testing.T) {
 		t.Errorf("exit %d, want %d (the run could not go on)", code, exitFailure)
 	}
 	msg := r.err.Error()
-	re := regexp.MustCompile(`^no space left on device writing ` + regexp.QuoteMeta(job.dir) + `/\S+: \d+(\.\d)? (B|KiB|MiB) free on the filesystem of ` +
-		regexp.QuoteMeta(job.dir) + `; free space, then run the same command to resume$`)
+	re := regexp.MustCompile(`^no space left on device writing ` + regexp.QuoteMeta(cj.dir) + `/\S+: \d+(\.\d)? (B|KiB|MiB) free on the filesystem of ` +
+		regexp.QuoteMeta(cj.dir) + `; free space, then run the same command to resume$`)
 	if !re.MatchString(msg) {
 		t.Errorf("the message does not name the file, the free space and the directory:\n  %s", msg)
 	}
 	t.Logf("stderr of the full run:\n%s", r.stderr)
 	t.Logf("Error: %s", msg)
 	t.Logf("summary: %s", strings.SplitN(r.stdout, "\n", 2)[0])
-	inv, err := readInventory(job.dir) // whole records, each key once
+	inv, err := readInventory(cj.dir) // whole records, each key once
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,5 +72,5 @@ func TestRunFullTmpfs(t *testing.T) {
 	if out, err := exec.Command("mount", "-o", "remount,size=64m", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("grow the tmpfs: %v: %s", err, out)
 	}
-	resumeAfterDiskFull(t, job, job.args(), prompts, len(inv.Records))
+	resumeAfterDiskFull(t, cj, cj.args(), prompts, len(inv.Records))
 }

@@ -37,18 +37,18 @@ func TestRunPromptsTooLong(t *testing.T) {
 	if err := os.WriteFile(data, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	job := cliJob{baseURL: ts.URL + "/v1", data: data, dir: filepath.Join(t.TempDir(), "out")}
+	cj := cliJob{baseURL: ts.URL + "/v1", data: data, dir: filepath.Join(t.TempDir(), "out")}
 
-	r := cliRun(t, job.args()...)
+	r := cliRun(t, cj.args()...)
 	if code := exitCode(r.err); code != exitIncomplete {
 		t.Fatalf("exit %d (%v), want %d\nstderr:\n%s", code, r.err, exitIncomplete, r.stderr)
 	}
 	if st := m.Stats(); st.Requests != 10 || st.TooLong != 3 {
 		t.Errorf("mock saw %d requests, %d too long; want 10 and 3 (each long prompt asked once)", st.Requests, st.TooLong)
 	}
-	wantIDs(t, "too long", cliRecords(t, job.dir), "0", "1", "3", "4", "6", "8", "9")
+	wantIDs(t, "too long", cliRecords(t, cj.dir), "0", "1", "3", "4", "6", "8", "9")
 
-	errs := cliErrors(t, job.dir)
+	errs := cliErrors(t, cj.dir)
 	var ids []string
 	for _, e := range errs {
 		ids = append(ids, e.ID)

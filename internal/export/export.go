@@ -18,7 +18,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -44,7 +44,7 @@ type Options struct {
 	// Dirs are the directories, for their error records.
 	Dirs []string
 	// Job is the directories' job (from the manifest), for the card.
-	Job generator.Job
+	Job job.Job
 	// Version is the synthgen version that made the directories.
 	Version string
 }

@@ -18,16 +18,16 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-var fixtureJob = generator.Job{
+var fixtureJob = job.Job{
 	Selection: dataset.Selection{Path: "prompts.jsonl", Format: "auto"},
-	Prompt:    generator.Prompting{SystemPrompt: "Be brief."},
-	Sampling:  generator.Sampling{Model: "qwen3-8b", MaxTokens: 64, Temperature: 0.6, TopP: 0.95, Samples: 2},
+	Prompt:    job.Prompting{SystemPrompt: "Be brief."},
+	Sampling:  job.Sampling{Model: "qwen3-8b", MaxTokens: 64, Temperature: 0.6, TopP: 0.95, Samples: 2},
 }
 
 // fixtureRecords are the records of the golden directory, in the order a

@@ -1,4 +1,4 @@
-package generator
+package job
 
 import (
 	"crypto/sha256"
@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/sink"
 )
 
 // Job is what a run asks: which rows (Selection), how a row becomes the
@@ -67,8 +68,8 @@ func (t Turns) Identity() string {
 
 func (t Turns) String() string { return t.Identity() }
 
-// whole reports whether the job regenerates whole conversations.
-func (p Prompting) whole() bool { return p.Turns == TurnsAll }
+// Whole reports whether the job regenerates whole conversations.
+func (p Prompting) Whole() bool { return p.Turns == TurnsAll }
 
 // Sampling is what the server is asked to do with each prompt.
 type Sampling struct {
@@ -108,10 +109,10 @@ func (o OnLength) Identity() string {
 
 func (o OnLength) String() string { return o.Identity() }
 
-// moreRoom is the max_tokens to ask again with after an answer cut at
+// MoreRoom is the max_tokens to ask again with after an answer cut at
 // current, or 0 when the policy or the cap says keep it. A row that sets
 // its own max_tokens keeps it: the row's value is what it asks for.
-func (s Sampling) moreRoom(current int, params map[string]any) int {
+func (s Sampling) MoreRoom(current int, params map[string]any) int {
 	if s.OnLength != LengthRetry || current <= 0 {
 		return 0
 	}
@@ -127,7 +128,7 @@ func (s Sampling) moreRoom(current int, params map[string]any) int {
 }
 
 // samples is the number of answers per prompt, at least 1.
-func (s Sampling) samples() int { return max(s.Samples, 1) }
+func (s Sampling) Count() int { return max(s.Samples, 1) }
 
 // identitier is a field value with its own canonical text for the hash
 // (dataset.Content leaves file names out of it).
@@ -242,23 +243,23 @@ func (j Job) Diff(old Job) []Change {
 }
 
 // Samples is the number of answers asked per prompt.
-func (j Job) Samples() int { return j.Sampling.samples() }
+func (j Job) Samples() int { return j.Sampling.Count() }
 
 // Total is the number of keys the job asks of a selection of rows rows.
 func (j Job) Total(rows int64) int64 { return rows * int64(j.Samples()) }
 
-// messages is the conversation sent for p: its turns, with the system turn
+// Messages is the conversation sent for p: its turns, with the system turn
 // replaced or set when the job has a system prompt.
-func (p Prompting) messages(turns []dataset.Message) []Message {
-	msgs := make([]Message, 0, len(turns)+1)
+func (p Prompting) Messages(turns []dataset.Message) []sink.Message {
+	msgs := make([]sink.Message, 0, len(turns)+1)
 	if p.SystemPrompt != "" {
-		msgs = append(msgs, Message{Role: "system", Content: p.SystemPrompt})
+		msgs = append(msgs, sink.Message{Role: "system", Content: p.SystemPrompt})
 	}
 	for _, m := range turns {
 		if m.Role == "system" && p.SystemPrompt != "" {
 			continue
 		}
-		msgs = append(msgs, Message{Role: m.Role, Content: m.Content})
+		msgs = append(msgs, sink.Message{Role: m.Role, Content: m.Content})
 	}
 	return msgs
 }

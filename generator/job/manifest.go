@@ -1,4 +1,4 @@
-package generator
+package job
 
 import (
 	"bytes"
@@ -21,8 +21,8 @@ import (
 // stores the job as opaque JSON and asks Check whether a run may resume the
 // directory; what a job is and when two differ is decided here.
 
-// sinkJob is j as the sink stores it.
-func (j Job) sinkJob(version string, config map[string]any) (sink.Job, error) {
+// ManifestEntry is j as the sink stores it.
+func (j Job) ManifestEntry(version string, config map[string]any) (sink.Job, error) {
 	spec, err := json.Marshal(j)
 	if err != nil {
 		return sink.Job{}, fmt.Errorf("encode job: %w", err)
@@ -157,10 +157,10 @@ func (e *MismatchError) Error() string {
 	return b.String()
 }
 
-// check is sink.Options.Check for a run of j: a directory made by the same
+// Check is sink.Options.Check for a run of j: a directory made by the same
 // job resumes, another job's is refused (*MismatchError) unless force, in
 // which case every change is accepted and recorded.
-func (j Job) check(dir string, force bool) func(*sink.Manifest) ([]string, error) {
+func (j Job) Check(dir string, force bool) func(*sink.Manifest) ([]string, error) {
 	return func(m *sink.Manifest) ([]string, error) {
 		var changes []Change
 		if len(m.Job) == 0 && m.Identity != nil {

@@ -1,4 +1,4 @@
-package generator
+package job
 
 import (
 	"encoding/json"
@@ -284,12 +284,12 @@ func TestJobResumeExactNumbers(t *testing.T) {
 	for name, n := range cases {
 		t.Run(name, func(t *testing.T) {
 			j := Job{Sampling: Sampling{Model: "m", Extra: map[string]any{"x": n}}}
-			sj, err := j.sinkJob("test", nil)
+			sj, err := j.ManifestEntry("test", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			dir := t.TempDir()
-			_, err = j.check(dir, false)(&sink.Manifest{JobHash: sj.Hash, Job: sj.Spec})
+			_, err = j.Check(dir, false)(&sink.Manifest{JobHash: sj.Hash, Job: sj.Spec})
 			if err != nil {
 				t.Errorf("the same job is refused: %v", err)
 			}
@@ -299,7 +299,7 @@ func TestJobResumeExactNumbers(t *testing.T) {
 
 func roundTrip(t *testing.T, j Job) Job {
 	t.Helper()
-	sj, err := j.sinkJob("test", nil)
+	sj, err := j.ManifestEntry("test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func roundTrip(t *testing.T, j Job) Job {
 // version 1's setting map from the current job; that only works if a job
 // rebuilt from such a map gives the map back.
 func TestLegacyJobKeysRoundTrip(t *testing.T) {
-	m, err := sink.ReadManifest(filepath.Join("..", "cmd", "synthgen", "testdata", "v1dir", "out-jsonl"))
+	m, err := sink.ReadManifest(filepath.Join("..", "..", "cmd", "synthgen", "testdata", "v1dir", "out-jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package generator
+package job
 
 import (
 	"encoding/json"
@@ -15,7 +15,7 @@ import (
 // difference), since a resume compares exactly that.
 func FuzzManifestJob(f *testing.F) {
 	for _, p := range []string{
-		filepath.Join("..", "cmd", "synthgen", "testdata", "v1dir", "out-jsonl", "manifest.json"),
+		filepath.Join("..", "..", "cmd", "synthgen", "testdata", "v1dir", "out-jsonl", "manifest.json"),
 	} {
 		if b, err := os.ReadFile(p); err == nil {
 			var m sink.Manifest
@@ -42,7 +42,7 @@ func FuzzManifestJob(f *testing.F) {
 		if err != nil {
 			return
 		}
-		sj, err := j.sinkJob("fuzz", nil)
+		sj, err := j.ManifestEntry("fuzz", nil)
 		if err != nil {
 			return // an extra_body value JSON cannot write (NaN): Validate refuses it in a config
 		}
