@@ -4,6 +4,7 @@ import (
 	"iter"
 	"time"
 
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -15,11 +16,11 @@ import (
 // reasoning models' chat templates and SpecForge's regeneration do), and
 // one more when the row ends in a user turn that no answer followed.
 type conversation struct {
-	full []Message // the whole conversation, assistant turns as placeholders; nil: one request
-	last []Message // what was sent for the latest turn
+	full []sink.Message // the whole conversation, assistant turns as placeholders; nil: one request
+	last []sink.Message // what was sent for the latest turn
 
-	final            wireResponse // the latest answer
-	turns            []sink.Turn  // every answer of a whole conversation
+	final            wire.Response // the latest answer
+	turns            []sink.Turn   // every answer of a whole conversation
 	answers          int
 	promptTokens     int
 	completionTokens int
@@ -31,13 +32,13 @@ type conversation struct {
 
 // requests yields the messages of each request in turn; the caller records
 // each answer with answered before it asks for the next.
-func (c *conversation) requests() iter.Seq[[]Message] {
-	return func(yield func([]Message) bool) {
+func (c *conversation) requests() iter.Seq[[]sink.Message] {
+	return func(yield func([]sink.Message) bool) {
 		if c.full == nil {
 			yield(c.last)
 			return
 		}
-		sent := make([]Message, 0, len(c.full)+1)
+		sent := make([]sink.Message, 0, len(c.full)+1)
 		for _, m := range c.full {
 			if m.Role != "assistant" {
 				sent = append(sent, m)
@@ -48,7 +49,7 @@ func (c *conversation) requests() iter.Seq[[]Message] {
 			if !yield(sent[:len(sent):len(sent)]) {
 				return
 			}
-			sent = append(sent, Message{Role: "assistant", Content: c.final.Content})
+			sent = append(sent, sink.Message{Role: "assistant", Content: c.final.Content})
 		}
 		if n := len(sent); n > 0 && sent[n-1].Role != "assistant" {
 			yield(sent[:n:n])
@@ -57,7 +58,7 @@ func (c *conversation) requests() iter.Seq[[]Message] {
 }
 
 // answered records the answer to msgs, which took attempts tries.
-func (c *conversation) answered(msgs []Message, resp wireResponse, attempts int) {
+func (c *conversation) answered(msgs []sink.Message, resp wire.Response, attempts int) {
 	c.last, c.final = msgs, resp
 	if c.full != nil {
 		c.turns = append(c.turns, sink.Turn{

@@ -12,6 +12,7 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -20,12 +21,12 @@ import (
 // whether it fails (and how).
 type talker struct {
 	mu   sync.Mutex
-	sent [][]Message
+	sent [][]sink.Message
 	fail func(last string, nth int) error // nth: how often this last turn was asked before
 	seen map[string]int
 }
 
-func (c *talker) Complete(_ context.Context, req wireRequest, onDelta func(int)) (wireResponse, error) {
+func (c *talker) Complete(_ context.Context, req wire.Request, onDelta func(int)) (wire.Response, error) {
 	last := req.Messages[len(req.Messages)-1].Content
 	c.mu.Lock()
 	c.sent = append(c.sent, slices.Clone(req.Messages))
@@ -40,10 +41,10 @@ func (c *talker) Complete(_ context.Context, req wireRequest, onDelta func(int))
 	}
 	if c.fail != nil {
 		if err := c.fail(last, nth); err != nil {
-			return wireResponse{}, err
+			return wire.Response{}, err
 		}
 	}
-	return wireResponse{
+	return wire.Response{
 		Reasoning: "thinking about " + last, Content: "answer to " + last, FinishReason: "stop",
 		PromptTokens: 10 * len(req.Messages), CompletionTokens: 7, UsageKnown: true, Chunks: 3,
 	}, nil
@@ -114,13 +115,13 @@ func TestWholeConversation(t *testing.T) {
 	if !ok || len(recs) != 2 {
 		t.Fatalf("records %v, want a and b", recs)
 	}
-	sys := Message{Role: "system", Content: "be brief"}
-	want := []Message{sys, {Role: "user", Content: "a/u0"}, {Role: "assistant", Content: "answer to a/u0"},
+	sys := sink.Message{Role: "system", Content: "be brief"}
+	want := []sink.Message{sys, {Role: "user", Content: "a/u0"}, {Role: "assistant", Content: "answer to a/u0"},
 		{Role: "user", Content: "a/u1"}, {Role: "assistant", Content: "answer to a/u1"}, {Role: "user", Content: "a/last"}}
 	if !slices.Equal(r.Messages, want) {
 		t.Errorf("the last turn was sent\n%+v\nwant\n%+v", r.Messages, want)
 	}
-	var asked [][]Message
+	var asked [][]sink.Message
 	for _, m := range c.sent {
 		if strings.HasPrefix(m[len(m)-1].Content, "a/") {
 			asked = append(asked, m)
@@ -154,9 +155,9 @@ func TestWholeConversationFailsWhole(t *testing.T) {
 	c := &talker{fail: func(last string, nth int) error {
 		switch {
 		case last == "bad/u1":
-			return &Error{Status: 400, Cause: "http_400", Message: "refused"}
+			return &wire.Error{Status: 400, Cause: "http_400", Message: "refused"}
 		case last == "ok/u1" && nth == 0:
-			return &Error{Status: 503, Cause: "http_503", Retryable: true}
+			return &wire.Error{Status: 503, Cause: "http_503", Retryable: true}
 		}
 		return nil
 	}}

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/synthgen/synthgen/generator/wire"
 )
 
 // endpointClient is one endpoint as the engine is given it: its URL
@@ -175,7 +177,7 @@ func (r *router) pick() *endpoint {
 
 // release ends an attempt that pick sent to ep, started at the run's time
 // origin (the tracker's); resp and err are the attempt's outcome.
-func (r *router) release(ep *endpoint, origin time.Time, resp wireResponse, err error) {
+func (r *router) release(ep *endpoint, origin time.Time, resp wire.Response, err error) {
 	ep.stats.inflight.Add(-1)
 	var tokens int64
 	if err == nil {
@@ -217,9 +219,9 @@ func (r *router) several() bool { return len(r.eps) > 1 }
 // its streams, and a proxy before a dead replica answers 502 or 503, and
 // another replica can take the prompt at once. A cut or a 5xx from a
 // server that still answers the probe is charged as usual.
-func (r *router) excusable(ce *Error) bool {
-	if ce.Cause == causeConnection {
+func (r *router) excusable(ce *wire.Error) bool {
+	if ce.Cause == wire.CauseConnection {
 		return true
 	}
-	return r.several() && (ce.Cause == causeStreamCut || ce.Status >= 500)
+	return r.several() && (ce.Cause == wire.CauseStreamCut || ce.Status >= 500)
 }

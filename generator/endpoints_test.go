@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -119,8 +120,8 @@ func TestThreeEndpointsOneRestarts(t *testing.T) {
 	shown := make([]string, len(urls))
 	targets := make([]endpointClient, len(urls))
 	for i, u := range urls {
-		shown[i] = RedactURL(u)
-		targets[i] = endpointClient{URL: shown[i], Client: newWireClient(wireOptions{BaseURL: u, MaxConns: conc})}
+		shown[i] = wire.RedactURL(u)
+		targets[i] = endpointClient{URL: shown[i], Client: wire.New(wire.Options{BaseURL: u, MaxConns: conc})}
 	}
 	stats.SetEndpoints(shown)
 	ledgers = stats.endpointLedgers(len(urls))

@@ -20,6 +20,7 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -48,10 +49,10 @@ var (
 
 // completer sends one chat completion. *wireClient is one; tests may wrap it.
 type completer interface {
-	Complete(ctx context.Context, req wireRequest, onDelta func(n int)) (wireResponse, error)
+	Complete(ctx context.Context, req wire.Request, onDelta func(n int)) (wire.Response, error)
 }
 
-var _ completer = (*wireClient)(nil)
+var _ completer = (*wire.Client)(nil)
 
 // RetryPolicy bounds the retries of one request.
 type RetryPolicy struct {
@@ -142,7 +143,7 @@ func serverAnswered(err error) bool {
 	if err == nil {
 		return true
 	}
-	ce := classify(err)
+	ce := wire.Classify(err)
 	return ce != nil && ce.Status != 0 && ce.Status < 500
 }
 
@@ -203,7 +204,7 @@ func (e *engine) Drain() { e.drainOnce.Do(func() { close(e.drain) }) }
 type task struct {
 	prompt dataset.Prompt
 	sample int
-	msgs   []Message
+	msgs   []sink.Message
 	// pending: the key is in engine.pending until the writer takes its
 	// result (pending.go).
 	pending bool

@@ -14,6 +14,7 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -73,7 +74,7 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 
 	b.Run("engine", func(b *testing.B) {
-		client := newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: n})
+		client := wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: n})
 		measure(b, func(stop <-chan struct{}) {
 			opts := testOptions(n)
 			opts.SyncInterval = time.Second
@@ -85,7 +86,7 @@ func BenchmarkThroughput(b *testing.B) {
 		})
 	})
 	b.Run("engine+jsonl", func(b *testing.B) {
-		client := newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: n})
+		client := wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: n})
 		measure(b, func(stop <-chan struct{}) {
 			opts := testOptions(n)
 			opts.SyncInterval = time.Second
@@ -106,8 +107,8 @@ func BenchmarkThroughput(b *testing.B) {
 		})
 	})
 	b.Run("minimal", func(b *testing.B) {
-		hc := &http.Client{Transport: newTransport(n, nil)}
-		body, _ := encodeRequest(wireRequest{Sampling: job.Sampling{Model: "test-model", MaxTokens: 64}, Messages: []Message{{Role: "user", Content: "prompt 1"}}})
+		hc := &http.Client{Transport: wire.NewTransport(n, nil)}
+		body, _ := wire.EncodeRequest(wire.Request{Sampling: job.Sampling{Model: "test-model", MaxTokens: 64}, Messages: []sink.Message{{Role: "user", Content: "prompt 1"}}})
 		measure(b, func(stop <-chan struct{}) {
 			var wg sync.WaitGroup
 			for range n {
@@ -139,11 +140,11 @@ func BenchmarkThroughput(b *testing.B) {
 // the engine's own memory is measured.
 type instantCompleter struct{}
 
-func (instantCompleter) Complete(_ context.Context, _ wireRequest, onDelta func(int)) (wireResponse, error) {
+func (instantCompleter) Complete(_ context.Context, _ wire.Request, onDelta func(int)) (wire.Response, error) {
 	for range 3 {
 		onDelta(1)
 	}
-	return wireResponse{Model: "m", Reasoning: "r", Content: "c", FinishReason: "stop",
+	return wire.Response{Model: "m", Reasoning: "r", Content: "c", FinishReason: "stop",
 		PromptTokens: 20, CompletionTokens: 300, UsageKnown: true, Chunks: 3}, nil
 }
 

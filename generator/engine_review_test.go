@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/generator/wire"
 )
 
 // TestDuplicateIDAskedOnceRunGoesOn: a dataset whose id column repeats an
@@ -58,7 +59,7 @@ func TestDuplicateIDAskedOnceRunGoesOn(t *testing.T) {
 			out := openSink(t, dir)
 			stats := NewStats(nil)
 			stats.SetTotal(int64(len(tc.ids)))
-			eng, err := newEngine(newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: tc.concurrency}), stats, testOptions(tc.concurrency))
+			eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: tc.concurrency}), stats, testOptions(tc.concurrency))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -172,7 +173,7 @@ func TestDrainStartsNoNewAttempt(t *testing.T) {
 			stats := NewStats(nil)
 			opts := testOptions(3)
 			opts.Retry = RetryPolicy{MaxAttempts: 5, InitialBackoff: 10 * time.Second, MaxBackoff: 10 * time.Second}
-			eng, err := newEngine(newWireClient(wireOptions{BaseURL: tc.baseURL, MaxConns: 3}), stats, opts)
+			eng, err := newEngine(wire.New(wire.Options{BaseURL: tc.baseURL, MaxConns: 3}), stats, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -279,7 +280,7 @@ func TestDrainedMeansIntakeStopped(t *testing.T) {
 					close(release)
 				}
 			}()
-			eng, _ := newEngine(newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: 2}), NewStats(nil), testOptions(2))
+			eng, _ := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: 2}), NewStats(nil), testOptions(2))
 			src := &eofSource{source: newSliceSource(numberedIDs(tc.rows)...), ended: make(chan struct{})}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
@@ -313,7 +314,7 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 		{"done", func(t *testing.T, tr *http.Transport) {
 			ts := httptest.NewServer(&countingServer{})
 			defer ts.Close()
-			eng, _ := newEngine(newWireClient(wireOptions{BaseURL: ts.URL + "/v1", HTTPClient: &http.Client{Transport: tr}}), nil, testOptions(8))
+			eng, _ := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", HTTPClient: &http.Client{Transport: tr}}), nil, testOptions(8))
 			if _, err := eng.Run(context.Background(), newSliceSource(numberedIDs(50)...), discardSink{}); err != nil {
 				t.Fatal(err)
 			}
@@ -321,14 +322,14 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 		{"sink fails", func(t *testing.T, tr *http.Transport) {
 			ts := httptest.NewServer(&countingServer{hook: func(string) { time.Sleep(time.Millisecond) }})
 			defer ts.Close()
-			eng, _ := newEngine(newWireClient(wireOptions{BaseURL: ts.URL + "/v1", HTTPClient: &http.Client{Transport: tr}}), nil, testOptions(8))
+			eng, _ := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", HTTPClient: &http.Client{Transport: tr}}), nil, testOptions(8))
 			if _, err := eng.Run(context.Background(), newSliceSource(numberedIDs(200)...), &failingSink{n: 5}); err == nil {
 				t.Fatal("Run succeeded on a failing sink")
 			}
 		}},
 		{"cancelled during an outage", func(t *testing.T, tr *http.Transport) {
 			stats := NewStats(nil)
-			eng, _ := newEngine(newWireClient(wireOptions{BaseURL: "http://" + deadAddr(t) + "/v1", HTTPClient: &http.Client{Transport: tr}}), stats, testOptions(4))
+			eng, _ := newEngine(wire.New(wire.Options{BaseURL: "http://" + deadAddr(t) + "/v1", HTTPClient: &http.Client{Transport: tr}}), stats, testOptions(4))
 			ctx, cancel := context.WithCancel(context.Background())
 			r := startRun(ctx, eng, newSliceSource(numberedIDs(20)...), discardSink{})
 			waitFor(t, 5*time.Second, "the server shown down", func() bool { return !stats.Snapshot().ServerDownSince.IsZero() })
@@ -340,7 +341,7 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 		}},
 		{"drained during an outage", func(t *testing.T, tr *http.Transport) {
 			stats := NewStats(nil)
-			eng, _ := newEngine(newWireClient(wireOptions{BaseURL: "http://" + deadAddr(t) + "/v1", HTTPClient: &http.Client{Transport: tr}}), stats, testOptions(4))
+			eng, _ := newEngine(wire.New(wire.Options{BaseURL: "http://" + deadAddr(t) + "/v1", HTTPClient: &http.Client{Transport: tr}}), stats, testOptions(4))
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			r := startRun(ctx, eng, newSliceSource(numberedIDs(20)...), discardSink{})
@@ -359,7 +360,7 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 			// names each one that is left, with its stack, rather than a
 			// count that another goroutine starting or ending can skew.
 			ignore := goleak.IgnoreCurrent()
-			tr := newTransport(8, nil)
+			tr := wire.NewTransport(8, nil)
 			tc.run(t, tr)
 			// Connections the run returned to the pool end here; one
 			// still in use (a body not closed) keeps its readLoop and fails.

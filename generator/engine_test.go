@@ -20,6 +20,7 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -195,7 +196,7 @@ func TestPoolKeepsExactlyNInFlight(t *testing.T) {
 	ids := append([]string{"hold"}, numberedIDs(4*n)...)
 	dir := t.TempDir()
 	out := openSink(t, dir)
-	client := newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: n})
+	client := wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: n})
 	eng, err := newEngine(client, NewStats(nil), testOptions(n))
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +252,7 @@ func TestInFlightIsSlotsHeld(t *testing.T) {
 	defer ts.Close()
 	stats := NewStats(nil)
 	out := &slowSink{stats: stats}
-	eng, err := newEngine(newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: n}), stats, testOptions(n))
+	eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: n}), stats, testOptions(n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +280,7 @@ func TestResumeWritesEveryIDOnce(t *testing.T) {
 			ts := httptest.NewServer(srv)
 			defer ts.Close()
 			dir := t.TempDir()
-			client := newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: n})
+			client := wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: n})
 
 			// First run: stop once 40% is answered.
 			out := openSink(t, dir)
@@ -363,7 +364,7 @@ func TestSinkFailureStopsTheRun(t *testing.T) {
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	stats := NewStats(nil)
-	eng, _ := newEngine(newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: 8}), stats, testOptions(8))
+	eng, _ := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: 8}), stats, testOptions(8))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	sum, err := eng.Run(ctx, newSliceSource(numberedIDs(1000)...), &failingSink{n: 10})
@@ -403,7 +404,7 @@ func TestRepeatedOwnIDsAmongIndexIDs(t *testing.T) {
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	dir := t.TempDir()
-	client := newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: 4})
+	client := wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: 4})
 	// index: id
 	rows := []string{
 		0: "0", 1: "1", 2: "2", // plain rows

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/wire"
 )
 
 // roomy answers "length" while max_tokens is below need, like a model
@@ -17,7 +18,7 @@ type roomy struct {
 	sent []int
 }
 
-func (c *roomy) Complete(_ context.Context, req wireRequest, onDelta func(int)) (wireResponse, error) {
+func (c *roomy) Complete(_ context.Context, req wire.Request, onDelta func(int)) (wire.Response, error) {
 	c.mu.Lock()
 	c.sent = append(c.sent, req.MaxTokens)
 	c.mu.Unlock()
@@ -28,7 +29,7 @@ func (c *roomy) Complete(_ context.Context, req wireRequest, onDelta func(int)) 
 	if onDelta != nil {
 		onDelta(n)
 	}
-	return wireResponse{Content: "answer", FinishReason: finish, PromptTokens: 5, CompletionTokens: n, UsageKnown: true, Chunks: n}, nil
+	return wire.Response{Content: "answer", FinishReason: finish, PromptTokens: 5, CompletionTokens: n, UsageKnown: true, Chunks: n}, nil
 }
 
 // TestOnLength: with on_length retry, an answer cut at max_tokens is asked

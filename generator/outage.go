@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/backoff"
 )
 
@@ -28,7 +29,7 @@ type prober interface {
 	Models(ctx context.Context) ([]string, error)
 }
 
-var _ prober = (*wireClient)(nil)
+var _ prober = (*wire.Client)(nil)
 
 // outage is one endpoint's gate, shared by every slot of a Run.
 type outage struct {

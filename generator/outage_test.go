@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/synthgen/synthgen/generator/wire"
 )
 
 // TestServerRestartLosesNoPrompt: the server goes away for longer than all
@@ -28,7 +30,7 @@ func TestServerRestartLosesNoPrompt(t *testing.T) {
 	hs := &http.Server{Handler: srv}
 	go hs.Serve(ln)
 
-	client := newWireClient(wireOptions{BaseURL: "http://" + addr + "/v1", MaxConns: n})
+	client := wire.New(wire.Options{BaseURL: "http://" + addr + "/v1", MaxConns: n})
 	opts := testOptions(n)
 	opts.Retry = RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
 	stats := NewStats(nil)
@@ -113,7 +115,7 @@ func TestConnectionFailureOfOnePromptCounts(t *testing.T) {
 	go hs.Serve(ln)
 	defer hs.Close()
 
-	client := newWireClient(wireOptions{BaseURL: "http://" + ln.Addr().String() + "/v1", MaxConns: 4})
+	client := wire.New(wire.Options{BaseURL: "http://" + ln.Addr().String() + "/v1", MaxConns: 4})
 	opts := testOptions(4)
 	opts.Retry = RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
 	eng, _ := newEngine(client, NewStats(nil), opts)

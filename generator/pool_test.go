@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/synthgen/synthgen/generator/wire"
 )
 
 // gatedServer holds every request until the test lets one go.
@@ -30,7 +32,7 @@ func TestLimitMovesWhileRunning(t *testing.T) {
 	defer ts.Close()
 	opts := testOptions(8)
 	opts.Limit = 2
-	client := newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: 8})
+	client := wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: 8})
 	eng, err := newEngine(client, NewStats(nil), opts)
 	if err != nil {
 		t.Fatal(err)

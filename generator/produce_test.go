@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/generator/wire"
 )
 
 // skippingSource is a sliceSource that asks its SetSkip function about each
@@ -43,7 +44,7 @@ func TestProduceSkipsAsWithoutSkip(t *testing.T) {
 	srv := &countingServer{}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
-	client := newWireClient(wireOptions{BaseURL: ts.URL + "/v1", MaxConns: 4})
+	client := wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: 4})
 	ids := []string{"0", "1", "2", "1", "x", "x", "6", "7", "9", "9", "01", "11", "12", "13"}
 
 	// A first run over the first 8 rows, sample 0 only.

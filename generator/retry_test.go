@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -206,10 +207,10 @@ var retryCause = map[string]string{
 	faultHTTP429:   "http_429",
 	faultHTTP503:   "http_503",
 	faultHTTP400:   "http_400",
-	faultReset:     causeConnection,
-	faultStreamCut: causeStreamCut,
-	faultTruncated: causeDecode,
-	faultShortBody: causeConnection,
+	faultReset:     wire.CauseConnection,
+	faultStreamCut: wire.CauseStreamCut,
+	faultTruncated: wire.CauseDecode,
+	faultShortBody: wire.CauseConnection,
 }
 
 func wantReasoning(prompt string) string { return "thinking about " + prompt }
@@ -283,15 +284,15 @@ func openRetrySink(t *testing.T, dir string) *sink.Sink {
 func runEngine(t *testing.T, url, dir string, opts engineOptions, retryErrors bool, ids []string) (Summary, *Stats) {
 	t.Helper()
 	opts.RetryErrors = retryErrors
-	return runEngineWith(t, wireOptions{BaseURL: url + "/v1", MaxConns: opts.Concurrency}, dir, opts, ids)
+	return runEngineWith(t, wire.Options{BaseURL: url + "/v1", MaxConns: opts.Concurrency}, dir, opts, ids)
 }
 
 // runEngineWith is runEngine with the client's options as given.
-func runEngineWith(t *testing.T, wo wireOptions, dir string, opts engineOptions, ids []string) (Summary, *Stats) {
+func runEngineWith(t *testing.T, wo wire.Options, dir string, opts engineOptions, ids []string) (Summary, *Stats) {
 	t.Helper()
 	out := openRetrySink(t, dir)
 	stats := NewStats(nil)
-	eng, err := newEngine(newWireClient(wo), stats, opts)
+	eng, err := newEngine(wire.New(wo), stats, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +489,7 @@ func TestFailedRequestRecordedThenRetriedOnlyWhenAsked(t *testing.T) {
 	}
 	// msg400 is vLLM's refusal of a prompt longer than the context: its
 	// own cause, with the sizes ahead of the server's message.
-	want := sink.ErrorRecord{ID: bad, Sample: 0, Status: 400, Attempts: 1, Cause: CauseTooLong,
+	want := sink.ErrorRecord{ID: bad, Sample: 0, Status: 400, Attempts: 1, Cause: wire.CauseTooLong,
 		Message: "prompt too long for the model's context (max_model_len 40960, requested 50000, prompt 50000): " + msg400}
 	got := errs[0]
 	if got.CreatedAt.IsZero() {
@@ -517,7 +518,7 @@ func TestFailedRequestRecordedThenRetriedOnlyWhenAsked(t *testing.T) {
 		t.Errorf("run 2 before: a done key is not done")
 	}
 	opts.RetryErrors = true
-	eng, err := newEngine(newWireClient(wireOptions{BaseURL: ts.URL + "/v1"}), NewStats(nil), opts)
+	eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1"}), NewStats(nil), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,9 +570,9 @@ func TestRetriesExhausted(t *testing.T) {
 	}{
 		{kind: faultHTTP503, stream: true, status: 503, cause: "http_503", msg: msg503},
 		{kind: faultHTTP500, stream: false, status: 500, cause: "http_500", msg: msg500},
-		{kind: faultReset, stream: true, cause: causeConnection},
-		{kind: faultStreamCut, stream: true, cause: causeStreamCut},
-		{kind: faultTruncated, stream: false, cause: causeDecode},
+		{kind: faultReset, stream: true, cause: wire.CauseConnection},
+		{kind: faultStreamCut, stream: true, cause: wire.CauseStreamCut},
+		{kind: faultTruncated, stream: false, cause: wire.CauseDecode},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			t.Parallel()
@@ -698,7 +699,7 @@ func TestConnectionResetBehindGatewayWithoutModels(t *testing.T) {
 	srv.noModels = true
 	dir := t.TempDir()
 	out := openRetrySink(t, dir)
-	eng, err := newEngine(newWireClient(wireOptions{BaseURL: ts.URL + "/v1"}), NewStats(nil), retryOptions(true, 4))
+	eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1"}), NewStats(nil), retryOptions(true, 4))
 	if err != nil {
 		t.Fatal(err)
 	}

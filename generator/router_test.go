@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/synthgen/synthgen/generator/wire"
 )
 
 // testRouter is a router over n endpoints whose gates can be closed by
@@ -47,8 +49,8 @@ func TestRouterPicksFewestInFlight(t *testing.T) {
 		t.Errorf("picks %v, want %v", got, want)
 	}
 	// Endpoint 1 frees two: it has the fewest and takes the next two.
-	r.release(r.eps[1], time.Now(), wireResponse{}, nil)
-	r.release(r.eps[1], time.Now(), wireResponse{}, nil)
+	r.release(r.eps[1], time.Now(), wire.Response{}, nil)
+	r.release(r.eps[1], time.Now(), wire.Response{}, nil)
 	if a, b := r.indexOf(r.pick()), r.indexOf(r.pick()); a != 1 || b != 1 {
 		t.Errorf("after endpoint 1 freed two, picks %d, %d; want 1, 1", a, b)
 	}
@@ -157,8 +159,8 @@ type fakeProber struct {
 
 func (f fakeProber) Models(context.Context) ([]string, error) { return f.models, f.err }
 
-func (f fakeProber) Complete(context.Context, wireRequest, func(int)) (wireResponse, error) {
-	return wireResponse{}, f.err
+func (f fakeProber) Complete(context.Context, wire.Request, func(int)) (wire.Response, error) {
+	return wire.Response{}, f.err
 }
 
 // TestProbeWantsTheModel: with several endpoints a replica that answers

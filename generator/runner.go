@@ -12,6 +12,7 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -113,15 +114,15 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 
 	urls := s.baseURLs()
 	targets := make([]endpointClient, len(urls))
-	clients := make([]*wireClient, len(urls))
+	clients := make([]*wire.Client, len(urls))
 	shown := make([]string, len(urls))
 	for i, u := range urls {
-		clients[i] = newWireClient(wireOptions{BaseURL: u, APIKey: s.APIKey, Timeout: s.Timeout, StallTimeout: s.StallTimeout, TLS: s.TLS, MaxConns: s.Concurrency})
-		shown[i] = RedactURL(u)
+		clients[i] = wire.New(wire.Options{BaseURL: u, APIKey: s.APIKey, Timeout: s.Timeout, StallTimeout: s.StallTimeout, TLS: s.TLS, MaxConns: s.Concurrency})
+		shown[i] = wire.RedactURL(u)
 		targets[i] = endpointClient{URL: shown[i], Client: clients[i]}
 	}
 	s.Stats.SetEndpoints(shown)
-	model, err := resolveModels(ctx, clients, urls, r.job.Sampling.Model, s.Log)
+	model, err := wire.ResolveModels(ctx, clients, urls, r.job.Sampling.Model, s.Log)
 	if err != nil {
 		return nil, err
 	}

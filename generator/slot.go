@@ -7,6 +7,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/backoff"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -46,8 +47,8 @@ func (e *engine) do(ctx, wait context.Context, route *router, j task) result {
 // asked on resume). The answer is returned by value: a pointer to it cost
 // an allocation per request.
 // Each attempt goes to the endpoint route picks (endpoints.go).
-func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j task, msgs []Message) (resp wireResponse, attempts int, fail *sink.ErrorRecord) {
-	req := wireRequest{Sampling: e.opts.Sampling, Messages: msgs, Params: j.prompt.Params, Stream: e.opts.Stream}
+func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j task, msgs []sink.Message) (resp wire.Response, attempts int, fail *sink.ErrorRecord) {
+	req := wire.Request{Sampling: e.opts.Sampling, Messages: msgs, Params: j.prompt.Params, Stream: e.opts.Stream}
 	var onDelta func(int) // a plain answer has no deltas: no closure to allocate
 	if req.Stream {
 		onDelta = tr.Delta
@@ -60,7 +61,7 @@ func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j ta
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 && e.draining() {
 			// A retry would be a new request: the key is asked on resume.
-			return wireResponse{}, 0, nil
+			return wire.Response{}, 0, nil
 		}
 		ep := route.pick()
 		epoch := ep.gate.sent()
@@ -74,17 +75,17 @@ func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j ta
 				// Cut at max_tokens, and the job asks for the whole
 				// answer: again, with more room (a new request, so a
 				// drain stops it like a retry).
-				tr.Retry(causeLength)
+				tr.Retry(wire.CauseLength)
 				req.MaxTokens = next
 				continue
 			}
 			return r, attempt, nil
 		}
-		ce := classify(err)
-		if ctx.Err() != nil || ce.Cause == causeCanceled {
+		ce := wire.Classify(err)
+		if ctx.Err() != nil || ce.Cause == wire.CauseCanceled {
 			// Not a failure of the key: the run is stopping. Nothing is
 			// written, so a resume asks again.
-			return wireResponse{}, 0, nil
+			return wire.Response{}, 0, nil
 		}
 		charged++
 		if route.excusable(ce) && ep.gate != nil && excused < e.opts.Retry.MaxAttempts {
@@ -96,7 +97,7 @@ func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j ta
 				werr = route.waitUp(wait)
 			}
 			if werr != nil {
-				return wireResponse{}, 0, nil
+				return wire.Response{}, 0, nil
 			}
 			if back != nil {
 				charged--
@@ -112,7 +113,7 @@ func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j ta
 			}
 		}
 		if !ce.Retryable || charged >= e.opts.Retry.MaxAttempts {
-			return wireResponse{}, attempt, &sink.ErrorRecord{
+			return wire.Response{}, attempt, &sink.ErrorRecord{
 				ID:        j.prompt.ID,
 				Sample:    j.sample,
 				Status:    ce.Status,
@@ -124,7 +125,7 @@ func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j ta
 		}
 		tr.Retry(ce.Cause)
 		if !backoff.Sleep(wait, e.backoff(charged, ce.RetryAfter)) {
-			return wireResponse{}, 0, nil
+			return wire.Response{}, 0, nil
 		}
 	}
 }

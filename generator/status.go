@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/durable"
 )
 
@@ -255,7 +256,7 @@ func absPath(p string) string {
 func redactURLs(urls []string) string {
 	shown := make([]string, len(urls))
 	for i, u := range urls {
-		shown[i] = RedactURL(u)
+		shown[i] = wire.RedactURL(u)
 	}
 	return strings.Join(shown, ",")
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
 
@@ -117,7 +118,7 @@ func (rs *runSession) autoEndpoints() ([]*autoEndpoint, error) {
 	eps := make([]*autoEndpoint, len(urls))
 	var down []string
 	for i, u := range urls {
-		ep := &autoEndpoint{url: generator.RedactURL(u), scrape: scrapes[i]}
+		ep := &autoEndpoint{url: wire.RedactURL(u), scrape: scrapes[i]}
 		eps[i] = ep
 		first, err := ep.scrape(rs.sd.ctx)
 		if err != nil {

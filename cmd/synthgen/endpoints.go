@@ -9,7 +9,7 @@ import (
 	"net/http"
 
 	"github.com/synthgen/synthgen/config"
-	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
 
@@ -77,7 +77,7 @@ func metricsURLs(cfg config.Config) ([]string, error) {
 	for i, b := range bases {
 		u, err := promscrape.MetricsURL(b)
 		if err != nil {
-			return nil, fmt.Errorf("endpoint.base_url %s: %w", generator.RedactURL(b), err)
+			return nil, fmt.Errorf("endpoint.base_url %s: %w", wire.RedactURL(b), err)
 		}
 		out[i] = u
 	}
@@ -92,7 +92,7 @@ func serverScrapers(cfg config.Config) []func(context.Context) (promscrape.Sampl
 		return nil
 	}
 	var hc *http.Client
-	if tlsConfig, err := generator.ClientTLS(cfg.Endpoint.CAFile, cfg.Endpoint.InsecureSkipVerify); err == nil && tlsConfig != nil {
+	if tlsConfig, err := wire.ClientTLS(cfg.Endpoint.CAFile, cfg.Endpoint.InsecureSkipVerify); err == nil && tlsConfig != nil {
 		// The server's private CA signs its /metrics too.
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.TLSClientConfig = tlsConfig
@@ -108,7 +108,7 @@ func serverScrapers(cfg config.Config) []func(context.Context) (promscrape.Sampl
 			s, err := scraper.Scrape(ctx)
 			if err != nil {
 				// The scrape error names the URL, which may carry a password.
-				err = generator.RedactURLIn(err, u)
+				err = wire.RedactURLIn(err, u)
 			}
 			return s, err
 		})

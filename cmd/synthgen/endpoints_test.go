@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
@@ -56,7 +57,7 @@ func TestProgressNamesEndpoints(t *testing.T) {
 // with one, none.
 func TestSelfMetricsPerEndpoint(t *testing.T) {
 	stats := generator.NewStats(nil)
-	stats.SetEndpoints([]string{generator.RedactURL("http://a:8000/v1"), generator.RedactURL("http://u:hunter2@b:8000/v1")})
+	stats.SetEndpoints([]string{wire.RedactURL("http://a:8000/v1"), wire.RedactURL("http://u:hunter2@b:8000/v1")})
 	m, err := startSelfMetrics("127.0.0.1:0", stats)
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +212,7 @@ func TestRunSeveralEndpoints(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	shown := []string{urls[0], urls[1], generator.RedactURL(urls[2])}
+	shown := []string{urls[0], urls[1], wire.RedactURL(urls[2])}
 	if want := strings.Join(shown, ","); rep.Config.BaseURL != want {
 		t.Errorf("report.json config.base_url = %q, want %q", rep.Config.BaseURL, want)
 	}

@@ -45,7 +45,9 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+
 	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
 
@@ -498,7 +500,7 @@ func (r *reporter) Summary(stats *generator.Stats, outcome string) string {
 	if len(s.ErrorsByCause) > 0 {
 		fmt.Fprintf(tw, "  errors\t%s\n", formatCounts(s.ErrorsByCause))
 	}
-	if n := s.ErrorsByCause[generator.CauseTooLong]; n > 0 {
+	if n := s.ErrorsByCause[wire.CauseTooLong]; n > 0 {
 		// Under the errors it explains: no retry makes these fit.
 		fmt.Fprintf(tw, "  \t%s\n", tooLongLine(n, s.MaxModelLen))
 	}

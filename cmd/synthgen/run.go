@@ -16,6 +16,7 @@ import (
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/wire"
 )
 
 // runFlags are the run flags that are not config keys.
@@ -74,7 +75,7 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	}
 	rs := &runSession{cfg: cfg, rf: rf, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), stats: generator.NewStats(nil)}
 	setup := runSetup(cfg, rf, jobOf(cfg, shard), rs.stats, rs.stderr)
-	if setup.TLS, err = generator.ClientTLS(cfg.Endpoint.CAFile, cfg.Endpoint.InsecureSkipVerify); err != nil {
+	if setup.TLS, err = wire.ClientTLS(cfg.Endpoint.CAFile, cfg.Endpoint.InsecureSkipVerify); err != nil {
 		return usageError(err, "endpoint.ca_file is a PEM file of the CA certificates that signed the server's certificate")
 	}
 	if cfg.Endpoint.InsecureSkipVerify {
@@ -321,8 +322,8 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *generator.Stat
 func openError(err error) error {
 	var (
 		de *generator.DatasetError
-		me *generator.ModelError
-		se *generator.ServerError
+		me *wire.ModelError
+		se *wire.ServerError
 		mm *job.MismatchError
 	)
 	switch {
@@ -332,7 +333,7 @@ func openError(err error) error {
 		return usageError(err, "check dataset.path and dataset.format")
 	case errors.As(err, &me) && len(me.Served) > 0:
 		return usageError(err, "set endpoint.model to one of them, or leave it empty to take the first")
-	case errors.As(err, &se) && generator.IsCertificateError(err):
+	case errors.As(err, &se) && wire.IsCertificateError(err):
 		return &exitError{code: exitFailure, err: err, hint: "the server's TLS certificate is not signed by a CA this machine trusts: set endpoint.ca_file to the PEM bundle of its CA (or, for testing only, endpoint.insecure_skip_verify: true)"}
 	case errors.As(err, &se) && se.NeedsKey():
 		return &exitError{code: exitFailure, err: err, hint: "the server wants an API key: put it in the environment variable named by endpoint.api_key_env (default OPENAI_API_KEY)"}
@@ -380,7 +381,7 @@ func severalURLs(urls []string) []string {
 func redactedURLs(urls []string) string {
 	shown := make([]string, len(urls))
 	for i, u := range urls {
-		shown[i] = generator.RedactURL(u)
+		shown[i] = wire.RedactURL(u)
 	}
 	return strings.Join(shown, ",")
 }

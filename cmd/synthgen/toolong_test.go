@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/mockserver"
 )
 
@@ -54,7 +54,7 @@ func TestRunPromptsTooLong(t *testing.T) {
 		ids = append(ids, e.ID)
 		want := "prompt too long for the model's context (max_model_len 100, requested 114, prompt 50, completion 64): " +
 			"This model's maximum context length is 100 tokens. However, you requested 64 output tokens and your prompt contains 50 input tokens, for a total of 114 tokens."
-		if e.Cause != generator.CauseTooLong || e.Status != 400 || e.Attempts != 1 || !strings.HasPrefix(e.Message, want) {
+		if e.Cause != wire.CauseTooLong || e.Status != 400 || e.Attempts != 1 || !strings.HasPrefix(e.Message, want) {
 			t.Errorf("error record %+v\nwant cause too_long, status 400, attempts 1, message starting %q", e, want)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/backoff"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
@@ -34,12 +35,12 @@ func runWatchMany(ctx context.Context, stdout, stderr io.Writer, targets []strin
 		if err != nil {
 			return usageError(fmt.Errorf("URL %d: %w", i+1, err), "pass each server's root (http://host:8000), its /v1 base or its /metrics URL")
 		}
-		servers[i] = &watchServer{url: generator.RedactURL(url), scraper: promscrape.NewScraper(url, nil)}
+		servers[i] = &watchServer{url: wire.RedactURL(url), scraper: promscrape.NewScraper(url, nil)}
 	}
 	for _, sv := range servers {
 		s, err := sv.scraper.Scrape(ctx)
 		if err != nil {
-			return watchScrapeError(generator.RedactURLIn(err, sv.scraper.URL()))
+			return watchScrapeError(wire.RedactURLIn(err, sv.scraper.URL()))
 		}
 		sv.prev = &s
 	}
@@ -63,12 +64,12 @@ func runWatchMany(ctx context.Context, stdout, stderr io.Writer, targets []strin
 				}
 				return ctx.Err()
 			case err != nil && !o.follow:
-				return watchScrapeError(generator.RedactURLIn(err, sv.scraper.URL()))
+				return watchScrapeError(wire.RedactURLIn(err, sv.scraper.URL()))
 			case err != nil:
 				// A replica restarting under --follow: said once, the
 				// others' sum goes on.
 				if !sv.failing {
-					fmt.Fprintf(stderr, "%v (retrying every %s)\n", generator.RedactURLIn(err, sv.scraper.URL()), o.interval)
+					fmt.Fprintf(stderr, "%v (retrying every %s)\n", wire.RedactURLIn(err, sv.scraper.URL()), o.interval)
 					sv.failing = true
 				}
 				continue

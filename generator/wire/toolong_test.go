@@ -1,4 +1,4 @@
-package generator
+package wire
 
 import (
 	"net/http"
@@ -51,7 +51,7 @@ func TestParseTooLong(t *testing.T) {
 // ahead of the server's message; the same text under another status is not.
 func TestClassifyTooLong(t *testing.T) {
 	msg := "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the messages, 1000 in the completion). Please reduce the length of the messages or completion."
-	e := classify(&openai.APIError{HTTPStatusCode: http.StatusBadRequest, Message: msg})
+	e := Classify(&openai.APIError{HTTPStatusCode: http.StatusBadRequest, Message: msg})
 	if e.Cause != CauseTooLong || e.Retryable {
 		t.Fatalf("cause %q retryable %v, want too_long, not retryable", e.Cause, e.Retryable)
 	}
@@ -66,7 +66,7 @@ func TestClassifyTooLong(t *testing.T) {
 	if strings.Count(e.Message, tooLongPrefix) != 1 {
 		t.Errorf("prefixed twice: %q", e.Message)
 	}
-	if e := classify(&openai.APIError{HTTPStatusCode: http.StatusInternalServerError, Message: msg}); e.Cause != "http_500" || !e.Retryable {
+	if e := Classify(&openai.APIError{HTTPStatusCode: http.StatusInternalServerError, Message: msg}); e.Cause != "http_500" || !e.Retryable {
 		t.Errorf("500 with the phrase: cause %q retryable %v", e.Cause, e.Retryable)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package generator
+package wire
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func BenchmarkStreamDecoder(b *testing.B) {
 	req := userReq(true)
 	for _, dec := range chunkDecoders {
 		b.Run(dec.name, func(b *testing.B) {
-			c := newWireClient(wireOptions{BaseURL: s.URL + "/v1", MaxConns: 4})
+			c := New(Options{BaseURL: s.URL + "/v1", MaxConns: 4})
 			c.chunkDecoder = dec.decode
 			b.ReportAllocs()
 			cpu0 := cpuTime()

@@ -1,4 +1,4 @@
-package generator
+package wire
 
 import (
 	"bytes"
@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -219,7 +221,42 @@ func TestStreamNotModified(t *testing.T) {
 		w.WriteHeader(http.StatusNotModified)
 	}))
 	defer s.Close()
-	c := newWireClient(wireOptions{BaseURL: s.URL + "/v1"})
+	c := New(Options{BaseURL: s.URL + "/v1"})
 	_, err := c.Complete(context.Background(), userReq(true), nil)
-	asError(t, err, causeStreamCut, true)
+	asError(t, err, CauseStreamCut, true)
+}
+
+// TestIdleBodyCountsBytes: the watch measures silence from the last byte,
+// whatever the byte (a keep-alive comment is one), on its own clock.
+func TestIdleBodyCountsBytes(t *testing.T) {
+	var aborted atomic.Int64
+	const limit = 100 * time.Millisecond
+	// The real timer is set far off; the test drives check itself.
+	b := watchIdle(io.NopCloser(strings.NewReader(strings.Repeat(": ping\n\n", 4))), time.Hour, func() { aborted.Add(1) })
+	defer b.Close()
+	b.limit = limit
+	var clock time.Duration
+	b.now = func() time.Duration { return clock }
+	buf := make([]byte, 8)
+	read := func() {
+		if _, err := b.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock = 90 * time.Millisecond
+	b.check()
+	read() // a ping at 90ms
+	clock = 180 * time.Millisecond
+	b.check() // 90ms since the ping
+	read()
+	clock = 270 * time.Millisecond
+	b.check()
+	if n := aborted.Load(); n != 0 {
+		t.Fatalf("aborted %d times while pings kept coming", n)
+	}
+	clock = 280 * time.Millisecond // 100ms of silence since the last ping
+	b.check()
+	if n := aborted.Load(); n != 1 {
+		t.Fatalf("aborted %d times after %v of silence, want once", n, limit)
+	}
 }

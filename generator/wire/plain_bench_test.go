@@ -1,4 +1,4 @@
-package generator
+package wire
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ func BenchmarkPlain(b *testing.B) {
 	req := userReq(false)
 
 	b.Run("complete", func(b *testing.B) {
-		c := newWireClient(wireOptions{BaseURL: s.URL + "/v1", MaxConns: 4, Timeout: 600e9})
+		c := New(Options{BaseURL: s.URL + "/v1", MaxConns: 4, Timeout: 600e9})
 		b.ReportAllocs()
 		for b.Loop() {
 			resp, err := c.Complete(context.Background(), req, nil)
@@ -39,8 +39,8 @@ func BenchmarkPlain(b *testing.B) {
 		}
 	})
 	b.Run("post_only", func(b *testing.B) {
-		hc := &http.Client{Transport: newTransport(4, nil)}
-		body, err := encodeRequest(req)
+		hc := &http.Client{Transport: NewTransport(4, nil)}
+		body, err := EncodeRequest(req)
 		if err != nil {
 			b.Fatal(err)
 		}

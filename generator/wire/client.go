@@ -1,4 +1,4 @@
-package generator
+package wire
 
 import (
 	"context"
@@ -34,8 +34,8 @@ import (
 // sent is what the record holds, with no copy on the way to disk.
 type Message = sink.Message
 
-// wireOptions configure a Client.
-type wireOptions struct {
+// Options configure a Client.
+type Options struct {
 	BaseURL string // e.g. http://localhost:8000/v1
 	// APIKey is sent as "Authorization: Bearer KEY". Empty sends no
 	// Authorization header at all, which is what vLLM without --api-key
@@ -65,10 +65,10 @@ type wireOptions struct {
 // defaultMaxConns is the pool size when ClientOptions.MaxConns is 0.
 const defaultMaxConns = 256
 
-// wireRequest is one chat completion to send: the job's Sampling (model,
+// Request is one chat completion to send: the job's Sampling (model,
 // max_tokens, temperature, top_p, extra_body; n is not sent, each sample
 // is its own request), the messages and how to read the answer.
-// encodeRequest writes each field:
+// EncodeRequest writes each field:
 //   - MaxTokens 0 is not sent (the server's default);
 //   - Temperature is always sent: 0 reaches the server as 0;
 //   - TopP is sent when > 0 (0 is not a valid top_p for OpenAI or vLLM, so
@@ -79,7 +79,7 @@ const defaultMaxConns = 256
 //   - Params (a request row's own fields, dataset.Prompt.Params) come
 //     last and replace the field of the same name, the job's or
 //     extra_body's, for that row: a row's temperature 0 is sent as 0.
-type wireRequest struct {
+type Request struct {
 	job.Sampling
 	Messages []Message
 	// Params are the row's own request fields, values as the dataset
@@ -90,8 +90,8 @@ type wireRequest struct {
 	Stream bool
 }
 
-// wireResponse is one complete answer.
-type wireResponse struct {
+// Response is one complete answer.
+type Response struct {
 	Model            string
 	Reasoning        string // `reasoning` (vLLM >= 0.11) else `reasoning_content`
 	Content          string // null -> ""
@@ -103,9 +103,9 @@ type wireResponse struct {
 	TTFT             time.Duration // streaming: time to the first reasoning/content delta
 }
 
-// wireClient sends chat completions through go-openai. It is safe for
+// Client sends chat completions through go-openai. It is safe for
 // concurrent use.
-type wireClient struct {
+type Client struct {
 	oa      *openai.Client
 	timeout time.Duration
 	stall   time.Duration // see wireOptions.StallTimeout
@@ -121,12 +121,12 @@ type wireClient struct {
 // OpenAI names with parameters that vLLM serves fine.
 const bridgeModel = "synthgen-bridge"
 
-// newWireClient builds a Client.
-func newWireClient(opts wireOptions) *wireClient {
+// New builds a Client.
+func New(opts Options) *Client {
 	hc := opts.HTTPClient
 	var rt http.RoundTripper // our own transport, which the doer may use directly
 	if hc == nil {
-		rt = newTransport(opts.MaxConns, opts.TLS)
+		rt = NewTransport(opts.MaxConns, opts.TLS)
 		hc = &http.Client{Transport: rt}
 	}
 	cfg := openai.DefaultConfig(opts.APIKey)
@@ -138,10 +138,10 @@ func newWireClient(opts wireOptions) *wireClient {
 	// while a request waits in its queue must not kill the stream. The
 	// request's Timeout is what bounds a silent stream.
 	cfg.EmptyMessagesLimit = math.MaxUint32
-	return &wireClient{oa: openai.NewClientWithConfig(cfg), timeout: opts.Timeout, stall: opts.StallTimeout, key: key}
+	return &Client{oa: openai.NewClientWithConfig(cfg), timeout: opts.Timeout, stall: opts.StallTimeout, key: key}
 }
 
-// newTransport is the transport for maxConns requests in flight to one
+// NewTransport is the transport for maxConns requests in flight to one
 // server: that many idle keep-alive connections per host (the default of 2
 // would close and reopen connections all the time at 200 in flight), no cap
 // on open connections, HTTP/1.1 (vLLM serves HTTP/1.1, and HTTP/2 would put
@@ -153,7 +153,7 @@ func newWireClient(opts wireOptions) *wireClient {
 // powered off, a NAT that forgot the flow) fails the request as a timeout
 // within about 90 s, instead of endpoint.timeout. The probes are answered
 // by the peer's kernel, so a server busy with a long plain answer passes.
-func newTransport(maxConns int, tlsConfig *tls.Config) *http.Transport {
+func NewTransport(maxConns int, tlsConfig *tls.Config) *http.Transport {
 	if maxConns <= 0 {
 		maxConns = defaultMaxConns
 	}
@@ -178,7 +178,7 @@ func newTransport(maxConns int, tlsConfig *tls.Config) *http.Transport {
 var tcpKeepAlive = net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: 15 * time.Second, Count: 4}
 
 // Models lists the ids the server serves (GET /models).
-func (c *wireClient) Models(ctx context.Context) ([]string, error) {
+func (c *Client) Models(ctx context.Context) ([]string, error) {
 	list, err := c.ModelList(ctx)
 	if err != nil {
 		return nil, err
@@ -190,16 +190,16 @@ func (c *wireClient) Models(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// servedModel is one model of GET /models: its id and, from vLLM, its
+// Model is one model of GET /models: its id and, from vLLM, its
 // max_model_len (0 when the server does not say; go-openai's type drops it,
 // so the doer keeps the body and it is decoded here).
-type servedModel struct {
+type Model struct {
 	ID          string `json:"id"`
 	MaxModelLen int    `json:"max_model_len"`
 }
 
 // ModelList lists the models the server serves (GET /models).
-func (c *wireClient) ModelList(ctx context.Context) ([]servedModel, error) {
+func (c *Client) ModelList(ctx context.Context) ([]Model, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	ex := &exchange{keep: true}
@@ -215,15 +215,15 @@ func (c *wireClient) ModelList(ctx context.Context) ([]servedModel, error) {
 	}
 	if json.Unmarshal(ex.raw, &body) != nil {
 		// Not the shape we know: go-openai's ids, sizes unknown.
-		out := make([]servedModel, 0, len(list.Models))
+		out := make([]Model, 0, len(list.Models))
 		for _, m := range list.Models {
-			out = append(out, servedModel{ID: m.ID})
+			out = append(out, Model{ID: m.ID})
 		}
 		return out, nil
 	}
-	out := make([]servedModel, 0, len(body.Data))
+	out := make([]Model, 0, len(body.Data))
 	for _, m := range body.Data {
-		sm := servedModel{ID: m.ID}
+		sm := Model{ID: m.ID}
 		if n, ok := intField(json.Number(strings.TrimSpace(string(m.MaxModelLen)))); ok && n > 0 {
 			sm.MaxModelLen = n
 		}
@@ -242,7 +242,7 @@ func (c *wireClient) ModelList(ctx context.Context) ([]servedModel, error) {
 // *Error with Cause "stream_cut". A stream that sent its finish_reason and
 // then ended without usage or [DONE] is complete; UsageKnown tells whether
 // the counts came.
-func (c *wireClient) Complete(ctx context.Context, req wireRequest, onDelta func(n int)) (wireResponse, error) {
+func (c *Client) Complete(ctx context.Context, req Request, onDelta func(n int)) (Response, error) {
 	resp, err := c.complete(ctx, req, onDelta)
 	if err != nil {
 		// A server or proxy may echo the Authorization header in its
@@ -252,11 +252,11 @@ func (c *wireClient) Complete(ctx context.Context, req wireRequest, onDelta func
 	return resp, nil
 }
 
-func (c *wireClient) complete(ctx context.Context, req wireRequest, onDelta func(n int)) (wireResponse, error) {
+func (c *Client) complete(ctx context.Context, req Request, onDelta func(n int)) (Response, error) {
 	start := time.Now()
-	body, err := encodeRequest(req)
+	body, err := EncodeRequest(req)
 	if err != nil {
-		return wireResponse{}, &Error{Cause: causeRequest, Message: err.Error(), Err: err}
+		return Response{}, &Error{Cause: CauseRequest, Message: err.Error(), Err: err}
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
@@ -292,7 +292,7 @@ type answerBound struct {
 // server's own limit, which no model's context exceeds.
 const unboundedTokens = 1 << 20
 
-func newAnswerBound(req wireRequest) answerBound {
+func newAnswerBound(req Request) answerBound {
 	n := req.MaxTokens
 	for _, fields := range []map[string]any{req.Extra, req.Params} {
 		for _, k := range []string{"max_tokens", "max_completion_tokens"} {
@@ -330,18 +330,18 @@ func (b answerBound) check(a *answer) error {
 	if a.resp.Chunks <= b.chunks && size <= b.bytes {
 		return nil
 	}
-	return &Error{Cause: causeOverlong, Retryable: true,
+	return &Error{Cause: CauseOverlong, Retryable: true,
 		Message: fmt.Sprintf("the answer went past what max_tokens %d allows (%d text chunks, %d bytes) without a finish_reason", b.maxTokens, a.resp.Chunks, size),
 		Err:     errors.New("stream: answer longer than max_tokens allows")}
 }
 
-func (c *wireClient) completePlain(ctx context.Context, ex *exchange) (wireResponse, error) {
+func (c *Client) completePlain(ctx context.Context, ex *exchange) (Response, error) {
 	_, err := c.oa.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: bridgeModel})
 	if !errors.Is(err, errAnswerKept) {
 		if err == nil {
 			err = errors.New("the answer did not reach the client (a custom HTTP client that bypasses the doer?)")
 		}
-		return wireResponse{}, c.fail(ctx, ex, err)
+		return Response{}, c.fail(ctx, ex, err)
 	}
 	resp, err := decodeResponse(ex.raw)
 	if err == nil && ex.rawBuf != nil {
@@ -353,14 +353,14 @@ func (c *wireClient) completePlain(ctx context.Context, ex *exchange) (wireRespo
 	return resp, err
 }
 
-func (c *wireClient) completeStream(ctx context.Context, ex *exchange, start time.Time, bound answerBound, onDelta func(int)) (wireResponse, error) {
+func (c *Client) completeStream(ctx context.Context, ex *exchange, start time.Time, bound answerBound, onDelta func(int)) (Response, error) {
 	stream, err := c.oa.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{Model: bridgeModel})
 	if err != nil {
-		return wireResponse{}, c.fail(ctx, ex, err)
+		return Response{}, c.fail(ctx, ex, err)
 	}
 	defer stream.Close()
 	if ex.events == nil {
-		return wireResponse{}, &Error{Cause: causeOther, Message: "the stream's body did not reach the client (a custom HTTP client that bypasses the doer?)"}
+		return Response{}, &Error{Cause: CauseOther, Message: "the stream's body did not reach the client (a custom HTTP client that bypasses the doer?)"}
 	}
 	events := newSSEReader(ex.events)
 	defer events.release()
@@ -376,7 +376,7 @@ func (c *wireClient) completeStream(ctx context.Context, ex *exchange, start tim
 			if errors.Is(err, io.EOF) {
 				err = errStreamCut
 			}
-			return wireResponse{}, c.failStream(ctx, ex, &a, err)
+			return Response{}, c.failStream(ctx, ex, &a, err)
 		}
 		decode := decodeChunk
 		if c.chunkDecoder != nil {
@@ -384,11 +384,11 @@ func (c *wireClient) completeStream(ctx context.Context, ex *exchange, start tim
 		}
 		d, err := decode(raw)
 		if err != nil {
-			return wireResponse{}, err
+			return Response{}, err
 		}
 		if a.add(&d) {
 			if err := bound.check(&a); err != nil {
-				return wireResponse{}, err
+				return Response{}, err
 			}
 			if a.resp.Chunks == 1 {
 				a.resp.TTFT = time.Since(start)
@@ -399,7 +399,7 @@ func (c *wireClient) completeStream(ctx context.Context, ex *exchange, start tim
 		}
 	}
 	if err := checkFinish(a.resp.FinishReason); err != nil {
-		return wireResponse{}, err
+		return Response{}, err
 	}
 	return a.result(), nil
 }
@@ -408,16 +408,16 @@ func (c *wireClient) completeStream(ctx context.Context, ex *exchange, start tim
 // read failure there (reset, unexpected EOF, a plain EOF) cut an answer that
 // had started, which is what "stream_cut" means to a person reading
 // DIR/errors/.
-func (c *wireClient) failStream(ctx context.Context, ex *exchange, a *answer, err error) *Error {
+func (c *Client) failStream(ctx context.Context, ex *exchange, a *answer, err error) *Error {
 	e := c.fail(ctx, ex, err)
-	if e.Cause == causeStall {
+	if e.Cause == CauseStall {
 		e.Message = fmt.Sprintf("no byte for %s (endpoint.stall_timeout) after %d text chunks", ex.stall, a.resp.Chunks)
 		return e
 	}
-	if e.Cause == causeConnection {
-		e.Cause = causeStreamCut
+	if e.Cause == CauseConnection {
+		e.Cause = CauseStreamCut
 	}
-	if e.Cause == causeStreamCut {
+	if e.Cause == CauseStreamCut {
 		e.Message = fmt.Sprintf("stream ended after %d text chunks without a finish_reason: %v", a.resp.Chunks, err)
 	}
 	return e
@@ -426,17 +426,17 @@ func (c *wireClient) failStream(ctx context.Context, ex *exchange, a *answer, er
 // fail classifies err with what the exchange saw: the context's own state
 // first (a canceled request fails with whatever the transport made of it),
 // then the server's message and Retry-After.
-func (c *wireClient) fail(ctx context.Context, ex *exchange, err error) *Error {
+func (c *Client) fail(ctx context.Context, ex *exchange, err error) *Error {
 	if errors.Is(context.Cause(ctx), errStalled) {
 		// Our own watch cut the stream, not the caller nor the deadline.
-		return &Error{Cause: causeStall, Retryable: true,
+		return &Error{Cause: CauseStall, Retryable: true,
 			Message: fmt.Sprintf("no byte for %s (endpoint.stall_timeout)", ex.stall),
 			Err:     fmt.Errorf("%w: %v", errStalled, err)}
 	}
 	if ce := ctx.Err(); ce != nil && !errors.Is(err, ce) {
 		err = fmt.Errorf("%w (%v)", ce, err)
 	}
-	e := classify(err)
+	e := Classify(err)
 	if e.Status == 0 && ex.status >= 400 {
 		e.Status = ex.status
 	}
@@ -452,7 +452,7 @@ func (c *wireClient) fail(ctx context.Context, ex *exchange, err error) *Error {
 	return e
 }
 
-func (c *wireClient) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if c.timeout > 0 {
 		return context.WithTimeout(ctx, c.timeout)
 	}

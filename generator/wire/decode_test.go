@@ -1,4 +1,4 @@
-package generator
+package wire
 
 import (
 	"bytes"
@@ -77,10 +77,10 @@ func TestDecodeChunk(t *testing.T) {
 		{name: "usage with choices (continuous usage stats)",
 			chunk: `{"choices":[{"index":0,"delta":{"content":"x"}}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`,
 			want:  chunkDelta{Content: "x", PromptTokens: 3, CompletionTokens: 1, UsageKnown: true}},
-		{name: "not json", chunk: `{"choices":[`, cause: causeDecode},
-		{name: "content of the wrong type", chunk: `{"choices":[{"index":0,"delta":{"content":["x"]}}]}`, cause: causeDecode},
+		{name: "not json", chunk: `{"choices":[`, cause: CauseDecode},
+		{name: "content of the wrong type", chunk: `{"choices":[{"index":0,"delta":{"content":["x"]}}]}`, cause: CauseDecode},
 		{name: "vllm flat error", chunk: `{"object":"error","message":"boom","type":"InternalServerError","param":null,"code":500}`, cause: "http_500"},
-		{name: "error without code", chunk: `{"error":{"message":"overloaded"}}`, cause: causeStreamErr},
+		{name: "error without code", chunk: `{"error":{"message":"overloaded"}}`, cause: CauseStreamErr},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,11 +114,11 @@ func TestDecodeResponseFailures(t *testing.T) {
 		name, body, cause string
 		retryable         bool
 	}{
-		{"no choices", `{"id":"x","object":"chat.completion","model":"m","choices":[],"usage":null}`, causeIncomplete, true},
-		{"no finish_reason", `{"choices":[{"index":0,"message":{"content":"half"},"finish_reason":null}]}`, causeIncomplete, true},
-		{"aborted", `{"choices":[{"index":0,"message":{"content":"half"},"finish_reason":"abort"}]}`, causeAborted, true},
-		{"html from a proxy", `<html>502 Bad Gateway</html>`, causeDecode, true},
-		{"empty", ``, causeDecode, true},
+		{"no choices", `{"id":"x","object":"chat.completion","model":"m","choices":[],"usage":null}`, CauseIncomplete, true},
+		{"no finish_reason", `{"choices":[{"index":0,"message":{"content":"half"},"finish_reason":null}]}`, CauseIncomplete, true},
+		{"aborted", `{"choices":[{"index":0,"message":{"content":"half"},"finish_reason":"abort"}]}`, CauseAborted, true},
+		{"html from a proxy", `<html>502 Bad Gateway</html>`, CauseDecode, true},
+		{"empty", ``, CauseDecode, true},
 		{"vllm error with 200", string(testdata(t, "error_vllm_400.json")), "http_400", false},
 	}
 	for _, tt := range tests {
@@ -165,34 +165,34 @@ func TestClassify(t *testing.T) {
 		{"request error with vllm body", &openai.RequestError{HTTPStatusCode: 400, Body: testdata(t, "error_vllm_400.json")},
 			CauseTooLong, false, 400, "This model's maximum context length"},
 		{"request error 502 text", &openai.RequestError{HTTPStatusCode: 502, Body: []byte("Bad Gateway\n")}, "http_502", true, 502, "Bad Gateway"},
-		{"canceled", fmt.Errorf("post: %w", context.Canceled), causeCanceled, false, 0, ""},
-		{"deadline", context.DeadlineExceeded, causeTimeout, true, 0, ""},
-		{"net timeout", timeoutErr, causeTimeout, true, 0, ""},
-		{"reset", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, causeConnection, true, 0, ""},
-		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, causeConnection, true, 0, ""},
-		{"eof", fmt.Errorf("post: %w", io.EOF), causeConnection, true, 0, ""},
-		{"unexpected eof", io.ErrUnexpectedEOF, causeConnection, true, 0, ""},
-		{"idle keep-alive closed under a POST", errors.New(`Post "http://h/v1/chat/completions": http: server closed idle connection`), causeConnection, true, 0, ""},
-		{"cut stream", errStreamCut, causeStreamCut, true, 0, ""},
-		{"keep-alive flood", openai.ErrTooManyEmptyStreamMessages, causeStreamCut, true, 0, ""},
-		{"ours passes through", fmt.Errorf("x: %w", &Error{Cause: causeAborted, Retryable: true}), causeAborted, true, 0, ""},
-		{"unknown", errors.New("something else"), causeOther, false, 0, "something else"},
+		{"canceled", fmt.Errorf("post: %w", context.Canceled), CauseCanceled, false, 0, ""},
+		{"deadline", context.DeadlineExceeded, CauseTimeout, true, 0, ""},
+		{"net timeout", timeoutErr, CauseTimeout, true, 0, ""},
+		{"reset", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, CauseConnection, true, 0, ""},
+		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, CauseConnection, true, 0, ""},
+		{"eof", fmt.Errorf("post: %w", io.EOF), CauseConnection, true, 0, ""},
+		{"unexpected eof", io.ErrUnexpectedEOF, CauseConnection, true, 0, ""},
+		{"idle keep-alive closed under a POST", errors.New(`Post "http://h/v1/chat/completions": http: server closed idle connection`), CauseConnection, true, 0, ""},
+		{"cut stream", errStreamCut, CauseStreamCut, true, 0, ""},
+		{"keep-alive flood", openai.ErrTooManyEmptyStreamMessages, CauseStreamCut, true, 0, ""},
+		{"ours passes through", fmt.Errorf("x: %w", &Error{Cause: CauseAborted, Retryable: true}), CauseAborted, true, 0, ""},
+		{"unknown", errors.New("something else"), CauseOther, false, 0, "something else"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := classify(tt.err)
+			e := Classify(tt.err)
 			if e.Cause != tt.cause || e.Retryable != tt.retryable || e.Status != tt.status {
 				t.Errorf("got cause %q retryable %v status %d, want %q %v %d", e.Cause, e.Retryable, e.Status, tt.cause, tt.retryable, tt.status)
 			}
 			if !strings.Contains(e.Message, tt.message) {
 				t.Errorf("message %q, want %q in it", e.Message, tt.message)
 			}
-			if e.Err == nil && tt.cause != causeAborted {
+			if e.Err == nil && tt.cause != CauseAborted {
 				t.Error("underlying error lost")
 			}
 		})
 	}
-	if classify(nil) != nil {
+	if Classify(nil) != nil {
 		t.Error("Classify(nil) != nil")
 	}
 }
@@ -202,8 +202,8 @@ func TestEncodeRequestStrings(t *testing.T) {
 		"", "plain", `quote " and \ backslash`, "new\nline\ttab\r\x00\x1f\x7f", "<tag> & 'x'",
 		"ünïcødé ✓ 😊", "\u2028\u2029", "bad \xff utf8 \xe2\x82", strings.Repeat("long ", 1000),
 	} {
-		req := wireRequest{Sampling: job.Sampling{Model: s}, Messages: []Message{{Role: "user", Content: s}}}
-		body, err := encodeRequest(req)
+		req := Request{Sampling: job.Sampling{Model: s}, Messages: []Message{{Role: "user", Content: s}}}
+		body, err := EncodeRequest(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +223,7 @@ func TestEncodeRequestStrings(t *testing.T) {
 
 func TestEncodeRequestExtraReplacesEverything(t *testing.T) {
 	extra := map[string]any{"model": "m2", "messages": []any{}, "temperature": 1, "stream_options": nil}
-	body, err := encodeRequest(wireRequest{Sampling: job.Sampling{Model: "m", Extra: extra}, Stream: true})
+	body, err := EncodeRequest(Request{Sampling: job.Sampling{Model: "m", Extra: extra}, Stream: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestEncodeRequestExtraReplacesEverything(t *testing.T) {
 	if string(body) != want {
 		t.Errorf("body\n %s\nwant\n %s", body, want)
 	}
-	if _, err := encodeRequest(wireRequest{Sampling: job.Sampling{Extra: map[string]any{"f": func() {}}}}); err == nil || !strings.Contains(err.Error(), "extra_body.f") {
+	if _, err := EncodeRequest(Request{Sampling: job.Sampling{Extra: map[string]any{"f": func() {}}}}); err == nil || !strings.Contains(err.Error(), "extra_body.f") {
 		t.Errorf("unencodable extra: err %v, want one naming extra_body.f", err)
 	}
 }
@@ -312,7 +312,7 @@ func FuzzEncodeRequest(f *testing.F) {
 	f.Add("Qwen/Qwen3-8B", "user", "What is 2+2?", 0.0)
 	f.Add("m", "system", "\x00\"\\\n\xff😊", 0.6)
 	f.Fuzz(func(t *testing.T, model, role, content string, temp float64) {
-		body, err := encodeRequest(wireRequest{Sampling: job.Sampling{Model: model, Temperature: temp}, Messages: []Message{{Role: role, Content: content}}, Stream: true})
+		body, err := EncodeRequest(Request{Sampling: job.Sampling{Model: model, Temperature: temp}, Messages: []Message{{Role: role, Content: content}}, Stream: true})
 		if err != nil {
 			return // NaN or Inf temperature: refused, never sent
 		}
@@ -332,7 +332,7 @@ func FuzzEncodeRequest(f *testing.F) {
 }
 
 func BenchmarkEncodeRequest(b *testing.B) {
-	req := wireRequest{
+	req := Request{
 		Sampling: job.Sampling{Model: "Qwen/Qwen3-8B", MaxTokens: 8192, Temperature: 0.6, TopP: 0.95, Extra: map[string]any{"top_k": 20, "chat_template_kwargs": map[string]any{"enable_thinking": true}}},
 		Messages: []Message{
 			{Role: "system", Content: "You are a helpful assistant."},
@@ -340,11 +340,11 @@ func BenchmarkEncodeRequest(b *testing.B) {
 		},
 		Stream: true,
 	}
-	body, _ := encodeRequest(req)
+	body, _ := EncodeRequest(req)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := encodeRequest(req); err != nil {
+		if _, err := EncodeRequest(req); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -404,7 +404,7 @@ func TestEncodeRequestRowParams(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body, err := encodeRequest(wireRequest{Sampling: spec, Messages: []Message{}, Params: tt.params})
+			body, err := EncodeRequest(Request{Sampling: spec, Messages: []Message{}, Params: tt.params})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -414,7 +414,7 @@ func TestEncodeRequestRowParams(t *testing.T) {
 		})
 	}
 	for _, k := range []string{"stream", "stream_options", "model", "messages"} {
-		if _, err := encodeRequest(wireRequest{Sampling: spec, Params: map[string]any{k: true}}); err == nil {
+		if _, err := EncodeRequest(Request{Sampling: spec, Params: map[string]any{k: true}}); err == nil {
 			t.Errorf("a row's %q was sent", k)
 		}
 	}

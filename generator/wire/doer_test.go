@@ -1,4 +1,4 @@
-package generator
+package wire
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func TestDoerFollowsRedirect(t *testing.T) {
 			})
 			s := httptest.NewServer(mux)
 			defer s.Close()
-			c := newWireClient(wireOptions{BaseURL: s.URL + "/v1"})
+			c := New(Options{BaseURL: s.URL + "/v1"})
 			resp, err := c.Complete(context.Background(), userReq(false), nil)
 			if err != nil {
 				t.Fatal(err)
@@ -45,7 +45,7 @@ func TestDoerFollowsRedirect(t *testing.T) {
 			if resp.Content != "four" {
 				t.Errorf("content %q, want the redirect target's answer", resp.Content)
 			}
-			want, _ := encodeRequest(userReq(false))
+			want, _ := EncodeRequest(userReq(false))
 			if got, _ := bodies.Load().(string); got != string(want) {
 				t.Errorf("the redirect target got body %q, want %q", got, want)
 			}
@@ -63,8 +63,8 @@ func TestDoerTransportErrorAsClient(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now: the dial is refused
 	base := "http://" + addr + "/v1"
-	_, err = newWireClient(wireOptions{BaseURL: base}).Complete(context.Background(), userReq(false), nil)
-	e := asError(t, err, causeConnection, true)
+	_, err = New(Options{BaseURL: base}).Complete(context.Background(), userReq(false), nil)
+	e := asError(t, err, CauseConnection, true)
 	var ue *url.Error
 	if !errors.As(err, &ue) || ue.Op != "Post" || ue.URL != base+"/chat/completions" {
 		t.Fatalf("error %v (%T) is not the Client's *url.Error for Post %s/chat/completions", err, e.Err, base)
@@ -84,8 +84,8 @@ func TestPlainAnswerOutlivesItsBuffer(t *testing.T) {
 		_, _ = io.WriteString(w, strings.Replace(doerAnswer, `"four"`, `"`+word+`"`, 1))
 	}))
 	defer s.Close()
-	c := newWireClient(wireOptions{BaseURL: s.URL + "/v1"})
-	var answers []wireResponse
+	c := New(Options{BaseURL: s.URL + "/v1"})
+	var answers []Response
 	for range 20 {
 		resp, err := c.Complete(context.Background(), userReq(false), nil)
 		if err != nil {

@@ -1,4 +1,4 @@
-package generator
+package wire
 
 import (
 	"bufio"
@@ -50,9 +50,9 @@ func newServer(t testing.TB, h http.HandlerFunc) *server {
 	return s
 }
 
-func (s *server) client(opts wireOptions) *wireClient {
+func (s *server) client(opts Options) *Client {
 	opts.BaseURL = s.URL + "/v1"
-	return newWireClient(opts)
+	return New(opts)
 }
 
 func (s *server) lastBody(t *testing.T) map[string]any {
@@ -87,8 +87,8 @@ func replay(t testing.TB, name string) http.HandlerFunc {
 	}
 }
 
-func userReq(stream bool) wireRequest {
-	return wireRequest{
+func userReq(stream bool) Request {
+	return Request{
 		Sampling: job.Sampling{Model: "Qwen/Qwen3-8B", MaxTokens: 64, Temperature: 0.6, TopP: 0.95},
 		Messages: []Message{{Role: "user", Content: "What is 2+2?"}},
 
@@ -117,29 +117,29 @@ func TestCompleteStream(t *testing.T) {
 	const content = "\n\n2 + 2 = 4."
 	tests := []struct {
 		file       string
-		want       wireResponse // Chunks and text; TTFT only checked > 0
-		wantCause  string       // "" = an answer
+		want       Response // Chunks and text; TTFT only checked > 0
+		wantCause  string   // "" = an answer
 		wantDeltas int
 	}{
-		{file: "stream_reasoning_usage.sse", wantDeltas: 6, want: wireResponse{
+		{file: "stream_reasoning_usage.sse", wantDeltas: 6, want: Response{
 			Model: "Qwen/Qwen3-8B", Reasoning: reasoning, Content: content, FinishReason: "stop",
 			PromptTokens: 14, CompletionTokens: 23, UsageKnown: true, Chunks: 6,
 		}},
 		// finish_reason arrived, then the connection ended: the text is whole,
 		// only the counts are missing.
-		{file: "stream_finish_no_done.sse", wantDeltas: 6, want: wireResponse{
+		{file: "stream_finish_no_done.sse", wantDeltas: 6, want: Response{
 			Model: "Qwen/Qwen3-8B", Reasoning: reasoning, Content: content, FinishReason: "stop", Chunks: 6,
 		}},
-		{file: "stream_cut_reasoning.sse", wantCause: causeStreamCut, wantDeltas: 3},
-		{file: "stream_cut_verbatim.sse", wantCause: causeStreamCut, wantDeltas: 3},
-		{file: "stream_abort.sse", wantCause: causeAborted, wantDeltas: 2},
+		{file: "stream_cut_reasoning.sse", wantCause: CauseStreamCut, wantDeltas: 3},
+		{file: "stream_cut_verbatim.sse", wantCause: CauseStreamCut, wantDeltas: 3},
+		{file: "stream_abort.sse", wantCause: CauseAborted, wantDeltas: 2},
 		{file: "stream_error_event.sse", wantCause: CauseTooLong, wantDeltas: 1}, // vLLM's engine-layer refusal, in the stream
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
 			s := newServer(t, replay(t, tt.file))
 			var deltas atomic.Int64
-			got, err := s.client(wireOptions{}).Complete(context.Background(), userReq(true), func(n int) { deltas.Add(int64(n)) })
+			got, err := s.client(Options{}).Complete(context.Background(), userReq(true), func(n int) { deltas.Add(int64(n)) })
 			if n := deltas.Load(); n != int64(tt.wantDeltas) {
 				t.Errorf("onDelta counted %d, want %d", n, tt.wantDeltas)
 			}
@@ -184,7 +184,7 @@ func TestCompletePlain(t *testing.T) {
 		t.Run(tt.file, func(t *testing.T) {
 			s := newServer(t, replay(t, tt.file))
 			called := false
-			got, err := s.client(wireOptions{}).Complete(context.Background(), userReq(false), func(int) { called = true })
+			got, err := s.client(Options{}).Complete(context.Background(), userReq(false), func(int) { called = true })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -275,7 +275,7 @@ func TestRequestBody(t *testing.T) {
 				file = "stream_reasoning_usage.sse"
 			}
 			s := newServer(t, replay(t, file))
-			req := wireRequest{
+			req := Request{
 				Sampling: job.Sampling{Model: "Qwen/Qwen3-8B", MaxTokens: 1024, Temperature: 0, TopP: 0.95, Extra: tt.extra},
 				Messages: []Message{
 					{Role: "system", Content: "You are terse."},
@@ -283,7 +283,7 @@ func TestRequestBody(t *testing.T) {
 				},
 				Stream: tt.stream,
 			}
-			if _, err := s.client(wireOptions{APIKey: "sk-test"}).Complete(context.Background(), req, nil); err != nil {
+			if _, err := s.client(Options{APIKey: "sk-test"}).Complete(context.Background(), req, nil); err != nil {
 				t.Fatal(err)
 			}
 			tt.check(t, s.lastBody(t))
@@ -299,7 +299,7 @@ func TestRequestBody(t *testing.T) {
 
 func TestNoAPIKeySendsNoAuthorization(t *testing.T) {
 	s := newServer(t, replay(t, "plain_both_equal.json"))
-	if _, err := s.client(wireOptions{}).Complete(context.Background(), userReq(false), nil); err != nil {
+	if _, err := s.client(Options{}).Complete(context.Background(), userReq(false), nil); err != nil {
 		t.Fatal(err)
 	}
 	if a, ok := s.headers[0]["Authorization"]; ok {
@@ -311,8 +311,8 @@ func TestStreamKeyInExtraIsRefused(t *testing.T) {
 	s := newServer(t, replay(t, "plain_both_equal.json"))
 	req := userReq(false)
 	req.Extra = map[string]any{"stream": true}
-	_, err := s.client(wireOptions{}).Complete(context.Background(), req, nil)
-	e := asError(t, err, causeRequest, false)
+	_, err := s.client(Options{}).Complete(context.Background(), req, nil)
+	e := asError(t, err, CauseRequest, false)
 	if !strings.Contains(e.Message, "stream") {
 		t.Errorf("message %q does not name the key", e.Message)
 	}
@@ -356,7 +356,7 @@ func TestHTTPErrors(t *testing.T) {
 					w.WriteHeader(tt.status)
 					_, _ = io.WriteString(w, tt.body)
 				})
-				_, err := s.client(wireOptions{}).Complete(context.Background(), userReq(stream), nil)
+				_, err := s.client(Options{}).Complete(context.Background(), userReq(stream), nil)
 				e := asError(t, err, tt.cause, tt.retryable)
 				if e.Status != tt.status {
 					t.Errorf("status %d, want %d", e.Status, tt.status)
@@ -400,8 +400,8 @@ func TestConnectionResetMidStream(t *testing.T) {
 				}
 			})
 			var deltas int
-			_, err := s.client(wireOptions{}).Complete(context.Background(), userReq(true), func(n int) { deltas += n })
-			e := asError(t, err, causeStreamCut, true)
+			_, err := s.client(Options{}).Complete(context.Background(), userReq(true), func(n int) { deltas += n })
+			e := asError(t, err, CauseStreamCut, true)
 			if deltas != 2 {
 				t.Errorf("counted %d deltas before the cut, want 2", deltas)
 			}
@@ -414,11 +414,11 @@ func TestConnectionResetMidStream(t *testing.T) {
 
 func TestConnectionRefused(t *testing.T) {
 	s := newServer(t, replay(t, "plain_both_equal.json"))
-	c := s.client(wireOptions{})
+	c := s.client(Options{})
 	s.Close()
 	for _, stream := range []bool{false, true} {
 		_, err := c.Complete(context.Background(), userReq(stream), nil)
-		asError(t, err, causeConnection, true)
+		asError(t, err, CauseConnection, true)
 	}
 }
 
@@ -440,8 +440,8 @@ func TestTimeoutAndCancel(t *testing.T) {
 		t.Run(fmt.Sprintf("timeout/stream=%v", stream), func(t *testing.T) {
 			s := newServer(t, stall)
 			start := time.Now()
-			_, err := s.client(wireOptions{Timeout: 100 * time.Millisecond}).Complete(context.Background(), userReq(stream), nil)
-			asError(t, err, causeTimeout, true)
+			_, err := s.client(Options{Timeout: 100 * time.Millisecond}).Complete(context.Background(), userReq(stream), nil)
+			asError(t, err, CauseTimeout, true)
 			if d := time.Since(start); d > 5*time.Second {
 				t.Errorf("timeout took %v", d)
 			}
@@ -450,15 +450,15 @@ func TestTimeoutAndCancel(t *testing.T) {
 			s := newServer(t, stall)
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 			defer cancel()
-			_, err := s.client(wireOptions{}).Complete(ctx, userReq(stream), nil)
-			asError(t, err, causeTimeout, true)
+			_, err := s.client(Options{}).Complete(ctx, userReq(stream), nil)
+			asError(t, err, CauseTimeout, true)
 		})
 		t.Run(fmt.Sprintf("cancel/stream=%v", stream), func(t *testing.T) {
 			s := newServer(t, stall)
 			ctx, cancel := context.WithCancel(context.Background())
 			time.AfterFunc(100*time.Millisecond, cancel)
-			_, err := s.client(wireOptions{}).Complete(ctx, userReq(stream), nil)
-			e := asError(t, err, causeCanceled, false)
+			_, err := s.client(Options{}).Complete(ctx, userReq(stream), nil)
+			e := asError(t, err, CauseCanceled, false)
 			if !errors.Is(e, context.Canceled) {
 				t.Errorf("canceled error %v does not unwrap to context.Canceled", e)
 			}
@@ -476,7 +476,7 @@ func TestKeepAliveGaps(t *testing.T) {
 		_, _ = io.WriteString(w, strings.Repeat(": ping\n\n", 2000))
 		_, _ = w.Write(body)
 	})
-	got, err := s.client(wireOptions{}).Complete(context.Background(), userReq(true), nil)
+	got, err := s.client(Options{}).Complete(context.Background(), userReq(true), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,7 +487,7 @@ func TestKeepAliveGaps(t *testing.T) {
 
 func TestModels(t *testing.T) {
 	s := newServer(t, replay(t, "models_vllm.json"))
-	ids, err := s.client(wireOptions{}).Models(context.Background())
+	ids, err := s.client(Options{}).Models(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,11 +499,11 @@ func TestModels(t *testing.T) {
 	}
 	// vLLM lists each model's max_model_len (null for a LoRA): kept, for
 	// the summary of prompts too long for it.
-	list, err := s.client(wireOptions{}).ModelList(context.Background())
+	list, err := s.client(Options{}).ModelList(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []servedModel{{"Qwen/Qwen3-8B", 40960}, {"qwen3-lora", 0}}; !slices.Equal(list, want) {
+	if want := []Model{{"Qwen/Qwen3-8B", 40960}, {"qwen3-lora", 0}}; !slices.Equal(list, want) {
 		t.Errorf("ModelList = %+v, want %+v", list, want)
 	}
 
@@ -511,7 +511,7 @@ func TestModels(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = io.WriteString(w, `{"object":"error","message":"engine is starting","code":503}`)
 	})
-	_, err = down.client(wireOptions{}).Models(context.Background())
+	_, err = down.client(Options{}).Models(context.Background())
 	e := asError(t, err, "http_503", true)
 	if e.Message != "engine is starting" {
 		t.Errorf("message %q", e.Message)
@@ -537,7 +537,7 @@ func TestConnectionsReused(t *testing.T) {
 	}
 	s.Start()
 	t.Cleanup(s.Close)
-	c := newWireClient(wireOptions{BaseURL: s.URL + "/v1", MaxConns: n})
+	c := New(Options{BaseURL: s.URL + "/v1", MaxConns: n})
 	for range rounds {
 		var wg sync.WaitGroup
 		errs := make(chan error, n)
@@ -576,7 +576,7 @@ func BenchmarkStream(b *testing.B) {
 	dataPrefix := []byte("data: ")
 
 	b.Run("complete", func(b *testing.B) {
-		c := newWireClient(wireOptions{BaseURL: s.URL + "/v1", MaxConns: 4})
+		c := New(Options{BaseURL: s.URL + "/v1", MaxConns: 4})
 		b.SetBytes(int64(len(payload)))
 		b.ReportAllocs()
 		for b.Loop() {
@@ -587,8 +587,8 @@ func BenchmarkStream(b *testing.B) {
 		}
 	})
 	b.Run("sse_lines_only", func(b *testing.B) {
-		hc := &http.Client{Transport: newTransport(4, nil)}
-		body, _ := encodeRequest(req)
+		hc := &http.Client{Transport: NewTransport(4, nil)}
+		body, _ := EncodeRequest(req)
 		b.SetBytes(int64(len(payload)))
 		b.ReportAllocs()
 		for b.Loop() {

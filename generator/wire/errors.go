@@ -1,4 +1,4 @@
-package generator
+package wire
 
 import (
 	"context"
@@ -21,27 +21,25 @@ import (
 // Causes: the short classes of a failure, as written to DIR/errors/ and
 // counted by Stats. An HTTP status is "http_NNN" (see httpCause).
 const (
-	causeTimeout    = "timeout"      // the request's deadline passed
-	causeConnection = "connection"   // refused, reset, EOF before any answer
-	causeStreamCut  = "stream_cut"   // the stream ended before a finish_reason
-	causeStall      = "stall"        // a stream sent no byte for the stall timeout
-	causeOverlong   = "overlong"     // a stream brought more text than max_tokens allows, without a finish_reason
-	causeIncomplete = "incomplete"   // a plain answer without choices or finish_reason
-	causeAborted    = "aborted"      // the server finished with "abort"/"error"
-	causeDecode     = "decode"       // a 2xx body that is not a chat completion
-	causeStreamErr  = "stream_error" // an error event inside a 200 stream, no code
-	causeCanceled   = "canceled"     // the caller's context was canceled
-	causeRequest    = "request"      // the request could not be built
-	causeOther      = "error"        // anything else
-	causeTLS        = "tls"          // the server's certificate is not trusted
-	causeLength     = "length"       // an answer cut at max_tokens, asked again with more room (on_length: retry)
-	causeTooLong    = CauseTooLong
+	CauseTimeout    = "timeout"      // the request's deadline passed
+	CauseConnection = "connection"   // refused, reset, EOF before any answer
+	CauseStreamCut  = "stream_cut"   // the stream ended before a finish_reason
+	CauseStall      = "stall"        // a stream sent no byte for the stall timeout
+	CauseOverlong   = "overlong"     // a stream brought more text than max_tokens allows, without a finish_reason
+	CauseIncomplete = "incomplete"   // a plain answer without choices or finish_reason
+	CauseAborted    = "aborted"      // the server finished with "abort"/"error"
+	CauseDecode     = "decode"       // a 2xx body that is not a chat completion
+	CauseStreamErr  = "stream_error" // an error event inside a 200 stream, no code
+	CauseCanceled   = "canceled"     // the caller's context was canceled
+	CauseRequest    = "request"      // the request could not be built
+	CauseOther      = "error"        // anything else
+	CauseTLS        = "tls"          // the server's certificate is not trusted
+	CauseLength     = "length"       // an answer cut at max_tokens, asked again with more room (on_length: retry)
+	// CauseTooLong is a prompt the server can never take: the prompt plus
+	// max_tokens exceed the model's context (vLLM's max_model_len). It is
+	// never retried; the summary counts it apart.
+	CauseTooLong = "too_long"
 )
-
-// CauseTooLong is the cause of a prompt the server can never take: the
-// prompt plus max_tokens exceed the model's context (vLLM's max_model_len).
-// It is never retried; the summary counts it apart.
-const CauseTooLong = "too_long"
 
 // httpCause is the cause of an HTTP error status: "http_429", "http_500".
 func httpCause(status int) string { return "http_" + strconv.Itoa(status) }
@@ -89,10 +87,10 @@ var errStreamCut = errors.New("stream ended before a finish_reason")
 // that received nothing for the stall timeout (see idleBody).
 var errStalled = errors.New("stream stalled")
 
-// classify turns any error from this package, go-openai, net/http or a
+// Classify turns any error from this package, go-openai, net/http or a
 // context into an *Error. It never returns nil for a non-nil err; for nil it
 // returns nil.
-func classify(err error) *Error {
+func Classify(err error) *Error {
 	if err == nil {
 		return nil
 	}
@@ -105,9 +103,9 @@ func classify(err error) *Error {
 	var reqErr *openai.RequestError
 	switch {
 	case errors.Is(err, context.Canceled):
-		e.Cause = causeCanceled
+		e.Cause = CauseCanceled
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
-		e.Cause, e.Retryable = causeTimeout, true
+		e.Cause, e.Retryable = CauseTimeout, true
 	case errors.As(err, &apiErr):
 		status := apiErr.HTTPStatusCode
 		if status == 0 {
@@ -122,7 +120,7 @@ func classify(err error) *Error {
 			e.Message = apiErr.Message
 		}
 		if status == 0 {
-			e.Cause, e.Retryable = causeStreamErr, true
+			e.Cause, e.Retryable = CauseStreamErr, true
 		} else {
 			e.Cause, e.Retryable = httpCause(status), retryableStatus(status)
 		}
@@ -134,15 +132,15 @@ func classify(err error) *Error {
 		}
 	case IsCertificateError(err):
 		// No retry makes a certificate trusted: say so at once.
-		e.Cause = causeTLS
+		e.Cause = CauseTLS
 	case errors.Is(err, errStreamCut), errors.Is(err, openai.ErrTooManyEmptyStreamMessages):
-		e.Cause, e.Retryable = causeStreamCut, true
+		e.Cause, e.Retryable = CauseStreamCut, true
 	case isTimeout(err):
-		e.Cause, e.Retryable = causeTimeout, true
+		e.Cause, e.Retryable = CauseTimeout, true
 	case isConnection(err):
-		e.Cause, e.Retryable = causeConnection, true
+		e.Cause, e.Retryable = CauseConnection, true
 	default:
-		e.Cause = causeOther
+		e.Cause = CauseOther
 	}
 	markTooLong(e)
 	return e

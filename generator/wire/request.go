@@ -1,4 +1,4 @@
-package generator
+package wire
 
 // The request body, written by hand: temperature 0 and extra_body reach
 // the server as configured, and a row's own fields replace the job's.
@@ -14,12 +14,12 @@ import (
 	"github.com/synthgen/synthgen/internal/jsonw"
 )
 
-// encodeRequest builds the exact JSON body of a chat completion request:
+// EncodeRequest builds the exact JSON body of a chat completion request:
 // model, messages, max_tokens (when > 0), temperature (always, 0 included),
 // top_p (when > 0), stream, stream_options when streaming, then Extra's keys
 // in sorted order, then the row's Params in sorted order, each replacing the
 // field of the same name.
-func encodeRequest(req wireRequest) ([]byte, error) {
+func EncodeRequest(req Request) ([]byte, error) {
 	if _, ok := req.Extra["stream"]; ok {
 		return nil, errors.New(`extra_body: "stream" is set by generation.stream, not extra_body`)
 	}
@@ -101,7 +101,7 @@ func encodeRequest(req wireRequest) ([]byte, error) {
 // max_completion_tokens replaces the job's max_tokens too, or the server
 // would get both and vLLM would take the job's max_completion_tokens over
 // the row's max_tokens.
-func (req *wireRequest) rowHas(k string) bool {
+func (req *Request) rowHas(k string) bool {
 	if len(req.Params) == 0 {
 		return false
 	}

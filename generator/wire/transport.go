@@ -1,4 +1,4 @@
-package generator
+package wire
 
 // The HTTP side of the wire client: what travels with one request (the
 // exchange), the Doer that sends our own body through go-openai and keeps

@@ -1,4 +1,4 @@
-package generator
+package wire
 
 // The JSON lexing under chunkscan.go: strings and their escapes, numbers,
 // literals, and skipping a value of any shape, each as encoding/json reads

@@ -1,4 +1,4 @@
-package generator
+package wire
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func TestResolveModelSaysHowLongItWaits(t *testing.T) {
 		http.Error(w, `{"object":"error","message":"loading","code":503}`, http.StatusServiceUnavailable)
 	}))
 	defer srv.Close()
-	client := newWireClient(wireOptions{BaseURL: srv.URL + "/v1"})
+	client := New(Options{BaseURL: srv.URL + "/v1"})
 	clock := &sleepClock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
 	var log strings.Builder
 	_, err := resolveModelClock(context.Background(), client, srv.URL+"/v1", "", &log, clock)

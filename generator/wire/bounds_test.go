@@ -1,4 +1,4 @@
-package generator
+package wire
 
 import (
 	"context"
@@ -62,7 +62,7 @@ func TestErrorBodyBounded(t *testing.T) {
 				_, _ = io.WriteString(w, tc.body) // fails once the client closes
 			})
 			tr := &countingTransport{}
-			c := s.client(wireOptions{HTTPClient: &http.Client{Transport: tr}})
+			c := s.client(Options{HTTPClient: &http.Client{Transport: tr}})
 			_, err := c.Complete(context.Background(), userReq(false), nil)
 			e := asError(t, err, "http_500", true)
 			if !strings.HasSuffix(e.Message, tc.want) || len(e.Message) > maxMessage+len(tc.want) {
@@ -113,8 +113,8 @@ func TestEndlessAnswerCut(t *testing.T) {
 			// the test fails on the cause (timeout) instead of hanging.
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			_, err := s.client(wireOptions{}).Complete(ctx, req, nil)
-			e := asError(t, err, causeOverlong, true)
+			_, err := s.client(Options{}).Complete(ctx, req, nil)
+			e := asError(t, err, CauseOverlong, true)
 			if !strings.Contains(e.Message, "max_tokens 64") {
 				t.Errorf("message %q does not name max_tokens", e.Message)
 			}

@@ -1,4 +1,4 @@
-package generator
+package wire
 
 import (
 	"encoding/json"
@@ -125,15 +125,15 @@ func decodeChunkReference(data []byte) (chunkDelta, error) {
 // answer that says how it finished is one: a body without choices or without
 // a finish_reason is an *Error with Cause "incomplete", and "abort"/"error"
 // finishes (vLLM aborting a request) are Cause "aborted"; both are retryable.
-func decodeResponse(body []byte) (wireResponse, error) {
+func decodeResponse(body []byte) (Response, error) {
 	// The chunk scanner reads a plain answer too (its choice holds message
 	// where a chunk's holds delta); what it cannot vouch for, and a body
 	// with no choice 0, is the reference's.
 	if d, picked, ok := scanAnswer(body, messageShape); ok && picked {
-		resp := wireResponse{Model: d.Model, Reasoning: d.Reasoning, Content: d.Content, FinishReason: d.FinishReason,
+		resp := Response{Model: d.Model, Reasoning: d.Reasoning, Content: d.Content, FinishReason: d.FinishReason,
 			PromptTokens: d.PromptTokens, CompletionTokens: d.CompletionTokens, UsageKnown: d.UsageKnown}
 		if err := checkFinish(resp.FinishReason); err != nil {
-			return wireResponse{}, err
+			return Response{}, err
 		}
 		return resp, nil
 	}
@@ -142,15 +142,15 @@ func decodeResponse(body []byte) (wireResponse, error) {
 
 // decodeResponseReference is decodeResponse by encoding/json: the
 // definition of what decodeResponse returns, which scanAnswer must match.
-func decodeResponseReference(body []byte) (wireResponse, error) {
+func decodeResponseReference(body []byte) (Response, error) {
 	var r responseJSON
 	if err := json.Unmarshal(body, &r); err != nil {
-		return wireResponse{}, decodeError("decode response", err, body)
+		return Response{}, decodeError("decode response", err, body)
 	}
 	if e := bodyError(&r.errorFieldsJSON, body); e != nil {
-		return wireResponse{}, e
+		return Response{}, e
 	}
-	resp := wireResponse{Model: r.Model}
+	resp := Response{Model: r.Model}
 	if r.Usage != nil {
 		resp.PromptTokens, resp.CompletionTokens, resp.UsageKnown = r.Usage.PromptTokens, r.Usage.CompletionTokens, true
 	}
@@ -163,12 +163,12 @@ func decodeResponseReference(body []byte) (wireResponse, error) {
 		resp.Content = ch.Message.Content
 		resp.FinishReason = ch.FinishReason
 		if err := checkFinish(resp.FinishReason); err != nil {
-			return wireResponse{}, err
+			return Response{}, err
 		}
 		return resp, nil
 	}
-	return wireResponse{}, &Error{
-		Cause: causeIncomplete, Retryable: true,
+	return Response{}, &Error{
+		Cause: CauseIncomplete, Retryable: true,
 		Message: "response has no choice 0",
 		Err:     fmt.Errorf("decode response: no choice with index 0 in %d choices", len(r.Choices)),
 	}
@@ -181,10 +181,10 @@ func decodeResponseReference(body []byte) (wireResponse, error) {
 func checkFinish(reason string) error {
 	switch reason {
 	case "":
-		return &Error{Cause: causeIncomplete, Retryable: true, Message: "answer has no finish_reason",
+		return &Error{Cause: CauseIncomplete, Retryable: true, Message: "answer has no finish_reason",
 			Err: fmt.Errorf("decode response: choices[0].finish_reason: missing")}
 	case "abort", "error":
-		return &Error{Cause: causeAborted, Retryable: true, Message: "server finished the answer with " + reason,
+		return &Error{Cause: CauseAborted, Retryable: true, Message: "server finished the answer with " + reason,
 			Err: fmt.Errorf("decode response: choices[0].finish_reason: %q", reason)}
 	}
 	return nil
@@ -202,7 +202,7 @@ func bodyError(f *errorFieldsJSON, raw []byte) *Error {
 	if status != 0 {
 		e.Cause, e.Retryable = httpCause(status), retryableStatus(status)
 	} else {
-		e.Cause, e.Retryable = causeStreamErr, true
+		e.Cause, e.Retryable = CauseStreamErr, true
 	}
 	return e
 }
@@ -244,7 +244,7 @@ func decodeError(what string, err error, data []byte) *Error {
 	// A 2xx body that is not a chat completion is the server's or a proxy's
 	// fault, not the request's: worth another attempt within the budget.
 	return &Error{
-		Cause: causeDecode, Retryable: true,
+		Cause: CauseDecode, Retryable: true,
 		Message: fmt.Sprintf("%s: %v", what, err),
 		Err:     fmt.Errorf("%s: %w (input %q)", what, err, q),
 	}
@@ -253,7 +253,7 @@ func decodeError(what string, err error, data []byte) *Error {
 // answer accumulates a streamed answer chunk by chunk.
 type answer struct {
 	reasoning, content strings.Builder
-	resp               wireResponse
+	resp               Response
 }
 
 // add folds one chunk in and reports whether it carried text.
@@ -277,7 +277,7 @@ func (a *answer) add(d *chunkDelta) bool {
 }
 
 // result is the accumulated answer.
-func (a *answer) result() wireResponse {
+func (a *answer) result() Response {
 	r := a.resp
 	r.Reasoning = a.reasoning.String()
 	r.Content = a.content.String()

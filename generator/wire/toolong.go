@@ -1,4 +1,4 @@
-package generator
+package wire
 
 import (
 	"fmt"
@@ -113,7 +113,7 @@ func markTooLong(e *Error) {
 	if !ok {
 		return
 	}
-	e.Cause, e.Retryable = causeTooLong, false
+	e.Cause, e.Retryable = CauseTooLong, false
 	e.Sizes = z
 	if s := z.String(); s != "" {
 		e.Message = tooLongPrefix + " (" + s + "): " + e.Message

@@ -1,4 +1,4 @@
-package generator
+package wire
 
 import (
 	"context"
@@ -57,7 +57,7 @@ const modelWait = 10 * time.Minute
 // A server without GET /models (a gateway routing only chat) is taken at
 // its word when want is set. The model's max_model_len comes along when the
 // server lists it (vLLM does), else 0.
-func resolveModel(ctx context.Context, client *wireClient, baseURL, want string, log io.Writer) (servedModel, error) {
+func resolveModel(ctx context.Context, client *Client, baseURL, want string, log io.Writer) (Model, error) {
 	return resolveModelClock(ctx, client, baseURL, want, log, realClock{})
 }
 
@@ -81,11 +81,11 @@ func waitingLine(where string, waited, limit time.Duration, cause error) string 
 		where, waited, max(limit-waited, 0), cause)
 }
 
-func resolveModelClock(ctx context.Context, client *wireClient, baseURL, want string, log io.Writer, clock waitClock) (servedModel, error) {
+func resolveModelClock(ctx context.Context, client *Client, baseURL, want string, log io.Writer, clock waitClock) (Model, error) {
 	return resolveModelUntil(ctx, client, baseURL, want, log, clock, nil)
 }
 
-// resolveModels is resolveModel on every endpoint, all at once. One endpoint
+// ResolveModels is resolveModel on every endpoint, all at once. One endpoint
 // is resolveModel. With several, each must serve the model (the same one:
 // with endpoint.model empty, each one's first), else the error names the
 // endpoint. An endpoint that does not answer while another has (refusing
@@ -94,12 +94,12 @@ func resolveModelClock(ctx context.Context, client *wireClient, baseURL, want st
 // its gate probes it back in, the probe checking the model (endpoints.go).
 // When none answers, each is waited for as resolveModel waits, and the
 // first to answer ends the others' wait.
-func resolveModels(ctx context.Context, clients []*wireClient, urls []string, want string, log io.Writer) (servedModel, error) {
+func ResolveModels(ctx context.Context, clients []*Client, urls []string, want string, log io.Writer) (Model, error) {
 	if len(clients) == 1 {
 		return resolveModel(ctx, clients[0], urls[0], want, log)
 	}
 	type result struct {
-		model servedModel
+		model Model
 		err   error
 	}
 	var answered atomic.Bool
@@ -116,7 +116,7 @@ func resolveModels(ctx context.Context, clients []*wireClient, urls []string, wa
 		})
 	}
 	wg.Wait()
-	var first *servedModel
+	var first *Model
 	var firstURL string
 	var down []int
 	for i, res := range results {
@@ -126,7 +126,7 @@ func resolveModels(ctx context.Context, clients []*wireClient, urls []string, wa
 			if first == nil {
 				first, firstURL = &results[i].model, RedactURL(urls[i])
 			} else if res.model.ID != first.ID {
-				return servedModel{}, fmt.Errorf("endpoint.base_url: the endpoints serve different models: %s serves %q, %s serves %q; every endpoint must serve the same model (set endpoint.model to pick one they all serve)",
+				return Model{}, fmt.Errorf("endpoint.base_url: the endpoints serve different models: %s serves %q, %s serves %q; every endpoint must serve the same model (set endpoint.model to pick one they all serve)",
 					firstURL, first.ID, RedactURL(urls[i]), res.model.ID)
 			}
 		case errors.As(res.err, &se) && (se.Status == 0 || se.Status >= 500) && !IsCertificateError(res.err):
@@ -134,11 +134,11 @@ func resolveModels(ctx context.Context, clients []*wireClient, urls []string, wa
 			// certificate): the others start without it.
 			down = append(down, i)
 		default:
-			return servedModel{}, res.err
+			return Model{}, res.err
 		}
 	}
 	if first == nil {
-		return servedModel{}, results[0].err
+		return Model{}, results[0].err
 	}
 	for _, i := range down {
 		fmt.Fprintf(log, "warning: endpoint %s does not answer (%v); starting with the other %d, it joins when it answers with %q\n",
@@ -150,7 +150,7 @@ func resolveModels(ctx context.Context, clients []*wireClient, urls []string, wa
 // resolveModelUntil is resolveModelClock that, when giveUp is not nil and
 // says so after a failed attempt, stops waiting for this server and returns
 // the attempt's error as a *ServerError (another endpoint answered).
-func resolveModelUntil(ctx context.Context, client *wireClient, baseURL, want string, log io.Writer, clock waitClock, giveUp func() bool) (servedModel, error) {
+func resolveModelUntil(ctx context.Context, client *Client, baseURL, want string, log io.Writer, clock waitClock, giveUp func() bool) (Model, error) {
 	start := clock.Now()
 	deadline := start.Add(modelWait)
 	// Quiet for the first seconds: a server started a moment ago (make run)
@@ -176,27 +176,27 @@ func resolveModelUntil(ctx context.Context, client *wireClient, baseURL, want st
 			if i := slices.Index(served, want); want != "" && i >= 0 {
 				return models[i], nil
 			}
-			return servedModel{}, &ModelError{URL: where, Want: want, Served: served}
+			return Model{}, &ModelError{URL: where, Want: want, Served: served}
 		}
 		if ctx.Err() != nil {
-			return servedModel{}, ctx.Err()
+			return Model{}, ctx.Err()
 		}
-		ce := classify(err)
+		ce := Classify(err)
 		if want != "" && (ce.Status == http.StatusNotFound || ce.Status == http.StatusMethodNotAllowed) {
 			fmt.Fprintf(log, "note: %s answers %d; going on with endpoint.model %q\n", where, ce.Status, want)
-			return servedModel{ID: want}, nil
+			return Model{ID: want}, nil
 		}
 		shown := redacted{err: err, raw: baseURL, safe: safe}
 		now := clock.Now()
 		if !ce.Retryable || now.After(deadline) || giveUp != nil && giveUp() {
-			return servedModel{}, &ServerError{URL: where, Status: ce.Status, Err: shown}
+			return Model{}, &ServerError{URL: where, Status: ce.Status, Err: shown}
 		}
 		if now.Sub(lastSaid) > 30*time.Second {
 			fmt.Fprintln(log, waitingLine(safe, now.Sub(start), modelWait, shown))
 			lastSaid = now
 		}
 		if !clock.Sleep(ctx, poll.Ceiling(attempt)) {
-			return servedModel{}, ctx.Err()
+			return Model{}, ctx.Err()
 		}
 	}
 }
