@@ -8,7 +8,7 @@ import (
 )
 
 // fastChunk is scanChunk written on github.com/valyala/fastjson, kept so
-// that BenchmarkStreamDecoder can compare the two (DECODER.md: chunkscan
+// that BenchmarkStreamDecoder can compare the two (docs/decisions/2026-11-chunk-scanner.md: chunkscan
 // stays). Like scanChunk it is a fast path, not a second decoder: it
 // answers only what it can vouch for is exactly encoding/json's answer, and
 // reports !ok for the rest

@@ -2,6 +2,8 @@ package wire
 
 import (
 	"bytes"
+	"reflect"
+	"strings"
 )
 
 // This file is decodeChunk's fast path. A long answer is thousands of
@@ -18,17 +20,54 @@ import (
 // So every error, and its message, comes from encoding/json; the fuzzer
 // FuzzChunkScanMatchesReference holds the two to the same values.
 
-// The keys the reference decoder's structs know, level by level. A key that
-// is none of them exactly but matches one case-insensitively (encoding/json
-// accepts "Content" for `json:"content"`) sends the chunk to the reference.
+// The keys the reference decoder's structs declare, level by level, read
+// from their json tags (jsonKeys): a key the scanner does not read itself
+// but the reference declares, exactly or case-insensitively (encoding/json
+// accepts "Content" for `json:"content"`), sends the chunk to the
+// reference. So a field added to chunkJSON or responseJSON (token_ids,
+// logprobs, tool_calls) is read from every answer that carries it, at the
+// reference's speed, with no change here; reading it fast is a case in the
+// scanner's switch.
 var (
-	topKeys    = []string{"model", "choices", "usage", "object", "error", "message"}
-	choiceKeys = []string{"index", "delta", "finish_reason"}
+	topKeys    = jsonKeys(reflect.TypeFor[chunkJSON]())
+	choiceKeys = jsonKeys(elemOf(reflect.TypeFor[chunkJSON](), "Choices"))
 	// messageChoiceKeys: a plain answer's choice (responseJSON)
-	messageChoiceKeys = []string{"index", "message", "finish_reason"}
-	deltaKeys         = []string{"content", "reasoning", "reasoning_content"}
-	usageKeys         = []string{"prompt_tokens", "completion_tokens"}
+	messageChoiceKeys = jsonKeys(elemOf(reflect.TypeFor[responseJSON](), "Choices"))
+	deltaKeys         = jsonKeys(reflect.TypeFor[textJSON]())
+	usageKeys         = jsonKeys(reflect.TypeFor[usageJSON]())
 )
+
+// elemOf is the element type of t's slice field name.
+func elemOf(t reflect.Type, name string) reflect.Type {
+	f, ok := t.FieldByName(name)
+	if !ok {
+		panic("chunkscan: " + t.String() + " has no field " + name)
+	}
+	return f.Type.Elem()
+}
+
+// jsonKeys lists the keys encoding/json decodes into a struct of type t:
+// each field's json name (its tag, else its Go name), embedded structs'
+// fields included, "-" fields left out.
+func jsonKeys(t reflect.Type) []string {
+	var keys []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-":
+			continue
+		case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
+			keys = append(keys, jsonKeys(f.Type)...)
+			continue
+		case !f.IsExported():
+			continue
+		case name == "":
+			name = f.Name
+		}
+		keys = append(keys, name)
+	}
+	return keys
+}
 
 // maxSkipDepth bounds the nesting scanChunk validates in a skipped value;
 // deeper input goes to the reference, which has its own (larger) limit.
@@ -240,7 +279,8 @@ type strKey struct {
 }
 
 // unknown skips the value of a key the reference ignores, unless the key
-// matches one of known case-insensitively (the reference would take it).
+// matches one of known, exactly or case-insensitively (the reference would
+// take it).
 func (s *chunkScanner) unknown(key strKey, known []string) bool {
 	for _, k := range known {
 		if foldMatch(key, k) {

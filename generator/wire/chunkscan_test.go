@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -286,4 +288,47 @@ func FuzzResponseScanMatchesReference(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		sameResponse(t, body)
 	})
+}
+
+// TestScannerKeysFromDeclarations: the scanner knows the keys the reference
+// structs declare, and a declared key that the scanner does not read itself
+// sends the chunk to the reference, so that a field added to a reference
+// struct is decoded from every chunk that carries it.
+func TestScannerKeysFromDeclarations(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		got  []string
+		want []string
+	}{
+		{"top", topKeys, []string{"model", "choices", "usage", "object", "error", "message"}},
+		{"chunk choice", choiceKeys, []string{"index", "delta", "finish_reason"}},
+		{"plain choice", messageChoiceKeys, []string{"index", "message", "finish_reason"}},
+		{"text", deltaKeys, []string{"content", "reasoning", "reasoning_content"}},
+		{"usage", usageKeys, []string{"prompt_tokens", "completion_tokens"}},
+	} {
+		if !slices.Equal(tc.got, tc.want) {
+			t.Errorf("%s keys %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+	type withIDs struct {
+		textJSON
+		TokenIDs []int32 `json:"token_ids"`
+		Skipped  int     `json:"-"`
+		Untagged string
+	}
+	keys := jsonKeys(reflect.TypeFor[withIDs]())
+	if want := []string{"content", "reasoning", "reasoning_content", "token_ids", "Untagged"}; !slices.Equal(keys, want) {
+		t.Fatalf("keys of a struct with a new field: %q, want %q", keys, want)
+	}
+	// A chunk whose delta carries the new key is the reference's.
+	s := chunkScanner{b: []byte(`[1,2]`)}
+	if s.unknown(strKey{b: []byte("token_ids")}, keys) {
+		t.Error("the scanner skipped a declared key it does not read; the reference must decode it")
+	}
+	if s.unknown(strKey{b: []byte("Token_IDs")}, keys) {
+		t.Error("the scanner skipped a key that case-folds to a declared one")
+	}
+	if !s.unknown(strKey{b: []byte("logprobs")}, keys) {
+		t.Error("an undeclared key must be skipped, as encoding/json ignores it")
+	}
 }

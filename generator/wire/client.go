@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -19,16 +18,15 @@ import (
 	"github.com/synthgen/synthgen/sink"
 )
 
-// This file is the bridge between the engine and go-openai (ARCHITECTURE.md,
-// "The libraries' pitfalls"). go-openai sends and receives, but:
-//   - its request type drops temperature 0 (omitempty) and has no top_k,
-//     min_p or chat_template_kwargs, so we build the exact body ourselves and
-//     swap it in through ClientConfig.HTTPClient (the HTTPDoer hook);
-//   - its response types drop vLLM's `reasoning`, so the Doer keeps the raw
-//     plain body and a stream's body, whose lines sseReader reads (not
-//     go-openai's RecvRaw: see transport.go), and decode.go decodes;
-//   - its errors carry no headers, so the Doer keeps them for Retry-After.
-// Everything about one request travels in an *exchange in the context.
+// This file is the client's face: one chat completion, plain or streamed,
+// and the model list. The request body is ours (request.go) and so is the
+// reading of the answer (decode.go, chunkscan.go): go-openai's request type
+// drops temperature 0 (omitempty) and has no room for extra_body or a row's
+// own fields, its response types drop vLLM's `reasoning`, and its stream
+// reader costs 1.43x our CPU per chunk (docs/decisions/, "wire client").
+// go-openai's own types still say what an error status was (send.go): the
+// rest of the program classifies failures by *openai.APIError and
+// *openai.RequestError, as go-openai reports them.
 
 // Message is one chat turn as sent: the record's type, so that what was
 // sent is what the record holds, with no copy on the way to disk.
@@ -103,42 +101,26 @@ type Response struct {
 	TTFT             time.Duration // streaming: time to the first reasoning/content delta
 }
 
-// Client sends chat completions through go-openai. It is safe for
-// concurrent use.
+// Client sends chat completions to one OpenAI-compatible server over
+// net/http. It is safe for concurrent use.
 type Client struct {
-	oa      *openai.Client
+	hc      *http.Client
+	base    string // BaseURL without its trailing slash
 	timeout time.Duration
-	stall   time.Duration // see wireOptions.StallTimeout
-	key     apiKey        // redacted from everything the server says
+	stall   time.Duration // see Options.StallTimeout
+	key     apiKey        // sent as a bearer token; redacted from everything the server says
 	// chunkDecoder, when set, replaces decodeChunk: the stream benchmark
 	// runs each decoder inside the whole client.
 	chunkDecoder func([]byte) (chunkDelta, error)
 }
 
-// bridgeModel is the model name in the request go-openai builds and
-// validates. The body that reaches the server is ours (see doer), so the
-// name only has to pass go-openai's model checks, which reject some real
-// OpenAI names with parameters that vLLM serves fine.
-const bridgeModel = "synthgen-bridge"
-
 // New builds a Client.
 func New(opts Options) *Client {
 	hc := opts.HTTPClient
-	var rt http.RoundTripper // our own transport, which the doer may use directly
 	if hc == nil {
-		rt = NewTransport(opts.MaxConns, opts.TLS)
-		hc = &http.Client{Transport: rt}
+		hc = &http.Client{Transport: NewTransport(opts.MaxConns, opts.TLS)}
 	}
-	cfg := openai.DefaultConfig(opts.APIKey)
-	cfg.BaseURL = strings.TrimRight(opts.BaseURL, "/")
-	key := apiKey(opts.APIKey)
-	cfg.HTTPClient = &doer{next: hc, rt: rt, key: key}
-	// go-openai counts consecutive non-data lines (keep-alive comments,
-	// blank separators) and gives up past this limit; a server that pings
-	// while a request waits in its queue must not kill the stream. The
-	// request's Timeout is what bounds a silent stream.
-	cfg.EmptyMessagesLimit = math.MaxUint32
-	return &Client{oa: openai.NewClientWithConfig(cfg), timeout: opts.Timeout, stall: opts.StallTimeout, key: key}
+	return &Client{hc: hc, base: strings.TrimRight(opts.BaseURL, "/"), timeout: opts.Timeout, stall: opts.StallTimeout, key: apiKey(opts.APIKey)}
 }
 
 // NewTransport is the transport for maxConns requests in flight to one
@@ -191,35 +173,37 @@ func (c *Client) Models(ctx context.Context) ([]string, error) {
 }
 
 // Model is one model of GET /models: its id and, from vLLM, its
-// max_model_len (0 when the server does not say; go-openai's type drops it,
-// so the doer keeps the body and it is decoded here).
+// max_model_len (0 when the server does not say).
 type Model struct {
 	ID          string `json:"id"`
 	MaxModelLen int    `json:"max_model_len"`
+}
+
+// modelsJSON is a models list as servers send it: go-openai's Model (its
+// id) with what vLLM adds to it.
+type modelsJSON struct {
+	Data []struct {
+		openai.Model
+		MaxModelLen json.RawMessage `json:"max_model_len"`
+	} `json:"data"`
 }
 
 // ModelList lists the models the server serves (GET /models).
 func (c *Client) ModelList(ctx context.Context) ([]Model, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	ex := &exchange{keep: true}
-	list, err := c.oa.ListModels(withExchange(ctx, ex))
+	resp, err := c.send(ctx, http.MethodGet, "/models", nil, false)
 	if err != nil {
-		return nil, c.key.redact(c.fail(ctx, ex, fmt.Errorf("list models: %w", err)))
+		return nil, c.key.redact(c.fail(ctx, fmt.Errorf("list models: %w", err)))
 	}
-	var body struct {
-		Data []struct {
-			ID          string          `json:"id"`
-			MaxModelLen json.RawMessage `json:"max_model_len"`
-		} `json:"data"`
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxModelsBody))
+	resp.Body.Close()
+	if err != nil {
+		return nil, c.key.redact(c.fail(ctx, fmt.Errorf("list models: read the body: %w", err)))
 	}
-	if json.Unmarshal(ex.raw, &body) != nil {
-		// Not the shape we know: go-openai's ids, sizes unknown.
-		out := make([]Model, 0, len(list.Models))
-		for _, m := range list.Models {
-			out = append(out, Model{ID: m.ID})
-		}
-		return out, nil
+	var body modelsJSON
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return nil, c.key.redact(decodeError("list models", err, raw))
 	}
 	out := make([]Model, 0, len(body.Data))
 	for _, m := range body.Data {
@@ -233,12 +217,12 @@ func (c *Client) ModelList(ctx context.Context) ([]Model, error) {
 }
 
 // Complete sends one chat completion and returns the complete answer, or an
-// *Error (see classify). onDelta (may be nil) is called on every streamed
+// *Error (see Classify). onDelta (may be nil) is called on every streamed
 // chunk that carries reasoning or content text, with the number of such
 // deltas in that chunk (1), so the caller can count tokens as they arrive.
 //
 // An answer is complete only when a finish_reason arrived: a stream that ends
-// before one (with or without [DONE]: go-openai reports both as io.EOF) is an
+// before one (with or without [DONE]) is an
 // *Error with Cause "stream_cut". A stream that sent its finish_reason and
 // then ended without usage or [DONE] is complete; UsageKnown tells whether
 // the counts came.
@@ -260,20 +244,32 @@ func (c *Client) complete(ctx context.Context, req Request, onDelta func(n int))
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	ex := &exchange{body: body, chat: true, stream: req.Stream}
+	var (
+		stall time.Duration
+		abort context.CancelCauseFunc
+	)
 	if req.Stream && c.stall > 0 {
-		// The doer starts the watch once the headers came; a stall cancels
-		// this attempt alone, with errStalled as the cause.
-		var abort context.CancelCauseFunc
+		// The watch starts once the headers came; a stall cancels this
+		// attempt alone, with errStalled as the cause.
+		stall = c.stall
 		ctx, abort = context.WithCancelCause(ctx)
 		defer abort(nil)
-		ex.stall, ex.abort = c.stall, abort
 	}
-	ctx = withExchange(ctx, ex)
+	resp, err := c.send(ctx, http.MethodPost, "/chat/completions", body, req.Stream)
+	if err != nil {
+		return Response{}, c.failStall(ctx, stall, err)
+	}
+	defer resp.Body.Close()
 	if !req.Stream {
-		return c.completePlain(ctx, ex)
+		return c.completePlain(ctx, resp)
 	}
-	return c.completeStream(ctx, ex, start, newAnswerBound(req), onDelta)
+	var events io.Reader = resp.Body
+	if stall > 0 {
+		watched := watchIdle(resp.Body, stall, func() { abort(errStalled) })
+		defer watched.Close()
+		events = watched
+	}
+	return c.completeStream(ctx, events, stall, start, newAnswerBound(req), onDelta)
 }
 
 // answerBound is how much text a streamed answer may bring while no
@@ -335,35 +331,31 @@ func (b answerBound) check(a *answer) error {
 		Err:     errors.New("stream: answer longer than max_tokens allows")}
 }
 
-func (c *Client) completePlain(ctx context.Context, ex *exchange) (Response, error) {
-	_, err := c.oa.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: bridgeModel})
-	if !errors.Is(err, errAnswerKept) {
-		if err == nil {
-			err = errors.New("the answer did not reach the client (a custom HTTP client that bypasses the doer?)")
-		}
-		return Response{}, c.fail(ctx, ex, err)
+// completePlain reads and decodes a plain answer's body.
+func (c *Client) completePlain(ctx context.Context, resp *http.Response) (Response, error) {
+	buf := answerBufs.Get().(*answerBuf)
+	raw, err := readAllInto(buf.b, resp.Body, resp.ContentLength)
+	buf.b = raw
+	if err != nil {
+		return Response{}, c.fail(ctx, fmt.Errorf("read the answer (status %d): %w", resp.StatusCode, err))
 	}
-	resp, err := decodeResponse(ex.raw)
-	if err == nil && ex.rawBuf != nil {
-		// The answer's strings are copies: the body's buffer is free. An
-		// error may quote the body, so its buffer is left to the collector.
-		ex.raw = nil
-		ex.rawBuf.release()
+	answer, err := decodeResponse(raw)
+	if err == nil {
+		// The answer's strings are copies: the buffer is free. An error
+		// may quote the body, so its buffer is left to the collector.
+		buf.release()
 	}
-	return resp, err
+	return answer, err
 }
 
-func (c *Client) completeStream(ctx context.Context, ex *exchange, start time.Time, bound answerBound, onDelta func(int)) (Response, error) {
-	stream, err := c.oa.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{Model: bridgeModel})
-	if err != nil {
-		return Response{}, c.fail(ctx, ex, err)
-	}
-	defer stream.Close()
-	if ex.events == nil {
-		return Response{}, &Error{Cause: CauseOther, Message: "the stream's body did not reach the client (a custom HTTP client that bypasses the doer?)"}
-	}
-	events := newSSEReader(ex.events)
+// completeStream reads a streamed answer's events to its end.
+func (c *Client) completeStream(ctx context.Context, body io.Reader, stall time.Duration, start time.Time, bound answerBound, onDelta func(int)) (Response, error) {
+	events := newSSEReader(body)
 	defer events.release()
+	decode := decodeChunk
+	if c.chunkDecoder != nil {
+		decode = c.chunkDecoder
+	}
 	var a answer
 	for {
 		raw, err := events.next()
@@ -376,11 +368,7 @@ func (c *Client) completeStream(ctx context.Context, ex *exchange, start time.Ti
 			if errors.Is(err, io.EOF) {
 				err = errStreamCut
 			}
-			return Response{}, c.failStream(ctx, ex, &a, err)
-		}
-		decode := decodeChunk
-		if c.chunkDecoder != nil {
-			decode = c.chunkDecoder
+			return Response{}, c.failStream(ctx, stall, &a, err)
 		}
 		d, err := decode(raw)
 		if err != nil {
@@ -408,10 +396,10 @@ func (c *Client) completeStream(ctx context.Context, ex *exchange, start time.Ti
 // read failure there (reset, unexpected EOF, a plain EOF) cut an answer that
 // had started, which is what "stream_cut" means to a person reading
 // DIR/errors/.
-func (c *Client) failStream(ctx context.Context, ex *exchange, a *answer, err error) *Error {
-	e := c.fail(ctx, ex, err)
+func (c *Client) failStream(ctx context.Context, stall time.Duration, a *answer, err error) *Error {
+	e := c.failStall(ctx, stall, err)
 	if e.Cause == CauseStall {
-		e.Message = fmt.Sprintf("no byte for %s (endpoint.stall_timeout) after %d text chunks", ex.stall, a.resp.Chunks)
+		e.Message = fmt.Sprintf("no byte for %s (endpoint.stall_timeout) after %d text chunks", stall, a.resp.Chunks)
 		return e
 	}
 	if e.Cause == CauseConnection {
@@ -423,31 +411,40 @@ func (c *Client) failStream(ctx context.Context, ex *exchange, a *answer, err er
 	return e
 }
 
-// fail classifies err with what the exchange saw: the context's own state
-// first (a canceled request fails with whatever the transport made of it),
-// then the server's message and Retry-After.
-func (c *Client) fail(ctx context.Context, ex *exchange, err error) *Error {
+// failStall is fail for a request whose stream is watched for silence: a
+// cut made by the watch is a stall, not the caller's cancel.
+func (c *Client) failStall(ctx context.Context, stall time.Duration, err error) *Error {
 	if errors.Is(context.Cause(ctx), errStalled) {
-		// Our own watch cut the stream, not the caller nor the deadline.
 		return &Error{Cause: CauseStall, Retryable: true,
-			Message: fmt.Sprintf("no byte for %s (endpoint.stall_timeout)", ex.stall),
+			Message: fmt.Sprintf("no byte for %s (endpoint.stall_timeout)", stall),
 			Err:     fmt.Errorf("%w: %v", errStalled, err)}
 	}
+	return c.fail(ctx, err)
+}
+
+// fail classifies err: the context's own state first (a canceled request
+// fails with whatever the transport made of it), then what an error status
+// said (its message, whether the prompt is too long, Retry-After).
+func (c *Client) fail(ctx context.Context, err error) *Error {
 	if ce := ctx.Err(); ce != nil && !errors.Is(err, ce) {
 		err = fmt.Errorf("%w (%v)", ce, err)
 	}
 	e := Classify(err)
-	if e.Status == 0 && ex.status >= 400 {
-		e.Status = ex.status
+	var se *statusError
+	if !errors.As(err, &se) {
+		return e
 	}
-	if e.Status != 0 && len(ex.raw) > 0 {
-		if m := errorMessageCut(ex.raw, ex.rawCut); m != "" {
+	if e.Status == 0 {
+		e.Status = se.status
+	}
+	if len(se.body) > 0 {
+		if m := errorMessageCut(se.body, se.cut); m != "" {
 			e.Message = m
 		}
 		markTooLong(e)
 	}
-	if (e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable) && ex.header != nil {
-		e.RetryAfter = parseRetryAfter(ex.header.Get("Retry-After"), time.Now())
+	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
+		e.RetryAfter = parseRetryAfter(se.header.Get("Retry-After"), time.Now())
 	}
 	return e
 }

@@ -7,9 +7,10 @@ import (
 )
 
 // This file decodes what an OpenAI-compatible server answers, from the raw
-// bytes that the go-openai bridge in client.go hands over: go-openai's own
-// types drop vLLM's `reasoning` field, so nothing here uses them. It is the
-// one place a leaner decoder would replace.
+// bytes of a plain body or of one stream event: go-openai's own types drop
+// vLLM's `reasoning` field, so nothing here uses them. The structs below are
+// the definition of what is read (the reference decoder); chunkscan.go is
+// its fast path for the fields every chunk carries.
 
 // chunkDelta is what one streamed chunk carries for choice 0.
 type chunkDelta struct {

@@ -174,7 +174,6 @@ func TestClassify(t *testing.T) {
 		{"unexpected eof", io.ErrUnexpectedEOF, CauseConnection, true, 0, ""},
 		{"idle keep-alive closed under a POST", errors.New(`Post "http://h/v1/chat/completions": http: server closed idle connection`), CauseConnection, true, 0, ""},
 		{"cut stream", errStreamCut, CauseStreamCut, true, 0, ""},
-		{"keep-alive flood", openai.ErrTooManyEmptyStreamMessages, CauseStreamCut, true, 0, ""},
 		{"ours passes through", fmt.Errorf("x: %w", &Error{Cause: CauseAborted, Retryable: true}), CauseAborted, true, 0, ""},
 		{"unknown", errors.New("something else"), CauseOther, false, 0, "something else"},
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// chunkDecoders are the decoders DECODER.md compares, each with the same
+// chunkDecoders are the decoders docs/decisions/2026-11-chunk-scanner.md compares, each with the same
 // encoding/json fallback for what its fast path does not vouch for.
 var chunkDecoders = []struct {
 	name   string

@@ -79,8 +79,8 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // errStreamCut is the underlying error of a stream that ended (io.EOF, with or
-// without [DONE]) before any finish_reason: go-openai reports such an end as
-// a normal one, so it is ours to call it a failure.
+// without [DONE]) before any finish_reason: the end of the body looks like a
+// normal end, so it is ours to call it a failure.
 var errStreamCut = errors.New("stream ended before a finish_reason")
 
 // errStalled is the cause with which a stream's watch cancels an attempt
@@ -133,7 +133,7 @@ func Classify(err error) *Error {
 	case IsCertificateError(err):
 		// No retry makes a certificate trusted: say so at once.
 		e.Cause = CauseTLS
-	case errors.Is(err, errStreamCut), errors.Is(err, openai.ErrTooManyEmptyStreamMessages):
+	case errors.Is(err, errStreamCut):
 		e.Cause, e.Retryable = CauseStreamCut, true
 	case isTimeout(err):
 		e.Cause, e.Retryable = CauseTimeout, true
@@ -195,7 +195,7 @@ func isConnection(err error) bool {
 // JSON is kept as text, trimmed. Either is bounded (boundMessage).
 func errorMessage(body []byte) string { return errorMessageCut(body, 0) }
 
-// errorMessageCut is errorMessage of the first bytes of a body the doer did
+// errorMessageCut is errorMessage of the first bytes of a body that was
 // not read whole (bodyCut: its size, or -1 when unknown; 0: whole).
 func errorMessageCut(body []byte, bodyCut int64) string {
 	if bodyCut != 0 {
@@ -242,11 +242,11 @@ func rawText(raw json.RawMessage) string {
 // once per failed key.
 const maxMessage = 4096
 
-// maxErrorBody bounds what the doer reads of an error body: the rest is
+// maxErrorBody bounds what is read of an error body: the rest is
 // never read (the connection is closed rather than drained).
 const maxErrorBody = 64 << 10
 
-// maxModelsBody bounds what the doer reads of a models list (a gateway may
+// maxModelsBody bounds what is read of a models list (a gateway may
 // list thousands of models; a list cut there fails to decode, as it should).
 const maxModelsBody = 16 << 20
 

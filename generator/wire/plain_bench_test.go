@@ -10,8 +10,8 @@ import (
 	"testing"
 )
 
-// BenchmarkPlain is one plain Complete (go-openai's request building, the
-// doer, the answer's scan) beside a loop that posts the same body and reads
+// BenchmarkPlain is one plain Complete (the request body, the http.Client,
+// the answer's scan) beside a loop that posts the same body and reads
 // the answer into io.Discard, as bench's yardstick does, against the same
 // server. The server runs in the process, so its cost is in both.
 func BenchmarkPlain(b *testing.B) {

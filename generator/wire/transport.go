@@ -1,193 +1,21 @@
 package wire
 
-// The HTTP side of the wire client: what travels with one request (the
-// exchange), the Doer that sends our own body through go-openai and keeps
-// the raw answer and its headers, and the idle bound of a streamed body.
+// The bytes of an answer: reading a plain body into a reused buffer, the
+// idle bound of a streamed body, and the reader of its events.
 
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 )
-
-// exchange is one request's state shared between Complete and the doer.
-// The doer writes it before go-openai returns, and Complete reads it after:
-// no two goroutines touch it at once.
-type exchange struct {
-	body   []byte // the request body to send instead of go-openai's
-	chat   bool   // a chat completion: its body is ours to read
-	keep   bool   // a 2xx body go-openai decodes, kept in raw too (the models list)
-	stream bool
-	status int
-	header http.Header
-	raw    []byte // a plain 2xx body, or an error body's first maxErrorBody bytes
-	// rawBuf holds a plain 2xx body's buffer (raw), from answerBufs:
-	// completePlain gives it back once the answer is decoded.
-	rawBuf *answerBuf
-	rawCut int64 // an error body longer than raw: its size, -1 when unknown; 0: raw is whole
-	// stall, when > 0, bounds the silence of a 2xx stream's body: abort
-	// cancels the attempt with errStalled (see idleBody).
-	stall time.Duration
-	abort context.CancelCauseFunc
-	// events is a 2xx stream's body (watched for stalls), which sseReader
-	// reads; go-openai's own reader of it is never called.
-	events io.Reader
-}
-
-type exchangeKey struct{}
-
-func withExchange(ctx context.Context, ex *exchange) context.Context {
-	return context.WithValue(ctx, exchangeKey{}, ex)
-}
-
-// doer is the HTTPDoer go-openai sends through.
-type doer struct {
-	next openai.HTTPDoer
-	// rt, when set, is next's transport, which a chat completion goes
-	// through directly (see send).
-	rt  http.RoundTripper
-	key apiKey // redacted from the response's header values
-}
-
-// send sends a chat completion. An http.Client adds nothing to one that
-// goes straight to our own transport (no jar, no timeout of its own, no
-// credentials in the URL) but a copy of the headers and the URL kept for
-// redirects, per request (ARCHITECTURE.md, "The wire client"); so it goes
-// to the transport, and its error is wrapped as the Client wraps it
-// (`Post "URL": ...`). A redirect, which the Client would follow, is
-// handed to the Client: the request is sent again through it.
-func (d *doer) send(req *http.Request) (*http.Response, error) {
-	if d.rt == nil || req.URL.User != nil {
-		return d.next.Do(req)
-	}
-	resp, err := d.rt.RoundTrip(req)
-	if err != nil {
-		return nil, &url.Error{Op: urlErrorOp(req.Method), URL: req.URL.String(), Err: err}
-	}
-	switch resp.StatusCode {
-	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
-		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
-		if resp.Header.Get("Location") == "" || req.GetBody == nil {
-			return resp, nil // the Client returns it as is too
-		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
-		resp.Body.Close()
-		body, err := req.GetBody()
-		if err != nil {
-			return nil, &url.Error{Op: urlErrorOp(req.Method), URL: req.URL.String(), Err: err}
-		}
-		req.Body = body
-		return d.next.Do(req)
-	}
-	return resp, nil
-}
-
-// urlErrorOp is the Op of the *url.Error an http.Client returns: "Post".
-func urlErrorOp(method string) string {
-	if method == "" {
-		return "Get"
-	}
-	return method[:1] + strings.ToLower(method[1:])
-}
-
-var _ openai.HTTPDoer = (*doer)(nil)
-
-// errAnswerKept is what the doer returns to go-openai once it has kept a
-// plain 2xx chat answer in exchange.raw: go-openai hands it back as is,
-// completePlain takes it for success and decodes the raw answer itself.
-// go-openai's own decode of the body (its ChatCompletionResponse would fail
-// on shapes we accept) is skipped whole: a json.Decoder with its buffer per
-// request, for nothing (ARCHITECTURE.md, "The wire client").
-var errAnswerKept = errors.New("the answer was kept by the doer")
-
-func (d *doer) Do(req *http.Request) (*http.Response, error) {
-	ex, _ := req.Context().Value(exchangeKey{}).(*exchange)
-	if ex == nil {
-		return d.next.Do(req)
-	}
-	if ex.body != nil {
-		body := ex.body
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-		req.ContentLength = int64(len(body))
-	}
-	send := d.next.Do
-	if ex.chat {
-		send = d.send
-	}
-	resp, err := send(req)
-	if err != nil {
-		return nil, err
-	}
-	d.key.redactHeader(resp.Header)
-	ex.status, ex.header = resp.StatusCode, resp.Header
-	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
-	if ok && ex.keep {
-		raw, err := io.ReadAll(io.LimitReader(resp.Body, maxModelsBody))
-		resp.Body.Close()
-		if err != nil {
-			return nil, fmt.Errorf("read response body (status %d): %w", resp.StatusCode, err)
-		}
-		ex.raw = raw
-		resp.Body = io.NopCloser(bytes.NewReader(raw))
-		return resp, nil
-	}
-	if ok && (!ex.chat || ex.stream) {
-		// go-openai decodes a models list itself. A stream's body stays
-		// go-openai's to close (stream.Close), and ours to read.
-		if ex.stream && ex.stall > 0 {
-			resp.Body = watchIdle(resp.Body, ex.stall, func() { ex.abort(errStalled) })
-		}
-		if ex.stream {
-			ex.events = resp.Body
-		}
-		return resp, nil
-	}
-	var raw []byte
-	if ok {
-		ex.rawBuf = answerBufs.Get().(*answerBuf)
-		raw, err = readAllInto(ex.rawBuf.b, resp.Body, resp.ContentLength)
-		ex.rawBuf.b = raw
-	} else {
-		// An error body is read up to a bound; a 10 MB page is not read
-		// (nor kept) whole on every attempt.
-		raw, err = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+1))
-		if len(raw) > maxErrorBody {
-			raw, ex.rawCut = raw[:maxErrorBody], resp.ContentLength
-			if ex.rawCut <= 0 {
-				ex.rawCut = -1
-			}
-		}
-	}
-	resp.Body.Close()
-	if err != nil {
-		return nil, fmt.Errorf("read response body (status %d): %w", resp.StatusCode, err)
-	}
-	ex.raw = raw
-	if ok {
-		return nil, errAnswerKept
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(raw))
-	if ex.stream {
-		// go-openai takes a status below 400 (a 304) for a stream
-		// too: sseReader reads what it would have read.
-		ex.events = resp.Body
-	}
-	return resp, nil
-}
 
 // readAllSized is io.ReadAll into one buffer of the size the server
 // announced (vLLM sends Content-Length with a plain answer), instead of a
@@ -295,11 +123,9 @@ func (b *idleBody) Close() error {
 
 // sseReader reads the events of a 2xx stream's body: each call to next
 // returns the payload of one `data:` line, as go-openai's RecvRaw would,
-// but without its two regular expressions and its copy per line (measured
-// in ARCHITECTURE.md, "The wire client"). go-openai still builds the
-// request, sends it through the doer and turns an error status into its
-// *APIError; this reads the body the doer kept (exchange.events). The
-// rules are go-openai's:
+// but without its two regular expressions and its copy per line (see
+// docs/decisions/, "wire client"). The rules are go-openai's, so that a
+// server's stream means to synthgen what it means to go-openai's users:
 //   - a line is trimmed of white space; `data:` and the white space after
 //     it are the prefix; a payload `[DONE]` ends the stream (io.EOF);
 //   - a line that is not data (a keep-alive comment, an error body sent in

@@ -62,9 +62,9 @@ func endOf(err error) string {
 func viaGoOpenAI(t testing.TB, url string) sseOutcome {
 	cfg := openai.DefaultConfig("")
 	cfg.BaseURL = url
-	cfg.EmptyMessagesLimit = 1 << 30 // as newWireClient sets it: keep-alives never end a stream
+	cfg.EmptyMessagesLimit = 1 << 30 // keep-alives never end our stream either
 	oa := openai.NewClientWithConfig(cfg)
-	stream, err := oa.CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{Model: bridgeModel})
+	stream, err := oa.CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{Model: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,14 +14,14 @@ import (
 	"testing"
 )
 
-const doerAnswer = `{"id":"c","object":"chat.completion","created":1,"model":"m",` +
+const plainAnswer = `{"id":"c","object":"chat.completion","created":1,"model":"m",` +
 	`"choices":[{"index":0,"message":{"role":"assistant","content":"four"},"finish_reason":"stop"}],` +
 	`"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`
 
-// A chat completion goes to the transport directly; a redirect is followed
-// as the http.Client follows it (307 and 308 keep the method and the body),
-// so the answer comes from where the server sent it.
-func TestDoerFollowsRedirect(t *testing.T) {
+// A redirect is followed as the http.Client follows it (307 and 308 keep
+// the method and the body), so the answer comes from where the server sent
+// it.
+func TestRedirectFollowed(t *testing.T) {
 	for _, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
 		t.Run(fmt.Sprint(code), func(t *testing.T) {
 			var bodies atomic.Value
@@ -33,7 +33,7 @@ func TestDoerFollowsRedirect(t *testing.T) {
 			mux.HandleFunc("/v2/chat/completions", func(w http.ResponseWriter, r *http.Request) {
 				b, _ := io.ReadAll(r.Body)
 				bodies.Store(string(b))
-				_, _ = io.WriteString(w, doerAnswer)
+				_, _ = io.WriteString(w, plainAnswer)
 			})
 			s := httptest.NewServer(mux)
 			defer s.Close()
@@ -55,7 +55,7 @@ func TestDoerFollowsRedirect(t *testing.T) {
 
 // A transport error reads as the http.Client's: `Post "URL": cause`, a
 // *url.Error, classified as a connection failure.
-func TestDoerTransportErrorAsClient(t *testing.T) {
+func TestTransportErrorAsClient(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestPlainAnswerOutlivesItsBuffer(t *testing.T) {
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		word := strings.Repeat(fmt.Sprint(n.Add(1)%10), 100)
-		_, _ = io.WriteString(w, strings.Replace(doerAnswer, `"four"`, `"`+word+`"`, 1))
+		_, _ = io.WriteString(w, strings.Replace(plainAnswer, `"four"`, `"`+word+`"`, 1))
 	}))
 	defer s.Close()
 	c := New(Options{BaseURL: s.URL + "/v1"})

@@ -1,0 +1,94 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// statusError is an answer with an error status (below 200, or 400 and
+// above: go-openai's rule): the error as go-openai types it, with what
+// classifying it further needs (the headers for Retry-After, the body's
+// first bytes for the server's message and the context sizes of a prompt
+// that is too long).
+type statusError struct {
+	status int
+	header http.Header
+	body   []byte // the first maxErrorBody bytes
+	cut    int64  // the body was longer than body: its size, -1 when unknown; 0: body is whole
+	err    error  // *openai.APIError or *openai.RequestError
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+func (e *statusError) Unwrap() error { return e.err }
+
+// send sends one request to the server, path under its base URL, and
+// returns the response when its status is not an error one. A transport
+// failure is http.Client's error (`Post "URL": ...`); an error status is a
+// *statusError, its body read (up to a bound) and closed.
+func (c *Client) send(ctx context.Context, method, path string, body []byte, stream bool) (*http.Response, error) {
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Cache-Control", "no-cache")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
+	if c.key != "" {
+		// No key, no header: vLLM without --api-key ignores one, and a
+		// server that requires a key rejects "Bearer EMPTY" just the same.
+		req.Header.Set("Authorization", "Bearer "+string(c.key))
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	c.key.redactHeader(resp.Header)
+	if resp.StatusCode >= 200 && resp.StatusCode < 400 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	// An error body is read up to a bound; a 10 MB page is not read (nor
+	// kept) whole on every attempt.
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("read the error body (status %d): %w", resp.StatusCode, err)
+	}
+	se := &statusError{status: resp.StatusCode, header: resp.Header, body: raw}
+	if len(raw) > maxErrorBody {
+		se.body, se.cut = raw[:maxErrorBody], resp.ContentLength
+		if se.cut <= 0 {
+			se.cut = -1
+		}
+	}
+	se.err = apiError(resp, se.body)
+	return nil, se
+}
+
+// apiError is an error status as go-openai reports it: an *openai.APIError
+// when the body is an OpenAI error object, else an *openai.RequestError
+// with the body.
+func apiError(resp *http.Response, body []byte) error {
+	var er openai.ErrorResponse
+	err := json.Unmarshal(body, &er)
+	if err != nil || er.Error == nil {
+		return &openai.RequestError{HTTPStatus: resp.Status, HTTPStatusCode: resp.StatusCode, Err: err, Body: body}
+	}
+	er.Error.HTTPStatus, er.Error.HTTPStatusCode = resp.Status, resp.StatusCode
+	return er.Error
+}
