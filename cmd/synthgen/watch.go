@@ -124,7 +124,7 @@ type watchServer struct {
 	url     string // password masked: the only form lines and errors show
 	scraper *promscrape.Scraper
 	prev    promscrape.Sample
-	failing bool // its last scrape failed, which was said once
+	health  promscrape.Health
 }
 
 // redact is err with the server's URL shown as url shows it: the scrape
@@ -178,15 +178,13 @@ func watchLoop(ctx context.Context, stdout, stderr io.Writer, servers []*watchSe
 			case err != nil:
 				// A server restarting under --follow: said once, kept
 				// trying; the others' lines go on meanwhile.
-				if !sv.failing {
+				if sv.health.Failed() {
 					fmt.Fprintf(stderr, "%v (retrying every %s)\n", sv.redact(err), o.interval)
-					sv.failing = true
 				}
 				continue
 			}
-			if sv.failing {
+			if sv.health.Answered() {
 				fmt.Fprintf(stderr, "%s answers again\n", sv.url)
-				sv.failing = false
 			}
 			// The window runs from this server's last answered scrape,
 			// across its outage if it had one.
