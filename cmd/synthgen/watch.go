@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/backoff"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
@@ -68,10 +69,7 @@ prints each server's line after it.`,
 			for _, a := range args {
 				targets = append(targets, strings.Split(a, ",")...)
 			}
-			if len(targets) == 1 {
-				return runWatch(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), targets[0], o)
-			}
-			return runWatchMany(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), targets, o)
+			return runWatch(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), targets, o)
 		},
 	}
 	f := cmd.Flags()
@@ -95,11 +93,17 @@ func watchTarget(target string) string {
 	return t
 }
 
-func runWatch(ctx context.Context, stdout, stderr io.Writer, target string, o watchOptions) error {
+// runWatch watches the servers at targets: one server is the list of one,
+// so that both read, retry and redact alike.
+func runWatch(ctx context.Context, stdout, stderr io.Writer, targets []string, o watchOptions) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	return watchLoop(ctx, stderr, stdout, target, o)
+	servers, err := watchServers(targets)
+	if err != nil {
+		return err
+	}
+	return watchLoop(ctx, stdout, stderr, servers, o)
 }
 
 // check validates the options and fills --interval's default.
@@ -116,75 +120,152 @@ func (o *watchOptions) check() error {
 	return nil
 }
 
-// watchLoop scrapes the server every interval (the first window after one
-// scrape) and prints its rates, once or, with --follow, until Ctrl-C.
-func watchLoop(ctx context.Context, stderr, stdout io.Writer, target string, o watchOptions) error {
-	url, err := promscrape.MetricsURL(watchTarget(target))
-	if err != nil {
-		return usageError(err, "pass the server root (http://host:8000), its /v1 base or its /metrics URL")
-	}
-	scraper := promscrape.NewScraper(url, nil)
+// watchServer is one server watch reads: its /metrics and its last sample.
+type watchServer struct {
+	url     string // password masked: the only form lines and errors show
+	scraper *promscrape.Scraper
+	prev    promscrape.Sample
+	health  promscrape.Health
+}
 
-	prev, err := scraper.Scrape(ctx)
-	if err != nil {
-		return watchScrapeError(err)
+// redact is err with the server's URL shown as url shows it: the scrape
+// errors name the URL scraped, password and all.
+func (sv *watchServer) redact(err error) error { return wire.RedactURLIn(err, sv.scraper.URL()) }
+
+// watchServers is the /metrics of each target, or the usage error of the
+// first that has none.
+func watchServers(targets []string) ([]*watchServer, error) {
+	servers := make([]*watchServer, len(targets))
+	for i, t := range targets {
+		t = watchTarget(t)
+		url, err := promscrape.MetricsURL(t)
+		if err != nil {
+			// The error quotes the URL as typed, password and all.
+			err = wire.RedactURLIn(err, t)
+			if len(targets) == 1 {
+				return nil, usageError(err, "pass the server root (http://host:8000), its /v1 base or its /metrics URL")
+			}
+			return nil, usageError(fmt.Errorf("URL %d: %w", i+1, err), "pass each server's root (http://host:8000), its /v1 base or its /metrics URL")
+		}
+		servers[i] = &watchServer{url: wire.RedactURL(url), scraper: promscrape.NewScraper(url, nil)}
+	}
+	return servers, nil
+}
+
+// watchLoop scrapes the servers every interval (the first window after one
+// scrape) and prints their rates, once or, with --follow, until Ctrl-C.
+func watchLoop(ctx context.Context, stdout, stderr io.Writer, servers []*watchServer, o watchOptions) error {
+	for _, sv := range servers {
+		s, err := sv.scraper.Scrape(ctx)
+		if err != nil {
+			return watchScrapeError(sv.redact(err))
+		}
+		sv.prev = s
 	}
 	wait := o.window
-	failing := false
 	for {
 		if !backoff.Sleep(ctx, wait) {
-			if o.follow {
-				return nil // Ctrl-C is how --follow ends
-			}
-			return ctx.Err()
+			return o.stopped(ctx)
 		}
 		wait = o.interval
-		cur, err := scraper.Scrape(ctx)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			if o.follow {
-				return nil
+		var read []watchRead
+		for _, sv := range servers {
+			cur, err := sv.scraper.Scrape(ctx)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return o.stopped(ctx)
+			case err != nil && !o.follow:
+				return watchScrapeError(sv.redact(err))
+			case err != nil:
+				// A server restarting under --follow: said once, kept
+				// trying; the others' lines go on meanwhile.
+				if sv.health.Failed() {
+					fmt.Fprintf(stderr, "%v (retrying every %s)\n", sv.redact(err), o.interval)
+				}
+				continue
 			}
-			return ctx.Err()
-		case err != nil && !o.follow:
-			return watchScrapeError(err)
-		case err != nil:
-			// A server restarting under --follow: say it once, keep trying.
-			if !failing {
-				fmt.Fprintf(stderr, "%v (retrying every %s)\n", err, o.interval)
-				failing = true
+			if sv.health.Answered() {
+				fmt.Fprintf(stderr, "%s answers again\n", sv.url)
 			}
-			continue
+			// The window runs from this server's last answered scrape,
+			// across its outage if it had one.
+			read = append(read, watchRead{url: sv.url, rates: promscrape.Between(sv.prev, cur), at: cur.At})
+			sv.prev = cur
 		}
-		if failing {
-			fmt.Fprintf(stderr, "%s answers again\n", url)
-			failing = false
+		if len(read) > 0 {
+			if err := printWatch(stdout, read, len(servers), o); err != nil {
+				return err
+			}
 		}
-		if err := printWatch(stdout, url, prev, cur, o.json); err != nil {
-			return err
-		}
-		prev = cur
 		if !o.follow {
 			return nil
 		}
 	}
 }
 
-// printWatch writes the server's rates between two scrapes, as a line or
-// as a JSON object.
-func printWatch(stdout io.Writer, url string, prev, cur promscrape.Sample, asJSON bool) error {
-	rates := promscrape.Between(prev, cur)
-	if !asJSON {
-		fmt.Fprintf(stdout, "%s (%s window, %s)\n", formatServer(rates), fmtDuration(rates.Window), url)
+// stopped is what watch ends with once ctx is done: nothing under --follow,
+// which only Ctrl-C ends, the context's error otherwise.
+func (o watchOptions) stopped(ctx context.Context) error {
+	if o.follow {
 		return nil
 	}
-	rec := generator.NewServerRecord(rates)
-	rec.URL, rec.Time = url, cur.At.UTC().Format(time.RFC3339)
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("encode: %w", err)
+	return ctx.Err()
+}
+
+// watchRead is one server's rates over the window that just ended.
+type watchRead struct {
+	url   string // password masked
+	rates promscrape.Rates
+	at    time.Time // when the window ended
+}
+
+// printWatch writes the rates of the servers read, out of all watched, as
+// lines or JSON objects: one server's own, naming it; with several their
+// sum, how many of them it counts and, with --each, each one's after it.
+func printWatch(stdout io.Writer, read []watchRead, all int, o watchOptions) error {
+	each := make([]promscrape.Rates, len(read))
+	urls := make([]string, len(read))
+	var at time.Time
+	for i, r := range read {
+		each[i], urls[i] = r.rates, r.url
+		if r.at.After(at) {
+			at = r.at
+		}
 	}
-	fmt.Fprintf(stdout, "%s\n", b)
+	sum := sumRates(each)
+	several := all > 1
+	if !o.json {
+		if !several {
+			fmt.Fprintf(stdout, "%s (%s window, %s)\n", formatServer(sum), fmtDuration(sum.Window), urls[0])
+			return nil
+		}
+		fmt.Fprintf(stdout, "%s (%s window, %d/%d servers)\n", formatServer(sum), fmtDuration(sum.Window), len(read), all)
+		if o.each {
+			for _, r := range read {
+				fmt.Fprintf(stdout, "  %s: %s\n", r.url, formatServer(r.rates))
+			}
+		}
+		return nil
+	}
+	// The time is the last scrape's: what the figures are as of.
+	now := at.UTC().Format(time.RFC3339)
+	rec := generator.NewServerRecord(sum)
+	rec.URL, rec.Time = strings.Join(urls, ","), now
+	recs := []*generator.ServerRecord{rec}
+	if several && o.each {
+		for _, r := range read {
+			e := generator.NewServerRecord(r.rates)
+			e.URL, e.Time = r.url, now
+			recs = append(recs, e)
+		}
+	}
+	for _, r := range recs {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("encode: %w", err)
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+	}
 	return nil
 }
 

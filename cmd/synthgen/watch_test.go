@@ -376,3 +376,108 @@ func TestWatchBareHostPort(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchRedactsPassword: a password in watch's URL is on no line a
+// person sees (the rates, the outage, the recovery, the error watch ends
+// with), for one server and for several, in text and in JSON; the lines
+// still name the server, with the password masked.
+func TestWatchRedactsPassword(t *testing.T) {
+	const secret = "secret"
+	withPassword := func(u string) string { return strings.Replace(u, "://", "://u:"+secret+"@", 1) }
+	// seen is every line watch shows: stdout, stderr, and the error and
+	// hint as main prints them.
+	seen := func(stdout, stderr string, err error) []string {
+		text := stdout + stderr
+		if err != nil {
+			text += "Error: " + err.Error() + "\n"
+			var ee *exitError
+			if errors.As(err, &ee) {
+				text += "Hint: " + ee.Hint() + "\n"
+			}
+		}
+		return strings.Split(text, "\n")
+	}
+	noSecret := func(t *testing.T, lines []string) {
+		t.Helper()
+		for _, l := range lines {
+			if strings.Contains(l, secret) {
+				t.Errorf("the password is on a line watch printed: %q", l)
+			}
+		}
+	}
+	// follow runs watch --follow over servers, the first of which is down
+	// for its scrapes 3 and 4; the last one's scrape 6 is the Ctrl-C.
+	follow := func(t *testing.T, servers int, flags ...string) (stdout, stderr string) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var urls []string
+		for i := range servers {
+			fake := &fakeVLLM{step: 1000}
+			if i == 0 {
+				fake.down = func(n int) bool { return n == 3 || n == 4 }
+			}
+			if i == servers-1 {
+				fake.stopAt, fake.stop = 6, cancel
+			}
+			srv := httptest.NewServer(fake)
+			t.Cleanup(srv.Close)
+			urls = append(urls, withPassword(srv.URL))
+		}
+		args := append([]string{strings.Join(urls, ","), "--follow", "--window", "50ms"}, flags...)
+		stdout, stderr, err := runWatchCmd(ctx, args...)
+		if err != nil {
+			t.Fatalf("--follow ended with %v, want a clean stop at Ctrl-C", err)
+		}
+		noSecret(t, seen(stdout, stderr, err))
+		if !strings.Contains(stderr, "404 Not Found") || !strings.Contains(stderr, "answers again") {
+			t.Errorf("outage or recovery not reported:\n%s", stderr)
+		}
+		if !strings.Contains(stderr, "u:xxxxx@") {
+			t.Errorf("the outage does not name the server (password masked):\n%s", stderr)
+		}
+		return stdout, stderr
+	}
+	for _, mode := range []struct {
+		name  string
+		flags []string
+	}{{"text", nil}, {"json", []string{"--json"}}} {
+		t.Run("one server, "+mode.name, func(t *testing.T) {
+			if out, _ := follow(t, 1, mode.flags...); !strings.Contains(out, "u:xxxxx@") {
+				t.Errorf("the rates do not name the server (password masked):\n%s", out)
+			}
+		})
+		t.Run("several servers, "+mode.name, func(t *testing.T) {
+			if out, _ := follow(t, 2, append(mode.flags, "--each")...); !strings.Contains(out, "u:xxxxx@") {
+				t.Errorf("each server's rates do not name it (password masked):\n%s", out)
+			}
+		})
+	}
+
+	// Without --follow a server down at the first scrape ends watch with
+	// an error, and a URL watch cannot use with a usage error.
+	down := httptest.NewServer(http.NotFoundHandler())
+	defer down.Close()
+	up := httptest.NewServer(&fakeVLLM{step: 10})
+	defer up.Close()
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"one down", []string{withPassword(down.URL)}},
+		{"several, one down", []string{withPassword(up.URL), withPassword(down.URL)}},
+		{"one not a url", []string{"ftp://u:" + secret + "@127.0.0.1:1"}},
+		{"several, one not a url", []string{withPassword(up.URL), "ftp://u:" + secret + "@127.0.0.1:1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, err := runWatchCmd(context.Background(), append(tc.args, "--window", "10ms")...)
+			if err == nil {
+				t.Fatalf("watch %v succeeded, want an error", tc.args)
+			}
+			noSecret(t, seen(stdout, stderr, err))
+			if !strings.Contains(err.Error(), "u:xxxxx@") {
+				t.Errorf("the error %q does not name the server (password masked)", err)
+			}
+		})
+	}
+}
