@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
@@ -85,7 +86,7 @@ type Runner struct {
 	out         *sink.Sink
 	src         *dataset.Reader
 	eng         *engine
-	auto        *AutoState // concurrency: auto's limit and why; nil when fixed
+	auto        *autoconc.State // concurrency: auto's limit and why; nil when fixed
 }
 
 // Open prepares a run. ctx bounds the preparation (a Hub download, waiting
@@ -213,7 +214,7 @@ func (r *Runner) noReasoning(e *NoReasoningError) {
 func (r *Runner) openStatus() {
 	r.status = newStatusWriter(r.setup.Dir, r.setup.Started, newReportConfig(r.job, r.setup))
 	if r.setup.Auto {
-		r.auto = NewAutoState(r.startLimit(), r.setup.Concurrency)
+		r.auto = autoconc.NewState(r.startLimit(), r.setup.Concurrency)
 		r.status.auto = r.auto
 	}
 	if err := r.status.RemoveLeftovers(); err != nil {

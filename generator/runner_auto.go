@@ -1,11 +1,10 @@
 package generator
 
-import "time"
+import (
+	"time"
 
-// AutoStart is the limit concurrency: auto starts at under ceiling: 16, or
-// the ceiling when lower. The engine starts there and so does the
-// controller (AutoOptions.Start).
-func AutoStart(ceiling int) int { return min(16, max(ceiling, 1)) }
+	"github.com/synthgen/synthgen/generator/autoconc"
+)
 
 // SetLimit sets how many requests may be in flight (1 up to the ceiling,
 // Setup.Concurrency) and records why, for the progress line and
@@ -24,12 +23,12 @@ func (r *Runner) SetLimit(limit int, reason string, at time.Time) int {
 func (r *Runner) Limit() int { return r.eng.Limit() }
 
 // Auto is concurrency: auto's state; nil under a fixed concurrency.
-func (r *Runner) Auto() *AutoState { return r.auto }
+func (r *Runner) Auto() *autoconc.State { return r.auto }
 
 // startLimit is the engine's first limit: the concurrency, or AutoStart.
 func (r *Runner) startLimit() int {
 	if r.setup.Auto {
-		return AutoStart(r.setup.Concurrency)
+		return autoconc.StartLimit(r.setup.Concurrency)
 	}
 	return r.setup.Concurrency
 }

@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/durable"
@@ -73,7 +74,7 @@ type StatusRecord struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// ConcurrencyAuto is concurrency: auto's limit and why it last moved;
 	// absent under a fixed concurrency.
-	ConcurrencyAuto *AutoRecord `json:"concurrency_auto,omitempty"`
+	ConcurrencyAuto *autoconc.Record `json:"concurrency_auto,omitempty"`
 }
 
 // ReportConfig is the part of the job and its setup a reader of
@@ -148,7 +149,7 @@ type statusWriter struct {
 	mu       sync.Mutex
 	warnings []string
 
-	auto *AutoState // concurrency: auto; nil when fixed
+	auto *autoconc.State // concurrency: auto; nil when fixed
 }
 
 func newStatusWriter(dir string, started time.Time, cfg ReportConfig) *statusWriter {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/internal/mockserver"
 )
 
@@ -154,8 +155,8 @@ func TestAutoConcurrencyFindsTheKnee(t *testing.T) {
 		}
 	}
 	var rep struct {
-		DurationS       float64               `json:"duration_s"`
-		ConcurrencyAuto *generator.AutoRecord `json:"concurrency_auto"`
+		DurationS       float64          `json:"duration_s"`
+		ConcurrencyAuto *autoconc.Record `json:"concurrency_auto"`
 	}
 	b, err := os.ReadFile(filepath.Join(autoDir, generator.ReportFile))
 	if err != nil {
@@ -233,7 +234,7 @@ func TestAutoRefusedWithoutVLLMMetrics(t *testing.T) {
 // TestAutoShown: the limit and why it last moved, in the plain line's last
 // field, the bar's short one and --metrics-addr.
 func TestAutoShown(t *testing.T) {
-	a := generator.NewAutoState(16, 400)
+	a := autoconc.NewState(16, 400)
 	a.Moved(24, "grow: queue empty, throughput +41%", time.Unix(10, 0))
 	rec := a.Record()
 	if got := autoText(rec); got != " | concurrency 24 (grow: queue empty, throughput +41%)" {
@@ -290,7 +291,7 @@ func TestAutoPerEndpoint(t *testing.T) {
 		t.Errorf("the start line does not name both metrics sources:\n%s", res.stderr)
 	}
 	var rep struct {
-		ConcurrencyAuto *generator.AutoRecord `json:"concurrency_auto"`
+		ConcurrencyAuto *autoconc.Record `json:"concurrency_auto"`
 		Endpoints       []generator.EndpointRecord
 	}
 	b, err := os.ReadFile(filepath.Join(dir, generator.ReportFile))

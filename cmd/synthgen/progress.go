@@ -47,6 +47,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
@@ -70,7 +71,7 @@ type reporterOptions struct {
 	ScrapeEach []func(ctx context.Context) (promscrape.Sample, error)
 	// Auto is concurrency: auto's limit and why it last moved, shown at
 	// the end of the line and in the bar; nil under a fixed concurrency.
-	Auto func() *generator.AutoRecord
+	Auto func() *autoconc.Record
 	// Status receives the progress record (the object --log-format json
 	// prints) each Interval and once more when Run ends (final), e.g. to
 	// rewrite DIR/status.json. May be nil.

@@ -1,4 +1,4 @@
-package generator
+package autoconc
 
 import (
 	"math/rand/v2"
@@ -41,7 +41,7 @@ func (s *simServer) sample(limit int) promscrape.Sample {
 
 // drive feeds n samples at the controller's own limit (all of it in
 // flight) and returns the limits and reasons it chose.
-func drive(c *AutoController, s *simServer, n int) (limits []int, reasons []string) {
+func drive(c *Controller, s *simServer, n int) (limits []int, reasons []string) {
 	for range n {
 		d := c.Observe(s.sample(c.Limit()), c.Limit())
 		limits = append(limits, d.Limit)
@@ -72,7 +72,7 @@ func TestAutoSettlesDespiteNoise(t *testing.T) {
 // unless its limit stays within 20% of knee from sample 40 on.
 func settleWithin(t *testing.T, s *simServer, knee int) {
 	t.Helper()
-	c := NewAutoController(AutoOptions{Ceiling: 400})
+	c := New(Options{Ceiling: 400})
 	limits, reasons := drive(c, s, 200)
 	lo, hi := knee*8/10, knee*12/10
 	settled := -1
@@ -91,7 +91,7 @@ func settleWithin(t *testing.T, s *simServer, knee int) {
 
 func TestAutoBacksOffOnPreemptions(t *testing.T) {
 	s := &simServer{kvFits: 1000, preemptAbove: 20, batchScale: 1e9, clock: time.Unix(0, 0)}
-	c := NewAutoController(AutoOptions{Ceiling: 400, Start: 32})
+	c := New(Options{Ceiling: 400, Start: 32})
 	c.Observe(s.sample(32), 32)
 	if d := c.Observe(s.sample(32), 32); d.Moved {
 		t.Errorf("the first interval (the pool filling) was judged: %+v", d)
@@ -109,14 +109,14 @@ func TestAutoBacksOffOnPreemptions(t *testing.T) {
 
 func TestAutoBacksOffOnAFullCacheOrAQueue(t *testing.T) {
 	at := time.Unix(0, 0)
-	c := NewAutoController(AutoOptions{Ceiling: 400, Start: 100})
+	c := New(Options{Ceiling: 400, Start: 100})
 	c.Observe(promscrape.Sample{At: at}, 100)
 	c.Observe(promscrape.Sample{At: at.Add(time.Second)}, 100)
 	d := c.Observe(promscrape.Sample{At: at.Add(2 * time.Second), GenerationTokens: 1000, KVCacheUsage: 0.97, HasKV: true}, 100)
 	if d.Limit != 80 || d.Reason != "back off: KV cache 97% full" {
 		t.Errorf("full cache: %+v", d)
 	}
-	c = NewAutoController(AutoOptions{Ceiling: 400, Start: 100})
+	c = New(Options{Ceiling: 400, Start: 100})
 	c.Observe(promscrape.Sample{At: at}, 100)
 	c.Observe(promscrape.Sample{At: at.Add(time.Second)}, 100)
 	d = c.Observe(promscrape.Sample{At: at.Add(2 * time.Second), GenerationTokens: 1000, Running: 64, Waiting: 36}, 100)
@@ -127,7 +127,7 @@ func TestAutoBacksOffOnAFullCacheOrAQueue(t *testing.T) {
 
 func TestAutoHoldsWhenTheLimitIsNotReached(t *testing.T) {
 	s := &simServer{kvFits: 1000, preemptAbove: 1000, batchScale: 1e9, clock: time.Unix(0, 0)}
-	c := NewAutoController(AutoOptions{Ceiling: 400})
+	c := New(Options{Ceiling: 400})
 	for range 10 {
 		if d := c.Observe(s.sample(5), 5); d.Moved {
 			t.Fatalf("grew with 5 of %d in flight: %+v", c.Limit(), d)
@@ -140,7 +140,7 @@ func TestAutoHoldsWhenTheLimitIsNotReached(t *testing.T) {
 
 func TestAutoStaysUnderTheCeiling(t *testing.T) {
 	s := &simServer{kvFits: 1000, preemptAbove: 1000, batchScale: 1e9, clock: time.Unix(0, 0)}
-	c := NewAutoController(AutoOptions{Ceiling: 50})
+	c := New(Options{Ceiling: 50})
 	limits, _ := drive(c, s, 40)
 	if last := limits[len(limits)-1]; last != 50 {
 		t.Errorf("knee above the ceiling: settled at %d, want 50 (%v)", last, limits)
@@ -148,7 +148,7 @@ func TestAutoStaysUnderTheCeiling(t *testing.T) {
 	if d := c.Observe(s.sample(50), 50); d.Moved || d.Reason != "hold: at the ceiling" {
 		t.Errorf("at the ceiling: %+v", d)
 	}
-	if c := NewAutoController(AutoOptions{Ceiling: 8}); c.Limit() != 8 {
+	if c := New(Options{Ceiling: 8}); c.Limit() != 8 {
 		t.Errorf("a ceiling under the start: starts at %d, want 8", c.Limit())
 	}
 }
@@ -157,7 +157,7 @@ func TestAutoStaysUnderTheCeiling(t *testing.T) {
 // as nothing new, not as a collapse or a negative preemption count.
 func TestAutoServerRestart(t *testing.T) {
 	at := time.Unix(0, 0)
-	c := NewAutoController(AutoOptions{Ceiling: 400, Start: 16})
+	c := New(Options{Ceiling: 400, Start: 16})
 	c.Observe(promscrape.Sample{At: at, GenerationTokens: 1e6, Preemptions: 50}, 16)
 	d := c.Observe(promscrape.Sample{At: at.Add(time.Second), GenerationTokens: 10, Preemptions: 0}, 16)
 	if d.Limit < 16 {
@@ -170,7 +170,7 @@ func TestAutoServerRestart(t *testing.T) {
 // any preemption.
 func TestAutoGrowsNoFurtherThanTheCacheHolds(t *testing.T) {
 	at := time.Unix(0, 0)
-	c := NewAutoController(AutoOptions{Ceiling: 400, Start: 80})
+	c := New(Options{Ceiling: 400, Start: 80})
 	c.Observe(promscrape.Sample{At: at}, 80)
 	c.Observe(promscrape.Sample{At: at.Add(time.Second)}, 80)
 	d := c.Observe(promscrape.Sample{At: at.Add(2 * time.Second), GenerationTokens: 1000, KVCacheUsage: 0.76, HasKV: true}, 80)

@@ -1,6 +1,6 @@
-package generator
+package autoconc
 
-// concurrency: auto. An AutoController is fed the server's own metrics of
+// concurrency: auto. A Controller is fed the server's own metrics of
 // one endpoint (vLLM's /metrics, read by internal/promscrape) at a steady
 // interval, with the number in flight and the limit it set, and answers
 // the next limit and why. It is a pure value: no clock of its own (the
@@ -43,12 +43,17 @@ import (
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
 
-// DefaultAutoInterval is how often the runner looks at the server under
+// DefaultInterval is how often the runner looks at the server under
 // concurrency: auto (progress.interval when that is shorter).
-const DefaultAutoInterval = 2 * time.Second
+const DefaultInterval = 2 * time.Second
 
-// AutoOptions tune an AutoController; zero fields take the defaults.
-type AutoOptions struct {
+// StartLimit is the limit concurrency: auto starts at under ceiling: 16, or
+// the ceiling when lower. The engine starts there and so does the
+// controller (Options.Start).
+func StartLimit(ceiling int) int { return min(16, max(ceiling, 1)) }
+
+// Options tune an Controller; zero fields take the defaults.
+type Options struct {
 	Ceiling    int     // most in flight; required
 	Start      int     // first limit: default 16, or Ceiling when lower
 	Min        int     // least in flight: default 1
@@ -58,9 +63,9 @@ type AutoOptions struct {
 	ProbeAfter int     // samples held at the knee before a probe upwards: default 60
 }
 
-// AutoController decides one endpoint's concurrency from its metrics.
-type AutoController struct {
-	o     AutoOptions
+// Controller decides one endpoint's concurrency from its metrics.
+type Controller struct {
+	o     Options
 	limit int
 
 	prev     promscrape.Sample
@@ -83,15 +88,15 @@ type AutoController struct {
 	measN                int
 }
 
-// AutoDecision is what a sample decided.
-type AutoDecision struct {
+// Decision is what a sample decided.
+type Decision struct {
 	Limit  int
 	Moved  bool
 	Reason string // "grow: queue empty, throughput +12%", "back off: 3 preemptions", "hold: at knee"
 }
 
-// NewAutoController returns a controller starting at o.Start.
-func NewAutoController(o AutoOptions) *AutoController {
+// New returns a controller starting at o.Start.
+func New(o Options) *Controller {
 	o.Ceiling = max(o.Ceiling, 1)
 	if o.Start <= 0 {
 		o.Start = 16
@@ -112,15 +117,15 @@ func NewAutoController(o AutoOptions) *AutoController {
 	if o.ProbeAfter <= 0 {
 		o.ProbeAfter = 60
 	}
-	return &AutoController{o: o, limit: o.Start, slow: true, fresh: true}
+	return &Controller{o: o, limit: o.Start, slow: true, fresh: true}
 }
 
 // Limit is the limit in force.
-func (c *AutoController) Limit() int { return c.limit }
+func (c *Controller) Limit() int { return c.limit }
 
 // Observe takes one scrape of the endpoint's metrics and the requests in
 // flight to it now, and returns the limit to set and why.
-func (c *AutoController) Observe(s promscrape.Sample, inFlight int) AutoDecision {
+func (c *Controller) Observe(s promscrape.Sample, inFlight int) Decision {
 	if !c.havePrev {
 		c.prev, c.havePrev = s, true
 		return c.hold("measuring")
@@ -224,7 +229,7 @@ func (c *AutoController) Observe(s promscrape.Sample, inFlight int) AutoDecision
 
 // backOff cuts the limit: back to where it was when the trouble follows
 // a growth (that limit was fine), else by factor.
-func (c *AutoController) backOff(why string, factor float64) AutoDecision {
+func (c *Controller) backOff(why string, factor float64) Decision {
 	c.noGain = 0
 	to := int(float64(c.limit) * factor)
 	if c.grew && c.before < c.limit {
@@ -235,7 +240,7 @@ func (c *AutoController) backOff(why string, factor float64) AutoDecision {
 	return c.move(to, why)
 }
 
-func (c *AutoController) move(to int, why string) AutoDecision {
+func (c *Controller) move(to int, why string) Decision {
 	to = min(max(to, c.o.Min), c.o.Ceiling)
 	if to == c.limit {
 		return c.hold(why)
@@ -243,16 +248,16 @@ func (c *AutoController) move(to int, why string) AutoDecision {
 	c.grew, c.before = to > c.limit, c.limit
 	c.limit, c.fresh = to, true
 	c.measTokens, c.measTime, c.measN = 0, 0, 0
-	return AutoDecision{Limit: to, Moved: true, Reason: why}
+	return Decision{Limit: to, Moved: true, Reason: why}
 }
 
-func (c *AutoController) hold(why string) AutoDecision {
-	return AutoDecision{Limit: c.limit, Reason: why}
+func (c *Controller) hold(why string) Decision {
+	return Decision{Limit: c.limit, Reason: why}
 }
 
-// AutoState is what concurrency: auto shows: the limit in force, the
+// State is what concurrency: auto shows: the limit in force, the
 // ceiling, and why the limit last moved. Safe from any goroutine.
-type AutoState struct {
+type State struct {
 	mu      sync.Mutex
 	limit   int
 	ceiling int
@@ -261,8 +266,8 @@ type AutoState struct {
 	at      time.Time
 }
 
-// AutoRecord is AutoState in status.json (concurrency_auto).
-type AutoRecord struct {
+// Record is State in status.json (concurrency_auto).
+type Record struct {
 	Limit   int       `json:"limit"`
 	Ceiling int       `json:"ceiling"`
 	Reason  string    `json:"reason"` // why the limit last moved
@@ -270,27 +275,27 @@ type AutoRecord struct {
 	MovedAt time.Time `json:"moved_at,omitzero"`
 }
 
-// NewAutoState starts at limit, under ceiling.
-func NewAutoState(limit, ceiling int) *AutoState {
-	return &AutoState{limit: limit, ceiling: ceiling, reason: "start"}
+// NewState starts at limit, under ceiling.
+func NewState(limit, ceiling int) *State {
+	return &State{limit: limit, ceiling: ceiling, reason: "start"}
 }
 
 // Moved records a move of the limit.
-func (a *AutoState) Moved(limit int, reason string, at time.Time) {
+func (a *State) Moved(limit int, reason string, at time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.limit, a.reason, a.at = limit, reason, at
 	a.moves++
 }
 
-// Record is the state now; nil on a nil AutoState (a fixed concurrency).
-func (a *AutoState) Record() *AutoRecord {
+// Record is the state now; nil on a nil State (a fixed concurrency).
+func (a *State) Record() *Record {
 	if a == nil {
 		return nil
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return &AutoRecord{Limit: a.limit, Ceiling: a.ceiling, Reason: a.reason, Moves: a.moves, MovedAt: a.at}
+	return &Record{Limit: a.limit, Ceiling: a.ceiling, Reason: a.reason, Moves: a.moves, MovedAt: a.at}
 }
 
 func plural(n int, one, many string) string {

@@ -1,0 +1,213 @@
+package autoconc
+
+// The loop of concurrency: auto: every interval it scrapes each endpoint's
+// /metrics, hands the sample and the number in flight there to that
+// endpoint's Controller, and sets the run's limit to what they answer
+// (their sum, with several endpoints). Each move is one line on the log
+// ("concurrency 24 -> 36 at 4.1s: grow: ...").
+//
+// A server without vLLM's metrics cannot steer the limit: Prepare refuses
+// the run before its first request rather than run it at a guess. A person
+// who wrote auto wants the server to decide; running at the ceiling could
+// overload a server that cannot say so, and a fixed low start would be
+// slow without a word. Metrics that go away in the middle of a run (a
+// restart) hold that endpoint's limit where it is until they are back.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/synthgen/synthgen/internal/promscrape"
+)
+
+// Required are the server metrics a Controller cannot do without.
+var Required = []string{promscrape.MetricGenerationTokens, promscrape.MetricWaiting}
+
+// Endpoint is one metrics source of the run.
+type Endpoint struct {
+	URL    string // for messages, its password masked
+	Scrape func(context.Context) (promscrape.Sample, error)
+}
+
+// Target is what the loop steers: the run's limit. *generator.Runner is one.
+type Target interface {
+	Limit() int
+	// SetLimit sets the limit, records why and returns the limit in force.
+	SetLimit(limit int, reason string, at time.Time) int
+}
+
+// LoopOptions configure a Loop.
+type LoopOptions struct {
+	Ceiling int           // the most in flight (concurrency's ceiling)
+	Every   time.Duration // how often to look; 0: DefaultInterval
+	Target  Target
+	// InFlight is the number in flight now, the run's and each endpoint's
+	// (each may be nil or shorter than the endpoints when not known).
+	InFlight func() (total int, each []int)
+	// SetEndpointLimit, when set, is told each endpoint's limit (several
+	// endpoints: the router prefers the most headroom under it).
+	SetEndpointLimit func(i, limit int)
+	Log              io.Writer // the move lines; nil: discarded
+	Warn             io.Writer // warnings, shown even when Log is not; nil: Log
+}
+
+// RefusedError is a run that concurrency: auto cannot steer; Hint says
+// what to do instead.
+type RefusedError struct {
+	Err  error
+	Hint string
+}
+
+func (e *RefusedError) Error() string { return e.Err.Error() }
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// Loop steers one run's limit.
+type Loop struct {
+	o         LoopOptions
+	endpoints []*endpoint
+	started   time.Time
+}
+
+// endpoint is one metrics source and its controller.
+type endpoint struct {
+	Endpoint
+	ctrl   *Controller
+	health promscrape.Health // the last scrape failed: said once
+}
+
+// Prepare scrapes every endpoint once and builds the loop: an endpoint that
+// answers without the Required metrics refuses the run, as does a run where
+// none answers; one that does not answer while others do starts at the
+// first limit and its controller waits for its metrics (a warning on Log
+// says so). It sets the target's first limit, and says where it starts.
+func Prepare(ctx context.Context, eps []Endpoint, o LoopOptions) (*Loop, error) {
+	if o.Every <= 0 {
+		o.Every = DefaultInterval
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.Warn == nil {
+		o.Warn = o.Log
+	}
+	hint := "set concurrency to a number (e.g. 64), or endpoint.metrics_url to where the server serves vLLM's /metrics"
+	l := &Loop{o: o, started: time.Now()}
+	start := StartLimit(o.Ceiling)
+	var down []string
+	for _, e := range eps {
+		ep := &endpoint{Endpoint: e, ctrl: New(Options{Ceiling: o.Ceiling, Start: start})}
+		l.endpoints = append(l.endpoints, ep)
+		first, err := ep.Scrape(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			ep.health.Failed()
+			down = append(down, fmt.Sprintf("%s (%v)", ep.URL, err))
+			continue
+		}
+		var missing []string
+		for _, m := range Required {
+			if !first.Found[m] {
+				missing = append(missing, m)
+			}
+		}
+		if len(missing) > 0 {
+			return nil, &RefusedError{Hint: hint, Err: fmt.Errorf("concurrency: auto steers by the server's vLLM metrics at %s, which cannot be used: it has no %s (is this vLLM?)",
+				ep.URL, strings.Join(missing, " nor "))}
+		}
+		ep.ctrl.Observe(first, 0) // the baseline of the rates
+	}
+	if len(eps) == 0 {
+		return nil, &RefusedError{Hint: hint, Err: errors.New("concurrency: auto needs at least one /metrics URL")}
+	}
+	if len(down) == len(eps) {
+		return nil, &RefusedError{Hint: hint, Err: fmt.Errorf("concurrency: auto steers by the server's vLLM metrics, which cannot be read: %s", strings.Join(down, "; "))}
+	}
+	for _, d := range down {
+		fmt.Fprintf(o.Warn, "warning: concurrency: auto cannot read %s yet; that endpoint holds its first limit until it can\n", d)
+	}
+	urls := make([]string, len(l.endpoints))
+	for i, ep := range l.endpoints {
+		urls[i] = ep.URL
+		if l.several() && o.SetEndpointLimit != nil {
+			o.SetEndpointLimit(i, ep.ctrl.Limit())
+		}
+	}
+	if l.several() {
+		o.Target.SetLimit(min(len(eps)*start, o.Ceiling), fmt.Sprintf("start: %d per endpoint", start), time.Now())
+	}
+	fmt.Fprintf(o.Log, "concurrency: auto, starting at %d, up to %d, from %s every %s\n", o.Target.Limit(), o.Ceiling, strings.Join(urls, ", "), o.Every)
+	return l, nil
+}
+
+func (l *Loop) several() bool { return len(l.endpoints) > 1 }
+
+// Run looks at the endpoints every interval until ctx ends.
+func (l *Loop) Run(ctx context.Context) {
+	t := time.NewTicker(l.o.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		l.Step(ctx)
+	}
+}
+
+// Step looks at every endpoint once, sets each one's limit (with several)
+// and the run's: their sum.
+func (l *Loop) Step(ctx context.Context) {
+	total, each := l.o.InFlight()
+	perEndpoint := l.several() && len(each) == len(l.endpoints)
+	var reasons []string
+	moved := false
+	limit := 0
+	for i, ep := range l.endpoints {
+		s, err := ep.Scrape(ctx)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return
+		case err != nil:
+			if ep.health.Failed() {
+				fmt.Fprintf(l.o.Log, "concurrency: auto cannot read %s (%v); holding at %d until it can\n", ep.URL, err, ep.ctrl.Limit())
+			}
+		default:
+			if ep.health.Answered() {
+				fmt.Fprintf(l.o.Log, "concurrency: auto reads %s again\n", ep.URL)
+			}
+			// One endpoint: all in flight are its own; with several, the
+			// router's count for it.
+			inFlight := total
+			if perEndpoint {
+				inFlight = each[i]
+			}
+			d := ep.ctrl.Observe(s, inFlight)
+			if d.Moved {
+				moved = true
+				why := d.Reason
+				if l.several() {
+					why = ep.URL + ": " + why
+					if l.o.SetEndpointLimit != nil {
+						l.o.SetEndpointLimit(i, ep.ctrl.Limit())
+					}
+				}
+				reasons = append(reasons, why)
+			}
+		}
+		limit += ep.ctrl.Limit()
+	}
+	if !moved {
+		return
+	}
+	from := l.o.Target.Limit()
+	why := strings.Join(reasons, "; ")
+	to := l.o.Target.SetLimit(limit, why, time.Now())
+	fmt.Fprintf(l.o.Log, "concurrency %d -> %d at %s: %s\n", from, to, time.Since(l.started).Round(100*time.Millisecond), why)
+}
