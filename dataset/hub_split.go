@@ -97,7 +97,7 @@ func selectHubFiles(ref hubRef, files []hubFile) ([]hubFile, error) {
 		}
 	}
 	for _, f := range sel {
-		if _, _, err := fileType(f.Path); err != nil {
+		if _, err := SupportedFile(f.Path); err != nil {
 			return nil, fmt.Errorf("%s: %w", ref, err)
 		}
 	}
@@ -113,7 +113,7 @@ func defaultSelection(ref hubRef, prefix string, files []hubFile) ([]hubFile, er
 		if strings.HasPrefix(rel, ".") || strings.Contains(rel, "/.") || hubMetadataFiles[path.Base(rel)] {
 			continue
 		}
-		if _, _, err := fileType(rel); err == nil {
+		if _, err := SupportedFile(rel); err == nil {
 			data = append(data, f)
 		}
 	}
@@ -151,14 +151,14 @@ func defaultSelection(ref hubRef, prefix string, files []hubFile) ([]hubFile, er
 	}
 	parquetFiles := 0
 	for _, f := range sel {
-		if k, _, _ := fileType(f.Path); k == kindParquet {
+		if parquet, _ := SupportedFile(f.Path); parquet {
 			parquetFiles++
 		}
 	}
 	if parquetFiles != 0 && parquetFiles != len(sel) {
 		byFormat := map[string][]hubFile{}
 		for _, f := range sel {
-			if k, _, _ := fileType(f.Path); k == kindParquet {
+			if parquet, _ := SupportedFile(f.Path); parquet {
 				byFormat["parquet"] = append(byFormat["parquet"], f)
 			} else {
 				byFormat["json"] = append(byFormat["json"], f)
