@@ -15,19 +15,18 @@ package dataset
 //	    paginated with a Link: <...>; rel="next" header
 //	GET {HF_ENDPOINT}/datasets/{owner}/{name}/resolve/{sha}/{path}      → the bytes, after a redirect to a CDN
 //
-// hub.go is the entry (Identity, resolveFiles) and the errors; hub_path.go
+// hub.go is the entry (hubRemote, the Remote of the Hub) and the errors; hub_path.go
 // the hf:// grammar; hub_env.go the settings; hub_http.go the HTTP client and
 // its retries; hub_tree.go the commit and its file list; hub_split.go which
 // files a path selects; hub_download.go the downloads.
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"strings"
 )
 
 const (
-	hubScheme          = "hf://"
 	defaultHubEndpoint = "https://huggingface.co"
 	defaultRevision    = "main"
 )
@@ -57,32 +56,18 @@ func (e *hubError) Error() string        { return e.msg }
 func (e *hubError) Is(target error) bool { return target == e.kind }
 func (e *hubError) Unwrap() error        { return e.cause }
 
-// isHubPath reports whether a dataset path names a Hub dataset.
-func isHubPath(p string) bool { return strings.HasPrefix(p, hubScheme) }
+// hubRemote is the Remote of the Hugging Face Hub.
+type hubRemote struct{}
 
-// Identity names exactly the data that Options.Path reads, so that a run's
-// manifest can record it and a resume can tell whether the data moved.
-//
-// For hf:// paths it resolves the revision (a branch or tag; main when none
-// is given) to its commit and returns the pinned path
-// "hf://owner/name@<40-hex sha>[/path-or-glob]". That string is itself a valid
-// Options.Path that reads the same files in the same order, with no network
-// once they are cached: set Options.Path to it before Count and Open so both
-// read one commit even if the branch moves meanwhile, and store it so that a
-// resume reads what the first run read. When the Hub cannot be reached, the
-// commit the revision had when it was last resolved on this machine is used.
-//
-// Local paths have no revision: Identity returns them unchanged (their
-// contents are not hashed).
-func Identity(opts Options) (string, error) {
-	if !isHubPath(opts.Path) {
-		return opts.Path, nil
-	}
-	ref, err := parseHubPath(opts.Path)
+var _ Remote = hubRemote{}
+
+// Identity resolves path's revision to its commit, as Identity says.
+func (hubRemote) Identity(ctx context.Context, path string) (string, error) {
+	ref, err := parseHubPath(path)
 	if err != nil {
 		return "", err
 	}
-	c, err := newHubClient(opts.Context, opts.OnDownload)
+	c, err := newHubClient(ctx, nil)
 	if err != nil {
 		return "", err
 	}
@@ -94,24 +79,14 @@ func Identity(opts Options) (string, error) {
 	return ref.String(), nil
 }
 
-// fetcher makes sure the file at a path that resolveFiles returned is on
-// disk; nil for local datasets.
-type fetcher func(path string) error
-
-// resolveFiles turns Options.Path into the files to read in order, and for
-// hf:// paths a fetcher that downloads each one when it is first needed:
-// Open downloads only the files it reaches, and Count only those it counts
-// before Limit.
-func resolveFiles(o Options) ([]string, fetcher, error) {
-	if !isHubPath(o.Path) {
-		files, err := resolve(o.Path)
-		return files, nil, err
-	}
-	ref, err := parseHubPath(o.Path)
+// Resolve lists the files of path's commit that it selects, as paths in
+// the cache, and a fetch that downloads one of them unless it is there.
+func (hubRemote) Resolve(ctx context.Context, path string, onDownload func(file string, done, total int64)) ([]string, func(string) error, error) {
+	ref, err := parseHubPath(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := newHubClient(o.Context, o.OnDownload)
+	c, err := newHubClient(ctx, onDownload)
 	if err != nil {
 		return nil, nil, err
 	}
