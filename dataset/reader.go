@@ -35,8 +35,8 @@ type Options struct {
 	Context context.Context
 	// Remote reads hf:// paths: hub.Remote{} of package dataset/hub, which
 	// the programs that read such paths set. It is a field rather than an
-	// import so that this package links no HTTP client. Nil: the Hub
-	// client still in this package; local paths never use it.
+	// import so that this package links no HTTP client. Nil: an hf:// path
+	// is an error that names it; local paths never use it.
 	Remote Remote
 }
 

@@ -29,9 +29,9 @@ type Remote interface {
 	// order they are read, and fetch, which makes sure one of them is on
 	// disk (nil: they all are): Open calls it before it opens a file and
 	// Count before it counts one, so that only the files reached are
-	// downloaded. ctx ends
-	// requests and downloads; onDownload, when not nil, follows downloads
-	// as Options.OnDownload says. Errors name path.
+	// downloaded. ctx (Options.Context, or Background) ends requests and
+	// downloads; onDownload, when not nil, follows downloads as
+	// Options.OnDownload says. Errors name path.
 	Resolve(ctx context.Context, path string, onDownload func(file string, done, total int64)) (files []string, fetch func(file string) error, err error)
 	// Identity returns the path pinned to the commit path reads now (see
 	// Identity), itself a path that Resolve reads the same files from.
@@ -40,10 +40,6 @@ type Remote interface {
 
 // remote is the Remote of o's hf:// path.
 func (o Options) remote() (Remote, context.Context, error) {
-	if o.Remote == nil {
-		// Until the Hub client has a package of its own.
-		o.Remote = hubRemote{}
-	}
 	if o.Remote == nil {
 		return nil, nil, fmt.Errorf("dataset %s: hf:// paths are read through dataset.Options.Remote, and this program set none (package dataset/hub has one)", o.Path)
 	}

@@ -1,13 +1,15 @@
-package dataset
-
-// The hub*.go files read datasets straight from the Hugging Face Hub. A
-// path of the form
+// Package hub reads datasets straight from the Hugging Face Hub for package
+// dataset: its Remote is the dataset.Remote of hf:// paths. It is a package
+// of its own so that dataset, and what needs only dataset's types (inspect's
+// and export's job and plan), links no HTTP client; the programs that read
+// hf:// paths set dataset.Options.Remote to Remote{}. A path of the form
 //
 //	hf://owner/name[@revision][/path-or-glob]
 //
 // is resolved through the Hub's HTTP API to one commit, its files are
-// downloaded once into a local cache, and the Reader reads the cached files
-// like a local glob. The Hub endpoints used are the ones huggingface_hub uses:
+// downloaded once into a local cache, and dataset's Reader reads the cached
+// files like a local glob. The Hub endpoints used are the ones
+// huggingface_hub uses:
 //
 //	GET {HF_ENDPOINT}/api/datasets/{owner}/{name}/revision/{revision}   → {"sha": ...}
 //	GET {HF_ENDPOINT}/api/datasets/{owner}/{name}/tree/{sha}?recursive=true
@@ -15,18 +17,22 @@ package dataset
 //	    paginated with a Link: <...>; rel="next" header
 //	GET {HF_ENDPOINT}/datasets/{owner}/{name}/resolve/{sha}/{path}      → the bytes, after a redirect to a CDN
 //
-// hub.go is the entry (hubRemote, the Remote of the Hub) and the errors; hub_path.go
-// the hf:// grammar; hub_env.go the settings; hub_http.go the HTTP client and
-// its retries; hub_tree.go the commit and its file list; hub_split.go which
-// files a path selects; hub_download.go the downloads.
+// hub.go is the entry (Remote) and the errors; path.go the hf:// grammar;
+// env.go the settings; http.go the HTTP client and its retries; tree.go the
+// commit and its file list; split.go which files a path selects;
+// download.go the downloads.
+package hub
 
 import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/synthgen/synthgen/dataset"
 )
 
 const (
+	hubScheme          = "hf://"
 	defaultHubEndpoint = "https://huggingface.co"
 	defaultRevision    = "main"
 )
@@ -56,13 +62,16 @@ func (e *hubError) Error() string        { return e.msg }
 func (e *hubError) Is(target error) bool { return target == e.kind }
 func (e *hubError) Unwrap() error        { return e.cause }
 
-// hubRemote is the Remote of the Hugging Face Hub.
-type hubRemote struct{}
+// Remote reads hf:// paths from the Hugging Face Hub, with the settings
+// (HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, HF_HOME, SYNTHGEN_CACHE_DIR) read
+// from the environment at each call. The zero value is ready to use.
+type Remote struct{}
 
-var _ Remote = hubRemote{}
+var _ dataset.Remote = Remote{}
 
-// Identity resolves path's revision to its commit, as Identity says.
-func (hubRemote) Identity(ctx context.Context, path string) (string, error) {
+// Identity resolves path's revision to its commit and returns path pinned
+// to it, as dataset.Identity says.
+func (Remote) Identity(ctx context.Context, path string) (string, error) {
 	ref, err := parseHubPath(path)
 	if err != nil {
 		return "", err
@@ -81,7 +90,7 @@ func (hubRemote) Identity(ctx context.Context, path string) (string, error) {
 
 // Resolve lists the files of path's commit that it selects, as paths in
 // the cache, and a fetch that downloads one of them unless it is there.
-func (hubRemote) Resolve(ctx context.Context, path string, onDownload func(file string, done, total int64)) ([]string, func(string) error, error) {
+func (Remote) Resolve(ctx context.Context, path string, onDownload func(file string, done, total int64)) ([]string, func(string) error, error) {
 	ref, err := parseHubPath(path)
 	if err != nil {
 		return nil, nil, err
