@@ -64,6 +64,16 @@ func fileType(path string) (fileKind, string, error) {
 	return 0, "", fmt.Errorf("dataset %s: unsupported file type: want .jsonl, .json or .parquet (jsonl and json may end in .gz or .zst)", path)
 }
 
+// SupportedFile reports whether the reader reads a file of this name (by
+// its extension: .parquet, .jsonl, .ndjson, .json, the JSON ones also as .gz
+// or .zst), and whether it reads it as Parquet. The error names the file and
+// what is supported. A remote dataset (package dataset/hub) chooses the
+// files to fetch by it, so that it never fetches a file the reader refuses.
+func SupportedFile(path string) (parquet bool, err error) {
+	kind, _, err := fileType(path)
+	return err == nil && kind == kindParquet, err
+}
+
 // resolve turns Options.Path into the files to read, in sorted path order so
 // that row indexes (the default ids) do not depend on the directory listing.
 func resolve(path string) ([]string, error) {

@@ -1,8 +1,9 @@
 // Package dataset reads prompts from dataset files one row at a time: JSONL,
 // JSON arrays and Parquet (gzip/zstd transparently), in the ShareGPT, OpenAI
 // messages, plain prompt, Alpaca and OpenAI batch request row shapes. It never holds a whole file in
-// memory and talks to no LLM server; hf:// datasets are fetched from the
-// Hugging Face Hub into a local cache first (hub.go).
+// memory and talks to no LLM server. hf:// datasets are fetched from the
+// Hugging Face Hub into a local cache first, by the Remote the caller sets
+// (package dataset/hub); this package itself links no HTTP client.
 package dataset
 
 // Message is one chat turn with an OpenAI role (system, user, assistant;

@@ -33,6 +33,11 @@ type Options struct {
 	// dataset (a Ctrl-C during a long download); nil never cancels. A
 	// download cut this way resumes where it was on the next Open.
 	Context context.Context
+	// Remote reads hf:// paths: hub.Remote{} of package dataset/hub, which
+	// the programs that read such paths set. It is a field rather than an
+	// import so that this package links no HTTP client. Nil: an hf:// path
+	// is an error that names it; local paths never use it.
+	Remote Remote
 }
 
 // Bad-row policies.

@@ -55,6 +55,9 @@ type Setup struct {
 	OnBadRow   string                               // dataset.on_bad_row
 	OnSkip     func(*dataset.RowError)              // a skipped bad row
 	OnDownload func(file string, done, total int64) // an hf:// download's progress
+	// Remote reads hf:// dataset paths (hub.Remote{} of package
+	// dataset/hub); nil: such a path is an error.
+	Remote dataset.Remote
 
 	// Started is when the run began, for status.json and report.json
 	// (started_at, duration_s); zero: when Open is called.
@@ -233,6 +236,7 @@ func (r *Runner) pinDataset(ctx context.Context) (dataset.Options, error) {
 		OnBadRow:      s.OnBadRow,
 		OnSkip:        s.OnSkip,
 		OnDownload:    s.OnDownload,
+		Remote:        s.Remote,
 		Context:       ctx, // Ctrl-C ends a Hub download; it resumes next time
 	}
 	if !strings.HasPrefix(opts.Path, "hf://") {

@@ -118,6 +118,12 @@ func TestRunHubDatasetPinnedAcrossResumes(t *testing.T) {
 			t.Errorf("record %s was asked %q: not a row of the pinned commit", rec.ID, q)
 		}
 	}
+	// inspect reads the job's rows through the Hub client too, from the
+	// cached commit.
+	out, err := runInspectCmd(t, cj.dir)
+	if want := "10 keys in hf://acme/blend (limit 10): 10 done, 0 failed, 0 pending"; err != nil || !strings.Contains(out, want) {
+		t.Errorf("inspect: %v; output lacks %q:\n%s", err, want, out)
+	}
 }
 
 // readAllRecords reads every record of DIR/data's final JSONL shards.

@@ -30,6 +30,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/dataset/hub"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -141,7 +142,7 @@ func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
 // datasetPath when it is not empty).
 func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath string) (inspectOutput, error) {
 	out := inspectOutput{OK: true}
-	var planner job.Planner
+	planner := job.Planner{Remote: hub.Remote{}}
 	var targets []joinTarget
 	for _, dir := range dirs {
 		rep, err := sink.Inspect(dir)

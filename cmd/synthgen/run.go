@@ -14,6 +14,7 @@ import (
 
 	"github.com/synthgen/synthgen/config"
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/dataset/hub"
 	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/wire"
@@ -243,7 +244,7 @@ func datasetGiven(cmd *cobra.Command, rf runFlags, cfg config.Config) error {
 }
 
 // otherEnv are the SYNTHGEN_* variables read that are not config keys:
-// the Hub cache (dataset/hub_env.go) and examples/nohup-run.sh's own.
+// the Hub cache (dataset/hub/env.go) and examples/nohup-run.sh's own.
 var otherEnv = []string{"SYNTHGEN_CACHE_DIR", "SYNTHGEN_BIN", "SYNTHGEN_LOG"}
 
 // warnUnknownEnv says which SYNTHGEN_* variables set nothing (a typo such
@@ -310,6 +311,7 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *generator.Stat
 			fmt.Fprintf(stderr, "skip row %s (dataset.on_bad_row: skip)\n", e)
 		},
 		OnDownload: downloadReporter(stderr),
+		Remote:     hub.Remote{},
 		Version:    version,
 		Config:     cfg.Redacted(),
 		Stats:      stats,
@@ -480,11 +482,11 @@ func runResult(cfg config.Config, runErr, closeErr error, interrupted bool, sum 
 
 func hubHint(err error) string {
 	switch {
-	case errors.Is(err, dataset.ErrHubAccess):
+	case errors.Is(err, hub.ErrHubAccess):
 		return "a gated or private dataset needs a token: export HF_TOKEN=..."
-	case errors.Is(err, dataset.ErrHubUnreachable):
+	case errors.Is(err, hub.ErrHubUnreachable):
 		return "no route to the Hub from here? download the files elsewhere and point dataset.path at them (or set HF_ENDPOINT to a mirror)"
-	case errors.Is(err, dataset.ErrHubNotFound):
+	case errors.Is(err, hub.ErrHubNotFound):
 		return "check the owner/name and the @revision of dataset.path"
 	}
 	return "check dataset.path"

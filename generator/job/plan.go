@@ -46,6 +46,11 @@ type Plan struct {
 // Planner counts plans, reading each distinct dataset once whatever the
 // number of directories (one per --shard i/n) compared with it.
 type Planner struct {
+	// Remote reads hf:// dataset paths (hub.Remote{} of package
+	// dataset/hub): set by the caller, so that this package, which export
+	// needs, links no HTTP client. Nil: such a dataset is Unreadable.
+	Remote dataset.Remote
+
 	targets []*planTarget
 }
 
@@ -129,7 +134,7 @@ func (p *Planner) Count(path string) {
 			}
 		}
 		if g == nil {
-			g = &group{opts: dataset.Options{Selection: t.sel, OnBadRow: dataset.OnBadRowSkip}}
+			g = &group{opts: dataset.Options{Selection: t.sel, OnBadRow: dataset.OnBadRowSkip, Remote: p.Remote}}
 			g.opts.Shard = dataset.Shard{}
 			groups = append(groups, g)
 		}

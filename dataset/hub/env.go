@@ -1,4 +1,4 @@
-package dataset
+package hub
 
 // The Hub settings read from huggingface_hub's environment variables.
 

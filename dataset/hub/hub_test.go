@@ -1,4 +1,4 @@
-package dataset
+package hub
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/synthgen/synthgen/dataset"
 )
 
 // TestHubReadAndCache reads the default selection of a Hub dataset: the two
@@ -19,13 +21,13 @@ func TestHubReadAndCache(t *testing.T) {
 	h := newFakeHub(t)
 	train := []string{"data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet"}
 	local := localCopy(t, h, commit1, train...)
-	want := hubPrompts(t, Options{Selection: Selection{Path: filepath.Join(local, "data", "train-*.parquet")}}, local)
+	want := hubPrompts(t, at(filepath.Join(local, "data", "train-*.parquet")), local)
 	if len(want) != 68 {
 		t.Fatalf("local read: %d prompts, want 68 (2×36 rows, 2×2 bad)", len(want))
 	}
 
 	var progress []string
-	opts := Options{Selection: Selection{Path: "hf://acme/blend"}, OnDownload: func(file string, done, total int64) {
+	opts := dataset.Options{Selection: dataset.Selection{Path: "hf://acme/blend"}, OnDownload: func(file string, done, total int64) {
 		if done == total {
 			progress = append(progress, file)
 		}
@@ -34,7 +36,7 @@ func TestHubReadAndCache(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("hub read differs from the local read of the same files:\n got %v\nwant %v", ids(got), ids(want))
 	}
-	if n, err := Count(opts); err != nil || n != 72 {
+	if n, err := count(opts); err != nil || n != 72 {
 		t.Errorf("Count = %d, %v; want 72 physical rows", n, err)
 	}
 	if !reflect.DeepEqual(progress, train) {
@@ -47,14 +49,14 @@ func TestHubReadAndCache(t *testing.T) {
 	if len(cdn) != 2 {
 		t.Errorf("CDN served %v, want the two train files once each", cdn)
 	}
-	id, err := Identity(opts)
+	id, err := identity(opts)
 	if err != nil || id != "hf://acme/blend@"+commit1 {
 		t.Errorf("Identity = %q, %v; want hf://acme/blend@%s", id, err, commit1)
 	}
 
 	// Second open, Hub up: one revision lookup, no listing, no download.
 	h.reset()
-	if got := hubPrompts(t, Options{Selection: Selection{Path: "hf://acme/blend"}}, snapshotDir(commit1)); !reflect.DeepEqual(got, want) {
+	if got := hubPrompts(t, at("hf://acme/blend"), snapshotDir(commit1)); !reflect.DeepEqual(got, want) {
 		t.Errorf("second read differs")
 	}
 	if api, cdn := h.calls(); len(api) != 1 || !strings.Contains(api[0], "/revision/main") || len(cdn) != 0 {
@@ -66,22 +68,22 @@ func TestHubReadAndCache(t *testing.T) {
 	h.close()
 	for _, p := range []string{"hf://acme/blend", "hf://acme/blend@" + commit1, "hf://datasets/acme/blend@" + commit1} {
 		t.Run(p, func(t *testing.T) {
-			if got := hubPrompts(t, Options{Selection: Selection{Path: p}}, snapshotDir(commit1)); !reflect.DeepEqual(got, want) {
+			if got := hubPrompts(t, at(p), snapshotDir(commit1)); !reflect.DeepEqual(got, want) {
 				t.Errorf("offline read differs")
 			}
-			if n, err := Count(Options{Selection: Selection{Path: p}}); err != nil || n != 72 {
+			if n, err := count(at(p)); err != nil || n != 72 {
 				t.Errorf("offline Count = %d, %v", n, err)
 			}
-			if id, err := Identity(Options{Selection: Selection{Path: p}}); err != nil || id != "hf://acme/blend@"+commit1 {
+			if id, err := identity(at(p)); err != nil || id != "hf://acme/blend@"+commit1 {
 				t.Errorf("offline Identity = %q, %v", id, err)
 			}
 		})
 	}
 	t.Setenv("HF_HUB_OFFLINE", "1")
-	if got := hubPrompts(t, Options{Selection: Selection{Path: "hf://acme/blend"}}, snapshotDir(commit1)); !reflect.DeepEqual(got, want) {
+	if got := hubPrompts(t, at("hf://acme/blend"), snapshotDir(commit1)); !reflect.DeepEqual(got, want) {
 		t.Errorf("HF_HUB_OFFLINE read differs")
 	}
-	if _, err := Open(Options{Selection: Selection{Path: "hf://acme/blend@v1"}}); err == nil || !strings.Contains(err.Error(), "HF_HUB_OFFLINE is set") || !errors.Is(err, ErrHubUnreachable) {
+	if _, err := open(at("hf://acme/blend@v1")); err == nil || !strings.Contains(err.Error(), "HF_HUB_OFFLINE is set") || !errors.Is(err, ErrHubUnreachable) {
 		t.Errorf("a tag never resolved here, offline: err = %v", err)
 	}
 }
@@ -91,39 +93,33 @@ func TestHubReadAndCache(t *testing.T) {
 // exactly when the commit does.
 func TestHubRevisionPinning(t *testing.T) {
 	h := newFakeHub(t)
-	opts := Options{Selection: Selection{Path: "hf://acme/blend"}}
-	id1, err := Identity(opts)
+	opts := at("hf://acme/blend")
+	id1, err := identity(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := hubPrompts(t, Options{Selection: Selection{Path: id1}}, snapshotDir(commit1))
-	if again, err := Identity(opts); err != nil || again != id1 {
+	first := hubPrompts(t, at(id1), snapshotDir(commit1))
+	if again, err := identity(opts); err != nil || again != id1 {
 		t.Errorf("Identity moved without a commit: %q then %q (%v)", id1, again, err)
 	}
 
 	h.set(func(h *fakeHub) { h.repos["acme/blend"].refs["main"] = commit2 })
-	id2, err := Identity(opts)
+	id2, err := identity(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if id2 != "hf://acme/blend@"+commit2 || id2 == id1 {
 		t.Errorf("after the branch moved, Identity = %q, want hf://acme/blend@%s", id2, commit2)
 	}
-	if pinned, err := Identity(Options{Selection: Selection{Path: id1}}); err != nil || pinned != id1 {
+	if pinned, err := identity(at(id1)); err != nil || pinned != id1 {
 		t.Errorf("Identity of the pinned path = %q, %v; want it unchanged", pinned, err)
 	}
-	resumed := hubPrompts(t, Options{Selection: Selection{Path: id1}}, snapshotDir(commit1))
+	resumed := hubPrompts(t, at(id1), snapshotDir(commit1))
 	if !reflect.DeepEqual(resumed, first) {
 		t.Errorf("the pinned commit read other rows after the branch moved")
 	}
-	moved := hubPrompts(t, Options{Selection: Selection{Path: "hf://acme/blend", IDField: "uid"}, SourceField: "category"}, snapshotDir(commit2))
-	golden := readGolden(t, "messages.golden.jsonl")
-	var wantIDs []string
-	for _, g := range golden {
-		if !g.Bad {
-			wantIDs = append(wantIDs, g.ID)
-		}
-	}
+	moved := hubPrompts(t, dataset.Options{Selection: dataset.Selection{Path: "hf://acme/blend", IDField: "uid"}, SourceField: "category"}, snapshotDir(commit2))
+	wantIDs := goldenIDs(t, "messages.golden.jsonl")
 	if !reflect.DeepEqual(ids(moved), wantIDs) {
 		t.Errorf("the moved branch read ids %v, want the new commit's %v", ids(moved), wantIDs)
 	}
@@ -152,7 +148,7 @@ func TestHubSelectionEndToEnd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
 			h.reset()
-			ps, _ := readAll(t, Options{Selection: Selection{Path: tt.path}})
+			ps, _ := readAll(t, at(tt.path))
 			if len(ps) == 0 {
 				t.Fatal("no prompts")
 			}
@@ -174,12 +170,12 @@ func TestHubSelectionEndToEnd(t *testing.T) {
 	// Open reads the first file only; Count under a limit stops early too.
 	t.Setenv("SYNTHGEN_CACHE_DIR", t.TempDir())
 	h.reset()
-	r, err := Open(Options{Selection: Selection{Path: "hf://acme/blend"}})
+	r, err := open(at("hf://acme/blend"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.Close()
-	if n, err := Count(Options{Selection: Selection{Path: "hf://acme/blend", Limit: 10}}); err != nil || n != 10 {
+	if n, err := count(dataset.Options{Selection: dataset.Selection{Path: "hf://acme/blend", Limit: 10}}); err != nil || n != 10 {
 		t.Errorf("Count with limit = %d, %v", n, err)
 	}
 	if _, cdn := h.calls(); len(cdn) != 1 {
@@ -236,7 +232,7 @@ func TestHubErrors(t *testing.T) {
 				t.Setenv("HF_ENDPOINT", tt.endpoint)
 			}
 
-			_, err := Open(Options{Selection: Selection{Path: tt.path}})
+			_, err := open(at(tt.path))
 			if err == nil {
 				t.Fatal("Open succeeded")
 			}
@@ -251,7 +247,7 @@ func TestHubErrors(t *testing.T) {
 			if tt.token != "" && strings.Contains(err.Error(), tt.token) {
 				t.Errorf("error shows the token: %q", err)
 			}
-			if _, cerr := Count(Options{Selection: Selection{Path: tt.path}}); cerr == nil || cerr.Error() != err.Error() {
+			if _, cerr := count(at(tt.path)); cerr == nil || cerr.Error() != err.Error() {
 				t.Errorf("Count error %v differs from Open's", cerr)
 			}
 		})
@@ -263,7 +259,7 @@ func TestHubErrors(t *testing.T) {
 func TestHubFileServerUnreachable(t *testing.T) {
 	h := newFakeHub(t)
 	h.cdn.Close()
-	_, err := Open(Options{Selection: Selection{Path: "hf://acme/blend"}})
+	_, err := open(at("hf://acme/blend"))
 	if err == nil || !errors.Is(err, ErrHubUnreachable) {
 		t.Fatalf("err = %v, want ErrHubUnreachable", err)
 	}
@@ -284,7 +280,7 @@ func TestHubToken(t *testing.T) {
 	h := newFakeHub(t)
 	h.repos["acme/private"] = &fakeRepo{private: true, refs: map[string]string{"main": commit1}, commits: h.repos["acme/blend"].commits}
 	t.Setenv("HF_TOKEN", h.token)
-	if ps, _ := readAll(t, Options{Selection: Selection{Path: "hf://acme/private"}}); len(ps) != 68 {
+	if ps, _ := readAll(t, at("hf://acme/private")); len(ps) != 68 {
 		t.Fatalf("read %d prompts, want 68", len(ps))
 	}
 	h.mu.Lock()

@@ -1,4 +1,4 @@
-package dataset
+package hub
 
 // HTTP to the Hub: the client, its requests and retries, and the errors a
 // refusal becomes.

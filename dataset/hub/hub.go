@@ -1,13 +1,15 @@
-package dataset
-
-// The hub*.go files read datasets straight from the Hugging Face Hub. A
-// path of the form
+// Package hub reads datasets straight from the Hugging Face Hub for package
+// dataset: its Remote is the dataset.Remote of hf:// paths. It is a package
+// of its own so that dataset, and what needs only dataset's types (inspect's
+// and export's job and plan), links no HTTP client; the programs that read
+// hf:// paths set dataset.Options.Remote to Remote{}. A path of the form
 //
 //	hf://owner/name[@revision][/path-or-glob]
 //
 // is resolved through the Hub's HTTP API to one commit, its files are
-// downloaded once into a local cache, and the Reader reads the cached files
-// like a local glob. The Hub endpoints used are the ones huggingface_hub uses:
+// downloaded once into a local cache, and dataset's Reader reads the cached
+// files like a local glob. The Hub endpoints used are the ones
+// huggingface_hub uses:
 //
 //	GET {HF_ENDPOINT}/api/datasets/{owner}/{name}/revision/{revision}   → {"sha": ...}
 //	GET {HF_ENDPOINT}/api/datasets/{owner}/{name}/tree/{sha}?recursive=true
@@ -15,15 +17,18 @@ package dataset
 //	    paginated with a Link: <...>; rel="next" header
 //	GET {HF_ENDPOINT}/datasets/{owner}/{name}/resolve/{sha}/{path}      → the bytes, after a redirect to a CDN
 //
-// hub.go is the entry (Identity, resolveFiles) and the errors; hub_path.go
-// the hf:// grammar; hub_env.go the settings; hub_http.go the HTTP client and
-// its retries; hub_tree.go the commit and its file list; hub_split.go which
-// files a path selects; hub_download.go the downloads.
+// hub.go is the entry (Remote) and the errors; path.go the hf:// grammar;
+// env.go the settings; http.go the HTTP client and its retries; tree.go the
+// commit and its file list; split.go which files a path selects;
+// download.go the downloads.
+package hub
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"strings"
+
+	"github.com/synthgen/synthgen/dataset"
 )
 
 const (
@@ -57,32 +62,21 @@ func (e *hubError) Error() string        { return e.msg }
 func (e *hubError) Is(target error) bool { return target == e.kind }
 func (e *hubError) Unwrap() error        { return e.cause }
 
-// isHubPath reports whether a dataset path names a Hub dataset.
-func isHubPath(p string) bool { return strings.HasPrefix(p, hubScheme) }
+// Remote reads hf:// paths from the Hugging Face Hub, with the settings
+// (HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, HF_HOME, SYNTHGEN_CACHE_DIR) read
+// from the environment at each call. The zero value is ready to use.
+type Remote struct{}
 
-// Identity names exactly the data that Options.Path reads, so that a run's
-// manifest can record it and a resume can tell whether the data moved.
-//
-// For hf:// paths it resolves the revision (a branch or tag; main when none
-// is given) to its commit and returns the pinned path
-// "hf://owner/name@<40-hex sha>[/path-or-glob]". That string is itself a valid
-// Options.Path that reads the same files in the same order, with no network
-// once they are cached: set Options.Path to it before Count and Open so both
-// read one commit even if the branch moves meanwhile, and store it so that a
-// resume reads what the first run read. When the Hub cannot be reached, the
-// commit the revision had when it was last resolved on this machine is used.
-//
-// Local paths have no revision: Identity returns them unchanged (their
-// contents are not hashed).
-func Identity(opts Options) (string, error) {
-	if !isHubPath(opts.Path) {
-		return opts.Path, nil
-	}
-	ref, err := parseHubPath(opts.Path)
+var _ dataset.Remote = Remote{}
+
+// Identity resolves path's revision to its commit and returns path pinned
+// to it, as dataset.Identity says.
+func (Remote) Identity(ctx context.Context, path string) (string, error) {
+	ref, err := parseHubPath(path)
 	if err != nil {
 		return "", err
 	}
-	c, err := newHubClient(opts.Context, opts.OnDownload)
+	c, err := newHubClient(ctx, nil)
 	if err != nil {
 		return "", err
 	}
@@ -94,24 +88,14 @@ func Identity(opts Options) (string, error) {
 	return ref.String(), nil
 }
 
-// fetcher makes sure the file at a path that resolveFiles returned is on
-// disk; nil for local datasets.
-type fetcher func(path string) error
-
-// resolveFiles turns Options.Path into the files to read in order, and for
-// hf:// paths a fetcher that downloads each one when it is first needed:
-// Open downloads only the files it reaches, and Count only those it counts
-// before Limit.
-func resolveFiles(o Options) ([]string, fetcher, error) {
-	if !isHubPath(o.Path) {
-		files, err := resolve(o.Path)
-		return files, nil, err
-	}
-	ref, err := parseHubPath(o.Path)
+// Resolve lists the files of path's commit that it selects, as paths in
+// the cache, and a fetch that downloads one of them unless it is there.
+func (Remote) Resolve(ctx context.Context, path string, onDownload func(file string, done, total int64)) ([]string, func(string) error, error) {
+	ref, err := parseHubPath(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := newHubClient(o.Context, o.OnDownload)
+	c, err := newHubClient(ctx, onDownload)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,4 +1,4 @@
-package dataset
+package hub
 
 import (
 	"net/url"

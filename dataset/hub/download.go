@@ -1,4 +1,4 @@
-package dataset
+package hub
 
 // Resumable, verified downloads of a commit's files into the cache.
 

@@ -1,4 +1,4 @@
-package dataset
+package hub
 
 // A revision's commit and the commit's file list, both kept in the cache.
 

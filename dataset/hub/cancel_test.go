@@ -1,4 +1,4 @@
-package dataset
+package hub
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/synthgen/synthgen/dataset"
 )
 
 // TestHubDownloadEndsWithContext: a person who presses Ctrl-C during a long
@@ -47,7 +49,7 @@ func TestHubDownloadEndsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := Count(Options{Selection: Selection{Path: "hf://acme/slow", Format: FormatPrompt, PromptField: "prompt"}, OnBadRow: OnBadRowSkip, Context: ctx})
+		_, err := count(dataset.Options{Selection: dataset.Selection{Path: "hf://acme/slow", Format: dataset.FormatPrompt, PromptField: "prompt"}, OnBadRow: dataset.OnBadRowSkip, Context: ctx})
 		done <- err
 	}()
 	select {

@@ -1,4 +1,4 @@
-package dataset
+package hub
 
 // Which of a commit's files a path reads: the default selection by split
 // and format, folders and globs.
@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+
+	"github.com/synthgen/synthgen/dataset"
 )
 
 // Default selection. Without a path after the name, the files read are:
@@ -97,7 +99,7 @@ func selectHubFiles(ref hubRef, files []hubFile) ([]hubFile, error) {
 		}
 	}
 	for _, f := range sel {
-		if _, _, err := fileType(f.Path); err != nil {
+		if _, err := dataset.SupportedFile(f.Path); err != nil {
 			return nil, fmt.Errorf("%s: %w", ref, err)
 		}
 	}
@@ -113,7 +115,7 @@ func defaultSelection(ref hubRef, prefix string, files []hubFile) ([]hubFile, er
 		if strings.HasPrefix(rel, ".") || strings.Contains(rel, "/.") || hubMetadataFiles[path.Base(rel)] {
 			continue
 		}
-		if _, _, err := fileType(rel); err == nil {
+		if _, err := dataset.SupportedFile(rel); err == nil {
 			data = append(data, f)
 		}
 	}
@@ -151,14 +153,14 @@ func defaultSelection(ref hubRef, prefix string, files []hubFile) ([]hubFile, er
 	}
 	parquetFiles := 0
 	for _, f := range sel {
-		if k, _, _ := fileType(f.Path); k == kindParquet {
+		if parquet, _ := dataset.SupportedFile(f.Path); parquet {
 			parquetFiles++
 		}
 	}
 	if parquetFiles != 0 && parquetFiles != len(sel) {
 		byFormat := map[string][]hubFile{}
 		for _, f := range sel {
-			if k, _, _ := fileType(f.Path); k == kindParquet {
+			if parquet, _ := dataset.SupportedFile(f.Path); parquet {
 				byFormat["parquet"] = append(byFormat["parquet"], f)
 			} else {
 				byFormat["json"] = append(byFormat["json"], f)

@@ -1,4 +1,4 @@
-package dataset
+package hub
 
 import (
 	"bytes"
@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/synthgen/synthgen/dataset"
 )
 
 // fakeFile is a file of a commit of the fake Hub; LFS files are served by
@@ -69,15 +71,6 @@ func sha256Hex(b []byte) string {
 func fakeSHA(name string) string {
 	s := sha1.Sum([]byte(name))
 	return hex.EncodeToString(s[:])
-}
-
-func testdataFile(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 var (
@@ -340,7 +333,7 @@ func (h *fakeHub) serveBytes(w http.ResponseWriter, r *http.Request, data []byte
 
 // hubPrompts reads every prompt of opts and returns them with Location made
 // relative to root, so reads from the cache and from a local copy compare.
-func hubPrompts(t *testing.T, opts Options, root string) []Prompt {
+func hubPrompts(t *testing.T, opts dataset.Options, root string) []dataset.Prompt {
 	t.Helper()
 	ps, _ := readAll(t, opts)
 	for i := range ps {

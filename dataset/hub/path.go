@@ -1,4 +1,4 @@
-package dataset
+package hub
 
 // The hf:// path grammar: parsing, the canonical form, revisions.
 

@@ -1,4 +1,4 @@
-package dataset
+package hub
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ func TestHubDownloadIntegrity(t *testing.T) {
 	t.Run("corrupt LFS file", func(t *testing.T) {
 		h := newFakeHub(t)
 		h.set(func(h *fakeHub) { h.corrupt = true })
-		_, err := Open(Options{Selection: Selection{Path: path}})
+		_, err := open(at(path))
 		if err == nil || !strings.Contains(err.Error(), "sha256") || !strings.Contains(err.Error(), "discarded") {
 			t.Fatalf("err = %v, want a sha256 mismatch", err)
 		}
@@ -35,13 +35,13 @@ func TestHubDownloadIntegrity(t *testing.T) {
 			}
 		}
 		h.set(func(h *fakeHub) { h.corrupt = false })
-		readAll(t, Options{Selection: Selection{Path: path}})
+		readAll(t, at(path))
 	})
 
 	t.Run("corrupt git file", func(t *testing.T) {
 		h := newFakeHub(t)
 		h.set(func(h *fakeHub) { h.corrupt = true })
-		_, err := Open(Options{Selection: Selection{Path: "hf://acme/blend/extra/rows.jsonl"}})
+		_, err := open(at("hf://acme/blend/extra/rows.jsonl"))
 		if err == nil || !strings.Contains(err.Error(), "git blob id") {
 			t.Fatalf("err = %v, want a git blob id mismatch", err)
 		}
@@ -50,7 +50,7 @@ func TestHubDownloadIntegrity(t *testing.T) {
 	t.Run("cut transfers resume within one open", func(t *testing.T) {
 		h := newFakeHub(t)
 		h.set(func(h *fakeHub) { h.cut = 600 })
-		ps, _ := readAll(t, Options{Selection: Selection{Path: path}})
+		ps, _ := readAll(t, at(path))
 		if len(ps) == 0 {
 			t.Fatal("no prompts")
 		}
@@ -65,7 +65,7 @@ func TestHubDownloadIntegrity(t *testing.T) {
 	t.Run("cut transfers resume in the next run", func(t *testing.T) {
 		h := newFakeHub(t)
 		h.set(func(h *fakeHub) { h.cut = 100 })
-		_, err := Open(Options{Selection: Selection{Path: path}})
+		_, err := open(at(path))
 		wantGot := int64(hubAttempts * 100)
 		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("after %d of %d bytes", wantGot, size)) {
 			t.Fatalf("err = %v, want a cut after %d of %d bytes", err, wantGot, size)
@@ -78,7 +78,7 @@ func TestHubDownloadIntegrity(t *testing.T) {
 		}
 		h.set(func(h *fakeHub) { h.cut = 0 })
 		h.reset()
-		readAll(t, Options{Selection: Selection{Path: path}})
+		readAll(t, at(path))
 		if _, cdn := h.calls(); len(cdn) != 1 || !strings.HasSuffix(cdn[0], fmt.Sprintf("bytes=%d-", wantGot)) {
 			t.Errorf("next run asked the CDN %q, want one resume at %d", cdn, wantGot)
 		}
@@ -90,7 +90,7 @@ func TestHubDownloadIntegrity(t *testing.T) {
 		if err := os.WriteFile(final()+".incomplete", bytes.Repeat([]byte{0}, 700), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		readAll(t, Options{Selection: Selection{Path: path}})
+		readAll(t, at(path))
 		if b, err := os.ReadFile(final()); err != nil || !bytes.Equal(b, testdataFile(t, "prompt.parquet")) {
 			t.Errorf("cached file is not the Hub's file: %v", err)
 		}
@@ -98,11 +98,11 @@ func TestHubDownloadIntegrity(t *testing.T) {
 
 	t.Run("truncated cache file is redownloaded", func(t *testing.T) {
 		newFakeHub(t)
-		readAll(t, Options{Selection: Selection{Path: path}})
+		readAll(t, at(path))
 		if err := os.Truncate(final(), 10); err != nil {
 			t.Fatal(err)
 		}
-		readAll(t, Options{Selection: Selection{Path: path}})
+		readAll(t, at(path))
 		if st, err := os.Stat(final()); err != nil || st.Size() != size {
 			t.Errorf("cache file not repaired: %v, %v", st, err)
 		}
