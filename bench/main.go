@@ -206,7 +206,6 @@ type target struct {
 }
 
 func atMost(v float64) *target   { return &target{max: true, lim: v} }
-func atLeast(v float64) *target  { return &target{lim: v} }
 func atMostX(v float64) *target  { return &target{max: true, lim: v, x: true} }
 func atLeastX(v float64) *target { return &target{lim: v, x: true} }
 func (t *target) String() string {

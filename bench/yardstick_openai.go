@@ -45,9 +45,10 @@ func newOpenAIExchanger(url, model string, maxTokens int, stream bool, hc *http.
 
 func (o *openaiExchanger) exchange(ctx context.Context, prompt string) (int64, error) {
 	req := openai.ChatCompletionRequest{
-		Model:     o.model,
-		Messages:  []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: prompt}},
-		MaxTokens: o.maxTokens,
+		Model:    o.model,
+		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: prompt}},
+		// max_tokens, as synthgen sends it: the loop asks what synthgen asks.
+		MaxTokens: o.maxTokens, //lint:ignore SA1019 vLLM and the mock read max_tokens; this is the yardstick of synthgen's request
 	}
 	if !o.stream {
 		_, err := o.client.CreateChatCompletion(ctx, req)

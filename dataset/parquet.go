@@ -18,10 +18,12 @@ import (
 // needed) is not read either: the reader seeks past a run of them before
 // the next row it reads, so a resume that skips most rows reads little.
 type parquetSource struct {
-	path    string
-	f       *os.File
-	r       *parquet.Reader
-	rows    int64 // rows in the file (its footer)
+	path string
+	f    *os.File
+	// The untyped Reader reads a row of a schema known only at run time
+	// into a map; its typed successor wants the row type at compile time.
+	r       *parquet.Reader //lint:ignore SA1019 see above
+	rows    int64           // rows in the file (its footer)
 	fileRow int64
 	seek    bool // rows were passed over: seek to fileRow before reading
 	pf      *parquet.File

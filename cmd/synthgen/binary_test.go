@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,14 +55,13 @@ func TestMain(m *testing.M) {
 // goTool is the go command of the toolchain running the tests, else the
 // one on PATH.
 func goTool() (string, error) {
-	name := "go"
-	if runtime.GOOS == "windows" {
-		name += ".exe"
+	// The go on PATH is the one make test runs (runtime.GOROOT, the build's
+	// root, is deprecated: it need not be this machine's).
+	p, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("find the go tool on PATH: %w", err)
 	}
-	if p := filepath.Join(runtime.GOROOT(), "bin", name); fileExists(p) {
-		return p, nil
-	}
-	return exec.LookPath("go")
+	return p, nil
 }
 
 func fileExists(p string) bool {

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -124,7 +125,7 @@ func BenchmarkHubDownload(b *testing.B) {
 	defer api.Close()
 	b.Setenv("HF_ENDPOINT", api.URL)
 	b.Setenv("SYNTHGEN_CACHE_DIR", b.TempDir())
-	c, err := newHubClient(nil, nil)
+	c, err := newHubClient(context.Background(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -12,7 +13,7 @@ import (
 // file of the commit once, in path order, folders left out.
 func TestHubTreeListing(t *testing.T) {
 	h := newFakeHub(t)
-	c, err := newHubClient(nil, nil)
+	c, err := newHubClient(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
