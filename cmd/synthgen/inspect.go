@@ -32,6 +32,7 @@ import (
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/audit"
 )
 
 type inspectFlags struct {
@@ -95,10 +96,10 @@ a DIR is not an output directory.`,
 	return cmd
 }
 
-// inspectDir is one directory's report as --json prints it: the sink's
+// inspectDir is one directory's report as --json prints it: the audit's
 // figures plus the join with the dataset.
 type inspectDir struct {
-	*sink.Report
+	*audit.Audit
 	Dataset *generator.Plan `json:"dataset,omitempty"`
 }
 
@@ -144,7 +145,7 @@ func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath string) (insp
 	var planner generator.Planner
 	var targets []joinTarget
 	for _, dir := range dirs {
-		rep, err := sink.Inspect(dir)
+		rep, err := audit.Dir(dir)
 		if err != nil {
 			return out, usageError(err, "give the output.dir of a run (the directory holding manifest.json and data/)")
 		}
@@ -153,8 +154,8 @@ func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath string) (insp
 				rep.Notes = append(rep.Notes, n)
 			}
 		}
-		d := inspectDir{Report: rep}
-		if job, ok := jobOfReport(rep, forced); ok {
+		d := inspectDir{Audit: rep}
+		if job, ok := jobOfAudit(rep, forced); ok {
 			d.Dataset = planner.Add(job, rep, rep.Distinct)
 			targets = append(targets, joinTarget{rep: rep, job: job})
 		}
@@ -162,15 +163,15 @@ func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath string) (insp
 		out.OK = out.OK && rep.OK()
 	}
 	if len(dirs) > 1 {
-		reps := make([]*sink.Report, len(out.Dirs))
+		reps := make([]*audit.Audit, len(out.Dirs))
 		for i, d := range out.Dirs {
-			reps[i] = d.Report
+			reps[i] = d.Audit
 		}
-		c, err := sink.Combine(reps...)
+		c, err := audit.Combine(reps...)
 		if err != nil {
 			out.Notes = append(out.Notes, fmt.Sprintf("not combined: %v", err))
 		} else {
-			d := &inspectDir{Report: c}
+			d := &inspectDir{Audit: c}
 			if n := missingShards(targets); n != "" {
 				out.Notes = append(out.Notes, n)
 			}
@@ -226,7 +227,7 @@ func printInspect(w io.Writer, out inspectOutput, f inspectFlags, ndirs int) err
 // inspectVerdict names what is wrong, per directory, in one line.
 func inspectVerdict(out inspectOutput) string {
 	var parts []string
-	add := func(name string, r *sink.Report) {
+	add := func(name string, r *audit.Audit) {
 		if r.OK() {
 			return
 		}
@@ -246,10 +247,10 @@ func inspectVerdict(out inspectOutput) string {
 			plural(len(r.Problems), "problem", "problems")))
 	}
 	for _, d := range out.Dirs {
-		add(d.Dir, d.Report)
+		add(d.Dir, d.Audit)
 	}
 	if out.Combined != nil {
-		add("combined", out.Combined.Report)
+		add("combined", out.Combined.Audit)
 	}
 	return strings.Join(parts, "; ")
 }
@@ -263,17 +264,17 @@ func pluralNum(n int64, one, many string) string {
 	return inspectNum(n) + " " + many
 }
 
-// joinTarget is one report and the job its directory answers, to count
+// joinTarget is one audit and the job its directory answers, to count
 // against the dataset.
 type joinTarget struct {
-	rep *sink.Report
+	rep *audit.Audit
 	job generator.Job
 }
 
-// jobOfReport is the job a directory's manifest records, with the shard
+// jobOfAudit is the job a directory's manifest records, with the shard
 // forced by --shard when given; false when the directory has no manifest
-// or it cannot be read as a job (the report says why).
-func jobOfReport(rep *sink.Report, forced *dataset.Shard) (generator.Job, bool) {
+// or it cannot be read as a job (the audit's Problems say why).
+func jobOfAudit(rep *audit.Audit, forced *dataset.Shard) (generator.Job, bool) {
 	m := rep.Manifest
 	if m == nil {
 		return generator.Job{}, false
@@ -329,7 +330,7 @@ func (p *inspectPrinter) printf(format string, args ...any) {
 }
 
 func (p *inspectPrinter) dir(d inspectDir, title string) {
-	r := d.Report
+	r := d.Audit
 	p.printf("== %s ==\n", title)
 	if m := r.Manifest; m != nil && len(r.Dirs) == 0 {
 		model := ""
@@ -386,7 +387,7 @@ func planLines(tw io.Writer, j *generator.Plan) {
 	}
 }
 
-func errorLines(tw io.Writer, e sink.ErrorSummary) {
+func errorLines(tw io.Writer, e audit.ErrorSummary) {
 	switch {
 	case e.Open > 0:
 		causes := map[string]int64{}
@@ -402,7 +403,7 @@ func errorLines(tw io.Writer, e sink.ErrorSummary) {
 	}
 }
 
-func finishLines(tw io.Writer, r *sink.Report) {
+func finishLines(tw io.Writer, r *audit.Audit) {
 	if r.Records == 0 {
 		return
 	}
@@ -422,7 +423,7 @@ func finishLines(tw io.Writer, r *sink.Report) {
 }
 
 // verdict: the notes, then the problems with what to do, or "ok".
-func (p *inspectPrinter) verdict(r *sink.Report) {
+func (p *inspectPrinter) verdict(r *audit.Audit) {
 	if len(r.Notes) > 0 {
 		p.printf("notes\n")
 		for _, n := range r.Notes {
@@ -440,7 +441,7 @@ func (p *inspectPrinter) verdict(r *sink.Report) {
 	p.printf("\n")
 }
 
-func (p *inspectPrinter) shards(r *sink.Report) {
+func (p *inspectPrinter) shards(r *audit.Audit) {
 	if len(r.Shards) == 0 {
 		p.printf("shards     none\n")
 		return
@@ -451,7 +452,7 @@ func (p *inspectPrinter) shards(r *sink.Report) {
 		list = nil
 		for _, sh := range r.Shards {
 			counts[sh.State]++
-			if sh.State != sink.ShardOK {
+			if sh.State != audit.ShardOK {
 				list = append(list, sh)
 			}
 		}
@@ -472,7 +473,7 @@ func (p *inspectPrinter) shards(r *sink.Report) {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	for _, sh := range list {
 		state := sh.State
-		if sh.State == sink.ShardOK && !sh.Listed {
+		if sh.State == audit.ShardOK && !sh.Listed {
 			state += ", not in manifest"
 		}
 		if sh.Problem != "" {
@@ -484,7 +485,7 @@ func (p *inspectPrinter) shards(r *sink.Report) {
 	p.printf("%s", b.String())
 }
 
-func (p *inspectPrinter) runs(r *sink.Report) {
+func (p *inspectPrinter) runs(r *audit.Audit) {
 	m := r.Manifest
 	if m == nil || len(m.Runs) == 0 {
 		return
