@@ -103,13 +103,10 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options) error {
 	if err != nil {
 		return err
 	}
-	rep := out.Dirs[0].Audit
-	if len(dirs) > 1 {
-		if out.Combined == nil {
-			return &exitError{code: exitFailure, err: fmt.Errorf("export: %s", strings.Join(out.Notes, "; ")),
-				hint: "export the directories of one job together; each of another job on its own"}
-		}
-		rep = out.Combined.Audit
+	rep := out.set.Dataset()
+	if rep == nil {
+		return &exitError{code: exitFailure, err: fmt.Errorf("export: not combined: %w", out.set.NotCombined),
+			hint: "export the directories of one job together; each of another job on its own"}
 	}
 	if !out.OK {
 		printProblems(cmd.ErrOrStderr(), out)

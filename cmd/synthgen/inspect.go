@@ -109,6 +109,8 @@ type inspectOutput struct {
 	Dirs     []inspectDir `json:"dirs"`
 	Combined *inspectDir  `json:"combined,omitempty"`
 	Notes    []string     `json:"notes,omitempty"`
+
+	set *audit.Set // the audits Dirs and Combined show
 }
 
 func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
@@ -137,63 +139,51 @@ func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
 	return nil
 }
 
-// inspectDirs audits each directory, then all of them as one dataset, and
-// counts each against its job's selection of the dataset (read from
-// datasetPath when it is not empty).
+// inspectDirs audits each directory, then all of them as one dataset
+// (audit.Dirs), and counts each against its job's selection of the dataset
+// (read from datasetPath when it is not empty).
 func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath string) (inspectOutput, error) {
-	out := inspectOutput{OK: true}
+	set, err := audit.Dirs(dirs...)
+	if err != nil {
+		return inspectOutput{}, usageError(err, "give the output.dir of a run (the directory holding manifest.json and data/)")
+	}
+	out := inspectOutput{set: set}
 	var planner generator.Planner
-	var targets []joinTarget
-	for _, dir := range dirs {
-		rep, err := audit.Dir(dir)
-		if err != nil {
-			return out, usageError(err, "give the output.dir of a run (the directory holding manifest.json and data/)")
-		}
-		if m := rep.Manifest; m != nil {
-			if n := generator.MixedJobs(dir, m.JobHash, m.Jobs, m.Runs); n != "" {
-				rep.Notes = append(rep.Notes, n)
+	var jobs []generator.Job // of the directories whose manifest names one
+	for _, a := range set.Dirs {
+		if m := a.Manifest; m != nil {
+			if n := generator.MixedJobs(a.Dir, m.JobHash, m.Jobs, m.Runs); n != "" {
+				a.Notes = append(a.Notes, n)
 			}
 		}
-		d := inspectDir{Audit: rep}
-		if job, ok := jobOfAudit(rep, forced); ok {
-			d.Dataset = planner.Add(job, rep, rep.Distinct)
-			targets = append(targets, joinTarget{rep: rep, job: job})
+		d := inspectDir{Audit: a}
+		if job, ok := jobOfAudit(a, forced); ok {
+			d.Dataset = planner.Add(job, a, a.Distinct)
+			jobs = append(jobs, job)
 		}
 		out.Dirs = append(out.Dirs, d)
-		out.OK = out.OK && rep.OK()
 	}
-	if len(dirs) > 1 {
-		reps := make([]*audit.Audit, len(out.Dirs))
-		for i, d := range out.Dirs {
-			reps[i] = d.Audit
+	if set.NotCombined != nil {
+		out.Notes = append(out.Notes, fmt.Sprintf("not combined: %v", set.NotCombined))
+	}
+	if c := set.Combined; c != nil {
+		d := &inspectDir{Audit: c}
+		if n := missingShards(jobs); n != "" {
+			out.Notes = append(out.Notes, n)
 		}
-		c, err := audit.Combine(reps...)
-		if err != nil {
-			out.Notes = append(out.Notes, fmt.Sprintf("not combined: %v", err))
-		} else {
-			d := &inspectDir{Audit: c}
-			if n := missingShards(targets); n != "" {
-				out.Notes = append(out.Notes, n)
-			}
-			if len(targets) == len(dirs) {
-				jobs := make([]generator.Job, len(targets))
-				for i, t := range targets {
-					jobs[i] = t.job
-				}
-				d.Dataset = planner.AddUnion(jobs, c, c.Distinct)
-			}
-			out.Combined = d
-			out.OK = out.OK && c.OK()
+		if len(jobs) == len(set.Dirs) {
+			d.Dataset = planner.AddUnion(jobs, c, c.Distinct)
 		}
+		out.Combined = d
 	}
 	planner.Count(datasetPath)
 	for _, d := range out.Dirs {
 		if d.Dataset != nil && d.Dataset.Changed != "" {
 			d.Problems = append(d.Problems, fmt.Sprintf("the dataset's files are not the ones this directory was made from: %s; "+
 				"its ids now name other rows than the records answer: restore the files, or give the original with --dataset", d.Dataset.Changed))
-			out.OK = false
 		}
 	}
+	out.OK = set.OK()
 	return out, nil
 }
 
@@ -264,24 +254,17 @@ func pluralNum(n int64, one, many string) string {
 	return inspectNum(n) + " " + many
 }
 
-// joinTarget is one audit and the job its directory answers, to count
-// against the dataset.
-type joinTarget struct {
-	rep *audit.Audit
-	job generator.Job
-}
-
 // jobOfAudit is the job a directory's manifest records, with the shard
 // forced by --shard when given; false when the directory has no manifest
 // or it cannot be read as a job (the audit's Problems say why).
-func jobOfAudit(rep *audit.Audit, forced *dataset.Shard) (generator.Job, bool) {
-	m := rep.Manifest
+func jobOfAudit(a *audit.Audit, forced *dataset.Shard) (generator.Job, bool) {
+	m := a.Manifest
 	if m == nil {
 		return generator.Job{}, false
 	}
-	job, err := generator.ManifestJob(rep.Dir, m.Job, m.Legacy)
+	job, err := generator.ManifestJob(a.Dir, m.Job, m.Legacy)
 	if err != nil {
-		rep.Problems = append(rep.Problems, err.Error())
+		a.Problems = append(a.Problems, err.Error())
 		return generator.Job{}, false
 	}
 	job.Selection.Limit = m.Limit
@@ -292,12 +275,12 @@ func jobOfAudit(rep *audit.Audit, forced *dataset.Shard) (generator.Job, bool) {
 }
 
 // missingShards says which shards of an i/n split are not among the
-// directories, when every directory names its shard with the same n.
-func missingShards(targets []joinTarget) string {
+// directories' jobs, when every job names its shard with the same n.
+func missingShards(jobs []generator.Job) string {
 	n := 0
 	have := map[int]bool{}
-	for _, t := range targets {
-		sh := t.job.Selection.Shard
+	for _, job := range jobs {
+		sh := job.Selection.Shard
 		if sh.Whole() || (n != 0 && sh.Count != n) {
 			return ""
 		}
