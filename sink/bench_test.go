@@ -157,7 +157,7 @@ func BenchmarkManifestBookkeeping(b *testing.B) {
 						if st, err := os.Stat(path); err == nil {
 							manifestBytes += st.Size()
 						}
-					case op == "fsync" && isShardLog(filepath.Base(path)):
+					case op == "fsync" && IsShardLog(filepath.Base(path)):
 						st, err := os.Stat(path)
 						if err != nil {
 							b.Fatal(err)

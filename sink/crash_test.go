@@ -204,15 +204,11 @@ func checkResume(t *testing.T, dir, format string, total int, done, failed map[K
 		t.Fatal(err)
 	}
 	assertExactlyOnce(t, dir, keysOf(0, total))
-	rep, err := Inspect(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.OK() {
-		t.Errorf("inspect after the resume: %v", rep.Problems)
+	if rep := mustInspect(t, dir); !rep.OK {
+		t.Errorf("audit after the resume: %v", rep.Problems)
 	}
 	for _, name := range dirNames(t, filepath.Join(dir, "data")) {
-		if p, ok := parsePart(name); !ok || p.suffix != "" {
+		if p, ok := ParsePart(name); !ok || p.Suffix != "" {
 			t.Errorf("data/%s left after a clean close", name)
 		}
 	}

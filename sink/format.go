@@ -19,8 +19,9 @@ const (
 // the sink's durability (temporary names, renames, recovery of every crash
 // state) is the same for all.
 //
-// To add a format: a file beside jsonl.go and parquet.go with its convert,
-// keys and records functions, and its entry in formats.
+// To add a format: a file beside jsonl.go and parquet.go with its convert
+// and keys functions, its entry in formats, and its reader of records in
+// ForEachRecord (records.go).
 type shardFormat struct {
 	// convert writes the final file from the finished JSONL journal and
 	// returns the rows it wrote; it writes under a temporary name and
@@ -29,14 +30,22 @@ type shardFormat struct {
 	// keys visits every key of a final file in order: a resume reads ids
 	// only.
 	keys func(path string, visit func(k Key, row int) error) (int, error)
-	// records reads every record of a final file, for inspect; nil: the
-	// final file is JSONL and read as such.
-	records func(path string) (*shardAcc, error)
 }
 
 var formats = map[string]shardFormat{
 	FormatJSONL:   {keys: scanJSONLKeys},
-	FormatParquet: {convert: convertJournal, keys: scanParquetKeys, records: readParquetRecords},
+	FormatParquet: {convert: convertJournal, keys: scanParquetKeys},
+}
+
+// ScanKeys visits every key of the final file path of format, in file
+// order, reading ids only (what a resume reads), and returns how many there
+// were. A file that does not read is an error naming it.
+func ScanKeys(path, format string, visit func(Key) error) (int, error) {
+	f, ok := formats[format]
+	if !ok {
+		return 0, fmt.Errorf("read %s: format %q: want %s", path, format, strings.Join(formatNames(), " or "))
+	}
+	return f.keys(path, func(k Key, _ int) error { return visit(k) })
 }
 
 // Formats lists the output formats, sorted.
@@ -56,9 +65,9 @@ func formatNames() []string {
 // .open for a file that is renamed as is, .journal for one converted.
 func tempSuffix(f string) string {
 	if formats[f].convert != nil {
-		return suffixJournal
+		return SuffixJournal
 	}
-	return suffixOpen
+	return SuffixOpen
 }
 
 func checkFormat(f string) error {

@@ -2,8 +2,10 @@ package sink
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -190,3 +192,34 @@ func dirNames(t testing.TB, dir string) []string {
 // skip is what a run without --retry-errors passes over: done keys and
 // keys that failed for good.
 func skip(s *Sink, k Key) bool { return s.Done(k) || s.Failed(k) }
+
+// fileHashes is every file under dir with its bytes, to prove what did not
+// change a directory.
+func fileHashes(t testing.TB, dir string) map[string][32]byte {
+	t.Helper()
+	out := map[string][32]byte{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		out[path] = sha256.Sum256(data)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func readLines(t testing.TB, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+}

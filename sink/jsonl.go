@@ -130,11 +130,11 @@ func (a *appendFile) close() error {
 	return err
 }
 
-// forEachLine calls fn for every complete ('\n'-terminated) line of r, with
+// ForEachLine calls fn for every complete ('\n'-terminated) line of r, with
 // the line's 1-based number and without its '\n'. It returns the byte length
 // of the complete lines; bytes after the last '\n' are a torn tail and are
 // not passed to fn. The slice passed to fn is only valid during the call.
-func forEachLine(r io.Reader, fn func(line []byte, n int) error) (int64, error) {
+func ForEachLine(r io.Reader, fn func(line []byte, n int) error) (int64, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var (
 		long     []byte // a line longer than br's buffer, assembled
@@ -251,7 +251,7 @@ func scanJSONLKeys(path string, fn func(k Key, line int) error) (int, error) {
 	}
 	defer f.Close()
 	lines := 0
-	complete, err := forEachLine(f, func(line []byte, n int) error {
+	complete, err := ForEachLine(f, func(line []byte, n int) error {
 		k, err := lineKey(line)
 		if err != nil {
 			return fmt.Errorf("%s:%d: %w", path, n, err)
@@ -302,7 +302,7 @@ func recoverTail(path string) (int, error) {
 	defer f.Close()
 	lines := 0
 	var kept int64 // bytes of the valid complete lines
-	_, err = forEachLine(f, func(line []byte, n int) error {
+	_, err = ForEachLine(f, func(line []byte, n int) error {
 		if bytes.IndexByte(line, 0) >= 0 {
 			return errZeroFill
 		}

@@ -76,8 +76,8 @@ func (r Recovered) Done(k Key) bool { return r.done.Has(k) }
 // Failed reports whether k had an error record and no record.
 func (r Recovered) Failed(k Key) bool { return r.failed.Has(k) && !r.Done(k) }
 
-// Manifest returns a copy of the manifest as last written (for inspect and
-// for tests); its slices are not shared with the Sink.
+// Manifest returns a copy of the manifest as last written (for tests); its
+// slices are not shared with the Sink.
 func (s *Sink) Manifest() Manifest {
 	m := *s.man
 	m.Shards = append([]ShardInfo(nil), m.Shards...)

@@ -39,9 +39,12 @@ const maxBitID = 1 << 40
 // tailMax is how many fingerprints wait unsorted before they become a run.
 const tailMax = 4096
 
-type fingerprint struct{ hi, lo uint64 }
+// Fingerprint is a key's 128-bit hash (FingerprintOf): what the key set
+// holds of a key whose id is not a row index, and what the audit of a
+// directory indexes its keys by.
+type Fingerprint struct{ hi, lo uint64 }
 
-func cmpFP(a, b fingerprint) int {
+func cmpFP(a, b Fingerprint) int {
 	switch {
 	case a.hi < b.hi:
 		return -1
@@ -55,9 +58,9 @@ func cmpFP(a, b fingerprint) int {
 	return 0
 }
 
-// fingerprintOf hashes the key's sample and id (the sample as 8 bytes ahead
+// FingerprintOf hashes the key's sample and id (the sample as 8 bytes ahead
 // of the id, so that no two keys are the same bytes).
-func fingerprintOf(k Key) fingerprint {
+func FingerprintOf(k Key) Fingerprint {
 	var d xxhash.Digest
 	var s [8]byte
 	binary.LittleEndian.PutUint64(s[:], uint64(k.Sample))
@@ -68,7 +71,7 @@ func fingerprintOf(k Key) fingerprint {
 	d.ResetWithSeed(0xc2b2ae3d27d4eb4f)
 	_, _ = d.Write(s[:])
 	_, _ = d.WriteString(k.ID)
-	return fingerprint{hi: hi, lo: d.Sum64()}
+	return Fingerprint{hi: hi, lo: d.Sum64()}
 }
 
 // decimalID reads a canonical decimal id (a row index as the dataset writes
@@ -171,8 +174,8 @@ type KeySet struct {
 	// tail holds the fingerprints Add took since the last merge into
 	// packed, as the store sees them (tailFP); scratch is the slice they
 	// are sorted in for the merge, kept for the next.
-	tail    map[fingerprint]struct{}
-	scratch []fingerprint
+	tail    map[Fingerprint]struct{}
+	scratch []Fingerprint
 	n       int
 	// packed holds the fingerprints (packed.go); reserve is what Reserve
 	// announced before it existed.
@@ -182,8 +185,8 @@ type KeySet struct {
 	// fingerprints not yet merged into packed; dup a fingerprint seen twice.
 	bitLimit uint64
 	hint     int
-	pending  []fingerprint
-	dup      *fingerprint
+	pending  []Fingerprint
+	dup      *Fingerprint
 	// Test hooks: tailMin, when set, is the fewest fingerprints the tail
 	// takes before it merges (else packedChunkMin); heapRegions puts the
 	// store on the heap, as where the kernel refuses the mapping.
@@ -250,19 +253,19 @@ func (s *KeySet) Has(k Key) bool {
 	if len(s.tail) == 0 && s.packed == nil {
 		return false
 	}
-	return s.hasFP(fingerprintOf(k))
+	return s.hasFP(FingerprintOf(k))
 }
 
 // tailFP is f as the packed store tells keys apart (samePacked): lo's low
 // 16 bits, which it does not keep, cleared. The tail holds fingerprints so,
 // so that two keys are one to the tail exactly when they are one to the
 // store, and a merge of the tail never meets a key the store holds.
-func tailFP(f fingerprint) fingerprint {
+func tailFP(f Fingerprint) Fingerprint {
 	f.lo &^= 1<<16 - 1
 	return f
 }
 
-func (s *KeySet) hasFP(f fingerprint) bool {
+func (s *KeySet) hasFP(f Fingerprint) bool {
 	if _, ok := s.tail[tailFP(f)]; ok {
 		return true
 	}
@@ -285,7 +288,7 @@ func (s *KeySet) Add(k Key) (had bool) {
 		if b := s.bitmapOf(k.Sample); b.fits(i) {
 			// Not in the bitmap; it may be a fingerprint, put there while
 			// the bitmap was too sparse to reach it.
-			if (len(s.tail) > 0 || s.packed != nil) && s.hasFP(fingerprintOf(k)) {
+			if (len(s.tail) > 0 || s.packed != nil) && s.hasFP(FingerprintOf(k)) {
 				return true
 			}
 			b.set(i)
@@ -293,12 +296,12 @@ func (s *KeySet) Add(k Key) (had bool) {
 			return false
 		}
 	}
-	f := fingerprintOf(k)
+	f := FingerprintOf(k)
 	if s.hasFP(f) {
 		return true
 	}
 	if s.tail == nil {
-		s.tail = make(map[fingerprint]struct{}, s.tailSize())
+		s.tail = make(map[Fingerprint]struct{}, s.tailSize())
 	}
 	s.tail[tailFP(f)] = struct{}{}
 	s.n++
@@ -358,7 +361,7 @@ func (s *KeySet) mergeTail() {
 		// A quarter over the tail, as its limit grows with the store:
 		// appending would leave a trail of smaller slices for the
 		// collector, and its headroom over them.
-		c = make([]fingerprint, 0, len(s.tail)+len(s.tail)/4)
+		c = make([]Fingerprint, 0, len(s.tail)+len(s.tail)/4)
 	}
 	for f := range s.tail {
 		c = append(c, f)
@@ -392,9 +395,9 @@ func (s *KeySet) addBulk(k Key) (had bool) {
 		s.packed = s.newPacked(s.hint-s.n, s.hint-s.n)
 	}
 	if s.pending == nil {
-		s.pending = make([]fingerprint, 0, min(s.packed.chunk(), max(s.hint-s.n, 1024)))
+		s.pending = make([]Fingerprint, 0, min(s.packed.chunk(), max(s.hint-s.n, 1024)))
 	}
-	s.pending = append(s.pending, fingerprintOf(k))
+	s.pending = append(s.pending, FingerprintOf(k))
 	s.n++
 	if len(s.pending) >= s.packed.chunk() {
 		s.mergePending()
@@ -426,7 +429,7 @@ func (s *KeySet) mergePending() {
 	}
 	if cap(p) < s.packed.chunk() {
 		// A thirty-second of the store: the next chunk grows with it.
-		s.pending = make([]fingerprint, 0, s.packed.chunk())
+		s.pending = make([]Fingerprint, 0, s.packed.chunk())
 		return
 	}
 	s.pending = p[:0]
@@ -435,14 +438,14 @@ func (s *KeySet) mergePending() {
 // finishBulk merges what addBulk appended and returns the fingerprint of a
 // key that came twice, if any (the set is then not usable: the caller
 // finds the key by reading again, see recover.go).
-func (s *KeySet) finishBulk() (dup fingerprint, found bool) {
+func (s *KeySet) finishBulk() (dup Fingerprint, found bool) {
 	s.mergePending()
 	s.pending = nil
 	if s.dup != nil {
 		return *s.dup, true
 	}
 	s.Compact()
-	return fingerprint{}, false
+	return Fingerprint{}, false
 }
 
 // Compact is for a set that stopped changing: the tail merges into the

@@ -152,7 +152,7 @@ func TestKeySetBulkFindsDuplicates(t *testing.T) {
 	s.addBulk(Key{ID: "b", Sample: 0})
 	s.addBulk(Key{ID: "a", Sample: 0})
 	f, dup := s.finishBulk()
-	if !dup || f != fingerprintOf(Key{ID: "a", Sample: 0}) {
+	if !dup || f != FingerprintOf(Key{ID: "a", Sample: 0}) {
 		t.Errorf("finishBulk = %v, %v: want the fingerprint of a", f, dup)
 	}
 	s = newBulkKeySet(10)

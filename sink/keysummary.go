@@ -109,6 +109,22 @@ func (c *keySummary) reset() {
 	c.none = false
 }
 
+// SummarizeKeys is the key summary (ShardInfo.Keys) of the final shard at
+// path of format, as its writer records it: nil when its ids get none
+// (other ids than row indices, or too sparse). The audit holds a
+// manifest's summaries to it.
+func SummarizeKeys(path, format string) ([]SampleKeys, error) {
+	var c keySummary
+	n, err := ScanKeys(path, format, func(k Key) error {
+		c.add(k)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.summary(n), nil
+}
+
 // forEachSummaryKey visits the keys a summary lists, by sample then id, and
 // returns how many there were; an error names what is malformed.
 func forEachSummaryKey(keys []SampleKeys, visit func(k Key) error) (int, error) {

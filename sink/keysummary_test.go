@@ -204,27 +204,3 @@ func TestShardLogLineConstant(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
-// inspect holds each summary to the keys its shard holds.
-func TestInspectChecksSummaries(t *testing.T) {
-	dir := t.TempDir()
-	closedAfter(t, dir, FormatJSONL, 25)
-	if rep, err := Inspect(dir); err != nil || !rep.OK() {
-		t.Fatalf("inspect of a clean directory: %v %v", err, rep.Problems)
-	}
-	m, err := ReadManifest(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Shards[1].Keys[0].First++ // ids 11, 13, ... instead of 10, 12, ...
-	if err := writeManifest(dir, m); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Inspect(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], shardName(1, FormatJSONL)+": the manifest's key summary") {
-		t.Errorf("problems %q, want the summary of %s named", rep.Problems, shardName(1, FormatJSONL))
-	}
-}

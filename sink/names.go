@@ -9,7 +9,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -17,6 +19,43 @@ import (
 func shardName(i int, format string) string {
 	return fmt.Sprintf("part-%06d.%s", i, format)
 }
+
+var partName = regexp.MustCompile(`^part-(\d{6,})\.(` + strings.Join(formatNames(), "|") + `)(\.open|\.journal|\.tmp)?$`)
+
+// Part is one file of a shard directory (DIR/data or DIR/errors), by the
+// parts of its name: part-000007.parquet.journal is shard 7 of format
+// Parquet, being filled.
+type Part struct {
+	Index  int
+	Format string // a key of formats: FormatJSONL or FormatParquet
+	Suffix string // "" (final), SuffixOpen, SuffixJournal or SuffixTmp
+}
+
+// ParsePart reads the name of a file of a shard directory; false for a
+// name the sink does not make.
+func ParsePart(name string) (Part, bool) {
+	m := partName.FindStringSubmatch(name)
+	if m == nil {
+		return Part{}, false
+	}
+	i, err := strconv.Atoi(m[1])
+	if err != nil {
+		return Part{}, false
+	}
+	p := Part{Index: i, Format: m[2], Suffix: m[3]}
+	// Only the combinations the sink makes; anything else is not ours.
+	converted := formats[p.Format].convert != nil
+	switch {
+	case p.Suffix == SuffixOpen && converted,
+		p.Suffix == SuffixJournal && !converted,
+		p.Suffix == SuffixTmp && !converted:
+		return Part{}, false
+	}
+	return p, true
+}
+
+// Final is the name of the final shard p is, or becomes once filled.
+func (p Part) Final() string { return shardName(p.Index, p.Format) }
 
 // compareKeys orders keys by id, then sample. Decimal ids (row indices)
 // compare as numbers so that "10" follows "9"; other ids as strings.
@@ -73,7 +112,7 @@ func checkOwnDir(dir string) error {
 		switch name := e.Name(); {
 		case name == ManifestName || name == "data" || name == "errors":
 			return nil // a synthgen output (recovery decides what it holds)
-		case name == LockName || name == "status.json" || name == "report.json" || isShardLog(name) || strings.HasPrefix(name, "."):
+		case name == LockName || name == "status.json" || name == "report.json" || IsShardLog(name) || strings.HasPrefix(name, "."):
 		default:
 			other = append(other, name)
 		}

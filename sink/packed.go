@@ -172,14 +172,14 @@ func (p *packedSet) reserve(entries int) {
 // chunk is how many keys addBulk collects before a merge.
 func (p *packedSet) chunk() int { return max(packedChunkMin, p.n/32) }
 
-func packedBucket(f fingerprint) int { return int(f.hi >> 48) }
+func packedBucket(f Fingerprint) int { return int(f.hi >> 48) }
 
 // packedBits is what an entry holds of f: hi's low 48 bits and lo's high 48.
-func packedBits(f fingerprint) (hi48, lo48 uint64) { return f.hi & packedLowMask, f.lo >> 16 }
+func packedBits(f Fingerprint) (hi48, lo48 uint64) { return f.hi & packedLowMask, f.lo >> 16 }
 
 // samePacked says whether two fingerprints are one key to the store (the
 // same 112 bits).
-func samePacked(a, b fingerprint) bool { return a.hi == b.hi && a.lo>>16 == b.lo>>16 }
+func samePacked(a, b Fingerprint) bool { return a.hi == b.hi && a.lo>>16 == b.lo>>16 }
 
 func (p *packedSet) entry(i int) (hi48, lo48 uint64) {
 	e := p.mem.b[i*packedEntry : (i+1)*packedEntry]
@@ -188,7 +188,7 @@ func (p *packedSet) entry(i int) (hi48, lo48 uint64) {
 	return hi48, lo48
 }
 
-func (p *packedSet) put(i int, f fingerprint) {
+func (p *packedSet) put(i int, f Fingerprint) {
 	e := p.mem.b[i*packedEntry : (i+1)*packedEntry]
 	hi48, lo48 := packedBits(f)
 	binary.BigEndian.PutUint16(e[0:2], uint16(hi48>>32))
@@ -258,7 +258,7 @@ func (p *packedSet) search(lo, hi, bucketEnd int, want, wantLo uint64) int {
 	return lo
 }
 
-func (p *packedSet) has(f fingerprint) bool {
+func (p *packedSet) has(f Fingerprint) bool {
 	if p == nil || p.n == 0 {
 		return false
 	}
@@ -277,9 +277,9 @@ func (p *packedSet) has(f fingerprint) bool {
 // merge adds the sorted, duplicate-free chunk c. It returns a fingerprint
 // both hold, if any (the store is then not usable: the caller refuses the
 // directory).
-func (p *packedSet) merge(c []fingerprint) (dup fingerprint, found bool) {
+func (p *packedSet) merge(c []Fingerprint) (dup Fingerprint, found bool) {
 	if len(c) == 0 {
-		return fingerprint{}, false
+		return Fingerprint{}, false
 	}
 	if need := (p.n + len(c)) * packedEntry; need > len(p.mem.b) {
 		// More keys than reserved (a manifest that lists fewer records
@@ -322,5 +322,5 @@ func (p *packedSet) merge(c []fingerprint) (dup fingerprint, found bool) {
 		p.off[b] += uint32(j)
 	}
 	runtime.KeepAlive(p.mem)
-	return fingerprint{}, false
+	return Fingerprint{}, false
 }

@@ -19,13 +19,13 @@ func TestPackedSetAgreesWithMap(t *testing.T) {
 func testPackedSetAgreesWithMap(t *testing.T, mode string, heap bool) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	p := newPackedSet(10, 10, heap)
-	want := map[fingerprint]bool{}
-	var all []fingerprint
-	add := func(c []fingerprint) {
+	want := map[Fingerprint]bool{}
+	var all []Fingerprint
+	add := func(c []Fingerprint) {
 		t.Helper()
 		slices.SortFunc(c, cmpFP)
 		c = slices.Compact(c)
-		var fresh []fingerprint
+		var fresh []Fingerprint
 		for _, f := range c {
 			if !want[f] {
 				fresh = append(fresh, f)
@@ -40,15 +40,15 @@ func testPackedSetAgreesWithMap(t *testing.T, mode string, heap bool) {
 		}
 	}
 	for round := range 12 {
-		c := make([]fingerprint, 0, 40000)
+		c := make([]Fingerprint, 0, 40000)
 		for range 40000 {
-			c = append(c, fingerprint{hi: rng.Uint64(), lo: rng.Uint64()})
+			c = append(c, Fingerprint{hi: rng.Uint64(), lo: rng.Uint64()})
 		}
 		for i := range 50 { // edges and one crowded bucket
 			c = append(c,
-				fingerprint{hi: uint64(i), lo: uint64(round) << 16},
-				fingerprint{hi: ^uint64(0) - uint64(i), lo: ^(uint64(round) << 16)},
-				fingerprint{hi: 0x1234<<48 | uint64(round*50+i), lo: rng.Uint64()})
+				Fingerprint{hi: uint64(i), lo: uint64(round) << 16},
+				Fingerprint{hi: ^uint64(0) - uint64(i), lo: ^(uint64(round) << 16)},
+				Fingerprint{hi: 0x1234<<48 | uint64(round*50+i), lo: rng.Uint64()})
 		}
 		add(c)
 	}
@@ -59,13 +59,13 @@ func testPackedSetAgreesWithMap(t *testing.T, mode string, heap bool) {
 		if !p.has(f) {
 			t.Fatalf("has(%x) = false for a fingerprint merged", f)
 		}
-		for _, g := range []fingerprint{{f.hi, f.lo ^ 1<<16}, {f.hi, f.lo ^ 1<<63}, {f.hi ^ 1, f.lo}, {f.hi ^ 1<<48, f.lo}, {f.hi ^ 1<<63, f.lo}} {
+		for _, g := range []Fingerprint{{f.hi, f.lo ^ 1<<16}, {f.hi, f.lo ^ 1<<63}, {f.hi ^ 1, f.lo}, {f.hi ^ 1<<48, f.lo}, {f.hi ^ 1<<63, f.lo}} {
 			if p.has(g) != want[g] {
 				t.Fatalf("has(%x) = %v, want %v", g, p.has(g), want[g])
 			}
 		}
 		// lo's low 16 bits are not kept (112 bits tell keys apart).
-		if g := (fingerprint{f.hi, f.lo ^ 0xffff}); !p.has(g) {
+		if g := (Fingerprint{f.hi, f.lo ^ 0xffff}); !p.has(g) {
 			t.Fatalf("has(%x) = false: the store should not see lo's low 16 bits", g)
 		}
 	}
@@ -87,7 +87,7 @@ func TestKeySetBulkDuplicateAcrossChunks(t *testing.T) {
 		}
 		s.addBulk(Key{ID: "k-3", Sample: 1})
 		f, dup := s.finishBulk()
-		if !dup || f != fingerprintOf(Key{ID: "k-3"}) {
+		if !dup || f != FingerprintOf(Key{ID: "k-3"}) {
 			t.Errorf("second copy after key %d: finishBulk = %x, %v: want the fingerprint of k-3", at, f, dup)
 		}
 	}
@@ -157,9 +157,9 @@ func TestPackedSearchAnySpread(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			for _, size := range []int{1, 2, 9, 10, 300} {
 				p := newPackedSet(0, 0, false)
-				c := make([]fingerprint, 0, size)
+				c := make([]Fingerprint, 0, size)
 				for i := range size {
-					c = append(c, fingerprint{hi: bucket<<48 | spread(i), lo: rng.Uint64() &^ 0xffff})
+					c = append(c, Fingerprint{hi: bucket<<48 | spread(i), lo: rng.Uint64() &^ 0xffff})
 				}
 				slices.SortFunc(c, cmpFP)
 				c = slices.CompactFunc(c, samePacked)

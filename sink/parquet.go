@@ -29,12 +29,14 @@ import (
 // complete (it appears only by rename of an fsynced file) and the journal is
 // dropped; journal (+ a .tmp) means the conversion is redone from the journal.
 
+// The suffixes of shard file names. A temporary's (Part.Suffix) follows the
+// final name it becomes.
 const (
 	suffixJSONL   = ".jsonl"
 	suffixParquet = ".parquet"
-	suffixOpen    = ".open"    // JSONL shard or errors shard being appended
-	suffixJournal = ".journal" // rows of the Parquet shard being filled
-	suffixTmp     = ".tmp"     // Parquet file being converted
+	SuffixOpen    = ".open"    // JSONL shard or errors shard being appended
+	SuffixJournal = ".journal" // rows of the Parquet shard being filled
+	SuffixTmp     = ".tmp"     // Parquet file being converted
 )
 
 // convertBatch is how many journal rows are decoded before they are handed
@@ -45,7 +47,7 @@ const convertBatch = 64
 // caller has cut any torn tail) as the Parquet file final, via final+".tmp".
 // It returns the number of rows written.
 func convertJournal(journal, final string) (rows int, err error) {
-	tmp := final + suffixTmp
+	tmp := final + SuffixTmp
 	step("remove", tmp)
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return 0, fmt.Errorf("remove stale %s: %w", tmp, err)
@@ -84,7 +86,7 @@ func convertJournal(journal, final string) (rows int, err error) {
 		n = 0
 		return nil
 	}
-	complete, err := forEachLine(in, func(line []byte, ln int) error {
+	complete, err := ForEachLine(in, func(line []byte, ln int) error {
 		batch[n] = Record{}
 		if err := json.Unmarshal(line, &batch[n]); err != nil {
 			return fmt.Errorf("%s:%d: %w", journal, ln, err)
@@ -173,7 +175,8 @@ func (c *zstdCodec) Encode(dst, src []byte) ([]byte, error) {
 // refuseLZ4 rejects a file with LZ4 columns before any page is read.
 // parquet-go's LZ4 decoder doubles its buffer until a block decodes, so a
 // corrupt LZ4 page allocates without bound and kills the process, which no
-// recover catches (found by FuzzInspectParquet). The sink never writes LZ4.
+// recover catches (found by sink/audit's FuzzInspectParquet). The sink never
+// writes LZ4.
 func refuseLZ4(pf *parquet.File) error {
 	for g, rg := range pf.Metadata().RowGroups {
 		for _, cc := range rg.Columns {

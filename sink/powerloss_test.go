@@ -121,14 +121,11 @@ func TestRecoverCutsZeroFilledTail(t *testing.T) {
 			dir := t.TempDir()
 			mustOpen(t, testOptions(dir, tt.format)).Close()
 			writeFile(t, filepath.Join(dir, "data", tt.file), jsonLines(t, 0, 5)+tt.tail)
-			// Inspect agrees with the recovery to come: valid, and the
+			// The audit agrees with the recovery to come: valid, and the
 			// records are the lines before the zeros.
-			rep, err := Inspect(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !rep.OK() || rep.Records != 5 || rep.Has(testRecord(7).Key()) {
-				t.Errorf("inspect: ok=%v records=%d has 7=%v problems=%v", rep.OK(), rep.Records, rep.Has(testRecord(7).Key()), rep.Problems)
+			rep := mustInspect(t, dir)
+			if !rep.OK || rep.Records != 5 || rep.Has(testRecord(7).Key()) {
+				t.Errorf("audit: ok=%v records=%d has 7=%v problems=%v", rep.OK, rep.Records, rep.Has(testRecord(7).Key()), rep.Problems)
 			}
 			s, err := Open(testOptions(dir, tt.format))
 			if err != nil {
@@ -259,12 +256,8 @@ func TestWriteErrorIsSticky(t *testing.T) {
 				t.Fatal(err)
 			}
 			assertExactlyOnce(t, dir, keysOf(0, 10))
-			rep, err := Inspect(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !rep.OK() {
-				t.Errorf("inspect: %v", rep.Problems)
+			if rep := mustInspect(t, dir); !rep.OK {
+				t.Errorf("audit: %v", rep.Problems)
 			}
 		})
 	}

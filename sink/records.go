@@ -16,9 +16,10 @@ import (
 	"github.com/parquet-go/parquet-go"
 )
 
-// This file reads records back for tools that use a directory's data
-// (export): every record of one data file with where it is, and the error
-// records of a directory. Inspect decides which files count; these read them.
+// This file reads records back for tools that use a directory's data (the
+// audit, package sink/audit, and export): every record of one data file
+// with where it is, and the error records of a directory. The audit decides
+// which files count; these read them.
 
 // Span is where a record's JSON line is in a JSONL file (final, .open or
 // .journal): Len bytes from Offset, without the newline. A Parquet row has
@@ -29,13 +30,8 @@ type Span struct {
 }
 
 // CompareKeys orders keys by id, decimal ids as numbers ("2" before "10"),
-// then by sample: the order of `synthgen export` and of inspect's lists.
+// then by sample: the order of `synthgen export` and of the audit's lists.
 func CompareKeys(a, b Key) int { return compareKeys(a, b) }
-
-// Files returns the data files whose records the report counted (valid
-// shards, open ones included), in the order they were read. Leftovers and
-// invalid shards are not among them.
-func (r *Report) Files() []string { return slices.Clone(r.files) }
 
 // ForEachRecord calls fn for every record of the data file path, in file
 // order. A JSONL file is read up to its last complete line (a writer may be
@@ -52,7 +48,7 @@ func ForEachRecord(path string, fn func(rec *Record, at Span) error) error {
 	}
 	defer f.Close()
 	var off int64
-	_, err = forEachLine(f, func(line []byte, n int) error {
+	_, err = ForEachLine(f, func(line []byte, n int) error {
 		at := Span{Offset: off, Len: len(line)}
 		off += int64(len(line)) + 1
 		if bytes.IndexByte(line, 0) >= 0 {
@@ -70,7 +66,16 @@ func ForEachRecord(path string, fn func(rec *Record, at Span) error) error {
 	return err
 }
 
-// eachParquetRecord reads every row of a Parquet shard, inspectBatch rows
+// readBatch is how many Parquet rows are decoded per read.
+const readBatch = 64
+
+var recordSchema = parquet.SchemaOf(Record{})
+
+// addedColumns are the record's columns that shards written before them
+// lack: they read as empty (a shard of a first-turn job has no turns).
+var addedColumns = map[string]bool{"turns": true}
+
+// eachParquetRecord reads every row of a Parquet shard, readBatch rows
 // at a time. parquet-go panics on some malformed pages: the panic becomes
 // an error naming the file.
 func eachParquetRecord(path string, fn func(*Record) error) (err error) {
@@ -100,7 +105,7 @@ func eachParquetRecord(path string, fn func(*Record) error) (err error) {
 			return fmt.Errorf("schema: no column %s", strings.Join(col, "."))
 		}
 	}
-	rows := make([]Record, inspectBatch)
+	rows := make([]Record, readBatch)
 	for g, rg := range pf.RowGroups() {
 		if err := eachRowGroupRecord(g, rg, rows, fn); err != nil {
 			return err
@@ -138,9 +143,9 @@ func eachRowGroupRecord(g int, rg parquet.RowGroup, rows []Record, fn func(*Reco
 	return nil
 }
 
-// errorFiles lists the error files of errDir (final and .open) in index
+// ErrorFiles lists the error files of errDir (final and .open) in index
 // order; none when the directory does not exist.
-func errorFiles(errDir string) ([]string, error) {
+func ErrorFiles(errDir string) ([]string, error) {
 	entries, err := os.ReadDir(errDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -150,38 +155,38 @@ func errorFiles(errDir string) ([]string, error) {
 	}
 	var names []string
 	for _, e := range entries {
-		p, ok := parsePart(e.Name())
-		if ok && e.Type().IsRegular() && p.format == FormatJSONL && (p.suffix == "" || p.suffix == suffixOpen) {
+		p, ok := ParsePart(e.Name())
+		if ok && e.Type().IsRegular() && p.Format == FormatJSONL && (p.Suffix == "" || p.Suffix == SuffixOpen) {
 			names = append(names, e.Name())
 		}
 	}
 	slices.SortFunc(names, func(a, b string) int {
-		pa, _ := parsePart(a)
-		pb, _ := parsePart(b)
-		return cmp.Or(cmp.Compare(pa.index, pb.index), strings.Compare(a, b))
+		pa, _ := ParsePart(a)
+		pb, _ := ParsePart(b)
+		return cmp.Or(cmp.Compare(pa.Index, pb.Index), strings.Compare(a, b))
 	})
 	return names, nil
 }
 
 // ForEachError calls fn for every error record of DIR/errors, in the order
 // they were written (a later one for a key replaces an earlier). Lines that
-// do not decode are skipped: Inspect reports them as problems.
+// do not decode are skipped: the audit reports them as problems.
 func ForEachError(dir string, fn func(*ErrorRecord) error) error {
 	errDir := filepath.Join(dir, "errors")
-	names, err := errorFiles(errDir)
+	names, err := ErrorFiles(errDir)
 	if err != nil {
 		return err
 	}
 	for _, name := range names {
 		path := filepath.Join(errDir, name)
 		f, err := os.Open(path)
-		if errors.Is(err, fs.ErrNotExist) && strings.HasSuffix(name, suffixOpen) {
-			f, err = os.Open(strings.TrimSuffix(path, suffixOpen)) // finalized since the listing
+		if errors.Is(err, fs.ErrNotExist) && strings.HasSuffix(name, SuffixOpen) {
+			f, err = os.Open(strings.TrimSuffix(path, SuffixOpen)) // finalized since the listing
 		}
 		if err != nil {
 			return err
 		}
-		_, err = forEachLine(f, func(line []byte, _ int) error {
+		_, err = ForEachLine(f, func(line []byte, _ int) error {
 			var e ErrorRecord
 			if json.Unmarshal(line, &e) != nil || e.ID == "" {
 				return nil

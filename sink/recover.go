@@ -7,9 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -37,36 +35,6 @@ import (
 //	a complete line that is not JSON   error naming file:line (in .open and .journal too,
 //	                                   unless it holds a NUL byte: see recoverTail)
 
-var partName = regexp.MustCompile(`^part-(\d{6,})\.(` + strings.Join(formatNames(), "|") + `)(\.open|\.journal|\.tmp)?$`)
-
-// partFile is one file of a shard directory, by the parts of its name.
-type partFile struct {
-	index  int
-	format string // a key of formats
-	suffix string // "" (final) | .open | .journal | .tmp
-}
-
-func parsePart(name string) (partFile, bool) {
-	m := partName.FindStringSubmatch(name)
-	if m == nil {
-		return partFile{}, false
-	}
-	i, err := strconv.Atoi(m[1])
-	if err != nil {
-		return partFile{}, false
-	}
-	p := partFile{index: i, format: m[2], suffix: m[3]}
-	// Only the combinations the sink makes; anything else is not ours.
-	converted := formats[p.format].convert != nil
-	switch {
-	case p.suffix == suffixOpen && converted,
-		p.suffix == suffixJournal && !converted,
-		p.suffix == suffixTmp && !converted:
-		return partFile{}, false
-	}
-	return p, true
-}
-
 func hasShards(dir string) (bool, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -76,7 +44,7 @@ func hasShards(dir string) (bool, error) {
 		return false, fmt.Errorf("read %s: %w", dir, err)
 	}
 	for _, e := range entries {
-		if _, ok := parsePart(e.Name()); ok {
+		if _, ok := ParsePart(e.Name()); ok {
 			return true, nil
 		}
 	}
@@ -157,7 +125,7 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 		rec.shards = append(rec.shards, info)
 	}
 	if f, dup := s.done.finishBulk(); dup {
-		return nil, s.findDuplicate(finals, func(k Key) bool { return samePacked(fingerprintOf(k), f) })
+		return nil, s.findDuplicate(finals, func(k Key) bool { return samePacked(FingerprintOf(k), f) })
 	}
 	if old != nil {
 		notes, err := s.reconcile(old, rec)
@@ -245,9 +213,9 @@ func (s *Sink) reconcile(old *Manifest, rec *recovered) ([]string, error) {
 	listed := make(map[string]bool, len(old.Shards))
 	for _, sh := range old.Shards {
 		listed[sh.Name] = true
-		if p, ok := parsePart(sh.Name); ok && p.index >= rec.nextData {
+		if p, ok := ParsePart(sh.Name); ok && p.Index >= rec.nextData {
 			// Never reuse the name of a lost shard.
-			rec.nextData = p.index + 1
+			rec.nextData = p.Index + 1
 		}
 		i, ok := onDisk[sh.Name]
 		if !ok {
@@ -324,27 +292,27 @@ func settleDir(dir string) (finals []string, next int, notes []string, err error
 	}
 	byName := map[string]*shard{}
 	for _, e := range entries {
-		p, ok := parsePart(e.Name())
+		p, ok := ParsePart(e.Name())
 		if !ok || !e.Type().IsRegular() {
 			continue
 		}
-		base := shardName(p.index, p.format)
+		base := shardName(p.Index, p.Format)
 		sh := byName[base]
 		if sh == nil {
-			sh = &shard{index: p.index, format: p.format}
+			sh = &shard{index: p.Index, format: p.Format}
 			byName[base] = sh
 		}
-		switch p.suffix {
+		switch p.Suffix {
 		case "":
 			sh.final = true
-		case suffixOpen:
+		case SuffixOpen:
 			sh.open = true
-		case suffixJournal:
+		case SuffixJournal:
 			sh.journal = true
-		case suffixTmp:
+		case SuffixTmp:
 			sh.tmp = true
 		}
-		next = max(next, p.index+1)
+		next = max(next, p.Index+1)
 	}
 	names := slices.SortedFunc(maps.Keys(byName), func(a, b string) int {
 		return cmp.Or(cmp.Compare(byName[a].index, byName[b].index), strings.Compare(a, b))
@@ -358,21 +326,21 @@ func settleDir(dir string) (finals []string, next int, notes []string, err error
 			// rows are in the journal (converted again below) or, when the
 			// journal is gone, in the final file, whose rename is what
 			// allows the journal's removal. Nothing in it is unique.
-			step("remove", final+suffixTmp)
-			if err := os.Remove(final + suffixTmp); err != nil {
-				return nil, 0, nil, fmt.Errorf("remove %s: %w", final+suffixTmp, err)
+			step("remove", final+SuffixTmp)
+			if err := os.Remove(final + SuffixTmp); err != nil {
+				return nil, 0, nil, fmt.Errorf("remove %s: %w", final+SuffixTmp, err)
 			}
-			notes = append(notes, "removed leftover "+name+suffixTmp)
+			notes = append(notes, "removed leftover "+name+SuffixTmp)
 			changed = true
 		}
 		switch {
 		case sh.open && sh.final:
 			return nil, 0, nil, fmt.Errorf("both %s and %s exist, which the sink never leaves: keep the one with all records and remove the other",
-				final, final+suffixOpen)
+				final, final+SuffixOpen)
 		case sh.open:
-			n, err := settleTemp(final+suffixOpen, func() error {
-				step("rename", final+suffixOpen)
-				if err := os.Rename(final+suffixOpen, final); err != nil {
+			n, err := settleTemp(final+SuffixOpen, func() error {
+				step("rename", final+SuffixOpen)
+				if err := os.Rename(final+SuffixOpen, final); err != nil {
 					return fmt.Errorf("finalize shard: %w", err)
 				}
 				return nil
@@ -381,24 +349,24 @@ func settleDir(dir string) (finals []string, next int, notes []string, err error
 				return nil, 0, nil, err
 			}
 			if n > 0 {
-				notes = append(notes, fmt.Sprintf("recovered %s (%d records) from %s", name, n, name+suffixOpen))
+				notes = append(notes, fmt.Sprintf("recovered %s (%d records) from %s", name, n, name+SuffixOpen))
 				sh.final = true
 			} else {
-				notes = append(notes, "removed empty "+name+suffixOpen)
+				notes = append(notes, "removed empty "+name+SuffixOpen)
 			}
 			changed = true
 		case sh.journal && sh.final:
-			step("remove", final+suffixJournal)
-			if err := os.Remove(final + suffixJournal); err != nil {
-				return nil, 0, nil, fmt.Errorf("remove %s: %w", final+suffixJournal, err)
+			step("remove", final+SuffixJournal)
+			if err := os.Remove(final + SuffixJournal); err != nil {
+				return nil, 0, nil, fmt.Errorf("remove %s: %w", final+SuffixJournal, err)
 			}
-			notes = append(notes, "removed journal "+name+suffixJournal+" of complete "+name)
+			notes = append(notes, "removed journal "+name+SuffixJournal+" of complete "+name)
 			changed = true
 		case sh.journal:
 			var rows int
-			n, err := settleTemp(final+suffixJournal, func() error {
+			n, err := settleTemp(final+SuffixJournal, func() error {
 				var err error
-				rows, err = formats[sh.format].convert(final+suffixJournal, final)
+				rows, err = formats[sh.format].convert(final+SuffixJournal, final)
 				return err
 			})
 			if err != nil {
@@ -406,12 +374,12 @@ func settleDir(dir string) (finals []string, next int, notes []string, err error
 			}
 			if n > 0 {
 				if rows != n {
-					return nil, 0, nil, fmt.Errorf("convert %s: %d rows, want %d", final+suffixJournal, rows, n)
+					return nil, 0, nil, fmt.Errorf("convert %s: %d rows, want %d", final+SuffixJournal, rows, n)
 				}
-				notes = append(notes, fmt.Sprintf("recovered %s (%d records) from %s", name, n, name+suffixJournal))
+				notes = append(notes, fmt.Sprintf("recovered %s (%d records) from %s", name, n, name+SuffixJournal))
 				sh.final = true
 			} else {
-				notes = append(notes, "removed empty "+name+suffixJournal)
+				notes = append(notes, "removed empty "+name+SuffixJournal)
 			}
 			changed = true
 		}

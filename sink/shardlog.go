@@ -44,8 +44,8 @@ func shardLogName(run int) string { return fmt.Sprintf("manifest.shards.%d.jsonl
 
 var shardLogPattern = regexp.MustCompile(`^manifest\.shards\.\d+\.jsonl$`)
 
-// isShardLog reports whether name is a shard log's name (current or stale).
-func isShardLog(name string) bool { return shardLogPattern.MatchString(name) }
+// IsShardLog reports whether name is a shard log's name (current or stale).
+func IsShardLog(name string) bool { return shardLogPattern.MatchString(name) }
 
 // readShardLog adds to m.Shards the shards of the log m names that it does
 // not list yet. A missing log is an empty one (no shard was finalized
@@ -54,7 +54,7 @@ func readShardLog(dir string, m *Manifest) error {
 	if m.ShardLog == "" {
 		return nil
 	}
-	if !isShardLog(m.ShardLog) {
+	if !IsShardLog(m.ShardLog) {
 		return fmt.Errorf("%s: shard_log %q is not a shard log's name", filepath.Join(dir, ManifestName), m.ShardLog)
 	}
 	path := filepath.Join(dir, m.ShardLog)
@@ -70,7 +70,7 @@ func readShardLog(dir string, m *Manifest) error {
 	for _, sh := range m.Shards {
 		listed[sh.Name] = true
 	}
-	_, err = forEachLine(f, func(line []byte, n int) error {
+	_, err = ForEachLine(f, func(line []byte, n int) error {
 		if bytes.IndexByte(line, 0) >= 0 {
 			return errZeroFill // nothing from here on was fsynced
 		}
@@ -78,7 +78,7 @@ func readShardLog(dir string, m *Manifest) error {
 		if err := json.Unmarshal(line, &sh); err != nil {
 			return fmt.Errorf("%s:%d: %w: %s", path, n, err, fixShardLog)
 		}
-		if _, ok := parsePart(sh.Name); !ok {
+		if _, ok := ParsePart(sh.Name); !ok {
 			return fmt.Errorf("%s:%d: %q is not a shard name: %s", path, n, sh.Name, fixShardLog)
 		}
 		if !listed[sh.Name] {
@@ -106,7 +106,7 @@ func removeStaleShardLogs(dir, keep string) error {
 	}
 	removed := false
 	for _, e := range entries {
-		if name := e.Name(); isShardLog(name) && name != keep {
+		if name := e.Name(); IsShardLog(name) && name != keep {
 			path := filepath.Join(dir, name)
 			step("remove", path)
 			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {

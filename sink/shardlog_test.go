@@ -34,7 +34,7 @@ func shardNames(shards []ShardInfo) []string {
 
 func shardLogs(t *testing.T, dir string) []string {
 	t.Helper()
-	return slices.DeleteFunc(dirNames(t, dir), func(n string) bool { return !isShardLog(n) })
+	return slices.DeleteFunc(dirNames(t, dir), func(n string) bool { return !IsShardLog(n) })
 }
 
 // TestShardLogAppends: a finalized shard is appended to the run's log, not
@@ -202,9 +202,8 @@ func TestShardLogCrashStates(t *testing.T) {
 				if after := fileHashes(t, dir); !maps.Equal(kept(before), kept(after)) {
 					t.Error("a refused Open changed the manifest or the log")
 				}
-				rep := mustInspect(t, dir)
-				if rep.OK() {
-					t.Error("inspect finds nothing wrong in a directory a run refuses")
+				if rep := mustInspect(t, dir); rep.OK {
+					t.Error("the audit finds nothing wrong in a directory a run refuses")
 				}
 				return
 			}
@@ -236,8 +235,8 @@ func TestShardLogCrashStates(t *testing.T) {
 				t.Fatal(err)
 			}
 			assertExactlyOnce(t, dir, keysOf(0, 50))
-			if rep := mustInspect(t, dir); !rep.OK() {
-				t.Errorf("inspect: %v", rep.Problems)
+			if rep := mustInspect(t, dir); !rep.OK {
+				t.Errorf("audit: %v", rep.Problems)
 			}
 		})
 	}
@@ -274,8 +273,8 @@ func TestShardLogKilledBetweenCompactionAndRemoval(t *testing.T) {
 		if raw := rawManifest(t, dir); raw.ShardLog != "" || len(raw.Shards) != 3 {
 			t.Fatalf("the compacted manifest names %q and lists %v", raw.ShardLog, shardNames(raw.Shards))
 		}
-		if r := mustInspect(t, dir); !r.OK() || !strings.Contains(strings.Join(r.Notes, "\n"), shardLogName(0)+" is a shard log") {
-			t.Errorf("inspect of a stale log: problems %v, notes %v", r.Problems, r.Notes)
+		if r := mustInspect(t, dir); !r.OK || !strings.Contains(strings.Join(r.Notes, "\n"), shardLogName(0)+" is a shard log") {
+			t.Errorf("audit of a stale log: problems %v, notes %v", r.Problems, r.Notes)
 		}
 		s = mustOpen(t, testOptions(dir, FormatJSONL))
 		if s.DoneCount() != 25 || len(s.Manifest().Shards) != 3 {
@@ -309,25 +308,4 @@ func TestShardLogKilledBetweenCompactionAndRemoval(t *testing.T) {
 		}
 		assertExactlyOnce(t, dir, keysOf(0, 25))
 	})
-}
-
-// TestInspectReadsShardLog: a running job's manifest.json lists none of
-// the shards it finalized; inspect reads them from the log.
-func TestInspectReadsShardLog(t *testing.T) {
-	dir := t.TempDir()
-	s := mustOpen(t, testOptions(dir, FormatJSONL))
-	defer s.Close()
-	writeRange(t, s, 0, 25)
-	r := mustInspect(t, dir)
-	if r.Manifest == nil || r.Manifest.Shards != 2 || r.Manifest.Records != 20 {
-		t.Fatalf("inspect summary %+v, want the log's 2 shards and 20 records", r.Manifest)
-	}
-	for _, sh := range r.Shards {
-		if sh.State == ShardOK && !sh.Listed {
-			t.Errorf("%s is in the log but inspect says it is not listed", sh.Name)
-		}
-	}
-	if !r.OK() {
-		t.Errorf("inspect: %v", r.Problems)
-	}
 }

@@ -268,7 +268,7 @@ func validate(o *Options) error {
 // removeManifestLeftovers deletes temporaries of an interrupted manifest
 // rewrite: the manifest itself is either the old or the new one.
 func removeManifestLeftovers(dir string) {
-	leftovers, _ := filepath.Glob(filepath.Join(dir, "."+ManifestName+".*"+suffixTmp))
+	leftovers, _ := filepath.Glob(filepath.Join(dir, "."+ManifestName+".*"+SuffixTmp))
 	for _, p := range leftovers {
 		step("remove", p)
 		_ = os.Remove(p)

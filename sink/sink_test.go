@@ -561,12 +561,8 @@ func TestChangedShardRefused(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), shardName(0, format)) || !strings.Contains(err.Error(), "bytes changed") {
 				t.Fatalf("resume after a flipped byte: %v, want a refusal naming the shard", err)
 			}
-			rep, err := Inspect(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rep.OK() || !strings.Contains(strings.Join(rep.Problems, "\n"), shardName(0, format)) {
-				t.Errorf("inspect: ok=%v problems %v, want the changed shard", rep.OK(), rep.Problems)
+			if rep := mustInspect(t, dir); rep.OK || !strings.Contains(strings.Join(rep.Problems, "\n"), shardName(0, format)) {
+				t.Errorf("audit: ok=%v problems %v, want the changed shard", rep.OK, rep.Problems)
 			}
 		})
 	}

@@ -85,7 +85,7 @@ func (s *Sink) WriteError(e *ErrorRecord) error {
 	}
 	if s.errFile == nil {
 		name := shardName(s.nextErr, FormatJSONL)
-		f, err := createAppendFile(filepath.Join(s.errDir, name+suffixOpen))
+		f, err := createAppendFile(filepath.Join(s.errDir, name+SuffixOpen))
 		if err != nil {
 			return s.fail(err)
 		}

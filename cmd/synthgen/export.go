@@ -15,7 +15,7 @@ import (
 
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/internal/export"
-	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/audit"
 )
 
 func newExportCmd() *cobra.Command {
@@ -103,13 +103,10 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options) error {
 	if err != nil {
 		return err
 	}
-	rep := out.Dirs[0].Report
-	if len(dirs) > 1 {
-		if out.Combined == nil {
-			return &exitError{code: exitFailure, err: fmt.Errorf("export: %s", strings.Join(out.Notes, "; ")),
-				hint: "export the directories of one job together; each of another job on its own"}
-		}
-		rep = out.Combined.Report
+	rep := out.set.Dataset()
+	if rep == nil {
+		return &exitError{code: exitFailure, err: fmt.Errorf("export: not combined: %w", out.set.NotCombined),
+			hint: "export the directories of one job together; each of another job on its own"}
 	}
 	if !out.OK {
 		printProblems(cmd.ErrOrStderr(), out)
@@ -135,16 +132,16 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options) error {
 
 // printProblems lists what makes each directory (and their union) invalid.
 func printProblems(w io.Writer, out inspectOutput) {
-	list := func(name string, r *sink.Report) {
+	list := func(name string, r *audit.Audit) {
 		for _, p := range r.Problems {
 			fmt.Fprintf(w, "%s: %s\n", name, p)
 		}
 	}
 	for _, d := range out.Dirs {
-		list(d.Dir, d.Report)
+		list(d.Dir, d.Audit)
 	}
 	if out.Combined != nil {
-		list("combined", out.Combined.Report)
+		list("combined", out.Combined.Audit)
 	}
 }
 

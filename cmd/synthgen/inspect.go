@@ -33,6 +33,7 @@ import (
 	"github.com/synthgen/synthgen/dataset/hub"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/audit"
 )
 
 type inspectFlags struct {
@@ -96,10 +97,10 @@ a DIR is not an output directory.`,
 	return cmd
 }
 
-// inspectDir is one directory's report as --json prints it: the sink's
+// inspectDir is one directory's report as --json prints it: the audit's
 // figures plus the join with the dataset.
 type inspectDir struct {
-	*sink.Report
+	*audit.Audit
 	Dataset *job.Plan `json:"dataset,omitempty"`
 }
 
@@ -109,6 +110,8 @@ type inspectOutput struct {
 	Dirs     []inspectDir `json:"dirs"`
 	Combined *inspectDir  `json:"combined,omitempty"`
 	Notes    []string     `json:"notes,omitempty"`
+
+	set *audit.Set // the audits Dirs and Combined show
 }
 
 func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
@@ -137,63 +140,51 @@ func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
 	return nil
 }
 
-// inspectDirs audits each directory, then all of them as one dataset, and
-// counts each against its job's selection of the dataset (read from
-// datasetPath when it is not empty).
+// inspectDirs audits each directory, then all of them as one dataset
+// (audit.Dirs), and counts each against its job's selection of the dataset
+// (read from datasetPath when it is not empty).
 func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath string) (inspectOutput, error) {
-	out := inspectOutput{OK: true}
+	set, err := audit.Dirs(dirs...)
+	if err != nil {
+		return inspectOutput{}, usageError(err, "give the output.dir of a run (the directory holding manifest.json and data/)")
+	}
+	out := inspectOutput{set: set}
 	planner := job.Planner{Remote: hub.Remote{}}
-	var targets []joinTarget
-	for _, dir := range dirs {
-		rep, err := sink.Inspect(dir)
-		if err != nil {
-			return out, usageError(err, "give the output.dir of a run (the directory holding manifest.json and data/)")
-		}
-		if m := rep.Manifest; m != nil {
-			if n := job.MixedJobs(dir, m.JobHash, m.Jobs, m.Runs); n != "" {
-				rep.Notes = append(rep.Notes, n)
+	var jobs []job.Job // of the directories whose manifest names one
+	for _, a := range set.Dirs {
+		if m := a.Manifest; m != nil {
+			if n := job.MixedJobs(a.Dir, m.JobHash, m.Jobs, m.Runs); n != "" {
+				a.Notes = append(a.Notes, n)
 			}
 		}
-		d := inspectDir{Report: rep}
-		if job, ok := jobOfReport(rep, forced); ok {
-			d.Dataset = planner.Add(job, rep, rep.Distinct)
-			targets = append(targets, joinTarget{rep: rep, job: job})
+		d := inspectDir{Audit: a}
+		if j, ok := jobOfAudit(a, forced); ok {
+			d.Dataset = planner.Add(j, a, a.Distinct)
+			jobs = append(jobs, j)
 		}
 		out.Dirs = append(out.Dirs, d)
-		out.OK = out.OK && rep.OK()
 	}
-	if len(dirs) > 1 {
-		reps := make([]*sink.Report, len(out.Dirs))
-		for i, d := range out.Dirs {
-			reps[i] = d.Report
+	if set.NotCombined != nil {
+		out.Notes = append(out.Notes, fmt.Sprintf("not combined: %v", set.NotCombined))
+	}
+	if c := set.Combined; c != nil {
+		d := &inspectDir{Audit: c}
+		if n := missingShards(jobs); n != "" {
+			out.Notes = append(out.Notes, n)
 		}
-		c, err := sink.Combine(reps...)
-		if err != nil {
-			out.Notes = append(out.Notes, fmt.Sprintf("not combined: %v", err))
-		} else {
-			d := &inspectDir{Report: c}
-			if n := missingShards(targets); n != "" {
-				out.Notes = append(out.Notes, n)
-			}
-			if len(targets) == len(dirs) {
-				jobs := make([]job.Job, len(targets))
-				for i, t := range targets {
-					jobs[i] = t.job
-				}
-				d.Dataset = planner.AddUnion(jobs, c, c.Distinct)
-			}
-			out.Combined = d
-			out.OK = out.OK && c.OK()
+		if len(jobs) == len(set.Dirs) {
+			d.Dataset = planner.AddUnion(jobs, c, c.Distinct)
 		}
+		out.Combined = d
 	}
 	planner.Count(datasetPath)
 	for _, d := range out.Dirs {
 		if d.Dataset != nil && d.Dataset.Changed != "" {
 			d.Problems = append(d.Problems, fmt.Sprintf("the dataset's files are not the ones this directory was made from: %s; "+
 				"its ids now name other rows than the records answer: restore the files, or give the original with --dataset", d.Dataset.Changed))
-			out.OK = false
 		}
 	}
+	out.OK = set.OK()
 	return out, nil
 }
 
@@ -227,7 +218,7 @@ func printInspect(w io.Writer, out inspectOutput, f inspectFlags, ndirs int) err
 // inspectVerdict names what is wrong, per directory, in one line.
 func inspectVerdict(out inspectOutput) string {
 	var parts []string
-	add := func(name string, r *sink.Report) {
+	add := func(name string, r *audit.Audit) {
 		if r.OK() {
 			return
 		}
@@ -247,10 +238,10 @@ func inspectVerdict(out inspectOutput) string {
 			plural(len(r.Problems), "problem", "problems")))
 	}
 	for _, d := range out.Dirs {
-		add(d.Dir, d.Report)
+		add(d.Dir, d.Audit)
 	}
 	if out.Combined != nil {
-		add("combined", out.Combined.Report)
+		add("combined", out.Combined.Audit)
 	}
 	return strings.Join(parts, "; ")
 }
@@ -264,24 +255,17 @@ func pluralNum(n int64, one, many string) string {
 	return inspectNum(n) + " " + many
 }
 
-// joinTarget is one report and the job its directory answers, to count
-// against the dataset.
-type joinTarget struct {
-	rep *sink.Report
-	job job.Job
-}
-
-// jobOfReport is the job a directory's manifest records, with the shard
+// jobOfAudit is the job a directory's manifest records, with the shard
 // forced by --shard when given; false when the directory has no manifest
-// or it cannot be read as a job (the report says why).
-func jobOfReport(rep *sink.Report, forced *dataset.Shard) (job.Job, bool) {
-	m := rep.Manifest
+// or it cannot be read as a job (the audit's Problems say why).
+func jobOfAudit(a *audit.Audit, forced *dataset.Shard) (job.Job, bool) {
+	m := a.Manifest
 	if m == nil {
 		return job.Job{}, false
 	}
-	j, err := job.ManifestJob(rep.Dir, m.Job, m.Legacy)
+	j, err := job.ManifestJob(a.Dir, m.Job, m.Legacy)
 	if err != nil {
-		rep.Problems = append(rep.Problems, err.Error())
+		a.Problems = append(a.Problems, err.Error())
 		return job.Job{}, false
 	}
 	j.Selection.Limit = m.Limit
@@ -292,12 +276,12 @@ func jobOfReport(rep *sink.Report, forced *dataset.Shard) (job.Job, bool) {
 }
 
 // missingShards says which shards of an i/n split are not among the
-// directories, when every directory names its shard with the same n.
-func missingShards(targets []joinTarget) string {
+// directories' jobs, when every job names its shard with the same n.
+func missingShards(jobs []job.Job) string {
 	n := 0
 	have := map[int]bool{}
-	for _, t := range targets {
-		sh := t.job.Selection.Shard
+	for _, job := range jobs {
+		sh := job.Selection.Shard
 		if sh.Whole() || (n != 0 && sh.Count != n) {
 			return ""
 		}
@@ -330,7 +314,7 @@ func (p *inspectPrinter) printf(format string, args ...any) {
 }
 
 func (p *inspectPrinter) dir(d inspectDir, title string) {
-	r := d.Report
+	r := d.Audit
 	p.printf("== %s ==\n", title)
 	if m := r.Manifest; m != nil && len(r.Dirs) == 0 {
 		model := ""
@@ -387,7 +371,7 @@ func planLines(tw io.Writer, j *job.Plan) {
 	}
 }
 
-func errorLines(tw io.Writer, e sink.ErrorSummary) {
+func errorLines(tw io.Writer, e audit.ErrorSummary) {
 	switch {
 	case e.Open > 0:
 		causes := map[string]int64{}
@@ -403,7 +387,7 @@ func errorLines(tw io.Writer, e sink.ErrorSummary) {
 	}
 }
 
-func finishLines(tw io.Writer, r *sink.Report) {
+func finishLines(tw io.Writer, r *audit.Audit) {
 	if r.Records == 0 {
 		return
 	}
@@ -423,7 +407,7 @@ func finishLines(tw io.Writer, r *sink.Report) {
 }
 
 // verdict: the notes, then the problems with what to do, or "ok".
-func (p *inspectPrinter) verdict(r *sink.Report) {
+func (p *inspectPrinter) verdict(r *audit.Audit) {
 	if len(r.Notes) > 0 {
 		p.printf("notes\n")
 		for _, n := range r.Notes {
@@ -441,7 +425,7 @@ func (p *inspectPrinter) verdict(r *sink.Report) {
 	p.printf("\n")
 }
 
-func (p *inspectPrinter) shards(r *sink.Report) {
+func (p *inspectPrinter) shards(r *audit.Audit) {
 	if len(r.Shards) == 0 {
 		p.printf("shards     none\n")
 		return
@@ -452,7 +436,7 @@ func (p *inspectPrinter) shards(r *sink.Report) {
 		list = nil
 		for _, sh := range r.Shards {
 			counts[sh.State]++
-			if sh.State != sink.ShardOK {
+			if sh.State != audit.ShardOK {
 				list = append(list, sh)
 			}
 		}
@@ -473,7 +457,7 @@ func (p *inspectPrinter) shards(r *sink.Report) {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	for _, sh := range list {
 		state := sh.State
-		if sh.State == sink.ShardOK && !sh.Listed {
+		if sh.State == audit.ShardOK && !sh.Listed {
 			state += ", not in manifest"
 		}
 		if sh.Problem != "" {
@@ -485,7 +469,7 @@ func (p *inspectPrinter) shards(r *sink.Report) {
 	p.printf("%s", b.String())
 }
 
-func (p *inspectPrinter) runs(r *sink.Report) {
+func (p *inspectPrinter) runs(r *audit.Audit) {
 	m := r.Manifest
 	if m == nil || len(m.Runs) == 0 {
 		return

@@ -15,6 +15,7 @@ import (
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/audit"
 )
 
 // inspectDataset writes a JSONL dataset of n rows in the messages shape.
@@ -170,10 +171,10 @@ func TestInspectCmdPlanted(t *testing.T) {
 			var doc struct {
 				OK   bool `json:"ok"`
 				Dirs []struct {
-					Duplicates []sink.Duplicate   `json:"duplicates"`
-					Shards     []sink.ShardReport `json:"shards"`
-					Problems   []string           `json:"problems"`
-					Dataset    job.Plan           `json:"dataset"`
+					Duplicates []audit.Duplicate `json:"duplicates"`
+					Shards     []audit.Shard     `json:"shards"`
+					Problems   []string          `json:"problems"`
+					Dataset    job.Plan          `json:"dataset"`
 				} `json:"dirs"`
 			}
 			if err := json.Unmarshal([]byte(out), &doc); err != nil {

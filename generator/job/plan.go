@@ -7,16 +7,17 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/audit"
 )
 
 // Holdings is what an output directory holds, as far as a plan needs it.
-// *sink.Report is one.
+// *audit.Audit is one.
 type Holdings interface {
 	Has(k sink.Key) bool    // a record for k is on disk
 	Failed(k sink.Key) bool // k failed for good and no record superseded it
 }
 
-var _ Holdings = (*sink.Report)(nil)
+var _ Holdings = (*audit.Audit)(nil)
 
 // Plan is a job's selection counted against an output directory: the keys
 // (id, sample) it selects, and of those the done, the failed and the

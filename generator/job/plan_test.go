@@ -29,7 +29,7 @@ func holdings(has, failed []sink.Key) fakeHoldings {
 
 func (h fakeHoldings) Has(k sink.Key) bool { return h.has[k] }
 
-// Failed is as *sink.Report says it: failed for good and no record.
+// Failed is as *audit.Audit says it: failed for good and no record.
 func (h fakeHoldings) Failed(k sink.Key) bool { return h.failed[k] && !h.has[k] }
 
 func (h fakeHoldings) distinct() int64 { return int64(len(h.has)) }

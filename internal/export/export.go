@@ -20,6 +20,7 @@ import (
 
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/audit"
 )
 
 // Options says what to export and how.
@@ -38,9 +39,9 @@ type Options struct {
 	KeepThinkTags bool // keep content holding <think> or </think>
 	IncludeErrors bool // openai-batch: a line per request that failed for good
 
-	// Report is inspect's audit of the directories (Combine's for several):
+	// Report is the audit of the directories (audit.Combine's for several):
 	// its Files are what is read, its Has says which error records are open.
-	Report *sink.Report
+	Report *audit.Audit
 	// Dirs are the directories, for their error records.
 	Dirs []string
 	// Job is the directories' job (from the manifest), for the card.

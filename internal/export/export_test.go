@@ -20,6 +20,7 @@ import (
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/audit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -85,9 +86,9 @@ func fixtureDir(t *testing.T, format string) string {
 // options are the export of dirs (checked with the real Inspect) to out.
 func options(t *testing.T, format, out string, dirs ...string) Options {
 	t.Helper()
-	var reps []*sink.Report
+	var reps []*audit.Audit
 	for _, d := range dirs {
-		r, err := sink.Inspect(d)
+		r, err := audit.Dir(d)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +100,7 @@ func options(t *testing.T, format, out string, dirs ...string) Options {
 	rep := reps[0]
 	if len(reps) > 1 {
 		var err error
-		if rep, err = sink.Combine(reps...); err != nil {
+		if rep, err = audit.Combine(reps...); err != nil {
 			t.Fatal(err)
 		}
 	}

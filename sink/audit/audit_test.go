@@ -1,8 +1,8 @@
-package sink
+package audit
 
 import (
 	"bytes"
-	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/synthgen/synthgen/sink"
 )
 
 // writeInspectDir writes a directory with the real sink: records from..to
@@ -23,7 +25,7 @@ import (
 func writeInspectDir(t testing.TB, dir, format string, from, to int) {
 	t.Helper()
 	s := mustOpen(t, testOptions(dir, format))
-	errs := []*ErrorRecord{
+	errs := []*sink.ErrorRecord{
 		{ID: strconv.Itoa(to + 1), Sample: 0, Status: 400, Message: "bad request", Attempts: 1, Cause: "http_400"},
 		{ID: strconv.Itoa(to + 2), Sample: 0, Status: 0, Message: "deadline", Attempts: 6, Cause: "timeout"},
 		{ID: strconv.Itoa(from), Sample: from % 2, Status: 503, Message: "busy", Attempts: 6, Cause: "http_503"},
@@ -47,47 +49,12 @@ func writeInspectDir(t testing.TB, dir, format string, from, to int) {
 	}
 }
 
-// fileHashes is every file under dir with its bytes, to prove Inspect wrote
-// nothing.
-func fileHashes(t testing.TB, dir string) map[string][32]byte {
-	t.Helper()
-	out := map[string][32]byte{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		out[path] = sha256.Sum256(data)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func mustInspect(t testing.TB, dir string) *Report {
-	t.Helper()
-	before := fileHashes(t, dir)
-	r, err := Inspect(dir)
-	if err != nil {
-		t.Fatalf("inspect: %v", err)
-	}
-	if after := fileHashes(t, dir); !maps.Equal(before, after) {
-		t.Fatalf("inspect changed the directory:\nbefore %v\nafter  %v", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
-	}
-	return r
-}
-
 func TestInspectClean(t *testing.T) {
-	for _, format := range []string{FormatJSONL, FormatParquet} {
+	for _, format := range []string{sink.FormatJSONL, sink.FormatParquet} {
 		t.Run(format, func(t *testing.T) {
 			dir := t.TempDir()
 			writeInspectDir(t, dir, format, 0, 25)
-			r := mustInspect(t, dir)
+			r := mustAudit(t, dir)
 			if !r.OK() {
 				t.Fatalf("problems in a clean dir: %q", r.Problems)
 			}
@@ -128,7 +95,7 @@ func TestInspectClean(t *testing.T) {
 				m.Runs[0].EndedAt == nil || m.JobHash != testJob.Hash {
 				t.Errorf("manifest summary %+v", m)
 			}
-			if !r.Has(Key{"7", 1}) || r.Has(Key{"26", 0}) || !r.Failed(Key{"26", 0}) || r.Failed(Key{"0", 0}) {
+			if !r.Has(sink.Key{ID: "7", Sample: 1}) || r.Has(sink.Key{ID: "26", Sample: 0}) || !r.Failed(sink.Key{ID: "26", Sample: 0}) || r.Failed(sink.Key{ID: "0", Sample: 0}) {
 				t.Error("Has/Failed disagree with what was written")
 			}
 			if len(r.Notes) != 0 {
@@ -139,20 +106,20 @@ func TestInspectClean(t *testing.T) {
 }
 
 // The issue's acceptance test: a planted duplicate and a corrupt shard are
-// both reported, the report is not OK, and nothing on disk changes.
+// both reported, the audit is not OK, and nothing on disk changes.
 func TestInspectPlanted(t *testing.T) {
 	tests := []struct {
 		format  string
 		plant   func(t *testing.T, data string)
 		dupWant string // in a problem
 	}{
-		{FormatJSONL, func(t *testing.T, data string) {
+		{sink.FormatJSONL, func(t *testing.T, data string) {
 			// A line of shard 0 copied into a new shard; garbage in shard 1.
 			lines := readLines(t, filepath.Join(data, "part-000000.jsonl"))
 			putFile(t, filepath.Join(data, "part-000009.jsonl"), lines[3]+"\n")
 			appendBytes(t, filepath.Join(data, "part-000001.jsonl"), "{\"id\": garbage\n")
 		}, `duplicate key id="3" sample=1 in`},
-		{FormatParquet, func(t *testing.T, data string) {
+		{sink.FormatParquet, func(t *testing.T, data string) {
 			// Shard 0 copied whole; shard 1 cut in half (no footer).
 			src, err := os.ReadFile(filepath.Join(data, "part-000000.parquet"))
 			if err != nil {
@@ -175,7 +142,7 @@ func TestInspectPlanted(t *testing.T) {
 			writeInspectDir(t, dir, tt.format, 0, 25)
 			data := filepath.Join(dir, "data")
 			tt.plant(t, data)
-			r := mustInspect(t, dir)
+			r := mustAudit(t, dir)
 			if r.OK() {
 				t.Fatal("OK() with a duplicate and a corrupt shard")
 			}
@@ -195,7 +162,7 @@ func TestInspectPlanted(t *testing.T) {
 			}
 			// The corrupt shard's records are not counted: moving it away
 			// makes them pending again.
-			if r.Has(Key{"15", 1}) {
+			if r.Has(sink.Key{ID: "15", Sample: 1}) {
 				t.Error("a key of the corrupt shard counts as done")
 			}
 		})
@@ -217,7 +184,7 @@ func TestInspectCorruptLines(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			putFile(t, filepath.Join(dir, "data", "part-000000.jsonl"), tt.content)
-			r := mustInspect(t, dir)
+			r := mustAudit(t, dir)
 			if len(r.Shards) != 1 || r.Shards[0].Valid || !strings.Contains(r.Shards[0].Problem, tt.want) {
 				t.Fatalf("shard %+v, want invalid naming %q", r.Shards, tt.want)
 			}
@@ -231,22 +198,18 @@ func TestInspectCorruptLines(t *testing.T) {
 // A run that was killed (or is still running) leaves temporaries: they are
 // read up to the last complete line and reported as open, not as problems.
 func TestInspectOpenShards(t *testing.T) {
-	for _, format := range []string{FormatJSONL, FormatParquet} {
+	for _, format := range []string{sink.FormatJSONL, sink.FormatParquet} {
 		t.Run(format, func(t *testing.T) {
 			dir := t.TempDir()
 			s := mustOpen(t, testOptions(dir, format))
 			writeRange(t, s, 0, 14)
-			if err := s.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			tmp := s.cur.path
-			crash(s)
+			dir, tmp := crashed(t, s, dir)
 			appendBytes(t, tmp, `{"id":"99","sample":1,"conte`) // torn mid-write
-			r := mustInspect(t, dir)
+			r := mustAudit(t, dir)
 			if !r.OK() {
 				t.Fatalf("problems: %q", r.Problems)
 			}
-			if r.Records != 14 || r.Distinct != 14 || r.Has(Key{"99", 1}) {
+			if r.Records != 14 || r.Distinct != 14 || r.Has(sink.Key{ID: "99", Sample: 1}) {
 				t.Errorf("records %d distinct %d: want 14, torn line unread", r.Records, r.Distinct)
 			}
 			last := r.Shards[len(r.Shards)-1]
@@ -262,13 +225,11 @@ func TestInspectOpenShards(t *testing.T) {
 
 func TestInspectOpenShardCorrupt(t *testing.T) {
 	dir := t.TempDir()
-	s := mustOpen(t, testOptions(dir, FormatJSONL))
+	s := mustOpen(t, testOptions(dir, sink.FormatJSONL))
 	writeRange(t, s, 0, 3)
-	_ = s.Flush()
-	tmp := s.cur.path
-	crash(s)
+	dir, tmp := crashed(t, s, dir)
 	appendBytes(t, tmp, "not json\n")
-	r := mustInspect(t, dir)
+	r := mustAudit(t, dir)
 	if r.OK() || !strings.Contains(strings.Join(r.Problems, "\n"), "part-000000.jsonl.open:4:") {
 		t.Errorf("problems %q: want the .open shard's line 4", r.Problems)
 	}
@@ -278,7 +239,7 @@ func TestInspectOpenShardCorrupt(t *testing.T) {
 // the journal's rows are the final file's, not duplicates.
 func TestInspectJournalOfFinal(t *testing.T) {
 	dir := t.TempDir()
-	writeInspectDir(t, dir, FormatParquet, 0, 10)
+	writeInspectDir(t, dir, sink.FormatParquet, 0, 10)
 	data := filepath.Join(dir, "data")
 	var lines strings.Builder
 	for i := range 10 {
@@ -286,7 +247,7 @@ func TestInspectJournalOfFinal(t *testing.T) {
 	}
 	putFile(t, filepath.Join(data, "part-000000.parquet.journal"), lines.String())
 	putFile(t, filepath.Join(data, "part-000001.parquet.tmp"), "PAR1 half")
-	r := mustInspect(t, dir)
+	r := mustAudit(t, dir)
 	if !r.OK() || r.Records != 10 {
 		t.Fatalf("records %d problems %q", r.Records, r.Problems)
 	}
@@ -302,7 +263,7 @@ func TestInspectJournalOfFinal(t *testing.T) {
 
 func TestInspectManifestMismatch(t *testing.T) {
 	dir := t.TempDir()
-	writeInspectDir(t, dir, FormatJSONL, 0, 25)
+	writeInspectDir(t, dir, sink.FormatJSONL, 0, 25)
 	data := filepath.Join(dir, "data")
 	if err := os.Remove(filepath.Join(data, "part-000002.jsonl")); err != nil {
 		t.Fatal(err)
@@ -310,7 +271,7 @@ func TestInspectManifestMismatch(t *testing.T) {
 	lines := readLines(t, filepath.Join(data, "part-000001.jsonl"))
 	putFile(t, filepath.Join(data, "part-000001.jsonl"), strings.Join(lines[:7], "\n")+"\n")
 	putFile(t, filepath.Join(data, "part-000003.jsonl"), `{"id":"500","sample":0}`+"\n")
-	r := mustInspect(t, dir)
+	r := mustAudit(t, dir)
 	all := strings.Join(r.Problems, "\n")
 	for _, want := range []string{
 		"part-000002.jsonl is listed in the manifest (5 records) but missing",
@@ -327,10 +288,10 @@ func TestInspectManifestMismatch(t *testing.T) {
 
 func TestInspectNotOutputDir(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := Inspect(dir); err == nil || !strings.Contains(err.Error(), "not a synthgen output directory") {
+	if _, err := Dir(dir); err == nil || !strings.Contains(err.Error(), "not a synthgen output directory") {
 		t.Errorf("empty dir: err = %v", err)
 	}
-	if _, err := Inspect(filepath.Join(dir, "nope")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := Dir(filepath.Join(dir, "nope")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing dir: err = %v", err)
 	}
 }
@@ -339,9 +300,9 @@ func TestInspectNotOutputDir(t *testing.T) {
 // both is a duplicate of the combined dataset though each dir is fine.
 func TestCombine(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
-	writeInspectDir(t, a, FormatJSONL, 0, 20)
-	writeInspectDir(t, b, FormatParquet, 20, 35)
-	ra, rb := mustInspect(t, a), mustInspect(t, b)
+	writeInspectDir(t, a, sink.FormatJSONL, 0, 20)
+	writeInspectDir(t, b, sink.FormatParquet, 20, 35)
+	ra, rb := mustAudit(t, a), mustAudit(t, b)
 	c, err := Combine(ra, rb)
 	if err != nil {
 		t.Fatal(err)
@@ -352,14 +313,14 @@ func TestCombine(t *testing.T) {
 	// b's error for key 20/0 is superseded by b's own record, and a's for
 	// 22/0 by b's record too: a key failed in one dir and done in another is
 	// done. 21/0 (record 21 is sample 1), 36/0 and 37/0 stay failed.
-	if c.Errors.Open != 3 || c.Failed(Key{"22", 0}) || !c.Failed(Key{"21", 0}) || !c.Failed(Key{"37", 0}) {
+	if c.Errors.Open != 3 || c.Failed(sink.Key{ID: "22", Sample: 0}) || !c.Failed(sink.Key{ID: "21", Sample: 0}) || !c.Failed(sink.Key{ID: "37", Sample: 0}) {
 		t.Errorf("combined errors %+v", c.Errors)
 	}
 
 	// Plant a's shard 0 line into b.
 	line := readLines(t, filepath.Join(a, "data", "part-000000.jsonl"))[4]
 	putFile(t, filepath.Join(b, "data", "part-000007.jsonl"), line+"\n")
-	rb = mustInspect(t, b)
+	rb = mustAudit(t, b)
 	if !rb.OK() {
 		t.Fatalf("b alone: %q", rb.Problems)
 	}
@@ -373,17 +334,17 @@ func TestCombine(t *testing.T) {
 	}
 
 	other := t.TempDir()
-	opts := testOptions(other, FormatJSONL)
+	opts := testOptions(other, sink.FormatJSONL)
 	opts.Job.Hash = "other"
 	s := mustOpen(t, opts)
 	writeRange(t, s, 0, 1)
 	_ = s.Close()
-	if _, err := Combine(ra, mustInspect(t, other)); !errors.Is(err, ErrIdentityDiffers) {
+	if _, err := Combine(ra, mustAudit(t, other)); !errors.Is(err, ErrIdentityDiffers) {
 		t.Errorf("different identities: err = %v", err)
 	}
 }
 
-// FuzzInspectJSONL: whatever bytes a JSONL shard holds, Inspect does not
+// FuzzInspectJSONL: whatever bytes a JSONL shard holds, the audit does not
 // panic, changes nothing, counts only complete valid lines, and an invalid
 // shard's problem names the file and a line.
 func FuzzInspectJSONL(f *testing.F) {
@@ -397,13 +358,13 @@ func FuzzInspectJSONL(f *testing.F) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "data", "part-000000.jsonl")
 		putFile(t, path, string(content))
-		r, err := Inspect(dir)
+		r, err := Dir(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got, _ := os.ReadFile(path)
 		if !bytes.Equal(got, content) {
-			t.Fatal("inspect changed the shard")
+			t.Fatal("the audit changed the shard")
 		}
 		sh := r.Shards[0]
 		if r.Records > int64(bytes.Count(content, []byte{'\n'})) {
@@ -422,7 +383,7 @@ func FuzzInspectJSONL(f *testing.F) {
 // reported as invalid (naming the file), never a panic.
 func FuzzInspectParquet(f *testing.F) {
 	src := f.TempDir()
-	s := mustOpen(f, testOptions(src, FormatParquet))
+	s := mustOpen(f, testOptions(src, sink.FormatParquet))
 	writeRange(f, s, 0, 5)
 	if err := s.Close(); err != nil {
 		f.Fatal(err)
@@ -442,7 +403,7 @@ func FuzzInspectParquet(f *testing.F) {
 		}
 		dir := t.TempDir()
 		putFile(t, filepath.Join(dir, "data", "part-000000.parquet"), string(content))
-		r, err := Inspect(dir)
+		r, err := Dir(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -458,7 +419,7 @@ func FuzzInspectParquet(f *testing.F) {
 
 // BenchmarkInspect reads a 2000-record directory in full.
 func BenchmarkInspect(b *testing.B) {
-	for _, format := range []string{FormatJSONL, FormatParquet} {
+	for _, format := range []string{sink.FormatJSONL, sink.FormatParquet} {
 		b.Run(format, func(b *testing.B) {
 			dir := b.TempDir()
 			opts := testOptions(dir, format)
@@ -478,7 +439,7 @@ func BenchmarkInspect(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				r, err := Inspect(dir)
+				r, err := Dir(dir)
 				if err != nil || r.Records != n {
 					b.Fatalf("records %d, err %v", r.Records, err)
 				}
@@ -488,31 +449,12 @@ func BenchmarkInspect(b *testing.B) {
 	}
 }
 
-func readLines(t testing.TB, path string) []string {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-}
-
-func putFile(t testing.TB, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// Inspect while a run writes: shards are finalized under its feet (.open
+// The audit while a run writes: shards are finalized under its feet (.open
 // renamed, journals converted and removed), and every look still sees a
 // consistent directory: no problem, no error, never fewer records than the
 // look before, and the exact figures once the writer closes.
 func TestInspectWhileWriting(t *testing.T) {
-	for _, format := range []string{FormatJSONL, FormatParquet} {
+	for _, format := range []string{sink.FormatJSONL, sink.FormatParquet} {
 		t.Run(format, func(t *testing.T) {
 			dir := t.TempDir()
 			opts := testOptions(dir, format)
@@ -540,7 +482,7 @@ func TestInspectWhileWriting(t *testing.T) {
 					writing = false
 				default:
 				}
-				r, err := Inspect(dir)
+				r, err := Dir(dir)
 				if err != nil {
 					t.Fatalf("look %d: %v", looks, err)
 				}
@@ -549,11 +491,61 @@ func TestInspectWhileWriting(t *testing.T) {
 				}
 				last = r.Records
 			}
-			r := mustInspect(t, dir)
+			r := mustAudit(t, dir)
 			if r.Records != n || !r.OK() || len(r.Notes) != 0 {
 				t.Errorf("after close: records %d problems %q notes %q", r.Records, r.Problems, r.Notes)
 			}
 			t.Logf("%d looks while writing", looks)
 		})
+	}
+}
+
+// The audit holds each key summary of the manifest to the keys its shard
+// holds: a resume trusts the summary of an unchanged shard instead of
+// reading it.
+func TestInspectChecksSummaries(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, testOptions(dir, sink.FormatJSONL))
+	writeRange(t, s, 0, 25)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if a := mustAudit(t, dir); !a.OK() {
+		t.Fatalf("audit of a clean directory: %v", a.Problems)
+	}
+	m, err := sink.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Shards[1].Keys[0].First++ // ids 11, 13, ... instead of 10, 12, ...
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	putFile(t, filepath.Join(dir, sink.ManifestName), string(data)+"\n")
+	a := mustAudit(t, dir)
+	if len(a.Problems) != 1 || !strings.Contains(a.Problems[0], "part-000001.jsonl: the manifest's key summary") {
+		t.Errorf("problems %q, want the summary of part-000001.jsonl named", a.Problems)
+	}
+}
+
+// TestInspectReadsShardLog: a running job's manifest.json lists none of
+// the shards it finalized; the audit reads them from the log.
+func TestInspectReadsShardLog(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, testOptions(dir, sink.FormatJSONL))
+	defer s.Close()
+	writeRange(t, s, 0, 25)
+	r := mustAudit(t, dir)
+	if r.Manifest == nil || r.Manifest.Shards != 2 || r.Manifest.Records != 20 {
+		t.Fatalf("manifest summary %+v, want the log's 2 shards and 20 records", r.Manifest)
+	}
+	for _, sh := range r.Shards {
+		if sh.State == ShardOK && !sh.Listed {
+			t.Errorf("%s is in the log but the audit says it is not listed", sh.Name)
+		}
+	}
+	if !r.OK() {
+		t.Errorf("audit: %v", r.Problems)
 	}
 }

@@ -1,29 +1,25 @@
-package sink
+package audit
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/synthgen/synthgen/sink"
 )
 
-// wantDuplicates is what the index of keys (not fingerprints) reported:
-// every key of the files, in the report's file order, and each key held
+// wantDuplicates is what an index of keys (not fingerprints) reports:
+// every key of the files, in the audit's file order, and each key held
 // more than once with its files in that order, sorted by key.
 func wantDuplicates(t *testing.T, files []string) []Duplicate {
 	t.Helper()
-	where := map[Key][]string{}
+	where := map[sink.Key][]string{}
 	for _, f := range files {
-		format := FormatJSONL
-		if strings.HasSuffix(f, "."+FormatParquet) {
-			format = FormatParquet
-		}
-		if _, err := formats[format].keys(f, func(k Key, _ int) error {
-			where[k] = append(where[k], f)
+		if err := sink.ForEachRecord(f, func(rec *sink.Record, _ sink.Span) error {
+			where[rec.Key()] = append(where[rec.Key()], f)
 			return nil
 		}); err != nil {
 			t.Fatalf("read keys of %s: %v", f, err)
@@ -36,25 +32,16 @@ func wantDuplicates(t *testing.T, files []string) []Duplicate {
 		}
 	}
 	slices.SortFunc(out, func(a, b Duplicate) int {
-		return compareKeys(Key{a.ID, a.Sample}, Key{b.ID, b.Sample})
+		return sink.CompareKeys(sink.Key{ID: a.ID, Sample: a.Sample}, sink.Key{ID: b.ID, Sample: b.Sample})
 	})
 	return out
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	data, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	putFile(t, to, string(data))
 }
 
 // TestInspectDuplicatesInDir: keys held twice inside one directory (a shard
 // copied whole, a line copied into a shard of its own, a line twice in one
 // file) are listed with their ids and files as the key index listed them.
 func TestInspectDuplicatesInDir(t *testing.T) {
-	for _, format := range []string{FormatJSONL, FormatParquet} {
+	for _, format := range []string{sink.FormatJSONL, sink.FormatParquet} {
 		t.Run(format, func(t *testing.T) {
 			dir := t.TempDir()
 			writeInspectDir(t, dir, format, 0, 40)
@@ -62,7 +49,7 @@ func TestInspectDuplicatesInDir(t *testing.T) {
 			copyFile(t, filepath.Join(data, "part-000002."+format), filepath.Join(data, "part-000008."+format))
 			// Records 5 and 6 of shard 0 as JSONL lines, 6 twice in one file.
 			var l5, l6 string
-			if err := ForEachRecord(filepath.Join(data, "part-000000."+format), func(rec *Record, _ Span) error {
+			if err := sink.ForEachRecord(filepath.Join(data, "part-000000."+format), func(rec *sink.Record, _ sink.Span) error {
 				switch rec.ID {
 				case "5":
 					l5 = mustJSON(t, rec)
@@ -74,7 +61,7 @@ func TestInspectDuplicatesInDir(t *testing.T) {
 				t.Fatal(err)
 			}
 			putFile(t, filepath.Join(data, "part-000009.jsonl"), l5+"\n"+l6+"\n"+l6+"\n")
-			r := mustInspect(t, dir)
+			r := mustAudit(t, dir)
 			want := wantDuplicates(t, r.Files())
 			if len(want) != 12 {
 				t.Fatalf("planted 12 duplicate keys, the reference finds %d", len(want))
@@ -99,21 +86,12 @@ func TestInspectDuplicatesInDir(t *testing.T) {
 	}
 }
 
-func mustJSON(t *testing.T, rec *Record) string {
-	t.Helper()
-	line, err := json.Marshal(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(line)
-}
-
 // TestCombineDuplicatesAcrossDirs: keys held once in each of two
-// directories have no name in either report; Combine finds them by reading
+// directories have no name in either audit; Combine finds them by reading
 // the files again, and each must carry its own id (a key named after
 // another one's fingerprint fails here).
 func TestCombineDuplicatesAcrossDirs(t *testing.T) {
-	for _, format := range []string{FormatJSONL, FormatParquet} {
+	for _, format := range []string{sink.FormatJSONL, sink.FormatParquet} {
 		t.Run(format, func(t *testing.T) {
 			a, b := t.TempDir(), t.TempDir()
 			writeInspectDir(t, a, format, 0, 40)
@@ -126,7 +104,7 @@ func TestCombineDuplicatesAcrossDirs(t *testing.T) {
 			copyFile(t, filepath.Join(da, "part-000002."+format), filepath.Join(db, "part-000010."+format))
 			// b's shard 0 into a as well, the other way round.
 			copyFile(t, filepath.Join(db, "part-000000."+format), filepath.Join(da, "part-000007."+format))
-			ra, rb := mustInspect(t, a), mustInspect(t, b)
+			ra, rb := mustAudit(t, a), mustAudit(t, b)
 			if len(ra.Duplicates) != 10 || len(rb.Duplicates) != 0 {
 				t.Fatalf("a has %d duplicates, b %d; want 10 and 0", len(ra.Duplicates), len(rb.Duplicates))
 			}
@@ -144,10 +122,10 @@ func TestCombineDuplicatesAcrossDirs(t *testing.T) {
 			if c.Distinct != 70 {
 				t.Errorf("distinct %d, want 70", c.Distinct)
 			}
-			// Every key is found by its name, whichever report held it.
+			// Every key is found by its name, whichever audit held it.
 			for i := range 70 {
-				if !c.Has(Key{ID: strconv.Itoa(i), Sample: i % 2}) {
-					t.Errorf("combined report lacks key %d", i)
+				if !c.Has(sink.Key{ID: strconv.Itoa(i), Sample: i % 2}) {
+					t.Errorf("combined audit lacks key %d", i)
 				}
 			}
 			// The three sets of files each make one problem; the
@@ -164,12 +142,12 @@ func TestCombineDuplicatesAcrossDirs(t *testing.T) {
 // Combine says so and names them instead of reporting a wrong id.
 func TestCombineDuplicateFilesChanged(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
-	writeInspectDir(t, a, FormatJSONL, 0, 20)
-	writeInspectDir(t, b, FormatJSONL, 20, 30)
+	writeInspectDir(t, a, sink.FormatJSONL, 0, 20)
+	writeInspectDir(t, b, sink.FormatJSONL, 20, 30)
 	line := readLines(t, filepath.Join(a, "data", "part-000000.jsonl"))[4]
 	copied := filepath.Join(b, "data", "part-000007.jsonl")
 	putFile(t, copied, line+"\n")
-	ra, rb := mustInspect(t, a), mustInspect(t, b)
+	ra, rb := mustAudit(t, a), mustAudit(t, b)
 	other := readLines(t, filepath.Join(a, "data", "part-000001.jsonl"))[0]
 	putFile(t, filepath.Join(a, "data", "part-000000.jsonl"), other+"\n")
 	putFile(t, copied, other+"\n")

@@ -1,4 +1,4 @@
-package sink
+package audit
 
 import (
 	"bytes"
@@ -12,73 +12,73 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/parquet-go/parquet-go"
+	"github.com/synthgen/synthgen/sink"
 )
 
-// This file reads and checks what Inspect finds on disk: each shard of
+// This file reads and checks what Dir finds on disk: each shard of
 // DIR/data, record by record, and the error files of DIR/errors.
 
 // readData reads every shard file of DIR/data in index order.
-func (r *Report) readData(dataDir string, entries []fs.DirEntry) error {
+func (a *Audit) readData(dataDir string, entries []fs.DirEntry) error {
 	type named struct {
 		name string
-		part partFile
+		part sink.Part
 	}
 	var parts []named
 	finals := map[string]bool{}
 	for _, e := range entries {
-		p, ok := parsePart(e.Name())
+		p, ok := sink.ParsePart(e.Name())
 		if !ok || !e.Type().IsRegular() {
 			continue
 		}
 		parts = append(parts, named{e.Name(), p})
-		if p.suffix == "" {
+		if p.Suffix == "" {
 			finals[e.Name()] = true
 		}
 	}
-	slices.SortFunc(parts, func(a, b named) int {
-		return cmp.Or(cmp.Compare(a.part.index, b.part.index), strings.Compare(a.name, b.name))
+	slices.SortFunc(parts, func(x, y named) int {
+		return cmp.Or(cmp.Compare(x.part.Index, y.part.Index), strings.Compare(x.name, y.name))
 	})
 	for _, p := range parts {
 		path := filepath.Join(dataDir, p.name)
-		final := shardName(p.part.index, p.part.format)
-		sh := ShardReport{Name: p.name, Format: p.part.format}
-		switch p.part.suffix {
-		case suffixTmp:
+		final := p.part.Final()
+		sh := Shard{Name: p.name, Format: p.part.Format}
+		switch p.part.Suffix {
+		case sink.SuffixTmp:
 			sh.State, sh.Valid = ShardLeftover, true
-			r.note("%s: a Parquet conversion cut short; its rows are in the journal or the final shard (the next run removes it)", p.name)
-			r.Shards = append(r.Shards, sh)
+			a.note("%s: a Parquet conversion cut short; its rows are in the journal or the final shard (the next run removes it)", p.name)
+			a.Shards = append(a.Shards, sh)
 			continue
-		case suffixJournal:
+		case sink.SuffixJournal:
 			if finals[final] {
 				// Renamed into place, journal not yet removed: the final
 				// file holds every row, so reading both would count twice.
 				sh.State, sh.Valid = ShardLeftover, true
-				r.note("%s: journal of the complete %s (the next run removes it)", p.name, final)
-				r.Shards = append(r.Shards, sh)
+				a.note("%s: journal of the complete %s (the next run removes it)", p.name, final)
+				a.Shards = append(a.Shards, sh)
 				continue
 			}
-		case suffixOpen:
+		case sink.SuffixOpen:
 			if finals[final] {
 				sh.State = ShardInvalid
 				sh.Problem = "both " + final + " and " + p.name + " exist"
-				r.problem("both %s and %s exist, which the sink never leaves: keep the one with all records, move the other away", filepath.Join(dataDir, final), path)
-				r.Shards = append(r.Shards, sh)
+				a.problem("both %s and %s exist, which the sink never leaves: keep the one with all records, move the other away", filepath.Join(dataDir, final), path)
+				a.Shards = append(a.Shards, sh)
 				continue
 			}
 		}
-		temp := p.part.suffix != ""
-		err := r.readShard(path, p.part.format, temp, temp, &sh)
+		temp := p.part.Suffix != ""
+		err := a.readShard(path, p.part.Format, temp, temp, &sh)
 		if errors.Is(err, errVanished) && !finals[final] {
 			// Finalized between the listing and the read: .open renamed,
 			// or journal converted then removed. Read what it became.
-			sh = ShardReport{Name: final, Format: p.part.format}
-			err = r.readShard(filepath.Join(dataDir, final), p.part.format, false, true, &sh)
+			sh = Shard{Name: final, Format: p.part.Format}
+			err = a.readShard(filepath.Join(dataDir, final), p.part.Format, false, true, &sh)
 		}
 		if err != nil {
 			return err
 		}
-		r.Shards = append(r.Shards, sh)
+		a.Shards = append(a.Shards, sh)
 	}
 	return nil
 }
@@ -87,7 +87,7 @@ func (r *Report) readData(dataDir string, entries []fs.DirEntry) error {
 // shard's records are left out of the totals, since moving it away (what
 // its problem says to do) makes the next run generate them again.
 type shardAcc struct {
-	keys    []Key
+	keys    []sink.Key
 	prompt  int64
 	compl   int64
 	finish  map[string]int64
@@ -96,24 +96,24 @@ type shardAcc struct {
 	tags    int64 // records with think tags in content
 }
 
-func (a *shardAcc) add(rec *Record) {
-	a.keys = append(a.keys, rec.Key())
-	a.prompt += int64(rec.PromptTokens)
-	a.compl += int64(rec.CompletionTokens)
-	if a.finish == nil {
-		a.finish = map[string]int64{}
+func (acc *shardAcc) add(rec *sink.Record) {
+	acc.keys = append(acc.keys, rec.Key())
+	acc.prompt += int64(rec.PromptTokens)
+	acc.compl += int64(rec.CompletionTokens)
+	if acc.finish == nil {
+		acc.finish = map[string]int64{}
 	}
-	a.finish[rec.FinishReason]++
-	a.records++
+	acc.finish[rec.FinishReason]++
+	acc.records++
 	if rec.Reasoning == "" {
-		a.noReas++
+		acc.noReas++
 	}
-	if ThinkTags(rec.Content) {
-		a.tags++
+	if sink.ThinkTags(rec.Content) {
+		acc.tags++
 	}
 }
 
-func checkRecord(rec *Record) error {
+func checkRecord(rec *sink.Record) error {
 	if rec.ID == "" {
 		return errors.New("id: missing or empty")
 	}
@@ -125,38 +125,38 @@ func checkRecord(rec *Record) error {
 
 // commit counts a valid shard's records and indexes its keys; format is
 // the one the file was read as.
-func (r *Report) commit(path, format string, a *shardAcc) {
-	if len(a.keys) == 0 {
+func (a *Audit) commit(path, format string, acc *shardAcc) {
+	if len(acc.keys) == 0 {
 		return
 	}
-	fi := int32(len(r.files))
-	r.files = append(r.files, path)
-	r.readAs = append(r.readAs, format)
-	for _, k := range a.keys {
-		r.addKey(fingerprintOf(k), &k, fi)
+	fi := int32(len(a.files))
+	a.files = append(a.files, path)
+	a.readAs = append(a.readAs, format)
+	for _, k := range acc.keys {
+		a.addKey(sink.FingerprintOf(k), &k, fi)
 	}
-	r.Records += int64(a.records)
-	r.PromptTokens += a.prompt
-	r.CompletionTokens += a.compl
-	r.EmptyReasoning += a.noReas
-	r.ThinkTags += a.tags
-	for f, n := range a.finish {
-		r.FinishReasons[f] += n
+	a.Records += int64(acc.records)
+	a.PromptTokens += acc.prompt
+	a.CompletionTokens += acc.compl
+	a.EmptyReasoning += acc.noReas
+	a.ThinkTags += acc.tags
+	for f, n := range acc.finish {
+		a.FinishReasons[f] += n
 	}
 }
 
 // addKey indexes the key of fingerprint fp in file fi. k is the key when
 // the caller has it (nil: Combine, for a key held once in its directory);
-// a duplicate without it is named later by lookupNames.
-func (r *Report) addKey(fp fingerprint, k *Key, fi int32) {
-	if _, dup := r.keys[fp]; !dup {
-		r.keys[fp] = fi
+// a duplicate without it is named later by nameDuplicates.
+func (a *Audit) addKey(fp sink.Fingerprint, k *sink.Key, fi int32) {
+	if _, dup := a.keys[fp]; !dup {
+		a.keys[fp] = fi
 		return
 	}
-	d := r.extra[fp]
+	d := a.extra[fp]
 	if d == nil {
 		d = &dupKey{}
-		r.extra[fp] = d
+		a.extra[fp] = d
 	}
 	if k != nil && !d.named {
 		d.key, d.named = *k, true
@@ -165,44 +165,49 @@ func (r *Report) addKey(fp fingerprint, k *Key, fi int32) {
 }
 
 // readShard reads one data file. With mayVanish, a file that is gone
-// returns errVanished (a writer moved it on) instead of a problem.
-func (r *Report) readShard(path, format string, temp, mayVanish bool, sh *ShardReport) error {
+// returns errVanished (a writer moved it on) instead of a problem. A
+// temporary, and a final shard of format JSONL, is read line by line; a
+// final shard of a converted format (Parquet) through sink.ForEachRecord.
+func (a *Audit) readShard(path, format string, temp, mayVanish bool, sh *Shard) error {
 	if mayVanish {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			return errVanished
 		}
 	}
-	if read := formats[format].records; read != nil && !temp {
-		return r.readConverted(path, format, sh, read)
+	if !temp && format != sink.FormatJSONL {
+		return a.readConverted(path, format, sh)
 	}
-	return r.readJSONL(path, temp, mayVanish, sh)
+	return a.readJSONL(path, temp, mayVanish, sh)
 }
+
+// errZeroFill stops the reading of a temporary at a line holding a NUL
+// byte.
+var errZeroFill = errors.New("line holds a NUL byte")
 
 // readJSONL reads a JSONL shard (final, .open or .journal). A final file
 // must end in a newline; a temporary may end in a torn line that a writer is
 // still appending, which is not read.
-func (r *Report) readJSONL(path string, temp, mayVanish bool, sh *ShardReport) error {
+func (a *Audit) readJSONL(path string, temp, mayVanish bool, sh *Shard) error {
 	f, err := os.Open(path)
 	if err != nil {
 		if mayVanish && errors.Is(err, fs.ErrNotExist) {
 			return errVanished
 		}
 		sh.State, sh.Problem = ShardInvalid, err.Error()
-		r.problem("%s: %v", path, err)
+		a.problem("%s: %v", path, err)
 		return nil
 	}
 	defer f.Close()
 	acc := &shardAcc{}
 	var bad []string
 	badLines := 0
-	complete, err := forEachLine(f, func(line []byte, n int) error {
+	complete, err := sink.ForEachLine(f, func(line []byte, n int) error {
 		if temp && bytes.IndexByte(line, 0) >= 0 {
 			// Where a power loss zero-filled the unsynced end: recovery
-			// cuts from here (see recoverTail), so nothing from here on
-			// is a record.
+			// cuts from here, so nothing from here on is a record.
 			return errZeroFill
 		}
-		var rec Record
+		var rec sink.Record
 		err := json.Unmarshal(line, &rec)
 		if err == nil {
 			err = checkRecord(&rec)
@@ -218,10 +223,10 @@ func (r *Report) readJSONL(path string, temp, mayVanish bool, sh *ShardReport) e
 		return nil
 	})
 	if errors.Is(err, errZeroFill) {
-		r.note("%s: ends in NUL bytes a power loss left; the next run cuts them", path)
+		a.note("%s: ends in NUL bytes a power loss left; the next run cuts them", path)
 	} else if err != nil {
 		sh.State, sh.Problem = ShardInvalid, err.Error()
-		r.problem("%s: read: %v", path, err)
+		a.problem("%s: read: %v", path, err)
 		return nil
 	}
 	sh.Records = acc.records
@@ -239,9 +244,9 @@ func (r *Report) readJSONL(path string, temp, mayVanish bool, sh *ShardReport) e
 			sh.Problem += fmt.Sprintf(" (%d bad lines in all)", badLines)
 		}
 		if temp {
-			r.problem("%s is corrupt: %s; the next run refuses it: move it away and rerun to regenerate its records", path, sh.Problem)
+			a.problem("%s is corrupt: %s; the next run refuses it: move it away and rerun to regenerate its records", path, sh.Problem)
 		} else {
-			r.problem("%s is corrupt: %s; move it away (out of data/) and rerun with --force to regenerate its records", path, sh.Problem)
+			a.problem("%s is corrupt: %s; move it away (out of data/) and rerun with --force to regenerate its records", path, sh.Problem)
 		}
 		return nil
 	}
@@ -250,74 +255,58 @@ func (r *Report) readJSONL(path string, temp, mayVanish bool, sh *ShardReport) e
 	if temp {
 		sh.State = ShardOpen
 	}
-	r.commit(path, FormatJSONL, acc)
+	a.commit(path, sink.FormatJSONL, acc)
 	return nil
 }
-
-// inspectBatch is how many Parquet rows are decoded per read.
-const inspectBatch = 64
 
 // readConverted reads a final shard of a converted format (Parquet:
 // through parquet-go's generic reader, the footer, the schema and every
-// row).
-func (r *Report) readConverted(path, format string, sh *ShardReport, read func(string) (*shardAcc, error)) error {
-	acc, err := read(path)
-	if err != nil {
-		sh.State, sh.Problem = ShardInvalid, err.Error()
-		if acc != nil {
-			sh.Records = acc.records
-		}
-		r.problem("%s is corrupt: %v; move it away (out of data/) and rerun with --force to regenerate its records", path, err)
-		return nil
-	}
-	sh.Records, sh.Valid, sh.State = acc.records, true, ShardOK
-	r.commit(path, format, acc)
-	return nil
-}
-
-var recordSchema = parquet.SchemaOf(Record{})
-
-// addedColumns are the record's columns that shards written before them
-// lack: they read as empty (a shard of a first-turn job has no turns).
-var addedColumns = map[string]bool{"turns": true}
-
-func readParquetRecords(path string) (acc *shardAcc, err error) {
-	acc = &shardAcc{}
-	err = eachParquetRecord(path, func(rec *Record) error {
+// row). The first row that does not read or check makes the shard invalid.
+func (a *Audit) readConverted(path, format string, sh *Shard) error {
+	acc := &shardAcc{}
+	err := sink.ForEachRecord(path, func(rec *sink.Record, _ sink.Span) error {
 		if err := checkRecord(rec); err != nil {
 			return fmt.Errorf("row %d: %w", acc.records, err)
 		}
 		acc.add(rec)
 		return nil
 	})
-	return acc, err
+	if err != nil {
+		sh.State, sh.Problem = ShardInvalid, err.Error()
+		sh.Records = acc.records
+		a.problem("%s is corrupt: %v; move it away (out of data/) and rerun with --force to regenerate its records", path, err)
+		return nil
+	}
+	sh.Records, sh.Valid, sh.State = acc.records, true, ShardOK
+	a.commit(path, format, acc)
+	return nil
 }
 
 // readErrors reads DIR/errors (final and .open files).
-func (r *Report) readErrors(errDir string) error {
-	names, err := errorFiles(errDir)
+func (a *Audit) readErrors(errDir string) error {
+	names, err := sink.ErrorFiles(errDir)
 	if err != nil {
 		return fmt.Errorf("inspect %s: %w", errDir, err)
 	}
 	for _, name := range names {
 		path := filepath.Join(errDir, name)
-		temp := strings.HasSuffix(name, suffixOpen)
+		temp := strings.HasSuffix(name, sink.SuffixOpen)
 		f, err := os.Open(path)
-		if temp && errors.Is(err, fs.ErrNotExist) && !slices.Contains(names, strings.TrimSuffix(name, suffixOpen)) {
+		if temp && errors.Is(err, fs.ErrNotExist) && !slices.Contains(names, strings.TrimSuffix(name, sink.SuffixOpen)) {
 			// Renamed to its final name since the listing.
-			path = strings.TrimSuffix(path, suffixOpen)
+			path = strings.TrimSuffix(path, sink.SuffixOpen)
 			f, err = os.Open(path)
 		}
 		if err != nil {
 			if temp && errors.Is(err, fs.ErrNotExist) {
 				return errVanished
 			}
-			r.problem("%s: %v", path, err)
+			a.problem("%s: %v", path, err)
 			continue
 		}
 		var bad string
-		_, err = forEachLine(f, func(line []byte, n int) error {
-			var e ErrorRecord
+		_, err = sink.ForEachLine(f, func(line []byte, n int) error {
+			var e sink.ErrorRecord
 			err := json.Unmarshal(line, &e)
 			if err == nil && e.ID == "" {
 				err = errors.New("id: missing or empty")
@@ -328,16 +317,16 @@ func (r *Report) readErrors(errDir string) error {
 				}
 				return nil
 			}
-			r.Errors.Records++
-			r.failed[e.Key()] = e.Cause
+			a.Errors.Records++
+			a.failed[e.Key()] = e.Cause
 			return nil
 		})
 		_ = f.Close()
 		if err != nil {
-			r.problem("%s: read: %v", path, err)
+			a.problem("%s: read: %v", path, err)
 		}
 		if bad != "" {
-			r.problem("%s is corrupt: the next run refuses it; move it away (its keys are requested again)", bad)
+			a.problem("%s is corrupt: the next run refuses it; move it away (its keys are requested again)", bad)
 		}
 	}
 	return nil

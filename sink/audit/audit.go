@@ -1,4 +1,15 @@
-package sink
+// Package audit reads synthgen output directories the way a person auditing
+// them would: every record of every shard in full, not only the keys that a
+// resume needs, checked against the manifest, with what is wrong and what to
+// do about it. `synthgen inspect` prints what it finds, and `synthgen
+// export` refuses directories it finds invalid.
+//
+// An audit never changes anything (no recovery, no rename, no truncation,
+// no lock), so it is safe while a run is writing the directory: temporaries
+// (.open, .journal) are read up to their last complete line and reported as
+// open. The directory's files are the sink's (package sink), read through
+// its readers.
+package audit
 
 import (
 	"cmp"
@@ -13,15 +24,11 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/synthgen/synthgen/sink"
 )
 
-// Inspect reads an output directory the way a person auditing it would:
-// every record of every shard in full, not only the keys that resume needs.
-// It never changes anything (no recovery, no rename, no truncation, no lock),
-// so it is safe while a run is writing the directory: temporaries (.open,
-// .journal) are read up to their last complete line and reported as open.
-
-// Shard states in a ShardReport.
+// Shard states in a Shard.
 const (
 	ShardOK       = "ok"       // a final shard that reads in full
 	ShardOpen     = "open"     // .open/.journal: being appended, or left by a crash (the next run recovers it)
@@ -29,14 +36,14 @@ const (
 	ShardLeftover = "leftover" // .tmp of a cut Parquet conversion, or a journal whose final shard exists
 )
 
-// Report is what Inspect found in one output directory, or what Combine
-// found in several read as one dataset. Its exported fields are the JSON
-// of `synthgen inspect --json`.
-type Report struct {
+// Audit is what Dir found in one output directory, or what Combine found
+// in several read as one dataset. Its exported fields are the JSON of a
+// directory in `synthgen inspect --json`.
+type Audit struct {
 	Dir        string           `json:"dir,omitempty"`
 	Dirs       []string         `json:"dirs,omitempty"` // Combine only
 	Manifest   *ManifestSummary `json:"manifest,omitempty"`
-	Shards     []ShardReport    `json:"shards,omitempty"`
+	Shards     []Shard          `json:"shards,omitempty"`
 	Records    int64            `json:"records"`       // readable records in valid and open shards, copies included
 	Distinct   int64            `json:"distinct_keys"` // distinct (id, sample) among them
 	Duplicates []Duplicate      `json:"duplicates"`
@@ -61,26 +68,26 @@ type Report struct {
 	Notes []string `json:"notes,omitempty"`
 
 	// The key index, kept for Has, Failed and Combine; not serialized. It
-	// holds a key's 128-bit fingerprint (fingerprintOf), not its id: a
-	// directory of millions of records would otherwise keep every id
+	// holds a key's 128-bit fingerprint (sink.FingerprintOf), not its id:
+	// a directory of millions of records would otherwise keep every id
 	// string on the heap. Two keys with one fingerprint would count as one
 	// (a duplicate or a missing key): the birthday bound gives a
 	// probability of about n^2/2^129, 1.5e-26 for 10^9 keys.
-	keys  map[fingerprint]int32   // -> index in files of the first file holding it
-	extra map[fingerprint]*dupKey // a key held more than once
-	files []string                // paths of the data files that gave keys
+	keys  map[sink.Fingerprint]int32   // -> index in files of the first file holding it
+	extra map[sink.Fingerprint]*dupKey // a key held more than once
+	files []string                     // paths of the data files that gave keys
 	// readAs is the format each of files was read as: JSONL for a
 	// temporary file, whatever the shard's format.
 	readAs []string
 	// failed keeps the keys themselves: error records are normally few,
 	// and Failed is asked for keys that have no record.
-	failed map[Key]string // key with an error record -> cause of its last one
+	failed map[sink.Key]string // key with an error record -> cause of its last one
 }
 
 // dupKey is a key held by more than one file: the key itself (kept only
 // for these, to name them) and the files after the first.
 type dupKey struct {
-	key   Key
+	key   sink.Key
 	named bool // key is set; false only inside Combine, until it is looked up
 	more  []int32
 }
@@ -95,16 +102,16 @@ type ManifestSummary struct {
 	// Jobs are the specs of every job that wrote into the directory, by
 	// hash: more than one when forced runs mixed jobs.
 	Jobs    map[string]json.RawMessage `json:"jobs,omitempty"`
-	Legacy  *LegacyIdentity            `json:"identity,omitempty"` // version 1's job
+	Legacy  *sink.LegacyIdentity       `json:"identity,omitempty"` // version 1's job
 	Config  map[string]any             `json:"config,omitempty"`
 	Limit   int64                      `json:"limit"`
 	Shards  int                        `json:"shards"`  // listed
 	Records int64                      `json:"records"` // sum of the listed shards' records
-	Runs    []Run                      `json:"runs"`
+	Runs    []sink.Run                 `json:"runs"`
 }
 
-// ShardReport is one file of DIR/data.
-type ShardReport struct {
+// Shard is one file of DIR/data.
+type Shard struct {
 	Name    string `json:"name"` // file name under DIR/data
 	Format  string `json:"format"`
 	State   string `json:"state"` // ShardOK, ShardOpen, ShardInvalid or ShardLeftover
@@ -131,24 +138,29 @@ type ErrorSummary struct {
 }
 
 // OK reports whether nothing is invalid.
-func (r *Report) OK() bool { return len(r.Problems) == 0 }
+func (a *Audit) OK() bool { return len(a.Problems) == 0 }
 
 // Has reports whether a readable record for k is in the directory.
-func (r *Report) Has(k Key) bool {
-	_, ok := r.keys[fingerprintOf(k)]
+func (a *Audit) Has(k sink.Key) bool {
+	_, ok := a.keys[sink.FingerprintOf(k)]
 	return ok
 }
 
 // Failed reports whether k failed for good: an error record and no record.
-func (r *Report) Failed(k Key) bool {
-	_, ok := r.failed[k]
-	return ok && !r.Has(k)
+func (a *Audit) Failed(k sink.Key) bool {
+	_, ok := a.failed[k]
+	return ok && !a.Has(k)
 }
 
+// Files returns the data files whose records the audit counted (valid
+// shards, open ones included), in the order they were read. Leftovers,
+// invalid shards and shards without records are not among them.
+func (a *Audit) Files() []string { return slices.Clone(a.files) }
+
 // InvalidShards returns the names of the shards that do not read.
-func (r *Report) InvalidShards() []string {
+func (a *Audit) InvalidShards() []string {
 	var out []string
-	for _, sh := range r.Shards {
+	for _, sh := range a.Shards {
 		if !sh.Valid {
 			out = append(out, sh.Name)
 		}
@@ -156,47 +168,54 @@ func (r *Report) InvalidShards() []string {
 	return out
 }
 
+// SortedFinishReasons returns the finish reasons by count, largest first.
+func (a *Audit) SortedFinishReasons() []string {
+	return slices.SortedFunc(maps.Keys(a.FinishReasons), func(x, y string) int {
+		return cmp.Or(cmp.Compare(a.FinishReasons[y], a.FinishReasons[x]), strings.Compare(x, y))
+	})
+}
+
 // errVanished means a temporary file was renamed or removed between the
-// directory listing and its reading: a writer finalized it. Inspect starts
+// directory listing and its reading: a writer finalized it. Dir starts
 // over, as a person would run the command again.
 var errVanished = errors.New("file vanished while reading")
 
-// inspectAttempts bounds the restarts on errVanished: a shard is finalized
+// readAttempts bounds the restarts on errVanished: a shard is finalized
 // at most every few seconds, so a second listing nearly always settles.
-const inspectAttempts = 5
+const readAttempts = 5
 
-// Inspect reads dir (see the top of this file). It returns an error only
-// when dir is not an output directory or cannot be read at all; what is
-// wrong inside it is in Report.Problems.
-func Inspect(dir string) (*Report, error) {
+// Dir audits the output directory dir (see the package comment). It
+// returns an error only when dir is not an output directory or cannot be
+// read at all; what is wrong inside it is in Audit.Problems.
+func Dir(dir string) (*Audit, error) {
 	for attempt := 1; ; attempt++ {
-		r, err := inspectOnce(dir)
+		a, err := readOnce(dir)
 		if errors.Is(err, errVanished) {
-			if attempt < inspectAttempts {
+			if attempt < readAttempts {
 				continue
 			}
 			return nil, fmt.Errorf("inspect %s: shards kept moving while read (%d tries): %w", dir, attempt, err)
 		}
-		return r, err
+		return a, err
 	}
 }
 
-// newReport is an empty report of dir: its lists and maps are empty, not
+// newAudit is an empty audit of dir: its lists and maps are empty, not
 // nil, so that the JSON form shows [] and {} rather than null.
-func newReport(dir string) *Report {
-	return &Report{
+func newAudit(dir string) *Audit {
+	return &Audit{
 		Dir:           dir,
 		Duplicates:    []Duplicate{},
 		Problems:      []string{},
 		FinishReasons: map[string]int64{},
 		Errors:        ErrorSummary{ByCause: map[string]int{}},
-		keys:          map[fingerprint]int32{},
-		extra:         map[fingerprint]*dupKey{},
-		failed:        map[Key]string{},
+		keys:          map[sink.Fingerprint]int32{},
+		extra:         map[sink.Fingerprint]*dupKey{},
+		failed:        map[sink.Key]string{},
 	}
 }
 
-func inspectOnce(dir string) (*Report, error) {
+func readOnce(dir string) (*Audit, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("inspect: %w", err)
@@ -204,26 +223,26 @@ func inspectOnce(dir string) (*Report, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("inspect %s: not a directory", dir)
 	}
-	r := newReport(dir)
+	a := newAudit(dir)
 	// The manifest first: a writer renames a shard into place before it
 	// lists it, so every shard this manifest lists is on disk by the time
 	// of the listing below, even if the run moves on in between.
-	man, err := ReadManifest(dir)
+	man, err := sink.ReadManifest(dir)
 	missing := errors.Is(err, fs.ErrNotExist)
 	switch {
 	case missing:
 		man = nil
 	case err != nil:
-		r.problem("%s does not parse (%v): the run refuses the directory; restore it from a copy, or move it away and rerun with --force to adopt the shards", filepath.Join(dir, ManifestName), err)
+		a.problem("%s does not parse (%v): the run refuses the directory; restore it from a copy, or move it away and rerun with --force to adopt the shards", filepath.Join(dir, sink.ManifestName), err)
 		man = nil
 	}
 	if man != nil {
-		r.Manifest = summarize(man)
+		a.Manifest = summarize(man)
 	}
 	if entries, err := os.ReadDir(dir); err == nil {
 		for _, e := range entries {
-			if isShardLog(e.Name()) && (man == nil || e.Name() != man.ShardLog) {
-				r.note("%s is a shard log %s does not name: folded into it before a crash, or its run died before naming it; the next run removes it", e.Name(), ManifestName)
+			if sink.IsShardLog(e.Name()) && (man == nil || e.Name() != man.ShardLog) {
+				a.note("%s is a shard log %s does not name: folded into it before a crash, or its run died before naming it; the next run removes it", e.Name(), sink.ManifestName)
 			}
 		}
 	}
@@ -232,29 +251,29 @@ func inspectOnce(dir string) (*Report, error) {
 	entries, err := os.ReadDir(dataDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		if man == nil {
-			return nil, fmt.Errorf("inspect %s: not a synthgen output directory (no %s, no data/)", dir, ManifestName)
+			return nil, fmt.Errorf("inspect %s: not a synthgen output directory (no %s, no data/)", dir, sink.ManifestName)
 		}
 		entries = nil
 	} else if err != nil {
 		return nil, fmt.Errorf("inspect %s: %w", dir, err)
 	}
-	if err := r.readData(dataDir, entries); err != nil {
+	if err := a.readData(dataDir, entries); err != nil {
 		return nil, err
 	}
-	if missing && len(r.Shards) > 0 {
-		r.problem("%s is missing: nothing says which settings made these shards; a run refuses them unless --force adopts them as made by its config", filepath.Join(dir, ManifestName))
+	if missing && len(a.Shards) > 0 {
+		a.problem("%s is missing: nothing says which settings made these shards; a run refuses them unless --force adopts them as made by its config", filepath.Join(dir, sink.ManifestName))
 	}
 	if man != nil {
-		r.reconcile(man)
+		a.reconcile(man)
 	}
-	if err := r.readErrors(filepath.Join(dir, "errors")); err != nil {
+	if err := a.readErrors(filepath.Join(dir, "errors")); err != nil {
 		return nil, err
 	}
-	r.finish()
-	return r, nil
+	a.finish()
+	return a, nil
 }
 
-func summarize(m *Manifest) *ManifestSummary {
+func summarize(m *sink.Manifest) *ManifestSummary {
 	s := &ManifestSummary{
 		ManifestVersion: m.ManifestVersion,
 		Version:         m.Version,
@@ -277,82 +296,71 @@ func summarize(m *Manifest) *ManifestSummary {
 	return s
 }
 
-func (r *Report) problem(format string, args ...any) {
-	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+func (a *Audit) problem(format string, args ...any) {
+	a.Problems = append(a.Problems, fmt.Sprintf(format, args...))
 }
 
-func (r *Report) note(format string, args ...any) {
-	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
+func (a *Audit) note(format string, args ...any) {
+	a.Notes = append(a.Notes, fmt.Sprintf(format, args...))
 }
 
 // reconcile compares the shards on disk with the manifest's list, the way
 // a run's recovery does, so that what would stop a run shows here first.
-func (r *Report) reconcile(m *Manifest) {
-	onDisk := map[string]*ShardReport{}
-	for i := range r.Shards {
-		onDisk[r.Shards[i].Name] = &r.Shards[i]
+func (a *Audit) reconcile(m *sink.Manifest) {
+	onDisk := map[string]*Shard{}
+	for i := range a.Shards {
+		onDisk[a.Shards[i].Name] = &a.Shards[i]
 	}
 	listed := map[string]bool{}
-	dataDir := filepath.Join(r.Dir, "data")
+	dataDir := filepath.Join(a.Dir, "data")
 	for _, ms := range m.Shards {
 		listed[ms.Name] = true
 		sh, ok := onDisk[ms.Name]
 		if !ok {
-			r.problem("%s is listed in the manifest (%d records) but missing: restore it, or rerun with --force to generate its records again",
+			a.problem("%s is listed in the manifest (%d records) but missing: restore it, or rerun with --force to generate its records again",
 				filepath.Join(dataDir, ms.Name), ms.Records)
 			continue
 		}
 		sh.Listed = true
 		if sh.Valid && sh.Records != ms.Records {
-			r.problem("%s holds %d records, the manifest says %d: it changed after it was written; restore it, or rerun with --force to accept what is on disk",
+			a.problem("%s holds %d records, the manifest says %d: it changed after it was written; restore it, or rerun with --force to accept what is on disk",
 				filepath.Join(dataDir, ms.Name), sh.Records, ms.Records)
 			continue
 		}
 		if len(ms.Keys) > 0 && sh.Valid {
-			r.checkSummary(filepath.Join(dataDir, ms.Name), ms)
+			a.checkSummary(filepath.Join(dataDir, ms.Name), ms)
 		}
 		if ms.XXH64 == "" || !sh.Valid {
 			continue // nothing recorded, or already reported as unreadable
 		}
-		// inspect reads every byte anyway: the hash is checked whatever
+		// The audit reads every byte anyway: the hash is checked whatever
 		// the modification time says.
 		path := filepath.Join(dataDir, ms.Name)
-		if _, _, sum, err := fileStamp(path); err == nil && sum != ms.XXH64 {
+		if sum, err := sink.ShardHash(path); err == nil && sum != ms.XXH64 {
 			sh.Valid, sh.State, sh.Problem = false, ShardInvalid, "bytes changed after it was written"
-			r.problem("%s: its bytes changed after it was written (xxh64 %s, %s when written): restore it from a copy, or move it out of data/ and rerun with --force to generate its records again",
+			a.problem("%s: its bytes changed after it was written (xxh64 %s, %s when written): restore it from a copy, or move it out of data/ and rerun with --force to generate its records again",
 				path, sum, ms.XXH64)
 		}
 	}
-	for _, sh := range r.Shards {
+	for _, sh := range a.Shards {
 		if sh.State == ShardOK && !listed[sh.Name] {
-			r.note("%s (%d records) is not in the manifest yet: finalized after the manifest was read, or before a crash; a run adopts it", sh.Name, sh.Records)
+			a.note("%s (%d records) is not in the manifest yet: finalized after the manifest was read, or before a crash; a run adopts it", sh.Name, sh.Records)
 		}
 	}
 	if n := len(m.Runs); n > 0 && m.Runs[n-1].EndedAt == nil {
-		r.note("run %d has not ended: it is running now, or it stopped without closing (the next run recovers the directory)", n)
+		a.note("run %d has not ended: it is running now, or it stopped without closing (the next run recovers the directory)", n)
 	}
 }
 
 // checkSummary compares a shard's key summary (which a resume trusts for
 // an unchanged file instead of reading it) with the keys the file holds.
-func (r *Report) checkSummary(path string, ms ShardInfo) {
-	var c keySummary
-	n, err := formats[ms.Format].keys(path, func(k Key, _ int) error {
-		c.add(k)
-		return nil
-	})
+func (a *Audit) checkSummary(path string, ms sink.ShardInfo) {
+	got, err := sink.SummarizeKeys(path, ms.Format)
 	if err != nil {
-		return // reported as unreadable already
+		return // reported as unreadable already (or a format no sink writes)
 	}
-	if got := c.summary(n); !reflect.DeepEqual(got, ms.Keys) {
-		r.problem("%s: the manifest's key summary (\"keys\") does not list the keys the shard holds, and a resume takes an unchanged shard's keys from it: delete that shard's \"keys\" from %s (the next run reads the shard and writes it again)",
-			path, filepath.Join(r.Dir, ManifestName))
+	if !reflect.DeepEqual(got, ms.Keys) {
+		a.problem("%s: the manifest's key summary (\"keys\") does not list the keys the shard holds, and a resume takes an unchanged shard's keys from it: delete that shard's \"keys\" from %s (the next run reads the shard and writes it again)",
+			path, filepath.Join(a.Dir, sink.ManifestName))
 	}
-}
-
-// SortedFinishReasons returns the finish reasons by count, largest first.
-func (r *Report) SortedFinishReasons() []string {
-	return slices.SortedFunc(maps.Keys(r.FinishReasons), func(a, b string) int {
-		return cmp.Or(cmp.Compare(r.FinishReasons[b], r.FinishReasons[a]), strings.Compare(a, b))
-	})
 }
