@@ -4,6 +4,7 @@ import (
 	"iter"
 	"time"
 
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -81,8 +82,8 @@ func (c *conversation) answered(msgs []sink.Message, resp wire.Response, attempt
 }
 
 // outcome is the key's outcome for the stats: every turn's tokens.
-func (c *conversation) outcome(latency time.Duration) Outcome {
-	return Outcome{
+func (c *conversation) outcome(latency time.Duration) runstats.Outcome {
+	return runstats.Outcome{
 		PromptTokens:     c.promptTokens,
 		CompletionTokens: c.completionTokens,
 		UsageKnown:       c.usageKnown,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -97,7 +98,7 @@ func wholeOptions() engineOptions {
 // and every turn's tokens.
 func TestWholeConversation(t *testing.T) {
 	c := &talker{}
-	stats := NewStats(nil)
+	stats := runstats.NewStats(nil)
 	eng, err := newEngine(c, stats, wholeOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +162,7 @@ func TestWholeConversationFailsWhole(t *testing.T) {
 		}
 		return nil
 	}}
-	stats := NewStats(nil)
+	stats := runstats.NewStats(nil)
 	eng, err := newEngine(c, stats, wholeOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +195,7 @@ func TestWholeConversationFailsWhole(t *testing.T) {
 	}
 
 	c.fail = nil
-	eng, _ = newEngine(c, NewStats(nil), func() engineOptions { o := wholeOptions(); o.RetryErrors = true; return o }())
+	eng, _ = newEngine(c, runstats.NewStats(nil), func() engineOptions { o := wholeOptions(); o.RetryErrors = true; return o }())
 	out = openSink(t, dir)
 	if _, err := eng.Run(context.Background(), newConversationSource([]string{"bad", "ok"}, 3, false), out); err != nil {
 		t.Fatal(err)

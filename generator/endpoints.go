@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 )
 
@@ -33,15 +34,15 @@ type endpointClient struct {
 type endpoint struct {
 	client completer
 	gate   *outage
-	stats  *endpointStats
+	stats  *runstats.Endpoint
 }
 
 // headroom is what the router maximizes: with a cap, the requests it may
 // still take (limit - in flight); without, minus its requests in flight
 // (the fewest wins).
 func (ep *endpoint) headroom() int64 {
-	n := ep.stats.inflight.Load()
-	if l := ep.stats.limit.Load(); l > 0 {
+	n := ep.stats.InFlight()
+	if l := ep.stats.Limit(); l > 0 {
 		return l - n
 	}
 	return -n
@@ -51,7 +52,7 @@ func (ep *endpoint) headroom() int64 {
 // Run.
 type router struct {
 	eps   []*endpoint
-	stats *Stats
+	stats *runstats.Stats
 
 	mu   sync.Mutex
 	next int // where the next pick starts scanning: ties go round robin
@@ -69,7 +70,7 @@ func (e *engine) newRouter(life context.Context) *router {
 	if len(targets) == 0 {
 		targets = []endpointClient{{Client: e.client}}
 	}
-	ledgers := e.stats.endpointLedgers(len(targets))
+	ledgers := e.stats.EndpointLedgers(len(targets))
 	r := &router{eps: make([]*endpoint, len(targets)), stats: e.stats, up: make(chan struct{})}
 	for i, t := range targets {
 		ep := &endpoint{client: t.Client, stats: ledgers[i]}
@@ -85,7 +86,7 @@ func (e *engine) newRouter(life context.Context) *router {
 		if ep.gate != nil && e.probeMin > 0 {
 			ep.gate.minBackoff, ep.gate.maxBackoff = e.probeMin, e.probeMin
 		}
-		ep.stats.gate.Store(ep.gate)
+		ep.stats.SetGate(ep.gate)
 		r.eps[i] = ep
 	}
 	return r
@@ -122,7 +123,7 @@ func newOutage(life context.Context, c completer, model string, onChange func(do
 // lock). The run counts as down, for the progress line and status.json,
 // while every endpoint is.
 func (r *router) changed(ep *endpoint, down bool, since time.Time) {
-	ep.stats.setDown(down, since)
+	ep.stats.SetDown(down, since)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if down {
@@ -149,7 +150,7 @@ func (r *router) changed(ep *endpoint, down bool, since time.Time) {
 func (r *router) pick() *endpoint {
 	if len(r.eps) == 1 {
 		ep := r.eps[0]
-		ep.stats.inflight.Add(1)
+		ep.stats.AddInFlight(1)
 		return ep
 	}
 	r.mu.Lock()
@@ -161,7 +162,7 @@ func (r *router) pick() *endpoint {
 		for k := range n {
 			i := (r.next + k) % n
 			ep := r.eps[i]
-			if pass == 0 && ep.gate.isDown() {
+			if pass == 0 && ep.gate.Down() {
 				continue
 			}
 			if room := ep.headroom(); best < 0 || room > bestRoom {
@@ -171,14 +172,14 @@ func (r *router) pick() *endpoint {
 	}
 	r.next = (best + 1) % n
 	ep := r.eps[best]
-	ep.stats.inflight.Add(1)
+	ep.stats.AddInFlight(1)
 	return ep
 }
 
 // release ends an attempt that pick sent to ep, started at the run's time
 // origin (the tracker's); resp and err are the attempt's outcome.
 func (r *router) release(ep *endpoint, origin time.Time, resp wire.Response, err error) {
-	ep.stats.inflight.Add(-1)
+	ep.stats.AddInFlight(-1)
 	var tokens int64
 	if err == nil {
 		tokens = int64(resp.CompletionTokens)
@@ -186,7 +187,7 @@ func (r *router) release(ep *endpoint, origin time.Time, resp wire.Response, err
 			tokens = int64(resp.Chunks)
 		}
 	}
-	ep.stats.ended(origin, r.stats.now(), serverAnswered(err), err == nil, tokens)
+	ep.stats.Ended(origin, r.stats.Now(), serverAnswered(err), err == nil, tokens)
 }
 
 // waitUp returns once some endpoint's gate is open, or with ctx's error.

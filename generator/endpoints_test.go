@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/sink"
@@ -90,16 +91,16 @@ func within10(a, b int64) bool {
 // and the gate's state, not by time.
 func TestThreeEndpointsOneRestarts(t *testing.T) {
 	const rows, conc, killAt = 1500, 12, 600
-	stats := NewStats(nil)
+	stats := runstats.NewStats(nil)
 	var restarted atomic.Bool
-	var ledgers []*endpointStats
+	var ledgers []*runstats.Endpoint
 	// After the restart, the two live replicas hold each request until
 	// the third is back in (its prober's work, not a slot's), so the run
 	// cannot end before the third has taken requests again.
 	hold := func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if restarted.Load() && strings.HasSuffix(r.URL.Path, "/chat/completions") {
-				for deadline := time.Now().Add(30 * time.Second); ledgers[2].gate.Load().isDown() && time.Now().Before(deadline); {
+				for deadline := time.Now().Add(30 * time.Second); ledgers[2].Down() && time.Now().Before(deadline); {
 					time.Sleep(time.Millisecond)
 				}
 			}
@@ -124,7 +125,7 @@ func TestThreeEndpointsOneRestarts(t *testing.T) {
 		targets[i] = endpointClient{URL: shown[i], Client: wire.New(wire.Options{BaseURL: u, MaxConns: conc})}
 	}
 	stats.SetEndpoints(shown)
-	ledgers = stats.endpointLedgers(len(urls))
+	ledgers = stats.EndpointLedgers(len(urls))
 
 	eo := testOptions(conc)
 	eo.Stream = true
@@ -150,7 +151,7 @@ func TestThreeEndpointsOneRestarts(t *testing.T) {
 			atKill[i] = completed(i)
 		}
 		reps[2].stop()
-		for !ledgers[2].gate.Load().isDown() {
+		for !ledgers[2].Down() {
 			time.Sleep(time.Millisecond)
 		}
 		// The others carry the load meanwhile.
@@ -213,18 +214,18 @@ func TestThreeEndpointsOneRestarts(t *testing.T) {
 	}
 
 	// status.json: each endpoint's figures, named with passwords masked.
-	sw := newStatusWriter(dir, time.Now(), ReportConfig{})
-	if err := sw.Heartbeat(NewProgressRecord(stats.Snapshot(), nil)); err != nil {
+	sw := runstats.NewStatusWriter(dir, time.Now(), runstats.ReportConfig{}, nil)
+	if err := sw.Heartbeat(runstats.NewProgressRecord(stats.Snapshot(), nil)); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, StatusFile))
+	b, err := os.ReadFile(filepath.Join(dir, runstats.StatusFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(b), "hunter2") {
 		t.Errorf("status.json holds the password:\n%s", b)
 	}
-	var st StatusRecord
+	var st runstats.StatusRecord
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func TestThreeEndpointsOneRestarts(t *testing.T) {
 	}
 	var total int64
 	for i, e := range st.Endpoints {
-		if e.URL != shown[i] || e.State != EndpointUp || e.InFlight != 0 {
+		if e.URL != shown[i] || e.State != runstats.EndpointUp || e.InFlight != 0 {
 			t.Errorf("endpoint %d: url %q state %q in flight %d; want %q, up, 0", i+1, e.URL, e.State, e.InFlight, shown[i])
 		}
 		if e.Completed == 0 || e.ReqPerS <= 0 || e.TokPerS <= 0 || e.CompletionTokens == 0 {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -113,7 +114,7 @@ type reasoningPolicy struct {
 type engine struct {
 	client completer
 	opts   engineOptions
-	stats  *Stats
+	stats  *runstats.Stats
 
 	lim       *limiter // keys in flight at once: Limit, moved by SetLimit
 	drainOnce sync.Once
@@ -149,7 +150,7 @@ func serverAnswered(err error) bool {
 
 // newEngine returns an engine. stats receives every event; it may be shared with a
 // reporter that renders it.
-func newEngine(client completer, stats *Stats, opts engineOptions) (*engine, error) {
+func newEngine(client completer, stats *runstats.Stats, opts engineOptions) (*engine, error) {
 	if opts.Concurrency < 1 {
 		return nil, fmt.Errorf("concurrency must be at least 1, got %d", opts.Concurrency)
 	}
@@ -164,7 +165,7 @@ func newEngine(client completer, stats *Stats, opts engineOptions) (*engine, err
 		opts.Log = io.Discard
 	}
 	if stats == nil {
-		stats = NewStats(nil)
+		stats = runstats.NewStats(nil)
 	}
 	if opts.Limit < 1 || opts.Limit > opts.Concurrency {
 		opts.Limit = opts.Concurrency
@@ -190,7 +191,7 @@ func (e *engine) SetLimit(n int) int {
 func (e *engine) Limit() int { return e.lim.get() }
 
 // Stats returns the engine's statistics.
-func (e *engine) Stats() *Stats { return e.stats }
+func (e *engine) Stats() *runstats.Stats { return e.stats }
 
 // Drain stops intake: no new request starts, the ones in flight go on until
 // they finish or Run's context is cancelled. A key waiting between two
@@ -219,29 +220,12 @@ func (j task) key() sink.Key { return sink.Key{ID: j.prompt.ID, Sample: j.sample
 type result struct {
 	rec     *sink.Record
 	fail    *sink.ErrorRecord
-	tr      *Tracker
-	outcome Outcome // for rec
-	cause   string  // for fail
+	tr      *runstats.Tracker
+	outcome runstats.Outcome // for rec
+	cause   string           // for fail
 	// pending: key leaves engine.pending once the writer took this result.
 	pending bool
 	key     sink.Key
-}
-
-// Summary counts what one Run did. It is a view of the run's Stats (the
-// one ledger: the writer and the producer report there, and only there),
-// taken when Run returns.
-type Summary struct {
-	Written int   // records written
-	Failed  int   // error records written
-	Skipped int64 // keys already done on disk
-	// SkippedFailed are keys that failed for good in an earlier run and
-	// were not asked again (no RetryErrors): not done.
-	SkippedFailed int64
-	Drained       bool // intake stopped (Drain, or ctx) before the source ended
-	Canceled      int  // requests cut or not started because the run stopped (redone on resume)
-	// Duplicates counts dataset rows whose key this run had already asked
-	// (a repeated id): each key is asked once.
-	Duplicates int
 }
 
 // Run requests every key of src that out does not skip, keeping the limit
@@ -251,9 +235,9 @@ type Summary struct {
 // requests in flight; what was written stays written. A failed request is a
 // result (an error record), never an error of Run: Run fails only when the
 // source or the sink does.
-func (e *engine) Run(ctx context.Context, src source, out resultSink) (Summary, error) {
+func (e *engine) Run(ctx context.Context, src source, out resultSink) (runstats.Summary, error) {
 	if e.ran.Swap(true) {
-		return Summary{}, errors.New("generator: an engine runs once (its Drain and Stats belong to that run); make a new one")
+		return runstats.Summary{}, errors.New("generator: an engine runs once (its Drain and Stats belong to that run); make a new one")
 	}
 	// A buffer as deep as the pool: a slot never waits for an fsync.
 	results := make(chan result, e.opts.Concurrency)
@@ -301,7 +285,7 @@ func (e *engine) Run(ctx context.Context, src source, out resultSink) (Summary, 
 		if r.tr != nil {
 			// The answer is the writer's now: the slot is free, and in
 			// flight counts slots, so its successor is not counted twice.
-			r.tr.release()
+			r.tr.Release()
 		}
 	})
 	ended, srcErr := e.produce(reqCtx, src, out, func(j task) {
@@ -323,18 +307,7 @@ func (e *engine) Run(ctx context.Context, src source, out resultSink) (Summary, 
 }
 
 // summary reads the run's figures from its stats.
-func (e *engine) summary(drained bool) Summary {
-	c := e.stats.counts()
-	return Summary{
-		Written:       int(c.done),
-		Failed:        int(c.errors),
-		Skipped:       c.alreadyDone - c.repeated,
-		SkippedFailed: c.alreadyFailed,
-		Drained:       drained,
-		Canceled:      int(c.canceled),
-		Duplicates:    int(c.repeated),
-	}
-}
+func (e *engine) summary(drained bool) runstats.Summary { return e.stats.Summary(drained) }
 
 func (e *engine) draining() bool {
 	select {

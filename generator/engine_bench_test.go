@@ -14,6 +14,7 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -78,7 +79,7 @@ func BenchmarkThroughput(b *testing.B) {
 		measure(b, func(stop <-chan struct{}) {
 			opts := testOptions(n)
 			opts.SyncInterval = time.Second
-			eng, _ := newEngine(client, NewStats(nil), opts)
+			eng, _ := newEngine(client, runstats.NewStats(nil), opts)
 			go func() { <-stop; eng.Drain() }()
 			if _, err := eng.Run(context.Background(), &endlessSource{}, discardSink{}); err != nil {
 				b.Error(err)
@@ -90,7 +91,7 @@ func BenchmarkThroughput(b *testing.B) {
 		measure(b, func(stop <-chan struct{}) {
 			opts := testOptions(n)
 			opts.SyncInterval = time.Second
-			eng, _ := newEngine(client, NewStats(nil), opts)
+			eng, _ := newEngine(client, runstats.NewStats(nil), opts)
 			out, err := sink.Open(sink.Options{Dir: b.TempDir(), Format: "jsonl", ShardSize: 1000, SyncInterval: time.Second,
 				Job: sink.Job{Version: "bench", Hash: "bench"}})
 			if err != nil {
@@ -159,7 +160,7 @@ func BenchmarkMemoryByDatasetSize(b *testing.B) {
 				runtime.GC()
 				var before runtime.MemStats
 				runtime.ReadMemStats(&before)
-				eng, _ := newEngine(instantCompleter{}, NewStats(nil), testOptions(200))
+				eng, _ := newEngine(instantCompleter{}, runstats.NewStats(nil), testOptions(200))
 				src := &countedSource{n: int64(n)}
 				if _, err := eng.Run(context.Background(), src, discardSink{}); err != nil {
 					b.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 )
 
@@ -57,7 +58,7 @@ func TestDuplicateIDAskedOnceRunGoesOn(t *testing.T) {
 			defer ts.Close()
 			dir := t.TempDir()
 			out := openSink(t, dir)
-			stats := NewStats(nil)
+			stats := runstats.NewStats(nil)
 			stats.SetTotal(int64(len(tc.ids)))
 			eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: tc.concurrency}), stats, testOptions(tc.concurrency))
 			if err != nil {
@@ -107,7 +108,7 @@ func deadAddr(t *testing.T) string {
 // runAsync runs eng in a goroutine.
 type runAsync struct {
 	done chan struct{}
-	sum  Summary
+	sum  runstats.Summary
 	err  error
 	at   time.Time // when Run returned
 }
@@ -160,17 +161,17 @@ func TestDrainStartsNoNewAttempt(t *testing.T) {
 		name    string
 		baseURL string
 		// waiting is true once every slot waits between attempts.
-		waiting func(*Stats) bool
+		waiting func(*runstats.Stats) bool
 	}{
-		{"backoff after 503", overloaded.URL + "/v1", func(s *Stats) bool { return s.Snapshot().Retries >= 3 }},
-		{"server away", "http://" + deadAddr(t) + "/v1", func(s *Stats) bool { return !s.Snapshot().ServerDownSince.IsZero() }},
+		{"backoff after 503", overloaded.URL + "/v1", func(s *runstats.Stats) bool { return s.Snapshot().Retries >= 3 }},
+		{"server away", "http://" + deadAddr(t) + "/v1", func(s *runstats.Stats) bool { return !s.Snapshot().ServerDownSince.IsZero() }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			requests.Store(0)
 			dir := t.TempDir()
 			out := openSink(t, dir)
-			stats := NewStats(nil)
+			stats := runstats.NewStats(nil)
 			opts := testOptions(3)
 			opts.Retry = RetryPolicy{MaxAttempts: 5, InitialBackoff: 10 * time.Second, MaxBackoff: 10 * time.Second}
 			eng, err := newEngine(wire.New(wire.Options{BaseURL: tc.baseURL, MaxConns: 3}), stats, opts)
@@ -280,7 +281,7 @@ func TestDrainedMeansIntakeStopped(t *testing.T) {
 					close(release)
 				}
 			}()
-			eng, _ := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: 2}), NewStats(nil), testOptions(2))
+			eng, _ := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: 2}), runstats.NewStats(nil), testOptions(2))
 			src := &eofSource{source: newSliceSource(numberedIDs(tc.rows)...), ended: make(chan struct{})}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
@@ -328,7 +329,7 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 			}
 		}},
 		{"cancelled during an outage", func(t *testing.T, tr *http.Transport) {
-			stats := NewStats(nil)
+			stats := runstats.NewStats(nil)
 			eng, _ := newEngine(wire.New(wire.Options{BaseURL: "http://" + deadAddr(t) + "/v1", HTTPClient: &http.Client{Transport: tr}}), stats, testOptions(4))
 			ctx, cancel := context.WithCancel(context.Background())
 			r := startRun(ctx, eng, newSliceSource(numberedIDs(20)...), discardSink{})
@@ -340,7 +341,7 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 			}
 		}},
 		{"drained during an outage", func(t *testing.T, tr *http.Transport) {
-			stats := NewStats(nil)
+			stats := runstats.NewStats(nil)
 			eng, _ := newEngine(wire.New(wire.Options{BaseURL: "http://" + deadAddr(t) + "/v1", HTTPClient: &http.Client{Transport: tr}}), stats, testOptions(4))
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

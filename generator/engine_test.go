@@ -20,6 +20,7 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -197,7 +198,7 @@ func TestPoolKeepsExactlyNInFlight(t *testing.T) {
 	dir := t.TempDir()
 	out := openSink(t, dir)
 	client := wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: n})
-	eng, err := newEngine(client, NewStats(nil), testOptions(n))
+	eng, err := newEngine(client, runstats.NewStats(nil), testOptions(n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +232,7 @@ func TestPoolKeepsExactlyNInFlight(t *testing.T) {
 // most requests the stats said were in flight at any write.
 type slowSink struct {
 	discardSink
-	stats *Stats
+	stats *runstats.Stats
 	peak  int64
 }
 
@@ -250,7 +251,7 @@ func TestInFlightIsSlotsHeld(t *testing.T) {
 	srv := &countingServer{}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
-	stats := NewStats(nil)
+	stats := runstats.NewStats(nil)
 	out := &slowSink{stats: stats}
 	eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: n}), stats, testOptions(n))
 	if err != nil {
@@ -284,7 +285,7 @@ func TestResumeWritesEveryIDOnce(t *testing.T) {
 
 			// First run: stop once 40% is answered.
 			out := openSink(t, dir)
-			eng, _ := newEngine(client, NewStats(nil), testOptions(n))
+			eng, _ := newEngine(client, runstats.NewStats(nil), testOptions(n))
 			ctx, cancel := context.WithCancel(context.Background())
 			go func() {
 				for srv.completed.Load() < rows*4/10 {
@@ -314,7 +315,7 @@ func TestResumeWritesEveryIDOnce(t *testing.T) {
 
 			// Second run: completes.
 			out = openSink(t, dir)
-			eng, _ = newEngine(client, NewStats(nil), testOptions(n))
+			eng, _ = newEngine(client, runstats.NewStats(nil), testOptions(n))
 			sum2, err := eng.Run(context.Background(), newSliceSource(numberedIDs(rows)...), out)
 			if err != nil {
 				t.Fatal(err)
@@ -363,7 +364,7 @@ func TestSinkFailureStopsTheRun(t *testing.T) {
 	srv := &countingServer{hook: func(string) { time.Sleep(time.Millisecond) }}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
-	stats := NewStats(nil)
+	stats := runstats.NewStats(nil)
 	eng, _ := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: 8}), stats, testOptions(8))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -425,7 +426,7 @@ func TestRepeatedOwnIDsAmongIndexIDs(t *testing.T) {
 	opts := testOptions(4)
 	opts.UniqueIDs, opts.Log = true, &log
 	out := openSink(t, dir)
-	eng, _ := newEngine(client, NewStats(nil), opts)
+	eng, _ := newEngine(client, runstats.NewStats(nil), opts)
 	sum, err := eng.Run(context.Background(), src, out)
 	if err != nil {
 		t.Fatal(err)

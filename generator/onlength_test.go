@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 )
 
@@ -56,7 +57,7 @@ func TestOnLength(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &roomy{need: tc.need}
-			stats := NewStats(nil)
+			stats := runstats.NewStats(nil)
 			o := testOptions(1)
 			o.Sampling.MaxTokens, o.Sampling.OnLength = tc.maxTokens, tc.policy
 			eng, err := newEngine(c, stats, o)

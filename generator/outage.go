@@ -107,10 +107,10 @@ func (o *outage) trip(ctx context.Context) (back chan struct{}, err error) {
 }
 
 // isDown reports whether the gate is closed; a nil gate never is.
-func (o *outage) isDown() bool { return o != nil && o.down.Load() }
+func (o *outage) Down() bool { return o != nil && o.down.Load() }
 
 // isProbing reports whether the prober is asking the server right now.
-func (o *outage) isProbing() bool { return o != nil && o.probing.Load() }
+func (o *outage) Probing() bool { return o != nil && o.probing.Load() }
 
 // watch probes with capped exponential backoff until the server answers,
 // then opens the gate. It outlives the slot that started it but not the

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 )
 
@@ -33,7 +34,7 @@ func TestServerRestartLosesNoPrompt(t *testing.T) {
 	client := wire.New(wire.Options{BaseURL: "http://" + addr + "/v1", MaxConns: n})
 	opts := testOptions(n)
 	opts.Retry = RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
-	stats := NewStats(nil)
+	stats := runstats.NewStats(nil)
 	eng, err := newEngine(client, stats, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +119,7 @@ func TestConnectionFailureOfOnePromptCounts(t *testing.T) {
 	client := wire.New(wire.Options{BaseURL: "http://" + ln.Addr().String() + "/v1", MaxConns: 4})
 	opts := testOptions(4)
 	opts.Retry = RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
-	eng, _ := newEngine(client, NewStats(nil), opts)
+	eng, _ := newEngine(client, runstats.NewStats(nil), opts)
 	out := openSink(t, t.TempDir())
 	defer out.Close()
 	sum, err := eng.Run(context.Background(), newSliceSource("a", "poison", "b"), out)
@@ -136,7 +137,7 @@ func TestConnectionFailureOfOnePromptCounts(t *testing.T) {
 // saying "down" then, and the waiting slots go on, instead of the progress
 // line reporting the server unreachable for two more intervals.
 func TestOutageEndsAtTheFirstAnswer(t *testing.T) {
-	stats := NewStats(nil)
+	stats := runstats.NewStats(nil)
 	life, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var probes atomic.Int64

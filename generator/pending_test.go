@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -54,7 +55,7 @@ func TestRepeatedIDsFoundInTheSink(t *testing.T) {
 		ids := []string{"a", "x", "b", "a", "x", "c", "b", "a", "x", "c"}
 		dir := t.TempDir()
 		out := openSink(t, dir)
-		eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: conc}), NewStats(nil), testOptions(conc))
+		eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: conc}), runstats.NewStats(nil), testOptions(conc))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +142,7 @@ func TestRepeatedIDsUnderLoad(t *testing.T) {
 	rng.Shuffle(distinct, func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 	dir := t.TempDir()
 	out := openSink(t, dir)
-	eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: conc}), NewStats(nil), testOptions(conc))
+	eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: conc}), runstats.NewStats(nil), testOptions(conc))
 	if err != nil {
 		t.Fatal(err)
 	}

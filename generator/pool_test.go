@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 )
 
@@ -33,7 +34,7 @@ func TestLimitMovesWhileRunning(t *testing.T) {
 	opts := testOptions(8)
 	opts.Limit = 2
 	client := wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: 8})
-	eng, err := newEngine(client, NewStats(nil), opts)
+	eng, err := newEngine(client, runstats.NewStats(nil), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 )
 
@@ -52,7 +53,7 @@ func TestProduceSkipsAsWithoutSkip(t *testing.T) {
 	opts := testOptions(4)
 	opts.UniqueIDs = true
 	out := openSink(t, base)
-	eng, _ := newEngine(client, NewStats(nil), opts)
+	eng, _ := newEngine(client, runstats.NewStats(nil), opts)
 	if _, err := eng.Run(context.Background(), newSliceSource(ids[:8]...), out); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestProduceSkipsAsWithoutSkip(t *testing.T) {
 	}
 
 	type result struct {
-		Sum      Summary
+		Sum      runstats.Summary
 		Requests int64
 		IDs      map[string]int
 	}
@@ -71,7 +72,7 @@ func TestProduceSkipsAsWithoutSkip(t *testing.T) {
 		opts := testOptions(4)
 		opts.UniqueIDs, opts.Sampling.Samples = true, samples
 		out := openSink(t, dir)
-		eng, _ := newEngine(client, NewStats(nil), opts)
+		eng, _ := newEngine(client, runstats.NewStats(nil), opts)
 		before := srv.requests.Load()
 		var src source = newSliceSource(ids...)
 		sk := &skippingSource{sliceSource: newSliceSource(ids...)}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -281,17 +282,17 @@ func openRetrySink(t *testing.T, dir string) *sink.Sink {
 
 // runEngine runs prompts "prompt <id>" through a real Client and Engine into
 // a sink on dir and closes the sink.
-func runEngine(t *testing.T, url, dir string, opts engineOptions, retryErrors bool, ids []string) (Summary, *Stats) {
+func runEngine(t *testing.T, url, dir string, opts engineOptions, retryErrors bool, ids []string) (runstats.Summary, *runstats.Stats) {
 	t.Helper()
 	opts.RetryErrors = retryErrors
 	return runEngineWith(t, wire.Options{BaseURL: url + "/v1", MaxConns: opts.Concurrency}, dir, opts, ids)
 }
 
 // runEngineWith is runEngine with the client's options as given.
-func runEngineWith(t *testing.T, wo wire.Options, dir string, opts engineOptions, ids []string) (Summary, *Stats) {
+func runEngineWith(t *testing.T, wo wire.Options, dir string, opts engineOptions, ids []string) (runstats.Summary, *runstats.Stats) {
 	t.Helper()
 	out := openRetrySink(t, dir)
-	stats := NewStats(nil)
+	stats := runstats.NewStats(nil)
 	eng, err := newEngine(wire.New(wo), stats, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -518,7 +519,7 @@ func TestFailedRequestRecordedThenRetriedOnlyWhenAsked(t *testing.T) {
 		t.Errorf("run 2 before: a done key is not done")
 	}
 	opts.RetryErrors = true
-	eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1"}), NewStats(nil), opts)
+	eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1"}), runstats.NewStats(nil), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -699,7 +700,7 @@ func TestConnectionResetBehindGatewayWithoutModels(t *testing.T) {
 	srv.noModels = true
 	dir := t.TempDir()
 	out := openRetrySink(t, dir)
-	eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1"}), NewStats(nil), retryOptions(true, 4))
+	eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1"}), runstats.NewStats(nil), retryOptions(true, 4))
 	if err != nil {
 		t.Fatal(err)
 	}

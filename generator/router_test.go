@@ -8,18 +8,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 )
 
 // testRouter is a router over n endpoints whose gates can be closed by
 // hand (no prober runs: the tests set the state).
 func testRouter(n int) *router {
-	stats := NewStats(nil)
-	ledgers := stats.endpointLedgers(n)
+	stats := runstats.NewStats(nil)
+	ledgers := stats.EndpointLedgers(n)
 	r := &router{eps: make([]*endpoint, n), stats: stats, up: make(chan struct{})}
 	for i := range n {
 		ep := &endpoint{stats: ledgers[i], gate: &outage{now: time.Now}}
-		ledgers[i].gate.Store(ep.gate)
+		ledgers[i].SetGate(ep.gate)
 		r.eps[i] = ep
 	}
 	return r
@@ -56,7 +57,7 @@ func TestRouterPicksFewestInFlight(t *testing.T) {
 	}
 	// A closed gate is passed over, however few it has in flight.
 	r.eps[2].gate.down.Store(true)
-	r.eps[2].stats.inflight.Store(0)
+	setInFlight(r.eps[2].stats, 0)
 	for range 4 {
 		if i := r.indexOf(r.pick()); i == 2 {
 			t.Fatal("picked endpoint 2, whose gate is closed")
@@ -75,16 +76,16 @@ func TestRouterPicksFewestInFlight(t *testing.T) {
 // flight loses to one capped at 32 with 20 in flight.
 func TestRouterPrefersHeadroom(t *testing.T) {
 	r := testRouter(2)
-	r.eps[0].stats.limit.Store(8)
-	r.eps[0].stats.inflight.Store(6)
-	r.eps[1].stats.limit.Store(32)
-	r.eps[1].stats.inflight.Store(20)
+	r.stats.SetEndpointLimit(0, 8)
+	setInFlight(r.eps[0].stats, 6)
+	r.stats.SetEndpointLimit(1, 32)
+	setInFlight(r.eps[1].stats, 20)
 	if i := r.indexOf(r.pick()); i != 1 {
 		t.Errorf("picked %d; want 1 (12 free against 2)", i)
 	}
 	// Room equal (12 each): in turn.
-	r.eps[0].stats.limit.Store(18)
-	r.eps[1].stats.inflight.Store(20)
+	r.stats.SetEndpointLimit(0, 18)
+	setInFlight(r.eps[1].stats, 20)
 	if a, b := r.indexOf(r.pick()), r.indexOf(r.pick()); a == b {
 		t.Errorf("equal room picked %d twice; want each in turn", a)
 	}
@@ -138,15 +139,15 @@ func TestEndpointStateShown(t *testing.T) {
 	r := testRouter(2)
 	gate := r.eps[1].gate
 	state := func() string { return r.stats.Snapshot().Endpoints[1].State }
-	if got := state(); got != EndpointUp {
+	if got := state(); got != runstats.EndpointUp {
 		t.Errorf("open gate: state %q, want up", got)
 	}
 	gate.down.Store(true)
-	if got := state(); got != EndpointDown {
+	if got := state(); got != runstats.EndpointDown {
 		t.Errorf("closed gate: state %q, want down", got)
 	}
 	gate.probing.Store(true)
-	if got := state(); got != EndpointProbing {
+	if got := state(); got != runstats.EndpointProbing {
 		t.Errorf("closed gate being probed: state %q, want probing", got)
 	}
 }
@@ -182,3 +183,6 @@ func TestProbeWantsTheModel(t *testing.T) {
 		t.Error("probe of a server that does not answer = nil")
 	}
 }
+
+// setInFlight sets an endpoint's count in flight, as if n requests were sent to it.
+func setInFlight(es *runstats.Endpoint, n int64) { es.AddInFlight(n - es.InFlight()) }

@@ -13,6 +13,7 @@ import (
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -63,10 +64,10 @@ type Setup struct {
 	// (started_at, duration_s); zero: when Open is called.
 	Started time.Time
 
-	Version string         // synthgen's, for the manifest
-	Config  map[string]any // the effective config without secrets, for the manifest
-	Stats   *Stats         // receives every event; nil: a new one
-	Log     io.Writer      // notes for a person (waiting for the server); nil: discarded
+	Version string          // synthgen's, for the manifest
+	Config  map[string]any  // the effective config without secrets, for the manifest
+	Stats   *runstats.Stats // receives every event; nil: a new one
+	Log     io.Writer       // notes for a person (waiting for the server); nil: discarded
 }
 
 // Runner is one run, opened: the job pinned (an hf:// dataset to its
@@ -78,7 +79,7 @@ type Setup struct {
 // status.json when Run starts, at each Heartbeat and with the state
 // draining on Drain, then status.json and report.json on Finish.
 type Runner struct {
-	status *statusWriter // status.json and report.json
+	status *runstats.StatusWriter // status.json and report.json
 
 	setup Setup
 	job   job.Job
@@ -98,7 +99,7 @@ type Runner struct {
 // *ModelError, a *ServerError, a *MismatchError, or the output directory's.
 func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	if s.Stats == nil {
-		s.Stats = NewStats(nil)
+		s.Stats = runstats.NewStats(nil)
 	}
 	if s.Log == nil {
 		s.Log = io.Discard
@@ -207,7 +208,7 @@ func (r *Runner) noReasoning(e *NoReasoningError) {
 	fmt.Fprintf(r.setup.Log, "warning: %s\n", msg)
 	if r.setup.RequireReasoning {
 		fmt.Fprintf(r.setup.Log, "generation.require_reasoning: no new requests; the ones in flight finish, what was written is kept\n")
-		r.status.SetState(StateDraining)
+		r.status.SetState(runstats.StateDraining)
 	}
 	r.status.AddWarning(msg)
 }
@@ -215,11 +216,10 @@ func (r *Runner) noReasoning(e *NoReasoningError) {
 // openStatus prepares status.json and report.json; the sink holds the
 // directory's lock, so what a killed run left of them can go.
 func (r *Runner) openStatus() {
-	r.status = newStatusWriter(r.setup.Dir, r.setup.Started, newReportConfig(r.job, r.setup))
 	if r.setup.Auto {
 		r.auto = autoconc.NewState(r.startLimit(), r.setup.Concurrency)
-		r.status.auto = r.auto
 	}
+	r.status = runstats.NewStatusWriter(r.setup.Dir, r.setup.Started, newReportConfig(r.job, r.setup), r.auto)
 	if err := r.status.RemoveLeftovers(); err != nil {
 		fmt.Fprintf(r.setup.Log, "warning: %v\n", err)
 	}
@@ -304,13 +304,13 @@ func (r *Runner) FailedOpen() int { return r.out.FailedCount() }
 
 // Run asks every selected key the directory does not hold yet (see
 // engine.Run). It is called once.
-func (r *Runner) Run(ctx context.Context) (Summary, error) {
+func (r *Runner) Run(ctx context.Context) (runstats.Summary, error) {
 	// status.json as soon as what the directory holds is counted: when
 	// the producer starts its first request, having passed the keys done
 	// before it (a resume's records come first), so that a second shell
 	// never reads "done 0" beside thousands of records on disk. A
 	// heartbeat that cannot be written is not worth stopping for.
-	r.eng.opts.OnIntake = func() { _ = r.Heartbeat(NewProgressRecord(r.setup.Stats.Snapshot(), nil)) }
+	r.eng.opts.OnIntake = func() { _ = r.Heartbeat(runstats.NewProgressRecord(r.setup.Stats.Snapshot(), nil)) }
 	// The set of what this run writes is sized once for the keys left
 	// (string ids: a reserved region, resident only as it fills) rather
 	// than grown as it fills.
@@ -326,7 +326,7 @@ func (r *Runner) Run(ctx context.Context) (Summary, error) {
 // status.json says draining from the next heartbeat on. Safe from any
 // goroutine, before or during Run.
 func (r *Runner) Drain() {
-	r.status.SetState(StateDraining)
+	r.status.SetState(runstats.StateDraining)
 	r.eng.Drain()
 }
 
@@ -334,12 +334,14 @@ func (r *Runner) Drain() {
 // Stats, with the server's view when the caller scrapes it) and the current
 // state. Safe from any goroutine; the caller's reporter calls it every
 // interval.
-func (r *Runner) Heartbeat(rec ProgressRecord) error { return r.status.Heartbeat(rec) }
+func (r *Runner) Heartbeat(rec runstats.ProgressRecord) error { return r.status.Heartbeat(rec) }
 
 // Finish writes the final status.json and report.json: rec, the last
 // progress record, and how the run ended. Call it once, after Run has
 // returned and the heartbeats have stopped; Close may come before it.
-func (r *Runner) Finish(rec ProgressRecord, o RunOutcome) error { return r.status.Finish(rec, o) }
+func (r *Runner) Finish(rec runstats.ProgressRecord, o runstats.RunOutcome) error {
+	return r.status.Finish(rec, o)
+}
 
 // SetOutcome records in the manifest how the run ended (done, incomplete,
 // interrupted, failed), for inspect's run history; Close writes it. Call it
@@ -364,3 +366,30 @@ type DatasetError struct {
 
 func (e *DatasetError) Error() string { return e.Err.Error() }
 func (e *DatasetError) Unwrap() error { return e.Err }
+
+// newReportConfig summarizes job (as run: model resolved) run by s.
+func newReportConfig(j job.Job, s Setup) runstats.ReportConfig {
+	return runstats.ReportConfig{
+		BaseURL:      redactURLs(s.baseURLs()),
+		Model:        j.Sampling.Model,
+		Dataset:      j.Selection.Path,
+		Format:       j.Selection.Format,
+		Limit:        j.Selection.Limit,
+		Shard:        j.Selection.Shard.String(),
+		Concurrency:  s.Concurrency,
+		Samples:      j.Sampling.Samples,
+		MaxTokens:    j.Sampling.MaxTokens,
+		Stream:       s.Stream,
+		OutputFormat: s.Format,
+	}
+}
+
+// redactURLs is urls, each with its password masked, comma-separated (the
+// flag's form of endpoint.base_url).
+func redactURLs(urls []string) string {
+	shown := make([]string, len(urls))
+	for i, u := range urls {
+		shown[i] = wire.RedactURL(u)
+	}
+	return strings.Join(shown, ",")
+}

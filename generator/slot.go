@@ -7,6 +7,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/backoff"
 	"github.com/synthgen/synthgen/sink"
@@ -47,7 +48,7 @@ func (e *engine) do(ctx, wait context.Context, route *router, j task) result {
 // asked on resume). The answer is returned by value: a pointer to it cost
 // an allocation per request.
 // Each attempt goes to the endpoint route picks (endpoints.go).
-func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j task, msgs []sink.Message) (resp wire.Response, attempts int, fail *sink.ErrorRecord) {
+func (e *engine) ask(ctx, wait context.Context, route *router, tr *runstats.Tracker, j task, msgs []sink.Message) (resp wire.Response, attempts int, fail *sink.ErrorRecord) {
 	req := wire.Request{Sampling: e.opts.Sampling, Messages: msgs, Params: j.prompt.Params, Stream: e.opts.Stream}
 	var onDelta func(int) // a plain answer has no deltas: no closure to allocate
 	if req.Stream {
@@ -66,7 +67,7 @@ func (e *engine) ask(ctx, wait context.Context, route *router, tr *Tracker, j ta
 		ep := route.pick()
 		epoch := ep.gate.sent()
 		r, err := ep.client.Complete(ctx, req, onDelta)
-		route.release(ep, tr.start, r, err)
+		route.release(ep, tr.Origin(), r, err)
 		if serverAnswered(err) {
 			ep.gate.answered(epoch)
 		}

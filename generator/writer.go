@@ -63,7 +63,7 @@ func (e *engine) write(cancel context.CancelCauseFunc, out resultSink, results <
 				r.tr.Fail(r.cause)
 				countedErrs++
 			default:
-				e.stats.addCanceled()
+				e.stats.AddCanceled()
 			}
 			if r.pending {
 				// After the sink took the record: the producer finds the
@@ -97,7 +97,7 @@ func (e *engine) retract(out resultSink, counted, countedErrs int) {
 		return
 	}
 	recs, errs := ds.Durable()
-	e.stats.retract(int64(max(counted-recs, 0)), int64(max(countedErrs-errs, 0)))
+	e.stats.Retract(int64(max(counted-recs, 0)), int64(max(countedErrs-errs, 0)))
 }
 
 // found acts on what the reasoning check found (nil: nothing): tells the

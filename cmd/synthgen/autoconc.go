@@ -17,6 +17,7 @@ import (
 
 	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/generator/autoconc"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 )
 
@@ -109,8 +110,8 @@ func (rs *runSession) refuseRun(r *generator.Runner, err error) error {
 	if cerr := r.Close(); cerr != nil {
 		fmt.Fprintf(rs.stderr, "warning: %v\n", cerr)
 	}
-	final := generator.NewProgressRecord(rs.stats.Snapshot(), nil)
-	if ferr := r.Finish(final, runOutcome(err, generator.Summary{})); ferr != nil {
+	final := runstats.NewProgressRecord(rs.stats.Snapshot(), nil)
+	if ferr := r.Finish(final, runOutcome(err, runstats.Summary{})); ferr != nil {
 		fmt.Fprintf(rs.stderr, "warning: %v\n", ferr)
 	}
 	return err

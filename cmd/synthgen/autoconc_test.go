@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/generator/autoconc"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/internal/mockserver"
 )
 
@@ -158,7 +158,7 @@ func TestAutoConcurrencyFindsTheKnee(t *testing.T) {
 		DurationS       float64          `json:"duration_s"`
 		ConcurrencyAuto *autoconc.Record `json:"concurrency_auto"`
 	}
-	b, err := os.ReadFile(filepath.Join(autoDir, generator.ReportFile))
+	b, err := os.ReadFile(filepath.Join(autoDir, runstats.ReportFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestAutoRefusedWithoutVLLMMetrics(t *testing.T) {
 	if chats != 0 || m.Stats().Requests != 0 {
 		t.Errorf("%d requests sent before the refusal", chats)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, generator.ReportFile))
+	b, err := os.ReadFile(filepath.Join(dir, runstats.ReportFile))
 	if err != nil || !strings.Contains(string(b), "concurrency: auto") {
 		t.Errorf("report.json does not say why: %v %s", err, b)
 	}
@@ -247,7 +247,7 @@ func TestAutoShown(t *testing.T) {
 		t.Errorf("record %+v", rec)
 	}
 
-	m, err := startSelfMetrics("127.0.0.1:0", generator.NewStats(nil))
+	m, err := startSelfMetrics("127.0.0.1:0", runstats.NewStats(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,9 +292,9 @@ func TestAutoPerEndpoint(t *testing.T) {
 	}
 	var rep struct {
 		ConcurrencyAuto *autoconc.Record `json:"concurrency_auto"`
-		Endpoints       []generator.EndpointRecord
+		Endpoints       []runstats.EndpointRecord
 	}
-	b, err := os.ReadFile(filepath.Join(dir, generator.ReportFile))
+	b, err := os.ReadFile(filepath.Join(dir, runstats.ReportFile))
 	if err != nil {
 		t.Fatal(err)
 	}

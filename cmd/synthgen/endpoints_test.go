@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/internal/promscrape"
@@ -29,15 +29,15 @@ func TestProgressNamesEndpoints(t *testing.T) {
 	if strings.Contains(one, "eps") {
 		t.Errorf("one endpoint: the line speaks of endpoints: %q", one)
 	}
-	snap.Endpoints = []generator.EndpointSnapshot{
-		{URL: "http://a:8000/v1", State: generator.EndpointUp},
-		{URL: "http://b:8000/v1", State: generator.EndpointUp},
-		{URL: "http://u:xxxxx@c:8000/v1", State: generator.EndpointUp},
+	snap.Endpoints = []runstats.EndpointSnapshot{
+		{URL: "http://a:8000/v1", State: runstats.EndpointUp},
+		{URL: "http://b:8000/v1", State: runstats.EndpointUp},
+		{URL: "http://u:xxxxx@c:8000/v1", State: runstats.EndpointUp},
 	}
 	if got := formatLine(snap, nil, nil); !strings.HasSuffix(got, " | eps 3/3 up") {
 		t.Errorf("three up: line %q, want it to end in \" | eps 3/3 up\"", got)
 	}
-	snap.Endpoints[2].State = generator.EndpointProbing
+	snap.Endpoints[2].State = runstats.EndpointProbing
 	snap.Endpoints[2].DownSince = clk.now().Add(-12 * time.Second)
 	want := "eps 2/3 up, down: http://u:xxxxx@c:8000/v1 12s"
 	if got := formatLine(snap, nil, nil); !strings.HasSuffix(got, " | "+want) {
@@ -56,7 +56,7 @@ func TestProgressNamesEndpoints(t *testing.T) {
 // each one's series under the label endpoint (its URL, password masked);
 // with one, none.
 func TestSelfMetricsPerEndpoint(t *testing.T) {
-	stats := generator.NewStats(nil)
+	stats := runstats.NewStats(nil)
 	stats.SetEndpoints([]string{wire.RedactURL("http://a:8000/v1"), wire.RedactURL("http://u:hunter2@b:8000/v1")})
 	m, err := startSelfMetrics("127.0.0.1:0", stats)
 	if err != nil {
@@ -85,7 +85,7 @@ func TestSelfMetricsPerEndpoint(t *testing.T) {
 		}
 	}
 
-	single := generator.NewStats(nil)
+	single := runstats.NewStats(nil)
 	single.SetEndpoints([]string{"http://a:8000/v1"})
 	m1, err := startSelfMetrics("127.0.0.1:0", single)
 	if err != nil {
@@ -112,11 +112,11 @@ func TestReporterSumsEndpointServers(t *testing.T) {
 			return promscrape.Sample{At: at, GenerationTokens: float64(calls) * tokPerTenSec, Running: running, HasKV: true, KVCacheUsage: kv}, nil
 		}
 	}
-	var status []generator.ProgressRecord
+	var status []runstats.ProgressRecord
 	var buf bytes.Buffer
 	rep := newReporter(&buf, reporterOptions{
 		ScrapeEach: []func(context.Context) (promscrape.Sample, error){replica(10000, 60, 0.25), replica(30000, 100, 0.75)},
-		Status:     func(rec generator.ProgressRecord, _ bool) { status = append(status, rec) },
+		Status:     func(rec runstats.ProgressRecord, _ bool) { status = append(status, rec) },
 	})
 	d := drive(rep, stats)
 	d.tick() // the second sample of each: rates
@@ -208,7 +208,7 @@ func TestRunSeveralEndpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep generator.ReportRecord
+	var rep runstats.ReportRecord
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestRunSeveralEndpoints(t *testing.T) {
 	}
 	var completed int64
 	for i, e := range rep.Endpoints {
-		if e.URL != shown[i] || e.State != generator.EndpointUp || e.InFlight != 0 {
+		if e.URL != shown[i] || e.State != runstats.EndpointUp || e.InFlight != 0 {
 			t.Errorf("endpoint %d: %+v; want url %q, up, none in flight", i+1, e, shown[i])
 		}
 		completed += e.Completed

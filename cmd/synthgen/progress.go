@@ -1,6 +1,6 @@
 package main
 
-// Rendering generator.Stats for a person: a progress bar on a terminal, one
+// Rendering runstats.Stats for a person: a progress bar on a terminal, one
 // grep-friendly line per interval otherwise (nohup, a log file), or one JSON
 // object per interval with --log-format json.
 //
@@ -18,7 +18,7 @@ package main
 //	1598 tok/s                  completion tokens per second, this run, counted as they stream
 //	avg completion 648 tok      mean length of the completed answers ("--" before the first)
 //	in flight 200               requests in a slot now
-//	eta 2h41m ±12m              from tokens (see generator.Snapshot.ETA); ">2h41m" while no
+//	eta 2h41m ±12m              from tokens (see runstats.Snapshot.ETA); ">2h41m" while no
 //	                            answer has finished (a lower bound), "(low confidence)"
 //	                            after it before 30 answers, "--" while unknown; after the
 //	                            first Ctrl-C/SIGTERM "draining: 37 in flight, 1m12s of
@@ -46,8 +46,8 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
-	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/generator/autoconc"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
@@ -75,7 +75,7 @@ type reporterOptions struct {
 	// Status receives the progress record (the object --log-format json
 	// prints) each Interval and once more when Run ends (final), e.g. to
 	// rewrite DIR/status.json. May be nil.
-	Status func(rec generator.ProgressRecord, final bool)
+	Status func(rec runstats.ProgressRecord, final bool)
 }
 
 // reporter renders the progress of one run. Run is its only goroutine; all
@@ -128,7 +128,7 @@ func (r *reporter) draining() *drainState {
 
 // drainText says what the drain waits for and how long it may still wait:
 // "draining: 37 in flight, 1m12s of grace left".
-func drainText(s generator.Snapshot, d *drainState) string {
+func drainText(s runstats.Snapshot, d *drainState) string {
 	return fmt.Sprintf("draining: %d in flight, %s of grace left", s.InFlight, fmtDuration(d.left(s.At)))
 }
 
@@ -169,7 +169,7 @@ func (r *reporter) barMode() bool { return r.opts.TTY && !r.opts.JSON && !r.opts
 
 // Run reports until ctx is done, then renders once more (the final state)
 // and returns.
-func (r *reporter) Run(ctx context.Context, stats *generator.Stats) {
+func (r *reporter) Run(ctx context.Context, stats *runstats.Stats) {
 	// The first sample is the baseline of the server's rates, so the first
 	// line already shows the server's tok/s.
 	r.scrape(ctx)
@@ -198,9 +198,9 @@ func (r *reporter) Run(ctx context.Context, stats *generator.Stats) {
 
 // report writes the status record and, unless quiet, one line, JSON object
 // or bar redraw.
-func (r *reporter) report(snap generator.Snapshot, final bool) {
+func (r *reporter) report(snap runstats.Snapshot, final bool) {
 	server := r.serverView(snap)
-	rec := generator.NewProgressRecord(snap, server)
+	rec := runstats.NewProgressRecord(snap, server)
 	rec.SetEndpointServers(r.endpointServers())
 	if r.opts.Status != nil {
 		r.opts.Status(rec, final)
@@ -240,7 +240,7 @@ func (r *reporter) Server() *promscrape.Rates { return r.serverSince(r.lastOutag
 // While the server is away the last scrape is from before it went, and the
 // first one after it is measured from there, across the restart: figures
 // of a server that is gone, beside "unreachable" or after it.
-func (r *reporter) serverView(snap generator.Snapshot) *promscrape.Rates {
+func (r *reporter) serverView(snap runstats.Snapshot) *promscrape.Rates {
 	if snap.LastOutageSince.After(r.lastOutage) {
 		r.lastOutage = snap.LastOutageSince
 	}
@@ -324,8 +324,8 @@ func (r *reporter) endpointServers() []*promscrape.Rates {
 // Record is the progress record of snap with the server's view: summed,
 // and each endpoint's with several. Call it after Run has returned, as
 // Server.
-func (r *reporter) Record(snap generator.Snapshot) generator.ProgressRecord {
-	rec := generator.NewProgressRecord(snap, r.serverSince(r.lastOutage))
+func (r *reporter) Record(snap runstats.Snapshot) runstats.ProgressRecord {
+	rec := runstats.NewProgressRecord(snap, r.serverSince(r.lastOutage))
 	rec.SetEndpointServers(r.endpointServers())
 	return rec
 }
@@ -350,7 +350,7 @@ func (r *reporter) warn(msg string) {
 }
 
 // formatLine renders the plain progress line (see the top of this file).
-func formatLine(s generator.Snapshot, server *promscrape.Rates, drain *drainState) string {
+func formatLine(s runstats.Snapshot, server *promscrape.Rates, drain *drainState) string {
 	var b strings.Builder
 	total := "?"
 	if s.Planned() > 0 {
@@ -396,7 +396,7 @@ func formatServer(r promscrape.Rates) string {
 
 // serverDown says, while the server refuses connections, since when; every
 // slot is waiting for it then and no prompt is charged an attempt.
-func serverDown(s generator.Snapshot) string {
+func serverDown(s runstats.Snapshot) string {
 	if s.ServerDownSince.IsZero() {
 		return ""
 	}
@@ -406,14 +406,14 @@ func serverDown(s generator.Snapshot) string {
 // endpointsText is the endpoints' state with several (endpoint.base_url a
 // list): "eps 3/3 up", or "eps 2/3 up, down: http://c:8000/v1 12s" naming
 // each replica that is away and for how long. "" with one endpoint.
-func endpointsText(s generator.Snapshot) string {
+func endpointsText(s runstats.Snapshot) string {
 	if len(s.Endpoints) < 2 {
 		return ""
 	}
 	text := fmt.Sprintf("eps %d/%d up", s.EndpointsUp(), len(s.Endpoints))
 	var down []string
 	for _, e := range s.Endpoints {
-		if e.State == generator.EndpointUp {
+		if e.State == runstats.EndpointUp {
 			continue
 		}
 		d := e.URL
@@ -438,14 +438,14 @@ func fmtRate(v float64) string {
 	return fmt.Sprintf("%.3f", v)
 }
 
-func fmtAvg(s generator.Snapshot) string {
+func fmtAvg(s runstats.Snapshot) string {
 	if s.Done == 0 {
 		return "--"
 	}
 	return fmt.Sprintf("%.0f", s.CompletionAvg)
 }
 
-func fmtETA(s generator.Snapshot) string {
+func fmtETA(s runstats.Snapshot) string {
 	switch {
 	case !s.ETAKnown:
 		return "--"
@@ -483,7 +483,7 @@ func fmtDuration(d time.Duration) string {
 
 // Summary is the small table printed when a run ends. Its first word is
 // the outcome (outcomeWord): done, incomplete, interrupted or failed.
-func (r *reporter) Summary(stats *generator.Stats, outcome string) string {
+func (r *reporter) Summary(stats *runstats.Stats, outcome string) string {
 	s := stats.Snapshot()
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %d/%d in %s", outcome, s.Completed(), s.Planned(), fmtDuration(s.Elapsed))

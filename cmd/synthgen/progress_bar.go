@@ -15,14 +15,14 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
 
 // renderBar redraws the terminal bar in place with progressbar/v3: the
 // fields that fit the terminal (barLine) as its description, then its
 // percentage and bar.
-func (r *reporter) renderBar(snap generator.Snapshot) {
+func (r *reporter) renderBar(snap runstats.Snapshot) {
 	planned := snap.Planned()
 	if planned <= 0 {
 		return
@@ -78,7 +78,7 @@ type barField struct {
 // req/s, in flight, errors, ...), shown in their natural order. A field
 // that does not fit is left out whole, never cut. The line is at most
 // width-1 runes: a terminal may wrap a line that fills its last column.
-func barLine(s generator.Snapshot, server *promscrape.Rates, drain *drainState, width int) string {
+func barLine(s runstats.Snapshot, server *promscrape.Rates, drain *drainState, width int) string {
 	var fields []barField
 	add := func(prio int, format string, args ...any) {
 		fields = append(fields, barField{prio, []string{fmt.Sprintf(format, args...)}})

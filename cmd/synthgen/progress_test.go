@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
 
-// testClock is the clock given to generator.Stats so the figures in the
+// testClock is the clock given to runstats.Stats so the figures in the
 // lines are known exactly.
 type testClock struct {
 	mu sync.Mutex
@@ -44,7 +44,7 @@ type driven struct {
 	done   chan struct{}
 }
 
-func drive(r *reporter, stats *generator.Stats) *driven {
+func drive(r *reporter, stats *runstats.Stats) *driven {
 	d := &driven{ticks: make(chan time.Time), done: make(chan struct{})}
 	r.ticks = func(time.Duration) (<-chan time.Time, func()) { return d.ticks, func() {} }
 	ctx, cancel := context.WithCancel(context.Background())
@@ -63,11 +63,11 @@ func (d *driven) stop() {
 }
 
 // A 200-request ramp at 6000 tok/s, none finished after 5 s.
-func rampStats() (*generator.Stats, *testClock) {
+func rampStats() (*runstats.Stats, *testClock) {
 	clk := &testClock{t: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
-	stats := generator.NewStats(clk.now)
+	stats := runstats.NewStats(clk.now)
 	stats.SetTotal(25000)
-	trs := make([]*generator.Tracker, 200)
+	trs := make([]*runstats.Tracker, 200)
 	for i := range trs {
 		trs[i] = stats.Begin()
 	}
@@ -128,12 +128,12 @@ func TestFormatLineServerDown(t *testing.T) {
 
 func TestFormatLineWithServer(t *testing.T) {
 	clk := &testClock{t: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
-	stats := generator.NewStats(clk.now)
+	stats := runstats.NewStats(clk.now)
 	stats.AddAlreadyDone(100)
 	stats.SetTotal(50)
 	for i := 1; i <= 40; i++ {
 		tr := stats.Begin()
-		tr.Done(generator.Outcome{CompletionTokens: 500, UsageKnown: true})
+		tr.Done(runstats.Outcome{CompletionTokens: 500, UsageKnown: true})
 	}
 	tr := stats.Begin()
 	tr.Fail("http_400")
@@ -174,11 +174,11 @@ var escapes = regexp.MustCompile("[\r\x1b]")
 func TestReporterPlainLines(t *testing.T) {
 	stats, clk := rampStats()
 	var buf bytes.Buffer
-	var statuses []generator.ProgressRecord
+	var statuses []runstats.ProgressRecord
 	var finals []bool
 	// Status runs inside each report, after the snapshot: advancing the
 	// clock there puts exactly one second between consecutive lines.
-	r := newReporter(&buf, reporterOptions{Interval: time.Second, Status: func(rec generator.ProgressRecord, final bool) {
+	r := newReporter(&buf, reporterOptions{Interval: time.Second, Status: func(rec runstats.ProgressRecord, final bool) {
 		statuses = append(statuses, rec)
 		finals = append(finals, final)
 		clk.advance(time.Second)
@@ -226,7 +226,7 @@ func TestReporterQuietAndJSON(t *testing.T) {
 		stats, _ := rampStats()
 		var buf bytes.Buffer
 		calls := 0
-		r := newReporter(&buf, reporterOptions{Quiet: true, TTY: true, Status: func(generator.ProgressRecord, bool) { calls++ },
+		r := newReporter(&buf, reporterOptions{Quiet: true, TTY: true, Status: func(runstats.ProgressRecord, bool) { calls++ },
 			Scrape: func(context.Context) (promscrape.Sample, error) { return promscrape.Sample{}, errors.New("down") }})
 		d := drive(r, stats)
 		d.tick()
@@ -254,7 +254,7 @@ func TestReporterQuietAndJSON(t *testing.T) {
 			t.Fatalf("got %d lines, want 2:\n%s", len(lines), buf.String())
 		}
 		for _, l := range lines {
-			var rec generator.ProgressRecord
+			var rec runstats.ProgressRecord
 			if err := json.Unmarshal([]byte(l), &rec); err != nil {
 				t.Fatalf("line is not JSON: %v\n%s", err, l)
 			}
@@ -345,13 +345,13 @@ func TestOutcomeWord(t *testing.T) {
 
 func TestSummary(t *testing.T) {
 	clk := &testClock{t: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
-	stats := generator.NewStats(clk.now)
+	stats := runstats.NewStats(clk.now)
 	stats.AddAlreadyDone(10)
 	stats.SetTotal(3)
 	for _, n := range []int{100, 300} {
 		tr := stats.Begin()
 		tr.Retry("http_429")
-		tr.Done(generator.Outcome{CompletionTokens: n, UsageKnown: true, PromptTokens: 50, FinishReason: "stop",
+		tr.Done(runstats.Outcome{CompletionTokens: n, UsageKnown: true, PromptTokens: 50, FinishReason: "stop",
 			TTFT: 200 * time.Millisecond, Latency: 200*time.Millisecond + time.Duration(n-1)*20*time.Millisecond, Deltas: n})
 	}
 	stats.Begin().Fail("timeout")
@@ -372,7 +372,7 @@ func TestSummary(t *testing.T) {
 // its summary is one line, not a table of zeros, and the line shows the
 // job's size rather than "?".
 func TestSummaryNothingAsked(t *testing.T) {
-	stats := generator.NewStats(nil)
+	stats := runstats.NewStats(nil)
 	stats.SetTotal(300)
 	stats.AddAlreadyDone(300)
 	stats.Stop()
@@ -404,13 +404,13 @@ func TestFmtLatency(t *testing.T) {
 }
 
 // barSnap is a run a third of the way through, as the bar sees it.
-func barSnap() generator.Snapshot {
-	return generator.Snapshot{
+func barSnap() runstats.Snapshot {
+	return runstats.Snapshot{
 		At: time.Date(2025, 6, 1, 12, 1, 0, 0, time.UTC), Elapsed: time.Minute,
 		Total: 2000, Done: 644, Errors: 2, InFlight: 37, Retries: 5,
 		TokPerSec: 8713, ReqPerSec: 26.0, CompletionAvg: 288,
-		Last10s: generator.Rates{TokPerSec: 12820, ReqPerSec: 40.6},
-		Last60s: generator.Rates{TokPerSec: 8713, ReqPerSec: 26.0},
+		Last10s: runstats.Rates{TokPerSec: 12820, ReqPerSec: 40.6},
+		Last60s: runstats.Rates{TokPerSec: 8713, ReqPerSec: 26.0},
 		ETA:     3*time.Minute + 12*time.Second, ETAKnown: true, ETAError: 20 * time.Second, Confidence: "high",
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/synthgen/synthgen/dataset/hub"
 	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 )
 
@@ -74,7 +75,7 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	if err != nil {
 		return err
 	}
-	rs := &runSession{cfg: cfg, rf: rf, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), stats: generator.NewStats(nil)}
+	rs := &runSession{cfg: cfg, rf: rf, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), stats: runstats.NewStats(nil)}
 	setup := runSetup(cfg, rf, jobOf(cfg, shard), rs.stats, rs.stderr)
 	if setup.TLS, err = wire.ClientTLS(cfg.Endpoint.CAFile, cfg.Endpoint.InsecureSkipVerify); err != nil {
 		return usageError(err, "endpoint.ca_file is a PEM file of the CA certificates that signed the server's certificate")
@@ -113,7 +114,7 @@ type runSession struct {
 	rf             runFlags
 	stdout, stderr io.Writer
 	sd             *shutdown
-	stats          *generator.Stats
+	stats          *runstats.Stats
 }
 
 // run runs the opened r to its end: the first signal drains, the reporter
@@ -160,8 +161,8 @@ func (rs *runSession) run(r *generator.Runner) error {
 
 // runOutcome is how the run ended, for report.json: the exit code main
 // gives err and the state that code means.
-func runOutcome(err error, sum generator.Summary) generator.RunOutcome {
-	return generator.RunOutcome{ExitCode: runExitCode(err), State: stateOf(err), Err: err, Summary: sum, EndedAt: time.Now()}
+func runOutcome(err error, sum runstats.Summary) runstats.RunOutcome {
+	return runstats.RunOutcome{ExitCode: runExitCode(err), State: stateOf(err), Err: err, Summary: sum, EndedAt: time.Now()}
 }
 
 // runExitCode is the exit code main gives err; nil is success.
@@ -173,14 +174,14 @@ func runExitCode(err error) int {
 }
 
 // stateOf maps the error a run returns to its final state.
-func stateOf(err error) generator.State {
+func stateOf(err error) runstats.State {
 	switch runExitCode(err) {
 	case exitOK, exitIncomplete:
-		return generator.StateDone
+		return runstats.StateDone
 	case exitInterrupted:
-		return generator.StateInterrupted
+		return runstats.StateInterrupted
 	default:
-		return generator.StateFailed
+		return runstats.StateFailed
 	}
 }
 
@@ -283,7 +284,7 @@ func jobOf(cfg config.Config, shard dataset.Shard) job.Job {
 }
 
 // runSetup is how the configuration runs job.
-func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *generator.Stats, stderr io.Writer) generator.Setup {
+func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats, stderr io.Writer) generator.Setup {
 	return generator.Setup{
 		Job:          job,
 		BaseURL:      cfg.Endpoint.BaseURL,
@@ -398,7 +399,7 @@ func (rs *runSession) startReporter(r *generator.Runner) (*reporter, func()) {
 		Quiet:    rs.rf.quiet,
 		JSON:     rs.rf.logFormat == "json",
 		Auto:     autoRecordOf(r),
-		Status: func(rec generator.ProgressRecord, final bool) {
+		Status: func(rec runstats.ProgressRecord, final bool) {
 			if final {
 				return // Finish writes the last one, with the outcome
 			}
@@ -422,7 +423,7 @@ func (rs *runSession) startReporter(r *generator.Runner) (*reporter, func()) {
 // runResult turns how the engine and the sink ended into the error run
 // returns (nil: every selected key is done), saying "nothing to do" when
 // that was the case.
-func runResult(cfg config.Config, runErr, closeErr error, interrupted bool, sum generator.Summary, onDisk, failed int, stderr io.Writer) error {
+func runResult(cfg config.Config, runErr, closeErr error, interrupted bool, sum runstats.Summary, onDisk, failed int, stderr io.Writer) error {
 	// A sink that failed on a full disk fails to close with the same error:
 	// the message below says it once.
 	sameDisk := diskError(cfg.Output.Dir, runErr) != nil && diskError(cfg.Output.Dir, closeErr) != nil

@@ -2,7 +2,7 @@ package main
 
 // synthgen's own Prometheus endpoint (--metrics-addr): the figures of the
 // progress line for a Prometheus server or a dashboard, read from
-// generator.Stats at scrape time. There is no second set of counters to
+// runstats.Stats at scrape time. There is no second set of counters to
 // keep in step: each scrape takes one Snapshot and turns it into metrics.
 
 import (
@@ -18,16 +18,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/runstats"
 )
 
-// statsCollector exposes a generator.Stats. Every counter it reports is
+// statsCollector exposes a runstats.Stats. Every counter it reports is
 // monotonic within the process, as Prometheus requires: the client's
 // credited token count is not (a retried attempt takes its streamed tokens
 // back), so it is split into the completed answers' tokens (a counter) and
 // the streamed tokens of the answers still running (a gauge).
 type statsCollector struct {
-	stats *generator.Stats
+	stats *runstats.Stats
 
 	done, failed, retries, inFlight          *prometheus.Desc
 	completionTokens, runningTokens, prompt  *prometheus.Desc
@@ -39,7 +39,7 @@ type statsCollector struct {
 
 var _ prometheus.Collector = (*statsCollector)(nil)
 
-func newStatsCollector(stats *generator.Stats) *statsCollector {
+func newStatsCollector(stats *runstats.Stats) *statsCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
@@ -117,7 +117,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(d, t, v, append([]string{e.URL}, more...)...)
 		}
 		up := 0.0
-		if e.State == generator.EndpointUp {
+		if e.State == runstats.EndpointUp {
 			up = 1
 		}
 		labeled(c.epUp, prometheus.GaugeValue, up, e.State)
@@ -134,7 +134,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 // newSelfRegistry returns a registry of its own (not the global default, so
 // tests and other code in the process cannot collide with it) holding the
 // stats collector and the Go runtime and process collectors.
-func newSelfRegistry(stats *generator.Stats) *prometheus.Registry {
+func newSelfRegistry(stats *runstats.Stats) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		newStatsCollector(stats),
@@ -155,7 +155,7 @@ type selfMetricsServer struct {
 // startSelfMetrics listens on addr at once, so that a taken or malformed
 // address fails the run before it sends a request, and serves in the
 // background.
-func startSelfMetrics(addr string, stats *generator.Stats) (*selfMetricsServer, error) {
+func startSelfMetrics(addr string, stats *runstats.Stats) (*selfMetricsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)

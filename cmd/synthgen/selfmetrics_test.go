@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/runstats"
 )
 
 // scrapeSelf fetches url over loopback and parses it with the exposition
@@ -69,7 +69,7 @@ next:
 	return 0, false
 }
 
-func startSelfMetricsT(t *testing.T, stats *generator.Stats) *selfMetricsServer {
+func startSelfMetricsT(t *testing.T, stats *runstats.Stats) *selfMetricsServer {
 	t.Helper()
 	m, err := startSelfMetrics("127.0.0.1:0", stats)
 	if err != nil {
@@ -83,14 +83,14 @@ func startSelfMetricsT(t *testing.T, stats *generator.Stats) *selfMetricsServer 
 // Prometheus server expects, and its counters never go down.
 func TestSelfMetricsValues(t *testing.T) {
 	clk := &testClock{t: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
-	stats := generator.NewStats(clk.now)
+	stats := runstats.NewStats(clk.now)
 	stats.SetTotal(10)
 	stats.AddAlreadyDone(2)
 
 	a := stats.Begin()
 	a.Delta(50)
 	clk.advance(2 * time.Second)
-	a.Done(generator.Outcome{UsageKnown: true, CompletionTokens: 60, PromptTokens: 20, Deltas: 50, FinishReason: "stop"})
+	a.Done(runstats.Outcome{UsageKnown: true, CompletionTokens: 60, PromptTokens: 20, Deltas: 50, FinishReason: "stop"})
 
 	b := stats.Begin()
 	b.Delta(10)
@@ -168,7 +168,7 @@ func TestSelfMetricsValues(t *testing.T) {
 
 // Before anything is known there is no ETA series rather than a made-up one.
 func TestSelfMetricsNoETAYet(t *testing.T) {
-	stats := generator.NewStats(nil)
+	stats := runstats.NewStats(nil)
 	stats.SetTotal(5)
 	m := startSelfMetricsT(t, stats)
 	fams := scrapeSelf(t, m.URL())
@@ -181,7 +181,7 @@ func TestSelfMetricsNoETAYet(t *testing.T) {
 }
 
 func TestSelfMetricsAddress(t *testing.T) {
-	stats := generator.NewStats(nil)
+	stats := runstats.NewStats(nil)
 	m := startSelfMetricsT(t, stats)
 	addr := strings.TrimSuffix(strings.TrimPrefix(m.URL(), "http://"), "/metrics")
 
@@ -210,13 +210,13 @@ func TestSelfMetricsAddress(t *testing.T) {
 }
 
 func BenchmarkSelfMetricsCollect(b *testing.B) {
-	stats := generator.NewStats(nil)
+	stats := runstats.NewStats(nil)
 	stats.SetTotal(25000)
 	for i := range 2000 {
 		tr := stats.Begin()
 		tr.Delta(100 + i%500)
 		if i%10 != 0 {
-			tr.Done(generator.Outcome{UsageKnown: true, CompletionTokens: 100 + i%700, PromptTokens: 50})
+			tr.Done(runstats.Outcome{UsageKnown: true, CompletionTokens: 100 + i%700, PromptTokens: 50})
 		}
 	}
 	reg := newSelfRegistry(stats)

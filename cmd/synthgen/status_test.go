@@ -17,20 +17,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
 
 // The names the CLI tests use for what the runner writes.
 const (
-	statusFile       = generator.StatusFile
-	reportFile       = generator.ReportFile
-	stateRunning     = generator.StateRunning
-	stateDraining    = generator.StateDraining
-	stateDone        = generator.StateDone
-	stateInterrupted = generator.StateInterrupted
-	stateFailed      = generator.StateFailed
+	statusFile       = runstats.StatusFile
+	reportFile       = runstats.ReportFile
+	stateRunning     = runstats.StateRunning
+	stateDraining    = runstats.StateDraining
+	stateDone        = runstats.StateDone
+	stateInterrupted = runstats.StateInterrupted
+	stateFailed      = runstats.StateFailed
 )
 
 // lockedBuffer is a bytes.Buffer the run may write while the test reads.
@@ -104,16 +104,16 @@ func startStatusMock(t *testing.T, opts mockserver.Options) (*mockserver.Server,
 	return m, srv
 }
 
-func readStatusFile(t *testing.T, path string) (generator.StatusRecord, bool) {
+func readStatusFile(t *testing.T, path string) (runstats.StatusRecord, bool) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return generator.StatusRecord{}, false
+		return runstats.StatusRecord{}, false
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st generator.StatusRecord
+	var st runstats.StatusRecord
 	// Atomic rewrites: every read sees a whole file, never a torn one.
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatalf("%s is not whole JSON: %v\n%s", path, err, b)
@@ -122,7 +122,7 @@ func readStatusFile(t *testing.T, path string) (generator.StatusRecord, bool) {
 }
 
 // waitForState polls status.json until its state is want.
-func waitForState(t *testing.T, r *inProcessRun, path string, want generator.State) generator.StatusRecord {
+func waitForState(t *testing.T, r *inProcessRun, path string, want runstats.State) runstats.StatusRecord {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
@@ -136,16 +136,16 @@ func waitForState(t *testing.T, r *inProcessRun, path string, want generator.Sta
 		}
 	}
 	t.Fatalf("status.json never said %q; stderr:\n%s", want, r.stderr.String())
-	return generator.StatusRecord{}
+	return runstats.StatusRecord{}
 }
 
-func readReport(t *testing.T, dir string) generator.ReportRecord {
+func readReport(t *testing.T, dir string) runstats.ReportRecord {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, reportFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep generator.ReportRecord
+	var rep runstats.ReportRecord
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("report.json: %v\n%s", err, b)
 	}
@@ -366,7 +366,7 @@ func TestRunNeverLeaksSecrets(t *testing.T) {
 func TestStateOf(t *testing.T) {
 	tests := []struct {
 		err   error
-		state generator.State
+		state runstats.State
 		code  int
 	}{
 		{nil, stateDone, 0},

@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/backoff"
 	"github.com/synthgen/synthgen/internal/promscrape"
@@ -249,12 +249,12 @@ func printWatch(stdout io.Writer, read []watchRead, all int, o watchOptions) err
 	}
 	// The time is the last scrape's: what the figures are as of.
 	now := at.UTC().Format(time.RFC3339)
-	rec := generator.NewServerRecord(sum)
+	rec := runstats.NewServerRecord(sum)
 	rec.URL, rec.Time = strings.Join(urls, ","), now
-	recs := []*generator.ServerRecord{rec}
+	recs := []*runstats.ServerRecord{rec}
 	if several && o.each {
 		for _, r := range read {
-			e := generator.NewServerRecord(r.rates)
+			e := runstats.NewServerRecord(r.rates)
 			e.URL, e.Time = r.url, now
 			recs = append(recs, e)
 		}

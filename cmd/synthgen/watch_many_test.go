@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/runstats"
 )
 
 // TestWatchSeveralServers: several URLs (as arguments or comma-separated)
@@ -31,7 +31,7 @@ func TestWatchSeveralServers(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("--each with two servers printed %d lines, want the sum and each:\n%s", len(lines), out)
 	}
-	recs := make([]generator.ServerRecord, len(lines))
+	recs := make([]runstats.ServerRecord, len(lines))
 	for i, l := range lines {
 		if err := json.Unmarshal([]byte(l), &recs[i]); err != nil {
 			t.Fatalf("not JSON: %v: %s", err, l)

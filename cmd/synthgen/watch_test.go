@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
@@ -103,7 +103,7 @@ func runWatchCmd(ctx context.Context, args ...string) (stdout, stderr string, er
 // counted between the two scrapes watch read (up to float rounding). This
 // holds however long the window really was, so a loaded machine cannot
 // fail it; how fast watch is on time is not its business.
-func watchSaid(t *testing.T, rec generator.ServerRecord, delta float64) {
+func watchSaid(t *testing.T, rec runstats.ServerRecord, delta float64) {
 	t.Helper()
 	if got := rec.GenTokPerS * rec.WindowS; math.Abs(got-delta) > 1e-9*math.Max(1, delta) {
 		t.Errorf("watch says %v tok/s over %v s = %v tokens; the server counted %v between the two scrapes", rec.GenTokPerS, rec.WindowS, got, delta)
@@ -134,7 +134,7 @@ func TestWatchRate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var rec generator.ServerRecord
+			var rec runstats.ServerRecord
 			if err := json.Unmarshal([]byte(out), &rec); err != nil {
 				t.Fatalf("watch --json printed %q: %v", out, err)
 			}
@@ -177,7 +177,7 @@ func TestWatchFollowJSON(t *testing.T) {
 		t.Fatalf("got %d lines from 3 answered scrapes, want 2:\n%s", len(lines), out)
 	}
 	for i, l := range lines {
-		var rec generator.ServerRecord
+		var rec runstats.ServerRecord
 		if err := json.Unmarshal([]byte(l), &rec); err != nil {
 			t.Fatalf("not JSON: %v: %s", err, l)
 		}
@@ -338,7 +338,7 @@ func TestWatchMatchesMockTokenCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rec generator.ServerRecord
+	var rec runstats.ServerRecord
 	if err := json.Unmarshal([]byte(out), &rec); err != nil {
 		t.Fatalf("watch --json printed %q: %v", out, err)
 	}

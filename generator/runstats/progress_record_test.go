@@ -1,4 +1,4 @@
-package generator
+package runstats
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package generator
+package runstats
 
 // Per-endpoint figures: with several replicas (endpoint.base_url a list),
 // each has its own requests in flight, rates and state next to the run's
@@ -17,13 +17,13 @@ const (
 	EndpointProbing = "probing" // down, and the prober is asking it right now
 )
 
-// endpointStats is one endpoint's ledger: live state read by the router
+// Endpoint is one endpoint's ledger: live state read by the router
 // (in flight, its cap, its gate) and per-second buckets of answered
 // requests and their tokens. Its tokens are credited when an answer
 // completes (usage, else the streamed chunks), not per streamed delta as
 // the run's totals are: the per-endpoint tok/s is a finer split of the same
 // work, and a window of 10 s or more smooths the difference.
-type endpointStats struct {
+type Endpoint struct {
 	url string // passwords masked
 
 	inflight atomic.Int64 // requests sent to it and not yet ended
@@ -34,7 +34,7 @@ type endpointStats struct {
 	// with every endpoint at its cap the pool's concurrency is what holds
 	// the next request back, so the caps should add up to it.
 	limit atomic.Int64
-	gate  atomic.Pointer[outage] // the Run's gate for it; nil before Run or when it cannot be probed
+	gate  atomic.Pointer[gateRef] // the Run's gate for it; nil before Run or when it cannot be probed
 
 	mu        sync.Mutex
 	requests  int64 // attempts it answered (a completion, or any HTTP status below 500)
@@ -45,14 +45,41 @@ type endpointStats struct {
 	buckets   [ringSize]epBucket
 }
 
+// Gate is an endpoint's outage gate as its figures need it: whether it is
+// closed, and whether a prober is asking the endpoint right now.
+type Gate interface {
+	Down() bool
+	Probing() bool
+}
+
+type gateRef struct{ g Gate }
+
+// SetGate is the Run's gate for the endpoint, whose state snapshots show.
+func (es *Endpoint) SetGate(g Gate) { es.gate.Store(&gateRef{g}) }
+
+// Down reports whether the endpoint's gate is closed (no gate: open).
+func (es *Endpoint) Down() bool {
+	ref := es.gate.Load()
+	return ref != nil && ref.g.Down()
+}
+
+// AddInFlight counts a request sent to the endpoint (+1) or ended (-1).
+func (es *Endpoint) AddInFlight(d int64) { es.inflight.Add(d) }
+
+// InFlight is the number of requests in flight to the endpoint.
+func (es *Endpoint) InFlight() int64 { return es.inflight.Load() }
+
+// Limit is the endpoint's own cap of requests in flight; 0: none.
+func (es *Endpoint) Limit() int64 { return es.limit.Load() }
+
 type epBucket struct {
 	sec    int64 // -1: never used
 	reqs   int64
 	tokens int64
 }
 
-func newEndpointStats(url string) *endpointStats {
-	es := &endpointStats{url: url}
+func newEndpoint(url string) *Endpoint {
+	es := &Endpoint{url: url}
 	for i := range es.buckets {
 		es.buckets[i].sec = -1
 	}
@@ -63,26 +90,26 @@ func newEndpointStats(url string) *endpointStats {
 // so that every snapshot lists them, before the first request too. The
 // engine's router takes these ledgers; with no call it makes unnamed ones.
 func (s *Stats) SetEndpoints(urls []string) {
-	eps := make([]*endpointStats, len(urls))
+	eps := make([]*Endpoint, len(urls))
 	for i, u := range urls {
-		eps[i] = newEndpointStats(u)
+		eps[i] = newEndpoint(u)
 	}
 	s.mu.Lock()
 	s.endpoints = eps
 	s.mu.Unlock()
 }
 
-// endpointLedgers returns n ledgers: the ones SetEndpoints made when there
+// EndpointLedgers returns n ledgers: the ones SetEndpoints made when there
 // are n of them, else n new unnamed ones, which every snapshot then lists.
-func (s *Stats) endpointLedgers(n int) []*endpointStats {
+func (s *Stats) EndpointLedgers(n int) []*Endpoint {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.endpoints) == n {
 		return s.endpoints
 	}
-	s.endpoints = make([]*endpointStats, n)
+	s.endpoints = make([]*Endpoint, n)
 	for i := range s.endpoints {
-		s.endpoints[i] = newEndpointStats("")
+		s.endpoints[i] = newEndpoint("")
 	}
 	return s.endpoints
 }
@@ -90,7 +117,7 @@ func (s *Stats) endpointLedgers(n int) []*endpointStats {
 // ended records one attempt sent to the endpoint: answered (the server was
 // there), and when it completed an answer, its tokens; origin is the run's
 // time origin (Tracker.start), now the attempt's end.
-func (es *endpointStats) ended(origin, now time.Time, answered, completed bool, tokens int64) {
+func (es *Endpoint) Ended(origin, now time.Time, answered, completed bool, tokens int64) {
 	sec := max(int64(now.Sub(origin)/time.Second), 0)
 	es.mu.Lock()
 	defer es.mu.Unlock()
@@ -114,7 +141,7 @@ func (es *endpointStats) ended(origin, now time.Time, answered, completed bool, 
 }
 
 // setDown records the endpoint's gate closing (down) or opening.
-func (es *endpointStats) setDown(down bool, since time.Time) {
+func (es *Endpoint) SetDown(down bool, since time.Time) {
 	es.mu.Lock()
 	defer es.mu.Unlock()
 	if down {
@@ -143,8 +170,11 @@ type EndpointSnapshot struct {
 }
 
 // snapshot reads the endpoint at elapsed (the run's Elapsed).
-func (es *endpointStats) snapshot(elapsed time.Duration) EndpointSnapshot {
-	gate := es.gate.Load()
+func (es *Endpoint) snapshot(elapsed time.Duration) EndpointSnapshot {
+	var gate Gate
+	if ref := es.gate.Load(); ref != nil {
+		gate = ref.g
+	}
 	es.mu.Lock()
 	defer es.mu.Unlock()
 	out := EndpointSnapshot{
@@ -159,9 +189,10 @@ func (es *endpointStats) snapshot(elapsed time.Duration) EndpointSnapshot {
 		CompletionTokens: es.tokens,
 	}
 	switch {
-	case gate.isProbing() && gate.isDown():
+	case gate == nil:
+	case gate.Probing() && gate.Down():
 		out.State = EndpointProbing
-	case gate.isDown():
+	case gate.Down():
 		out.State = EndpointDown
 	}
 	if secs := elapsed.Seconds(); secs > 0 {
@@ -175,7 +206,7 @@ func (es *endpointStats) snapshot(elapsed time.Duration) EndpointSnapshot {
 
 // windowLocked sums the last w whole seconds as Stats.windowLocked does:
 // the cumulative rates while the run is shorter than w.
-func (es *endpointStats) windowLocked(cum EndpointSnapshot, elapsed, w time.Duration) Rates {
+func (es *Endpoint) windowLocked(cum EndpointSnapshot, elapsed, w time.Duration) Rates {
 	if elapsed < w {
 		return Rates{Span: elapsed, ReqPerSec: cum.ReqPerSec, TokPerSec: cum.TokPerSec}
 	}

@@ -1,4 +1,4 @@
-package generator
+package runstats
 
 // The progress record: one JSON object of every figure of a Snapshot (and
 // the server's own view), the form of `--log-format json`, status.json and

@@ -1,4 +1,4 @@
-package generator
+package runstats
 
 import (
 	"sync"
@@ -92,7 +92,7 @@ type Stats struct {
 	stoppedAt  time.Time // set by Stop: the clock of every later snapshot
 	// endpoints are the per-endpoint ledgers (stats_endpoint.go), one per
 	// base_url; each has its own lock.
-	endpoints []*endpointStats
+	endpoints []*Endpoint
 }
 
 // Stop freezes the ledger's clock: a snapshot taken after the run ended
@@ -188,15 +188,15 @@ func (s *Stats) AddRepeated(n int64) {
 	s.AddAlreadyDone(n)
 }
 
-// addCanceled records a key the run stopped before it had an answer: it is
+// AddCanceled records a key the run stopped before it had an answer: it is
 // asked again on resume.
-func (s *Stats) addCanceled() { s.canceled.Add(1) }
+func (s *Stats) AddCanceled() { s.canceled.Add(1) }
 
-// retract takes back records and errors error records counted as done and
+// Retract takes back records and errors error records counted as done and
 // failed that the sink lost when it failed (written, never fsynced): they
 // count as canceled, asked again on resume. Their tokens stay in the rates,
 // which measure the server, not the disk.
-func (s *Stats) retract(records, errors int64) {
+func (s *Stats) Retract(records, errors int64) {
 	if records == 0 && errors == 0 {
 		return
 	}
@@ -207,16 +207,22 @@ func (s *Stats) retract(records, errors int64) {
 	s.canceled.Add(records + errors)
 }
 
-// runCounts are the counts a Summary is made of.
-type runCounts struct {
-	done, errors, alreadyDone, alreadyFailed, repeated, canceled int64
-}
-
-func (s *Stats) counts() runCounts {
+// Summary is what the run did so far, read from its ledger; drained says
+// whether intake stopped before the source ended.
+func (s *Stats) Summary(drained bool) Summary {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return runCounts{done: s.done, errors: s.errors, alreadyDone: s.alreadyDone.Load(),
-		alreadyFailed: s.alreadyFailed.Load(), repeated: s.repeated.Load(), canceled: s.canceled.Load()}
+	done, errors := s.done, s.errors
+	s.mu.Unlock()
+	repeated := s.repeated.Load()
+	return Summary{
+		Written:       int(done),
+		Failed:        int(errors),
+		Skipped:       s.alreadyDone.Load() - repeated,
+		SkippedFailed: s.alreadyFailed.Load(),
+		Drained:       drained,
+		Canceled:      int(s.canceled.Load()),
+		Duplicates:    int(repeated),
+	}
 }
 
 // Tracker follows one request (one key) through its slot, retries
@@ -233,14 +239,17 @@ type Tracker struct {
 	held  atomic.Bool // holds a slot of the pool (see Stats.slots)
 }
 
-// release says the request left its slot (it handed its result to the
+// Release says the request left its slot (it handed its result to the
 // writer): in flight -1. Done, Fail and Cancel release too; only the first
 // call counts.
-func (r *Tracker) release() {
+func (r *Tracker) Release() {
 	if r.held.Swap(false) {
 		r.s.slots.Add(-1)
 	}
 }
+
+// Origin is when the request began, on the run's clock.
+func (r *Tracker) Origin() time.Time { return r.start }
 
 // streamed is every delta the request credited: its answered turns' and
 // the current attempt's.
@@ -333,7 +342,7 @@ func (r *Tracker) Done(o Outcome) {
 	if r.ended.Swap(true) {
 		return
 	}
-	r.release()
+	r.Release()
 	counted := r.streamed()
 	final := counted
 	switch {
@@ -387,7 +396,7 @@ func (r *Tracker) end(cause string) {
 	if r.ended.Swap(true) {
 		return
 	}
-	r.release()
+	r.Release()
 	lost := r.cur.Swap(0) + r.kept.Swap(0)
 	s := r.s
 	s.mu.Lock()
@@ -421,3 +430,6 @@ type Rates struct {
 	TokPerSec       float64       // completion tokens per second, as credited (see Stats)
 	PromptTokPerSec float64       // prompt tokens per second (usage, at completion)
 }
+
+// Now is the clock the figures are taken on (NewStats's).
+func (s *Stats) Now() time.Time { return s.now() }

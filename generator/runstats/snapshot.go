@@ -1,4 +1,4 @@
-package generator
+package runstats
 
 // A Snapshot is the stats at one moment, with the rates, percentiles and
 // ETA derived from them: what every renderer reads.

@@ -1,4 +1,4 @@
-package generator
+package runstats
 
 import (
 	"bytes"
@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
 
@@ -55,7 +53,7 @@ func goldenRates() *promscrape.Rates {
 func TestStatusFilesGolden(t *testing.T) {
 	dir := t.TempDir()
 	started := time.Date(2025, 6, 1, 11, 58, 0, 0, time.UTC)
-	s := &statusWriter{
+	s := &StatusWriter{
 		dir:  dir,
 		info: RunInfo{PID: 4242, Hostname: "gpu-07", StartedAt: started, OutputDir: "/data/out/run"},
 		cfg: ReportConfig{BaseURL: "http://user:xxxxx@gpu-07:8000/v1", Model: "mock-model", Dataset: "prompts.jsonl",
@@ -101,26 +99,6 @@ func checkGolden(t *testing.T, path, golden string) {
 	}
 }
 
-// The config summary of report.json is the job as run (model resolved)
-// and the setup, with any password in the URL masked.
-func TestReportConfig(t *testing.T) {
-	j := job.Job{
-		Selection: dataset.Selection{Path: "prompts.jsonl", Format: "messages", Limit: 1000, Shard: dataset.Shard{Index: 1, Count: 4}},
-		Sampling:  job.Sampling{Model: "resolved-model", MaxTokens: 2048, Samples: 2},
-	}
-	setup := Setup{BaseURL: "http://user:hunter2@gpu-07:8000/v1", Concurrency: 64, Stream: false, Format: "jsonl"}
-	got := newReportConfig(j, setup)
-	want := ReportConfig{BaseURL: "http://user:xxxxx@gpu-07:8000/v1", Model: "resolved-model", Dataset: "prompts.jsonl",
-		Format: "messages", Limit: 1000, Shard: "1/4", Concurrency: 64, Samples: 2, MaxTokens: 2048,
-		Stream: false, OutputFormat: "jsonl"}
-	if got != want {
-		t.Errorf("report config =\n%+v\nwant\n%+v", got, want)
-	}
-	if got := newReportConfig(job.Job{}, Setup{}); got.Shard != "" {
-		t.Errorf("no shard: %q, want it left out", got.Shard)
-	}
-}
-
 func readJSON[T any](t *testing.T, path string) T {
 	t.Helper()
 	var v T
@@ -140,7 +118,7 @@ func readJSON[T any](t *testing.T, path string) T {
 func TestStatusWriterLife(t *testing.T) {
 	dir := t.TempDir()
 	started := time.Now().Add(-time.Minute)
-	s := newStatusWriter(dir, started, ReportConfig{Model: "m", Concurrency: 4})
+	s := NewStatusWriter(dir, started, ReportConfig{Model: "m", Concurrency: 4}, nil)
 	statusPath := filepath.Join(dir, StatusFile)
 	if err := os.WriteFile(statusPath, []byte("{}\n"), 0o644); err != nil {
 		t.Fatal(err)

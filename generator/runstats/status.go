@@ -1,4 +1,4 @@
-package generator
+package runstats
 
 // The run's machine-readable files in the output directory, for a second
 // shell, a script or a dashboard:
@@ -23,14 +23,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/synthgen/synthgen/generator/autoconc"
-	"github.com/synthgen/synthgen/generator/job"
-	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/durable"
 )
 
@@ -94,23 +91,6 @@ type ReportConfig struct {
 	OutputFormat string `json:"output_format"`
 }
 
-// newReportConfig summarizes job (as run: model resolved) run by s.
-func newReportConfig(j job.Job, s Setup) ReportConfig {
-	return ReportConfig{
-		BaseURL:      redactURLs(s.baseURLs()),
-		Model:        j.Sampling.Model,
-		Dataset:      j.Selection.Path,
-		Format:       j.Selection.Format,
-		Limit:        j.Selection.Limit,
-		Shard:        j.Selection.Shard.String(),
-		Concurrency:  s.Concurrency,
-		Samples:      j.Sampling.Samples,
-		MaxTokens:    j.Sampling.MaxTokens,
-		Stream:       s.Stream,
-		OutputFormat: s.Format,
-	}
-}
-
 // ReportRecord is the content of report.json.
 type ReportRecord struct {
 	Event     string       `json:"event"` // "report"
@@ -136,11 +116,11 @@ type RunOutcome struct {
 	EndedAt  time.Time // zero: now
 }
 
-// statusWriter writes status.json and report.json for one run. Heartbeat
+// StatusWriter writes status.json and report.json for one run. Heartbeat
 // is called by the caller's reporter, SetState by Drain (from a signal
 // handler), and Finish once after both have stopped; the state is atomic
 // so the three may overlap.
-type statusWriter struct {
+type StatusWriter struct {
 	dir   string
 	info  RunInfo
 	cfg   ReportConfig
@@ -152,12 +132,16 @@ type statusWriter struct {
 	auto *autoconc.State // concurrency: auto; nil when fixed
 }
 
-func newStatusWriter(dir string, started time.Time, cfg ReportConfig) *statusWriter {
+// NewStatusWriter writes dir's status.json and report.json for a run that
+// began at started; auto is concurrency: auto's state (nil: a fixed
+// concurrency).
+func NewStatusWriter(dir string, started time.Time, cfg ReportConfig, auto *autoconc.State) *StatusWriter {
 	host, _ := os.Hostname() // an unknown host name leaves the field empty
-	s := &statusWriter{
+	s := &StatusWriter{
 		dir:  dir,
 		info: RunInfo{PID: os.Getpid(), Hostname: host, StartedAt: started, OutputDir: absPath(dir)},
 		cfg:  cfg,
+		auto: auto,
 	}
 	s.state.Store(StateRunning)
 	return s
@@ -167,7 +151,7 @@ func newStatusWriter(dir string, started time.Time, cfg ReportConfig) *statusWri
 // report.json that a kill during a rewrite left behind (durable.WriteFile
 // names them .NAME.*.tmp). Call it once the sink holds the directory's lock,
 // so no other run is writing them.
-func (s *statusWriter) RemoveLeftovers() error {
+func (s *StatusWriter) RemoveLeftovers() error {
 	var errs []error
 	for _, name := range []string{StatusFile, ReportFile} {
 		leftovers, err := filepath.Glob(filepath.Join(s.dir, "."+name+".*.tmp"))
@@ -184,17 +168,17 @@ func (s *statusWriter) RemoveLeftovers() error {
 }
 
 // SetState changes the state the next heartbeat shows.
-func (s *statusWriter) SetState(state State) { s.state.Store(state) }
+func (s *StatusWriter) SetState(state State) { s.state.Store(state) }
 
 // AddWarning adds w to the warnings of every status.json and report.json
 // written from now on. Safe from any goroutine.
-func (s *statusWriter) AddWarning(w string) {
+func (s *StatusWriter) AddWarning(w string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.warnings = append(s.warnings, w)
 }
 
-func (s *statusWriter) status(rec ProgressRecord) StatusRecord {
+func (s *StatusWriter) status(rec ProgressRecord) StatusRecord {
 	s.mu.Lock()
 	warnings := slices.Clone(s.warnings)
 	s.mu.Unlock()
@@ -203,13 +187,13 @@ func (s *statusWriter) status(rec ProgressRecord) StatusRecord {
 }
 
 // Heartbeat rewrites status.json with rec and the current state.
-func (s *statusWriter) Heartbeat(rec ProgressRecord) error {
+func (s *StatusWriter) Heartbeat(rec ProgressRecord) error {
 	return writeJSON(filepath.Join(s.dir, StatusFile), s.status(rec))
 }
 
 // Finish writes the final status.json and report.json from the last
 // progress record and the outcome.
-func (s *statusWriter) Finish(rec ProgressRecord, o RunOutcome) error {
+func (s *StatusWriter) Finish(rec ProgressRecord, o RunOutcome) error {
 	if o.EndedAt.IsZero() {
 		o.EndedAt = time.Now()
 	}
@@ -252,12 +236,19 @@ func absPath(p string) string {
 	return p
 }
 
-// redactURLs is urls, each with its password masked, comma-separated (the
-// flag's form of endpoint.base_url).
-func redactURLs(urls []string) string {
-	shown := make([]string, len(urls))
-	for i, u := range urls {
-		shown[i] = wire.RedactURL(u)
-	}
-	return strings.Join(shown, ",")
+// Summary counts what one Run did. It is a view of the run's Stats (the
+// one ledger: the writer and the producer report there, and only there),
+// taken when Run returns.
+type Summary struct {
+	Written int   // records written
+	Failed  int   // error records written
+	Skipped int64 // keys already done on disk
+	// SkippedFailed are keys that failed for good in an earlier run and
+	// were not asked again (no RetryErrors): not done.
+	SkippedFailed int64
+	Drained       bool // intake stopped (Drain, or ctx) before the source ended
+	Canceled      int  // requests cut or not started because the run stopped (redone on resume)
+	// Duplicates counts dataset rows whose key this run had already asked
+	// (a repeated id): each key is asked once.
+	Duplicates int
 }
