@@ -13,6 +13,7 @@ import (
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/pool"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
@@ -40,7 +41,7 @@ type Setup struct {
 	Concurrency int  // requests in flight; with Auto, the most of them
 	Auto        bool // concurrency: auto: start at AutoStart, moved by SetLimit
 	Stream      bool // stream answers
-	Retry       RetryPolicy
+	Retry       pool.RetryPolicy
 
 	Dir          string        // output directory
 	Format       string        // shard format of new shards: jsonl or parquet
@@ -89,7 +90,7 @@ type Runner struct {
 	maxModelLen int
 	out         *sink.Sink
 	src         *dataset.Reader
-	eng         *engine
+	eng         *pool.Engine
 	auto        *autoconc.State // concurrency: auto's limit and why; nil when fixed
 }
 
@@ -118,13 +119,13 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	s.Stats.SetTotal(r.job.Total(r.rows))
 
 	urls := s.baseURLs()
-	targets := make([]endpointClient, len(urls))
+	targets := make([]pool.Endpoint, len(urls))
 	clients := make([]*wire.Client, len(urls))
 	shown := make([]string, len(urls))
 	for i, u := range urls {
 		clients[i] = wire.New(wire.Options{BaseURL: u, APIKey: s.APIKey, Timeout: s.Timeout, StallTimeout: s.StallTimeout, TLS: s.TLS, MaxConns: s.Concurrency})
 		shown[i] = wire.RedactURL(u)
-		targets[i] = endpointClient{URL: shown[i], Client: clients[i]}
+		targets[i] = pool.Endpoint{URL: shown[i], Client: clients[i]}
 	}
 	s.Stats.SetEndpoints(shown)
 	model, err := wire.ResolveModels(ctx, clients, urls, r.job.Sampling.Model, s.Log)
@@ -159,7 +160,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 			_ = r.out.Close()
 		}
 	}()
-	r.eng, err = newEngine(clients[0], s.Stats, engineOptions{
+	r.eng, err = pool.New(clients[0], s.Stats, pool.Options{
 		Endpoints:    targets,
 		Concurrency:  s.Concurrency,
 		Limit:        r.startLimit(),
@@ -171,7 +172,13 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 		Log:          s.Log,
 		Retry:        s.Retry,
 		SyncInterval: s.SyncInterval,
-		Reasoning: reasoningPolicy{
+		// status.json as soon as what the directory holds is counted: when
+		// the producer starts its first request, having passed the keys
+		// done before it (a resume's records come first), so that a second
+		// shell never reads "done 0" beside thousands of records on disk. A
+		// heartbeat that cannot be written is not worth stopping for.
+		OnIntake: func() { _ = r.Heartbeat(runstats.NewProgressRecord(r.setup.Stats.Snapshot(), nil)) },
+		Reasoning: pool.ReasoningPolicy{
 			Sample:  r.reasoningSample(),
 			Require: s.RequireReasoning,
 			OnFound: r.noReasoning,
@@ -198,13 +205,13 @@ func (s Setup) baseURLs() []string {
 // reasoningSample is how many first answers the reasoning check reads:
 // reasoningSample, or what is left of the job when that is less.
 func (r *Runner) reasoningSample() int {
-	return int(min(max(r.keysLeft(), 1), reasoningSample))
+	return int(min(max(r.keysLeft(), 1), pool.ReasoningSample))
 }
 
 // noReasoning says, once, that the server sends no reasoning: on Log and
 // in status.json's warnings (the writer goroutine calls it).
-func (r *Runner) noReasoning(e *NoReasoningError) {
-	msg := fmt.Sprintf("%v; %s", e, ReasoningParserHint)
+func (r *Runner) noReasoning(e *pool.NoReasoningError) {
+	msg := fmt.Sprintf("%v; %s", e, pool.ReasoningParserHint)
 	fmt.Fprintf(r.setup.Log, "warning: %s\n", msg)
 	if r.setup.RequireReasoning {
 		fmt.Fprintf(r.setup.Log, "generation.require_reasoning: no new requests; the ones in flight finish, what was written is kept\n")
@@ -305,12 +312,6 @@ func (r *Runner) FailedOpen() int { return r.out.FailedCount() }
 // Run asks every selected key the directory does not hold yet (see
 // engine.Run). It is called once.
 func (r *Runner) Run(ctx context.Context) (runstats.Summary, error) {
-	// status.json as soon as what the directory holds is counted: when
-	// the producer starts its first request, having passed the keys done
-	// before it (a resume's records come first), so that a second shell
-	// never reads "done 0" beside thousands of records on disk. A
-	// heartbeat that cannot be written is not worth stopping for.
-	r.eng.opts.OnIntake = func() { _ = r.Heartbeat(runstats.NewProgressRecord(r.setup.Stats.Snapshot(), nil)) }
 	// The set of what this run writes is sized once for the keys left
 	// (string ids: a reserved region, resident only as it fills) rather
 	// than grown as it fills.

@@ -17,6 +17,7 @@ import (
 	"github.com/synthgen/synthgen/dataset/hub"
 	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/pool"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 )
@@ -295,7 +296,7 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 		Concurrency:  cfg.Concurrency,
 		Auto:         cfg.ConcurrencyAuto,
 		Stream:       cfg.Generation.Stream,
-		Retry: generator.RetryPolicy{
+		Retry: pool.RetryPolicy{
 			MaxAttempts:    cfg.Retry.MaxAttempts,
 			InitialBackoff: cfg.Retry.InitialBackoff,
 			MaxBackoff:     cfg.Retry.MaxBackoff,
@@ -435,10 +436,10 @@ func runResult(cfg config.Config, runErr, closeErr error, interrupted bool, sum 
 	switch {
 	case runErr != nil:
 		var re *dataset.RowError
-		var nr *generator.NoReasoningError
+		var nr *pool.NoReasoningError
 		if errors.As(runErr, &nr) {
 			return &exitError{code: exitFailure, err: fmt.Errorf("generation.require_reasoning: %w (what was written is kept)", runErr),
-				hint: generator.ReasoningParserHint + "; then rerun to resume (or set generation.require_reasoning: false to only warn)"}
+				hint: pool.ReasoningParserHint + "; then rerun to resume (or set generation.require_reasoning: false to only warn)"}
 		}
 		if errors.As(runErr, &re) {
 			return usageError(runErr, "fix the row, or set dataset.on_bad_row: skip to skip bad rows; what was written is kept, rerun to resume")

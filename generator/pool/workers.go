@@ -1,4 +1,4 @@
-package generator
+package pool
 
 // The pool: a fixed set of long-lived workers (Concurrency of them, the
 // ceiling) pulling keys from the producer, and a limiter that lets at most

@@ -1,4 +1,4 @@
-package generator
+package pool
 
 import (
 	"context"
@@ -53,7 +53,7 @@ func TestProduceSkipsAsWithoutSkip(t *testing.T) {
 	opts := testOptions(4)
 	opts.UniqueIDs = true
 	out := openSink(t, base)
-	eng, _ := newEngine(client, runstats.NewStats(nil), opts)
+	eng, _ := New(client, runstats.NewStats(nil), opts)
 	if _, err := eng.Run(context.Background(), newSliceSource(ids[:8]...), out); err != nil {
 		t.Fatal(err)
 	}
@@ -72,9 +72,9 @@ func TestProduceSkipsAsWithoutSkip(t *testing.T) {
 		opts := testOptions(4)
 		opts.UniqueIDs, opts.Sampling.Samples = true, samples
 		out := openSink(t, dir)
-		eng, _ := newEngine(client, runstats.NewStats(nil), opts)
+		eng, _ := New(client, runstats.NewStats(nil), opts)
 		before := srv.requests.Load()
-		var src source = newSliceSource(ids...)
+		var src Source = newSliceSource(ids...)
 		sk := &skippingSource{sliceSource: newSliceSource(ids...)}
 		if skipping {
 			src = sk

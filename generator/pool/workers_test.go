@@ -1,4 +1,4 @@
-package generator
+package pool
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func newGatedServer() *gatedServer {
 	return g
 }
 
-// TestLimitMovesWhileRunning: the engine's limit changes while requests are
+// TestLimitMovesWhileRunning: the Engine's limit changes while requests are
 // in flight. Growing starts more at once; shrinking lets the ones in flight
 // finish and starts none until fewer than the new limit are in flight.
 // Every key is still asked once.
@@ -34,7 +34,7 @@ func TestLimitMovesWhileRunning(t *testing.T) {
 	opts := testOptions(8)
 	opts.Limit = 2
 	client := wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: 8})
-	eng, err := newEngine(client, runstats.NewStats(nil), opts)
+	eng, err := New(client, runstats.NewStats(nil), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package generator
+package pool
 
 import (
 	"context"
@@ -41,7 +41,7 @@ func TestDuplicateIDAskedOnceRunGoesOn(t *testing.T) {
 				unique[id] = true
 			}
 			// Hold every request until all rows could have been asked, so
-			// the copies are in flight at once when the engine sends them.
+			// the copies are in flight at once when the Engine sends them.
 			allIn := make(chan struct{})
 			var once atomic.Bool
 			srv := &countingServer{}
@@ -60,7 +60,7 @@ func TestDuplicateIDAskedOnceRunGoesOn(t *testing.T) {
 			out := openSink(t, dir)
 			stats := runstats.NewStats(nil)
 			stats.SetTotal(int64(len(tc.ids)))
-			eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: tc.concurrency}), stats, testOptions(tc.concurrency))
+			eng, err := New(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: tc.concurrency}), stats, testOptions(tc.concurrency))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,7 +113,7 @@ type runAsync struct {
 	at   time.Time // when Run returned
 }
 
-func startRun(ctx context.Context, eng *engine, src source, out resultSink) *runAsync {
+func startRun(ctx context.Context, eng *Engine, src Source, out Output) *runAsync {
 	r := &runAsync{done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
@@ -174,7 +174,7 @@ func TestDrainStartsNoNewAttempt(t *testing.T) {
 			stats := runstats.NewStats(nil)
 			opts := testOptions(3)
 			opts.Retry = RetryPolicy{MaxAttempts: 5, InitialBackoff: 10 * time.Second, MaxBackoff: 10 * time.Second}
-			eng, err := newEngine(wire.New(wire.Options{BaseURL: tc.baseURL, MaxConns: 3}), stats, opts)
+			eng, err := New(wire.New(wire.Options{BaseURL: tc.baseURL, MaxConns: 3}), stats, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,15 +218,15 @@ func TestDrainStartsNoNewAttempt(t *testing.T) {
 	}
 }
 
-// eofSource wraps a source and closes ended once it has returned io.EOF.
+// eofSource wraps a Source and closes ended once it has returned io.EOF.
 type eofSource struct {
-	source
+	Source
 	ended chan struct{}
 	once  atomic.Bool
 }
 
 func (s *eofSource) Next() (dataset.Prompt, error) {
-	p, err := s.source.Next()
+	p, err := s.Source.Next()
 	if errors.Is(err, io.EOF) && s.once.CompareAndSwap(false, true) {
 		close(s.ended)
 	}
@@ -234,7 +234,7 @@ func (s *eofSource) Next() (dataset.Prompt, error) {
 }
 
 // TestDrainedMeansIntakeStopped: Summary.Drained says intake stopped before
-// the source ended, which is how the run command tells a job that still has
+// the Source ended, which is how the run command tells a job that still has
 // keys to ask (exit 130, "rerun to resume") from one that a late Ctrl-C
 // left complete. Before, Drained was true whenever Drain had been called,
 // even after the last prompt had been taken.
@@ -281,8 +281,8 @@ func TestDrainedMeansIntakeStopped(t *testing.T) {
 					close(release)
 				}
 			}()
-			eng, _ := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: 2}), runstats.NewStats(nil), testOptions(2))
-			src := &eofSource{source: newSliceSource(numberedIDs(tc.rows)...), ended: make(chan struct{})}
+			eng, _ := New(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: 2}), runstats.NewStats(nil), testOptions(2))
+			src := &eofSource{Source: newSliceSource(numberedIDs(tc.rows)...), ended: make(chan struct{})}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			r := startRun(ctx, eng, src, discardSink{})
@@ -315,7 +315,7 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 		{"done", func(t *testing.T, tr *http.Transport) {
 			ts := httptest.NewServer(&countingServer{})
 			defer ts.Close()
-			eng, _ := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", HTTPClient: &http.Client{Transport: tr}}), nil, testOptions(8))
+			eng, _ := New(wire.New(wire.Options{BaseURL: ts.URL + "/v1", HTTPClient: &http.Client{Transport: tr}}), nil, testOptions(8))
 			if _, err := eng.Run(context.Background(), newSliceSource(numberedIDs(50)...), discardSink{}); err != nil {
 				t.Fatal(err)
 			}
@@ -323,14 +323,14 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 		{"sink fails", func(t *testing.T, tr *http.Transport) {
 			ts := httptest.NewServer(&countingServer{hook: func(string) { time.Sleep(time.Millisecond) }})
 			defer ts.Close()
-			eng, _ := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", HTTPClient: &http.Client{Transport: tr}}), nil, testOptions(8))
+			eng, _ := New(wire.New(wire.Options{BaseURL: ts.URL + "/v1", HTTPClient: &http.Client{Transport: tr}}), nil, testOptions(8))
 			if _, err := eng.Run(context.Background(), newSliceSource(numberedIDs(200)...), &failingSink{n: 5}); err == nil {
 				t.Fatal("Run succeeded on a failing sink")
 			}
 		}},
 		{"cancelled during an outage", func(t *testing.T, tr *http.Transport) {
 			stats := runstats.NewStats(nil)
-			eng, _ := newEngine(wire.New(wire.Options{BaseURL: "http://" + deadAddr(t) + "/v1", HTTPClient: &http.Client{Transport: tr}}), stats, testOptions(4))
+			eng, _ := New(wire.New(wire.Options{BaseURL: "http://" + deadAddr(t) + "/v1", HTTPClient: &http.Client{Transport: tr}}), stats, testOptions(4))
 			ctx, cancel := context.WithCancel(context.Background())
 			r := startRun(ctx, eng, newSliceSource(numberedIDs(20)...), discardSink{})
 			waitFor(t, 5*time.Second, "the server shown down", func() bool { return !stats.Snapshot().ServerDownSince.IsZero() })
@@ -342,7 +342,7 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 		}},
 		{"drained during an outage", func(t *testing.T, tr *http.Transport) {
 			stats := runstats.NewStats(nil)
-			eng, _ := newEngine(wire.New(wire.Options{BaseURL: "http://" + deadAddr(t) + "/v1", HTTPClient: &http.Client{Transport: tr}}), stats, testOptions(4))
+			eng, _ := New(wire.New(wire.Options{BaseURL: "http://" + deadAddr(t) + "/v1", HTTPClient: &http.Client{Transport: tr}}), stats, testOptions(4))
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			r := startRun(ctx, eng, newSliceSource(numberedIDs(20)...), discardSink{})

@@ -1,4 +1,4 @@
-package generator
+package pool
 
 // A slot: one key asked to an answer or a final failure, retries inside
 // the slot, a whole conversation's turns in sequence.
@@ -19,7 +19,7 @@ import (
 // turns in sequence in this one slot (see conversation.go): the key is done
 // when all its turns are, and a failure or a stop on any turn leaves it
 // unwritten, to be asked whole again.
-func (e *engine) do(ctx, wait context.Context, route *router, j task) result {
+func (e *Engine) do(ctx, wait context.Context, route *router, j task) result {
 	tr := e.stats.Begin()
 	start := time.Now()
 	c := &conversation{last: j.msgs}
@@ -48,7 +48,7 @@ func (e *engine) do(ctx, wait context.Context, route *router, j task) result {
 // asked on resume). The answer is returned by value: a pointer to it cost
 // an allocation per request.
 // Each attempt goes to the endpoint route picks (endpoints.go).
-func (e *engine) ask(ctx, wait context.Context, route *router, tr *runstats.Tracker, j task, msgs []sink.Message) (resp wire.Response, attempts int, fail *sink.ErrorRecord) {
+func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Tracker, j task, msgs []sink.Message) (resp wire.Response, attempts int, fail *sink.ErrorRecord) {
 	req := wire.Request{Sampling: e.opts.Sampling, Messages: msgs, Params: j.prompt.Params, Stream: e.opts.Stream}
 	var onDelta func(int) // a plain answer has no deltas: no closure to allocate
 	if req.Stream {
@@ -134,12 +134,12 @@ func (e *engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 // backoff is the wait after the attempt-th failure: exponential with full
 // jitter (so 200 slots hit by one 503 do not come back in lockstep), at least
 // what the server asked for in Retry-After.
-func (e *engine) backoff(attempt int, retryAfter time.Duration) time.Duration {
+func (e *Engine) backoff(attempt int, retryAfter time.Duration) time.Duration {
 	p := backoff.Policy{Initial: e.opts.Retry.InitialBackoff, Max: e.opts.Retry.MaxBackoff}
 	return max(p.Delay(attempt), retryAfter)
 }
 
-func (e *engine) record(j task, c *conversation, latency time.Duration) *sink.Record {
+func (e *Engine) record(j task, c *conversation, latency time.Duration) *sink.Record {
 	resp := c.final
 	model := resp.Model
 	if model == "" {

@@ -1,4 +1,4 @@
-package generator
+package pool
 
 import (
 	"fmt"
@@ -9,14 +9,14 @@ import (
 // A reasoning model served by vLLM started without --reasoning-parser
 // answers with its whole thought inside content (in <think> tags) and no
 // reasoning field: every record then has "reasoning": "" and nothing
-// fails. The engine looks at a run's first answers for that server and
+// fails. The Engine looks at a run's first answers for that server and
 // says so once, early; generation.require_reasoning makes it fatal.
 
 // ReasoningParserHint is what to do about a *NoReasoningError.
 const ReasoningParserHint = "start vLLM with --reasoning-parser <name> (e.g. deepseek_r1, qwen3): the model's reasoning arrives inside content"
 
-// reasoningSample is how many of a run's first answers the check reads.
-const reasoningSample = 20
+// ReasoningSample is how many of a run's first answers the check reads.
+const ReasoningSample = 20
 
 // NoReasoningError says a run's first answers came without reasoning and
 // with the model's thought in think tags inside content.
@@ -33,7 +33,7 @@ func (e *NoReasoningError) Error() string {
 
 // reasoningCheck reads the first want answers a run writes (or all of them,
 // when fewer come) and decides once whether they are a parser-less server's.
-// The engine's writer goroutine owns it.
+// The Engine's writer goroutine owns it.
 type reasoningCheck struct {
 	want                int
 	seen, empty, tagged int

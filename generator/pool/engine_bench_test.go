@@ -1,4 +1,4 @@
-package generator
+package pool
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ import (
 	"github.com/synthgen/synthgen/sink"
 )
 
-// endlessSource yields distinct prompts until the engine drains.
+// endlessSource yields distinct prompts until the Engine drains.
 type endlessSource struct{ i int64 }
 
 func (s *endlessSource) Next() (dataset.Prompt, error) {
@@ -28,7 +28,7 @@ func (s *endlessSource) Next() (dataset.Prompt, error) {
 	return dataset.Prompt{ID: id, Index: s.i, Messages: []dataset.Message{{Role: "user", Content: "prompt " + id}}}, nil
 }
 
-// discardSink measures the engine alone: nothing is skipped, nothing kept.
+// discardSink measures the Engine alone: nothing is skipped, nothing kept.
 type discardSink struct{}
 
 func (discardSink) Recovered() sink.Recovered          { return sink.Recovered{} }
@@ -39,7 +39,7 @@ func (discardSink) Flush() error                       { return nil }
 // BenchmarkThroughput measures the performance bar (README, "Performance"): against a
 // server whose every answer takes exactly latency, Little's law says N in
 // flight complete N/latency requests per second. ideal_ratio is the measured
-// steady-state rate over that ideal (1.00 = the engine adds nothing);
+// steady-state rate over that ideal (1.00 = the Engine adds nothing);
 // minimal is a bare loop of N goroutines posting the same body with the same
 // transport, the floor any client pays on this machine. Compare the ratios
 // within one run: the machine is shared.
@@ -79,7 +79,7 @@ func BenchmarkThroughput(b *testing.B) {
 		measure(b, func(stop <-chan struct{}) {
 			opts := testOptions(n)
 			opts.SyncInterval = time.Second
-			eng, _ := newEngine(client, runstats.NewStats(nil), opts)
+			eng, _ := New(client, runstats.NewStats(nil), opts)
 			go func() { <-stop; eng.Drain() }()
 			if _, err := eng.Run(context.Background(), &endlessSource{}, discardSink{}); err != nil {
 				b.Error(err)
@@ -91,7 +91,7 @@ func BenchmarkThroughput(b *testing.B) {
 		measure(b, func(stop <-chan struct{}) {
 			opts := testOptions(n)
 			opts.SyncInterval = time.Second
-			eng, _ := newEngine(client, runstats.NewStats(nil), opts)
+			eng, _ := New(client, runstats.NewStats(nil), opts)
 			out, err := sink.Open(sink.Options{Dir: b.TempDir(), Format: "jsonl", ShardSize: 1000, SyncInterval: time.Second,
 				Job: sink.Job{Version: "bench", Hash: "bench"}})
 			if err != nil {
@@ -138,7 +138,7 @@ func BenchmarkThroughput(b *testing.B) {
 }
 
 // instantCompleter answers at once, with a 300-token answer, so that only
-// the engine's own memory is measured.
+// the Engine's own memory is measured.
 type instantCompleter struct{}
 
 func (instantCompleter) Complete(_ context.Context, _ wire.Request, onDelta func(int)) (wire.Response, error) {
@@ -150,7 +150,7 @@ func (instantCompleter) Complete(_ context.Context, _ wire.Request, onDelta func
 }
 
 // BenchmarkMemoryByDatasetSize: the bar is that memory is set by
-// the concurrency, not the dataset. The same 200-slot engine runs 10x more
+// the concurrency, not the dataset. The same 200-slot Engine runs 10x more
 // prompts; live_heap_MB is the heap still reachable when the run ends
 // (after a GC), which should not grow 10x with them.
 func BenchmarkMemoryByDatasetSize(b *testing.B) {
@@ -160,7 +160,7 @@ func BenchmarkMemoryByDatasetSize(b *testing.B) {
 				runtime.GC()
 				var before runtime.MemStats
 				runtime.ReadMemStats(&before)
-				eng, _ := newEngine(instantCompleter{}, runstats.NewStats(nil), testOptions(200))
+				eng, _ := New(instantCompleter{}, runstats.NewStats(nil), testOptions(200))
 				src := &countedSource{n: int64(n)}
 				if _, err := eng.Run(context.Background(), src, discardSink{}); err != nil {
 					b.Fatal(err)

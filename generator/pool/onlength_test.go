@@ -1,4 +1,4 @@
-package generator
+package pool
 
 import (
 	"context"
@@ -60,7 +60,7 @@ func TestOnLength(t *testing.T) {
 			stats := runstats.NewStats(nil)
 			o := testOptions(1)
 			o.Sampling.MaxTokens, o.Sampling.OnLength = tc.maxTokens, tc.policy
-			eng, err := newEngine(c, stats, o)
+			eng, err := New(c, stats, o)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package generator
+package pool
 
 import (
 	"context"
@@ -119,10 +119,10 @@ func TestThreeEndpointsOneRestarts(t *testing.T) {
 	// A password in a URL never reaches status.json.
 	urls := []string{reps[0].url(), reps[1].url(), strings.Replace(reps[2].url(), "http://", "http://u:hunter2@", 1)}
 	shown := make([]string, len(urls))
-	targets := make([]endpointClient, len(urls))
+	targets := make([]Endpoint, len(urls))
 	for i, u := range urls {
 		shown[i] = wire.RedactURL(u)
-		targets[i] = endpointClient{URL: shown[i], Client: wire.New(wire.Options{BaseURL: u, MaxConns: conc})}
+		targets[i] = Endpoint{URL: shown[i], Client: wire.New(wire.Options{BaseURL: u, MaxConns: conc})}
 	}
 	stats.SetEndpoints(shown)
 	ledgers = stats.EndpointLedgers(len(urls))
@@ -132,7 +132,7 @@ func TestThreeEndpointsOneRestarts(t *testing.T) {
 	eo.Sampling.MaxTokens = 12
 	eo.Endpoints = targets
 	eo.Retry = RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
-	eng, err := newEngine(targets[0].Client, stats, eo)
+	eng, err := New(targets[0].Client, stats, eo)
 	if err != nil {
 		t.Fatal(err)
 	}

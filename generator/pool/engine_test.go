@@ -1,4 +1,4 @@
-package generator
+package pool
 
 import (
 	"bufio"
@@ -106,8 +106,8 @@ func (c *countingServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, resp)
 }
 
-func testOptions(n int) engineOptions {
-	return engineOptions{
+func testOptions(n int) Options {
+	return Options{
 		Concurrency: n, Sampling: job.Sampling{Model: "test-model", MaxTokens: 64, Temperature: 0, TopP: 1, Samples: 1},
 		Retry:        RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
 		SyncInterval: 50 * time.Millisecond,
@@ -198,7 +198,7 @@ func TestPoolKeepsExactlyNInFlight(t *testing.T) {
 	dir := t.TempDir()
 	out := openSink(t, dir)
 	client := wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: n})
-	eng, err := newEngine(client, runstats.NewStats(nil), testOptions(n))
+	eng, err := New(client, runstats.NewStats(nil), testOptions(n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestInFlightIsSlotsHeld(t *testing.T) {
 	defer ts.Close()
 	stats := runstats.NewStats(nil)
 	out := &slowSink{stats: stats}
-	eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: n}), stats, testOptions(n))
+	eng, err := New(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: n}), stats, testOptions(n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestResumeWritesEveryIDOnce(t *testing.T) {
 
 			// First run: stop once 40% is answered.
 			out := openSink(t, dir)
-			eng, _ := newEngine(client, runstats.NewStats(nil), testOptions(n))
+			eng, _ := New(client, runstats.NewStats(nil), testOptions(n))
 			ctx, cancel := context.WithCancel(context.Background())
 			go func() {
 				for srv.completed.Load() < rows*4/10 {
@@ -315,7 +315,7 @@ func TestResumeWritesEveryIDOnce(t *testing.T) {
 
 			// Second run: completes.
 			out = openSink(t, dir)
-			eng, _ = newEngine(client, runstats.NewStats(nil), testOptions(n))
+			eng, _ = New(client, runstats.NewStats(nil), testOptions(n))
 			sum2, err := eng.Run(context.Background(), newSliceSource(numberedIDs(rows)...), out)
 			if err != nil {
 				t.Fatal(err)
@@ -365,7 +365,7 @@ func TestSinkFailureStopsTheRun(t *testing.T) {
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	stats := runstats.NewStats(nil)
-	eng, _ := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: 8}), stats, testOptions(8))
+	eng, _ := New(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: 8}), stats, testOptions(8))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	sum, err := eng.Run(ctx, newSliceSource(numberedIDs(1000)...), &failingSink{n: 10})
@@ -382,9 +382,9 @@ func TestSinkFailureStopsTheRun(t *testing.T) {
 }
 
 // TestEngineRunsOnce: an Engine's drain signal and stats belong to its one
-// Run; a second Run says so instead of running with a drained engine.
+// Run; a second Run says so instead of running with a drained Engine.
 func TestEngineRunsOnce(t *testing.T) {
-	eng, err := newEngine(nil, nil, engineOptions{Concurrency: 1, Sampling: job.Sampling{Model: "m"}})
+	eng, err := New(nil, nil, Options{Concurrency: 1, Sampling: job.Sampling{Model: "m"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +426,7 @@ func TestRepeatedOwnIDsAmongIndexIDs(t *testing.T) {
 	opts := testOptions(4)
 	opts.UniqueIDs, opts.Log = true, &log
 	out := openSink(t, dir)
-	eng, _ := newEngine(client, runstats.NewStats(nil), opts)
+	eng, _ := New(client, runstats.NewStats(nil), opts)
 	sum, err := eng.Run(context.Background(), src, out)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package generator
+package pool
 
 import (
 	"bytes"
@@ -55,7 +55,7 @@ func TestRepeatedIDsFoundInTheSink(t *testing.T) {
 		ids := []string{"a", "x", "b", "a", "x", "c", "b", "a", "x", "c"}
 		dir := t.TempDir()
 		out := openSink(t, dir)
-		eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: conc}), runstats.NewStats(nil), testOptions(conc))
+		eng, err := New(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: conc}), runstats.NewStats(nil), testOptions(conc))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +142,7 @@ func TestRepeatedIDsUnderLoad(t *testing.T) {
 	rng.Shuffle(distinct, func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 	dir := t.TempDir()
 	out := openSink(t, dir)
-	eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: conc}), runstats.NewStats(nil), testOptions(conc))
+	eng, err := New(wire.New(wire.Options{BaseURL: ts.URL + "/v1", MaxConns: conc}), runstats.NewStats(nil), testOptions(conc))
 	if err != nil {
 		t.Fatal(err)
 	}

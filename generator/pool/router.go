@@ -1,4 +1,4 @@
-package generator
+package pool
 
 // Several endpoints: one model served by several replicas (vLLM data
 // parallel, or several boxes), endpoint.base_url a list. The router sends
@@ -22,17 +22,17 @@ import (
 	"github.com/synthgen/synthgen/generator/wire"
 )
 
-// endpointClient is one endpoint as the engine is given it: its URL
+// Endpoint is one endpoint as the Engine is given it: its URL
 // (passwords masked, for figures only) and its client.
-type endpointClient struct {
+type Endpoint struct {
 	URL    string
-	Client completer
+	Client Completer
 }
 
 // endpoint is one endpoint of a Run: its client, its gate (nil when the
 // client cannot be probed) and its ledger, which holds its live counts.
 type endpoint struct {
-	client completer
+	client Completer
 	gate   *outage
 	stats  *runstats.Endpoint
 }
@@ -62,13 +62,13 @@ type router struct {
 	up chan struct{}
 }
 
-// newRouter builds the Run's router: the engine's endpoints, or its one
+// newRouter builds the Run's router: the Engine's endpoints, or its one
 // client. Each endpoint that can be probed gets its own gate, living as long
 // as life.
-func (e *engine) newRouter(life context.Context) *router {
+func (e *Engine) newRouter(life context.Context) *router {
 	targets := e.opts.Endpoints
 	if len(targets) == 0 {
-		targets = []endpointClient{{Client: e.client}}
+		targets = []Endpoint{{Client: e.client}}
 	}
 	ledgers := e.stats.EndpointLedgers(len(targets))
 	r := &router{eps: make([]*endpoint, len(targets)), stats: e.stats, up: make(chan struct{})}
@@ -95,7 +95,7 @@ func (e *engine) newRouter(life context.Context) *router {
 // newOutage returns the gate of one endpoint for one Run, or nil when its
 // client has no way to ask whether the server is up. With model set, a
 // server that lists its models without it counts as down.
-func newOutage(life context.Context, c completer, model string, onChange func(down bool, since time.Time)) *outage {
+func newOutage(life context.Context, c Completer, model string, onChange func(down bool, since time.Time)) *outage {
 	p, ok := c.(prober)
 	if !ok {
 		return nil

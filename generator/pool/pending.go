@@ -1,4 +1,4 @@
-package generator
+package pool
 
 // The keys in flight: asked by the producer, not yet recorded by the
 // writer. With a sink that can say what this run wrote (seenSink), the

@@ -1,4 +1,4 @@
-package generator
+package pool
 
 import (
 	"net/http/httptest"
@@ -11,7 +11,7 @@ import (
 )
 
 // mockOptions ask the mock's model, with fast retries.
-func mockOptions(concurrency, maxAttempts int) engineOptions {
+func mockOptions(concurrency, maxAttempts int) Options {
 	o := retryOptions(true, maxAttempts)
 	o.Concurrency = concurrency
 	o.Sampling.Model = mockserver.DefaultModel

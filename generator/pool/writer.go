@@ -1,4 +1,4 @@
-package generator
+package pool
 
 // The writer: the one goroutine that owns the sink.
 
@@ -13,7 +13,7 @@ import (
 // write is the single owner of the sink: it writes results and flushes on a
 // ticker so that a record counted as done is durable within SyncInterval
 // even when no further result comes.
-func (e *engine) write(cancel context.CancelCauseFunc, out resultSink, results <-chan result) (err error) {
+func (e *Engine) write(cancel context.CancelCauseFunc, out Output, results <-chan result) (err error) {
 	var tick <-chan time.Time
 	if e.opts.SyncInterval > 0 {
 		t := time.NewTicker(e.opts.SyncInterval)
@@ -91,7 +91,7 @@ var _ durableSink = (*sink.Sink)(nil)
 // made durable: lines written after the last successful fsync may be lost
 // with the page cache (a full disk fails the fsync), so the summary counts
 // only what this run surely kept, and a resume asks the rest again.
-func (e *engine) retract(out resultSink, counted, countedErrs int) {
+func (e *Engine) retract(out Output, counted, countedErrs int) {
 	ds, ok := out.(durableSink)
 	if !ok {
 		return
@@ -103,7 +103,7 @@ func (e *engine) retract(out resultSink, counted, countedErrs int) {
 // found acts on what the reasoning check found (nil: nothing): tells the
 // runner, and with generation.require_reasoning stops intake and keeps the
 // error for Run to return. The writer goroutine calls it.
-func (e *engine) found(err *NoReasoningError) {
+func (e *Engine) found(err *NoReasoningError) {
 	if err == nil {
 		return
 	}

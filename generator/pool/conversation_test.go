@@ -1,4 +1,4 @@
-package generator
+package pool
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/synthgen/synthgen/sink"
 )
 
-// talker is a completer that answers each request from its last user turn
+// talker is a Completer that answers each request from its last user turn
 // and records what it was sent. fail, when set, decides per request
 // whether it fails (and how).
 type talker struct {
@@ -83,8 +83,8 @@ func (s *conversationSource) Next() (dataset.Prompt, error) {
 	return s.rows[s.next-1], nil
 }
 
-func wholeOptions() engineOptions {
-	return engineOptions{
+func wholeOptions() Options {
+	return Options{
 		Concurrency: 4,
 		Sampling:    job.Sampling{Model: "m", MaxTokens: 64},
 		Prompt:      job.Prompting{SystemPrompt: "be brief", Turns: job.TurnsAll},
@@ -99,7 +99,7 @@ func wholeOptions() engineOptions {
 func TestWholeConversation(t *testing.T) {
 	c := &talker{}
 	stats := runstats.NewStats(nil)
-	eng, err := newEngine(c, stats, wholeOptions())
+	eng, err := New(c, stats, wholeOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestWholeConversationFailsWhole(t *testing.T) {
 		return nil
 	}}
 	stats := runstats.NewStats(nil)
-	eng, err := newEngine(c, stats, wholeOptions())
+	eng, err := New(c, stats, wholeOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestWholeConversationFailsWhole(t *testing.T) {
 	}
 
 	c.fail = nil
-	eng, _ = newEngine(c, runstats.NewStats(nil), func() engineOptions { o := wholeOptions(); o.RetryErrors = true; return o }())
+	eng, _ = New(c, runstats.NewStats(nil), func() Options { o := wholeOptions(); o.RetryErrors = true; return o }())
 	out = openSink(t, dir)
 	if _, err := eng.Run(context.Background(), newConversationSource([]string{"bad", "ok"}, 3, false), out); err != nil {
 		t.Fatal(err)

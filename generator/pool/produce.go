@@ -1,4 +1,4 @@
-package generator
+package pool
 
 // The producer: it reads the dataset and alone decides which keys are
 // asked (not those the directory held, nor a key this run asked already).
@@ -14,12 +14,12 @@ import (
 	"github.com/synthgen/synthgen/sink"
 )
 
-// produce hands jobs to start until the source ends (ended), Drain is
+// produce hands jobs to start until the Source ends (ended), Drain is
 // called or ctx ends. start blocks while the pool is full. It alone decides
 // whether a key is asked: not when the directory held it (done, or failed
 // and errors are not retried), nor when this run asked it already (a
 // repeated id in the dataset).
-func (e *engine) produce(ctx context.Context, src source, out resultSink, start func(task)) (ended bool, err error) {
+func (e *Engine) produce(ctx context.Context, src Source, out Output, start func(task)) (ended bool, err error) {
 	held := out.Recovered()
 	asked := askedKeys{all: !e.opts.UniqueIDs}
 	if ss, ok := out.(seenSink); ok {
@@ -81,7 +81,7 @@ func (e *engine) produce(ctx context.Context, src source, out resultSink, start 
 	}
 }
 
-// skipper is a source that can pass over rows before decoding them
+// skipper is a Source that can pass over rows before decoding them
 // (*dataset.Reader).
 type skipper interface {
 	SetSkip(dataset.SkipFunc)
@@ -91,7 +91,7 @@ type skipper interface {
 // asked; then it counts them as produce would have (repeated, done, failed)
 // and the row is passed over. Any key to ask: nothing is counted, and the
 // decoded row goes the ordinary way.
-func (e *engine) skipRow(asked *askedKeys, id string, index int64, byIndex bool, held sink.Recovered) bool {
+func (e *Engine) skipRow(asked *askedKeys, id string, index int64, byIndex bool, held sink.Recovered) bool {
 	var repeated, done, failed int
 	for s := range e.opts.Sampling.Samples {
 		k := sink.Key{ID: id, Sample: s}

@@ -1,13 +1,11 @@
-// Package generator turns a job into answers. Its public face is small:
-// Job (what is asked: a dataset.Selection, how a row becomes a prompt, how
-// the model samples), Open and Runner (one run of a job into an output
-// directory), Planner (a job counted against a directory, for inspect) and
-// Stats (every figure a renderer shows). Inside: a bounded pool that keeps
-// exactly the concurrency in flight against an OpenAI-compatible server,
-// retries inside the slot (so the limit is also back-pressure), and hands
-// every finished answer to a single writer goroutine that owns the sink;
-// and the wire client over go-openai.
-package generator
+// Package pool keeps a run's requests in flight: a producer reads the
+// source and passes over what the directory holds, a bounded set of
+// workers (exactly the limit in flight, which concurrency: auto moves)
+// each asks one key, retrying inside its slot so that the limit is also
+// back-pressure, a router sends each request to the least loaded healthy
+// endpoint behind its outage gate, and one writer goroutine owns the sink.
+// Every event is counted in a runstats.Stats.
+package pool
 
 import (
 	"context"
@@ -25,15 +23,15 @@ import (
 	"github.com/synthgen/synthgen/sink"
 )
 
-// source yields prompts one at a time; io.EOF ends it. *dataset.Reader is one.
-type source interface {
+// Source yields prompts one at a time; io.EOF ends it. *dataset.Reader is one.
+type Source interface {
 	Next() (dataset.Prompt, error)
 }
 
-// resultSink receives the engine's results. The engine calls Write, WriteError
+// Output receives the Engine's results. The Engine calls Write, WriteError
 // and Flush from one goroutine only, so implementations need no locking.
-// *sink.resultSink is one.
-type resultSink interface {
+// *sink.Sink is one.
+type Output interface {
 	// Recovered is what the directory held before the run; it must not
 	// change while the run writes (the producer reads it meanwhile).
 	Recovered() sink.Recovered
@@ -44,16 +42,16 @@ type resultSink interface {
 }
 
 var (
-	_ source     = (*dataset.Reader)(nil)
-	_ resultSink = (*sink.Sink)(nil)
+	_ Source = (*dataset.Reader)(nil)
+	_ Output = (*sink.Sink)(nil)
 )
 
-// completer sends one chat completion. *wireClient is one; tests may wrap it.
-type completer interface {
+// Completer sends one chat completion. *wireClient is one; tests may wrap it.
+type Completer interface {
 	Complete(ctx context.Context, req wire.Request, onDelta func(n int)) (wire.Response, error)
 }
 
-var _ completer = (*wire.Client)(nil)
+var _ Completer = (*wire.Client)(nil)
 
 // RetryPolicy bounds the retries of one request.
 type RetryPolicy struct {
@@ -62,8 +60,8 @@ type RetryPolicy struct {
 	MaxBackoff     time.Duration // cap of the exponential wait
 }
 
-// engineOptions configure an engine.
-type engineOptions struct {
+// Options configure an Engine.
+type Options struct {
 	// Concurrency is the most requests in flight: the pool's workers. With
 	// a fixed concurrency it is exactly the number in flight.
 	Concurrency int
@@ -76,7 +74,7 @@ type engineOptions struct {
 	// RetryErrors asks again the keys that failed for good in an earlier
 	// run; else they are passed over like done keys.
 	RetryErrors bool
-	// UniqueIDs says the source's ids are row indices, which cannot repeat,
+	// UniqueIDs says the Source's ids are row indices, which cannot repeat,
 	// unless a row names its own (a batch request's custom_id): the run then
 	// keeps a set of those keys only, and a bit per other row (askedKeys).
 	UniqueIDs bool
@@ -91,10 +89,10 @@ type engineOptions struct {
 	Log io.Writer
 	// Reasoning checks the run's first answers for a server without a
 	// reasoning parser (reasoning.go); zero: no check.
-	Reasoning reasoningPolicy
+	Reasoning ReasoningPolicy
 	// Endpoints are the replicas the requests go to (endpoints.go), each
-	// with its own client; empty: the engine's one client.
-	Endpoints []endpointClient
+	// with its own client; empty: the Engine's one client.
+	Endpoints []Endpoint
 	// OnIntake is called once, from the producer, when it starts its first
 	// request or ends without one: the keys found done or failed on disk
 	// before the first one still to ask are counted by then (all of them
@@ -102,18 +100,18 @@ type engineOptions struct {
 	OnIntake func()
 }
 
-// reasoningPolicy is what the engine does about a server without a
+// ReasoningPolicy is what the Engine does about a server without a
 // reasoning parser.
-type reasoningPolicy struct {
+type ReasoningPolicy struct {
 	Sample  int                     // first answers to read; 0: no check
 	Require bool                    // fatal: drain, and Run returns the error
 	OnFound func(*NoReasoningError) // told once, from the writer goroutine
 }
 
-// engine runs prompts through a completer into a resultSink.
-type engine struct {
-	client completer
-	opts   engineOptions
+// Engine runs prompts through a Completer into an Output.
+type Engine struct {
+	client Completer
+	opts   Options
 	stats  *runstats.Stats
 
 	lim       *limiter // keys in flight at once: Limit, moved by SetLimit
@@ -148,9 +146,9 @@ func serverAnswered(err error) bool {
 	return ce != nil && ce.Status != 0 && ce.Status < 500
 }
 
-// newEngine returns an engine. stats receives every event; it may be shared with a
+// New returns an Engine. stats receives every event; it may be shared with a
 // reporter that renders it.
-func newEngine(client completer, stats *runstats.Stats, opts engineOptions) (*engine, error) {
+func New(client Completer, stats *runstats.Stats, opts Options) (*Engine, error) {
 	if opts.Concurrency < 1 {
 		return nil, fmt.Errorf("concurrency must be at least 1, got %d", opts.Concurrency)
 	}
@@ -170,7 +168,7 @@ func newEngine(client completer, stats *runstats.Stats, opts engineOptions) (*en
 	if opts.Limit < 1 || opts.Limit > opts.Concurrency {
 		opts.Limit = opts.Concurrency
 	}
-	e := &engine{client: client, opts: opts, stats: stats, drain: make(chan struct{}), lim: newLimiter(opts.Limit)}
+	e := &Engine{client: client, opts: opts, stats: stats, drain: make(chan struct{}), lim: newLimiter(opts.Limit)}
 	if opts.Reasoning.Sample > 0 {
 		e.reasoning = &reasoningCheck{want: opts.Reasoning.Sample}
 	}
@@ -181,17 +179,17 @@ func newEngine(client completer, stats *runstats.Stats, opts engineOptions) (*en
 // 1..Concurrency, and returns the limit in force: more start at once when
 // it grows; when it shrinks, the ones in flight finish and no new one
 // starts until fewer than the limit are. Safe from any goroutine.
-func (e *engine) SetLimit(n int) int {
+func (e *Engine) SetLimit(n int) int {
 	n = min(max(n, 1), e.opts.Concurrency)
 	e.lim.set(n)
 	return n
 }
 
 // Limit is how many requests may be in flight now.
-func (e *engine) Limit() int { return e.lim.get() }
+func (e *Engine) Limit() int { return e.lim.get() }
 
-// Stats returns the engine's statistics.
-func (e *engine) Stats() *runstats.Stats { return e.stats }
+// Stats returns the Engine's statistics.
+func (e *Engine) Stats() *runstats.Stats { return e.stats }
 
 // Drain stops intake: no new request starts, the ones in flight go on until
 // they finish or Run's context is cancelled. A key waiting between two
@@ -199,14 +197,14 @@ func (e *engine) Stats() *runstats.Stats { return e.stats }
 // nothing in flight: it stops at once, unwritten, and is asked again on
 // resume. Safe to call more than once and from any goroutine (the first
 // SIGINT calls it).
-func (e *engine) Drain() { e.drainOnce.Do(func() { close(e.drain) }) }
+func (e *Engine) Drain() { e.drainOnce.Do(func() { close(e.drain) }) }
 
 // job is one key to request.
 type task struct {
 	prompt dataset.Prompt
 	sample int
 	msgs   []sink.Message
-	// pending: the key is in engine.pending until the writer takes its
+	// pending: the key is in Engine.pending until the writer takes its
 	// result (pending.go).
 	pending bool
 }
@@ -223,26 +221,26 @@ type result struct {
 	tr      *runstats.Tracker
 	outcome runstats.Outcome // for rec
 	cause   string           // for fail
-	// pending: key leaves engine.pending once the writer took this result.
+	// pending: key leaves Engine.pending once the writer took this result.
 	pending bool
 	key     sink.Key
 }
 
 // Run requests every key of src that out does not skip, keeping the limit
 // in flight (exactly Concurrency when it is fixed), and writes each answer or final failure to
-// out from one goroutine. It returns when the source is exhausted (or Drain
+// out from one goroutine. It returns when the Source is exhausted (or Drain
 // was called) and every request in flight has ended. Cancelling ctx cuts the
 // requests in flight; what was written stays written. A failed request is a
 // result (an error record), never an error of Run: Run fails only when the
-// source or the sink does.
-func (e *engine) Run(ctx context.Context, src source, out resultSink) (runstats.Summary, error) {
+// Source or the sink does.
+func (e *Engine) Run(ctx context.Context, src Source, out Output) (runstats.Summary, error) {
 	if e.ran.Swap(true) {
 		return runstats.Summary{}, errors.New("generator: an engine runs once (its Drain and Stats belong to that run); make a new one")
 	}
 	// A buffer as deep as the pool: a slot never waits for an fsync.
 	results := make(chan result, e.opts.Concurrency)
 	// A sink failure cancels every request (nothing could be recorded any
-	// more); a source failure only stops intake.
+	// more); a Source failure only stops intake.
 	reqCtx, cancelReqs := context.WithCancelCause(ctx)
 	defer cancelReqs(nil)
 	gate := e.newRouter(reqCtx) // every endpoint with its own outage gate
@@ -307,9 +305,9 @@ func (e *engine) Run(ctx context.Context, src source, out resultSink) (runstats.
 }
 
 // summary reads the run's figures from its stats.
-func (e *engine) summary(drained bool) runstats.Summary { return e.stats.Summary(drained) }
+func (e *Engine) summary(drained bool) runstats.Summary { return e.stats.Summary(drained) }
 
-func (e *engine) draining() bool {
+func (e *Engine) draining() bool {
 	select {
 	case <-e.drain:
 		return true

@@ -1,4 +1,4 @@
-package generator
+package pool
 
 import (
 	"bufio"
@@ -259,8 +259,8 @@ func writeStreamAnswer(w http.ResponseWriter, prompt string, cut bool) {
 
 // retryOptions retries fast: a wait of a second or more can only come from a
 // Retry-After.
-func retryOptions(stream bool, maxAttempts int) engineOptions {
-	return engineOptions{
+func retryOptions(stream bool, maxAttempts int) Options {
+	return Options{
 		Concurrency: 8, Sampling: job.Sampling{Model: "test-model", MaxTokens: 64, Temperature: 0.6, TopP: 0.95, Samples: 1},
 		Stream:       stream,
 		Retry:        RetryPolicy{MaxAttempts: maxAttempts, InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
@@ -282,18 +282,18 @@ func openRetrySink(t *testing.T, dir string) *sink.Sink {
 
 // runEngine runs prompts "prompt <id>" through a real Client and Engine into
 // a sink on dir and closes the sink.
-func runEngine(t *testing.T, url, dir string, opts engineOptions, retryErrors bool, ids []string) (runstats.Summary, *runstats.Stats) {
+func runEngine(t *testing.T, url, dir string, opts Options, retryErrors bool, ids []string) (runstats.Summary, *runstats.Stats) {
 	t.Helper()
 	opts.RetryErrors = retryErrors
 	return runEngineWith(t, wire.Options{BaseURL: url + "/v1", MaxConns: opts.Concurrency}, dir, opts, ids)
 }
 
 // runEngineWith is runEngine with the client's options as given.
-func runEngineWith(t *testing.T, wo wire.Options, dir string, opts engineOptions, ids []string) (runstats.Summary, *runstats.Stats) {
+func runEngineWith(t *testing.T, wo wire.Options, dir string, opts Options, ids []string) (runstats.Summary, *runstats.Stats) {
 	t.Helper()
 	out := openRetrySink(t, dir)
 	stats := runstats.NewStats(nil)
-	eng, err := newEngine(wire.New(wo), stats, opts)
+	eng, err := New(wire.New(wo), stats, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,7 +519,7 @@ func TestFailedRequestRecordedThenRetriedOnlyWhenAsked(t *testing.T) {
 		t.Errorf("run 2 before: a done key is not done")
 	}
 	opts.RetryErrors = true
-	eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1"}), runstats.NewStats(nil), opts)
+	eng, err := New(wire.New(wire.Options{BaseURL: ts.URL + "/v1"}), runstats.NewStats(nil), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -622,7 +622,7 @@ func TestBackoffBounds(t *testing.T) {
 		{InitialBackoff: time.Hour, MaxBackoff: 1<<63 - 1}, // doubling must not overflow
 	} {
 		pol.MaxAttempts = 100
-		e, err := newEngine(nil, nil, engineOptions{Concurrency: 1, Retry: pol})
+		e, err := New(nil, nil, Options{Concurrency: 1, Retry: pol})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -700,7 +700,7 @@ func TestConnectionResetBehindGatewayWithoutModels(t *testing.T) {
 	srv.noModels = true
 	dir := t.TempDir()
 	out := openRetrySink(t, dir)
-	eng, err := newEngine(wire.New(wire.Options{BaseURL: ts.URL + "/v1"}), runstats.NewStats(nil), retryOptions(true, 4))
+	eng, err := New(wire.New(wire.Options{BaseURL: ts.URL + "/v1"}), runstats.NewStats(nil), retryOptions(true, 4))
 	if err != nil {
 		t.Fatal(err)
 	}

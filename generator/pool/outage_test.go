@@ -1,4 +1,4 @@
-package generator
+package pool
 
 import (
 	"bytes"
@@ -35,7 +35,7 @@ func TestServerRestartLosesNoPrompt(t *testing.T) {
 	opts := testOptions(n)
 	opts.Retry = RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
 	stats := runstats.NewStats(nil)
-	eng, err := newEngine(client, stats, opts)
+	eng, err := New(client, stats, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestConnectionFailureOfOnePromptCounts(t *testing.T) {
 	client := wire.New(wire.Options{BaseURL: "http://" + ln.Addr().String() + "/v1", MaxConns: 4})
 	opts := testOptions(4)
 	opts.Retry = RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
-	eng, _ := newEngine(client, runstats.NewStats(nil), opts)
+	eng, _ := New(client, runstats.NewStats(nil), opts)
 	out := openSink(t, t.TempDir())
 	defer out.Close()
 	sum, err := eng.Run(context.Background(), newSliceSource("a", "poison", "b"), out)
