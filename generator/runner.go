@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strings"
 	"time"
 
@@ -68,7 +67,15 @@ type Setup struct {
 	Version string          // synthgen's, for the manifest
 	Config  map[string]any  // the effective config without secrets, for the manifest
 	Stats   *runstats.Stats // receives every event; nil: a new one
-	Log     io.Writer       // notes for a person (waiting for the server); nil: discarded
+
+	// Metrics are the endpoints' /metrics that concurrency: auto steers
+	// by (Auto), in base_url order; AutoInterval is how often it looks
+	// (0: autoconc.DefaultInterval) and AutoLog where its moves are said
+	// (nil: Log).
+	Metrics      []autoconc.Endpoint
+	AutoInterval time.Duration
+	AutoLog      io.Writer
+	Log          io.Writer // notes for a person (waiting for the server); nil: discarded
 }
 
 // Runner is one run, opened: the job pinned (an hf:// dataset to its
@@ -104,6 +111,9 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	}
 	if s.Log == nil {
 		s.Log = io.Discard
+	}
+	if s.AutoLog == nil {
+		s.AutoLog = s.Log
 	}
 	if s.Started.IsZero() {
 		s.Started = time.Now()
@@ -309,20 +319,6 @@ func (r *Runner) OnDisk() int { return r.out.DoneCount() }
 // superseded.
 func (r *Runner) FailedOpen() int { return r.out.FailedCount() }
 
-// Run asks every selected key the directory does not hold yet (see
-// engine.Run). It is called once.
-func (r *Runner) Run(ctx context.Context) (runstats.Summary, error) {
-	// The set of what this run writes is sized once for the keys left
-	// (string ids: a reserved region, resident only as it fills) rather
-	// than grown as it fills.
-	if left := r.keysLeft(); left > 0 {
-		r.out.ReserveKeys(int(min(left, math.MaxInt32)))
-	}
-	sum, err := r.eng.Run(ctx, r.src, r.out)
-	r.setup.Stats.Stop()
-	return sum, err
-}
-
 // Drain stops intake: the requests in flight finish, nothing new starts;
 // status.json says draining from the next heartbeat on. Safe from any
 // goroutine, before or during Run.
@@ -337,22 +333,12 @@ func (r *Runner) Drain() {
 // interval.
 func (r *Runner) Heartbeat(rec runstats.ProgressRecord) error { return r.status.Heartbeat(rec) }
 
-// Finish writes the final status.json and report.json: rec, the last
-// progress record, and how the run ended. Call it once, after Run has
-// returned and the heartbeats have stopped; Close may come before it.
-func (r *Runner) Finish(rec runstats.ProgressRecord, o runstats.RunOutcome) error {
-	return r.status.Finish(rec, o)
-}
-
-// SetOutcome records in the manifest how the run ended (done, incomplete,
-// interrupted, failed), for inspect's run history; Close writes it. Call it
-// after Run has returned.
-func (r *Runner) SetOutcome(outcome string) { r.out.SetOutcome(outcome) }
-
-// Close closes the output directory (finalizing its shards and the
-// manifest) and the dataset.
-func (r *Runner) Close() error {
+// closeOutput closes the output directory (finalizing its parts and the
+// manifest, which records outcome for inspect's run history) and the
+// dataset.
+func (r *Runner) closeOutput(outcome Outcome) error {
 	_ = r.src.Close() // read-only: nothing to lose
+	r.out.SetOutcome(string(outcome))
 	if err := r.out.Close(); err != nil {
 		return fmt.Errorf("close output %s: %w", r.setup.Dir, err)
 	}

@@ -324,25 +324,6 @@ func TestReporterTTY(t *testing.T) {
 	}
 }
 
-// The summary's first word is how the run ended, the word of its exit code:
-// only a run that answered every key starts with "done".
-func TestOutcomeWord(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want string
-	}{
-		{nil, "done"},
-		{&exitError{code: exitIncomplete, err: errors.New("3 requests failed for good")}, "incomplete"},
-		{&exitError{code: exitInterrupted, err: errors.New("interrupted after 5 new records")}, "interrupted"},
-		{errors.New("write record: disk full"), "failed"},
-		{usageError(errors.New("bad row"), ""), "failed"},
-	} {
-		if got := outcomeWord(tc.err); got != tc.want {
-			t.Errorf("outcomeWord(%v) = %q, want %q", tc.err, got, tc.want)
-		}
-	}
-}
-
 func TestSummary(t *testing.T) {
 	clk := &testClock{t: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
 	stats := runstats.NewStats(clk.now)

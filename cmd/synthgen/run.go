@@ -16,6 +16,7 @@ import (
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/dataset/hub"
 	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/pool"
 	"github.com/synthgen/synthgen/generator/runstats"
@@ -78,6 +79,7 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	}
 	rs := &runSession{cfg: cfg, rf: rf, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), stats: runstats.NewStats(nil)}
 	setup := runSetup(cfg, rf, jobOf(cfg, shard), rs.stats, rs.stderr)
+	autoSetup(&setup, cfg, rf, rs.stderr)
 	if setup.TLS, err = wire.ClientTLS(cfg.Endpoint.CAFile, cfg.Endpoint.InsecureSkipVerify); err != nil {
 		return usageError(err, "endpoint.ca_file is a PEM file of the CA certificates that signed the server's certificate")
 	}
@@ -119,14 +121,10 @@ type runSession struct {
 }
 
 // run runs the opened r to its end: the first signal drains, the reporter
-// renders (and hands r its heartbeats), and the outcome goes to report.json
-// and becomes the error main exits with.
+// renders (and hands r its heartbeats), and the verdict goes to
+// report.json and becomes the error main exits with.
 func (rs *runSession) run(r *generator.Runner) error {
-	stopAuto, err := rs.startAuto(r) // concurrency: auto (autoconc.go)
-	if err != nil {
-		return rs.refuseRun(r, err)
-	}
-	rep, stopReporter := rs.startReporter(r)
+	rep := rs.newReporter(r)
 	rs.sd.arm(func() {
 		snap := rs.stats.Snapshot()
 		fmt.Fprintf(rs.stderr, "\nstopping: no new requests; waiting up to %s for the %d in flight (Ctrl-C again to stop now)\n",
@@ -135,35 +133,21 @@ func (rs *runSession) run(r *generator.Runner) error {
 		rep.Draining(snap.At, rs.cfg.Shutdown.Grace)
 		r.Drain()
 	})
-	sum, runErr := r.Run(rs.sd.ctx)
-	stopReporter()
-	stopAuto()
-	onDisk, failed := r.OnDisk(), r.FailedOpen()
-	// A signal that came once every key was taken (while the last answers
-	// streamed, or while the sink closed) cut nothing: the job is done and
-	// its exit code says so, not "rerun to resume".
-	interrupted := rs.sd.interrupted() && (sum.Drained || sum.Canceled > 0)
-	// The manifest records how the run ended, for inspect's history; a
-	// sink that fails to close writes no manifest, so its error cannot
-	// change what is recorded.
-	r.SetOutcome(outcomeWord(runResult(rs.cfg, runErr, nil, interrupted, sum, onDisk, failed, io.Discard)))
-	closeErr := r.Close()
-	err = runResult(rs.cfg, runErr, closeErr, interrupted, sum, onDisk, failed, rs.stderr)
-	fmt.Fprint(rs.stdout, rep.Summary(rs.stats, outcomeWord(err)))
-	if sum.Duplicates > 0 {
-		fmt.Fprintf(rs.stderr, "warning: %d dataset rows repeat the id of a row this run was already asking; each (id, sample) is asked and written once (is dataset.id_field unique?)\n", sum.Duplicates)
+	res, err := r.Run(rs.sd.ctx, generator.Hooks{
+		Progress:    func(ctx context.Context) { rep.Run(ctx, rs.stats) },
+		Interrupted: rs.sd.interrupted,
+		Verdict:     func(res generator.Result) error { return runResult(rs.cfg, res, rs.stderr) },
+		ExitCode:    runExitCode,
+		Final:       func() runstats.ProgressRecord { return rep.Record(rs.stats.Snapshot()) },
+	})
+	if errors.As(res.Err, new(*autoconc.RefusedError)) {
+		return err // refused before the first request: nothing ran to sum up
 	}
-	final := rep.Record(rs.stats.Snapshot())
-	if ferr := r.Finish(final, runOutcome(err, sum)); ferr != nil {
-		fmt.Fprintf(rs.stderr, "warning: %v\n", ferr)
+	fmt.Fprint(rs.stdout, rep.Summary(rs.stats, string(res.Outcome)))
+	if res.Summary.Duplicates > 0 {
+		fmt.Fprintf(rs.stderr, "warning: %d dataset rows repeat the id of a row this run was already asking; each (id, sample) is asked and written once (is dataset.id_field unique?)\n", res.Summary.Duplicates)
 	}
 	return err
-}
-
-// runOutcome is how the run ended, for report.json: the exit code main
-// gives err and the state that code means.
-func runOutcome(err error, sum runstats.Summary) runstats.RunOutcome {
-	return runstats.RunOutcome{ExitCode: runExitCode(err), State: stateOf(err), Err: err, Summary: sum, EndedAt: time.Now()}
 }
 
 // runExitCode is the exit code main gives err; nil is success.
@@ -172,18 +156,6 @@ func runExitCode(err error) int {
 		return exitOK
 	}
 	return exitCode(err)
-}
-
-// stateOf maps the error a run returns to its final state.
-func stateOf(err error) runstats.State {
-	switch runExitCode(err) {
-	case exitOK, exitIncomplete:
-		return runstats.StateDone
-	case exitInterrupted:
-		return runstats.StateInterrupted
-	default:
-		return runstats.StateFailed
-	}
 }
 
 // loadRunConfig reads the configuration and the run flags that are not
@@ -321,6 +293,28 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 	}
 }
 
+// autoSetup adds concurrency: auto's metrics sources to s: each endpoint's
+// /metrics (none when the config gives no URL for them: the run is then
+// refused before its first request), looked at every autoInterval, its
+// moves said on stderr unless --quiet.
+func autoSetup(s *generator.Setup, cfg config.Config, rf runFlags, stderr io.Writer) {
+	if !cfg.ConcurrencyAuto {
+		return
+	}
+	scrapes := serverScrapers(cfg)
+	urls, err := metricsURLs(cfg)
+	if err == nil && len(scrapes) == len(urls) {
+		for i, u := range urls {
+			s.Metrics = append(s.Metrics, autoconc.Endpoint{URL: wire.RedactURL(u), Scrape: scrapes[i]})
+		}
+	}
+	s.AutoInterval = autoInterval(cfg.Progress.Interval)
+	s.AutoLog = stderr
+	if rf.quiet {
+		s.AutoLog = io.Discard
+	}
+}
+
 // openError turns why a run could not start into what main prints: the
 // exit code and what to do.
 func openError(err error) error {
@@ -390,10 +384,9 @@ func redactedURLs(urls []string) string {
 	return strings.Join(shown, ",")
 }
 
-// startReporter renders the run's stats while it goes: progress on stdout,
-// each record also a heartbeat of r's status.json. The returned func stops
-// it and waits.
-func (rs *runSession) startReporter(r *generator.Runner) (*reporter, func()) {
+// newReporter is the run's reporter: the bar or the plain lines, each
+// record handed to r for status.json, the server's view from its /metrics.
+func (rs *runSession) newReporter(r *generator.Runner) *reporter {
 	opts := reporterOptions{
 		TTY:      isTerminal(os.Stdout) && rs.stdout == io.Writer(os.Stdout),
 		Interval: rs.cfg.Progress.Interval,
@@ -402,7 +395,7 @@ func (rs *runSession) startReporter(r *generator.Runner) (*reporter, func()) {
 		Auto:     autoRecordOf(r),
 		Status: func(rec runstats.ProgressRecord, final bool) {
 			if final {
-				return // Finish writes the last one, with the outcome
+				return // Run writes the last one, with the outcome
 			}
 			// A heartbeat that cannot be written is not worth stopping for.
 			_ = r.Heartbeat(rec)
@@ -414,17 +407,14 @@ func (rs *runSession) startReporter(r *generator.Runner) (*reporter, func()) {
 	} else {
 		opts.ScrapeEach = scrapes
 	}
-	rep := newReporter(rs.stdout, opts)
-	repCtx, stop := context.WithCancel(context.WithoutCancel(rs.sd.ctx))
-	done := make(chan struct{})
-	go func() { defer close(done); rep.Run(repCtx, rs.stats) }()
-	return rep, func() { stop(); <-done }
+	return newReporter(rs.stdout, opts)
 }
 
 // runResult turns how the engine and the sink ended into the error run
 // returns (nil: every selected key is done), saying "nothing to do" when
 // that was the case.
-func runResult(cfg config.Config, runErr, closeErr error, interrupted bool, sum runstats.Summary, onDisk, failed int, stderr io.Writer) error {
+func runResult(cfg config.Config, res generator.Result, stderr io.Writer) error {
+	runErr, closeErr, sum, onDisk, failed := res.Err, res.CloseErr, res.Summary, res.OnDisk, res.Failed
 	// A sink that failed on a full disk fails to close with the same error:
 	// the message below says it once.
 	sameDisk := diskError(cfg.Output.Dir, runErr) != nil && diskError(cfg.Output.Dir, closeErr) != nil
@@ -437,6 +427,10 @@ func runResult(cfg config.Config, runErr, closeErr error, interrupted bool, sum 
 	case runErr != nil:
 		var re *dataset.RowError
 		var nr *pool.NoReasoningError
+		var refused *autoconc.RefusedError
+		if errors.As(runErr, &refused) {
+			return usageError(refused.Err, refused.Hint)
+		}
 		if errors.As(runErr, &nr) {
 			return &exitError{code: exitFailure, err: fmt.Errorf("generation.require_reasoning: %w (what was written is kept)", runErr),
 				hint: pool.ReasoningParserHint + "; then rerun to resume (or set generation.require_reasoning: false to only warn)"}
@@ -453,7 +447,7 @@ func runResult(cfg config.Config, runErr, closeErr error, interrupted bool, sum 
 			return de
 		}
 		return fmt.Errorf("close output %s: %w", cfg.Output.Dir, closeErr)
-	case interrupted:
+	case res.Interrupted:
 		return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted after %d new records", sum.Written),
 			hint: "run the same command again to resume"}
 	}
@@ -505,22 +499,5 @@ func downloadReporter(w io.Writer) func(file string, done, total int64) {
 		}
 		last = time.Now()
 		fmt.Fprintf(w, "download %s %.1f/%.1f MiB\n", file, float64(done)/(1<<20), float64(total)/(1<<20))
-	}
-}
-
-// outcomeWord is how a run ended, in the word its summary starts with and
-// the manifest records: "done" only when every selected key is answered,
-// so that 'grep ^done' never reads an interrupted or incomplete run as
-// finished.
-func outcomeWord(err error) string {
-	switch runExitCode(err) {
-	case exitOK:
-		return "done"
-	case exitIncomplete:
-		return "incomplete"
-	case exitInterrupted:
-		return "interrupted"
-	default:
-		return "failed"
 	}
 }

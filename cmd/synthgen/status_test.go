@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/config"
+	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/generator"
+	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/sink"
@@ -363,25 +368,30 @@ func TestRunNeverLeaksSecrets(t *testing.T) {
 	}
 }
 
-func TestStateOf(t *testing.T) {
+// TestVerdictAgreesWithOutcome: the exit code a run ends with is the one
+// its outcome (the manifest's word, the summary's first) means: only a run
+// that answered every key exits 0 and says "done".
+func TestVerdictAgreesWithOutcome(t *testing.T) {
+	cfg := config.Default()
+	cfg.Output.Dir = t.TempDir()
 	tests := []struct {
-		err   error
-		state runstats.State
-		code  int
+		name string
+		res  generator.Result
+		code int
 	}{
-		{nil, stateDone, 0},
-		{&exitError{code: exitIncomplete, err: errors.New("3 requests failed for good")}, stateDone, exitIncomplete},
-		{&exitError{code: exitInterrupted, err: errors.New("interrupted")}, stateInterrupted, exitInterrupted},
-		{usageError(errors.New("bad row"), ""), stateFailed, exitUsage},
-		{errors.New("disk full"), stateFailed, exitFailure},
+		{"done", generator.Result{Outcome: generator.OutcomeDone, Summary: runstats.Summary{Written: 5}, OnDisk: 5}, exitOK},
+		{"incomplete", generator.Result{Outcome: generator.OutcomeIncomplete, Summary: runstats.Summary{Written: 2, Failed: 3}, Failed: 3}, exitIncomplete},
+		{"interrupted", generator.Result{Outcome: generator.OutcomeInterrupted, Interrupted: true, Summary: runstats.Summary{Written: 2, Drained: true}}, exitInterrupted},
+		{"bad row", generator.Result{Outcome: generator.OutcomeFailed, Err: &dataset.RowError{File: "d.jsonl", Line: 3, Field: "messages", Err: errors.New("not a list")}}, exitUsage},
+		{"refused", generator.Result{Outcome: generator.OutcomeFailed, Err: &autoconc.RefusedError{Err: errors.New("no metrics"), Hint: "set concurrency"}}, exitUsage},
+		{"failed", generator.Result{Outcome: generator.OutcomeFailed, Err: errors.New("write record: broken")}, exitFailure},
+		{"close failed", generator.Result{Outcome: generator.OutcomeFailed, CloseErr: errors.New("rename: broken")}, exitFailure},
 	}
 	for _, tc := range tests {
-		t.Run(fmt.Sprint(tc.err), func(t *testing.T) {
-			if got := stateOf(tc.err); got != tc.state {
-				t.Errorf("stateOf = %q, want %q", got, tc.state)
-			}
-			if got := runExitCode(tc.err); got != tc.code {
-				t.Errorf("runExitCode = %d, want %d", got, tc.code)
+		t.Run(tc.name, func(t *testing.T) {
+			err := runResult(cfg, tc.res, io.Discard)
+			if got := runExitCode(err); got != tc.code {
+				t.Errorf("exit code %d (%v), want %d for outcome %s", got, err, tc.code, tc.res.Outcome)
 			}
 		})
 	}
