@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/synthgen/synthgen/sink/keyset"
 )
 
 // Output formats.
@@ -75,4 +77,20 @@ func checkFormat(f string) error {
 		return fmt.Errorf("output.format: %q: want %s", f, strings.Join(formatNames(), " or "))
 	}
 	return nil
+}
+
+// SummarizeKeys is the key summary (ShardInfo.Keys) of the final shard at
+// path of format, as its writer records it: nil when its ids get none
+// (other ids than row indices, or too sparse). The audit holds a
+// manifest's summaries to it.
+func SummarizeKeys(path, format string) ([]keyset.SampleKeys, error) {
+	var c keyset.Summary
+	n, err := ScanKeys(path, format, func(k Key) error {
+		c.Add(k)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.Keys(n), nil
 }

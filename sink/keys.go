@@ -3,7 +3,11 @@ package sink
 // What the sink knows of keys: done, failed, durable, and what Open
 // recovered (frozen, for the goroutine that decides what to ask).
 
-import "maps"
+import (
+	"maps"
+
+	"github.com/synthgen/synthgen/sink/keyset"
+)
 
 // Done reports whether a record for k exists: recovered from disk at Open,
 // or written by this Sink (durable after the next sync).
@@ -32,7 +36,7 @@ func (s *Sink) Seen(k Key) bool {
 
 // ReserveKeys says about how many keys this run will write, so that their
 // set is sized once instead of grown (string ids: the packed store's
-// region, reserved, resident only as it fills; see KeySet.Reserve).
+// region, reserved, resident only as it fills; see keyset.Set.Reserve).
 func (s *Sink) ReserveKeys(n int) {
 	s.keysMu.Lock()
 	defer s.keysMu.Unlock()
@@ -65,9 +69,9 @@ func (s *Sink) Recovered() Recovered { return Recovered{done: s.done, failed: s.
 // Recovered is the keys an output directory held when it was opened: those
 // with a record, and those that failed for good. It holds about a bit a key
 // for row-index ids and 12 bytes a key for others, outside the heap
-// (keyset.go).
+// (package sink/keyset).
 type Recovered struct {
-	done, failed *KeySet
+	done, failed *keyset.Set
 }
 
 // Done reports whether k had a record.

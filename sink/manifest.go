@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/synthgen/synthgen/sink/keyset"
 )
 
 // ManifestName is the manifest's file name inside the output directory.
@@ -102,10 +104,10 @@ type ShardInfo struct {
 	ModTime time.Time `json:"mod_time,omitzero"`
 	XXH64   string    `json:"xxh64,omitempty"`
 	// Keys lists the shard's keys when all its ids are row indices
-	// (keysummary.go): a resume that finds the file unchanged reads them
+	// (keyset.Summary): a resume that finds the file unchanged reads them
 	// here instead of the file. Absent for other ids, in manifests from
 	// before it, and when the ids are too sparse.
-	Keys []SampleKeys `json:"keys,omitempty"`
+	Keys []keyset.SampleKeys `json:"keys,omitempty"`
 }
 
 // Run is one Open..Close of the sink. EndedAt stays nil when the run did not

@@ -6,6 +6,8 @@ package sink
 import (
 	"strings"
 	"time"
+
+	"github.com/synthgen/synthgen/sink/keyset"
 )
 
 // Message is one chat turn as it was sent to the server.
@@ -50,11 +52,10 @@ type Turn struct {
 	CompletionTokens int    `json:"completion_tokens" parquet:"completion_tokens"`
 }
 
-// Key identifies a record: a prompt id and the sample number.
-type Key struct {
-	ID     string
-	Sample int
-}
+// Key identifies a record: a prompt id and the sample number. Package
+// sink/keyset defines it, as the sets that hold keys (and cannot import
+// sink) need it; this is the name records and their readers use.
+type Key = keyset.Key
 
 // Key returns the record's key.
 func (r *Record) Key() Key { return Key{ID: r.ID, Sample: r.Sample} }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/synthgen/synthgen/sink/keyset"
 )
 
 // Recovery: what Open finds in DIR/data and DIR/errors after any crash, and
@@ -69,7 +71,7 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 	rec.notes = append(rec.notes, notes...)
 	rec.nextData = next
 
-	// The key set: every final shard's ids, loaded in bulk (keyset.go);
+	// The key set: every final shard's ids, loaded in bulk (sink/keyset);
 	// its bitmaps are sized from the manifest. A duplicate costs nothing
 	// to remember where it came from: when one turns up, the shards are
 	// read again to name both files (findDuplicate).
@@ -79,7 +81,7 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 			hint += sh.Records
 		}
 	}
-	s.done = newBulkKeySet(hint)
+	s.done = keyset.NewBulk(hint)
 	listed := map[string]*ShardInfo{}
 	if old != nil {
 		for i := range old.Shards {
@@ -90,10 +92,10 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 		path := filepath.Join(s.dataDir, name)
 		info := ShardInfo{Name: name, Format: strings.TrimPrefix(filepath.Ext(name), ".")}
 		var lo, hi Key
-		var sum keySummary
+		var sum keyset.Summary
 		trusted := trustSummary(path, listed[name])
 		visit := func(k Key, _ int) error {
-			if s.done.addBulk(k) {
+			if s.done.AddBulk(k) {
 				return s.findDuplicate(finals[:i+1], func(d Key) bool { return d == k })
 			}
 			if info.Records == 0 || compareKeys(k, lo) < 0 {
@@ -104,13 +106,13 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 			}
 			info.Records++
 			if !trusted {
-				sum.add(k)
+				sum.Add(k)
 			}
 			return nil
 		}
 		if trusted {
 			// The file is as it was written: its keys are the summary's.
-			if _, err := forEachSummaryKey(listed[name].Keys, func(k Key) error { return visit(k, 0) }); err != nil {
+			if _, err := keyset.ForEachSummaryKey(listed[name].Keys, func(k Key) error { return visit(k, 0) }); err != nil {
 				return nil, fmt.Errorf("%s: shard %s: %w: remove its \"keys\" from the manifest and the shard is read instead",
 					filepath.Join(s.dir, ManifestName), name, err)
 			}
@@ -119,13 +121,13 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 			if _, err = formats[info.Format].keys(path, visit); err != nil {
 				return nil, err
 			}
-			info.Keys = sum.summary(info.Records)
+			info.Keys = sum.Keys(info.Records)
 		}
 		info.FirstID, info.LastID = lo.ID, hi.ID
 		rec.shards = append(rec.shards, info)
 	}
-	if f, dup := s.done.finishBulk(); dup {
-		return nil, s.findDuplicate(finals, func(k Key) bool { return samePacked(FingerprintOf(k), f) })
+	if f, dup := s.done.FinishBulk(); dup {
+		return nil, s.findDuplicate(finals, func(k Key) bool { return keyset.FingerprintOf(k) == f })
 	}
 	if old != nil {
 		notes, err := s.reconcile(old, rec)

@@ -431,3 +431,53 @@ func keys(m map[string]string) []string {
 	slices.Sort(ks)
 	return ks
 }
+
+// A key in two shards (or twice in one) is refused naming the files
+// although the set keeps no shard per key: string ids (found by FinishBulk)
+// and row-index ids (found at once) alike.
+func TestRecoverNamesBothFilesOfADuplicate(t *testing.T) {
+	line := func(id string) string {
+		b, err := json.Marshal(&Record{ID: id, Sample: 0, Content: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b) + "\n"
+	}
+	tests := []struct {
+		name   string
+		shards [][]string
+		want   [2]int // the shards the error names
+	}{
+		{"string ids", [][]string{{"a", "b"}, {"c"}, {"d", "b"}}, [2]int{0, 2}},
+		{"row-index ids", [][]string{{"1", "2"}, {"3"}, {"4", "2"}}, [2]int{0, 2}},
+		{"twice in one shard", [][]string{{"x"}, {"y", "z", "y"}}, [2]int{1, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := testOptions(dir, FormatJSONL)
+			opts.Force = true // shards without a manifest are adopted
+			var names []string
+			if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for i, ids := range tt.shards {
+				var b strings.Builder
+				for _, id := range ids {
+					b.WriteString(line(id))
+				}
+				name := filepath.Join(dir, "data", shardName(i, FormatJSONL))
+				writeFile(t, name, b.String())
+				names = append(names, name)
+			}
+			_, err := Open(opts)
+			if err == nil {
+				t.Fatal("Open accepted a key held twice")
+			}
+			want := names[tt.want[0]] + " and " + names[tt.want[1]]
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not name %q", err, want)
+			}
+		})
+	}
+}

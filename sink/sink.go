@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/synthgen/synthgen/sink/keyset"
 )
 
 // Job is the job a run writes for, as its owner encodes it. The sink
@@ -67,18 +69,18 @@ type Sink struct {
 	adopted, deferred bool
 
 	// done holds every key recovered at Open, and failed the keys with a
-	// recovered error record (keyset.go: a bit a row-index key, 12 bytes
-	// another, outside the heap). Neither changes after Open: Recovered hands them to the
-	// goroutine that decides what to ask.
-	done   *KeySet
-	failed *KeySet
+	// recovered error record (package sink/keyset: a bit a row-index key,
+	// 12 bytes another, outside the heap). Neither changes after Open:
+	// Recovered hands them to the goroutine that decides what to ask.
+	done   *keyset.Set
+	failed *keyset.Set
 	// What this run wrote, owned by the writer like the files.
 	// keysMu orders the owner's additions to written and failedNow with
 	// Seen and DoneCount from other goroutines (the producer's).
 	keysMu     sync.RWMutex
-	written    *KeySet
-	failedNow  *KeySet // keys with an error record written by this run
-	failedOpen int     // failed keys (recovered or not) that are not done
+	written    *keyset.Set
+	failedNow  *keyset.Set // keys with an error record written by this run
+	failedOpen int         // failed keys (recovered or not) that are not done
 
 	nextData int
 	cur      *appendFile // data shard being filled; nil until the next Write
@@ -86,7 +88,7 @@ type Sink struct {
 	curFmt   string
 	curMin   Key
 	curMax   Key
-	curKeys  keySummary // the shard's keys, for its ShardInfo.Keys
+	curKeys  keyset.Summary // the shard's keys, for its ShardInfo.Keys
 
 	nextErr  int
 	errFile  *appendFile
@@ -124,10 +126,10 @@ func Open(opts Options) (_ *Sink, err error) {
 		dir:       opts.Dir,
 		dataDir:   filepath.Join(opts.Dir, "data"),
 		errDir:    filepath.Join(opts.Dir, "errors"),
-		done:      &KeySet{},
-		failed:    &KeySet{},
-		written:   &KeySet{},
-		failedNow: &KeySet{},
+		done:      &keyset.Set{},
+		failed:    &keyset.Set{},
+		written:   &keyset.Set{},
+		failedNow: &keyset.Set{},
 	}
 	if err := disk.MkdirAll(s.dir); err != nil {
 		return nil, fmt.Errorf("create output dir: %w", err)

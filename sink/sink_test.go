@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/synthgen/synthgen/sink/keyset"
 )
 
 func TestWriteCloseReopen(t *testing.T) {
@@ -47,11 +49,11 @@ func TestWriteCloseReopen(t *testing.T) {
 			// from 0: bytes 0x55 0x01, base64 "VQE".
 			wantShards := []ShardInfo{
 				{Name: wantFiles[0], Format: format, Records: 10, FirstID: "0", LastID: "9",
-					Keys: []SampleKeys{{Sample: 0, First: 0, Bits: "VQE"}, {Sample: 1, First: 1, Bits: "VQE"}}},
+					Keys: []keyset.SampleKeys{{Sample: 0, First: 0, Bits: "VQE"}, {Sample: 1, First: 1, Bits: "VQE"}}},
 				{Name: wantFiles[1], Format: format, Records: 10, FirstID: "10", LastID: "19",
-					Keys: []SampleKeys{{Sample: 0, First: 10, Bits: "VQE"}, {Sample: 1, First: 11, Bits: "VQE"}}},
+					Keys: []keyset.SampleKeys{{Sample: 0, First: 10, Bits: "VQE"}, {Sample: 1, First: 11, Bits: "VQE"}}},
 				{Name: wantFiles[2], Format: format, Records: 5, FirstID: "20", LastID: "24",
-					Keys: []SampleKeys{{Sample: 0, First: 20, Bits: "FQ"}, {Sample: 1, First: 21, Bits: "BQ"}}},
+					Keys: []keyset.SampleKeys{{Sample: 0, First: 20, Bits: "FQ"}, {Sample: 1, First: 21, Bits: "BQ"}}},
 			}
 			for i := range m.Shards {
 				// Each shard's stamp is its file as written.

@@ -37,7 +37,7 @@ func (s *Sink) Write(r *Record) error {
 	s.keysMu.Lock()
 	s.written.Add(k)
 	s.keysMu.Unlock()
-	s.curKeys.add(k)
+	s.curKeys.Add(k)
 	if s.hasFailed(k) {
 		s.failedOpen--
 	}
@@ -191,7 +191,7 @@ func (s *Sink) openShard() error {
 	}
 	f.onSync = func(n int) { s.durableRecs += n }
 	s.cur, s.curFinal, s.curFmt = f, filepath.Join(s.dataDir, name), s.opts.Format
-	s.curKeys.reset()
+	s.curKeys.Reset()
 	return nil
 }
 
@@ -229,7 +229,7 @@ func (s *Sink) finalizeShard() error {
 		Records: cur.lines,
 		FirstID: s.curMin.ID,
 		LastID:  s.curMax.ID,
-		Keys:    s.curKeys.summary(cur.lines),
+		Keys:    s.curKeys.Keys(cur.lines),
 	}
 	if err := stampShard(s.curFinal, &info); err != nil {
 		return err

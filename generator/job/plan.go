@@ -8,6 +8,7 @@ import (
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/sink"
 	"github.com/synthgen/synthgen/sink/audit"
+	"github.com/synthgen/synthgen/sink/keyset"
 )
 
 // Holdings is what an output directory holds, as far as a plan needs it.
@@ -64,10 +65,10 @@ type planTarget struct {
 	// seen holds the ids of the rows this target contains, when ids come
 	// from a column (row-index ids are unique by construction): a run
 	// asks a repeated id once among the rows it reads, so a repeat is
-	// counted once per target, not over the whole dataset. A KeySet: 12
+	// counted once per target, not over the whole dataset. A keyset.Set: 12
 	// bytes an id outside the heap, where a map of the strings held about
 	// 100 (a 10M-row dataset: 1 GB for inspect and export).
-	seen *sink.KeySet
+	seen *keyset.Set
 }
 
 // Add counts job against held, which holds distinct keys. The returned
@@ -196,7 +197,7 @@ func countPass(opts dataset.Options, targets []*planTarget) error {
 	defer src.Close()
 	if opts.IDField != "" {
 		for _, t := range targets {
-			t.seen = &sink.KeySet{}
+			t.seen = &keyset.Set{}
 		}
 	}
 	for {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/keyset"
 )
 
 // produce hands jobs to start until the Source ends (ended), Drain is
@@ -135,7 +136,7 @@ func (e *Engine) skipRow(asked *askedKeys, id string, index int64, byIndex bool,
 // once recorded, so a string-id run holds its keys once, in the sink.
 type askedKeys struct {
 	all     bool
-	keys    sink.KeySet // without seen: 12 bytes a key, a bit for a decimal id (sink/keyset.go)
+	keys    keyset.Set // without seen: 12 bytes a key, a bit for a decimal id (sink/keyset)
 	seen    func(sink.Key) bool
 	pending *pendingKeys
 	// own: a key that is not its row's index was asked (a custom_id, or

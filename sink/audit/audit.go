@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/keyset"
 )
 
 // Shard states in a Shard.
@@ -68,14 +69,14 @@ type Audit struct {
 	Notes []string `json:"notes,omitempty"`
 
 	// The key index, kept for Has, Failed and Combine; not serialized. It
-	// holds a key's 128-bit fingerprint (sink.FingerprintOf), not its id:
+	// holds a key's 128-bit fingerprint (keyset.FingerprintOf), not its id:
 	// a directory of millions of records would otherwise keep every id
 	// string on the heap. Two keys with one fingerprint would count as one
 	// (a duplicate or a missing key): the birthday bound gives a
 	// probability of about n^2/2^129, 1.5e-26 for 10^9 keys.
-	keys  map[sink.Fingerprint]int32   // -> index in files of the first file holding it
-	extra map[sink.Fingerprint]*dupKey // a key held more than once
-	files []string                     // paths of the data files that gave keys
+	keys  map[keyset.Fingerprint]int32   // -> index in files of the first file holding it
+	extra map[keyset.Fingerprint]*dupKey // a key held more than once
+	files []string                       // paths of the data files that gave keys
 	// readAs is the format each of files was read as: JSONL for a
 	// temporary file, whatever the shard's format.
 	readAs []string
@@ -142,7 +143,7 @@ func (a *Audit) OK() bool { return len(a.Problems) == 0 }
 
 // Has reports whether a readable record for k is in the directory.
 func (a *Audit) Has(k sink.Key) bool {
-	_, ok := a.keys[sink.FingerprintOf(k)]
+	_, ok := a.keys[keyset.FingerprintOf(k)]
 	return ok
 }
 
@@ -209,8 +210,8 @@ func newAudit(dir string) *Audit {
 		Problems:      []string{},
 		FinishReasons: map[string]int64{},
 		Errors:        ErrorSummary{ByCause: map[string]int{}},
-		keys:          map[sink.Fingerprint]int32{},
-		extra:         map[sink.Fingerprint]*dupKey{},
+		keys:          map[keyset.Fingerprint]int32{},
+		extra:         map[keyset.Fingerprint]*dupKey{},
 		failed:        map[sink.Key]string{},
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/keyset"
 )
 
 // This file combines the audits of several directories into one.
@@ -106,7 +107,7 @@ var errNamed = errors.New("every key sought is named")
 // its key. Duplicates are rare, and a problem to report when there are
 // any, so the index keeps no key for the others.
 func (a *Audit) nameDuplicates() error {
-	sought := map[int32][]sink.Fingerprint{} // file -> fingerprints it holds, unnamed
+	sought := map[int32][]keyset.Fingerprint{} // file -> fingerprints it holds, unnamed
 	for fp, d := range a.extra {
 		if d.named {
 			continue
@@ -121,7 +122,7 @@ func (a *Audit) nameDuplicates() error {
 	}
 	var errs []error
 	for _, fi := range slices.Sorted(maps.Keys(sought)) {
-		left := map[sink.Fingerprint]bool{}
+		left := map[keyset.Fingerprint]bool{}
 		for _, fp := range sought[fi] {
 			if !a.extra[fp].named {
 				left[fp] = true
@@ -131,7 +132,7 @@ func (a *Audit) nameDuplicates() error {
 			continue // named from an earlier file
 		}
 		_, err := sink.ScanKeys(a.files[fi], a.readAs[fi], func(k sink.Key) error {
-			fp := sink.FingerprintOf(k)
+			fp := keyset.FingerprintOf(k)
 			if left[fp] {
 				d := a.extra[fp]
 				d.key, d.named = k, true

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/keyset"
 )
 
 // This file reads and checks what Dir finds on disk: each shard of
@@ -133,7 +134,7 @@ func (a *Audit) commit(path, format string, acc *shardAcc) {
 	a.files = append(a.files, path)
 	a.readAs = append(a.readAs, format)
 	for _, k := range acc.keys {
-		a.addKey(sink.FingerprintOf(k), &k, fi)
+		a.addKey(keyset.FingerprintOf(k), &k, fi)
 	}
 	a.Records += int64(acc.records)
 	a.PromptTokens += acc.prompt
@@ -148,7 +149,7 @@ func (a *Audit) commit(path, format string, acc *shardAcc) {
 // addKey indexes the key of fingerprint fp in file fi. k is the key when
 // the caller has it (nil: Combine, for a key held once in its directory);
 // a duplicate without it is named later by nameDuplicates.
-func (a *Audit) addKey(fp sink.Fingerprint, k *sink.Key, fi int32) {
+func (a *Audit) addKey(fp keyset.Fingerprint, k *sink.Key, fi int32) {
 	if _, dup := a.keys[fp]; !dup {
 		a.keys[fp] = fi
 		return

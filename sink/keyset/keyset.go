@@ -1,8 +1,8 @@
-package sink
-
-// The key set: the done (and failed) keys of a directory in memory of about
-// a bit a row for row-index ids and 12 bytes a key for any other id, loaded
-// at Open or added while a run writes or asks.
+// Package keyset holds the keys (id, sample) of an output directory's
+// records in little memory: the Set of the done (and failed) keys, about a
+// bit a row for row-index ids and 12 bytes a key for any other id, loaded
+// at sink.Open or added while a run writes or asks, and a shard's Summary,
+// its keys as its entry in the manifest lists them.
 //
 // A key whose id is a canonical decimal (no sign, no leading zero, below
 // 2^40: a row index) is a bit in a bitmap of its sample, as long as the
@@ -10,166 +10,47 @@ package sink
 // row 0, so a run that completes a job from 50% holds its half in bits) and
 // grows only while it spans at most 64 bits per key it holds (plus 2^16),
 // so that a column of sparse numeric ids cannot make one key cost
-// megabytes. Every other key is a 128-bit fingerprint (two xxHash64 of the
-// key under different seeds), kept in the packed store (packed.go: sorted,
-// 12 bytes each, 112 of the bits, outside the Go heap). Loaded in bulk at
-// Open, the fingerprints reach it in chunks sorted once. Added one at a
-// time, they wait in a map (the tail, for lookups while it fills) until it
-// holds a chunk (tailLimit), which is then sorted and merged into the store;
-// a lookup tries the bitmap, the tail and the store. The set holds the keys
-// for the sink, which hands it to the producer frozen, and the keys a run
-// asked for the producer (with an id column).
+// megabytes (bitmap.go). Every other key is a 128-bit fingerprint (two
+// xxHash64 of the key under different seeds: fingerprint.go), kept in the
+// packed store (packed.go: sorted, 12 bytes each, 112 of the bits, outside
+// the Go heap). Loaded in bulk at Open, the fingerprints reach it in chunks
+// sorted once. Added one at a time, they wait in a map (the tail, for
+// lookups while it fills) until it holds a chunk (tailLimit), which is then
+// sorted and merged into the store; a lookup tries the bitmap, the tail and
+// the store. A set holds the keys for the sink, which hands it to the
+// producer frozen, and the keys a run asked for the producer (with an id
+// column).
 //
 // A fingerprint collision makes two keys one: the birthday bound gives a
 // probability of about n^2/2^113 among n keys (the store keeps 112 of the
 // 128 bits, and the tail compares those too): 9.6e-19 at 10^8 keys, far
 // below a disk's undetected bit error rate over the same bytes.
+package keyset
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
-
-	"github.com/cespare/xxhash/v2"
 )
 
-// maxBitID bounds the ids a bitmap holds: 2^40 rows is beyond any dataset.
-const maxBitID = 1 << 40
-
-// tailMax is how many fingerprints wait unsorted before they become a run.
-const tailMax = 4096
-
-// Fingerprint is a key's 128-bit hash (FingerprintOf): what the key set
-// holds of a key whose id is not a row index, and what the audit of a
-// directory indexes its keys by.
-type Fingerprint struct{ hi, lo uint64 }
-
-func cmpFP(a, b Fingerprint) int {
-	switch {
-	case a.hi < b.hi:
-		return -1
-	case a.hi > b.hi:
-		return 1
-	case a.lo < b.lo:
-		return -1
-	case a.lo > b.lo:
-		return 1
-	}
-	return 0
+// Key identifies a record: a prompt id and the sample number.
+type Key struct {
+	ID     string
+	Sample int
 }
 
-// FingerprintOf hashes the key's sample and id (the sample as 8 bytes ahead
-// of the id, so that no two keys are the same bytes).
-func FingerprintOf(k Key) Fingerprint {
-	var d xxhash.Digest
-	var s [8]byte
-	binary.LittleEndian.PutUint64(s[:], uint64(k.Sample))
-	d.ResetWithSeed(0x9e3779b97f4a7c15)
-	_, _ = d.Write(s[:])
-	_, _ = d.WriteString(k.ID)
-	hi := d.Sum64()
-	d.ResetWithSeed(0xc2b2ae3d27d4eb4f)
-	_, _ = d.Write(s[:])
-	_, _ = d.WriteString(k.ID)
-	return Fingerprint{hi: hi, lo: d.Sum64()}
-}
-
-// decimalID reads a canonical decimal id (a row index as the dataset writes
-// it): digits, no sign, no leading zero, below maxBitID.
-func decimalID(id string) (uint64, bool) {
-	if id == "" || len(id) > 13 || (id[0] == '0' && len(id) > 1) {
-		return 0, false
-	}
-	var n uint64
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + uint64(c-'0')
-	}
-	return n, n < maxBitID
-}
-
-// bitmap is the rows of one sample whose key is in the set. It covers the
-// words from base on, not from row 0: a run that completes a job from 50%
-// writes (and asks) only the rows of the second half, and its bitmap must
-// not have to reach back to row 0 to hold them (it would be too sparse, and
-// every key would become a fingerprint of 12 bytes).
-type bitmap struct {
-	base  uint64 // index of the word words[0] is
-	words []uint64
-	n     int // bits set
-}
-
-func (b *bitmap) has(i uint64) bool {
-	w := i / 64
-	return w >= b.base && w-b.base < uint64(len(b.words)) && b.words[w-b.base]&(1<<(i%64)) != 0
-}
-
-// maxWords is how many words the bitmap may cover: 64 bits per key it
-// holds, plus 2^16 bits.
-func (b *bitmap) maxWords() uint64 { return uint64(b.n+1) + 1024 }
-
-// fits says whether bit i may be set without the bitmap growing past 64
-// bits per key it holds (plus 2^16 bits).
-func (b *bitmap) fits(i uint64) bool {
-	w := i / 64
-	if len(b.words) == 0 {
-		return true
-	}
-	end := b.base + uint64(len(b.words))
-	return max(end, w+1)-min(b.base, w) <= b.maxWords()
-}
-
-// set sets bit i (fits(i) must hold, or the caller bounds i otherwise) and
-// reports whether it was set before.
-func (b *bitmap) set(i uint64) bool {
-	w := i / 64
-	if len(b.words) == 0 {
-		b.base = w
-	}
-	if w < b.base {
-		// Grow down by half again (ids read in descending order cost
-		// amortized constant time), within the density bound and row 0.
-		grow := b.base - w
-		if room := b.maxWords(); room > uint64(len(b.words))+grow {
-			grow = max(grow, min(uint64(len(b.words))/2, room-uint64(len(b.words))))
-		}
-		grow = min(grow, b.base)
-		words := make([]uint64, uint64(len(b.words))+grow)
-		copy(words[grow:], b.words)
-		b.words, b.base = words, b.base-grow
-	}
-	d := int(w - b.base)
-	if d >= len(b.words) {
-		// Grow by half again, so that ids read in order cost amortized
-		// constant time, within the density bound fits checks.
-		n := max(d+1, min(len(b.words)+len(b.words)/2, b.n+1025))
-		b.words = append(b.words, make([]uint64, n-len(b.words))...)
-	}
-	m := uint64(1) << (i % 64)
-	if b.words[d]&m != 0 {
-		return true
-	}
-	b.words[d] |= m
-	b.n++
-	return false
-}
-
-// KeySet is a set of keys (see the top of this file). The zero value is
+// Set is a set of keys (see the package comment). The zero value is
 // empty and ready; the producer keeps the keys a run asked in one too. It
 // is not safe for concurrent use while it changes; once it stops changing,
 // any number of goroutines may read it.
 //
 // Keys arrive in two ways. Add takes one key at a time and checks it (what
-// a run writes). Bulk loading (newBulkKeySet, addBulk, finishBulk) is how
-// Open reads a directory: a decimal id goes to the bitmap exactly when it is
-// below a bound fixed up front (so its place does not depend on the order
-// keys come in), every other key is appended unchecked, and finishBulk sorts
-// them once and finds a duplicate among neighbours: far cheaper than a
-// lookup per key. Either way the fingerprints end in the packed store.
-type KeySet struct {
+// a run writes). Bulk loading (NewBulk, AddBulk, FinishBulk) is how
+// sink.Open reads a directory: a decimal id goes to the bitmap exactly when
+// it is below a bound fixed up front (so its place does not depend on the
+// order keys come in), every other key is appended unchecked, and
+// FinishBulk sorts them once and finds a duplicate among neighbours: far
+// cheaper than a lookup per key. Either way the fingerprints end in the packed store.
+type Set struct {
 	bits []bitmap // by sample
 	// tail holds the fingerprints Add took since the last merge into
 	// packed, as the store sees them (tailFP); scratch is the slice they
@@ -198,16 +79,16 @@ type KeySet struct {
 // so that a wild hint cannot overflow the region's size.
 const maxReserve = 1 << 36
 
-// newBulkKeySet returns a set to load with addBulk: hint is about how many
+// NewBulk returns a set to load with AddBulk: hint is about how many
 // keys it will hold; decimal ids below 64 bits per key of it go to the
 // bitmaps (a row's bit then costs at most 8 bytes a key, one bit when the
 // rows are dense).
-func newBulkKeySet(hint int) *KeySet {
-	return &KeySet{bitLimit: 64 * uint64(max(hint, 0)+65536), hint: hint}
+func NewBulk(hint int) *Set {
+	return &Set{bitLimit: 64 * uint64(max(hint, 0)+65536), hint: hint}
 }
 
 // Len is the number of keys in the set.
-func (s *KeySet) Len() int {
+func (s *Set) Len() int {
 	if s == nil {
 		return 0
 	}
@@ -222,7 +103,7 @@ func (s *KeySet) Len() int {
 // it extends the store's mapping where the kernel moves pages without
 // copying (Linux: mremap), and is ignored elsewhere and on the heap (the
 // store then grows by half again when full). Any set takes it, at any time.
-func (s *KeySet) Reserve(n int) {
+func (s *Set) Reserve(n int) {
 	if s == nil || n <= 0 {
 		return
 	}
@@ -236,14 +117,14 @@ func (s *KeySet) Reserve(n int) {
 
 // newPacked makes the set's packed store for about hint fingerprints; need
 // is how many it must hold at once where the hint cannot be reserved.
-func (s *KeySet) newPacked(hint, need int) *packedSet {
+func (s *Set) newPacked(hint, need int) *packedSet {
 	hint = min(hint+s.reserve, maxReserve)
 	s.reserve = 0
 	return newPackedSet(hint, need, s.heapRegions)
 }
 
 // Has reports whether k is in the set.
-func (s *KeySet) Has(k Key) bool {
+func (s *Set) Has(k Key) bool {
 	if s == nil || s.n == 0 {
 		return false
 	}
@@ -265,14 +146,14 @@ func tailFP(f Fingerprint) Fingerprint {
 	return f
 }
 
-func (s *KeySet) hasFP(f Fingerprint) bool {
+func (s *Set) hasFP(f Fingerprint) bool {
 	if _, ok := s.tail[tailFP(f)]; ok {
 		return true
 	}
 	return s.packed.has(f)
 }
 
-func (s *KeySet) bitmapOf(sample int) *bitmap {
+func (s *Set) bitmapOf(sample int) *bitmap {
 	for len(s.bits) <= sample {
 		s.bits = append(s.bits, bitmap{})
 	}
@@ -280,7 +161,7 @@ func (s *KeySet) bitmapOf(sample int) *bitmap {
 }
 
 // Add puts k in the set and reports whether it was there already.
-func (s *KeySet) Add(k Key) (had bool) {
+func (s *Set) Add(k Key) (had bool) {
 	if i, ok := decimalID(k.ID); ok && k.Sample >= 0 && k.Sample < 1<<16 {
 		if k.Sample < len(s.bits) && s.bits[k.Sample].has(i) {
 			return true
@@ -321,7 +202,7 @@ func (s *KeySet) Add(k Key) (had bool) {
 // everything else the run holds; measured in ARCHITECTURE.md. A minimum
 // of 4,096 measured more peak RSS at 10^6 keys, 16.2 bytes a key against
 // 14.4: the limit then grows all along, and the map and slice with it.)
-func (s *KeySet) tailLimit() int {
+func (s *Set) tailLimit() int {
 	m := packedChunkMin
 	if s.tailMin > 0 {
 		m = s.tailMin
@@ -337,7 +218,7 @@ func (s *KeySet) tailLimit() int {
 // the map does not grow while they come (growing leaves garbage, and the
 // collector its headroom over it); else the limit once a store exists;
 // else nothing: the failed keys, a few if any, start small.
-func (s *KeySet) tailSize() int {
+func (s *Set) tailSize() int {
 	switch {
 	case s.reserve > 0:
 		return max(s.tailLimit(), min(s.reserve/64, 1<<17))
@@ -349,7 +230,7 @@ func (s *KeySet) tailSize() int {
 
 // mergeTail sorts the tail into the packed store and clears it (keeping
 // the map and the scratch slice for the next).
-func (s *KeySet) mergeTail() {
+func (s *Set) mergeTail() {
 	if len(s.tail) == 0 {
 		return
 	}
@@ -370,16 +251,16 @@ func (s *KeySet) mergeTail() {
 	if f, found := s.packed.merge(c); found {
 		// Add looked every key up in the store first, as the store
 		// tells keys apart: this is a bug, and the store is now unusable.
-		panic(fmt.Sprintf("sink: KeySet: fingerprint %x added once is in the packed store already (a bug in keyset.go)", f))
+		panic(fmt.Sprintf("keyset: fingerprint %x added once is in the packed store already (a bug in sink/keyset)", f))
 	}
 	clear(s.tail)
 	s.scratch = c[:0]
 }
 
-// addBulk puts k in a set made by newBulkKeySet. It reports a duplicate
+// AddBulk puts k in a set made by NewBulk. It reports a duplicate
 // of a key held in a bitmap at once (had); any other duplicate is found
-// by finishBulk.
-func (s *KeySet) addBulk(k Key) (had bool) {
+// by FinishBulk.
+func (s *Set) AddBulk(k Key) (had bool) {
 	if i, ok := decimalID(k.ID); ok && i < s.bitLimit && k.Sample >= 0 && k.Sample < 1<<16 {
 		b := s.bitmapOf(k.Sample)
 		if b.set(i) {
@@ -407,7 +288,7 @@ func (s *KeySet) addBulk(k Key) (had bool) {
 
 // mergePending sorts the pending fingerprints into the packed store,
 // remembering the first duplicate seen.
-func (s *KeySet) mergePending() {
+func (s *Set) mergePending() {
 	p := s.pending
 	if len(p) == 0 || s.dup != nil {
 		s.pending = p[:0]
@@ -435,10 +316,10 @@ func (s *KeySet) mergePending() {
 	s.pending = p[:0]
 }
 
-// finishBulk merges what addBulk appended and returns the fingerprint of a
-// key that came twice, if any (the set is then not usable: the caller
-// finds the key by reading again, see recover.go).
-func (s *KeySet) finishBulk() (dup Fingerprint, found bool) {
+// FinishBulk merges what AddBulk appended and returns the fingerprint
+// (FingerprintOf) of a key that came twice, if any (the set is then not usable: the caller
+// finds the key by reading again, as sink.Open does).
+func (s *Set) FinishBulk() (dup Fingerprint, found bool) {
 	s.mergePending()
 	s.pending = nil
 	if s.dup != nil {
@@ -453,7 +334,7 @@ func (s *KeySet) finishBulk() (dup Fingerprint, found bool) {
 // small map: at most a chunk of keys, cheaper than a store's offsets), and
 // the sorted scratch slice and the bitmaps' spare capacity go. The set
 // may still change afterwards.
-func (s *KeySet) Compact() {
+func (s *Set) Compact() {
 	if s.packed != nil {
 		s.mergeTail()
 		s.tail = nil

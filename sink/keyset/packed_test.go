@@ -1,4 +1,4 @@
-package sink
+package keyset
 
 import (
 	"fmt"
@@ -78,25 +78,25 @@ func testPackedSetAgreesWithMap(t *testing.T, mode string, heap bool) {
 func TestKeySetBulkDuplicateAcrossChunks(t *testing.T) {
 	n := 3 * packedChunkMin
 	for _, at := range []int{10, n - 1} { // the second copy: same chunk, a later one
-		s := newBulkKeySet(n)
+		s := NewBulk(n)
 		for i := range n {
-			s.addBulk(Key{ID: fmt.Sprintf("k-%d", i)})
+			s.AddBulk(Key{ID: fmt.Sprintf("k-%d", i)})
 			if i == at {
-				s.addBulk(Key{ID: "k-3"})
+				s.AddBulk(Key{ID: "k-3"})
 			}
 		}
-		s.addBulk(Key{ID: "k-3", Sample: 1})
-		f, dup := s.finishBulk()
+		s.AddBulk(Key{ID: "k-3", Sample: 1})
+		f, dup := s.FinishBulk()
 		if !dup || f != FingerprintOf(Key{ID: "k-3"}) {
-			t.Errorf("second copy after key %d: finishBulk = %x, %v: want the fingerprint of k-3", at, f, dup)
+			t.Errorf("second copy after key %d: FinishBulk = %x, %v: want the fingerprint of k-3", at, f, dup)
 		}
 	}
-	s := newBulkKeySet(n)
+	s := NewBulk(n)
 	for i := range n {
-		s.addBulk(Key{ID: fmt.Sprintf("k-%d", i)})
-		s.addBulk(Key{ID: fmt.Sprintf("k-%d", i), Sample: 1})
+		s.AddBulk(Key{ID: fmt.Sprintf("k-%d", i)})
+		s.AddBulk(Key{ID: fmt.Sprintf("k-%d", i), Sample: 1})
 	}
-	if _, dup := s.finishBulk(); dup {
+	if _, dup := s.FinishBulk(); dup {
 		t.Fatal("distinct keys reported as a duplicate")
 	}
 	for i := range n {
@@ -111,7 +111,7 @@ func TestKeySetBulkDuplicateAcrossChunks(t *testing.T) {
 
 // offHeap is the bytes of the set's packed region written: its entries
 // (what is resident of it, to a page).
-func (s *KeySet) offHeap() uint64 {
+func (s *Set) offHeap() uint64 {
 	if s.packed == nil {
 		return 0
 	}
@@ -125,11 +125,11 @@ func BenchmarkKeySetBulkLoad(b *testing.B) {
 	for _, n := range []int{1_000_000, 10_000_000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for b.Loop() {
-				s := newBulkKeySet(n)
+				s := NewBulk(n)
 				for i := range n {
-					s.addBulk(Key{ID: fmt.Sprintf("q-%08x", uint32(i)*2654435761)})
+					s.AddBulk(Key{ID: fmt.Sprintf("q-%08x", uint32(i)*2654435761)})
 				}
-				if _, dup := s.finishBulk(); dup {
+				if _, dup := s.FinishBulk(); dup {
 					b.Fatal("a duplicate among distinct keys")
 				}
 			}

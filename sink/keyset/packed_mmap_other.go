@@ -1,6 +1,6 @@
 //go:build !unix
 
-package sink
+package keyset
 
 import "errors"
 

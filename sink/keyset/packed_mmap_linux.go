@@ -1,4 +1,4 @@
-package sink
+package keyset
 
 import "golang.org/x/sys/unix"
 

@@ -1,4 +1,4 @@
-package sink
+package keyset
 
 import (
 	"fmt"
@@ -45,7 +45,7 @@ func BenchmarkKeySetAdd(b *testing.B) {
 func benchmarkKeySetAdd(b *testing.B, n int, reserved bool) {
 	var buf [16]byte
 	for b.Loop() {
-		var s KeySet
+		var s Set
 		if reserved {
 			s.Reserve(n)
 		}
@@ -90,7 +90,7 @@ func benchmarkKeySetAddMemory(b *testing.B, reserved bool) {
 		heapBefore := heapAfterGC()
 		debug.FreeOSMemory()
 		rssBefore, peakOK := resetPeakRSS()
-		var s KeySet
+		var s Set
 		if reserved {
 			s.Reserve(n)
 		}
@@ -195,7 +195,7 @@ func checkGrowth(t *testing.T, p *packedSet, mode string) {
 func TestKeySetAddMergesTailExactly(t *testing.T) {
 	growthModes(t, func(t *testing.T, mode string, heap bool) {
 		rng := rand.New(rand.NewPCG(7, 8))
-		s := &KeySet{tailMin: 97, heapRegions: heap}
+		s := &Set{tailMin: 97, heapRegions: heap}
 		want := map[Key]bool{}
 		pool := mixedKeys(rng, 100_000)
 		for step := range 250_000 {
@@ -252,14 +252,14 @@ func TestKeySetAddMergesTailExactly(t *testing.T) {
 func TestKeySetAddAfterBulk(t *testing.T) {
 	growthModes(t, func(t *testing.T, mode string, heap bool) {
 		const n = 3 * packedChunkMin
-		s := newBulkKeySet(n)
+		s := NewBulk(n)
 		s.heapRegions = heap
 		s.tailMin = 211
 		for i := range n {
-			s.addBulk(Key{ID: fmt.Sprintf("b-%d", i)})
+			s.AddBulk(Key{ID: fmt.Sprintf("b-%d", i)})
 		}
-		if _, dup := s.finishBulk(); dup {
-			t.Fatal("finishBulk reported a duplicate of distinct keys")
+		if _, dup := s.FinishBulk(); dup {
+			t.Fatal("FinishBulk reported a duplicate of distinct keys")
 		}
 		s.Reserve(1000)
 		for i := range 2 * n { // half of them loaded, half new
@@ -287,10 +287,10 @@ func TestKeySetAddAfterBulk(t *testing.T) {
 // harmless.
 func TestKeySetReserve(t *testing.T) {
 	const n = 100_000
-	var nilSet *KeySet
+	var nilSet *Set
 	nilSet.Reserve(5)
 	for _, hint := range []int{0, -3, 1 << 62} {
-		var s KeySet
+		var s Set
 		s.Reserve(hint)
 		s.Reserve(hint)
 		for i := range 3 * packedChunkMin {
@@ -303,7 +303,7 @@ func TestKeySetReserve(t *testing.T) {
 		}
 	}
 
-	var s KeySet
+	var s Set
 	s.Reserve(n)
 	for i := range n {
 		s.Add(Key{ID: fmt.Sprintf("r-%d", i)})

@@ -1,26 +1,26 @@
-package sink
+package keyset
 
-// The packed store: the fingerprints of a KeySet (string ids: loaded in bulk
-// at Open from every shard, or added one at a time during a run), sorted, in
-// 12 bytes each instead of 16, outside the Go heap.
+// The packed store: the fingerprints of a Set (string ids: loaded in bulk
+// at sink.Open from every shard, or added one at a time during a run),
+// sorted, in 12 bytes each instead of 16, outside the Go heap.
 //
 // A fingerprint's top 16 bits are its bucket: the entries of bucket b are
 // entries off[b] to off[b+1]-1, in order, and each holds the next 96 bits
 // (hi's low 48, then lo's high 48); lo's low 16 bits are dropped. The store
 // thus tells keys apart by 112 bits: a collision among n keys has a
 // probability of about n^2/2^113, 9.6e-23 at 10^6 keys and 9.6e-19 at 10^8,
-// still far below a disk's undetected error rate over the same bytes
-// (keyset.go), for 12 bytes a key rather than 14. The entries live in a region of their
-// own (mmap'd where the platform has it: packed_mmap_unix.go), so that they
-// count once in the process's memory: neither in the garbage collector's
+// still far below a disk's undetected error rate over the same bytes (the
+// package comment), for 12 bytes a key rather than 14. The entries live in
+// a region of their own (mmap'd where the platform has it:
+// packed_mmap_unix.go), so that they count once in the process's memory: neither in the garbage collector's
 // pacing (which lets garbage grow to the size of the live heap) nor twice
 // while it grows (on Linux by mremap, which moves pages without copying
 // them: packed_mmap_linux.go); the region is reserved from the number of
-// records the manifest lists or from KeySet.Reserve, and only the pages
+// records the manifest lists or from Set.Reserve, and only the pages
 // written are resident.
 //
-// Keys come in chunks: addBulk collects fingerprints in a small slice on the
-// heap (KeySet.Add in a map, keyset.go), which is sorted and merged into the
+// Keys come in chunks: AddBulk collects fingerprints in a small slice on the
+// heap (Set.Add in a map, keyset.go), which is sorted and merged into the
 // store from the back, in place, when full: a search a key (search) and one
 // copy of the entries above it. A chunk holds at least 16,384 keys (256 KB
 // of heap) and a thirty-second of the store (a sixty-fourth for Add), so
@@ -162,14 +162,14 @@ func (p *packedSet) grow(size int) {
 }
 
 // reserve extends the region to entries where that moves no entry
-// (KeySet.Reserve): a hint, ignored where the platform would copy.
+// (Set.Reserve): a hint, ignored where the platform would copy.
 func (p *packedSet) reserve(entries int) {
 	if size := entries * packedEntry; size > len(p.mem.b) && p.mem.remap(size) {
 		p.remaps++
 	}
 }
 
-// chunk is how many keys addBulk collects before a merge.
+// chunk is how many keys AddBulk collects before a merge.
 func (p *packedSet) chunk() int { return max(packedChunkMin, p.n/32) }
 
 func packedBucket(f Fingerprint) int { return int(f.hi >> 48) }

@@ -1,15 +1,11 @@
-package sink
+package keyset
 
 import (
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 )
 
@@ -44,24 +40,24 @@ func TestKeySetAgreesWithMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	keys := mixedKeys(rng, 20000)
 	want := map[Key]bool{}
-	var inc KeySet
+	var inc Set
 	for _, k := range keys {
 		if had := inc.Add(k); had != want[k] {
 			t.Fatalf("Add(%v) = %v, want %v", k, had, want[k])
 		}
 		want[k] = true
 	}
-	bulk := newBulkKeySet(1000) // a small hint: many decimal ids land beyond the bitmaps
+	bulk := NewBulk(1000) // a small hint: many decimal ids land beyond the bitmaps
 	for k := range want {
-		if bulk.addBulk(k) {
-			t.Fatalf("addBulk(%v) reported a duplicate", k)
+		if bulk.AddBulk(k) {
+			t.Fatalf("AddBulk(%v) reported a duplicate", k)
 		}
 	}
-	if _, dup := bulk.finishBulk(); dup {
-		t.Fatal("finishBulk reported a duplicate of distinct keys")
+	if _, dup := bulk.FinishBulk(); dup {
+		t.Fatal("FinishBulk reported a duplicate of distinct keys")
 	}
 	probes := append(mixedKeys(rng, 20000), keys...)
-	check := func(name string, s *KeySet) {
+	check := func(name string, s *Set) {
 		t.Helper()
 		if s.Len() != len(want) {
 			t.Errorf("%s: Len = %d, want %d", name, s.Len(), len(want))
@@ -81,7 +77,7 @@ func TestKeySetAgreesWithMap(t *testing.T) {
 // A decimal id that went to the fingerprints while its bitmap was sparse is
 // still found when the bitmap later reaches it, and not added twice.
 func TestKeySetDecimalIDInBothPlaces(t *testing.T) {
-	var s KeySet
+	var s Set
 	far := Key{ID: "5000000", Sample: 0}
 	if s.Add(far) {
 		t.Fatal("first Add reported the key as held")
@@ -118,7 +114,7 @@ func TestKeySetSecondHalfIsBits(t *testing.T) {
 				w := ids[i : i+200]
 				rng.Shuffle(len(w), func(a, b int) { w[a], w[b] = w[b], w[a] })
 			}
-			var s KeySet
+			var s Set
 			for _, i := range ids {
 				if s.Add(Key{ID: strconv.Itoa(i)}) {
 					t.Fatalf("Add(%d) reported the key as held", i)
@@ -143,73 +139,23 @@ func TestKeySetSecondHalfIsBits(t *testing.T) {
 }
 
 func TestKeySetBulkFindsDuplicates(t *testing.T) {
-	s := newBulkKeySet(10)
-	if s.addBulk(Key{ID: "7", Sample: 1}) || !s.addBulk(Key{ID: "7", Sample: 1}) {
+	s := NewBulk(10)
+	if s.AddBulk(Key{ID: "7", Sample: 1}) || !s.AddBulk(Key{ID: "7", Sample: 1}) {
 		t.Error("a row-index key twice is not reported at once")
 	}
-	s = newBulkKeySet(10)
-	s.addBulk(Key{ID: "a", Sample: 0})
-	s.addBulk(Key{ID: "b", Sample: 0})
-	s.addBulk(Key{ID: "a", Sample: 0})
-	f, dup := s.finishBulk()
+	s = NewBulk(10)
+	s.AddBulk(Key{ID: "a", Sample: 0})
+	s.AddBulk(Key{ID: "b", Sample: 0})
+	s.AddBulk(Key{ID: "a", Sample: 0})
+	f, dup := s.FinishBulk()
 	if !dup || f != FingerprintOf(Key{ID: "a", Sample: 0}) {
-		t.Errorf("finishBulk = %v, %v: want the fingerprint of a", f, dup)
+		t.Errorf("FinishBulk = %v, %v: want the fingerprint of a", f, dup)
 	}
-	s = newBulkKeySet(10)
-	s.addBulk(Key{ID: "a", Sample: 0})
-	s.addBulk(Key{ID: "a", Sample: 1})
-	if _, dup := s.finishBulk(); dup {
+	s = NewBulk(10)
+	s.AddBulk(Key{ID: "a", Sample: 0})
+	s.AddBulk(Key{ID: "a", Sample: 1})
+	if _, dup := s.FinishBulk(); dup {
 		t.Error("one id with two samples is two keys")
-	}
-}
-
-// A key in two shards (or twice in one) is refused naming the files
-// although the set keeps no shard per key: string ids (found by finishBulk)
-// and row-index ids (found at once) alike.
-func TestRecoverNamesBothFilesOfADuplicate(t *testing.T) {
-	line := func(id string) string {
-		b, err := json.Marshal(&Record{ID: id, Sample: 0, Content: "x"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b) + "\n"
-	}
-	tests := []struct {
-		name   string
-		shards [][]string
-		want   [2]int // the shards the error names
-	}{
-		{"string ids", [][]string{{"a", "b"}, {"c"}, {"d", "b"}}, [2]int{0, 2}},
-		{"row-index ids", [][]string{{"1", "2"}, {"3"}, {"4", "2"}}, [2]int{0, 2}},
-		{"twice in one shard", [][]string{{"x"}, {"y", "z", "y"}}, [2]int{1, 1}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			opts := testOptions(dir, FormatJSONL)
-			opts.Force = true // shards without a manifest are adopted
-			var names []string
-			if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			for i, ids := range tt.shards {
-				var b strings.Builder
-				for _, id := range ids {
-					b.WriteString(line(id))
-				}
-				name := filepath.Join(dir, "data", shardName(i, FormatJSONL))
-				writeFile(t, name, b.String())
-				names = append(names, name)
-			}
-			_, err := Open(opts)
-			if err == nil {
-				t.Fatal("Open accepted a key held twice")
-			}
-			want := names[tt.want[0]] + " and " + names[tt.want[1]]
-			if !strings.Contains(err.Error(), want) {
-				t.Errorf("error %q does not name %q", err, want)
-			}
-		})
 	}
 }
 
@@ -235,11 +181,11 @@ func BenchmarkKeySetBytesPerKey(b *testing.B) {
 		b.Run(kind+"/bulk", func(b *testing.B) {
 			for b.Loop() {
 				before := heap()
-				s := newBulkKeySet(n)
+				s := NewBulk(n)
 				for i := range n {
-					s.addBulk(Key{ID: id(i)})
+					s.AddBulk(Key{ID: id(i)})
 				}
-				s.finishBulk()
+				s.FinishBulk()
 				b.ReportMetric(float64(heap()-before+s.offHeap())/n, "bytes/key")
 				runtime.KeepAlive(s)
 			}
@@ -247,7 +193,7 @@ func BenchmarkKeySetBytesPerKey(b *testing.B) {
 		b.Run(kind+"/add", func(b *testing.B) {
 			for b.Loop() {
 				before := heap()
-				var s KeySet
+				var s Set
 				for i := range n {
 					s.Add(Key{ID: id(i)})
 				}

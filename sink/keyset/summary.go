@@ -1,8 +1,8 @@
-package sink
+package keyset
 
 // The key summary of a shard: when every id in a shard is a row index, its
-// ShardInfo (in the shard log line, then in manifest.json) lists its keys as
-// one bitmap per sample, and a resume that finds the shard as it was written
+// sink.ShardInfo (in the shard log line, then in manifest.json) lists its
+// keys as one bitmap per sample, and a resume that finds the shard as it was written
 // (same size and modification time) takes its keys from there instead of
 // reading the file. A shard of 1,000 row-index records written in
 // completion order costs about 180 bytes of base64: 1.8 MB in a manifest of
@@ -23,7 +23,7 @@ import (
 )
 
 // SampleKeys is the keys of one sample of a shard whose ids are row
-// indices (see the top of keysummary.go).
+// indices (see the top of summary.go).
 type SampleKeys struct {
 	Sample int    `json:"sample"`
 	First  uint64 `json:"first"`
@@ -37,15 +37,17 @@ const summaryMaxBytes = 4
 
 var summaryEncoding = base64.RawStdEncoding
 
-// keySummary collects a shard's keys while it is written (or read): a
-// bitmap per sample (keyset.go), a bit a key where a slice of ids cost 8
+// Summary collects a shard's keys while it is written (or read): a
+// bitmap per sample (bitmap.go), a bit a key where a slice of ids cost 8
 // bytes (800 KB for a shard of 100,000 records).
-type keySummary struct {
+type Summary struct {
 	bits []bitmap // by sample
 	none bool     // an id that is not a row index, or too sparse: no summary
 }
 
-func (c *keySummary) add(k Key) {
+// Add puts k in the summary; a key that is not a row index, or too far
+// from the others, leaves the summary with none to give.
+func (c *Summary) Add(k Key) {
 	if c.none {
 		return
 	}
@@ -66,9 +68,10 @@ func (c *keySummary) add(k Key) {
 	b.set(i)
 }
 
-// summary returns the ShardInfo.Keys of what was added, nil when there is
-// none to give (other ids, or too sparse).
-func (c *keySummary) summary(records int) []SampleKeys {
+// Keys returns the sink.ShardInfo.Keys of what was added to a shard of
+// records records, nil when there is none to give (other ids, or too
+// sparse: above summaryMaxBytes a record).
+func (c *Summary) Keys(records int) []SampleKeys {
 	if c.none {
 		return nil
 	}
@@ -102,32 +105,17 @@ func (c *keySummary) summary(records int) []SampleKeys {
 	return out
 }
 
-func (c *keySummary) reset() {
+// Reset empties the summary for the next shard, keeping its bitmaps' memory.
+func (c *Summary) Reset() {
 	for i := range c.bits {
 		c.bits[i] = bitmap{words: c.bits[i].words[:0]}
 	}
 	c.none = false
 }
 
-// SummarizeKeys is the key summary (ShardInfo.Keys) of the final shard at
-// path of format, as its writer records it: nil when its ids get none
-// (other ids than row indices, or too sparse). The audit holds a
-// manifest's summaries to it.
-func SummarizeKeys(path, format string) ([]SampleKeys, error) {
-	var c keySummary
-	n, err := ScanKeys(path, format, func(k Key) error {
-		c.add(k)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return c.summary(n), nil
-}
-
-// forEachSummaryKey visits the keys a summary lists, by sample then id, and
+// ForEachSummaryKey visits the keys a summary lists, by sample then id, and
 // returns how many there were; an error names what is malformed.
-func forEachSummaryKey(keys []SampleKeys, visit func(k Key) error) (int, error) {
+func ForEachSummaryKey(keys []SampleKeys, visit func(k Key) error) (int, error) {
 	n := 0
 	var id []byte
 	for j, sk := range keys {
