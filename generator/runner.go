@@ -44,7 +44,7 @@ type Setup struct {
 
 	Dir          string        // output directory
 	Format       string        // shard format of new shards: jsonl or parquet
-	ShardSize    int           // records per shard
+	PartSize     int           // records per part (output.shard_size)
 	SyncInterval time.Duration // durability bound
 	RetryErrors  bool          // ask again the keys that failed for good before
 	Force        bool          // resume a directory made by another job (recorded)
@@ -152,7 +152,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	r.out, err = sink.Open(sink.Options{
 		Dir:          s.Dir,
 		Format:       s.Format,
-		ShardSize:    s.ShardSize,
+		PartSize:     s.PartSize,
 		SyncInterval: s.SyncInterval,
 		Force:        s.Force,
 		Job:          sj,

@@ -25,7 +25,7 @@ func BenchmarkWrite(b *testing.B) {
 	for _, format := range []string{FormatJSONL, FormatParquet} {
 		b.Run(format, func(b *testing.B) {
 			opts := testOptions(b.TempDir(), format)
-			opts.ShardSize = 1000
+			opts.PartSize = 1000
 			opts.SyncInterval = time.Second
 			s := mustOpen(b, opts)
 			r := benchRecord(0)
@@ -78,9 +78,9 @@ func BenchmarkLineKey(b *testing.B) {
 
 // BenchmarkOpen measures a resume over a directory of done records: the
 // recovery pass reads ids only. The directory is built the way a long job
-// builds it, over several runs with different shard sizes (each clean exit
-// also leaves a short last shard); "mixed" alternates the output format
-// between runs, so JSONL and Parquet shards lie side by side.
+// builds it, over several runs with different part sizes (each clean exit
+// also leaves a short last part); "mixed" alternates the output format
+// between runs, so JSONL and Parquet parts lie side by side.
 // SINK_BENCH_OPEN_RECORDS overrides the record count (e.g. 1000000);
 // records are compact (~600 bytes) so that the fixture stays small on a
 // shared disk.
@@ -92,7 +92,7 @@ func BenchmarkOpen(b *testing.B) {
 			b.Fatalf("SINK_BENCH_OPEN_RECORDS: %v", err)
 		}
 	}
-	shardSizes := []int{1000, 250, 4000, 100}
+	partSizes := []int{1000, 250, 4000, 100}
 	for _, formats := range [][]string{{FormatJSONL}, {FormatParquet}, {FormatJSONL, FormatParquet}} {
 		name := formats[0]
 		if len(formats) > 1 {
@@ -101,12 +101,12 @@ func BenchmarkOpen(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
 			dir := b.TempDir()
 			r := testRecord(0)
-			for run, size := range shardSizes {
+			for run, size := range partSizes {
 				opts := testOptions(dir, formats[run%len(formats)])
-				opts.ShardSize = size
+				opts.PartSize = size
 				opts.SyncInterval = time.Hour
 				s := mustOpen(b, opts)
-				for i := run * n / len(shardSizes); i < (run+1)*n/len(shardSizes); i++ {
+				for i := run * n / len(partSizes); i < (run+1)*n/len(partSizes); i++ {
 					r.ID = strconv.Itoa(i)
 					if err := s.Write(r); err != nil {
 						b.Fatal(err)
@@ -132,22 +132,22 @@ func BenchmarkOpen(b *testing.B) {
 	}
 }
 
-// BenchmarkManifestBookkeeping writes a job of 2,000 one-record shards and
-// reports the bytes the manifest's bookkeeping wrote per shard: the
+// BenchmarkManifestBookkeeping writes a job of 2,000 one-record parts and
+// reports the bytes the manifest's bookkeeping wrote per part: the
 // rewrites of manifest.json (each counted whole, at its rename) and the
-// appends to the shard log. "append" is the sink as it is; "rewrite" also
-// rewrites manifest.json after every shard, as the sink did before the log
+// appends to the part log. "append" is the sink as it is; "rewrite" also
+// rewrites manifest.json after every part, as the sink did before the log
 // (whose bytes it then leaves out: the old sink had none), so one run shows
 // both. Run with -benchtime=1x: an iteration is a whole job.
 func BenchmarkManifestBookkeeping(b *testing.B) {
-	const shards = 2000
+	const parts = 2000
 	for _, mode := range []string{"append", "rewrite"} {
 		b.Run(mode, func(b *testing.B) {
 			var manifestBytes, logBytes, logSize int64
 			for b.Loop() {
 				dir := b.TempDir()
 				opts := testOptions(dir, FormatJSONL)
-				opts.ShardSize = 1
+				opts.PartSize = 1
 				opts.SyncInterval = time.Hour
 				var s *Sink
 				rewriting := false
@@ -157,7 +157,7 @@ func BenchmarkManifestBookkeeping(b *testing.B) {
 						if st, err := os.Stat(path); err == nil {
 							manifestBytes += st.Size()
 						}
-					case op == "fsync" && IsShardLog(filepath.Base(path)):
+					case op == "fsync" && IsPartLog(filepath.Base(path)):
 						st, err := os.Stat(path)
 						if err != nil {
 							b.Fatal(err)
@@ -169,7 +169,7 @@ func BenchmarkManifestBookkeeping(b *testing.B) {
 						if mode == "rewrite" && !rewriting {
 							rewriting = true
 							m := *s.man
-							m.ShardLog = ""
+							m.PartLog = ""
 							if err := writeManifest(dir, &m); err != nil {
 								b.Fatal(err)
 							}
@@ -179,13 +179,13 @@ func BenchmarkManifestBookkeeping(b *testing.B) {
 				}
 				s = mustOpen(b, opts)
 				logSize = 0
-				writeRange(b, s, 0, shards)
+				writeRange(b, s, 0, parts)
 				if err := s.Close(); err != nil {
 					b.Fatal(err)
 				}
 				stepHook = nil
 			}
-			n := float64(b.N * shards)
+			n := float64(b.N * parts)
 			b.ReportMetric(float64(manifestBytes+logBytes)/n, "bookkeeping-B/shard")
 			b.ReportMetric(float64(manifestBytes)/n, "manifest.json-B/shard")
 			b.ReportMetric(float64(logBytes)/n, "log-B/shard")

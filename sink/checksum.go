@@ -9,7 +9,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// fileStamp is a final shard's size, modification time and hash.
+// fileStamp is a final part's size, modification time and hash.
 func fileStamp(path string) (size int64, mod time.Time, sum string, err error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -27,16 +27,16 @@ func fileStamp(path string) (size int64, mod time.Time, sum string, err error) {
 	return st.Size(), st.ModTime().UTC(), fmt.Sprintf("%016x", h.Sum64()), nil
 }
 
-// ShardHash is the xxh64 of the file at path as ShardInfo.XXH64 records a
-// final shard's: the audit compares every listed shard's, whatever its
+// PartHash is the xxh64 of the file at path as ShardInfo.XXH64 records a
+// final part's: the audit compares every listed part's, whatever its
 // modification time says.
-func ShardHash(path string) (string, error) {
+func PartHash(path string) (string, error) {
 	_, _, sum, err := fileStamp(path)
 	return sum, err
 }
 
-// stampShard records in info the final file at path as it is now.
-func stampShard(path string, info *ShardInfo) error {
+// stampPart records in info the final file at path as it is now.
+func stampPart(path string, info *PartInfo) error {
 	size, mod, sum, err := fileStamp(path)
 	if err != nil {
 		return fmt.Errorf("checksum %s: %w", path, err)
@@ -45,12 +45,12 @@ func stampShard(path string, info *ShardInfo) error {
 	return nil
 }
 
-// shardChanged says how the final file at path differs from what listed
+// partChanged says how the final file at path differs from what listed
 // recorded when it was written ("" when it does not, or when nothing was
 // recorded). The size is compared first; a moved modification time (a copy
 // of the directory, a touch) costs a read of the file to compare the hash,
 // and on a match the new time is taken into now.
-func shardChanged(path string, listed ShardInfo, now *ShardInfo) (string, error) {
+func partChanged(path string, listed PartInfo, now *PartInfo) (string, error) {
 	if listed.XXH64 == "" {
 		return "", nil
 	}

@@ -95,11 +95,11 @@ func (c *crashRun) run() {
 	}
 }
 
-// crashOptions makes shards of 3 records, so that a short run rotates data
-// and errors shards in Write, not only in Close.
+// crashOptions makes parts of 3 records, so that a short run rotates data
+// and errors parts in Write, not only in Close.
 func crashOptions(dir, format string) Options {
 	o := testOptions(dir, format)
-	o.ShardSize = 3
+	o.PartSize = 3
 	return o
 }
 
@@ -113,7 +113,7 @@ func (c *crashRun) kill() {
 
 // TestKillAtEveryStep kills a run before each of its disk steps in turn
 // (create, write, fsync, rename, remove, truncate, directory fsync, in the
-// write path, on rotation, in the shard log append, in the manifest
+// write path, on rotation, in the part log append, in the manifest
 // rewrites of Open and Close and the log removal after them), then kills
 // the recovery of that state before each of its steps, then resumes for
 // good. Whatever the step: Open accepts the directory, every record and
@@ -121,7 +121,7 @@ func (c *crashRun) kill() {
 // every key exactly once in final files that read in full.
 func TestKillAtEveryStep(t *testing.T) {
 	// Enough records to rotate in Write and in Close (and, for JSONL, to
-	// rotate an errors shard); Parquet has fewer because each conversion
+	// rotate an errors part); Parquet has fewer because each conversion
 	// is slow under -race, and its errors path is the JSONL one.
 	for _, tc := range []struct {
 		format string
@@ -129,7 +129,7 @@ func TestKillAtEveryStep(t *testing.T) {
 	}{{FormatJSONL, 10}, {FormatParquet, 7}} {
 		format, total := tc.format, tc.total
 		t.Run(format, func(t *testing.T) {
-			// A first run leaves a manifest with shards, so that the killed
+			// A first run leaves a manifest with parts, so that the killed
 			// run recovers, reconciles and rotates. Made once, copied for
 			// each kill.
 			base := t.TempDir()
@@ -216,7 +216,7 @@ func checkResume(t *testing.T, dir, format string, total int, done, failed map[K
 
 // copyDir copies the output directory src into the empty dst, keeping the
 // files' modification times as a kill leaves them (cp -a), so that a resume
-// takes the keys of an unchanged shard from its summary in the manifest.
+// takes the keys of an unchanged part from its summary in the manifest.
 func copyDir(t *testing.T, src, dst string) {
 	t.Helper()
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {

@@ -14,17 +14,17 @@ const (
 	FormatParquet = "parquet"
 )
 
-// shardFormat is one output format of the data shards. Every shard is first
+// partFormat is one output format of the data parts. Every part is first
 // appended as JSONL, a line per record, so that a record is durable after
 // one fsync and a crash leaves at most a torn last line to cut. A format
-// says what a finished shard becomes and how its final file is read back;
+// says what a finished part becomes and how its final file is read back;
 // the sink's durability (temporary names, renames, recovery of every crash
 // state) is the same for all.
 //
 // To add a format: a file beside jsonl.go and parquet.go with its convert
 // and keys functions, its entry in formats, and its reader of records in
 // ForEachRecord (records.go).
-type shardFormat struct {
+type partFormat struct {
 	// convert writes the final file from the finished JSONL journal and
 	// returns the rows it wrote; it writes under a temporary name and
 	// renames. nil: the JSONL file itself becomes the final file (jsonl).
@@ -34,7 +34,7 @@ type shardFormat struct {
 	keys func(path string, visit func(k Key, row int) error) (int, error)
 }
 
-var formats = map[string]shardFormat{
+var formats = map[string]partFormat{
 	FormatJSONL:   {keys: scanJSONLKeys},
 	FormatParquet: {convert: convertJournal, keys: scanParquetKeys},
 }
@@ -63,7 +63,7 @@ func formatNames() []string {
 	return names
 }
 
-// tempSuffix is the name suffix of a shard of format f while it is filled:
+// tempSuffix is the name suffix of a part of format f while it is filled:
 // .open for a file that is renamed as is, .journal for one converted.
 func tempSuffix(f string) string {
 	if formats[f].convert != nil {
@@ -79,7 +79,7 @@ func checkFormat(f string) error {
 	return nil
 }
 
-// SummarizeKeys is the key summary (ShardInfo.Keys) of the final shard at
+// SummarizeKeys is the key summary (ShardInfo.Keys) of the final part at
 // path of format, as its writer records it: nil when its ids get none
 // (other ids than row indices, or too sparse). The audit holds a
 // manifest's summaries to it.

@@ -11,7 +11,7 @@ import (
 )
 
 // FuzzRecoverTail: whatever bytes follow the complete lines of an .open
-// shard (a torn write, garbage, zeros from a filesystem), recovery never
+// part (a torn write, garbage, zeros from a filesystem), recovery never
 // panics and never loses a complete earlier line: it either keeps every one
 // of them and cuts only bytes after them (no '\n' followed, or from a line
 // holding a NUL byte), or refuses with an error naming the file and leaves
@@ -57,7 +57,7 @@ func FuzzRecoverTail(f *testing.F) {
 		if lines < int(n) || lines != bytes.Count(got, []byte{'\n'}) {
 			t.Fatalf("lines = %d, file has %d, prefix %d", lines, bytes.Count(got, []byte{'\n'}), n)
 		}
-		// What recovery kept, the final-shard scan accepts.
+		// What recovery kept, the final-part scan accepts.
 		final := filepath.Join(filepath.Dir(path), "part-000000.jsonl")
 		if err := os.Rename(path, final); err != nil {
 			t.Fatal(err)

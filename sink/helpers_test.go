@@ -18,7 +18,7 @@ import (
 )
 
 // testJob is a job as its owner would encode it: the sink only stores it.
-var testJob = Job{
+var testJob = JobRecord{
 	Spec:    json.RawMessage(`{"sampling":{"model":"Qwen/Qwen3-8B","temperature":0.6}}`),
 	Hash:    "5e1f0a11",
 	Version: "test",
@@ -29,7 +29,7 @@ func testOptions(dir, format string) Options {
 	return Options{
 		Dir:          dir,
 		Format:       format,
-		ShardSize:    10,
+		PartSize:     10,
 		SyncInterval: 0,
 		Job:          testJob,
 	}
@@ -100,10 +100,10 @@ func crash(s *Sink) {
 	s.closed = true
 }
 
-// readShards reads every final data shard in full with a reader independent
+// readParts reads every final data part in full with a reader independent
 // of the sink's key scan (encoding/json, parquet-go's generic reader) and
-// returns the records in shard order.
-func readShards(t testing.TB, dir string) []Record {
+// returns the records in part order.
+func readParts(t testing.TB, dir string) []Record {
 	t.Helper()
 	dataDir := filepath.Join(dir, "data")
 	entries, err := os.ReadDir(dataDir)
@@ -153,7 +153,7 @@ func readShards(t testing.TB, dir string) []Record {
 func assertExactlyOnce(t testing.TB, dir string, want []Key) {
 	t.Helper()
 	seen := map[Key]int{}
-	for _, r := range readShards(t, dir) {
+	for _, r := range readParts(t, dir) {
 		seen[r.Key()]++
 	}
 	for _, k := range want {

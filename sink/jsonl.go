@@ -17,8 +17,8 @@ import (
 )
 
 // appendFile is a JSONL file appended under a temporary name (".open" for a
-// JSONL shard or an errors shard, ".journal" for the rows of a future
-// Parquet shard). Lines reach the file through a bufio.Writer and become
+// JSONL part or an errors part, ".journal" for the rows of a future
+// Parquet part). Lines reach the file through a bufio.Writer and become
 // durable on sync; a crash can leave at most a torn last line, which
 // recoverTail cuts.
 type appendFile struct {
@@ -241,8 +241,8 @@ func fastLineKey(line []byte) (Key, bool) {
 	return Key{ID: string(id), Sample: sample}, true
 }
 
-// scanJSONLKeys reads the keys of a final JSONL file (a data shard or an
-// errors shard) in file order. A final file is complete by construction, so
+// scanJSONLKeys reads the keys of a final JSONL file (a data part or an
+// errors part) in file order. A final file is complete by construction, so
 // a torn or undecodable line is corruption: an error naming file:line.
 func scanJSONLKeys(path string, fn func(k Key, line int) error) (int, error) {
 	f, err := os.Open(path)

@@ -84,7 +84,7 @@ func (r Recovered) Failed(k Key) bool { return r.failed.Has(k) && !r.Done(k) }
 // slices are not shared with the Sink.
 func (s *Sink) Manifest() Manifest {
 	m := *s.man
-	m.Shards = append([]ShardInfo(nil), m.Shards...)
+	m.Parts = append([]PartInfo(nil), m.Parts...)
 	m.Runs = append([]Run(nil), m.Runs...)
 	m.Jobs = maps.Clone(m.Jobs)
 	return m

@@ -18,28 +18,28 @@ func stripKeys(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range m.Shards {
-		m.Shards[i].Keys = nil
+	for i := range m.Parts {
+		m.Parts[i].Keys = nil
 	}
 	if err := writeManifest(dir, m); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// A resume takes an unchanged shard's keys from its summary: the file is
+// A resume takes an unchanged part's keys from its summary: the file is
 // not read (a same-size rewrite with the time put back goes unseen, as the
-// size-and-time rule of reconcile lets it), a shard whose time moved is
+// size-and-time rule of reconcile lets it), a part whose time moved is
 // read and hashed, and a manifest without summaries (an older version's)
-// is read from the shards and gains them.
+// is read from the parts and gains them.
 func TestResumeReadsSummaries(t *testing.T) {
 	for _, format := range []string{FormatJSONL, FormatParquet} {
 		t.Run(format, func(t *testing.T) {
 			dir := t.TempDir()
 			closedAfter(t, dir, format, 25)
 
-			// Shard 1 (ids 10-19) overwritten with garbage of its size,
+			// Part 1 (ids 10-19) overwritten with garbage of its size,
 			// its time put back: the summary stands for it.
-			path := filepath.Join(dir, "data", shardName(1, format))
+			path := filepath.Join(dir, "data", partName(1, format))
 			st, err := os.Stat(path)
 			if err != nil {
 				t.Fatal(err)
@@ -69,7 +69,7 @@ func TestResumeReadsSummaries(t *testing.T) {
 			if err := os.Chtimes(path, st.ModTime().Add(2*time.Second), st.ModTime().Add(2*time.Second)); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := Open(testOptions(dir, format)); err == nil || !strings.Contains(err.Error(), shardName(1, format)) {
+			if _, err := Open(testOptions(dir, format)); err == nil || !strings.Contains(err.Error(), partName(1, format)) {
 				t.Fatalf("a changed shard whose time moved was accepted: %v", err)
 			}
 			writeFile(t, path, string(orig))
@@ -77,7 +77,7 @@ func TestResumeReadsSummaries(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			// No summaries: the shards are read, the same keys found, and
+			// No summaries: the parts are read, the same keys found, and
 			// the manifest lists summaries again.
 			before, err := ReadManifest(dir)
 			if err != nil {
@@ -94,23 +94,23 @@ func TestResumeReadsSummaries(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			for i := range before.Shards {
-				if !reflect.DeepEqual(after.Shards[i].Keys, before.Shards[i].Keys) {
-					t.Errorf("%s: keys %+v after reading it, %+v when written", before.Shards[i].Name, after.Shards[i].Keys, before.Shards[i].Keys)
+			for i := range before.Parts {
+				if !reflect.DeepEqual(after.Parts[i].Keys, before.Parts[i].Keys) {
+					t.Errorf("%s: keys %+v after reading it, %+v when written", before.Parts[i].Name, after.Parts[i].Keys, before.Parts[i].Keys)
 				}
 			}
 		})
 	}
 }
 
-// The bookkeeping written per shard does not grow with the shards before
-// it: the shard log line of the 200th shard is as long as the 2nd's.
-func TestShardLogLineConstant(t *testing.T) {
+// The bookkeeping written per part does not grow with the parts before
+// it: the part log line of the 200th part is as long as the 2nd's.
+func TestPartLogLineConstant(t *testing.T) {
 	dir := t.TempDir()
 	opts := testOptions(dir, FormatJSONL)
 	s := mustOpen(t, opts)
 	writeRange(t, s, 0, 2000)
-	b, err := os.ReadFile(filepath.Join(dir, s.man.ShardLog))
+	b, err := os.ReadFile(filepath.Join(dir, s.man.PartLog))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestShardLogLineConstant(t *testing.T) {
 	}
 	// Ids, sizes and the summary's first id differ by a few digits, the
 	// modification time by its nanoseconds (left out); nothing grows with
-	// the shards before.
+	// the parts before.
 	modTime := regexp.MustCompile(`"mod_time":"[^"]*"`)
 	l2, l200 := modTime.ReplaceAllString(lines[1], ""), modTime.ReplaceAllString(lines[199], "")
 	if d := len(l200) - len(l2); d < -16 || d > 16 {

@@ -22,8 +22,8 @@ const ManifestVersion = 2
 
 // Manifest is DIR/manifest.json: what made the directory and what it holds.
 // It is rewritten atomically on Open, on Close and when a forced run takes
-// the job over; a shard finalized in between is appended to the shard log
-// it names (see shardlog.go), and ReadManifest reads both. It is a summary for people and for the job check; the shards on disk stay
+// the job over; a part finalized in between is appended to the part log
+// it names (see shardlog.go), and ReadManifest reads both. It is a summary for people and for the job check; the parts on disk stay
 // the truth about which keys are done.
 type Manifest struct {
 	ManifestVersion int       `json:"manifest_version"` // 0 when read from a version 1 file
@@ -49,12 +49,12 @@ type Manifest struct {
 	// written before version 2 resume; it is not written any more.
 	Identity *LegacyIdentity `json:"identity,omitempty"`
 	Limit    int64           `json:"limit"` // dataset.limit of the run that set Job (0 = all)
-	Shards   []ShardInfo     `json:"shards"`
-	// ShardLog names the file beside manifest.json that the running (or
-	// killed) run appends its finalized shards to: they continue Shards.
+	Parts    []PartInfo      `json:"shards"`
+	// PartLog names the file beside manifest.json that the running (or
+	// killed) run appends its finalized parts to: they continue Parts.
 	// Empty after a clean Close, and in manifests from before the log.
-	ShardLog string `json:"shard_log,omitempty"`
-	Runs     []Run  `json:"runs"`
+	PartLog string `json:"shard_log,omitempty"`
+	Runs    []Run  `json:"runs"`
 }
 
 // addJob lists spec under hash in Jobs (an empty hash: a job its owner
@@ -86,10 +86,10 @@ func (m *Manifest) Hash() string {
 	return m.JobHash
 }
 
-// ShardInfo describes one final data shard. FirstID and LastID are the ids of
-// the smallest and largest key in the shard (decimal ids compare as numbers),
+// PartInfo describes one final data part. FirstID and LastID are the ids of
+// the smallest and largest key in the part (decimal ids compare as numbers),
 // not the first and last rows: answers arrive in completion order.
-type ShardInfo struct {
+type PartInfo struct {
 	Name    string `json:"name"`   // file name under DIR/data
 	Format  string `json:"format"` // "jsonl" | "parquet"
 	Records int    `json:"records"`
@@ -98,12 +98,12 @@ type ShardInfo struct {
 	// Size, ModTime and XXH64 are the final file as it was written (empty
 	// in manifests from before they were recorded). A resume compares the
 	// size and, when the modification time moved (a copy), the hash; a
-	// shard whose bytes changed after it was written is refused, since
+	// part whose bytes changed after it was written is refused, since
 	// resume reads only its keys and would take damaged records for done.
 	Size    int64     `json:"size,omitempty"`
 	ModTime time.Time `json:"mod_time,omitzero"`
 	XXH64   string    `json:"xxh64,omitempty"`
-	// Keys lists the shard's keys when all its ids are row indices
+	// Keys lists the part's keys when all its ids are row indices
 	// (keyset.Summary): a resume that finds the file unchanged reads them
 	// here instead of the file. Absent for other ids, in manifests from
 	// before it, and when the ids are too sparse.
@@ -130,9 +130,9 @@ type Run struct {
 	Outcome string `json:"outcome,omitempty"`
 }
 
-// ReadManifest reads DIR/manifest.json and the shard log it names, whose
-// shards it appends to Shards (each name once): the manifest as a rewrite
-// after the last finalized shard would have written it. A missing manifest
+// ReadManifest reads DIR/manifest.json and the part log it names, whose
+// parts it appends to Parts (each name once): the manifest as a rewrite
+// after the last finalized part would have written it. A missing manifest
 // is an error that satisfies errors.Is(err, fs.ErrNotExist).
 func ReadManifest(dir string) (*Manifest, error) {
 	path := filepath.Join(dir, ManifestName)
@@ -148,7 +148,7 @@ func ReadManifest(dir string) (*Manifest, error) {
 		return nil, fmt.Errorf("%s: manifest version %d is newer than this synthgen reads (%d): use the synthgen that wrote it, or a newer one",
 			path, m.ManifestVersion, ManifestVersion)
 	}
-	if err := readShardLog(dir, &m); err != nil {
+	if err := readPartLog(dir, &m); err != nil {
 		return nil, err
 	}
 	return &m, nil
@@ -162,6 +162,6 @@ func writeManifest(dir string, m *Manifest) error {
 	return disk.WriteFile(filepath.Join(dir, ManifestName), append(data, '\n'), 0o644)
 }
 
-// ErrDataWithoutManifest is returned by Open when DIR/data holds shards but
+// ErrDataWithoutManifest is returned by Open when DIR/data holds parts but
 // DIR/manifest.json is missing, so nothing says what made them.
 var ErrDataWithoutManifest = errors.New("shards without manifest.json")

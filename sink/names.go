@@ -1,6 +1,6 @@
 package sink
 
-// Shard names, the order of keys, and the directories the sink refuses.
+// Part names, the order of keys, and the directories the sink refuses.
 
 import (
 	"cmp"
@@ -15,15 +15,15 @@ import (
 	"strings"
 )
 
-// shardName is the final file name of shard i: part-000007.jsonl.
-func shardName(i int, format string) string {
+// partName is the final file name of part i: part-000007.jsonl.
+func partName(i int, format string) string {
 	return fmt.Sprintf("part-%06d.%s", i, format)
 }
 
-var partName = regexp.MustCompile(`^part-(\d{6,})\.(` + strings.Join(formatNames(), "|") + `)(\.open|\.journal|\.tmp)?$`)
+var partNamePattern = regexp.MustCompile(`^part-(\d{6,})\.(` + strings.Join(formatNames(), "|") + `)(\.open|\.journal|\.tmp)?$`)
 
-// Part is one file of a shard directory (DIR/data or DIR/errors), by the
-// parts of its name: part-000007.parquet.journal is shard 7 of format
+// Part is one file of DIR/data or DIR/errors, by the pieces
+// of its name: part-000007.parquet.journal is part 7 of format
 // Parquet, being filled.
 type Part struct {
 	Index  int
@@ -31,10 +31,10 @@ type Part struct {
 	Suffix string // "" (final), SuffixOpen, SuffixJournal or SuffixTmp
 }
 
-// ParsePart reads the name of a file of a shard directory; false for a
+// ParsePart reads the name of a file of DIR/data or DIR/errors; false for a
 // name the sink does not make.
 func ParsePart(name string) (Part, bool) {
-	m := partName.FindStringSubmatch(name)
+	m := partNamePattern.FindStringSubmatch(name)
 	if m == nil {
 		return Part{}, false
 	}
@@ -54,8 +54,8 @@ func ParsePart(name string) (Part, bool) {
 	return p, true
 }
 
-// Final is the name of the final shard p is, or becomes once filled.
-func (p Part) Final() string { return shardName(p.Index, p.Format) }
+// Final is the name of the final part p is, or becomes once filled.
+func (p Part) Final() string { return partName(p.Index, p.Format) }
 
 // compareKeys orders keys by id, then sample. Decimal ids (row indices)
 // compare as numbers so that "10" follows "9"; other ids as strings.
@@ -112,7 +112,7 @@ func checkOwnDir(dir string) error {
 		switch name := e.Name(); {
 		case name == ManifestName || name == "data" || name == "errors":
 			return nil // a synthgen output (recovery decides what it holds)
-		case name == LockName || name == "status.json" || name == "report.json" || IsShardLog(name) || strings.HasPrefix(name, "."):
+		case name == LockName || name == "status.json" || name == "report.json" || IsPartLog(name) || strings.HasPrefix(name, "."):
 		default:
 			other = append(other, name)
 		}

@@ -15,10 +15,10 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 )
 
-// A Parquet shard cannot be appended to (its footer comes last), yet its
-// records must be durable as they arrive. So the rows of the shard being
+// A Parquet part cannot be appended to (its footer comes last), yet its
+// records must be durable as they arrive. So the rows of the part being
 // filled are journaled as JSONL in part-N.parquet.journal (same encoding as
-// a JSONL shard, fsynced on the same schedule), and on rotation, Close or
+// a JSONL part, fsynced on the same schedule), and on rotation, Close or
 // recovery the journal becomes a Parquet file:
 //
 //	journal --convert--> part-N.parquet.tmp --fsync, rename--> part-N.parquet
@@ -29,13 +29,13 @@ import (
 // complete (it appears only by rename of an fsynced file) and the journal is
 // dropped; journal (+ a .tmp) means the conversion is redone from the journal.
 
-// The suffixes of shard file names. A temporary's (Part.Suffix) follows the
+// The suffixes of part file names. A temporary's (Part.Suffix) follows the
 // final name it becomes.
 const (
 	suffixJSONL   = ".jsonl"
 	suffixParquet = ".parquet"
-	SuffixOpen    = ".open"    // JSONL shard or errors shard being appended
-	SuffixJournal = ".journal" // rows of the Parquet shard being filled
+	SuffixOpen    = ".open"    // JSONL part or errors part being appended
+	SuffixJournal = ".journal" // rows of the Parquet part being filled
 	SuffixTmp     = ".tmp"     // Parquet file being converted
 )
 
@@ -72,7 +72,7 @@ func convertJournal(journal, final string) (rows int, err error) {
 	// Pages of 64 KiB rather than 256: the writer holds a page buffer per
 	// column, and with the codec below this brought the Parquet run's peak
 	// RSS from 3.0-3.9x the JSONL run's to 1.3x, for files 7% larger.
-	w := parquet.NewGenericWriter[Record](out, parquet.Compression(shardCodec), parquet.PageBufferSize(64<<10))
+	w := parquet.NewGenericWriter[Record](out, parquet.Compression(partCodec), parquet.PageBufferSize(64<<10))
 	batch := make([]Record, convertBatch)
 	n := 0
 	flush := func() error {
@@ -135,12 +135,12 @@ func convertJournal(journal, final string) (rows int, err error) {
 	return rows, nil
 }
 
-// shardCodec is Zstandard as parquet.Zstd writes it, with a window of
+// partCodec is Zstandard as parquet.Zstd writes it, with a window of
 // 1 MiB instead of the library's 8 MiB: a page is far smaller than either,
 // so the files are the same size, and the encoder's history buffers are an
 // eighth (see ARCHITECTURE.md, "Measured decisions"). One encoder serves
 // every conversion; EncodeAll may be called concurrently.
-var shardCodec = &zstdCodec{}
+var partCodec = &zstdCodec{}
 
 type zstdCodec struct {
 	once sync.Once
@@ -169,7 +169,7 @@ func (c *zstdCodec) Encode(dst, src []byte) ([]byte, error) {
 	return c.enc.EncodeAll(src, dst[:0]), nil
 }
 
-// scanParquetKeys reads only the id and sample columns of a Parquet shard
+// scanParquetKeys reads only the id and sample columns of a Parquet part
 // and calls fn for each row's key in file order. A file that does not parse
 // (no footer, bad pages, missing columns) is an error naming it.
 // refuseLZ4 rejects a file with LZ4 columns before any page is read.
@@ -199,7 +199,7 @@ func scanParquetKeys(path string, fn func(k Key, row int) error) (n int, err err
 	if err != nil {
 		return 0, fmt.Errorf("read shard: %w", err)
 	}
-	// parquet-go panics on some malformed pages: a corrupt shard is an
+	// parquet-go panics on some malformed pages: a corrupt part is an
 	// error naming it, not a crash of the resume.
 	defer func() {
 		if p := recover(); p != nil {

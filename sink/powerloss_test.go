@@ -78,7 +78,7 @@ func TestRecoveryFsyncsBeforeFinalName(t *testing.T) {
 
 // TestOpenSyncsNewDirEntries: a new output directory (and any parent Open
 // creates) must be in its parent's fsynced entries before the manifest and
-// the shards inside it count as durable; else a power loss can drop the
+// the parts inside it count as durable; else a power loss can drop the
 // whole tree.
 func TestOpenSyncsNewDirEntries(t *testing.T) {
 	root := t.TempDir()
@@ -265,13 +265,13 @@ func TestWriteErrorIsSticky(t *testing.T) {
 
 // TestNormalRunDiskOrder: a kill -9 leaves unsynced writes in the page
 // cache, so the chaos tests pass even when an fsync is missing; only the
-// order of the disk steps shows it. Over a normal run (data shards of both
-// formats, an errors shard, the manifest), every file given a final name
+// order of the disk steps shows it. Over a normal run (data parts of both
+// formats, an errors part, the manifest), every file given a final name
 // by rename was fsynced after its last write, and a directory is fsynced
 // between a rename into it and a removal there that depends on it (a
-// Parquet shard's journal goes only once the shard's new name is durable,
-// the shard log only once the manifest that folded it is). Each append to
-// the shard log is fsynced at once, and manifest.json is rewritten only
+// Parquet part's journal goes only once the part's new name is durable,
+// the part log only once the manifest that folded it is). Each append to
+// the part log is fsynced at once, and manifest.json is rewritten only
 // at Open and Close.
 func TestNormalRunDiskOrder(t *testing.T) {
 	for _, format := range []string{FormatJSONL, FormatParquet} {
@@ -325,10 +325,10 @@ func TestNormalRunDiskOrder(t *testing.T) {
 			if renamed < 5 {
 				t.Errorf("only %d renames: the run did not finalize its shards", renamed)
 			}
-			// The shard log: each append is fsynced before anything else
-			// happens (the next shard, the next record), and manifest.json
-			// is rewritten at Open and Close only, not per shard.
-			log := filepath.Join(dir, shardLogName(0))
+			// The part log: each append is fsynced before anything else
+			// happens (the next part, the next record), and manifest.json
+			// is rewritten at Open and Close only, not per part.
+			log := filepath.Join(dir, partLogName(0))
 			appends, rewrites := 0, 0
 			for i, st := range steps {
 				if st == "write "+log {

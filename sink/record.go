@@ -1,4 +1,4 @@
-// Package sink owns synthgen's output directory: the record type, the shard
+// Package sink owns synthgen's output directory: the record type, the part
 // files (JSONL and Parquet), the errors directory, the manifest, and the
 // recovery pass that makes a resumed run skip exactly the keys already on disk.
 package sink

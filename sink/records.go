@@ -71,11 +71,11 @@ const readBatch = 64
 
 var recordSchema = parquet.SchemaOf(Record{})
 
-// addedColumns are the record's columns that shards written before them
-// lack: they read as empty (a shard of a first-turn job has no turns).
+// addedColumns are the record's columns that parts written before them
+// lack: they read as empty (a part of a first-turn job has no turns).
 var addedColumns = map[string]bool{"turns": true}
 
-// eachParquetRecord reads every row of a Parquet shard, readBatch rows
+// eachParquetRecord reads every row of a Parquet part, readBatch rows
 // at a time. parquet-go panics on some malformed pages: the panic becomes
 // an error naming the file.
 func eachParquetRecord(path string, fn func(*Record) error) (err error) {

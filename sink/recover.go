@@ -21,23 +21,23 @@ import (
 //	                                   bytes: a power loss's zero fill), fsync, then
 //	                                   rename to part-N.jsonl
 //	                                   (removed when it holds no complete line); a new
-//	                                   shard is started rather than appending to it
+//	                                   part is started rather than appending to it
 //	part-N.parquet.journal             cut a torn last line, convert to part-N.parquet
 //	part-N.parquet.journal + .parquet  the Parquet file is complete (it appears only by
 //	                                   rename): remove the journal
 //	part-N.parquet.tmp                 a conversion cut short: removed; its rows are in
 //	                                   the journal (converted again), or in the final file
-//	final shard not in the manifest    adopted (a crash between rename and the append to
-//	                                   the shard log; "the manifest" is manifest.json and
+//	final part not in the manifest    adopted (a crash between rename and the append to
+//	                                   the part log; "the manifest" is manifest.json and
 //	                                   the log it names, see shardlog.go)
-//	manifest shard missing on disk     error naming it; with --force the loss is accepted
+//	manifest part missing on disk     error naming it; with --force the loss is accepted
 //	                                   and its keys are generated again
-//	final shard that does not parse    error naming file (and line); never dropped
-//	a key in two shards                error naming both files
+//	final part that does not parse    error naming file (and line); never dropped
+//	a key in two parts                error naming both files
 //	a complete line that is not JSON   error naming file:line (in .open and .journal too,
 //	                                   unless it holds a NUL byte: see recoverTail)
 
-func hasShards(dir string) (bool, error) {
+func hasParts(dir string) (bool, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
@@ -54,13 +54,13 @@ func hasShards(dir string) (bool, error) {
 }
 
 type recovered struct {
-	shards   []ShardInfo // final data shards, in index order
+	parts    []PartInfo // final data parts, in index order
 	nextData int
 	nextErr  int
 	notes    []string
 }
 
-// recover resolves the temporaries, reads the keys of every final shard and
+// recover resolves the temporaries, reads the keys of every final part and
 // reconciles them with the previous manifest (nil when there is none).
 func (s *Sink) recover(old *Manifest) (*recovered, error) {
 	rec := &recovered{}
@@ -71,26 +71,26 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 	rec.notes = append(rec.notes, notes...)
 	rec.nextData = next
 
-	// The key set: every final shard's ids, loaded in bulk (sink/keyset);
+	// The key set: every final part's ids, loaded in bulk (sink/keyset);
 	// its bitmaps are sized from the manifest. A duplicate costs nothing
-	// to remember where it came from: when one turns up, the shards are
+	// to remember where it came from: when one turns up, the parts are
 	// read again to name both files (findDuplicate).
-	hint := s.opts.ShardSize
+	hint := s.opts.PartSize
 	if old != nil {
-		for _, sh := range old.Shards {
+		for _, sh := range old.Parts {
 			hint += sh.Records
 		}
 	}
 	s.done = keyset.NewBulk(hint)
-	listed := map[string]*ShardInfo{}
+	listed := map[string]*PartInfo{}
 	if old != nil {
-		for i := range old.Shards {
-			listed[old.Shards[i].Name] = &old.Shards[i]
+		for i := range old.Parts {
+			listed[old.Parts[i].Name] = &old.Parts[i]
 		}
 	}
 	for i, name := range finals {
 		path := filepath.Join(s.dataDir, name)
-		info := ShardInfo{Name: name, Format: strings.TrimPrefix(filepath.Ext(name), ".")}
+		info := PartInfo{Name: name, Format: strings.TrimPrefix(filepath.Ext(name), ".")}
 		var lo, hi Key
 		var sum keyset.Summary
 		trusted := trustSummary(path, listed[name])
@@ -124,7 +124,7 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 			info.Keys = sum.Keys(info.Records)
 		}
 		info.FirstID, info.LastID = lo.ID, hi.ID
-		rec.shards = append(rec.shards, info)
+		rec.parts = append(rec.parts, info)
 	}
 	if f, dup := s.done.FinishBulk(); dup {
 		return nil, s.findDuplicate(finals, func(k Key) bool { return keyset.FingerprintOf(k) == f })
@@ -160,11 +160,11 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 	return rec, nil
 }
 
-// trustSummary says whether the keys listed recorded for the final shard at
+// trustSummary says whether the keys listed recorded for the final part at
 // path may stand for reading it: it has a summary and a checksum, and the
 // file has the size and modification time it had when it was written (the
-// rule by which reconcile takes a shard as unchanged without hashing it).
-func trustSummary(path string, listed *ShardInfo) bool {
+// rule by which reconcile takes a part as unchanged without hashing it).
+func trustSummary(path string, listed *PartInfo) bool {
 	if listed == nil || len(listed.Keys) == 0 || listed.XXH64 == "" {
 		return false
 	}
@@ -172,9 +172,9 @@ func trustSummary(path string, listed *ShardInfo) bool {
 	return err == nil && st.Size() == listed.Size && st.ModTime().Equal(listed.ModTime)
 }
 
-// findDuplicate reads the final shards again, in order, for the keys match
+// findDuplicate reads the final parts again, in order, for the keys match
 // takes, and returns the error naming the two files that hold one key (the
-// same file twice when a shard holds it twice). The key set keeps no shard
+// same file twice when a part holds it twice). The key set keeps no part
 // per key, so the price of naming them is paid only when a directory is
 // refused.
 func (s *Sink) findDuplicate(finals []string, match func(Key) bool) error {
@@ -205,18 +205,18 @@ func (s *Sink) findDuplicate(finals []string, match func(Key) bool) error {
 
 // reconcile compares what is on disk with the previous manifest. The disk
 // is the truth about keys; the manifest is the truth about what should be
-// there, so a shard it lists that is gone means records were lost.
+// there, so a part it lists that is gone means records were lost.
 func (s *Sink) reconcile(old *Manifest, rec *recovered) ([]string, error) {
-	onDisk := make(map[string]int, len(rec.shards))
-	for i, sh := range rec.shards {
+	onDisk := make(map[string]int, len(rec.parts))
+	for i, sh := range rec.parts {
 		onDisk[sh.Name] = i
 	}
 	var notes, missing, changed []string
-	listed := make(map[string]bool, len(old.Shards))
-	for _, sh := range old.Shards {
+	listed := make(map[string]bool, len(old.Parts))
+	for _, sh := range old.Parts {
 		listed[sh.Name] = true
 		if p, ok := ParsePart(sh.Name); ok && p.Index >= rec.nextData {
-			// Never reuse the name of a lost shard.
+			// Never reuse the name of a lost part.
 			rec.nextData = p.Index + 1
 		}
 		i, ok := onDisk[sh.Name]
@@ -224,11 +224,11 @@ func (s *Sink) reconcile(old *Manifest, rec *recovered) ([]string, error) {
 			missing = append(missing, fmt.Sprintf("%s (%d records)", sh.Name, sh.Records))
 			continue
 		}
-		if got := rec.shards[i].Records; got != sh.Records {
+		if got := rec.parts[i].Records; got != sh.Records {
 			changed = append(changed, fmt.Sprintf("%s: %d records on disk, %d in the manifest", sh.Name, got, sh.Records))
 			continue
 		}
-		why, err := shardChanged(filepath.Join(s.dataDir, sh.Name), sh, &rec.shards[i])
+		why, err := partChanged(filepath.Join(s.dataDir, sh.Name), sh, &rec.parts[i])
 		if err != nil {
 			return nil, err
 		}
@@ -236,14 +236,14 @@ func (s *Sink) reconcile(old *Manifest, rec *recovered) ([]string, error) {
 			changed = append(changed, sh.Name+": "+why)
 		}
 	}
-	for i, sh := range rec.shards {
+	for i, sh := range rec.parts {
 		if !listed[sh.Name] {
 			notes = append(notes, fmt.Sprintf("adopted %s (%d records), not yet in the manifest", sh.Name, sh.Records))
 		}
-		if rec.shards[i].XXH64 == "" {
+		if rec.parts[i].XXH64 == "" {
 			// Adopted, accepted by force, or listed before checksums were
 			// recorded: it is taken as it is now.
-			if err := stampShard(filepath.Join(s.dataDir, sh.Name), &rec.shards[i]); err != nil {
+			if err := stampPart(filepath.Join(s.dataDir, sh.Name), &rec.parts[i]); err != nil {
 				return nil, err
 			}
 		}
@@ -269,9 +269,9 @@ func (s *Sink) reconcile(old *Manifest, rec *recovered) ([]string, error) {
 		for _, c := range changed {
 			notes = append(notes, forcedNote+"accepted "+c)
 		}
-		for i := range rec.shards {
-			// What was accepted is the shard from now on.
-			if err := stampShard(filepath.Join(s.dataDir, rec.shards[i].Name), &rec.shards[i]); err != nil {
+		for i := range rec.parts {
+			// What was accepted is the part from now on.
+			if err := stampPart(filepath.Join(s.dataDir, rec.parts[i].Name), &rec.parts[i]); err != nil {
 				return nil, err
 			}
 		}
@@ -279,29 +279,29 @@ func (s *Sink) reconcile(old *Manifest, rec *recovered) ([]string, error) {
 	return notes, nil
 }
 
-// settleDir resolves every temporary file of a shard directory into final
-// shards or nothing (see the table at the top of this file) and returns the
+// settleDir resolves every temporary file of a part directory into final
+// parts or nothing (see the table at the top of this file) and returns the
 // final names in index order and the next free index.
 func settleDir(dir string) (finals []string, next int, notes []string, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("read %s: %w", dir, err)
 	}
-	type shard struct {
+	type part struct {
 		index                     int
 		format                    string
 		final, open, journal, tmp bool
 	}
-	byName := map[string]*shard{}
+	byName := map[string]*part{}
 	for _, e := range entries {
 		p, ok := ParsePart(e.Name())
 		if !ok || !e.Type().IsRegular() {
 			continue
 		}
-		base := shardName(p.Index, p.Format)
+		base := partName(p.Index, p.Format)
 		sh := byName[base]
 		if sh == nil {
-			sh = &shard{index: p.Index, format: p.Format}
+			sh = &part{index: p.Index, format: p.Format}
 			byName[base] = sh
 		}
 		switch p.Suffix {

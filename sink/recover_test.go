@@ -65,7 +65,7 @@ func jsonLines(t *testing.T, from, to int) string {
 
 // TestRecoverResumes covers the states a crash (or a person) can leave that
 // recovery resolves on its own: after Open, the wanted keys are done, the
-// data directory holds only final shards, and finishing the job yields every
+// data directory holds only final parts, and finishing the job yields every
 // key exactly once.
 func TestRecoverResumes(t *testing.T) {
 	const torn = `{"id":"99","sample":1,"source":"ma`
@@ -150,7 +150,7 @@ func TestRecoverResumes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				m.Shards = m.Shards[:1] // crash between rename and manifest write
+				m.Parts = m.Parts[:1] // crash between rename and manifest write
 				if err := writeManifest(dir, m); err != nil {
 					t.Fatal(err)
 				}
@@ -194,14 +194,14 @@ func TestRecoverResumes(t *testing.T) {
 				t.Errorf("run notes %q do not contain %q", notes, tt.wantNote)
 			}
 			listed := 0
-			for _, sh := range m.Shards {
+			for _, sh := range m.Parts {
 				listed += sh.Records
 			}
 			if listed != tt.done {
 				t.Errorf("manifest lists %d records, want %d", listed, tt.done)
 			}
-			// Finish the job: exactly once, and the recovered shard is not
-			// appended to (new records go to a new shard).
+			// Finish the job: exactly once, and the recovered part is not
+			// appended to (new records go to a new part).
 			for i := range 30 {
 				if r := testRecord(i); !skip(s, r.Key()) {
 					if err := s.Write(r); err != nil {
@@ -365,7 +365,7 @@ func TestRecoverForceAcceptsLoss(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// The lost shard's name is not reused: a backup restored later cannot
+	// The lost part's name is not reused: a backup restored later cannot
 	// collide with the regenerated records.
 	want := []string{"part-000000.jsonl", "part-000001.jsonl", "part-000003.jsonl"}
 	if got := dirNames(t, filepath.Join(dir, "data")); !slices.Equal(got, want) {
@@ -374,7 +374,7 @@ func TestRecoverForceAcceptsLoss(t *testing.T) {
 	assertExactlyOnce(t, dir, keysOf(0, 25))
 }
 
-func TestRecoverErrorsShard(t *testing.T) {
+func TestRecoverErrorsPart(t *testing.T) {
 	dir := t.TempDir()
 	s := mustOpen(t, testOptions(dir, FormatJSONL))
 	for _, id := range []string{"a", "b"} {
@@ -432,8 +432,8 @@ func keys(m map[string]string) []string {
 	return ks
 }
 
-// A key in two shards (or twice in one) is refused naming the files
-// although the set keeps no shard per key: string ids (found by FinishBulk)
+// A key in two parts (or twice in one) is refused naming the files
+// although the set keeps no part per key: string ids (found by FinishBulk)
 // and row-index ids (found at once) alike.
 func TestRecoverNamesBothFilesOfADuplicate(t *testing.T) {
 	line := func(id string) string {
@@ -444,9 +444,9 @@ func TestRecoverNamesBothFilesOfADuplicate(t *testing.T) {
 		return string(b) + "\n"
 	}
 	tests := []struct {
-		name   string
-		shards [][]string
-		want   [2]int // the shards the error names
+		name  string
+		parts [][]string
+		want  [2]int // the parts the error names
 	}{
 		{"string ids", [][]string{{"a", "b"}, {"c"}, {"d", "b"}}, [2]int{0, 2}},
 		{"row-index ids", [][]string{{"1", "2"}, {"3"}, {"4", "2"}}, [2]int{0, 2}},
@@ -456,17 +456,17 @@ func TestRecoverNamesBothFilesOfADuplicate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			opts := testOptions(dir, FormatJSONL)
-			opts.Force = true // shards without a manifest are adopted
+			opts.Force = true // parts without a manifest are adopted
 			var names []string
 			if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			for i, ids := range tt.shards {
+			for i, ids := range tt.parts {
 				var b strings.Builder
 				for _, id := range ids {
 					b.WriteString(line(id))
 				}
-				name := filepath.Join(dir, "data", shardName(i, FormatJSONL))
+				name := filepath.Join(dir, "data", partName(i, FormatJSONL))
 				writeFile(t, name, b.String())
 				names = append(names, name)
 			}

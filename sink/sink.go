@@ -16,10 +16,10 @@ import (
 	"github.com/synthgen/synthgen/sink/keyset"
 )
 
-// Job is the job a run writes for, as its owner encodes it. The sink
+// JobRecord is the job a run writes for, as its owner encodes it. The sink
 // stores it in the manifest and leaves its meaning, and the decision whether
 // a directory may be resumed by it, to that owner (Options.Check).
-type Job struct {
+type JobRecord struct {
 	Spec    json.RawMessage // the job spec, stored as "job"
 	Hash    string          // its identity, stored as "job_hash"
 	Version string          // synthgen version
@@ -30,11 +30,11 @@ type Job struct {
 // Options configures Open.
 type Options struct {
 	Dir          string
-	Format       string        // "jsonl" | "parquet": the format of new shards
-	ShardSize    int           // records per shard
+	Format       string        // "jsonl" | "parquet": the format of new parts
+	PartSize     int           // records per part (output.shard_size)
 	SyncInterval time.Duration // fsync bound; 0 = fsync after every record
-	Force        bool          // adopt shards without a manifest, or accept shards lost from disk
-	Job          Job
+	Force        bool          // adopt parts without a manifest, or accept parts lost from disk
+	Job          JobRecord
 	// Check decides whether this run may write into a directory made
 	// before: it is called under the directory's lock with the manifest on
 	// disk (nil for a new directory), before anything is changed. An error
@@ -83,18 +83,18 @@ type Sink struct {
 	failedOpen int         // failed keys (recovered or not) that are not done
 
 	nextData int
-	cur      *appendFile // data shard being filled; nil until the next Write
+	cur      *appendFile // data part being filled; nil until the next Write
 	curFinal string      // its final name
 	curFmt   string
 	curMin   Key
 	curMax   Key
-	curKeys  keyset.Summary // the shard's keys, for its ShardInfo.Keys
+	curKeys  keyset.Summary // the part's keys, for its ShardInfo.Keys
 
 	nextErr  int
 	errFile  *appendFile
 	errFinal string
 
-	log *shardLog // where finalizeShard lists a shard until Close compacts
+	log *partLog // where finalizePart lists a part until Close compacts
 
 	// durableRecs and durableErrs count the records and error records this
 	// run wrote that a successful fsync made durable: after a failed write
@@ -167,7 +167,7 @@ func Open(opts Options) (_ *Sink, err error) {
 			}
 			forcedJob = len(accepted) > 0
 		}
-	} else if has, err := hasShards(s.dataDir); err != nil {
+	} else if has, err := hasParts(s.dataDir); err != nil {
 		return nil, err
 	} else if has {
 		if !opts.Force {
@@ -202,7 +202,7 @@ func Open(opts Options) (_ *Sink, err error) {
 		Job:             opts.Job.Spec,
 		Config:          opts.Job.Config,
 		Limit:           opts.Job.Limit,
-		Shards:          rec.shards,
+		Parts:           rec.parts,
 	}
 	held := s.done.Len() > 0 || s.failed.Len() > 0
 	if old != nil {
@@ -236,15 +236,15 @@ func Open(opts Options) (_ *Sink, err error) {
 	s.nextData = rec.nextData
 	s.nextErr = rec.nextErr
 	s.lastSync = now()
-	// The compaction: the manifest lists every shard recovery found (the
+	// The compaction: the manifest lists every part recovery found (the
 	// old log's included) and names this run's log; only once that rename
 	// is durable do the old logs go.
-	m.ShardLog = shardLogName(s.run)
-	s.log = &shardLog{path: filepath.Join(s.dir, m.ShardLog)}
+	m.PartLog = partLogName(s.run)
+	s.log = &partLog{path: filepath.Join(s.dir, m.PartLog)}
 	if err := writeManifest(s.dir, m); err != nil {
 		return nil, fmt.Errorf("open %s: %w", s.dir, err)
 	}
-	if err := removeStaleShardLogs(s.dir, m.ShardLog); err != nil {
+	if err := removeStalePartLogs(s.dir, m.PartLog); err != nil {
 		return nil, fmt.Errorf("open %s: %w", s.dir, err)
 	}
 	opened = true
@@ -258,8 +258,8 @@ func validate(o *Options) error {
 	if err := checkFormat(o.Format); err != nil {
 		return err
 	}
-	if o.ShardSize <= 0 {
-		return fmt.Errorf("output.shard_size: %d: want > 0", o.ShardSize)
+	if o.PartSize <= 0 {
+		return fmt.Errorf("output.shard_size: %d: want > 0", o.PartSize)
 	}
 	if o.SyncInterval < 0 {
 		return fmt.Errorf("output.sync_interval: %v: want >= 0", o.SyncInterval)

@@ -47,7 +47,7 @@ func TestWriteCloseReopen(t *testing.T) {
 			m := s.Manifest()
 			// Keys: ids 0, 2, 4, 6, 8 of sample 0 are bits 0, 2, 4, 6, 8
 			// from 0: bytes 0x55 0x01, base64 "VQE".
-			wantShards := []ShardInfo{
+			wantParts := []PartInfo{
 				{Name: wantFiles[0], Format: format, Records: 10, FirstID: "0", LastID: "9",
 					Keys: []keyset.SampleKeys{{Sample: 0, First: 0, Bits: "VQE"}, {Sample: 1, First: 1, Bits: "VQE"}}},
 				{Name: wantFiles[1], Format: format, Records: 10, FirstID: "10", LastID: "19",
@@ -55,16 +55,16 @@ func TestWriteCloseReopen(t *testing.T) {
 				{Name: wantFiles[2], Format: format, Records: 5, FirstID: "20", LastID: "24",
 					Keys: []keyset.SampleKeys{{Sample: 0, First: 20, Bits: "FQ"}, {Sample: 1, First: 21, Bits: "BQ"}}},
 			}
-			for i := range m.Shards {
-				// Each shard's stamp is its file as written.
-				_, _, sum, err := fileStamp(filepath.Join(dir, "data", m.Shards[i].Name))
-				if err != nil || m.Shards[i].XXH64 != sum || m.Shards[i].Size == 0 || m.Shards[i].ModTime.IsZero() {
-					t.Errorf("shard %s stamped %+v, file's xxh64 %s (%v)", m.Shards[i].Name, m.Shards[i], sum, err)
+			for i := range m.Parts {
+				// Each part's stamp is its file as written.
+				_, _, sum, err := fileStamp(filepath.Join(dir, "data", m.Parts[i].Name))
+				if err != nil || m.Parts[i].XXH64 != sum || m.Parts[i].Size == 0 || m.Parts[i].ModTime.IsZero() {
+					t.Errorf("shard %s stamped %+v, file's xxh64 %s (%v)", m.Parts[i].Name, m.Parts[i], sum, err)
 				}
-				m.Shards[i].Size, m.Shards[i].ModTime, m.Shards[i].XXH64 = 0, time.Time{}, ""
+				m.Parts[i].Size, m.Parts[i].ModTime, m.Parts[i].XXH64 = 0, time.Time{}, ""
 			}
-			if !reflect.DeepEqual(m.Shards, wantShards) {
-				t.Errorf("manifest shards = %+v, want %+v", m.Shards, wantShards)
+			if !reflect.DeepEqual(m.Parts, wantParts) {
+				t.Errorf("manifest shards = %+v, want %+v", m.Parts, wantParts)
 			}
 			if len(m.Runs) != 2 || m.Runs[0].EndedAt == nil || m.Runs[0].RecordsWritten != 25 {
 				t.Errorf("runs = %+v, want a closed first run with 25 records and a second one", m.Runs)
@@ -92,7 +92,7 @@ func TestRecordsReadBack(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			got := readShards(t, dir)
+			got := readParts(t, dir)
 			for i := range got {
 				got[i].CreatedAt = got[i].CreatedAt.UTC()
 				if len(got[i].Turns) == 0 {
@@ -150,7 +150,7 @@ func TestCrashExactlyOnce(t *testing.T) {
 			opts.Now = func() time.Time { return clock }
 
 			s := mustOpen(t, opts)
-			writeRange(t, s, 0, 23) // two shards final, 3 records in the third
+			writeRange(t, s, 0, 23) // two parts final, 3 records in the third
 			if err := s.Flush(); err != nil {
 				t.Fatal(err)
 			}
@@ -171,7 +171,7 @@ func TestCrashExactlyOnce(t *testing.T) {
 					}
 				}
 			}
-			crash(s) // a second crash, mid-shard, right after the writes
+			crash(s) // a second crash, mid-part, right after the writes
 
 			s = mustOpen(t, opts)
 			for i := range 40 {
@@ -198,7 +198,7 @@ func TestSyncInterval(t *testing.T) {
 	dir := t.TempDir()
 	clock := time.Unix(0, 0)
 	opts := testOptions(dir, FormatJSONL)
-	opts.ShardSize = 100
+	opts.PartSize = 100
 	opts.SyncInterval = time.Second
 	opts.Now = func() time.Time { return clock }
 	s := mustOpen(t, opts)
@@ -459,7 +459,7 @@ func TestOpenValidates(t *testing.T) {
 		want string
 	}{
 		{"format", func(o *Options) { o.Format = "csv" }, "output.format"},
-		{"shard size", func(o *Options) { o.ShardSize = 0 }, "output.shard_size"},
+		{"shard size", func(o *Options) { o.PartSize = 0 }, "output.shard_size"},
 		{"sync interval", func(o *Options) { o.SyncInterval = -time.Second }, "output.sync_interval"},
 		{"dir", func(o *Options) { o.Dir = "" }, "output.dir"},
 	}
@@ -520,10 +520,10 @@ func TestOpenRefusesDirsNotItsOwn(t *testing.T) {
 	}
 }
 
-// TestChangedShardRefused: bytes flipped inside a finished shard (its size
+// TestChangedPartRefused: bytes flipped inside a finished part (its size
 // unchanged) are caught on resume, which reads only the keys, and by
-// inspect; a shard only touched (a copy of the directory) resumes.
-func TestChangedShardRefused(t *testing.T) {
+// inspect; a part only touched (a copy of the directory) resumes.
+func TestChangedPartRefused(t *testing.T) {
 	for _, format := range []string{FormatJSONL, FormatParquet} {
 		t.Run(format, func(t *testing.T) {
 			dir := t.TempDir()
@@ -532,7 +532,7 @@ func TestChangedShardRefused(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join(dir, "data", shardName(0, format))
+			path := filepath.Join(dir, "data", partName(0, format))
 
 			// A copy: new modification time, same bytes.
 			later := time.Now().Add(time.Hour)
@@ -560,10 +560,10 @@ func TestChangedShardRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = Open(testOptions(dir, format))
-			if err == nil || !strings.Contains(err.Error(), shardName(0, format)) || !strings.Contains(err.Error(), "bytes changed") {
+			if err == nil || !strings.Contains(err.Error(), partName(0, format)) || !strings.Contains(err.Error(), "bytes changed") {
 				t.Fatalf("resume after a flipped byte: %v, want a refusal naming the shard", err)
 			}
-			if rep := mustInspect(t, dir); rep.OK || !strings.Contains(strings.Join(rep.Problems, "\n"), shardName(0, format)) {
+			if rep := mustInspect(t, dir); rep.OK || !strings.Contains(strings.Join(rep.Problems, "\n"), partName(0, format)) {
 				t.Errorf("audit: ok=%v problems %v, want the changed shard", rep.OK, rep.Problems)
 			}
 		})

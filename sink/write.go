@@ -1,7 +1,7 @@
 package sink
 
-// Writing: records and error records appended to the shard being filled,
-// shards finalized, fsyncs within the sync interval, and Close.
+// Writing: records and error records appended to the part being filled,
+// parts finalized, fsyncs within the sync interval, and Close.
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 )
 
-// Write appends r to the shard being filled, finalizes the shard when it
+// Write appends r to the part being filled, finalizes the part when it
 // reaches ShardSize, and fsyncs when SyncInterval has elapsed since the last
 // sync (every record when it is 0). Writing a key that is already done is a
 // bug in the caller: it is refused and nothing is written.
@@ -27,7 +27,7 @@ func (s *Sink) Write(r *Record) error {
 		return err
 	}
 	if s.cur == nil {
-		if err := s.openShard(); err != nil {
+		if err := s.openPart(); err != nil {
 			return s.fail(err)
 		}
 	}
@@ -48,15 +48,15 @@ func (s *Sink) Write(r *Record) error {
 		s.curMax = k
 	}
 	s.man.Runs[s.run].RecordsWritten++
-	if s.cur.lines >= s.opts.ShardSize {
-		if err := s.finalizeShard(); err != nil {
+	if s.cur.lines >= s.opts.PartSize {
+		if err := s.finalizePart(); err != nil {
 			return s.fail(err)
 		}
 	}
 	return s.maybeSync()
 }
 
-// acceptKey refuses what must never reach a shard: an id JSON would store
+// acceptKey refuses what must never reach a part: an id JSON would store
 // as U+FFFD (a resume would read back another id, never see this key as
 // done and write it again), and a key already done (a key is written once).
 func (s *Sink) acceptKey(what string, k Key) error {
@@ -84,7 +84,7 @@ func (s *Sink) WriteError(e *ErrorRecord) error {
 		return err
 	}
 	if s.errFile == nil {
-		name := shardName(s.nextErr, FormatJSONL)
+		name := partName(s.nextErr, FormatJSONL)
 		f, err := createAppendFile(filepath.Join(s.errDir, name+SuffixOpen))
 		if err != nil {
 			return s.fail(err)
@@ -102,7 +102,7 @@ func (s *Sink) WriteError(e *ErrorRecord) error {
 		s.failedOpen++
 	}
 	s.man.Runs[s.run].ErrorsWritten++
-	if s.errFile.lines >= s.opts.ShardSize {
+	if s.errFile.lines >= s.opts.PartSize {
 		if err := s.finalizeErrors(); err != nil {
 			return s.fail(err)
 		}
@@ -124,7 +124,7 @@ func (s *Sink) Flush() error {
 // writing is over.
 func (s *Sink) SetOutcome(outcome string) { s.man.Runs[s.run].Outcome = outcome }
 
-// Close finalizes the open shards (no temporary file remains after a clean
+// Close finalizes the open parts (no temporary file remains after a clean
 // exit), records the run's end in the manifest and releases the directory.
 // After a write error it only releases the files: the temporaries stay for
 // the next Open to recover.
@@ -145,7 +145,7 @@ func (s *Sink) Close() error {
 		return fmt.Errorf("close %s: %w", s.dir, s.err)
 	}
 	if s.cur != nil {
-		if err := s.finalizeShard(); err != nil {
+		if err := s.finalizePart(); err != nil {
 			return fmt.Errorf("close %s: %w", s.dir, err)
 		}
 	}
@@ -156,14 +156,14 @@ func (s *Sink) Close() error {
 	}
 	t := s.now().UTC()
 	s.man.Runs[s.run].EndedAt = &t
-	// The compaction: the log's shards join the manifest's list, and the
+	// The compaction: the log's parts join the manifest's list, and the
 	// log goes once that rename is durable (writeManifest fsyncs DIR).
-	s.man.ShardLog = ""
+	s.man.PartLog = ""
 	if err := writeManifest(s.dir, s.man); err != nil {
 		return fmt.Errorf("close %s: %w", s.dir, err)
 	}
 	s.log.close()
-	if err := removeStaleShardLogs(s.dir, ""); err != nil {
+	if err := removeStalePartLogs(s.dir, ""); err != nil {
 		return fmt.Errorf("close %s: %w", s.dir, err)
 	}
 	return nil
@@ -183,8 +183,8 @@ func (s *Sink) fail(err error) error {
 	return err
 }
 
-func (s *Sink) openShard() error {
-	name := shardName(s.nextData, s.opts.Format)
+func (s *Sink) openPart() error {
+	name := partName(s.nextData, s.opts.Format)
 	f, err := createAppendFile(filepath.Join(s.dataDir, name+tempSuffix(s.opts.Format)))
 	if err != nil {
 		return err
@@ -195,11 +195,11 @@ func (s *Sink) openShard() error {
 	return nil
 }
 
-// finalizeShard turns the shard being filled into a final file and lists it
-// in the shard log: one line, whatever the number of shards before it. If
-// the append fails after the rename, the shard is still complete and the
+// finalizePart turns the part being filled into a final file and lists it
+// in the part log: one line, whatever the number of parts before it. If
+// the append fails after the rename, the part is still complete and the
 // next Open adopts it.
-func (s *Sink) finalizeShard() error {
+func (s *Sink) finalizePart() error {
 	cur := s.cur
 	s.cur = nil
 	if err := cur.close(); err != nil {
@@ -223,7 +223,7 @@ func (s *Sink) finalizeShard() error {
 		}
 	}
 	s.nextData++
-	info := ShardInfo{
+	info := PartInfo{
 		Name:    filepath.Base(s.curFinal),
 		Format:  s.curFmt,
 		Records: cur.lines,
@@ -231,10 +231,10 @@ func (s *Sink) finalizeShard() error {
 		LastID:  s.curMax.ID,
 		Keys:    s.curKeys.Keys(cur.lines),
 	}
-	if err := stampShard(s.curFinal, &info); err != nil {
+	if err := stampPart(s.curFinal, &info); err != nil {
 		return err
 	}
-	s.man.Shards = append(s.man.Shards, info)
+	s.man.Parts = append(s.man.Parts, info)
 	return s.log.append(&info)
 }
 

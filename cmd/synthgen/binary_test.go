@@ -578,7 +578,7 @@ func checkCompleteWith(t testing.TB, dir string, n int, check func(r sink.Record
 		t.Fatalf("read manifest: %v", err)
 	}
 	listed := map[string]int{}
-	for _, sh := range man.Shards {
+	for _, sh := range man.Parts {
 		if _, dup := listed[sh.Name]; dup {
 			t.Errorf("manifest lists %s twice", sh.Name)
 		}

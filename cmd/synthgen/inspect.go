@@ -228,7 +228,7 @@ func inspectVerdict(out inspectOutput) string {
 		} else if n > 1 {
 			what = append(what, fmt.Sprintf("%d duplicate keys", n))
 		}
-		if bad := r.InvalidShards(); len(bad) > 0 {
+		if bad := r.InvalidParts(); len(bad) > 0 {
 			what = append(what, fmt.Sprintf("%s (%s)", plural(len(bad), "invalid shard", "invalid shards"), strings.Join(bad, ", ")))
 		}
 		if len(what) == 0 {
@@ -327,7 +327,7 @@ func (p *inspectPrinter) dir(d inspectDir, title string) {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	shards := ""
 	if len(r.Dirs) == 0 {
-		shards = " in " + plural(len(r.Shards), "shard file", "shard files")
+		shards = " in " + plural(len(r.Parts), "shard file", "shard files")
 	}
 	fmt.Fprintf(tw, "records\t%s%s, %s distinct keys, %s\n", inspectNum(r.Records), shards, inspectNum(r.Distinct),
 		plural(len(r.Duplicates), "duplicate", "duplicates"))
@@ -426,21 +426,21 @@ func (p *inspectPrinter) verdict(r *audit.Audit) {
 }
 
 func (p *inspectPrinter) shards(r *audit.Audit) {
-	if len(r.Shards) == 0 {
+	if len(r.Parts) == 0 {
 		p.printf("shards     none\n")
 		return
 	}
-	list := r.Shards
-	if len(r.Shards) > inspectShardTable && !p.allShards {
+	list := r.Parts
+	if len(r.Parts) > inspectShardTable && !p.allShards {
 		counts := map[string]int64{}
 		list = nil
-		for _, sh := range r.Shards {
+		for _, sh := range r.Parts {
 			counts[sh.State]++
-			if sh.State != audit.ShardOK {
+			if sh.State != audit.PartOK {
 				list = append(list, sh)
 			}
 		}
-		p.printf("shards     %d files: %s", len(r.Shards), formatCounts(counts))
+		p.printf("shards     %d files: %s", len(r.Parts), formatCounts(counts))
 		if len(list) == 0 {
 			p.printf(" (--all-shards lists them)\n")
 			return
@@ -457,7 +457,7 @@ func (p *inspectPrinter) shards(r *audit.Audit) {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	for _, sh := range list {
 		state := sh.State
-		if sh.State == audit.ShardOK && !sh.Listed {
+		if sh.State == audit.PartOK && !sh.Listed {
 			state += ", not in manifest"
 		}
 		if sh.Problem != "" {

@@ -51,8 +51,8 @@ func inspectFixture(t *testing.T, format, datasetPath string, ids, failed []int,
 		t.Fatal(err)
 	}
 	s, err := sink.Open(sink.Options{
-		Dir: dir, Format: format, ShardSize: 4,
-		Job: sink.Job{Version: "test", Spec: spec, Hash: j.Hash()},
+		Dir: dir, Format: format, PartSize: 4,
+		Job: sink.JobRecord{Version: "test", Spec: spec, Hash: j.Hash()},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func TestInspectCmdPlanted(t *testing.T) {
 				OK   bool `json:"ok"`
 				Dirs []struct {
 					Duplicates []audit.Duplicate `json:"duplicates"`
-					Shards     []audit.Shard     `json:"shards"`
+					Shards     []audit.Part      `json:"shards"`
 					Problems   []string          `json:"problems"`
 					Dataset    job.Plan          `json:"dataset"`
 				} `json:"dirs"`

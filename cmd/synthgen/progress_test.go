@@ -390,8 +390,8 @@ func barSnap() runstats.Snapshot {
 		At: time.Date(2025, 6, 1, 12, 1, 0, 0, time.UTC), Elapsed: time.Minute,
 		Total: 2000, Done: 644, Errors: 2, InFlight: 37, Retries: 5,
 		TokPerSec: 8713, ReqPerSec: 26.0, CompletionAvg: 288,
-		Last10s: runstats.Rates{TokPerSec: 12820, ReqPerSec: 40.6},
-		Last60s: runstats.Rates{TokPerSec: 8713, ReqPerSec: 26.0},
+		Last10s: runstats.Throughput{TokPerSec: 12820, ReqPerSec: 40.6},
+		Last60s: runstats.Throughput{TokPerSec: 8713, ReqPerSec: 26.0},
 		ETA:     3*time.Minute + 12*time.Second, ETAKnown: true, ETAError: 20 * time.Second, Confidence: "high",
 	}
 }

@@ -275,7 +275,7 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 		},
 		Dir:              cfg.Output.Dir,
 		Format:           cfg.Output.Format,
-		ShardSize:        cfg.Output.ShardSize,
+		PartSize:         cfg.Output.ShardSize,
 		SyncInterval:     cfg.Output.SyncInterval,
 		RetryErrors:      rf.retryErrors,
 		Force:            rf.force,

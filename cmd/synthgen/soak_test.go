@@ -344,7 +344,7 @@ func checkManifest(t *testing.T, dir string, inv *inventory) {
 		t.Fatalf("read manifest: %v", err)
 	}
 	listed := map[string]int{}
-	for _, sh := range man.Shards {
+	for _, sh := range man.Parts {
 		listed[sh.Name] = sh.Records
 	}
 	if !maps.Equal(listed, inv.Finals) {

@@ -22,12 +22,12 @@ import (
 // directory; what a job is and when two differ is decided here.
 
 // ManifestEntry is j as the sink stores it.
-func (j Job) ManifestEntry(version string, config map[string]any) (sink.Job, error) {
+func (j Job) ManifestEntry(version string, config map[string]any) (sink.JobRecord, error) {
 	spec, err := json.Marshal(j)
 	if err != nil {
-		return sink.Job{}, fmt.Errorf("encode job: %w", err)
+		return sink.JobRecord{}, fmt.Errorf("encode job: %w", err)
 	}
-	return sink.Job{Spec: spec, Hash: j.Hash(), Version: version, Config: config, Limit: j.Selection.Limit}, nil
+	return sink.JobRecord{Spec: spec, Hash: j.Hash(), Version: version, Config: config, Limit: j.Selection.Limit}, nil
 }
 
 // ManifestJob is the job a manifest records: decoded from version 2's typed

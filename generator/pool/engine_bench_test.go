@@ -92,8 +92,8 @@ func BenchmarkThroughput(b *testing.B) {
 			opts := testOptions(n)
 			opts.SyncInterval = time.Second
 			eng, _ := New(client, runstats.NewStats(nil), opts)
-			out, err := sink.Open(sink.Options{Dir: b.TempDir(), Format: "jsonl", ShardSize: 1000, SyncInterval: time.Second,
-				Job: sink.Job{Version: "bench", Hash: "bench"}})
+			out, err := sink.Open(sink.Options{Dir: b.TempDir(), Format: "jsonl", PartSize: 1000, SyncInterval: time.Second,
+				Job: sink.JobRecord{Version: "bench", Hash: "bench"}})
 			if err != nil {
 				b.Error(err)
 				return

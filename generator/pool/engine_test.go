@@ -117,8 +117,8 @@ func testOptions(n int) Options {
 func openSink(t *testing.T, dir string) *sink.Sink {
 	t.Helper()
 	s, err := sink.Open(sink.Options{
-		Dir: dir, Format: "jsonl", ShardSize: 100, SyncInterval: 20 * time.Millisecond,
-		Job: sink.Job{Version: "test", Hash: "test"},
+		Dir: dir, Format: "jsonl", PartSize: 100, SyncInterval: 20 * time.Millisecond,
+		Job: sink.JobRecord{Version: "test", Hash: "test"},
 	})
 	if err != nil {
 		t.Fatalf("open sink: %v", err)

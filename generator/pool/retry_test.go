@@ -271,8 +271,8 @@ func retryOptions(stream bool, maxAttempts int) Options {
 func openRetrySink(t *testing.T, dir string) *sink.Sink {
 	t.Helper()
 	s, err := sink.Open(sink.Options{
-		Dir: dir, Format: sink.FormatJSONL, ShardSize: 100, SyncInterval: 20 * time.Millisecond,
-		Job: sink.Job{Version: "test", Hash: "test"},
+		Dir: dir, Format: sink.FormatJSONL, PartSize: 100, SyncInterval: 20 * time.Millisecond,
+		Job: sink.JobRecord{Version: "test", Hash: "test"},
 	})
 	if err != nil {
 		t.Fatalf("open sink: %v", err)

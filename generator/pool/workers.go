@@ -5,8 +5,8 @@ package pool
 // limit of them hold a key at once. limit is Concurrency for a fixed
 // concurrency, and moves at run time under concurrency: auto (autoconc.go).
 // Workers live as long as the run, so their stacks grow once, not once per
-// request as a goroutine per request's do (morestack and copystack were
-// 14% of the CPU with one goroutine per request).
+// request as a goroutine per request's would (the figures:
+// docs/decisions/2026-11-long-lived-workers.md).
 
 import (
 	"sync"

@@ -50,8 +50,8 @@ type Snapshot struct {
 	// Recent rates over the last shortWindow and longWindow whole seconds
 	// (the second in progress is left out); while Elapsed is shorter than
 	// the window they equal the cumulative rates.
-	Last10s Rates
-	Last60s Rates
+	Last10s Throughput
+	Last60s Throughput
 
 	// Completion length of completed requests, in tokens; percentiles are
 	// nearest-rank.
@@ -195,9 +195,9 @@ func (s *Stats) Snapshot() Snapshot {
 
 // windowLocked sums the buckets of the last w whole seconds; before w has
 // elapsed it returns the cumulative rates.
-func (s *Stats) windowLocked(snap Snapshot, w time.Duration) Rates {
+func (s *Stats) windowLocked(snap Snapshot, w time.Duration) Throughput {
 	if snap.Elapsed < w {
-		return Rates{Span: snap.Elapsed, ReqPerSec: snap.ReqPerSec, TokPerSec: max(snap.TokPerSec, 0), PromptTokPerSec: snap.PromptTokPerSec}
+		return Throughput{Span: snap.Elapsed, ReqPerSec: snap.ReqPerSec, TokPerSec: max(snap.TokPerSec, 0), PromptTokPerSec: snap.PromptTokPerSec}
 	}
 	cur := int64(snap.Elapsed / time.Second)
 	n := int64(w / time.Second)
@@ -216,7 +216,7 @@ func (s *Stats) windowLocked(snap Snapshot, w time.Duration) Rates {
 	secs := w.Seconds()
 	// A burst of retries can take back more tokens than a window credited:
 	// a rate is never shown negative.
-	return Rates{Span: w, ReqPerSec: float64(reqs) / secs, TokPerSec: max(float64(tok)/secs, 0), PromptTokPerSec: float64(prompt) / secs}
+	return Throughput{Span: w, ReqPerSec: float64(reqs) / secs, TokPerSec: max(float64(tok)/secs, 0), PromptTokPerSec: float64(prompt) / secs}
 }
 
 func (s *Stats) etaLocked(snap *Snapshot, running []int64) {

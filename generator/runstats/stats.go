@@ -423,8 +423,9 @@ func (s *Stats) bucketLocked(t time.Time) *corrBucket {
 	return b
 }
 
-// Rates are the rates over one window.
-type Rates struct {
+// Throughput is the run's rates over one window (promscrape.Rates are the
+// server's own).
+type Throughput struct {
 	Span            time.Duration // the window actually covered: shorter than asked early in a run
 	ReqPerSec       float64       // completed requests per second
 	TokPerSec       float64       // completion tokens per second, as credited (see Stats)

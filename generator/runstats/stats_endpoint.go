@@ -166,7 +166,7 @@ type EndpointSnapshot struct {
 	// Cumulative rates over the run's Elapsed, and the recent windows as
 	// the run's (Snapshot.Last10s, Last60s); tokens at completion.
 	ReqPerSec, TokPerSec float64
-	Last10s, Last60s     Rates
+	Last10s, Last60s     Throughput
 }
 
 // snapshot reads the endpoint at elapsed (the run's Elapsed).
@@ -206,9 +206,9 @@ func (es *Endpoint) snapshot(elapsed time.Duration) EndpointSnapshot {
 
 // windowLocked sums the last w whole seconds as Stats.windowLocked does:
 // the cumulative rates while the run is shorter than w.
-func (es *Endpoint) windowLocked(cum EndpointSnapshot, elapsed, w time.Duration) Rates {
+func (es *Endpoint) windowLocked(cum EndpointSnapshot, elapsed, w time.Duration) Throughput {
 	if elapsed < w {
-		return Rates{Span: elapsed, ReqPerSec: cum.ReqPerSec, TokPerSec: cum.TokPerSec}
+		return Throughput{Span: elapsed, ReqPerSec: cum.ReqPerSec, TokPerSec: cum.TokPerSec}
 	}
 	cur := int64(elapsed / time.Second)
 	var reqs, tok int64
@@ -218,7 +218,7 @@ func (es *Endpoint) windowLocked(cum EndpointSnapshot, elapsed, w time.Duration)
 			tok += b.tokens
 		}
 	}
-	return Rates{Span: w, ReqPerSec: float64(reqs) / w.Seconds(), TokPerSec: float64(tok) / w.Seconds()}
+	return Throughput{Span: w, ReqPerSec: float64(reqs) / w.Seconds(), TokPerSec: float64(tok) / w.Seconds()}
 }
 
 // SetEndpointLimit sets endpoint i's own cap of requests in flight (0:

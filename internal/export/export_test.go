@@ -64,8 +64,8 @@ func fixtureDir(t *testing.T, format string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sink.Open(sink.Options{Dir: dir, Format: format, ShardSize: 3,
-		Job: sink.Job{Version: "v1.2.3", Spec: spec, Hash: fixtureJob.Hash()}})
+	s, err := sink.Open(sink.Options{Dir: dir, Format: format, PartSize: 3,
+		Job: sink.JobRecord{Version: "v1.2.3", Spec: spec, Hash: fixtureJob.Hash()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // Package audit reads synthgen output directories the way a person auditing
-// them would: every record of every shard in full, not only the keys that a
+// them would: every record of every part in full, not only the keys that a
 // resume needs, checked against the manifest, with what is wrong and what to
 // do about it. `synthgen inspect` prints what it finds, and `synthgen
 // export` refuses directories it finds invalid.
@@ -29,12 +29,12 @@ import (
 	"github.com/synthgen/synthgen/sink/keyset"
 )
 
-// Shard states in a Shard.
+// Part states in a Part.
 const (
-	ShardOK       = "ok"       // a final shard that reads in full
-	ShardOpen     = "open"     // .open/.journal: being appended, or left by a crash (the next run recovers it)
-	ShardInvalid  = "invalid"  // does not read: see Problem
-	ShardLeftover = "leftover" // .tmp of a cut Parquet conversion, or a journal whose final shard exists
+	PartOK       = "ok"       // a final part that reads in full
+	PartOpen     = "open"     // .open/.journal: being appended, or left by a crash (the next run recovers it)
+	PartInvalid  = "invalid"  // does not read: see Problem
+	PartLeftover = "leftover" // .tmp of a cut Parquet conversion, or a journal whose final part exists
 )
 
 // Audit is what Dir found in one output directory, or what Combine found
@@ -44,8 +44,8 @@ type Audit struct {
 	Dir        string           `json:"dir,omitempty"`
 	Dirs       []string         `json:"dirs,omitempty"` // Combine only
 	Manifest   *ManifestSummary `json:"manifest,omitempty"`
-	Shards     []Shard          `json:"shards,omitempty"`
-	Records    int64            `json:"records"`       // readable records in valid and open shards, copies included
+	Parts      []Part           `json:"shards,omitempty"`
+	Records    int64            `json:"records"`       // readable records in valid and open parts, copies included
 	Distinct   int64            `json:"distinct_keys"` // distinct (id, sample) among them
 	Duplicates []Duplicate      `json:"duplicates"`
 	Errors     ErrorSummary     `json:"errors"`
@@ -78,7 +78,7 @@ type Audit struct {
 	extra map[keyset.Fingerprint]*dupKey // a key held more than once
 	files []string                       // paths of the data files that gave keys
 	// readAs is the format each of files was read as: JSONL for a
-	// temporary file, whatever the shard's format.
+	// temporary file, whatever the part's format.
 	readAs []string
 	// failed keeps the keys themselves: error records are normally few,
 	// and Failed is asked for keys that have no record.
@@ -106,16 +106,16 @@ type ManifestSummary struct {
 	Legacy  *sink.LegacyIdentity       `json:"identity,omitempty"` // version 1's job
 	Config  map[string]any             `json:"config,omitempty"`
 	Limit   int64                      `json:"limit"`
-	Shards  int                        `json:"shards"`  // listed
-	Records int64                      `json:"records"` // sum of the listed shards' records
+	Parts   int                        `json:"shards"`  // listed
+	Records int64                      `json:"records"` // sum of the listed parts' records
 	Runs    []sink.Run                 `json:"runs"`
 }
 
-// Shard is one file of DIR/data.
-type Shard struct {
+// Part is one file of DIR/data.
+type Part struct {
 	Name    string `json:"name"` // file name under DIR/data
 	Format  string `json:"format"`
-	State   string `json:"state"` // ShardOK, ShardOpen, ShardInvalid or ShardLeftover
+	State   string `json:"state"` // PartOK, PartOpen, PartInvalid or PartLeftover
 	Records int    `json:"records"`
 	Valid   bool   `json:"valid"`
 	Listed  bool   `json:"listed"` // in the manifest
@@ -154,14 +154,14 @@ func (a *Audit) Failed(k sink.Key) bool {
 }
 
 // Files returns the data files whose records the audit counted (valid
-// shards, open ones included), in the order they were read. Leftovers,
-// invalid shards and shards without records are not among them.
+// parts, open ones included), in the order they were read. Leftovers,
+// invalid parts and parts without records are not among them.
 func (a *Audit) Files() []string { return slices.Clone(a.files) }
 
-// InvalidShards returns the names of the shards that do not read.
-func (a *Audit) InvalidShards() []string {
+// InvalidParts returns the names of the parts that do not read.
+func (a *Audit) InvalidParts() []string {
 	var out []string
-	for _, sh := range a.Shards {
+	for _, sh := range a.Parts {
 		if !sh.Valid {
 			out = append(out, sh.Name)
 		}
@@ -181,7 +181,7 @@ func (a *Audit) SortedFinishReasons() []string {
 // over, as a person would run the command again.
 var errVanished = errors.New("file vanished while reading")
 
-// readAttempts bounds the restarts on errVanished: a shard is finalized
+// readAttempts bounds the restarts on errVanished: a part is finalized
 // at most every few seconds, so a second listing nearly always settles.
 const readAttempts = 5
 
@@ -225,8 +225,8 @@ func readOnce(dir string) (*Audit, error) {
 		return nil, fmt.Errorf("inspect %s: not a directory", dir)
 	}
 	a := newAudit(dir)
-	// The manifest first: a writer renames a shard into place before it
-	// lists it, so every shard this manifest lists is on disk by the time
+	// The manifest first: a writer renames a part into place before it
+	// lists it, so every part this manifest lists is on disk by the time
 	// of the listing below, even if the run moves on in between.
 	man, err := sink.ReadManifest(dir)
 	missing := errors.Is(err, fs.ErrNotExist)
@@ -242,7 +242,7 @@ func readOnce(dir string) (*Audit, error) {
 	}
 	if entries, err := os.ReadDir(dir); err == nil {
 		for _, e := range entries {
-			if sink.IsShardLog(e.Name()) && (man == nil || e.Name() != man.ShardLog) {
+			if sink.IsPartLog(e.Name()) && (man == nil || e.Name() != man.PartLog) {
 				a.note("%s is a shard log %s does not name: folded into it before a crash, or its run died before naming it; the next run removes it", e.Name(), sink.ManifestName)
 			}
 		}
@@ -261,7 +261,7 @@ func readOnce(dir string) (*Audit, error) {
 	if err := a.readData(dataDir, entries); err != nil {
 		return nil, err
 	}
-	if missing && len(a.Shards) > 0 {
+	if missing && len(a.Parts) > 0 {
 		a.problem("%s is missing: nothing says which settings made these shards; a run refuses them unless --force adopts them as made by its config", filepath.Join(dir, sink.ManifestName))
 	}
 	if man != nil {
@@ -285,13 +285,13 @@ func summarize(m *sink.Manifest) *ManifestSummary {
 		Legacy:          m.Identity,
 		Config:          m.Config,
 		Limit:           m.Limit,
-		Shards:          len(m.Shards),
+		Parts:           len(m.Parts),
 		Runs:            m.Runs,
 	}
 	if s.Config == nil && m.Identity != nil {
 		s.Config = m.Identity.Config
 	}
-	for _, sh := range m.Shards {
+	for _, sh := range m.Parts {
 		s.Records += int64(sh.Records)
 	}
 	return s
@@ -305,16 +305,16 @@ func (a *Audit) note(format string, args ...any) {
 	a.Notes = append(a.Notes, fmt.Sprintf(format, args...))
 }
 
-// reconcile compares the shards on disk with the manifest's list, the way
+// reconcile compares the parts on disk with the manifest's list, the way
 // a run's recovery does, so that what would stop a run shows here first.
 func (a *Audit) reconcile(m *sink.Manifest) {
-	onDisk := map[string]*Shard{}
-	for i := range a.Shards {
-		onDisk[a.Shards[i].Name] = &a.Shards[i]
+	onDisk := map[string]*Part{}
+	for i := range a.Parts {
+		onDisk[a.Parts[i].Name] = &a.Parts[i]
 	}
 	listed := map[string]bool{}
 	dataDir := filepath.Join(a.Dir, "data")
-	for _, ms := range m.Shards {
+	for _, ms := range m.Parts {
 		listed[ms.Name] = true
 		sh, ok := onDisk[ms.Name]
 		if !ok {
@@ -337,14 +337,14 @@ func (a *Audit) reconcile(m *sink.Manifest) {
 		// The audit reads every byte anyway: the hash is checked whatever
 		// the modification time says.
 		path := filepath.Join(dataDir, ms.Name)
-		if sum, err := sink.ShardHash(path); err == nil && sum != ms.XXH64 {
-			sh.Valid, sh.State, sh.Problem = false, ShardInvalid, "bytes changed after it was written"
+		if sum, err := sink.PartHash(path); err == nil && sum != ms.XXH64 {
+			sh.Valid, sh.State, sh.Problem = false, PartInvalid, "bytes changed after it was written"
 			a.problem("%s: its bytes changed after it was written (xxh64 %s, %s when written): restore it from a copy, or move it out of data/ and rerun with --force to generate its records again",
 				path, sum, ms.XXH64)
 		}
 	}
-	for _, sh := range a.Shards {
-		if sh.State == ShardOK && !listed[sh.Name] {
+	for _, sh := range a.Parts {
+		if sh.State == PartOK && !listed[sh.Name] {
 			a.note("%s (%d records) is not in the manifest yet: finalized after the manifest was read, or before a crash; a run adopts it", sh.Name, sh.Records)
 		}
 	}
@@ -353,9 +353,9 @@ func (a *Audit) reconcile(m *sink.Manifest) {
 	}
 }
 
-// checkSummary compares a shard's key summary (which a resume trusts for
+// checkSummary compares a part's key summary (which a resume trusts for
 // an unchanged file instead of reading it) with the keys the file holds.
-func (a *Audit) checkSummary(path string, ms sink.ShardInfo) {
+func (a *Audit) checkSummary(path string, ms sink.PartInfo) {
 	got, err := sink.SummarizeKeys(path, ms.Format)
 	if err != nil {
 		return // reported as unreadable already (or a format no sink writes)

@@ -20,7 +20,7 @@ import (
 )
 
 // writeInspectDir writes a directory with the real sink: records from..to
-// (every fifth truncated at max_tokens), shard size 10, and three errors, one
+// (every fifth truncated at max_tokens), part size 10, and three errors, one
 // of which a later record supersedes.
 func writeInspectDir(t testing.TB, dir, format string, from, to int) {
 	t.Helper()
@@ -80,9 +80,9 @@ func TestInspectClean(t *testing.T) {
 				t.Errorf("errors %+v, want %+v", r.Errors, wantErrs)
 			}
 			var names []string
-			for _, sh := range r.Shards {
+			for _, sh := range r.Parts {
 				names = append(names, sh.Name)
-				if !sh.Valid || sh.State != ShardOK || !sh.Listed || sh.Format != format {
+				if !sh.Valid || sh.State != PartOK || !sh.Listed || sh.Format != format {
 					t.Errorf("shard %+v: want valid, ok, listed, %s", sh, format)
 				}
 			}
@@ -91,7 +91,7 @@ func TestInspectClean(t *testing.T) {
 				t.Errorf("shards %v, want %v", names, want)
 			}
 			m := r.Manifest
-			if m == nil || m.Shards != 3 || m.Records != 25 || len(m.Runs) != 1 || m.Runs[0].RecordsWritten != 25 ||
+			if m == nil || m.Parts != 3 || m.Records != 25 || len(m.Runs) != 1 || m.Runs[0].RecordsWritten != 25 ||
 				m.Runs[0].EndedAt == nil || m.JobHash != testJob.Hash {
 				t.Errorf("manifest summary %+v", m)
 			}
@@ -105,7 +105,7 @@ func TestInspectClean(t *testing.T) {
 	}
 }
 
-// The issue's acceptance test: a planted duplicate and a corrupt shard are
+// The issue's acceptance test: a planted duplicate and a corrupt part are
 // both reported, the audit is not OK, and nothing on disk changes.
 func TestInspectPlanted(t *testing.T) {
 	tests := []struct {
@@ -114,13 +114,13 @@ func TestInspectPlanted(t *testing.T) {
 		dupWant string // in a problem
 	}{
 		{sink.FormatJSONL, func(t *testing.T, data string) {
-			// A line of shard 0 copied into a new shard; garbage in shard 1.
+			// A line of part 0 copied into a new part; garbage in part 1.
 			lines := readLines(t, filepath.Join(data, "part-000000.jsonl"))
 			putFile(t, filepath.Join(data, "part-000009.jsonl"), lines[3]+"\n")
 			appendBytes(t, filepath.Join(data, "part-000001.jsonl"), "{\"id\": garbage\n")
 		}, `duplicate key id="3" sample=1 in`},
 		{sink.FormatParquet, func(t *testing.T, data string) {
-			// Shard 0 copied whole; shard 1 cut in half (no footer).
+			// Part 0 copied whole; part 1 cut in half (no footer).
 			src, err := os.ReadFile(filepath.Join(data, "part-000000.parquet"))
 			if err != nil {
 				t.Fatal(err)
@@ -154,13 +154,13 @@ func TestInspectPlanted(t *testing.T) {
 			if !strings.Contains(all, corrupt+" is corrupt") || !strings.Contains(all, "move it away") {
 				t.Errorf("problems do not name the corrupt shard %s: %s", corrupt, all)
 			}
-			if got := r.InvalidShards(); !slices.Equal(got, []string{"part-000001." + tt.format}) {
+			if got := r.InvalidParts(); !slices.Equal(got, []string{"part-000001." + tt.format}) {
 				t.Errorf("invalid shards %v", got)
 			}
 			if len(r.Duplicates) == 0 || len(r.Duplicates[0].Files) != 2 {
 				t.Errorf("duplicates %+v, want each with its two files", r.Duplicates)
 			}
-			// The corrupt shard's records are not counted: moving it away
+			// The corrupt part's records are not counted: moving it away
 			// makes them pending again.
 			if r.Has(sink.Key{ID: "15", Sample: 1}) {
 				t.Error("a key of the corrupt shard counts as done")
@@ -185,8 +185,8 @@ func TestInspectCorruptLines(t *testing.T) {
 			dir := t.TempDir()
 			putFile(t, filepath.Join(dir, "data", "part-000000.jsonl"), tt.content)
 			r := mustAudit(t, dir)
-			if len(r.Shards) != 1 || r.Shards[0].Valid || !strings.Contains(r.Shards[0].Problem, tt.want) {
-				t.Fatalf("shard %+v, want invalid naming %q", r.Shards, tt.want)
+			if len(r.Parts) != 1 || r.Parts[0].Valid || !strings.Contains(r.Parts[0].Problem, tt.want) {
+				t.Fatalf("shard %+v, want invalid naming %q", r.Parts, tt.want)
 			}
 			if !strings.Contains(strings.Join(r.Problems, "\n"), "manifest.json is missing") {
 				t.Errorf("no manifest problem: %q", r.Problems)
@@ -197,7 +197,7 @@ func TestInspectCorruptLines(t *testing.T) {
 
 // A run that was killed (or is still running) leaves temporaries: they are
 // read up to the last complete line and reported as open, not as problems.
-func TestInspectOpenShards(t *testing.T) {
+func TestInspectOpenParts(t *testing.T) {
 	for _, format := range []string{sink.FormatJSONL, sink.FormatParquet} {
 		t.Run(format, func(t *testing.T) {
 			dir := t.TempDir()
@@ -212,8 +212,8 @@ func TestInspectOpenShards(t *testing.T) {
 			if r.Records != 14 || r.Distinct != 14 || r.Has(sink.Key{ID: "99", Sample: 1}) {
 				t.Errorf("records %d distinct %d: want 14, torn line unread", r.Records, r.Distinct)
 			}
-			last := r.Shards[len(r.Shards)-1]
-			if last.Name != filepath.Base(tmp) || last.State != ShardOpen || last.Records != 4 || !last.Valid {
+			last := r.Parts[len(r.Parts)-1]
+			if last.Name != filepath.Base(tmp) || last.State != PartOpen || last.Records != 4 || !last.Valid {
 				t.Errorf("open shard %+v", last)
 			}
 			if !strings.Contains(strings.Join(r.Notes, "\n"), "run 1 has not ended") {
@@ -223,7 +223,7 @@ func TestInspectOpenShards(t *testing.T) {
 	}
 }
 
-func TestInspectOpenShardCorrupt(t *testing.T) {
+func TestInspectOpenPartCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	s := mustOpen(t, testOptions(dir, sink.FormatJSONL))
 	writeRange(t, s, 0, 3)
@@ -235,7 +235,7 @@ func TestInspectOpenShardCorrupt(t *testing.T) {
 	}
 }
 
-// Between a Parquet shard's rename and its journal's removal both exist:
+// Between a Parquet part's rename and its journal's removal both exist:
 // the journal's rows are the final file's, not duplicates.
 func TestInspectJournalOfFinal(t *testing.T) {
 	dir := t.TempDir()
@@ -252,10 +252,10 @@ func TestInspectJournalOfFinal(t *testing.T) {
 		t.Fatalf("records %d problems %q", r.Records, r.Problems)
 	}
 	states := map[string]string{}
-	for _, sh := range r.Shards {
+	for _, sh := range r.Parts {
 		states[sh.Name] = sh.State
 	}
-	want := map[string]string{"part-000000.parquet": ShardOK, "part-000000.parquet.journal": ShardLeftover, "part-000001.parquet.tmp": ShardLeftover}
+	want := map[string]string{"part-000000.parquet": PartOK, "part-000000.parquet.journal": PartLeftover, "part-000001.parquet.tmp": PartLeftover}
 	if !maps.Equal(states, want) {
 		t.Errorf("states %v, want %v", states, want)
 	}
@@ -317,7 +317,7 @@ func TestCombine(t *testing.T) {
 		t.Errorf("combined errors %+v", c.Errors)
 	}
 
-	// Plant a's shard 0 line into b.
+	// Plant a's part 0 line into b.
 	line := readLines(t, filepath.Join(a, "data", "part-000000.jsonl"))[4]
 	putFile(t, filepath.Join(b, "data", "part-000007.jsonl"), line+"\n")
 	rb = mustAudit(t, b)
@@ -344,9 +344,9 @@ func TestCombine(t *testing.T) {
 	}
 }
 
-// FuzzInspectJSONL: whatever bytes a JSONL shard holds, the audit does not
+// FuzzInspectJSONL: whatever bytes a JSONL part holds, the audit does not
 // panic, changes nothing, counts only complete valid lines, and an invalid
-// shard's problem names the file and a line.
+// part's problem names the file and a line.
 func FuzzInspectJSONL(f *testing.F) {
 	f.Add([]byte(`{"id":"1","sample":0,"finish_reason":"stop","completion_tokens":3}` + "\n"))
 	f.Add([]byte("{}\n"))
@@ -366,7 +366,7 @@ func FuzzInspectJSONL(f *testing.F) {
 		if !bytes.Equal(got, content) {
 			t.Fatal("the audit changed the shard")
 		}
-		sh := r.Shards[0]
+		sh := r.Parts[0]
 		if r.Records > int64(bytes.Count(content, []byte{'\n'})) {
 			t.Fatalf("%d records from %d lines", r.Records, bytes.Count(content, []byte{'\n'}))
 		}
@@ -379,7 +379,7 @@ func FuzzInspectJSONL(f *testing.F) {
 	})
 }
 
-// FuzzInspectParquet: a Parquet shard cut or overwritten anywhere is
+// FuzzInspectParquet: a Parquet part cut or overwritten anywhere is
 // reported as invalid (naming the file), never a panic.
 func FuzzInspectParquet(f *testing.F) {
 	src := f.TempDir()
@@ -407,7 +407,7 @@ func FuzzInspectParquet(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sh := r.Shards[0]
+		sh := r.Parts[0]
 		if sh.Valid && (sh.Records != 5 || r.Distinct != 5) {
 			t.Fatalf("valid shard with %d records, %d keys", sh.Records, r.Distinct)
 		}
@@ -423,7 +423,7 @@ func BenchmarkInspect(b *testing.B) {
 		b.Run(format, func(b *testing.B) {
 			dir := b.TempDir()
 			opts := testOptions(dir, format)
-			opts.ShardSize = 500
+			opts.PartSize = 500
 			opts.SyncInterval = time.Hour
 			s := mustOpen(b, opts)
 			const n = 2000
@@ -449,7 +449,7 @@ func BenchmarkInspect(b *testing.B) {
 	}
 }
 
-// The audit while a run writes: shards are finalized under its feet (.open
+// The audit while a run writes: parts are finalized under its feet (.open
 // renamed, journals converted and removed), and every look still sees a
 // consistent directory: no problem, no error, never fewer records than the
 // look before, and the exact figures once the writer closes.
@@ -458,7 +458,7 @@ func TestInspectWhileWriting(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			dir := t.TempDir()
 			opts := testOptions(dir, format)
-			opts.ShardSize = 7
+			opts.PartSize = 7
 			s := mustOpen(t, opts)
 			const n = 100
 			done := make(chan error, 1)
@@ -500,8 +500,8 @@ func TestInspectWhileWriting(t *testing.T) {
 	}
 }
 
-// The audit holds each key summary of the manifest to the keys its shard
-// holds: a resume trusts the summary of an unchanged shard instead of
+// The audit holds each key summary of the manifest to the keys its part
+// holds: a resume trusts the summary of an unchanged part instead of
 // reading it.
 func TestInspectChecksSummaries(t *testing.T) {
 	dir := t.TempDir()
@@ -517,7 +517,7 @@ func TestInspectChecksSummaries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Shards[1].Keys[0].First++ // ids 11, 13, ... instead of 10, 12, ...
+	m.Parts[1].Keys[0].First++ // ids 11, 13, ... instead of 10, 12, ...
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -529,19 +529,19 @@ func TestInspectChecksSummaries(t *testing.T) {
 	}
 }
 
-// TestInspectReadsShardLog: a running job's manifest.json lists none of
-// the shards it finalized; the audit reads them from the log.
-func TestInspectReadsShardLog(t *testing.T) {
+// TestInspectReadsPartLog: a running job's manifest.json lists none of
+// the parts it finalized; the audit reads them from the log.
+func TestInspectReadsPartLog(t *testing.T) {
 	dir := t.TempDir()
 	s := mustOpen(t, testOptions(dir, sink.FormatJSONL))
 	defer s.Close()
 	writeRange(t, s, 0, 25)
 	r := mustAudit(t, dir)
-	if r.Manifest == nil || r.Manifest.Shards != 2 || r.Manifest.Records != 20 {
+	if r.Manifest == nil || r.Manifest.Parts != 2 || r.Manifest.Records != 20 {
 		t.Fatalf("manifest summary %+v, want the log's 2 shards and 20 records", r.Manifest)
 	}
-	for _, sh := range r.Shards {
-		if sh.State == ShardOK && !sh.Listed {
+	for _, sh := range r.Parts {
+		if sh.State == PartOK && !sh.Listed {
 			t.Errorf("%s is in the log but the audit says it is not listed", sh.Name)
 		}
 	}

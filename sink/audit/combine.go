@@ -21,10 +21,10 @@ var ErrIdentityDiffers = errors.New("directories were made with different settin
 
 // Combine reads several audits (one per --shard i/n directory) as one
 // dataset: counts and tokens add up, and a key in two directories is a
-// duplicate like a key in two shards. Per-directory problems stay in their
+// duplicate like a key in two parts. Per-directory problems stay in their
 // audits; the combined audit's Problems are the keys duplicated across
 // directories, its Manifest the first directory's that has one (they share
-// the job) and its Shards empty. Directories whose manifests have different
+// the job) and its Parts empty. Directories whose manifests have different
 // job hashes are refused with ErrIdentityDiffers.
 func Combine(audits ...*Audit) (*Audit, error) {
 	c := newAudit("")

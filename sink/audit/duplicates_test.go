@@ -37,8 +37,8 @@ func wantDuplicates(t *testing.T, files []string) []Duplicate {
 	return out
 }
 
-// TestInspectDuplicatesInDir: keys held twice inside one directory (a shard
-// copied whole, a line copied into a shard of its own, a line twice in one
+// TestInspectDuplicatesInDir: keys held twice inside one directory (a part
+// copied whole, a line copied into a part of its own, a line twice in one
 // file) are listed with their ids and files as the key index listed them.
 func TestInspectDuplicatesInDir(t *testing.T) {
 	for _, format := range []string{sink.FormatJSONL, sink.FormatParquet} {
@@ -47,7 +47,7 @@ func TestInspectDuplicatesInDir(t *testing.T) {
 			writeInspectDir(t, dir, format, 0, 40)
 			data := filepath.Join(dir, "data")
 			copyFile(t, filepath.Join(data, "part-000002."+format), filepath.Join(data, "part-000008."+format))
-			// Records 5 and 6 of shard 0 as JSONL lines, 6 twice in one file.
+			// Records 5 and 6 of part 0 as JSONL lines, 6 twice in one file.
 			var l5, l6 string
 			if err := sink.ForEachRecord(filepath.Join(data, "part-000000."+format), func(rec *sink.Record, _ sink.Span) error {
 				switch rec.ID {
@@ -97,12 +97,12 @@ func TestCombineDuplicatesAcrossDirs(t *testing.T) {
 			writeInspectDir(t, a, format, 0, 40)
 			writeInspectDir(t, b, format, 40, 70)
 			da, db := filepath.Join(a, "data"), filepath.Join(b, "data")
-			// a's shard 1 copied whole into b: ten keys once in each.
+			// a's part 1 copied whole into b: ten keys once in each.
 			copyFile(t, filepath.Join(da, "part-000001."+format), filepath.Join(db, "part-000009."+format))
-			// a's shard 2 twice in a and once in b: named inside a.
+			// a's part 2 twice in a and once in b: named inside a.
 			copyFile(t, filepath.Join(da, "part-000002."+format), filepath.Join(da, "part-000008."+format))
 			copyFile(t, filepath.Join(da, "part-000002."+format), filepath.Join(db, "part-000010."+format))
-			// b's shard 0 into a as well, the other way round.
+			// b's part 0 into a as well, the other way round.
 			copyFile(t, filepath.Join(db, "part-000000."+format), filepath.Join(da, "part-000007."+format))
 			ra, rb := mustAudit(t, a), mustAudit(t, b)
 			if len(ra.Duplicates) != 10 || len(rb.Duplicates) != 0 {

@@ -8,10 +8,10 @@ import (
 	"github.com/synthgen/synthgen/sink"
 )
 
-// This file derives what needs every shard read: the totals, and the keys
+// This file derives what needs every part read: the totals, and the keys
 // held more than once.
 
-// finish derives the totals and the problems that need every shard read.
+// finish derives the totals and the problems that need every part read.
 func (a *Audit) finish() {
 	a.Distinct = int64(len(a.keys))
 	a.Errors.Keys = len(a.failed)
@@ -57,7 +57,7 @@ func (a *Audit) duplicates() []Duplicate {
 	return out
 }
 
-// groupDuplicates makes one problem per set of files sharing keys: a shard
+// groupDuplicates makes one problem per set of files sharing keys: a part
 // copied whole is one line, not a thousand.
 func groupDuplicates(dups []Duplicate) []string {
 	type group struct {

@@ -21,7 +21,7 @@ import (
 // its exported API only: what a run leaves is what the audit must read.
 
 // testJob is a job as its owner would encode it: the sink only stores it.
-var testJob = sink.Job{
+var testJob = sink.JobRecord{
 	Spec:    json.RawMessage(`{"sampling":{"model":"Qwen/Qwen3-8B","temperature":0.6}}`),
 	Hash:    "5e1f0a11",
 	Version: "test",
@@ -32,7 +32,7 @@ func testOptions(dir, format string) sink.Options {
 	return sink.Options{
 		Dir:          dir,
 		Format:       format,
-		ShardSize:    10,
+		PartSize:     10,
 		SyncInterval: 0,
 		Job:          testJob,
 	}
@@ -102,7 +102,7 @@ func writeRange(t testing.TB, s *sink.Sink, from, to int) {
 // directory dir: a copy taken after a Flush, with the temporaries (.open,
 // .journal) as they are, the manifest not rewritten and the run not ended.
 // s is then closed, in dir alone. It also returns the path of the copy's
-// shard being filled.
+// part being filled.
 func crashed(t testing.TB, s *sink.Sink, dir string) (copied, filling string) {
 	t.Helper()
 	if err := s.Flush(); err != nil {

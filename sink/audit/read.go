@@ -16,10 +16,10 @@ import (
 	"github.com/synthgen/synthgen/sink/keyset"
 )
 
-// This file reads and checks what Dir finds on disk: each shard of
+// This file reads and checks what Dir finds on disk: each part of
 // DIR/data, record by record, and the error files of DIR/errors.
 
-// readData reads every shard file of DIR/data in index order.
+// readData reads every part file of DIR/data in index order.
 func (a *Audit) readData(dataDir string, entries []fs.DirEntry) error {
 	type named struct {
 		name string
@@ -43,51 +43,51 @@ func (a *Audit) readData(dataDir string, entries []fs.DirEntry) error {
 	for _, p := range parts {
 		path := filepath.Join(dataDir, p.name)
 		final := p.part.Final()
-		sh := Shard{Name: p.name, Format: p.part.Format}
+		sh := Part{Name: p.name, Format: p.part.Format}
 		switch p.part.Suffix {
 		case sink.SuffixTmp:
-			sh.State, sh.Valid = ShardLeftover, true
+			sh.State, sh.Valid = PartLeftover, true
 			a.note("%s: a Parquet conversion cut short; its rows are in the journal or the final shard (the next run removes it)", p.name)
-			a.Shards = append(a.Shards, sh)
+			a.Parts = append(a.Parts, sh)
 			continue
 		case sink.SuffixJournal:
 			if finals[final] {
 				// Renamed into place, journal not yet removed: the final
 				// file holds every row, so reading both would count twice.
-				sh.State, sh.Valid = ShardLeftover, true
+				sh.State, sh.Valid = PartLeftover, true
 				a.note("%s: journal of the complete %s (the next run removes it)", p.name, final)
-				a.Shards = append(a.Shards, sh)
+				a.Parts = append(a.Parts, sh)
 				continue
 			}
 		case sink.SuffixOpen:
 			if finals[final] {
-				sh.State = ShardInvalid
+				sh.State = PartInvalid
 				sh.Problem = "both " + final + " and " + p.name + " exist"
 				a.problem("both %s and %s exist, which the sink never leaves: keep the one with all records, move the other away", filepath.Join(dataDir, final), path)
-				a.Shards = append(a.Shards, sh)
+				a.Parts = append(a.Parts, sh)
 				continue
 			}
 		}
 		temp := p.part.Suffix != ""
-		err := a.readShard(path, p.part.Format, temp, temp, &sh)
+		err := a.readPart(path, p.part.Format, temp, temp, &sh)
 		if errors.Is(err, errVanished) && !finals[final] {
 			// Finalized between the listing and the read: .open renamed,
 			// or journal converted then removed. Read what it became.
-			sh = Shard{Name: final, Format: p.part.Format}
-			err = a.readShard(filepath.Join(dataDir, final), p.part.Format, false, true, &sh)
+			sh = Part{Name: final, Format: p.part.Format}
+			err = a.readPart(filepath.Join(dataDir, final), p.part.Format, false, true, &sh)
 		}
 		if err != nil {
 			return err
 		}
-		a.Shards = append(a.Shards, sh)
+		a.Parts = append(a.Parts, sh)
 	}
 	return nil
 }
 
-// shardAcc collects one shard's records before they count: an invalid
-// shard's records are left out of the totals, since moving it away (what
+// partAcc collects one part's records before they count: an invalid
+// part's records are left out of the totals, since moving it away (what
 // its problem says to do) makes the next run generate them again.
-type shardAcc struct {
+type partAcc struct {
 	keys    []sink.Key
 	prompt  int64
 	compl   int64
@@ -97,7 +97,7 @@ type shardAcc struct {
 	tags    int64 // records with think tags in content
 }
 
-func (acc *shardAcc) add(rec *sink.Record) {
+func (acc *partAcc) add(rec *sink.Record) {
 	acc.keys = append(acc.keys, rec.Key())
 	acc.prompt += int64(rec.PromptTokens)
 	acc.compl += int64(rec.CompletionTokens)
@@ -124,9 +124,9 @@ func checkRecord(rec *sink.Record) error {
 	return nil
 }
 
-// commit counts a valid shard's records and indexes its keys; format is
+// commit counts a valid part's records and indexes its keys; format is
 // the one the file was read as.
-func (a *Audit) commit(path, format string, acc *shardAcc) {
+func (a *Audit) commit(path, format string, acc *partAcc) {
 	if len(acc.keys) == 0 {
 		return
 	}
@@ -165,11 +165,11 @@ func (a *Audit) addKey(fp keyset.Fingerprint, k *sink.Key, fi int32) {
 	d.more = append(d.more, fi)
 }
 
-// readShard reads one data file. With mayVanish, a file that is gone
+// readPart reads one data file. With mayVanish, a file that is gone
 // returns errVanished (a writer moved it on) instead of a problem. A
-// temporary, and a final shard of format JSONL, is read line by line; a
-// final shard of a converted format (Parquet) through sink.ForEachRecord.
-func (a *Audit) readShard(path, format string, temp, mayVanish bool, sh *Shard) error {
+// temporary, and a final part of format JSONL, is read line by line; a
+// final part of a converted format (Parquet) through sink.ForEachRecord.
+func (a *Audit) readPart(path, format string, temp, mayVanish bool, sh *Part) error {
 	if mayVanish {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			return errVanished
@@ -185,21 +185,21 @@ func (a *Audit) readShard(path, format string, temp, mayVanish bool, sh *Shard) 
 // byte.
 var errZeroFill = errors.New("line holds a NUL byte")
 
-// readJSONL reads a JSONL shard (final, .open or .journal). A final file
+// readJSONL reads a JSONL part (final, .open or .journal). A final file
 // must end in a newline; a temporary may end in a torn line that a writer is
 // still appending, which is not read.
-func (a *Audit) readJSONL(path string, temp, mayVanish bool, sh *Shard) error {
+func (a *Audit) readJSONL(path string, temp, mayVanish bool, sh *Part) error {
 	f, err := os.Open(path)
 	if err != nil {
 		if mayVanish && errors.Is(err, fs.ErrNotExist) {
 			return errVanished
 		}
-		sh.State, sh.Problem = ShardInvalid, err.Error()
+		sh.State, sh.Problem = PartInvalid, err.Error()
 		a.problem("%s: %v", path, err)
 		return nil
 	}
 	defer f.Close()
-	acc := &shardAcc{}
+	acc := &partAcc{}
 	var bad []string
 	badLines := 0
 	complete, err := sink.ForEachLine(f, func(line []byte, n int) error {
@@ -226,7 +226,7 @@ func (a *Audit) readJSONL(path string, temp, mayVanish bool, sh *Shard) error {
 	if errors.Is(err, errZeroFill) {
 		a.note("%s: ends in NUL bytes a power loss left; the next run cuts them", path)
 	} else if err != nil {
-		sh.State, sh.Problem = ShardInvalid, err.Error()
+		sh.State, sh.Problem = PartInvalid, err.Error()
 		a.problem("%s: read: %v", path, err)
 		return nil
 	}
@@ -239,7 +239,7 @@ func (a *Audit) readJSONL(path string, temp, mayVanish bool, sh *Shard) error {
 		}
 	}
 	if badLines > 0 {
-		sh.State = ShardInvalid
+		sh.State = PartInvalid
 		sh.Problem = strings.Join(bad, "; ")
 		if badLines > len(bad) {
 			sh.Problem += fmt.Sprintf(" (%d bad lines in all)", badLines)
@@ -252,19 +252,19 @@ func (a *Audit) readJSONL(path string, temp, mayVanish bool, sh *Shard) error {
 		return nil
 	}
 	sh.Valid = true
-	sh.State = ShardOK
+	sh.State = PartOK
 	if temp {
-		sh.State = ShardOpen
+		sh.State = PartOpen
 	}
 	a.commit(path, sink.FormatJSONL, acc)
 	return nil
 }
 
-// readConverted reads a final shard of a converted format (Parquet:
+// readConverted reads a final part of a converted format (Parquet:
 // through parquet-go's generic reader, the footer, the schema and every
-// row). The first row that does not read or check makes the shard invalid.
-func (a *Audit) readConverted(path, format string, sh *Shard) error {
-	acc := &shardAcc{}
+// row). The first row that does not read or check makes the part invalid.
+func (a *Audit) readConverted(path, format string, sh *Part) error {
+	acc := &partAcc{}
 	err := sink.ForEachRecord(path, func(rec *sink.Record, _ sink.Span) error {
 		if err := checkRecord(rec); err != nil {
 			return fmt.Errorf("row %d: %w", acc.records, err)
@@ -273,12 +273,12 @@ func (a *Audit) readConverted(path, format string, sh *Shard) error {
 		return nil
 	})
 	if err != nil {
-		sh.State, sh.Problem = ShardInvalid, err.Error()
+		sh.State, sh.Problem = PartInvalid, err.Error()
 		sh.Records = acc.records
 		a.problem("%s is corrupt: %v; move it away (out of data/) and rerun with --force to regenerate its records", path, err)
 		return nil
 	}
-	sh.Records, sh.Valid, sh.State = acc.records, true, ShardOK
+	sh.Records, sh.Valid, sh.State = acc.records, true, PartOK
 	a.commit(path, format, acc)
 	return nil
 }

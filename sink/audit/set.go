@@ -3,7 +3,7 @@ package audit
 // Set is the audit of the output directories of one dataset: each on its
 // own and, when there are several (one per --shard i/n), all of them read
 // as one, where a key in two directories is a duplicate like a key in two
-// shards.
+// parts.
 type Set struct {
 	Dirs []*Audit // one per directory, in the order given
 	// Combined is the directories read as one dataset (Combine); nil for

@@ -1,7 +1,7 @@
 // Package keyset holds the keys (id, sample) of an output directory's
 // records in little memory: the Set of the done (and failed) keys, about a
 // bit a row for row-index ids and 12 bytes a key for any other id, loaded
-// at sink.Open or added while a run writes or asks, and a shard's Summary,
+// at sink.Open or added while a run writes or asks, and a part's Summary,
 // its keys as its entry in the manifest lists them.
 //
 // A key whose id is a canonical decimal (no sign, no leading zero, below

@@ -1,7 +1,7 @@
 package keyset
 
 // The packed store: the fingerprints of a Set (string ids: loaded in bulk
-// at sink.Open from every shard, or added one at a time during a run),
+// at sink.Open from every part, or added one at a time during a run),
 // sorted, in 12 bytes each instead of 16, outside the Go heap.
 //
 // A fingerprint's top 16 bits are its bucket: the entries of bucket b are
@@ -26,10 +26,8 @@ package keyset
 // of heap) and a thirty-second of the store (a sixty-fourth for Add), so
 // that the heap stays small beside the store while the copies stay
 // affordable: each merge moves the entries above its smallest key, so the
-// cost grows as n log n. BenchmarkKeySetBulkLoad (string ids, the shared
-// 2-core box): 316-320 ns a key at 10^6 keys (the single sorted slice
-// before: 454 ns and more), 388-491 ns a key at 10^7 (before: 246-256 ns);
-// ARCHITECTURE.md has later figures.
+// cost grows as n log n (BenchmarkKeySetBulkLoad; the figures:
+// docs/decisions/2026-11-packed-key-store.md).
 
 import (
 	"encoding/binary"
@@ -283,7 +281,7 @@ func (p *packedSet) merge(c []Fingerprint) (dup Fingerprint, found bool) {
 	}
 	if need := (p.n + len(c)) * packedEntry; need > len(p.mem.b) {
 		// More keys than reserved (a manifest that lists fewer records
-		// than the shards hold, keys added during a run beyond Reserve):
+		// than the parts hold, keys added during a run beyond Reserve):
 		// grow by half again.
 		p.grow(max(need, len(p.mem.b)+len(p.mem.b)/2))
 	}

@@ -1,17 +1,17 @@
 package keyset
 
-// The key summary of a shard: when every id in a shard is a row index, its
-// sink.ShardInfo (in the shard log line, then in manifest.json) lists its
-// keys as one bitmap per sample, and a resume that finds the shard as it was written
+// The key summary of a part: when every id in a part is a row index, its
+// sink.ShardInfo (in the part log line, then in manifest.json) lists its
+// keys as one bitmap per sample, and a resume that finds the part as it was written
 // (same size and modification time) takes its keys from there instead of
-// reading the file. A shard of 1,000 row-index records written in
+// reading the file. A part of 1,000 row-index records written in
 // completion order costs about 180 bytes of base64: 1.8 MB in a manifest of
-// 10,000 shards.
+// 10,000 parts.
 //
 // Format (ShardInfo.Keys, JSON): [{"sample":S,"first":F,"bits":B}, ...] one
 // entry per sample present, by sample; B is standard base64 (no padding) of
 // a bitmap whose bit i (byte i/8, bit i%8, least significant first) says
-// whether the key (F+i, S) is in the shard. Bit 0 is always set, and the
+// whether the key (F+i, S) is in the part. Bit 0 is always set, and the
 // last byte is never zero.
 
 import (
@@ -22,7 +22,7 @@ import (
 	"strconv"
 )
 
-// SampleKeys is the keys of one sample of a shard whose ids are row
+// SampleKeys is the keys of one sample of a part whose ids are row
 // indices (see the top of summary.go).
 type SampleKeys struct {
 	Sample int    `json:"sample"`
@@ -32,14 +32,14 @@ type SampleKeys struct {
 
 // summaryMaxBytes bounds a summary's bitmaps at this many bytes per record:
 // ids so sparse that a bitmap costs more (a shard of a --shard 1/64 job,
-// say) are not summarized, and the shard is read at resume.
+// say) are not summarized, and the part is read at resume.
 const summaryMaxBytes = 4
 
 var summaryEncoding = base64.RawStdEncoding
 
-// Summary collects a shard's keys while it is written (or read): a
+// Summary collects a part's keys while it is written (or read): a
 // bitmap per sample (bitmap.go), a bit a key where a slice of ids cost 8
-// bytes (800 KB for a shard of 100,000 records).
+// bytes (800 KB for a part of 100,000 records).
 type Summary struct {
 	bits []bitmap // by sample
 	none bool     // an id that is not a row index, or too sparse: no summary
@@ -68,7 +68,7 @@ func (c *Summary) Add(k Key) {
 	b.set(i)
 }
 
-// Keys returns the sink.ShardInfo.Keys of what was added to a shard of
+// Keys returns the sink.ShardInfo.Keys of what was added to a part of
 // records records, nil when there is none to give (other ids, or too
 // sparse: above summaryMaxBytes a record).
 func (c *Summary) Keys(records int) []SampleKeys {
@@ -105,7 +105,7 @@ func (c *Summary) Keys(records int) []SampleKeys {
 	return out
 }
 
-// Reset empties the summary for the next shard, keeping its bitmaps' memory.
+// Reset empties the summary for the next part, keeping its bitmaps' memory.
 func (c *Summary) Reset() {
 	for i := range c.bits {
 		c.bits[i] = bitmap{words: c.bits[i].words[:0]}

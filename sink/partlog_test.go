@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// rawManifest reads manifest.json alone, without the shard log it names.
+// rawManifest reads manifest.json alone, without the part log it names.
 func rawManifest(t *testing.T, dir string) *Manifest {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, ManifestName))
@@ -24,23 +24,23 @@ func rawManifest(t *testing.T, dir string) *Manifest {
 	return &m
 }
 
-func shardNames(shards []ShardInfo) []string {
+func partNames(parts []PartInfo) []string {
 	var names []string
-	for _, sh := range shards {
+	for _, sh := range parts {
 		names = append(names, sh.Name)
 	}
 	return names
 }
 
-func shardLogs(t *testing.T, dir string) []string {
+func partLogs(t *testing.T, dir string) []string {
 	t.Helper()
-	return slices.DeleteFunc(dirNames(t, dir), func(n string) bool { return !IsShardLog(n) })
+	return slices.DeleteFunc(dirNames(t, dir), func(n string) bool { return !IsPartLog(n) })
 }
 
-// TestShardLogAppends: a finalized shard is appended to the run's log, not
+// TestPartLogAppends: a finalized part is appended to the run's log, not
 // written into manifest.json, which keeps what Open wrote until Close folds
 // the log into it and removes the log.
-func TestShardLogAppends(t *testing.T) {
+func TestPartLogAppends(t *testing.T) {
 	dir := t.TempDir()
 	s := mustOpen(t, testOptions(dir, FormatJSONL))
 	opened, err := os.ReadFile(filepath.Join(dir, ManifestName))
@@ -52,47 +52,47 @@ func TestShardLogAppends(t *testing.T) {
 		t.Error("manifest.json was rewritten by a finalized shard")
 	}
 	raw := rawManifest(t, dir)
-	if raw.ShardLog != shardLogName(0) || len(raw.Shards) != 0 {
-		t.Fatalf("manifest.json names log %q and lists %v, want %q and nothing", raw.ShardLog, shardNames(raw.Shards), shardLogName(0))
+	if raw.PartLog != partLogName(0) || len(raw.Parts) != 0 {
+		t.Fatalf("manifest.json names log %q and lists %v, want %q and nothing", raw.PartLog, partNames(raw.Parts), partLogName(0))
 	}
-	if n := len(readLines(t, filepath.Join(dir, raw.ShardLog))); n != 3 {
+	if n := len(readLines(t, filepath.Join(dir, raw.PartLog))); n != 3 {
 		t.Errorf("log holds %d lines, want one per finalized shard (3)", n)
 	}
 	m, err := ReadManifest(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := shardNames(m.Shards); !slices.Equal(got, []string{"part-000000.jsonl", "part-000001.jsonl", "part-000002.jsonl"}) {
+	if got := partNames(m.Parts); !slices.Equal(got, []string{"part-000000.jsonl", "part-000001.jsonl", "part-000002.jsonl"}) {
 		t.Errorf("ReadManifest lists %v, want the log's shards", got)
 	}
-	if m.Shards[0].XXH64 == "" || m.Shards[0].Size == 0 {
-		t.Errorf("log lost the shard's stamp: %+v", m.Shards[0])
+	if m.Parts[0].XXH64 == "" || m.Parts[0].Size == 0 {
+		t.Errorf("log lost the shard's stamp: %+v", m.Parts[0])
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	raw = rawManifest(t, dir)
-	if raw.ShardLog != "" || len(raw.Shards) != 4 {
-		t.Errorf("after Close manifest.json names log %q and lists %v, want none and 4 shards", raw.ShardLog, shardNames(raw.Shards))
+	if raw.PartLog != "" || len(raw.Parts) != 4 {
+		t.Errorf("after Close manifest.json names log %q and lists %v, want none and 4 shards", raw.PartLog, partNames(raw.Parts))
 	}
-	if logs := shardLogs(t, dir); len(logs) != 0 {
+	if logs := partLogs(t, dir); len(logs) != 0 {
 		t.Errorf("logs left after Close: %v", logs)
 	}
 }
 
-// TestShardLogCrashStates covers what a crash can leave of the log: each
-// state is made from a run killed after three finalized shards (the log
+// TestPartLogCrashStates covers what a crash can leave of the log: each
+// state is made from a run killed after three finalized parts (the log
 // lists part-000000..2, part-000003.jsonl.open holds 5 records), then the
 // directory is resumed.
-func TestShardLogCrashStates(t *testing.T) {
-	log0 := shardLogName(0)
+func TestPartLogCrashStates(t *testing.T) {
+	log0 := partLogName(0)
 	tests := []struct {
 		name     string
 		setup    func(t *testing.T, dir string)
 		force    bool
 		refuse   string // the error Open must give, naming what
 		wantNote string
-		want     []string // shards the manifest lists after Open
+		want     []string // parts the manifest lists after Open
 	}{
 		{
 			name:  "killed run",
@@ -166,13 +166,13 @@ func TestShardLogCrashStates(t *testing.T) {
 			name: "log the manifest does not name",
 			setup: func(t *testing.T, dir string) {
 				// A crash after the compacted manifest, before the log's
-				// removal: manifest.json lists the shards and names no log.
+				// removal: manifest.json lists the parts and names no log.
 				m, err := ReadManifest(dir)
 				if err != nil {
 					t.Fatal(err)
 				}
-				m.Shards = m.Shards[:1] // and it let part-000001..2 go
-				m.ShardLog = ""
+				m.Parts = m.Parts[:1] // and it let part-000001..2 go
+				m.PartLog = ""
 				if err := writeManifest(dir, m); err != nil {
 					t.Fatal(err)
 				}
@@ -211,17 +211,17 @@ func TestShardLogCrashStates(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := s.Manifest()
-			if got := shardNames(m.Shards); !slices.Equal(got, tt.want) {
+			if got := partNames(m.Parts); !slices.Equal(got, tt.want) {
 				t.Errorf("manifest lists %v, want %v", got, tt.want)
 			}
 			if notes := strings.Join(m.Runs[len(m.Runs)-1].Notes, "\n"); !strings.Contains(notes, tt.wantNote) {
 				t.Errorf("notes %q do not contain %q", notes, tt.wantNote)
 			}
 			raw := rawManifest(t, dir)
-			if !slices.Equal(shardNames(raw.Shards), tt.want) || raw.ShardLog != shardLogName(1) {
-				t.Errorf("manifest.json after Open lists %v and names %q: the log is not folded in", shardNames(raw.Shards), raw.ShardLog)
+			if !slices.Equal(partNames(raw.Parts), tt.want) || raw.PartLog != partLogName(1) {
+				t.Errorf("manifest.json after Open lists %v and names %q: the log is not folded in", partNames(raw.Parts), raw.PartLog)
 			}
-			if logs := shardLogs(t, dir); len(logs) != 0 {
+			if logs := partLogs(t, dir); len(logs) != 0 {
 				t.Errorf("old logs left after the compaction: %v", logs)
 			}
 			for i := range 50 {
@@ -259,28 +259,28 @@ func killAtRemove(t *testing.T, path string, fn func()) {
 	fn()
 }
 
-// TestShardLogKilledBetweenCompactionAndRemoval: a crash after the rename
+// TestPartLogKilledBetweenCompactionAndRemoval: a crash after the rename
 // of the compacted manifest and before the removal of the log it folded,
 // at Close and at Open. The log is then stale: it must neither refuse the
-// directory nor bring back a shard whose loss --force accepted.
-func TestShardLogKilledBetweenCompactionAndRemoval(t *testing.T) {
+// directory nor bring back a part whose loss --force accepted.
+func TestPartLogKilledBetweenCompactionAndRemoval(t *testing.T) {
 	t.Run("close", func(t *testing.T) {
 		dir := t.TempDir()
 		s := mustOpen(t, testOptions(dir, FormatJSONL))
 		writeRange(t, s, 0, 25)
-		killAtRemove(t, filepath.Join(dir, shardLogName(0)), func() { _ = s.Close() })
+		killAtRemove(t, filepath.Join(dir, partLogName(0)), func() { _ = s.Close() })
 		crash(s)
-		if raw := rawManifest(t, dir); raw.ShardLog != "" || len(raw.Shards) != 3 {
-			t.Fatalf("the compacted manifest names %q and lists %v", raw.ShardLog, shardNames(raw.Shards))
+		if raw := rawManifest(t, dir); raw.PartLog != "" || len(raw.Parts) != 3 {
+			t.Fatalf("the compacted manifest names %q and lists %v", raw.PartLog, partNames(raw.Parts))
 		}
-		if r := mustInspect(t, dir); !r.OK || !strings.Contains(strings.Join(r.Notes, "\n"), shardLogName(0)+" is a shard log") {
+		if r := mustInspect(t, dir); !r.OK || !strings.Contains(strings.Join(r.Notes, "\n"), partLogName(0)+" is a shard log") {
 			t.Errorf("audit of a stale log: problems %v, notes %v", r.Problems, r.Notes)
 		}
 		s = mustOpen(t, testOptions(dir, FormatJSONL))
-		if s.DoneCount() != 25 || len(s.Manifest().Shards) != 3 {
-			t.Errorf("after resume: %d done, %d shards, want 25 and 3", s.DoneCount(), len(s.Manifest().Shards))
+		if s.DoneCount() != 25 || len(s.Manifest().Parts) != 3 {
+			t.Errorf("after resume: %d done, %d shards, want 25 and 3", s.DoneCount(), len(s.Manifest().Parts))
 		}
-		if logs := shardLogs(t, dir); len(logs) != 0 {
+		if logs := partLogs(t, dir); len(logs) != 0 {
 			t.Errorf("stale log left: %v", logs)
 		}
 		if err := s.Close(); err != nil {
@@ -293,13 +293,13 @@ func TestShardLogKilledBetweenCompactionAndRemoval(t *testing.T) {
 		os.Remove(filepath.Join(dir, "data", "part-000000.jsonl"))
 		opts := testOptions(dir, FormatJSONL)
 		opts.Force = true
-		killAtRemove(t, filepath.Join(dir, shardLogName(0)), func() { _, _ = Open(opts) })
+		killAtRemove(t, filepath.Join(dir, partLogName(0)), func() { _, _ = Open(opts) })
 		// The killed Open's lock went with its process.
 		s, err := Open(testOptions(dir, FormatJSONL))
 		if err != nil {
 			t.Fatalf("the stale log brought back the shard whose loss was accepted: %v", err)
 		}
-		if got := shardNames(s.Manifest().Shards); !slices.Equal(got, []string{"part-000001.jsonl", "part-000002.jsonl"}) {
+		if got := partNames(s.Manifest().Parts); !slices.Equal(got, []string{"part-000001.jsonl", "part-000002.jsonl"}) {
 			t.Errorf("manifest lists %v", got)
 		}
 		writeRange(t, s, 0, 10)

@@ -11,22 +11,22 @@ import (
 	"regexp"
 )
 
-// The shard log: finalizing a shard appends one line (its ShardInfo as
+// The part log: finalizing a part appends one line (its ShardInfo as
 // JSON) to a log beside manifest.json and fsyncs it, instead of rewriting
 // the whole manifest, whose list grows with the job: the bookkeeping of a
-// shard costs the same at the first shard and at the ten-thousandth.
+// part costs the same at the first part and at the ten-thousandth.
 // manifest.json is rewritten only at Open, at Close and when a forced run
-// takes the job over; each rewrite folds the log into its shards (the
+// takes the job over; each rewrite folds the log into its parts (the
 // compaction) and names the log the run appends to from then on (none
 // after Close).
 //
-// Each Open starts a log of its own name, manifest.shards.RUN.jsonl (RUN
+// Each Open starts a log of its own name, manifest.parts.RUN.jsonl (RUN
 // the run's index in runs), and the manifest names it in shard_log: a log
 // the manifest does not name was folded already (a crash came between the
 // rewrite of the manifest and the removal of the log) or never reached a
 // manifest, and is only removed. So the rename of a compacted manifest is
-// the one step that moves the shards from the log to the manifest, and no
-// crash can make a shard the manifest let go (a loss --force accepted)
+// the one step that moves the parts from the log to the manifest, and no
+// crash can make a part the manifest let go (a loss --force accepted)
 // come back from an old log. A log is never appended to after a crash:
 // its torn last line, if any, is skipped when it is read and goes with
 // the log at the next compaction.
@@ -34,30 +34,30 @@ import (
 //	crash state                                 what reading the manifest does
 //	log with a torn last line                   skips the bytes after the last '\n'
 //	log with a line holding NUL bytes           stops there (a power loss's zero fill)
-//	log shard also in manifest.json             listed once (by name)
-//	log shard missing from data/                listed, so the missing-shard rules apply
-//	shard renamed into data/, not in the log    adopted by recovery, as before the log
+//	log part also in manifest.json             listed once (by name)
+//	log part missing from data/                listed, so the missing-part rules apply
+//	part renamed into data/, not in the log    adopted by recovery, as before the log
 //	log not named by manifest.json              ignored, removed by the next Open
 
-// shardLogName is the log run appends to.
-func shardLogName(run int) string { return fmt.Sprintf("manifest.shards.%d.jsonl", run) }
+// partLogName is the log run appends to.
+func partLogName(run int) string { return fmt.Sprintf("manifest.shards.%d.jsonl", run) }
 
-var shardLogPattern = regexp.MustCompile(`^manifest\.shards\.\d+\.jsonl$`)
+var partLogPattern = regexp.MustCompile(`^manifest\.shards\.\d+\.jsonl$`)
 
-// IsShardLog reports whether name is a shard log's name (current or stale).
-func IsShardLog(name string) bool { return shardLogPattern.MatchString(name) }
+// IsPartLog reports whether name is a part log's name (current or stale).
+func IsPartLog(name string) bool { return partLogPattern.MatchString(name) }
 
-// readShardLog adds to m.Shards the shards of the log m names that it does
-// not list yet. A missing log is an empty one (no shard was finalized
+// readPartLog adds to m.Parts the parts of the log m names that it does
+// not list yet. A missing log is an empty one (no part was finalized
 // since the manifest named it).
-func readShardLog(dir string, m *Manifest) error {
-	if m.ShardLog == "" {
+func readPartLog(dir string, m *Manifest) error {
+	if m.PartLog == "" {
 		return nil
 	}
-	if !IsShardLog(m.ShardLog) {
-		return fmt.Errorf("%s: shard_log %q is not a shard log's name", filepath.Join(dir, ManifestName), m.ShardLog)
+	if !IsPartLog(m.PartLog) {
+		return fmt.Errorf("%s: shard_log %q is not a shard log's name", filepath.Join(dir, ManifestName), m.PartLog)
 	}
-	path := filepath.Join(dir, m.ShardLog)
+	path := filepath.Join(dir, m.PartLog)
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -66,24 +66,24 @@ func readShardLog(dir string, m *Manifest) error {
 		return fmt.Errorf("read shard log: %w", err)
 	}
 	defer f.Close()
-	listed := make(map[string]bool, len(m.Shards))
-	for _, sh := range m.Shards {
+	listed := make(map[string]bool, len(m.Parts))
+	for _, sh := range m.Parts {
 		listed[sh.Name] = true
 	}
 	_, err = ForEachLine(f, func(line []byte, n int) error {
 		if bytes.IndexByte(line, 0) >= 0 {
 			return errZeroFill // nothing from here on was fsynced
 		}
-		var sh ShardInfo
+		var sh PartInfo
 		if err := json.Unmarshal(line, &sh); err != nil {
-			return fmt.Errorf("%s:%d: %w: %s", path, n, err, fixShardLog)
+			return fmt.Errorf("%s:%d: %w: %s", path, n, err, fixPartLog)
 		}
 		if _, ok := ParsePart(sh.Name); !ok {
-			return fmt.Errorf("%s:%d: %q is not a shard name: %s", path, n, sh.Name, fixShardLog)
+			return fmt.Errorf("%s:%d: %q is not a shard name: %s", path, n, sh.Name, fixPartLog)
 		}
 		if !listed[sh.Name] {
 			listed[sh.Name] = true
-			m.Shards = append(m.Shards, sh)
+			m.Parts = append(m.Parts, sh)
 		}
 		return nil
 	})
@@ -93,20 +93,20 @@ func readShardLog(dir string, m *Manifest) error {
 	return nil
 }
 
-// fixShardLog is what to do about a shard log line that no crash makes.
-const fixShardLog = "delete the line by hand; a run adopts the shard it listed from data/, checked as it is now"
+// fixPartLog is what to do about a part log line that no crash makes.
+const fixPartLog = "delete the line by hand; a run adopts the shard it listed from data/, checked as it is now"
 
-// removeStaleShardLogs removes every shard log but keep (the one the
+// removeStalePartLogs removes every part log but keep (the one the
 // manifest on disk names, "" for none), then fsyncs dir. It is called only
 // after the manifest that folded them is durable.
-func removeStaleShardLogs(dir, keep string) error {
+func removeStalePartLogs(dir, keep string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", dir, err)
 	}
 	removed := false
 	for _, e := range entries {
-		if name := e.Name(); IsShardLog(name) && name != keep {
+		if name := e.Name(); IsPartLog(name) && name != keep {
 			path := filepath.Join(dir, name)
 			step("remove", path)
 			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -121,17 +121,17 @@ func removeStaleShardLogs(dir, keep string) error {
 	return nil
 }
 
-// shardLog is the log a run appends its finalized shards to, created with
+// partLog is the log a run appends its finalized parts to, created with
 // the first of them.
-type shardLog struct {
+type partLog struct {
 	path string
 	f    *os.File
 	buf  []byte
 }
 
-// append writes info as one line and fsyncs it: once it returns, the shard
+// append writes info as one line and fsyncs it: once it returns, the part
 // is listed as durably as a manifest rewrite would list it.
-func (l *shardLog) append(info *ShardInfo) error {
+func (l *partLog) append(info *PartInfo) error {
 	if l.f == nil {
 		// O_EXCL: each run's log is new; finding one means a name was
 		// reused, and appending could mix two runs' lists.
@@ -162,7 +162,7 @@ func (l *shardLog) append(info *ShardInfo) error {
 	return nil
 }
 
-func (l *shardLog) close() {
+func (l *partLog) close() {
 	if l != nil && l.f != nil {
 		_ = l.f.Close()
 		l.f = nil
