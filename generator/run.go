@@ -10,6 +10,7 @@ import (
 
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/internal/promscrape"
 )
 
 // Outcome is how a run ended, in the word the manifest records for
@@ -160,6 +161,19 @@ func (h Hooks) withDefaults() Hooks {
 	return h
 }
 
+// ServerSources are the endpoints' /metrics, in base_url order, as every
+// reader of the run shares them (concurrency: auto's loop, the caller's
+// progress): a scrape younger than half the fastest reader's interval is
+// handed to the next reader instead of asking the server again. Nil when
+// there are none.
+func (r *Runner) ServerSources() []func(context.Context) (promscrape.Sample, error) {
+	out := make([]func(context.Context) (promscrape.Sample, error), len(r.metrics))
+	for i, m := range r.metrics {
+		out[i] = m.Scrape
+	}
+	return out
+}
+
 // startAuto starts concurrency: auto's loop over Setup.Metrics once their
 // first scrape shows they can steer the limit; the returned func stops it
 // and waits. Under a fixed concurrency it does nothing.
@@ -168,14 +182,14 @@ func (r *Runner) startAuto(ctx context.Context) (stop func(), err error) {
 		return func() {}, nil
 	}
 	s := r.setup
-	if len(s.Metrics) == 0 {
+	if len(r.metrics) == 0 {
 		return nil, &autoconc.RefusedError{
 			Err:  fmt.Errorf("concurrency: auto needs the server's /metrics, and endpoint.base_url %s gives no URL for them", redactURLs(s.baseURLs())),
 			Hint: "set endpoint.metrics_url to the server's /metrics, or concurrency to a number (e.g. 64)",
 		}
 	}
 	stats := s.Stats
-	loop, err := autoconc.Prepare(ctx, s.Metrics, autoconc.LoopOptions{
+	loop, err := autoconc.Prepare(ctx, r.metrics, autoconc.LoopOptions{
 		Ceiling: s.Concurrency,
 		Every:   s.AutoInterval,
 		Target:  r,

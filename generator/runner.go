@@ -15,6 +15,7 @@ import (
 	"github.com/synthgen/synthgen/generator/pool"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
+	"github.com/synthgen/synthgen/internal/promscrape"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -68,14 +69,16 @@ type Setup struct {
 	Config  map[string]any  // the effective config without secrets, for the manifest
 	Stats   *runstats.Stats // receives every event; nil: a new one
 
-	// Metrics are the endpoints' /metrics that concurrency: auto steers
-	// by (Auto), in base_url order; AutoInterval is how often it looks
-	// (0: autoconc.DefaultInterval) and AutoLog where its moves are said
-	// (nil: Log).
-	Metrics      []autoconc.Endpoint
-	AutoInterval time.Duration
-	AutoLog      io.Writer
-	Log          io.Writer // notes for a person (waiting for the server); nil: discarded
+	// Metrics are the endpoints' /metrics, in base_url order (empty: none
+	// known): the run's one view of the server, shared by its readers
+	// (ServerSources), the fastest of which looks every MetricsInterval;
+	// concurrency: auto steers by them, looking every AutoInterval (0:
+	// autoconc.DefaultInterval) and saying its moves on AutoLog (nil: Log).
+	Metrics         []autoconc.Endpoint
+	MetricsInterval time.Duration
+	AutoInterval    time.Duration
+	AutoLog         io.Writer
+	Log             io.Writer // notes for a person (waiting for the server); nil: discarded
 }
 
 // Runner is one run, opened: the job pinned (an hf:// dataset to its
@@ -98,7 +101,8 @@ type Runner struct {
 	out         *sink.Sink
 	src         *dataset.Reader
 	eng         *pool.Engine
-	auto        *autoconc.State // concurrency: auto's limit and why; nil when fixed
+	auto        *autoconc.State     // concurrency: auto's limit and why; nil when fixed
+	metrics     []autoconc.Endpoint // Setup.Metrics, each scrape shared by its readers
 }
 
 // Open prepares a run. ctx bounds the preparation (a Hub download, waiting
@@ -201,6 +205,16 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 		return nil, &DatasetError{Err: err}
 	}
 	r.openStatus()
+	// Each endpoint's scrape is shared by every reader for half the
+	// fastest reader's interval.
+	every := s.MetricsInterval
+	if every <= 0 {
+		every = autoconc.DefaultInterval
+	}
+	for _, m := range s.Metrics {
+		m.Scrape = promscrape.NewShared(m.Scrape, every/2).Scrape
+		r.metrics = append(r.metrics, m)
+	}
 	return r, nil
 }
 

@@ -58,6 +58,14 @@ const barRefresh = 200 * time.Millisecond
 // defaultInterval is the plain-line interval when none is configured.
 const defaultInterval = 10 * time.Second
 
+// reportInterval is the plain-line interval progress.interval gives.
+func reportInterval(configured time.Duration) time.Duration {
+	if configured <= 0 {
+		return defaultInterval
+	}
+	return configured
+}
+
 type reporterOptions struct {
 	TTY      bool          // draw a progress bar (the caller checked the file descriptor)
 	Interval time.Duration // one line (or JSON object) per Interval; the server is scraped at this pace too
@@ -146,9 +154,7 @@ type serverScrape struct {
 }
 
 func newReporter(w io.Writer, opts reporterOptions) *reporter {
-	if opts.Interval <= 0 {
-		opts.Interval = defaultInterval
-	}
+	opts.Interval = reportInterval(opts.Interval)
 	r := &reporter{w: w, opts: opts, ticks: realTicks}
 	scrapes := opts.ScrapeEach
 	if len(scrapes) == 0 && opts.Scrape != nil {
@@ -297,6 +303,9 @@ func (r *reporter) scrapeOne(ctx context.Context, sc *serverScrape) {
 	if sc.failed {
 		sc.failed = false
 		r.warn("metrics: reachable again; showing the server's view")
+	}
+	if sc.prev != nil && !s.At.After(sc.prev.At) {
+		return // the feed has no newer sample: the rates stand
 	}
 	if sc.prev != nil {
 		rates := promscrape.Between(*sc.prev, s)

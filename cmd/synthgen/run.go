@@ -79,7 +79,7 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	}
 	rs := &runSession{cfg: cfg, rf: rf, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), stats: runstats.NewStats(nil)}
 	setup := runSetup(cfg, rf, jobOf(cfg, shard), rs.stats, rs.stderr)
-	autoSetup(&setup, cfg, rf, rs.stderr)
+	metricsSetup(&setup, cfg, rf, rs.stderr)
 	if setup.TLS, err = wire.ClientTLS(cfg.Endpoint.CAFile, cfg.Endpoint.InsecureSkipVerify); err != nil {
 		return usageError(err, "endpoint.ca_file is a PEM file of the CA certificates that signed the server's certificate")
 	}
@@ -293,14 +293,12 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 	}
 }
 
-// autoSetup adds concurrency: auto's metrics sources to s: each endpoint's
-// /metrics (none when the config gives no URL for them: the run is then
-// refused before its first request), looked at every autoInterval, its
-// moves said on stderr unless --quiet.
-func autoSetup(s *generator.Setup, cfg config.Config, rf runFlags, stderr io.Writer) {
-	if !cfg.ConcurrencyAuto {
-		return
-	}
+// metricsSetup gives s the endpoints' /metrics (none when the config gives
+// no URL for them; concurrency: auto then refuses the run before its first
+// request): scraped once every interval for the progress line, status.json
+// and auto alike, at the faster of progress.interval and auto's pace.
+// auto's moves are said on stderr unless --quiet.
+func metricsSetup(s *generator.Setup, cfg config.Config, rf runFlags, stderr io.Writer) {
 	scrapes := serverScrapers(cfg)
 	urls, err := metricsURLs(cfg)
 	if err == nil && len(scrapes) == len(urls) {
@@ -308,7 +306,11 @@ func autoSetup(s *generator.Setup, cfg config.Config, rf runFlags, stderr io.Wri
 			s.Metrics = append(s.Metrics, autoconc.Endpoint{URL: wire.RedactURL(u), Scrape: scrapes[i]})
 		}
 	}
-	s.AutoInterval = autoInterval(cfg.Progress.Interval)
+	s.MetricsInterval = reportInterval(cfg.Progress.Interval)
+	if cfg.ConcurrencyAuto {
+		s.AutoInterval = autoInterval(cfg.Progress.Interval)
+		s.MetricsInterval = min(s.MetricsInterval, s.AutoInterval)
+	}
 	s.AutoLog = stderr
 	if rf.quiet {
 		s.AutoLog = io.Discard
@@ -401,8 +403,9 @@ func (rs *runSession) newReporter(r *generator.Runner) *reporter {
 			_ = r.Heartbeat(rec)
 		},
 	}
-	// The server's own /metrics: one, or each endpoint's, summed.
-	if scrapes := serverScrapers(rs.cfg); len(scrapes) == 1 {
+	// The server's own /metrics, as the run's one feed reads them: one, or
+	// each endpoint's, summed.
+	if scrapes := r.ServerSources(); len(scrapes) == 1 {
 		opts.Scrape = scrapes[0]
 	} else {
 		opts.ScrapeEach = scrapes
