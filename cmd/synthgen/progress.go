@@ -96,12 +96,7 @@ type reporter struct {
 	// tick by tick.
 	ticks func(time.Duration) (<-chan time.Time, func())
 
-	scrapes    []*serverScrape // one per /metrics: one server, or each endpoint
-	server     *promscrape.Rates
-	serverFrom time.Time // when server's window began: the earlier sample's time
-	// lastOutage is the start of the latest outage the reporter has seen
-	// in a snapshot: server figures from before it are not shown.
-	lastOutage time.Time
+	server *runstats.ServerView // the servers' own /metrics
 
 	barDrawn bool // the bar is on the terminal's current line
 	bar      *progressbar.ProgressBar
@@ -143,27 +138,13 @@ func drainText(s runstats.Snapshot, d *drainState) string {
 // left is what remains of the grace at at; 0 once it is over.
 func (d *drainState) left(at time.Time) time.Duration { return max(d.grace-at.Sub(d.since), 0) }
 
-// serverScrape is one /metrics the reporter reads: its last sample and the
-// rates since the one before.
-type serverScrape struct {
-	scrape func(ctx context.Context) (promscrape.Sample, error)
-	prev   *promscrape.Sample
-	rates  *promscrape.Rates
-	from   time.Time // when rates' window began
-	failed bool
-}
-
 func newReporter(w io.Writer, opts reporterOptions) *reporter {
 	opts.Interval = reportInterval(opts.Interval)
-	r := &reporter{w: w, opts: opts, ticks: realTicks}
 	scrapes := opts.ScrapeEach
 	if len(scrapes) == 0 && opts.Scrape != nil {
 		scrapes = append(scrapes, opts.Scrape)
 	}
-	for _, f := range scrapes {
-		r.scrapes = append(r.scrapes, &serverScrape{scrape: f})
-	}
-	return r
+	return &reporter{w: w, opts: opts, ticks: realTicks, server: runstats.NewServerView(scrapes)}
 }
 
 func realTicks(d time.Duration) (<-chan time.Time, func()) {
@@ -178,7 +159,7 @@ func (r *reporter) barMode() bool { return r.opts.TTY && !r.opts.JSON && !r.opts
 func (r *reporter) Run(ctx context.Context, stats *runstats.Stats) {
 	// The first sample is the baseline of the server's rates, so the first
 	// line already shows the server's tok/s.
-	r.scrape(ctx)
+	r.server.Update(ctx, r.warn)
 	lines, stop := r.ticks(r.opts.Interval)
 	defer stop()
 	var barTicks <-chan time.Time
@@ -196,7 +177,7 @@ func (r *reporter) Run(ctx context.Context, stats *runstats.Stats) {
 		case <-barTicks:
 			r.renderBar(stats.Snapshot())
 		case <-lines:
-			r.scrape(ctx)
+			r.server.Update(ctx, r.warn)
 			r.report(stats.Snapshot(), false)
 		}
 	}
@@ -205,9 +186,9 @@ func (r *reporter) Run(ctx context.Context, stats *runstats.Stats) {
 // report writes the status record and, unless quiet, one line, JSON object
 // or bar redraw.
 func (r *reporter) report(snap runstats.Snapshot, final bool) {
-	server := r.serverView(snap)
+	server := r.server.At(snap)
 	rec := runstats.NewProgressRecord(snap, server)
-	rec.SetEndpointServers(r.endpointServers())
+	rec.SetEndpointServers(r.server.Each())
 	if r.opts.Status != nil {
 		r.opts.Status(rec, final)
 	}
@@ -239,104 +220,13 @@ func (r *reporter) report(snap runstats.Snapshot, final bool) {
 // Server returns the server's rates as of the last scrape, nil when there
 // were none or they began before the latest outage. Call it after Run has
 // returned: Run owns them until then.
-func (r *reporter) Server() *promscrape.Rates { return r.serverSince(r.lastOutage) }
-
-// serverView is the server's rates to show with snap: none when their
-// window began before the latest outage (still going on, or over since).
-// While the server is away the last scrape is from before it went, and the
-// first one after it is measured from there, across the restart: figures
-// of a server that is gone, beside "unreachable" or after it.
-func (r *reporter) serverView(snap runstats.Snapshot) *promscrape.Rates {
-	if snap.LastOutageSince.After(r.lastOutage) {
-		r.lastOutage = snap.LastOutageSince
-	}
-	return r.serverSince(r.lastOutage)
-}
-
-func (r *reporter) serverSince(outage time.Time) *promscrape.Rates {
-	if r.server == nil || (!outage.IsZero() && r.serverFrom.Before(outage)) {
-		return nil
-	}
-	return r.server
-}
-
-// scrape takes one sample of the server's metrics (of each endpoint's,
-// with several) and updates the rates since the previous one; with
-// several, the server's view is the sum of those that have rates. A
-// failure is said once, then retried silently at each interval: the
-// server's view is an extra, never a reason to stop.
-func (r *reporter) scrape(ctx context.Context) {
-	if len(r.scrapes) == 0 {
-		return
-	}
-	var each []promscrape.Rates
-	var from time.Time
-	for _, sc := range r.scrapes {
-		r.scrapeOne(ctx, sc)
-		if sc.rates == nil {
-			continue
-		}
-		each = append(each, *sc.rates)
-		if from.IsZero() || sc.from.Before(from) {
-			from = sc.from
-		}
-	}
-	if len(each) == 0 {
-		return
-	}
-	sum := sumRates(each)
-	r.server, r.serverFrom = &sum, from
-}
-
-func (r *reporter) scrapeOne(ctx context.Context, sc *serverScrape) {
-	s, err := sc.scrape(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return
-		}
-		if !sc.failed {
-			sc.failed = true
-			r.warn(fmt.Sprintf("metrics: %v; not showing the server's view (retrying quietly)", err))
-		}
-		return
-	}
-	if sc.failed {
-		sc.failed = false
-		r.warn("metrics: reachable again; showing the server's view")
-	}
-	if sc.prev != nil && !s.At.After(sc.prev.At) {
-		return // the feed has no newer sample: the rates stand
-	}
-	if sc.prev != nil {
-		rates := promscrape.Between(*sc.prev, s)
-		sc.rates = &rates
-		sc.from = sc.prev.At
-	}
-	sc.prev = &s
-}
-
-// endpointServers is each endpoint's own server view, for the record's
-// endpoints; nil with one /metrics (the record's server is its view).
-func (r *reporter) endpointServers() []*promscrape.Rates {
-	if len(r.scrapes) < 2 {
-		return nil
-	}
-	out := make([]*promscrape.Rates, len(r.scrapes))
-	for i, sc := range r.scrapes {
-		if sc.rates != nil && (r.lastOutage.IsZero() || !sc.from.Before(r.lastOutage)) {
-			out[i] = sc.rates
-		}
-	}
-	return out
-}
+func (r *reporter) Server() *promscrape.Rates { return r.server.Latest() }
 
 // Record is the progress record of snap with the server's view: summed,
 // and each endpoint's with several. Call it after Run has returned, as
 // Server.
 func (r *reporter) Record(snap runstats.Snapshot) runstats.ProgressRecord {
-	rec := runstats.NewProgressRecord(snap, r.serverSince(r.lastOutage))
-	rec.SetEndpointServers(r.endpointServers())
-	return rec
+	return r.server.Record(snap)
 }
 
 func (r *reporter) warn(msg string) {

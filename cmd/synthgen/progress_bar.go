@@ -44,10 +44,10 @@ func (r *reporter) renderBar(snap runstats.Snapshot) {
 	if r.bar.GetMax64() != planned {
 		r.bar.ChangeMax64(planned)
 	}
-	desc := barLine(snap, r.serverView(snap), r.draining(), width-barOverhead)
+	desc := barLine(snap, r.server.At(snap), r.draining(), width-barOverhead)
 	if r.opts.Auto != nil {
 		auto := autoBar(r.opts.Auto())
-		desc = barLine(snap, r.serverView(snap), r.draining(), width-barOverhead-utf8.RuneCountInString(auto)-1) + " " + auto
+		desc = barLine(snap, r.server.At(snap), r.draining(), width-barOverhead-utf8.RuneCountInString(auto)-1) + " " + auto
 	}
 	r.bar.Describe(desc)
 	_ = r.bar.Set64(min(snap.Completed(), planned))

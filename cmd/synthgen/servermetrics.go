@@ -13,58 +13,6 @@ import (
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
 
-// sumRates is the server's view of several replicas: token rates, running,
-// waiting and preemptions add up; the KV cache usage is the mean of those
-// that report it (each replica has its own cache, so with equal GPUs it is
-// the share of all the caches in use); the speculative decoding figures are
-// the mean weighted by each one's generation rate. The window is the
-// longest.
-func sumRates(each []promscrape.Rates) promscrape.Rates {
-	if len(each) == 1 {
-		return each[0]
-	}
-	var out promscrape.Rates
-	var kvN int
-	var specW, specRate, specLen float64
-	var specN int
-	for _, r := range each {
-		out.GenTokPerSec += r.GenTokPerSec
-		out.PromptTokPerSec += r.PromptTokPerSec
-		out.Running += r.Running
-		out.Waiting += r.Waiting
-		out.Preemptions += r.Preemptions
-		out.Window = max(out.Window, r.Window)
-		if r.HasKV {
-			out.HasKV = true
-			out.KVCacheUsage += r.KVCacheUsage
-			kvN++
-		}
-		if r.HasSpec {
-			specN++
-			specW += r.GenTokPerSec
-			specRate += r.AcceptanceRate * r.GenTokPerSec
-			specLen += r.MeanAcceptanceLength * r.GenTokPerSec
-		}
-	}
-	if kvN > 0 {
-		out.KVCacheUsage /= float64(kvN)
-	}
-	if specN > 0 {
-		out.HasSpec = true
-		if specW > 0 {
-			out.AcceptanceRate, out.MeanAcceptanceLength = specRate/specW, specLen/specW
-		} else {
-			for _, r := range each {
-				if r.HasSpec {
-					out.AcceptanceRate += r.AcceptanceRate / float64(specN)
-					out.MeanAcceptanceLength += r.MeanAcceptanceLength / float64(specN)
-				}
-			}
-		}
-	}
-	return out
-}
-
 // metricsURLs are the /metrics URLs of the endpoints, in base_url order:
 // endpoint.metrics_url's entries (one per base_url, which config checks),
 // else each derived from its base_url.

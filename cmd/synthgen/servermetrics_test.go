@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -143,22 +142,6 @@ func TestReporterSumsEndpointServers(t *testing.T) {
 	}
 	if !strings.Contains(string(js), `"endpoints":[{"url":"http://a:8000/v1","state":"up"`) {
 		t.Errorf("final record = %s, want each endpoint with its url and state", js)
-	}
-}
-
-func TestSumRates(t *testing.T) {
-	got := sumRates([]promscrape.Rates{
-		{GenTokPerSec: 100, PromptTokPerSec: 10, Running: 2, Waiting: 1, Preemptions: 1, Window: 10 * time.Second, HasSpec: true, AcceptanceRate: 0.5, MeanAcceptanceLength: 2},
-		{GenTokPerSec: 300, PromptTokPerSec: 30, Running: 4, Waiting: 0, Window: 12 * time.Second, HasKV: true, KVCacheUsage: 0.4, HasSpec: true, AcceptanceRate: 0.9, MeanAcceptanceLength: 3},
-	})
-	want := promscrape.Rates{GenTokPerSec: 400, PromptTokPerSec: 40, Running: 6, Waiting: 1, Preemptions: 1, Window: 12 * time.Second,
-		HasKV: true, KVCacheUsage: 0.4, HasSpec: true, AcceptanceRate: 0.8, MeanAcceptanceLength: 2.75}
-	if math.Abs(got.AcceptanceRate-want.AcceptanceRate) > 1e-9 || math.Abs(got.MeanAcceptanceLength-want.MeanAcceptanceLength) > 1e-9 {
-		t.Errorf("spec = %v / %v, want %v / %v (weighted by generation rate)", got.AcceptanceRate, got.MeanAcceptanceLength, want.AcceptanceRate, want.MeanAcceptanceLength)
-	}
-	got.AcceptanceRate, got.MeanAcceptanceLength = want.AcceptanceRate, want.MeanAcceptanceLength
-	if got != want {
-		t.Errorf("sumRates = %+v\nwant %+v", got, want)
 	}
 }
 

@@ -232,7 +232,7 @@ func printWatch(stdout io.Writer, read []watchRead, all int, o watchOptions) err
 			at = r.at
 		}
 	}
-	sum := sumRates(each)
+	sum := promscrape.Sum(each)
 	several := all > 1
 	if !o.json {
 		if !several {

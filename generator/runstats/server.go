@@ -1,0 +1,131 @@
+package runstats
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/synthgen/synthgen/internal/promscrape"
+)
+
+// ServerView is the servers' own figures as a run shows them: each
+// endpoint's /metrics rates since its sample before, and their sum over
+// the endpoints, each left out while measured from before the latest
+// outage the run saw (a server that is gone, or the first window after
+// it, measured across the restart). Update and the readers run on one
+// goroutine, the reporter's.
+type ServerView struct {
+	eps []*serverEndpoint
+	sum *promscrape.Rates
+	// sumFrom is when sum's window began: its earliest endpoint's.
+	sumFrom    time.Time
+	lastOutage time.Time
+}
+
+// serverEndpoint is one /metrics: its last sample and the rates since the
+// one before.
+type serverEndpoint struct {
+	scrape func(context.Context) (promscrape.Sample, error)
+	prev   *promscrape.Sample
+	rates  *promscrape.Rates
+	from   time.Time // when rates' window began
+	health promscrape.Health
+}
+
+// NewServerView reads each of scrapes (one per endpoint, in base_url
+// order); none: a view that is always empty.
+func NewServerView(scrapes []func(context.Context) (promscrape.Sample, error)) *ServerView {
+	v := &ServerView{}
+	for _, f := range scrapes {
+		v.eps = append(v.eps, &serverEndpoint{scrape: f})
+	}
+	return v
+}
+
+// Update takes one sample of each endpoint's metrics and the rates since
+// the one before. A failure is told to say once, and so is the recovery:
+// the server's view is an extra, never a reason to stop.
+func (v *ServerView) Update(ctx context.Context, say func(msg string)) {
+	if len(v.eps) == 0 {
+		return
+	}
+	var each []promscrape.Rates
+	var from time.Time
+	for _, ep := range v.eps {
+		v.updateOne(ctx, ep, say)
+		if ep.rates == nil {
+			continue
+		}
+		each = append(each, *ep.rates)
+		if from.IsZero() || ep.from.Before(from) {
+			from = ep.from
+		}
+	}
+	if len(each) == 0 {
+		return
+	}
+	sum := promscrape.Sum(each)
+	v.sum, v.sumFrom = &sum, from
+}
+
+func (v *ServerView) updateOne(ctx context.Context, ep *serverEndpoint, say func(string)) {
+	s, err := ep.scrape(ctx)
+	if err != nil {
+		if ctx.Err() == nil && ep.health.Failed() {
+			say(fmt.Sprintf("metrics: %v; not showing the server's view (retrying quietly)", err))
+		}
+		return
+	}
+	if ep.health.Answered() {
+		say("metrics: reachable again; showing the server's view")
+	}
+	if ep.prev != nil && !s.At.After(ep.prev.At) {
+		return // a shared scrape with no newer sample: the rates stand
+	}
+	if ep.prev != nil {
+		rates := promscrape.Between(*ep.prev, s)
+		ep.rates, ep.from = &rates, ep.prev.At
+	}
+	ep.prev = &s
+}
+
+// At is the servers' summed rates to show with snap: nil before two
+// samples, or while measured from before the latest outage (still going
+// on, or over since).
+func (v *ServerView) At(snap Snapshot) *promscrape.Rates {
+	if snap.LastOutageSince.After(v.lastOutage) {
+		v.lastOutage = snap.LastOutageSince
+	}
+	return v.Latest()
+}
+
+// Latest is At as of the last snapshot seen.
+func (v *ServerView) Latest() *promscrape.Rates {
+	if v.sum == nil || (!v.lastOutage.IsZero() && v.sumFrom.Before(v.lastOutage)) {
+		return nil
+	}
+	return v.sum
+}
+
+// Each is each endpoint's own rates, for the record's endpoints (nil
+// where not known); nil with one endpoint, whose rates are the sum.
+func (v *ServerView) Each() []*promscrape.Rates {
+	if len(v.eps) < 2 {
+		return nil
+	}
+	out := make([]*promscrape.Rates, len(v.eps))
+	for i, ep := range v.eps {
+		if ep.rates != nil && (v.lastOutage.IsZero() || !ep.from.Before(v.lastOutage)) {
+			out[i] = ep.rates
+		}
+	}
+	return out
+}
+
+// Record is the progress record of snap with the servers' view: summed,
+// and each endpoint's with several.
+func (v *ServerView) Record(snap Snapshot) ProgressRecord {
+	rec := NewProgressRecord(snap, v.At(snap))
+	rec.SetEndpointServers(v.Each())
+	return rec
+}
