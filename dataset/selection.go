@@ -12,7 +12,7 @@ import (
 // read the same rows from it; the `key` tags name the setting each field
 // comes from, for the job's identity hash and for the message that refuses a
 // changed one ("-": not part of the identity; ",part": compared on resume
-// but not hashed, see generator.Job).
+// but not hashed, see job.Job).
 type Selection struct {
 	// Path is the dataset as given: a file, a glob (its files are read in
 	// sorted path order), or hf://owner/name[@revision][/glob].

@@ -29,7 +29,7 @@ type Setup struct {
 	BaseURL string // the OpenAI-compatible API, e.g. http://localhost:8000/v1
 	// BaseURLs, when set, are several replicas of one model (BaseURL is
 	// then ignored): each request goes to the healthy one with the fewest
-	// in flight (endpoints.go). None of them is part of the job.
+	// in flight (generator/pool/router.go). None of them is part of the job.
 	BaseURLs []string
 	APIKey   string        // sent as a bearer token when not empty
 	Timeout  time.Duration // one whole request
@@ -84,11 +84,12 @@ type Setup struct {
 // Runner is one run, opened: the job pinned (an hf:// dataset to its
 // commit, local files to their content), the model checked against the
 // server, the output directory locked and recovered, the dataset open. Run
-// asks what is left; Drain stops intake; Close releases everything.
+// asks what is left and ends the run; Drain stops intake.
 //
-// The Runner also writes the run's machine-readable files (status.go):
-// status.json when Run starts, at each Heartbeat and with the state
-// draining on Drain, then status.json and report.json on Finish.
+// The Runner also writes the run's machine-readable files
+// (runstats.StatusWriter): status.json when Run starts, at each Heartbeat
+// and with the state draining on Drain, then status.json and report.json
+// when Run ends.
 type Runner struct {
 	status *runstats.StatusWriter // status.json and report.json
 

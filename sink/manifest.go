@@ -23,7 +23,7 @@ const ManifestVersion = 2
 // Manifest is DIR/manifest.json: what made the directory and what it holds.
 // It is rewritten atomically on Open, on Close and when a forced run takes
 // the job over; a part finalized in between is appended to the part log
-// it names (see shardlog.go), and ReadManifest reads both. It is a summary for people and for the job check; the parts on disk stay
+// it names (see partlog.go), and ReadManifest reads both. It is a summary for people and for the job check; the parts on disk stay
 // the truth about which keys are done.
 type Manifest struct {
 	ManifestVersion int       `json:"manifest_version"` // 0 when read from a version 1 file

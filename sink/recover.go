@@ -29,7 +29,7 @@ import (
 //	                                   the journal (converted again), or in the final file
 //	final part not in the manifest    adopted (a crash between rename and the append to
 //	                                   the part log; "the manifest" is manifest.json and
-//	                                   the log it names, see shardlog.go)
+//	                                   the log it names, see partlog.go)
 //	manifest part missing on disk     error naming it; with --force the loss is accepted
 //	                                   and its keys are generated again
 //	final part that does not parse    error naming file (and line); never dropped

@@ -90,7 +90,7 @@ type Options struct {
 	// Reasoning checks the run's first answers for a server without a
 	// reasoning parser (reasoning.go); zero: no check.
 	Reasoning ReasoningPolicy
-	// Endpoints are the replicas the requests go to (endpoints.go), each
+	// Endpoints are the replicas the requests go to (router.go), each
 	// with its own client; empty: the Engine's one client.
 	Endpoints []Endpoint
 	// OnIntake is called once, from the producer, when it starts its first
@@ -263,7 +263,7 @@ func (e *Engine) Run(ctx context.Context, src Source, out Output) (runstats.Summ
 	writerErr := make(chan error, 1)
 	go func() { writerErr <- e.write(cancelReqs, out, results) }()
 
-	// The pool (pool.go): Concurrency long-lived workers, of which the
+	// The pool (workers.go): Concurrency long-lived workers, of which the
 	// limiter lets the current limit (Concurrency when it is fixed) hold a
 	// key at once, so a slot is refilled the moment one frees. Slots never
 	// fail: a failed prompt is a result, not a reason to stop the others.

@@ -19,7 +19,7 @@ import (
 // during the outage are not the prompt's fault. If it is (the failure was
 // this request's), the attempt counts as usual.
 //
-// With several endpoints (endpoints.go) each has its own gate: a slot that
+// With several endpoints (router.go) each has its own gate: a slot that
 // finds its endpoint away trips that gate (trip) and goes at once to another
 // that is up; only when every gate is closed does it wait (router.waitUp).
 

@@ -47,7 +47,7 @@ func (e *Engine) do(ctx, wait context.Context, route *router, j task) result {
 // fails for good (fail), or the run stops (neither, attempts 0: the key is
 // asked on resume). The answer is returned by value: a pointer to it cost
 // an allocation per request.
-// Each attempt goes to the endpoint route picks (endpoints.go).
+// Each attempt goes to the endpoint route picks (router.go).
 func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Tracker, j task, msgs []sink.Message) (resp wire.Response, attempts int, fail *sink.ErrorRecord) {
 	req := wire.Request{Sampling: e.opts.Sampling, Messages: msgs, Params: j.prompt.Params, Stream: e.opts.Stream}
 	var onDelta func(int) // a plain answer has no deltas: no closure to allocate

@@ -3,7 +3,7 @@ package pool
 // The pool: a fixed set of long-lived workers (Concurrency of them, the
 // ceiling) pulling keys from the producer, and a limiter that lets at most
 // limit of them hold a key at once. limit is Concurrency for a fixed
-// concurrency, and moves at run time under concurrency: auto (autoconc.go).
+// concurrency, and moves at run time under concurrency: auto (generator/autoconc).
 // Workers live as long as the run, so their stacks grow once, not once per
 // request as a goroutine per request's would (the figures:
 // docs/decisions/2026-11-long-lived-workers.md).

@@ -91,7 +91,7 @@ func resolveModelClock(ctx context.Context, client *Client, baseURL, want string
 // endpoint. An endpoint that does not answer while another has (refusing
 // connections, 5xx) is no reason to wait: it is said on log, and the run
 // starts with the others; the first request sent to it finds it down and
-// its gate probes it back in, the probe checking the model (endpoints.go).
+// its gate probes it back in, the probe checking the model (generator/pool/router.go).
 // When none answers, each is waited for as resolveModel waits, and the
 // first to answer ends the others' wait.
 func ResolveModels(ctx context.Context, clients []*Client, urls []string, want string, log io.Writer) (Model, error) {

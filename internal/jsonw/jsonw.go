@@ -1,5 +1,5 @@
 // Package jsonw appends JSON by hand where encoding/json's reflection costs
-// more than the value is worth: the request body (generator/request.go) and
+// more than the value is worth: the request body (generator/wire/request.go) and
 // the record's JSONL line (sink/recordjson.go) write their strings with it.
 package jsonw
 
