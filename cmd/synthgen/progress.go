@@ -28,7 +28,9 @@ package main
 //	| retries 0                 attempts retried
 //	| server 1700 tok/s ...     the server's own /metrics, when scraped: generation tok/s,
 //	                            running, waiting, kv (cache usage), preemptions, spec decoding;
-//	                            left out while measured from before the latest outage
+//	                            left out while measured from before the latest outage; with
+//	                            replicas, the sum of those whose last scrape answered, and
+//	                            "(2 of 3 replicas)" when one did not
 //	| concurrency 98 (back off: ...) under concurrency: auto only: the limit in force and why it
 //	                            last moved
 
@@ -289,6 +291,9 @@ func formatServer(r promscrape.Rates) string {
 	fmt.Fprintf(&b, " preemptions %.0f", r.Preemptions)
 	if r.HasSpec {
 		fmt.Fprintf(&b, " spec acceptance %.0f%% length %.2f", 100*r.AcceptanceRate, r.MeanAcceptanceLength)
+	}
+	if r.Of > 1 && r.Servers < r.Of {
+		fmt.Fprintf(&b, " (%d of %d replicas)", r.Servers, r.Of)
 	}
 	return b.String()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -240,4 +241,47 @@ func TestRunEndpointsModelCheck(t *testing.T) {
 		t.Errorf("no warning naming the endpoint down at start:\n%s", res.stderr)
 	}
 	wantIDs(t, "records", cliRecords(t, cj.dir), idRange(0, 10)...)
+}
+
+// TestReporterLeavesOutAReplicaThatIsDown: with one of three replicas
+// gone, the server's view is the sum of the two that answered their last
+// scrape, and says so; the gone one's last rates are nowhere.
+func TestReporterLeavesOutAReplicaThatIsDown(t *testing.T) {
+	stats, _ := rampStats()
+	stats.SetEndpoints([]string{"http://a:8000/v1", "http://b:8000/v1", "http://c:8000/v1"})
+	base := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	replica := func(tokPerTenSec float64, diesAfter int) func(context.Context) (promscrape.Sample, error) {
+		calls := 0
+		return func(context.Context) (promscrape.Sample, error) {
+			calls++
+			if diesAfter > 0 && calls > diesAfter {
+				return promscrape.Sample{}, errors.New("dial tcp: connection refused")
+			}
+			at := base.Add(time.Duration(calls) * 10 * time.Second)
+			return promscrape.Sample{At: at, GenerationTokens: float64(calls) * tokPerTenSec, Running: 50}, nil
+		}
+	}
+	var status []runstats.ProgressRecord
+	var buf bytes.Buffer
+	rep := newReporter(&buf, reporterOptions{
+		ScrapeEach: []func(context.Context) (promscrape.Sample, error){replica(10000, 0), replica(20000, 0), replica(30000, 2)},
+		Status:     func(rec runstats.ProgressRecord, _ bool) { status = append(status, rec) },
+	})
+	d := drive(rep, stats)
+	d.tick() // every replica's second sample: 1000 + 2000 + 3000 tok/s
+	d.tick() // c is gone
+	d.tick() // received only once the tick before is handled
+	d.stop()
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	last := lines[len(lines)-1]
+	if !strings.Contains(last, "| server 3000 tok/s running 100 ") || !strings.Contains(last, "(2 of 3 replicas)") {
+		t.Errorf("last line = %q, want the two live replicas summed (3000 tok/s, running 100) and said: 2 of 3", last)
+	}
+	rec := status[len(status)-1]
+	if rec.Server == nil || rec.Server.GenTokPerS != 3000 || rec.Server.ReplicasSummed != 2 || rec.Server.Replicas != 3 {
+		t.Fatalf("record's server = %+v, want 3000 tok/s from 2 of 3 replicas", rec.Server)
+	}
+	if s := rec.Endpoints[2].Server; s != nil {
+		t.Errorf("the gone replica's server = %+v, want none (its last rates are of a server that is gone)", s)
+	}
 }

@@ -76,6 +76,10 @@ type ServerRecord struct {
 	Preemptions              float64  `json:"preemptions"`
 	SpecAcceptanceRate       *float64 `json:"spec_acceptance_rate,omitempty"`
 	SpecMeanAcceptanceLength *float64 `json:"spec_mean_acceptance_length,omitempty"`
+	// With several replicas, how many answered their last scrape (the
+	// figures are their sum) of how many there are.
+	ReplicasSummed int `json:"replicas_summed,omitempty"`
+	Replicas       int `json:"replicas,omitempty"`
 }
 
 // NewServerRecord is the JSON form of the server's rates; URL and Time are
@@ -88,6 +92,9 @@ func NewServerRecord(r promscrape.Rates) *ServerRecord {
 		Running:       r.Running,
 		Waiting:       r.Waiting,
 		Preemptions:   r.Preemptions,
+	}
+	if r.Of > 1 {
+		out.ReplicasSummed, out.Replicas = r.Servers, r.Of
 	}
 	if r.HasKV {
 		out.KVCacheUsage = finite(r.KVCacheUsage)

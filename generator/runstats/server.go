@@ -43,7 +43,8 @@ func NewServerView(scrapes []func(context.Context) (promscrape.Sample, error)) *
 }
 
 // Update takes one sample of each endpoint's metrics and the rates since
-// the one before. A failure is told to say once, and so is the recovery:
+// the one before; the sum is of the endpoints whose scrape answered
+// (Rates.Servers of Rates.Of). A failure is told to say once, and so is the recovery:
 // the server's view is an extra, never a reason to stop.
 func (v *ServerView) Update(ctx context.Context, say func(msg string)) {
 	if len(v.eps) == 0 {
@@ -62,16 +63,26 @@ func (v *ServerView) Update(ctx context.Context, say func(msg string)) {
 		}
 	}
 	if len(each) == 0 {
+		v.sum = nil
 		return
 	}
 	sum := promscrape.Sum(each)
+	if len(v.eps) > 1 {
+		sum.Of = len(v.eps)
+	}
 	v.sum, v.sumFrom = &sum, from
 }
 
 func (v *ServerView) updateOne(ctx context.Context, ep *serverEndpoint, say func(string)) {
 	s, err := ep.scrape(ctx)
 	if err != nil {
-		if ctx.Err() == nil && ep.health.Failed() {
+		if ctx.Err() != nil {
+			return
+		}
+		// A replica that does not answer is no part of the sum: its last
+		// rates are of a server that may be gone.
+		ep.rates = nil
+		if ep.health.Failed() {
 			say(fmt.Sprintf("metrics: %v; not showing the server's view (retrying quietly)", err))
 		}
 		return

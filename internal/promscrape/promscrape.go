@@ -156,6 +156,11 @@ type Rates struct {
 	HasSpec              bool
 
 	Window time.Duration
+
+	// Servers is how many servers' rates these are (1 for one server's,
+	// the number summed for Sum's); Of, when set, is how many there are in
+	// all: a view of replicas of which some did not answer says so.
+	Servers, Of int
 }
 
 // Between returns the rates from a to b. A counter lower in b than in a was
@@ -163,6 +168,7 @@ type Rates struct {
 // restart.
 func Between(a, b Sample) Rates {
 	r := Rates{
+		Servers:      1,
 		Running:      b.Running,
 		Waiting:      b.Waiting,
 		KVCacheUsage: b.KVCacheUsage,

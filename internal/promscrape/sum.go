@@ -5,12 +5,13 @@ package promscrape
 // that report it (each replica has its own cache, so with equal GPUs it is
 // the share of all the caches in use); the speculative decoding figures are
 // the mean weighted by each one's generation rate. The window is the
-// longest.
+// longest; Servers counts the replicas summed.
 func Sum(each []Rates) Rates {
 	if len(each) == 1 {
 		return each[0]
 	}
 	var out Rates
+	out.Servers = len(each)
 	var kvN int
 	var specW, specRate, specLen float64
 	var specN int
