@@ -19,7 +19,10 @@ import (
 )
 
 func newExportCmd() *cobra.Command {
-	var o export.Options
+	var (
+		o       export.Options
+		partial bool
+	)
 	cmd := &cobra.Command{
 		Use:   "export DIR... --format F --out PATH",
 		Short: "Write the records of output directories as one training file (SpecForge, ShareGPT, messages, OpenAI batch)",
@@ -64,8 +67,13 @@ The file appears under PATH only when complete (written under a temporary
 name, fsynced, renamed): a killed export leaves PATH as it was. Records are
 not held in memory: an index of keys is sorted and each record read again.
 
-Exit status: 0 when written, 1 when a directory is invalid or the export
-failed, 2 for bad flags or a DIR that is not an output directory.`,
+A job that is not done (keys pending, or failed for good) is refused with
+exit 4, naming the counts, unless --partial: a training file of part of the
+job is then written, and what it lacks is said on stderr.
+
+Exit status: 0 when written, 4 when the job is not done (without --partial),
+1 when a directory is invalid or the export failed, 2 for bad flags or a DIR
+that is not an output directory.`,
 		Example: `  synthgen export out/run --format specforge --out train.jsonl
   synthgen export out/shard-0 out/shard-1 out/shard-2 out/shard-3 --format sharegpt --out train.parquet
   synthgen export out/run --format messages --reasoning inline --out - | head -1
@@ -79,7 +87,7 @@ failed, 2 for bad flags or a DIR that is not an output directory.`,
 		},
 		RunE: func(cmd *cobra.Command, dirs []string) error {
 			o.Stdout = cmd.OutOrStdout()
-			return runExport(cmd, dirs, o)
+			return runExport(cmd, dirs, o, partial)
 		},
 	}
 	fs := cmd.Flags()
@@ -92,10 +100,11 @@ failed, 2 for bad flags or a DIR that is not an output directory.`,
 	fs.BoolVar(&o.KeepThinkTags, "keep-think-tags", false, "keep answers whose content holds <think> or </think>")
 	fs.BoolVar(&o.IncludeErrors, "include-errors", false, "openai-batch: also write a line per request that failed for good (response null, error {code, message})")
 	fs.IntVar(&o.RowsPerFile, "rows-per-file", 100_000, "with --hf: rows per Parquet file")
+	fs.BoolVar(&partial, "partial", false, "export a job that is not done (keys pending or failed for good); without it such a job is refused (exit 4)")
 	return cmd
 }
 
-func runExport(cmd *cobra.Command, dirs []string, o export.Options) error {
+func runExport(cmd *cobra.Command, dirs []string, o export.Options, partial bool) error {
 	if err := o.Check(); err != nil {
 		return usageError(err, "see 'synthgen export --help'")
 	}
@@ -113,6 +122,14 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options) error {
 		return &exitError{code: exitFailure, err: errors.New("export: refused: " + inspectVerdict(out)),
 			hint: "each problem above says what to do; 'synthgen inspect " + strings.Join(dirs, " ") + "' shows the whole report"}
 	}
+	c := completenessOf(out)
+	switch {
+	case c.Known && !c.Done() && !partial:
+		return &exitError{code: exitPending, err: errors.New("export: refused: the job is " + c.String()),
+			hint: c.hint() + "; or pass --partial to export the records there are"}
+	case !c.Known:
+		fmt.Fprintf(cmd.ErrOrStderr(), "export: %s\n", c)
+	}
 	if rep.Manifest == nil {
 		return &exitError{code: exitFailure, err: fmt.Errorf("export: %s has no manifest.json: nothing says which model and settings made the records", dirs[0]),
 			hint: "run synthgen on the directory once (with --force to adopt its shards) to write the manifest"}
@@ -127,6 +144,9 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options) error {
 		return &exitError{code: exitFailure, err: fmt.Errorf("export: %w", err), hint: "nothing was written under " + o.Out}
 	}
 	printExportSummary(cmd.ErrOrStderr(), sum, len(dirs))
+	if c.Known && !c.Done() {
+		fmt.Fprintf(cmd.ErrOrStderr(), "export: partial (--partial): the job is %s; their rows are not in %s\n", c, o.Out)
+	}
 	return nil
 }
 

@@ -169,3 +169,31 @@ func TestExportParquetReadByDuckDB(t *testing.T) {
 		t.Errorf("first row's conversations as DuckDB reads them: %v", conv)
 	}
 }
+
+// TestExportRefusesAnIncompleteJob: a sound directory holding 7 of its 10
+// keys (2 pending, 1 failed) is no training file without --partial: the
+// export refuses with exit 4 and the counts, and writes nothing; with
+// --partial it writes the 7 and says what they lack.
+func TestExportRefusesAnIncompleteJob(t *testing.T) {
+	ds := inspectDataset(t, 10)
+	dir := inspectFixture(t, sink.FormatJSONL, ds, seq(0, 7, 1), []int{7}, "")
+	out := filepath.Join(t.TempDir(), "train.jsonl")
+	r := cliRun(t, "export", dir, "--format", "messages", "--out", out)
+	if exitCode(r.err) != exitPending || !strings.Contains(r.err.Error(), "2 of 10 keys pending, 1 failed for good") ||
+		!strings.Contains(r.hint(), "--partial") {
+		t.Errorf("incomplete job: exit %d, err %v, hint %q; want %d naming the counts and --partial", exitCode(r.err), r.err, r.hint(), exitPending)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("%s written by a refused export", out)
+	}
+	r = cliRun(t, "export", dir, "--format", "messages", "--keep-truncated", "--out", out, "--partial")
+	if r.err != nil {
+		t.Fatalf("--partial: %v\n%s", r.err, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "partial (--partial): the job is incomplete: 2 of 10 keys pending, 1 failed for good") {
+		t.Errorf("--partial does not say what the file lacks:\n%s", r.stderr)
+	}
+	if ids := exportIDs(t, out, "id"); len(ids) != 7 {
+		t.Errorf("--partial wrote %d rows, want the 7 done", len(ids))
+	}
+}

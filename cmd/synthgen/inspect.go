@@ -71,9 +71,15 @@ Given several directories (the outputs of --shard 0/n ... n-1/n), inspect report
 each and then all of them as one dataset, where a key present in two directories
 is a duplicate.
 
-Exit status: 0 when nothing is invalid, 1 when something is (a duplicate key, a
-shard that does not read, a shard the manifest lists that is gone, ...), 2 when
-a DIR is not an output directory.`,
+The last line of each directory is its verdict: "ok" only when nothing is
+invalid and every selected key is done; "incomplete: 5,053 of 6,000 keys
+pending" (or failed for good) when the directories are sound but the job is
+not done; "unknown" when the dataset cannot be counted from here.
+
+Exit status: 0 when nothing is invalid and the job is done (or cannot be
+counted), 4 when nothing is invalid but keys are pending or failed, 1 when
+something is invalid (a duplicate key, a shard that does not read, a shard the
+manifest lists that is gone, ...), 2 when a DIR is not an output directory.`,
 		Example: `  synthgen inspect out/run
   synthgen inspect --dataset /data/prompts.jsonl /data/synth/perfectblend-25k
   synthgen inspect out/shard-0 out/shard-1 out/shard-2 out/shard-3
@@ -136,6 +142,9 @@ func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
 	if !out.OK {
 		return &exitError{code: exitFailure, err: errors.New(inspectVerdict(out)),
 			hint: "each problem above says what to do; run inspect again afterwards"}
+	}
+	if c := completenessOf(out); c.Known && !c.Done() {
+		return &exitError{code: exitPending, err: errors.New(c.String()), hint: c.hint()}
 	}
 	return nil
 }
@@ -342,7 +351,7 @@ func (p *inspectPrinter) dir(d inspectDir, title string) {
 		p.shards(r)
 		p.runs(r)
 	}
-	p.verdict(r)
+	p.verdict(r, d.Dataset)
 }
 
 // planLines: the directory against its job's selection of the dataset.
@@ -407,7 +416,7 @@ func finishLines(tw io.Writer, r *audit.Audit) {
 }
 
 // verdict: the notes, then the problems with what to do, or "ok".
-func (p *inspectPrinter) verdict(r *audit.Audit) {
+func (p *inspectPrinter) verdict(r *audit.Audit, plan *job.Plan) {
 	if len(r.Notes) > 0 {
 		p.printf("notes\n")
 		for _, n := range r.Notes {
@@ -420,9 +429,24 @@ func (p *inspectPrinter) verdict(r *audit.Audit) {
 			p.printf("  %d. %s\n", i+1, pr)
 		}
 	} else {
-		p.printf("ok: no problems\n")
+		p.printf("%s\n", soundVerdict(plan))
 	}
 	p.printf("\n")
+}
+
+// soundVerdict is the last line of a directory with no problem: "ok" only
+// when its job is known to be done.
+func soundVerdict(plan *job.Plan) string {
+	switch {
+	case plan == nil:
+		return "sound: no problems; whether its job is complete is unknown (no job to count against)"
+	case plan.Unreadable != "":
+		return "sound: no problems; whether its job is complete is unknown (the dataset is not readable from here)"
+	}
+	if c := planCompleteness(plan); !c.Done() {
+		return "sound: no problems, but " + c.String()
+	}
+	return "ok: no problems, every selected key done"
 }
 
 func (p *inspectPrinter) shards(r *audit.Audit) {

@@ -104,8 +104,13 @@ func TestInspectCmdClean(t *testing.T) {
 	ds := inspectDataset(t, 10)
 	dir := inspectFixture(t, sink.FormatJSONL, ds, seq(0, 7, 1), []int{7}, "")
 	out, err := runInspectCmd(t, dir)
-	if err != nil {
-		t.Fatalf("exit %d: %v\n%s", exitCode(err), err, out)
+	// Sound, but 2 keys pending and 1 failed: never "ok", and its own exit
+	// code, so that 'inspect && export' stops here.
+	if exitCode(err) != exitPending || err.Error() != "incomplete: 2 of 10 keys pending, 1 failed for good" {
+		t.Fatalf("exit %d: %v, want %d: incomplete: 2 of 10 keys pending, 1 failed for good\n%s", exitCode(err), err, exitPending, out)
+	}
+	if strings.Contains(out, "ok: no problems") {
+		t.Errorf("a job with pending keys is said to be ok:\n%s", out)
 	}
 	for _, want := range []string{
 		"== " + dir + " ==",
@@ -117,7 +122,7 @@ func TestInspectCmdClean(t *testing.T) {
 		"part-000001.jsonl  jsonl  3  ok",
 		"runs\n  1  20",
 		"ended after 0s, 7 records, 1 error, synthgen test",
-		"ok: no problems",
+		"sound: no problems, but incomplete: 2 of 10 keys pending, 1 failed for good",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -196,11 +201,12 @@ func TestInspectCmdShardsCombined(t *testing.T) {
 	even := inspectFixture(t, sink.FormatJSONL, ds, seq(0, 10, 2), nil, "0/2")
 	odd := inspectFixture(t, sink.FormatParquet, ds, []int{1, 3, 5}, nil, "1/2")
 	out, err := runInspectCmd(t, even, odd)
-	if err != nil {
-		t.Fatalf("exit %d: %v\n%s", exitCode(err), err, out)
+	if exitCode(err) != exitPending || err.Error() != "incomplete: 2 of 10 keys pending" {
+		t.Fatalf("exit %d: %v, want %d: the combined job's 2 pending keys\n%s", exitCode(err), err, exitPending, out)
 	}
 	for _, want := range []string{
 		"5 keys in " + ds + " shard 0/2: 5 done, 0 failed, 0 pending",
+		"ok: no problems, every selected key done", // shard 0/2 alone is done
 		"5 keys in " + ds + " shard 1/2: 3 done, 0 failed, 2 pending",
 		"== combined: 2 dirs as one dataset ==\nrecords  8, 8 distinct keys, 0 duplicates\ndataset  10 keys in " + ds + ": 8 done, 0 failed, 2 pending",
 	} {
@@ -237,13 +243,16 @@ func TestInspectCmdDatasetMoved(t *testing.T) {
 	if !strings.Contains(out, "not readable from here") || !strings.Contains(out, "--dataset PATH") {
 		t.Errorf("output does not say the dataset is unreadable:\n%s", out)
 	}
+	if !strings.Contains(out, "whether its job is complete is unknown") || strings.Contains(out, "ok: no problems") {
+		t.Errorf("a job whose dataset cannot be counted is said to be ok:\n%s", out)
+	}
 	out, err = runInspectCmd(t, "--dataset", ds, dir)
-	if err != nil || !strings.Contains(out, "6 keys in "+ds+": 4 done, 0 failed, 2 pending") {
+	if exitCode(err) != exitPending || !strings.Contains(out, "6 keys in "+ds+": 4 done, 0 failed, 2 pending") {
 		t.Errorf("--dataset: err %v\n%s", err, out)
 	}
 	// --shard on one directory selects its part.
 	out, err = runInspectCmd(t, "--dataset", ds, "--shard", "1/2", dir)
-	if err != nil || !strings.Contains(out, "3 keys in "+ds+" shard 1/2: 2 done, 0 failed, 1 pending") ||
+	if exitCode(err) != exitPending || !strings.Contains(out, "3 keys in "+ds+" shard 1/2: 2 done, 0 failed, 1 pending") ||
 		!strings.Contains(out, "2 keys on disk are outside this selection") {
 		t.Errorf("--shard: err %v\n%s", err, out)
 	}

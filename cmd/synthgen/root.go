@@ -17,6 +17,7 @@ const (
 	exitFailure     = 1   // the run could not go on (I/O, server unreachable, ...)
 	exitUsage       = 2   // bad flags, config or input: nothing was started or nothing was lost
 	exitIncomplete  = 3   // the run ended, but some requests failed for good (see DIR/errors)
+	exitPending     = 4   // inspect, export: the directories are sound, but the job is not done (keys pending or failed)
 	exitInterrupted = 130 // stopped by a signal before the dataset was done; rerun to resume
 )
 
