@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start a synthgen job detached from the terminal, with absolute paths so that
-# it does not matter where it is launched from, and the log beside the output.
+# it does not matter where it is launched from, and the log beside the config
+# (job.yaml -> job.log; SYNTHGEN_LOG names another).
 #
 #   examples/nohup-run.sh /abs/path/job.yaml [extra synthgen flags...]
 #
