@@ -288,7 +288,9 @@ func formatServer(r promscrape.Rates) string {
 	if r.HasKV {
 		fmt.Fprintf(&b, " kv %.0f%%", 100*r.KVCacheUsage)
 	}
-	fmt.Fprintf(&b, " preemptions %.0f", r.Preemptions)
+	if r.HasPreemptions {
+		fmt.Fprintf(&b, " preemptions %.0f", r.Preemptions)
+	}
 	if r.HasSpec {
 		fmt.Fprintf(&b, " spec acceptance %.0f%% length %.2f", 100*r.AcceptanceRate, r.MeanAcceptanceLength)
 	}

@@ -139,7 +139,7 @@ func TestFormatLineWithServer(t *testing.T) {
 	tr.Fail("http_400")
 	clk.advance(20 * time.Second)
 	server := &promscrape.Rates{GenTokPerSec: 1234.4, Running: 9, Waiting: 1, HasKV: true, KVCacheUsage: 0.873,
-		Preemptions: 2, HasSpec: true, AcceptanceRate: 0.72, MeanAcceptanceLength: 3.1, Window: 10 * time.Second}
+		Preemptions: 2, HasPreemptions: true, HasSpec: true, AcceptanceRate: 0.72, MeanAcceptanceLength: 3.1, Window: 10 * time.Second}
 	got := formatLine(stats.Snapshot(), server, nil)
 	// 9 keys left × 500 tokens at 20000/20 s = 1000 tok/s: 4.5 s; the SE is 0
 	// (all lengths equal).
@@ -278,10 +278,10 @@ func TestReporterServerView(t *testing.T) {
 			return promscrape.Sample{}, errors.New("scrape http://gpu:8000/metrics: connection refused")
 		},
 		func() (promscrape.Sample, error) {
-			return promscrape.Sample{At: base, GenerationTokens: 1000, Running: 3}, nil
+			return promscrape.Sample{At: base, GenerationTokens: 1000, Running: 3, HasPreemptions: true}, nil
 		},
 		func() (promscrape.Sample, error) {
-			return promscrape.Sample{At: base.Add(10 * time.Second), GenerationTokens: 21000, Running: 180, Waiting: 20, HasKV: true, KVCacheUsage: 0.5}, nil
+			return promscrape.Sample{At: base.Add(10 * time.Second), GenerationTokens: 21000, Running: 180, Waiting: 20, HasKV: true, KVCacheUsage: 0.5, HasPreemptions: true}, nil
 		},
 	}
 	calls := 0

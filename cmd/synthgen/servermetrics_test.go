@@ -109,7 +109,7 @@ func TestReporterSumsEndpointServers(t *testing.T) {
 		return func(context.Context) (promscrape.Sample, error) {
 			calls++
 			at := base.Add(time.Duration(calls) * 10 * time.Second)
-			return promscrape.Sample{At: at, GenerationTokens: float64(calls) * tokPerTenSec, Running: running, HasKV: true, KVCacheUsage: kv}, nil
+			return promscrape.Sample{At: at, GenerationTokens: float64(calls) * tokPerTenSec, Running: running, HasKV: true, KVCacheUsage: kv, HasPreemptions: true}, nil
 		}
 	}
 	var status []runstats.ProgressRecord

@@ -73,7 +73,7 @@ type ServerRecord struct {
 	Running                  float64  `json:"running"`
 	Waiting                  float64  `json:"waiting"`
 	KVCacheUsage             *float64 `json:"kv_cache_usage,omitempty"`
-	Preemptions              float64  `json:"preemptions"`
+	Preemptions              *float64 `json:"preemptions,omitempty"` // absent: the server exposes no such counter
 	SpecAcceptanceRate       *float64 `json:"spec_acceptance_rate,omitempty"`
 	SpecMeanAcceptanceLength *float64 `json:"spec_mean_acceptance_length,omitempty"`
 	// With several replicas, how many answered their last scrape (the
@@ -91,7 +91,9 @@ func NewServerRecord(r promscrape.Rates) *ServerRecord {
 		PromptTokPerS: r.PromptTokPerSec,
 		Running:       r.Running,
 		Waiting:       r.Waiting,
-		Preemptions:   r.Preemptions,
+	}
+	if r.HasPreemptions {
+		out.Preemptions = finite(r.Preemptions)
 	}
 	if r.Of > 1 {
 		out.ReplicasSummed, out.Replicas = r.Servers, r.Of

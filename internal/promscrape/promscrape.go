@@ -52,6 +52,7 @@ type Sample struct {
 	KVCacheUsage     float64 // gauge, 0..1
 	HasKV            bool
 	Preemptions      float64 // counter
+	HasPreemptions   bool    // the server exposes the counter (llama.cpp, for one, does not)
 
 	SpecDrafts      float64 // counter
 	SpecDraftTokens float64 // counter
@@ -122,7 +123,7 @@ func Parse(r io.Reader, at time.Time) (Sample, error) {
 	read(MetricPromptTokens, &s.PromptTokens)
 	read(MetricRunning, &s.Running)
 	read(MetricWaiting, &s.Waiting)
-	read(MetricPreemptions, &s.Preemptions)
+	s.HasPreemptions = read(MetricPreemptions, &s.Preemptions)
 	for _, name := range []string{MetricKVCacheUsage, MetricGPUCacheUsage} {
 		if a, ok := lookup(name); ok {
 			s.KVCacheUsage = a.sum / float64(a.n)
@@ -147,6 +148,7 @@ type Rates struct {
 	KVCacheUsage    float64 // at the later sample, 0..1
 	HasKV           bool
 	Preemptions     float64 // preemptions during the window
+	HasPreemptions  bool    // both samples had the counter
 
 	// AcceptanceRate is accepted / draft tokens; MeanAcceptanceLength is
 	// 1 + accepted / drafts (tokens produced per forward pass of the target
@@ -168,13 +170,14 @@ type Rates struct {
 // restart.
 func Between(a, b Sample) Rates {
 	r := Rates{
-		Servers:      1,
-		Running:      b.Running,
-		Waiting:      b.Waiting,
-		KVCacheUsage: b.KVCacheUsage,
-		HasKV:        b.HasKV,
-		Window:       b.At.Sub(a.At),
-		Preemptions:  delta(a.Preemptions, b.Preemptions),
+		Servers:        1,
+		Running:        b.Running,
+		Waiting:        b.Waiting,
+		KVCacheUsage:   b.KVCacheUsage,
+		HasKV:          b.HasKV,
+		Window:         b.At.Sub(a.At),
+		Preemptions:    delta(a.Preemptions, b.Preemptions),
+		HasPreemptions: a.HasPreemptions && b.HasPreemptions,
 	}
 	if secs := r.Window.Seconds(); secs > 0 {
 		r.GenTokPerSec = delta(a.GenerationTokens, b.GenerationTokens) / secs

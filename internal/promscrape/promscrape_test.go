@@ -355,3 +355,28 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+// TestPreemptionsOnlyWhenReported: a server without a preemption counter
+// (llama.cpp has none) reports no preemptions, not zero of them.
+func TestPreemptionsOnlyWhenReported(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	without := "vllm:generation_tokens_total 10\nvllm:num_requests_running 2\n"
+	with := without + "vllm:num_preemptions_total 3\n"
+	a, err := Parse(strings.NewReader(without), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Parse(strings.NewReader(with), t0.Add(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.HasPreemptions || !b.HasPreemptions {
+		t.Fatalf("HasPreemptions %v without the counter and %v with it", a.HasPreemptions, b.HasPreemptions)
+	}
+	if r := Between(a, b); r.HasPreemptions {
+		t.Errorf("a window whose first sample had no counter has preemptions %v", r.Preemptions)
+	}
+	if r := Between(b, b); !r.HasPreemptions {
+		t.Error("a window with the counter at both ends has none")
+	}
+}

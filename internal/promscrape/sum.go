@@ -21,6 +21,7 @@ func Sum(each []Rates) Rates {
 		out.Running += r.Running
 		out.Waiting += r.Waiting
 		out.Preemptions += r.Preemptions
+		out.HasPreemptions = out.HasPreemptions || r.HasPreemptions
 		out.Window = max(out.Window, r.Window)
 		if r.HasKV {
 			out.HasKV = true
