@@ -137,6 +137,7 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 		rec.notes = append(rec.notes, notes...)
 	}
 
+	var errorLines int64
 	errFinals, nextErr, notes, err := settleDir(s.errDir)
 	if err != nil {
 		return nil, err
@@ -148,6 +149,7 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 			return nil, fmt.Errorf("%s: errors are JSONL only", filepath.Join(s.errDir, name))
 		}
 		if _, err := scanJSONLKeys(filepath.Join(s.errDir, name), func(k Key, _ int) error {
+			errorLines++
 			if !s.failed.Add(k) && !s.done.Has(k) {
 				s.failedOpen++
 			}
@@ -157,7 +159,31 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 		}
 	}
 	s.failed.Compact()
+	if old != nil {
+		creditKilledRun(old.Runs, rec.parts, errorLines)
+	}
 	return rec, nil
+}
+
+// creditKilledRun gives a run that never closed (kill -9, OOM, a reboot:
+// the last of runs, with no end) the records and error records it left on
+// disk, which its count, written only when a run closes, lacks: what the
+// directory holds beyond what every other run wrote.
+func creditKilledRun(runs []Run, parts []PartInfo, errorLines int64) {
+	last := len(runs) - 1
+	if last < 0 || runs[last].EndedAt != nil {
+		return
+	}
+	var records, others, otherErrors int64
+	for _, p := range parts {
+		records += int64(p.Records)
+	}
+	for _, r := range runs[:last] {
+		others += r.RecordsWritten
+		otherErrors += r.ErrorsWritten
+	}
+	runs[last].RecordsWritten = max(runs[last].RecordsWritten, records-others)
+	runs[last].ErrorsWritten = max(runs[last].ErrorsWritten, errorLines-otherErrors)
 }
 
 // trustSummary says whether the keys listed recorded for the final part at
