@@ -9,17 +9,21 @@ import (
 // A reasoning model served by vLLM started without --reasoning-parser
 // answers with its whole thought inside content (in <think> tags) and no
 // reasoning field: every record then has "reasoning": "" and nothing
-// fails. The Engine looks at a run's first answers for that server and
-// says so once, early; generation.require_reasoning makes it fatal.
+// fails. The Engine looks at a run's first answers for that server, and
+// for answers with no reasoning at all, and says so once, early;
+// generation.require_reasoning makes it fatal.
 
-// ReasoningParserHint is what to do about a *NoReasoningError.
-const ReasoningParserHint = "start vLLM with --reasoning-parser <name> (e.g. deepseek_r1, qwen3): the model's reasoning arrives inside content"
+// ReasoningParserHint is what to do about a *NoReasoningError, for each
+// kind of server.
+const ReasoningParserHint = "if the model reasons, start its server with a reasoning parser: vLLM and SGLang --reasoning-parser <name> (e.g. deepseek_r1, qwen3), llama.cpp's llama-server --reasoning-format deepseek"
 
 // ReasoningSample is how many of a run's first answers the check reads.
 const ReasoningSample = 20
 
-// NoReasoningError says a run's first answers came without reasoning and
-// with the model's thought in think tags inside content.
+// NoReasoningError says a run's first answers came without reasoning:
+// with the model's thought in think tags inside content (a server with no
+// reasoning parser), or with no reasoning anywhere (a model that does not
+// reason, or a server that drops it).
 type NoReasoningError struct {
 	Checked int // answers looked at
 	Empty   int // of them, with no reasoning
@@ -27,9 +31,16 @@ type NoReasoningError struct {
 }
 
 func (e *NoReasoningError) Error() string {
-	return fmt.Sprintf("%d of the first %d answers have no reasoning, and %d carry <think> tags in their content: the server does not separate the model's reasoning",
-		e.Empty, e.Checked, e.Tagged)
+	if e.InContent() {
+		return fmt.Sprintf("%d of the first %d answers have no reasoning, and %d carry <think> tags in their content: the server does not separate the model's reasoning",
+			e.Empty, e.Checked, e.Tagged)
+	}
+	return fmt.Sprintf("%d of the first %d answers have no reasoning field at all, nor <think> tags in their content: the model does not reason, or the server sends no reasoning",
+		e.Empty, e.Checked)
 }
+
+// InContent says the reasoning is inside content, in think tags.
+func (e *NoReasoningError) InContent() bool { return e.Tagged*2 >= e.Checked }
 
 // reasoningCheck reads the first want answers a run writes (or all of them,
 // when fewer come) and decides once whether they are a parser-less server's.
@@ -67,11 +78,13 @@ func (c *reasoningCheck) end() *NoReasoningError {
 	return c.decide()
 }
 
-// decide: (nearly) all without reasoning, and most of them with think tags.
-// A model that does not reason (no tags) is no finding.
+// decide: (nearly) all without reasoning, whether or not they carry think
+// tags (with them: a server without a reasoning parser; without: a model
+// that does not reason, or a server that sends none, said so that a
+// training file without reasoning is no surprise).
 func (c *reasoningCheck) decide() *NoReasoningError {
 	c.decided = true
-	if c.empty*10 >= c.seen*9 && c.tagged*2 >= c.seen {
+	if c.empty*10 >= c.seen*9 {
 		return &NoReasoningError{Checked: c.seen, Empty: c.empty, Tagged: c.tagged}
 	}
 	return nil

@@ -7,8 +7,10 @@ import (
 )
 
 // TestReasoningCheck: the check decides once, on the first answers (or on
-// all of them when fewer come), and only when (nearly) all lack reasoning
-// while most carry think tags.
+// all of them when fewer come), and only when (nearly) all lack reasoning:
+// with think tags in content (the reasoning is there, unparsed) or without
+// (no reasoning at all, said too: a training file without reasoning must
+// be no surprise).
 func TestReasoningCheck(t *testing.T) {
 	raw := &sink.Record{Content: "<think>\nhmm\n</think>\n\n4"}
 	closeOnly := &sink.Record{Content: "hmm, two and two\n</think>\n\n4"} // the template opened the tag
@@ -22,7 +24,8 @@ func TestReasoningCheck(t *testing.T) {
 	}{
 		{"no parser", 3, []*sink.Record{raw, closeOnly, raw}, true},
 		{"parser", 3, []*sink.Record{parsed, parsed, parsed}, false},
-		{"no reasoning model", 3, []*sink.Record{plain, plain, plain}, false},
+		{"no reasoning at all", 3, []*sink.Record{plain, plain, plain}, true},
+		{"some reasoning", 3, []*sink.Record{plain, parsed, plain}, false},
 		{"one in ten with reasoning is nearly all", 10, []*sink.Record{parsed, raw, raw, raw, raw, raw, raw, raw, raw, raw}, true},
 		{"two in ten with reasoning is not", 10, []*sink.Record{parsed, parsed, raw, raw, raw, raw, raw, raw, raw, raw}, false},
 		{"fewer answers than wanted: decided at the end", 20, []*sink.Record{raw, raw}, true},
@@ -46,6 +49,9 @@ func TestReasoningCheck(t *testing.T) {
 			}
 			if (len(got) == 1) != tt.found || len(got) > 1 {
 				t.Errorf("found %d times %v, want found=%v once", len(got), got, tt.found)
+			}
+			if len(got) == 1 && got[0].InContent() != (tt.recs[0] != plain) {
+				t.Errorf("%v: InContent %v", got[0], got[0].InContent())
 			}
 		})
 	}

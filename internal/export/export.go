@@ -86,6 +86,9 @@ type Summary struct {
 	CompletionP50    int              `json:"completion_p50"`
 	CompletionP90    int              `json:"completion_p90"`
 	FinishReasons    map[string]int64 `json:"finish_reasons"`
+	// WithReasoning counts the exported rows whose answer has reasoning
+	// (any turn's, for a whole conversation).
+	WithReasoning int64 `json:"with_reasoning"`
 }
 
 // Mean returns the mean prompt and completion tokens of the exported rows.

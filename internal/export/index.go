@@ -104,6 +104,9 @@ func buildIndex(ctx context.Context, o Options, tmpDir string) (*index, *Summary
 			sum.PromptTokens += int64(rec.PromptTokens)
 			sum.CompletionTokens += int64(rec.CompletionTokens)
 			sum.FinishReasons[rec.FinishReason]++
+			if hasReasoning(rec) {
+				sum.WithReasoning++
+			}
 			completion = append(completion, int32(rec.CompletionTokens))
 			return nil
 		})
@@ -206,4 +209,18 @@ func openShard(path string) (*os.File, error) {
 		return nil, fmt.Errorf("%w: a run moved it since the check; export again when the run has stopped", err)
 	}
 	return f, nil
+}
+
+// hasReasoning says whether a record's answer (any of its turns) carries
+// reasoning.
+func hasReasoning(rec *sink.Record) bool {
+	if rec.Reasoning != "" {
+		return true
+	}
+	for _, t := range rec.Turns {
+		if t.Reasoning != "" {
+			return true
+		}
+	}
+	return false
 }

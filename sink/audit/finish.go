@@ -30,11 +30,15 @@ func (a *Audit) finish() {
 		a.TruncatedShare = float64(a.FinishReasons["length"]) / float64(a.Records)
 		a.EmptyReasoningShare = float64(a.EmptyReasoning) / float64(a.Records)
 		a.ThinkTagsShare = float64(a.ThinkTags) / float64(a.Records)
-		if 2*a.EmptyReasoning > a.Records && 2*a.ThinkTags > a.Records {
+		switch {
+		case 2*a.EmptyReasoning > a.Records && 2*a.ThinkTags > a.Records:
 			a.note("%.0f%% of the records have no reasoning and %.0f%% carry <think> tags in their content: "+
 				"the server ran without a reasoning parser, and the reasoning is inside content "+
-				"(start vLLM with --reasoning-parser, e.g. deepseek_r1 or qwen3, for the next run)",
+				"(start vLLM or SGLang with --reasoning-parser, e.g. deepseek_r1 or qwen3, or llama.cpp with --reasoning-format deepseek, for the next run)",
 				100*a.EmptyReasoningShare, 100*a.ThinkTagsShare)
+		case a.EmptyReasoning == a.Records:
+			a.note("no record has any reasoning (nor <think> tags in its content): the model does not reason, " +
+				"or the server sent none; a drafter trained on these rows learns no reasoning")
 		}
 	}
 	a.Duplicates = a.duplicates()
