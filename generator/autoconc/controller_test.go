@@ -183,3 +183,58 @@ func TestAutoGrowsNoFurtherThanTheCacheHolds(t *testing.T) {
 		t.Errorf("at 100 with the cache 94.6%% full: %+v, want a hold", d)
 	}
 }
+
+// healthy is a server's counters across calls of observe: tokens rising
+// by 1,000 a second.
+type healthy struct {
+	at       time.Time
+	gen, pre float64
+}
+
+// observe feeds c n samples one second apart with running and waiting
+// requests, the KV cache at kv and preemptPerSample new preemptions each,
+// at the controller's own limit in flight, and returns the decisions.
+func (h *healthy) observe(c *Controller, n int, running, waiting, kv, preemptPerSample float64) []Decision {
+	var out []Decision
+	for range n {
+		h.at = h.at.Add(time.Second)
+		h.gen += 1000
+		h.pre += preemptPerSample
+		out = append(out, c.Observe(promscrape.Sample{At: h.at, GenerationTokens: h.gen, Preemptions: h.pre,
+			Running: running, Waiting: waiting, HasKV: true, KVCacheUsage: kv}, c.Limit()))
+	}
+	return out
+}
+
+// TestQueueBelowItsThresholdIsNoBackOff: a few requests waiting in the
+// server's queue (under 5% of the limit, and never fewer than 2) are the
+// scheduler's churn, not a limit past the knee: neither a controller at 100
+// with 4 waiting nor one at 16 with 2 waiting backs off.
+func TestQueueBelowItsThresholdIsNoBackOff(t *testing.T) {
+	for _, tc := range []struct{ limit, waiting int }{{100, 4}, {16, 2}} {
+		c := New(Options{Ceiling: 512, Start: tc.limit})
+		h := &healthy{at: time.Unix(0, 0)}
+		for _, d := range h.observe(c, 6, float64(tc.limit), float64(tc.waiting), 0.3, 0) {
+			if strings.Contains(d.Reason, "waiting in the server's queue") {
+				t.Errorf("limit %d with %d waiting: %q; that queue is under the threshold", tc.limit, tc.waiting, d.Reason)
+			}
+		}
+	}
+}
+
+// TestLimitNeverBelowOne: a controller at limit 1 fed preemptions, then a
+// 97% full cache, then a queue with nothing running, stays at 1: a limit
+// of 0 would stop the run.
+func TestLimitNeverBelowOne(t *testing.T) {
+	c := New(Options{Ceiling: 64, Start: 1})
+	h := &healthy{at: time.Unix(0, 0)}
+	var ds []Decision
+	ds = append(ds, h.observe(c, 4, 1, 0, 0.3, 2)...)
+	ds = append(ds, h.observe(c, 4, 1, 0, 0.97, 0)...)
+	ds = append(ds, h.observe(c, 4, 0, 30, 0.3, 0)...)
+	for _, d := range ds {
+		if d.Limit < 1 || c.Limit() < 1 {
+			t.Fatalf("limit %d (%q): the controller went below 1", d.Limit, d.Reason)
+		}
+	}
+}

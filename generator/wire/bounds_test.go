@@ -113,10 +113,18 @@ func TestEndlessAnswerCut(t *testing.T) {
 			// the test fails on the cause (timeout) instead of hanging.
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			_, err := s.client(Options{}).Complete(ctx, req, nil)
+			var accepted int
+			_, err := s.client(Options{}).Complete(ctx, req, func(int) { accepted++ })
 			e := asError(t, err, CauseOverlong, true)
 			if !strings.Contains(e.Message, "max_tokens 64") {
 				t.Errorf("message %q does not name max_tokens", e.Message)
+			}
+			// The cut comes at the first chunk past either bound: 4 KB
+			// deltas pass the byte bound long before the chunk bound.
+			b := newAnswerBound(req)
+			want := min(b.chunks, b.bytes/len(tc.delta))
+			if accepted != want {
+				t.Errorf("cut after %d text chunks, want %d (bounds: %d chunks, %d bytes)", accepted, want, b.chunks, b.bytes)
 			}
 			select {
 			case <-ended:

@@ -84,6 +84,8 @@ type idleBody struct {
 	now   func() time.Duration // monotonic time since the watch began
 	last  atomic.Int64         // now() at the last byte, in ns
 	timer *time.Timer
+	// rearm sets the timer to fire in d (timer.Reset; a test watches it).
+	rearm func(d time.Duration)
 	abort func()
 }
 
@@ -92,6 +94,7 @@ func watchIdle(body io.ReadCloser, limit time.Duration, abort func()) *idleBody 
 	b := &idleBody{ReadCloser: body, limit: limit, abort: abort, now: func() time.Duration { return time.Since(began) }}
 	// Armed after the field is set: check reads b.timer.
 	b.timer = time.AfterFunc(time.Duration(math.MaxInt64), b.check)
+	b.rearm = func(d time.Duration) { b.timer.Reset(d) }
 	b.timer.Reset(limit)
 	return b
 }
@@ -113,7 +116,7 @@ func (b *idleBody) check() {
 		b.abort()
 		return
 	}
-	b.timer.Reset(b.limit - idle)
+	b.rearm(b.limit - idle)
 }
 
 func (b *idleBody) Close() error {

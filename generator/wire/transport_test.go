@@ -260,3 +260,25 @@ func TestIdleBodyCountsBytes(t *testing.T) {
 		t.Fatalf("aborted %d times after %v of silence, want once", n, limit)
 	}
 }
+
+// TestIdleBodyRearmsForWhatIsLeft: after a byte at 100 ms of a 200 ms
+// bound, the watch that fires at 200 ms waits the 100 ms left, so that
+// silence ends the stream near 300 ms, not a whole bound later.
+func TestIdleBodyRearmsForWhatIsLeft(t *testing.T) {
+	b := watchIdle(io.NopCloser(strings.NewReader("x")), time.Hour, func() {})
+	defer b.Close()
+	b.limit = 200 * time.Millisecond
+	var clock time.Duration
+	b.now = func() time.Duration { return clock }
+	var armed []time.Duration
+	b.rearm = func(d time.Duration) { armed = append(armed, d) }
+	clock = 100 * time.Millisecond
+	if _, err := b.Read(make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	clock = 200 * time.Millisecond // the timer set at the start fires
+	b.check()
+	if len(armed) != 1 || armed[0] != 100*time.Millisecond {
+		t.Fatalf("re-armed for %v, want [100ms]: the time left since the byte at 100ms", armed)
+	}
+}

@@ -1,8 +1,6 @@
 package export
 
 import (
-	"strings"
-
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -69,10 +67,4 @@ func placeReasoning(t Turn, mode string) (content, field string) {
 		return t.Content, ""
 	}
 	return t.Content, t.Reasoning
-}
-
-// hasThinkTag reports a think tag in an answer's content: the server split
-// no reasoning out (no reasoning parser), so reasoning and answer are mixed.
-func hasThinkTag(s string) bool {
-	return strings.Contains(s, "<think>") || strings.Contains(s, "</think>")
 }

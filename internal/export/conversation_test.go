@@ -60,3 +60,28 @@ func TestFiltersJudgeEveryTurn(t *testing.T) {
 		t.Errorf("a sound conversation dropped by %s", fs[i].Name)
 	}
 }
+
+// TestThinkTagFilter: an answer whose content holds a think tag is dropped
+// by the think_tags filter (and counted), whichever tag: a template that
+// opened <think> itself leaves only the closing one in the content. With
+// --keep-think-tags it stays.
+func TestThinkTagFilter(t *testing.T) {
+	for _, content := range []string{
+		"<think>\nhmm\n</think>\n\n4",
+		"hmm, two and two\n</think>\n\n4", // the template opened the tag
+		"<think>\nhmm, cut before the end",
+	} {
+		rec := &sink.Record{Content: content, FinishReason: "stop"}
+		fs := (&Options{}).filters()
+		if i := drop(fs, rec); i < 0 || fs[i].Name != FilterThinkTags {
+			t.Errorf("content %q: dropped by %d, want the think_tags filter", content, i)
+		}
+		keep := (&Options{KeepThinkTags: true}).filters()
+		if i := drop(keep, rec); i >= 0 {
+			t.Errorf("content %q with --keep-think-tags: dropped by %s", content, keep[i].Name)
+		}
+	}
+	if i := drop((&Options{}).filters(), &sink.Record{Content: "4", FinishReason: "stop"}); i >= 0 {
+		t.Errorf("an answer without tags dropped by filter %d", i)
+	}
+}

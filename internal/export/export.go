@@ -154,7 +154,7 @@ func drop(fs []Filter, rec *sink.Record) int {
 			case FilterEmpty:
 				hit = hit || strings.TrimSpace(a.Content) == ""
 			case FilterThinkTags:
-				hit = hit || hasThinkTag(a.Content)
+				hit = hit || sink.ThinkTags(a.Content) // the server split no reasoning out
 			}
 		}
 		if hit {

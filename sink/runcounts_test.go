@@ -1,7 +1,9 @@
 package sink
 
 import (
+	"fmt"
 	"testing"
+	"time"
 )
 
 // TestKilledRunCountsWhatItLeft: a run killed after writing 1,937 records
@@ -50,5 +52,30 @@ func TestKilledRunCountsWhatItLeft(t *testing.T) {
 				t.Errorf("ends %v %v %v: the two killed runs must stay unended", m.Runs[0].EndedAt, m.Runs[1].EndedAt, m.Runs[2].EndedAt)
 			}
 		})
+	}
+}
+
+// TestDurableCountsOnlyWhatIsFsynced: records and error records count as
+// durable once fsynced, not when written: a disk that fills before the
+// fsync keeps only what Durable said.
+func TestDurableCountsOnlyWhatIsFsynced(t *testing.T) {
+	opts := testOptions(t.TempDir(), FormatJSONL)
+	opts.SyncInterval = time.Hour // no fsync but Flush's
+	s := mustOpen(t, opts)
+	defer s.Close()
+	writeRange(t, s, 0, 3)
+	for i := range 2 {
+		if err := s.WriteError(&ErrorRecord{ID: fmt.Sprintf("e%d", i), Cause: "timeout"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if recs, errs := s.Durable(); recs != 0 || errs != 0 {
+		t.Errorf("before any fsync: Durable() = (%d, %d), want (0, 0)", recs, errs)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if recs, errs := s.Durable(); recs != 3 || errs != 2 {
+		t.Errorf("after Flush: Durable() = (%d, %d), want (3, 2)", recs, errs)
 	}
 }
