@@ -74,13 +74,20 @@ func (c Config) Validate() error {
 	}
 	httpURL := func(key, v string) {
 		u, err := url.Parse(v)
+		shown := redactOne(v) // a password in the URL is never shown
 		switch {
 		case err != nil:
-			add(key, v, fmt.Sprintf("%q is not a URL: %v", v, errors.Unwrap(err)))
+			add(key, "(not shown)", fmt.Sprintf("%q is not a URL: %v", shown, errors.Unwrap(err)))
 		case u.Scheme != "http" && u.Scheme != "https":
-			add(key, v, fmt.Sprintf("%q is not an http:// or https:// URL", v))
+			add(key, shown, fmt.Sprintf("%q is not an http:// or https:// URL", shown))
 		case u.Host == "":
-			add(key, v, fmt.Sprintf("%q has no host", v))
+			add(key, shown, fmt.Sprintf("%q has no host", shown))
+		case strings.HasPrefix(key, "endpoint.base_url") && (u.RawQuery != "" || u.Fragment != "" || u.ForceQuery):
+			// The paths /chat/completions and /models go after the base
+			// URL: a query would sit in the middle of them. It is not
+			// printed: it may hold a key.
+			u.RawQuery, u.Fragment, u.ForceQuery = "", "", false
+			add(key, "(not shown)", fmt.Sprintf("%s has a query or a fragment (?... or #...), which would end up in the middle of every request's URL: give the base URL alone (e.g. %s) and the API key through endpoint.api_key_env", redactOne(u.String())+"?…", redactOne(u.String())))
 		}
 	}
 

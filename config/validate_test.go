@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -114,5 +115,32 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	}
 	if got := strings.Join(keys, " "); got != "generation.top_p concurrency output.format" {
 		t.Errorf("keys %s", got)
+	}
+}
+
+// TestBaseURLWithAQueryRefused: a base URL with a query (an API key put
+// there, say) would break every request's URL; it is refused naming the
+// key, and neither the query nor a password is printed.
+func TestBaseURLWithAQueryRefused(t *testing.T) {
+	for _, u := range []string{
+		"http://gpu-01:8000/v1?api_key=sk-secret",
+		"http://gpu-01:8000/v1#sk-secret",
+		"ftp://user:sk-secret@gpu-01:8000/v1",
+	} {
+		c := Default()
+		c.Endpoint.BaseURL = u
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), "endpoint.base_url") {
+			t.Errorf("%s: %v, want a refusal naming endpoint.base_url", u, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "sk-secret") || strings.Contains(fmt.Sprint(err), "sk-secret") {
+			t.Errorf("%s: the error shows the secret: %v", u, err)
+		}
+	}
+	c := Default()
+	c.Endpoint.BaseURL = "http://gpu-01:8000/v1?x=1"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "http://gpu-01:8000/v1") {
+		t.Errorf("the refusal should show the base URL without its query: %v", err)
 	}
 }

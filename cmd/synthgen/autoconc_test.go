@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -247,7 +248,7 @@ func TestAutoShown(t *testing.T) {
 		t.Errorf("record %+v", rec)
 	}
 
-	m, err := startSelfMetrics("127.0.0.1:0", runstats.NewStats(nil))
+	m, err := startSelfMetrics("127.0.0.1:0", runstats.NewStats(nil), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

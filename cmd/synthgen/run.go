@@ -67,7 +67,7 @@ ignored, so the job survives the closing of its terminal under nohup.`,
 	fs.StringVar(&rf.shard, "shard", "", "run only shard i of n of the dataset, as \"i/n\" (rows whose index mod n is i), e.g. for a Slurm array or a Kubernetes Indexed Job; each shard writes its own output.dir, which records it")
 	fs.BoolVarP(&rf.quiet, "quiet", "q", false, "print no progress, only the final summary and errors")
 	fs.StringVar(&rf.logFormat, "log-format", "text", "progress format: text (a bar on a terminal, else one line per progress.interval) or json (one object per progress.interval, also on a terminal)")
-	fs.StringVar(&rf.metricsAddr, "metrics-addr", "", "serve synthgen's own Prometheus metrics on this address, e.g. 127.0.0.1:9464 (empty: off)")
+	fs.StringVar(&rf.metricsAddr, "metrics-addr", "", "serve synthgen's own Prometheus metrics on this address, e.g. 127.0.0.1:9464 (this machine only; :9464 listens on every interface, and says so) (empty: off)")
 	config.RegisterFlags(fs)
 	return cmd
 }
@@ -93,7 +93,7 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	// loading, until the run ends; a taken address fails before any work.
 	var metrics *selfMetricsServer
 	if rf.metricsAddr != "" {
-		if metrics, err = startSelfMetrics(rf.metricsAddr, rs.stats); err != nil {
+		if metrics, err = startSelfMetrics(rf.metricsAddr, rs.stats, rs.stderr); err != nil {
 			return usageError(err, "pass a free HOST:PORT, e.g. --metrics-addr 127.0.0.1:9464, or leave it empty")
 		}
 		defer metrics.Close()

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"time"
@@ -44,10 +45,14 @@ type selfMetricsServer struct {
 // startSelfMetrics listens on addr at once, so that a taken or malformed
 // address fails the run before it sends a request, and serves in the
 // background.
-func startSelfMetrics(addr string, stats *runstats.Stats) (*selfMetricsServer, error) {
+func startSelfMetrics(addr string, stats *runstats.Stats, warn io.Writer) (*selfMetricsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	if everyInterface(addr) {
+		_, port, _ := net.SplitHostPort(addr)
+		fmt.Fprintf(warn, "warning: --metrics-addr %s listens on every interface: whoever reaches this machine reads the run's figures and endpoint URLs; give 127.0.0.1:%s to keep them on this machine\n", addr, port)
 	}
 	mux := http.NewServeMux()
 	reg := newSelfRegistry(stats)
@@ -80,4 +85,18 @@ func (m *selfMetricsServer) Close() error {
 	}
 	<-m.done
 	return err
+}
+
+// everyInterface says whether a listen address binds all of the machine's
+// interfaces: no host (":9464"), or an unspecified one (0.0.0.0, ::).
+func everyInterface(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"strings"
@@ -71,7 +72,7 @@ next:
 
 func startSelfMetricsT(t *testing.T, stats *runstats.Stats) *selfMetricsServer {
 	t.Helper()
-	m, err := startSelfMetrics("127.0.0.1:0", stats)
+	m, err := startSelfMetrics("127.0.0.1:0", stats, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,13 +187,13 @@ func TestSelfMetricsAddress(t *testing.T) {
 	addr := strings.TrimSuffix(strings.TrimPrefix(m.URL(), "http://"), "/metrics")
 
 	t.Run("taken", func(t *testing.T) {
-		_, err := startSelfMetrics(addr, stats)
+		_, err := startSelfMetrics(addr, stats, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "--metrics-addr") {
 			t.Errorf("err = %v, want one naming --metrics-addr", err)
 		}
 	})
 	t.Run("malformed", func(t *testing.T) {
-		_, err := startSelfMetrics("127.0.0.1:notaport", stats)
+		_, err := startSelfMetrics("127.0.0.1:notaport", stats, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "--metrics-addr") {
 			t.Errorf("err = %v, want one naming --metrics-addr", err)
 		}
@@ -224,6 +225,28 @@ func BenchmarkSelfMetricsCollect(b *testing.B) {
 	for b.Loop() {
 		if _, err := reg.Gather(); err != nil {
 			b.Fatal(fmt.Errorf("gather: %w", err))
+		}
+	}
+}
+
+// TestSelfMetricsEveryInterfaceWarned: an address with no host binds every
+// interface, which a person should know; a loopback one says nothing.
+func TestSelfMetricsEveryInterfaceWarned(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		warn bool
+	}{{":0", true}, {"0.0.0.0:0", true}, {"127.0.0.1:0", false}, {"[::1]:0", false}} {
+		var w strings.Builder
+		m, err := startSelfMetrics(tc.addr, runstats.NewStats(nil), &w)
+		if err != nil {
+			if strings.Contains(tc.addr, "::1") {
+				continue // no IPv6 loopback here
+			}
+			t.Fatal(err)
+		}
+		m.Close()
+		if got := strings.Contains(w.String(), "listens on every interface"); got != tc.warn {
+			t.Errorf("%s: warned %v (%q), want %v", tc.addr, got, w.String(), tc.warn)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -58,7 +59,7 @@ func TestProgressNamesEndpoints(t *testing.T) {
 func TestSelfMetricsPerEndpoint(t *testing.T) {
 	stats := runstats.NewStats(nil)
 	stats.SetEndpoints([]string{wire.RedactURL("http://a:8000/v1"), wire.RedactURL("http://u:hunter2@b:8000/v1")})
-	m, err := startSelfMetrics("127.0.0.1:0", stats)
+	m, err := startSelfMetrics("127.0.0.1:0", stats, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestSelfMetricsPerEndpoint(t *testing.T) {
 
 	single := runstats.NewStats(nil)
 	single.SetEndpoints([]string{"http://a:8000/v1"})
-	m1, err := startSelfMetrics("127.0.0.1:0", single)
+	m1, err := startSelfMetrics("127.0.0.1:0", single, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
