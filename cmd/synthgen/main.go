@@ -11,6 +11,7 @@ import (
 )
 
 func main() {
+	ignoreBrokenPipe()
 	err := profiled(func() error { return newRootCmd().ExecuteContext(context.Background()) })
 	if err == nil {
 		return

@@ -1,0 +1,6 @@
+//go:build !unix
+
+package main
+
+// ignoreBrokenPipe: no SIGPIPE off unix.
+func ignoreBrokenPipe() {}
