@@ -20,8 +20,8 @@ import (
 
 func newExportCmd() *cobra.Command {
 	var (
-		o       export.Options
-		partial bool
+		o                  export.Options
+		partial, overwrite bool
 	)
 	cmd := &cobra.Command{
 		Use:   "export DIR... --format F --out PATH",
@@ -56,12 +56,18 @@ Output (--out):
                 (model, sampling, counts, tokens, finish reasons, filters)
 
 Filters (what each dropped is printed on stderr and in the card):
-  truncated     finish_reason "length" (cut at max_tokens); off with --keep-truncated
+  truncated     finish_reason "length" (cut at max_tokens); off with --keep-truncated;
+                off by default with openai-batch, whose results file is every
+                request's answer (--keep-truncated=false drops them there too)
   empty         no content; always on
   think_tags    <think> or </think> in content (the server ran without a
                 reasoning parser); off with --keep-think-tags
   Requests that failed for good are never training rows (openai-batch can
   write them as error lines with --include-errors).
+
+An existing --out is replaced only with --overwrite; a path inside an output
+directory, or a file of the dataset the job reads, is refused always. A
+directory named twice (another spelling, an overlapping glob) is read once.
 
 The file appears under PATH only when complete (written under a temporary
 name, fsynced, renamed): a killed export leaves PATH as it was. Records are
@@ -87,7 +93,12 @@ that is not an output directory.`,
 		},
 		RunE: func(cmd *cobra.Command, dirs []string) error {
 			o.Stdout = cmd.OutOrStdout()
-			return runExport(cmd, dirs, o, partial)
+			if o.Format == export.FormatOpenAIBatch && !cmd.Flags().Changed("keep-truncated") {
+				// A batch results file is every request's answer, a cut
+				// one with its finish_reason, as the Batch API returns it.
+				o.KeepTruncated = true
+			}
+			return runExport(cmd, dirs, o, partial, overwrite)
 		},
 	}
 	fs := cmd.Flags()
@@ -100,13 +111,18 @@ that is not an output directory.`,
 	fs.BoolVar(&o.KeepThinkTags, "keep-think-tags", false, "keep answers whose content holds <think> or </think>")
 	fs.BoolVar(&o.IncludeErrors, "include-errors", false, "openai-batch: also write a line per request that failed for good (response null, error {code, message})")
 	fs.IntVar(&o.RowsPerFile, "rows-per-file", 100_000, "with --hf: rows per Parquet file")
+	fs.BoolVar(&overwrite, "overwrite", false, "replace an existing --out file (never one inside an output directory, nor a dataset file)")
 	fs.BoolVar(&partial, "partial", false, "export a job that is not done (keys pending or failed for good); without it such a job is refused (exit 4)")
 	return cmd
 }
 
-func runExport(cmd *cobra.Command, dirs []string, o export.Options, partial bool) error {
+func runExport(cmd *cobra.Command, dirs []string, o export.Options, partial, overwrite bool) error {
 	if err := o.Check(); err != nil {
 		return usageError(err, "see 'synthgen export --help'")
+	}
+	dirs, same := uniqueDirs(dirs)
+	for _, n := range same {
+		fmt.Fprintf(cmd.ErrOrStderr(), "export: %s\n", n)
 	}
 	out, err := inspectDirs(dirs, nil, "")
 	if err != nil {
@@ -137,6 +153,9 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options, partial bool
 	job, err := job.ManifestJob(rep.Dir, rep.Manifest.Job, rep.Manifest.Legacy)
 	if err != nil {
 		return &exitError{code: exitFailure, err: err}
+	}
+	if err := checkExportOut(o.Out, o.HF, overwrite, dirs, job); err != nil {
+		return err
 	}
 	o.Report, o.Dirs, o.Job, o.Version = rep, dirs, job, rep.Manifest.Version
 	sum, err := export.Run(cmd.Context(), o)

@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -196,4 +199,116 @@ func TestExportRefusesAnIncompleteJob(t *testing.T) {
 	if ids := exportIDs(t, out, "id"); len(ids) != 7 {
 		t.Errorf("--partial wrote %d rows, want the 7 done", len(ids))
 	}
+}
+
+// TestExportNeverDestroysData: export refuses an --out that exists (unless
+// --overwrite), one inside an output directory (its manifest, a part), a
+// file of the dataset being read, and a directory where a file is meant;
+// a directory named twice is exported once.
+func TestExportNeverDestroysData(t *testing.T) {
+	ds := inspectDataset(t, 4)
+	dir := inspectFixture(t, sink.FormatJSONL, ds, seq(0, 4, 1), nil, "")
+	export := func(out string, extra ...string) cliResult {
+		return cliRun(t, append([]string{"export", dir, "--format", "messages", "--out", out}, extra...)...)
+	}
+	unchanged := fileHashes(t, dir)
+	before, err := os.ReadFile(ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, out string }{
+		{"the manifest", filepath.Join(dir, "manifest.json")},
+		{"a part", filepath.Join(dir, "data", "part-000000.jsonl")},
+		{"a new part", filepath.Join(dir, "data", "part-000099.jsonl")},
+		{"the dataset", ds},
+		{"--overwrite does not make the dataset fair game", ds},
+	} {
+		extra := []string{}
+		if strings.HasPrefix(tc.name, "--overwrite") {
+			extra = append(extra, "--overwrite")
+		}
+		if r := export(tc.out, extra...); exitCode(r.err) != exitUsage {
+			t.Errorf("%s: exit %d (%v), want %d", tc.name, exitCode(r.err), r.err, exitUsage)
+		}
+	}
+	if got := fileHashes(t, dir); !maps.Equal(got, unchanged) {
+		t.Error("a refused export changed the output directory")
+	}
+	if after, _ := os.ReadFile(ds); string(after) != string(before) {
+		t.Error("a refused export changed the dataset")
+	}
+
+	out := filepath.Join(t.TempDir(), "train.jsonl")
+	if r := export(out); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r := export(out); exitCode(r.err) != exitUsage || !strings.Contains(r.hint(), "--overwrite") {
+		t.Errorf("an existing --out: exit %d (%v), hint %q; want %d and --overwrite", exitCode(r.err), r.err, r.hint(), exitUsage)
+	}
+	if r := export(out, "--overwrite"); r.err != nil {
+		t.Errorf("--overwrite: %v", r.err)
+	}
+	if r := export(t.TempDir()); exitCode(r.err) != exitUsage || !strings.Contains(r.err.Error(), "is a directory") {
+		t.Errorf("--out a directory: exit %d (%v)", exitCode(r.err), r.err)
+	}
+	twice := filepath.Join(t.TempDir(), "twice.jsonl")
+	r := cliRun(t, "export", dir, dir+string(filepath.Separator), "--format", "messages", "--keep-truncated", "--out", twice)
+	if r.err != nil || !strings.Contains(r.stderr, "read once") {
+		t.Fatalf("one directory named twice: %v\n%s", r.err, r.stderr)
+	}
+	if ids := exportIDs(t, twice, "id"); len(ids) != 4 {
+		t.Errorf("one directory named twice: %d rows, want its 4 once", len(ids))
+	}
+}
+
+// fileHashes is every file under dir with its bytes' hash, to prove that
+// nothing there changed.
+func fileHashes(t *testing.T, dir string) map[string][32]byte {
+	t.Helper()
+	out := map[string][32]byte{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		out[path] = sha256.Sum256(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestExportBatchKeepsTruncated: a batch results file is every request's
+// answer (the Batch API and vllm run-batch return cut ones with their
+// finish_reason), so openai-batch keeps answers cut at max_tokens unless
+// told otherwise; the training formats drop them.
+func TestExportBatchKeepsTruncated(t *testing.T) {
+	ds := inspectDataset(t, 4)
+	dir := inspectFixture(t, sink.FormatJSONL, ds, seq(0, 4, 1), nil, "")
+	rows := func(format string, extra ...string) int {
+		out := filepath.Join(t.TempDir(), "out.jsonl")
+		r := cliRun(t, append([]string{"export", dir, "--format", format, "--out", out}, extra...)...)
+		if r.err != nil {
+			t.Fatalf("%s: %v\n%s", format, r.err, r.stderr)
+		}
+		return len(readLines(t, out))
+	}
+	training, batch := rows("messages"), rows("openai-batch")
+	if batch != 4 || training != 3 {
+		t.Errorf("rows: openai-batch %d, messages %d; want the 4 answers in the batch file, the 3 uncut in the training one", batch, training)
+	}
+	if n := rows("openai-batch", "--keep-truncated=false"); n != 3 {
+		t.Errorf("openai-batch --keep-truncated=false: %d rows, want 3", n)
+	}
+}
+
+func readLines(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 }

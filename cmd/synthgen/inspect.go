@@ -132,10 +132,12 @@ func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
 		}
 		forced = &sh
 	}
+	dirs, same := uniqueDirs(dirs)
 	out, err := inspectDirs(dirs, forced, f.dataset)
 	if err != nil {
 		return err
 	}
+	out.Notes = append(same, out.Notes...)
 	if err := printInspect(w, out, f, len(dirs)); err != nil {
 		return err
 	}

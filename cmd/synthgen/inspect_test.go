@@ -215,10 +215,18 @@ func TestInspectCmdShardsCombined(t *testing.T) {
 		}
 	}
 
-	// Only one shard of two given: the combined figures say so.
-	out, _ = runInspectCmd(t, even, even)
-	if !strings.Contains(out, "1/2 not among the DIRs") {
+	// Two shards of three given: the combined figures say so.
+	third0 := inspectFixture(t, sink.FormatJSONL, ds, []int{0, 3, 6, 9}, nil, "0/3")
+	third1 := inspectFixture(t, sink.FormatJSONL, ds, []int{1, 4, 7}, nil, "1/3")
+	out, _ = runInspectCmd(t, third0, third1)
+	if !strings.Contains(out, "2/3 not among the DIRs") {
 		t.Errorf("no note about the missing shard:\n%s", out)
+	}
+	// One directory named twice is one directory: read once, said so,
+	// no key of it a duplicate.
+	out, err = runInspectCmd(t, even, even+string(filepath.Separator))
+	if (err != nil && exitCode(err) == exitFailure) || strings.Contains(out, "duplicate key") || !strings.Contains(out, "given before: read once") {
+		t.Errorf("a directory named twice: exit %d, %v\n%s", exitCode(err), err, out)
 	}
 
 	// Id 4 (shard 0's) also written into the odd directory.
