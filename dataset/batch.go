@@ -63,13 +63,18 @@ func batchRequest(r row, p *Prompt) ([]Message, *fieldError) {
 // at field at (a batch row's body, or the dataset.params_field column):
 // every key but messages (the prompt), stream and stream_options (how the
 // answer is read is generation.stream's to say), model (p.Model: the
-// server serves one) and n (samples come from generation.n: a row asks
-// for one).
+// server serves one), n (samples come from generation.n: a row asks for
+// one) and those that are null (the job's value applies). A known field
+// with a value no server takes is a bad row (params.go).
 func requestParams(obj map[string]any, at string, p *Prompt) *fieldError {
 	var params map[string]any
 	for k, v := range obj {
 		switch k {
-		case "messages", "stream", "stream_options":
+		case "messages":
+		case "stream", "stream_options":
+			if v != nil {
+				p.Ignored = append(p.Ignored, at+"."+k)
+			}
 		case "model":
 			if v == nil {
 				continue
@@ -87,6 +92,15 @@ func requestParams(obj map[string]any, at string, p *Prompt) *fieldError {
 				return fieldErr(at+".n", fmt.Errorf("%v: samples per prompt come from generation.n; a row asks for one", v))
 			}
 		default:
+			if v == nil {
+				// null is the field left out: the job's value applies
+				// (sent as null, a server takes its own default, which
+				// synthgen's bounds cannot know).
+				continue
+			}
+			if err := checkParam(k, v); err != nil {
+				return fieldErr(at+"."+k, err)
+			}
 			if params == nil {
 				params = make(map[string]any, len(obj))
 			}
@@ -104,7 +118,7 @@ func batchConst(r row, key, want string) *fieldError {
 		return nil
 	}
 	if s, ok := asString(v); !ok || s != want {
-		return fieldErr(key, fmt.Errorf("%s, not %s: only chat completions are asked", want, shown(v)))
+		return fieldErr(key, fmt.Errorf("%s, want %s: only chat completions are asked", shown(v), strconv.Quote(want)))
 	}
 	return nil
 }

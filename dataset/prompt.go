@@ -37,6 +37,10 @@ type Prompt struct {
 	// as the row wrote it. Each replaces the job's field of that name for
 	// this row. nil for the other shapes.
 	Params map[string]any
+	// Ignored are the request fields this row set that synthgen decides
+	// for itself (body.stream, body.stream_options: generation.stream says
+	// how answers are read); Options.OnIgnored hears of each once.
+	Ignored []string
 	// Model is the model a request row names (body.model), "" when none.
 	// The server serves one model: the job's is asked whatever a row says.
 	Model string

@@ -24,6 +24,10 @@ type Options struct {
 	OnBadRow string
 	// OnSkip, when set, is called with every skipped bad row.
 	OnSkip func(err *RowError)
+	// OnIgnored, when set, is told once of each request field that a row
+	// sets and synthgen decides for itself (Prompt.Ignored), with the
+	// first row that set it.
+	OnIgnored func(field, location string)
 	// OnDownload, when set, follows the download of an hf:// dataset's
 	// files: the file's path in the repository, the bytes on disk and its
 	// size, at least once per file downloaded and about every MiB. It is
@@ -95,6 +99,8 @@ type Reader struct {
 	index    int64 // physical index of the next row
 	skipped  int64
 	err      error // sticky: io.EOF, a fatal error, or a failed row
+
+	ignoredSaid map[string]bool // the Prompt.Ignored fields OnIgnored heard of
 
 	// The question asked before a row is decoded (SetSkip), and how a
 	// row's id is found without decoding it (idsFrom).
@@ -307,9 +313,24 @@ func (r *Reader) Next() (Prompt, error) {
 		}
 		p.Index = index
 		p.Location = location(r.curPath, pos.line, pos.fileRow)
+		r.sayIgnored(&p)
 		return p, nil
 	}
 	return Prompt{}, r.err
+}
+
+// sayIgnored tells OnIgnored of each field of p's Ignored it has not heard of.
+func (r *Reader) sayIgnored(p *Prompt) {
+	for _, f := range p.Ignored {
+		if r.opts.OnIgnored == nil || r.ignoredSaid[f] {
+			continue
+		}
+		if r.ignoredSaid == nil {
+			r.ignoredSaid = map[string]bool{}
+		}
+		r.ignoredSaid[f] = true
+		r.opts.OnIgnored(f, p.Location)
+	}
 }
 
 // Skipped is the number of bad rows skipped so far.

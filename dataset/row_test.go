@@ -145,6 +145,12 @@ func TestRowShapes(t *testing.T) {
 			params: map[string]any{"temperature": json.Number("0.70"), "seed": json.Number("12345678901234567890"), "response_format": map[string]any{"type": "json_object"}},
 		},
 		{
+			name: "openai batch request, a null field is left out: the job's value applies",
+			line: batchLine("r", `{"messages":[{"role":"user","content":"Q"}],"max_tokens":null,"temperature":0}`),
+			want: []Message{u("Q")}, id: "r",
+			params: map[string]any{"temperature": json.Number("0")},
+		},
+		{
 			name: "openai batch request without method and url, numeric custom_id",
 			line: `{"custom_id":17,"body":{"messages":[{"role":"developer","content":"D"},{"role":"user","content":"Q"}]}}`,
 			want: []Message{sy("D"), u("Q")}, id: "17",
@@ -177,11 +183,27 @@ func TestRowShapes(t *testing.T) {
 		},
 		{
 			name: "batch embeddings url", line: `{"custom_id":"r","method":"POST","url":"/v1/embeddings","body":{"input":"x"}}`,
-			field: "url", msg: `url: /v1/chat/completions, not "/v1/embeddings": only chat completions are asked`,
+			field: "url", msg: `url: "/v1/embeddings", want "/v1/chat/completions": only chat completions are asked`,
 		},
 		{
 			name: "batch GET", line: `{"custom_id":"r","method":"GET","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"Q"}]}}`,
-			field: "method", msg: `method: POST, not "GET": only chat completions are asked`,
+			field: "method", msg: `method: "GET", want "POST": only chat completions are asked`,
+		},
+		{
+			name: "batch temperature hot", line: batchLine("r", `{"messages":[{"role":"user","content":"Q"}],"temperature":"hot"}`),
+			field: "body.temperature", msg: `body.temperature: "hot", want a number from 0 to 2`,
+		},
+		{
+			name: "batch max_tokens 1e30", line: batchLine("r", `{"messages":[{"role":"user","content":"Q"}],"max_tokens":1e30}`),
+			field: "body.max_tokens", msg: "body.max_tokens: 1e30, want a whole number from 1 to 16777216",
+		},
+		{
+			name: "batch max_tokens 3.7", line: batchLine("r", `{"messages":[{"role":"user","content":"Q"}],"max_tokens":3.7}`),
+			field: "body.max_tokens", msg: "body.max_tokens: 3.7, want a whole number from 1 to 16777216",
+		},
+		{
+			name: "batch top_p 5", line: batchLine("r", `{"messages":[{"role":"user","content":"Q"}],"top_p":5}`),
+			field: "body.top_p", msg: "body.top_p: 5, want a number above 0, at most 1",
 		},
 		{
 			name: "batch n of 4", line: batchLine("r", `{"messages":[{"role":"user","content":"Q"}],"n":4}`),

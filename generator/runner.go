@@ -56,6 +56,7 @@ type Setup struct {
 
 	OnBadRow   string                               // dataset.on_bad_row
 	OnSkip     func(*dataset.RowError)              // a skipped bad row
+	OnIgnored  func(field, location string)         // a row's request field synthgen decides itself (said once a field)
 	OnDownload func(file string, done, total int64) // an hf:// download's progress
 	// Remote reads hf:// dataset paths (hub.Remote{} of package
 	// dataset/hub); nil: such a path is an error.
@@ -267,6 +268,7 @@ func (r *Runner) pinDataset(ctx context.Context) (dataset.Options, error) {
 		Conversations: r.job.Prompt.Whole(),
 		OnBadRow:      s.OnBadRow,
 		OnSkip:        s.OnSkip,
+		OnIgnored:     s.OnIgnored,
 		OnDownload:    s.OnDownload,
 		Remote:        s.Remote,
 		Context:       ctx, // Ctrl-C ends a Hub download; it resumes next time

@@ -122,6 +122,9 @@ func TestRunAnswersAnOpenAIBatchFile(t *testing.T) {
 			if c := strings.Count(res.stderr, "ask for model"); c != 1 || !strings.Contains(res.stderr, `model "gpt-4o-mini"`) {
 				t.Errorf("stderr should note body.model once:\n%s", res.stderr)
 			}
+			if c := strings.Count(res.stderr, "sets body.stream, which is not sent"); c != 1 {
+				t.Errorf("stderr should note body.stream once (%d times):\n%s", c, res.stderr)
+			}
 
 			byPrompt := map[string]batchRow{}
 			for _, r := range rows {

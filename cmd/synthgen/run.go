@@ -281,6 +281,9 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 		Force:            rf.force,
 		RequireReasoning: cfg.Generation.RequireReasoning,
 		OnBadRow:         cfg.Dataset.OnBadRow,
+		OnIgnored: func(field, location string) {
+			fmt.Fprintf(stderr, "note: %s sets %s, which is not sent: generation.stream (%v) says how answers are read (said once)\n", location, field, cfg.Generation.Stream)
+		},
 		OnSkip: func(e *dataset.RowError) {
 			fmt.Fprintf(stderr, "skip row %s (dataset.on_bad_row: skip)\n", e)
 		},
