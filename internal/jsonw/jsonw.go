@@ -1,6 +1,6 @@
 // Package jsonw appends JSON by hand where encoding/json's reflection costs
-// more than the value is worth: the request body (generator/request.go) and
-// the record's JSONL line (sink/recordjson.go) write their strings with it.
+// more than the value is worth: the request body (generator/wire/request.go)
+// writes its strings with it.
 package jsonw
 
 import (
