@@ -442,6 +442,7 @@ func (c *Client) fail(ctx context.Context, err error) *Error {
 			e.Message = m
 		}
 		markTooLong(e)
+		markTooLongBody(e, se.body)
 	}
 	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
 		e.RetryAfter = parseRetryAfter(se.header.Get("Retry-After"), time.Now())

@@ -335,6 +335,9 @@ func TestHTTPErrors(t *testing.T) {
 	}{
 		{name: "400 vllm", status: 400, body: string(testdata(t, "error_vllm_400.json")), cause: CauseTooLong,
 			message: "maximum context length is 40960 tokens"},
+		{name: "400 llama.cpp context", status: 400,
+			body:  `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":2513,"n_ctx":2048}}`,
+			cause: CauseTooLong, message: "prompt too long for the model's context (max_model_len 2048, prompt 2513): the request exceeds the available context size"},
 		{name: "404 vllm model", status: 404,
 			body:  `{"object":"error","message":"The model ` + "`nope`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`,
 			cause: "http_404", message: "does not exist"},

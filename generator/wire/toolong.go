@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -93,6 +94,34 @@ func parseTooLong(msg string) (ContextSizes, bool) {
 		}
 	}
 	return z, true
+}
+
+// llamaCtxError is llama.cpp's refusal of a prompt longer than its
+// context (llama-server, a 400): the sizes are fields of the error object,
+// not words of the message.
+type llamaCtxError struct {
+	Error struct {
+		Type          string `json:"type"`
+		NPromptTokens int    `json:"n_prompt_tokens"`
+		NCtx          int    `json:"n_ctx"`
+	} `json:"error"`
+}
+
+// markTooLongBody is markTooLong for a server that says it in the fields
+// of its error body (llama.cpp's exceed_context_size_error).
+func markTooLongBody(e *Error, body []byte) {
+	if e.Status != http.StatusBadRequest || e.Cause == CauseTooLong {
+		return
+	}
+	var le llamaCtxError
+	if json.Unmarshal(body, &le) != nil || le.Error.Type != "exceed_context_size_error" {
+		return
+	}
+	e.Cause, e.Retryable = CauseTooLong, false
+	e.Sizes = ContextSizes{Context: le.Error.NCtx, Prompt: le.Error.NPromptTokens}
+	if s := e.Sizes.String(); s != "" {
+		e.Message = tooLongPrefix + " (" + s + "): " + e.Message
+	}
 }
 
 func atoi(s string) int {
