@@ -441,8 +441,7 @@ func (c *Client) fail(ctx context.Context, err error) *Error {
 		if m := errorMessageCut(se.body, se.cut); m != "" {
 			e.Message = m
 		}
-		markTooLong(e)
-		markTooLongBody(e, se.body)
+		markTooLong(e, se.body)
 	}
 	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
 		e.RetryAfter = parseRetryAfter(se.header.Get("Retry-After"), time.Now())

@@ -142,7 +142,11 @@ func Classify(err error) *Error {
 	default:
 		e.Cause = CauseOther
 	}
-	markTooLong(e)
+	var body []byte
+	if reqErr != nil {
+		body = reqErr.Body
+	}
+	markTooLong(e, body)
 	return e
 }
 

@@ -107,23 +107,6 @@ type llamaCtxError struct {
 	} `json:"error"`
 }
 
-// markTooLongBody is markTooLong for a server that says it in the fields
-// of its error body (llama.cpp's exceed_context_size_error).
-func markTooLongBody(e *Error, body []byte) {
-	if e.Status != http.StatusBadRequest || e.Cause == CauseTooLong {
-		return
-	}
-	var le llamaCtxError
-	if json.Unmarshal(body, &le) != nil || le.Error.Type != "exceed_context_size_error" {
-		return
-	}
-	e.Cause, e.Retryable = CauseTooLong, false
-	e.Sizes = ContextSizes{Context: le.Error.NCtx, Prompt: le.Error.NPromptTokens}
-	if s := e.Sizes.String(); s != "" {
-		e.Message = tooLongPrefix + " (" + s + "): " + e.Message
-	}
-}
-
 func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
@@ -133,12 +116,17 @@ const tooLongPrefix = "prompt too long for the model's context"
 
 // markTooLong gives a 400 that refuses a prompt too long for the model's
 // context its own cause, never retried, with the sizes ahead of the
-// server's message: no retry can make the prompt fit.
-func markTooLong(e *Error) {
+// server's message: no retry can make the prompt fit. The sizes are read
+// from the message (vLLM says them in words) or from the error body's
+// fields (llama.cpp's exceed_context_size_error); body may be nil.
+func markTooLong(e *Error, body []byte) {
 	if e.Status != http.StatusBadRequest || strings.HasPrefix(e.Message, tooLongPrefix) {
 		return
 	}
 	z, ok := parseTooLong(e.Message)
+	if !ok {
+		z, ok = parseTooLongBody(body)
+	}
 	if !ok {
 		return
 	}
@@ -147,4 +135,20 @@ func markTooLong(e *Error) {
 	if s := z.String(); s != "" {
 		e.Message = tooLongPrefix + " (" + s + "): " + e.Message
 	}
+}
+
+// parseTooLongBody reads llama.cpp's refusal of a prompt longer than its
+// context from the fields of the error object.
+func parseTooLongBody(body []byte) (ContextSizes, bool) {
+	var le struct {
+		Error struct {
+			Type          string `json:"type"`
+			NPromptTokens int    `json:"n_prompt_tokens"`
+			NCtx          int    `json:"n_ctx"`
+		} `json:"error"`
+	}
+	if len(body) == 0 || json.Unmarshal(body, &le) != nil || le.Error.Type != "exceed_context_size_error" {
+		return ContextSizes{}, false
+	}
+	return ContextSizes{Context: le.Error.NCtx, Prompt: le.Error.NPromptTokens}, true
 }

@@ -62,7 +62,7 @@ func TestClassifyTooLong(t *testing.T) {
 	if e.Sizes != (ContextSizes{Context: 4096, Requested: 5000, Prompt: 4000, Completion: 1000}) {
 		t.Errorf("sizes %+v", e.Sizes)
 	}
-	markTooLong(e) // a second pass (the client's fail) does not say it twice
+	markTooLong(e, nil) // a second pass (the client's fail) does not say it twice
 	if strings.Count(e.Message, tooLongPrefix) != 1 {
 		t.Errorf("prefixed twice: %q", e.Message)
 	}
