@@ -10,6 +10,7 @@ import (
 
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
 
@@ -184,7 +185,7 @@ func (r *Runner) startAuto(ctx context.Context) (stop func(), err error) {
 	s := r.setup
 	if len(r.metrics) == 0 {
 		return nil, &autoconc.RefusedError{
-			Err:  fmt.Errorf("concurrency: auto needs the server's /metrics, and endpoint.base_url %s gives no URL for them", redactURLs(s.baseURLs())),
+			Err:  fmt.Errorf("concurrency: auto needs the server's /metrics, and endpoint.base_url %s gives no URL for them", wire.RedactURLs(s.baseURLs())),
 			Hint: "set endpoint.metrics_url to the server's /metrics, or concurrency to a number (e.g. 64)",
 		}
 	}

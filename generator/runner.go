@@ -374,7 +374,7 @@ func (e *DatasetError) Unwrap() error { return e.Err }
 // newReportConfig summarizes job (as run: model resolved) run by s.
 func newReportConfig(j job.Job, s Setup) runstats.ReportConfig {
 	return runstats.ReportConfig{
-		BaseURL:      redactURLs(s.baseURLs()),
+		BaseURL:      wire.RedactURLs(s.baseURLs()),
 		Model:        j.Sampling.Model,
 		Dataset:      j.Selection.Path,
 		Format:       j.Selection.Format,
@@ -386,14 +386,4 @@ func newReportConfig(j job.Job, s Setup) runstats.ReportConfig {
 		Stream:       s.Stream,
 		OutputFormat: s.Format,
 	}
-}
-
-// redactURLs is urls, each with its password masked, comma-separated (the
-// flag's form of endpoint.base_url).
-func redactURLs(urls []string) string {
-	shown := make([]string, len(urls))
-	for i, u := range urls {
-		shown[i] = wire.RedactURL(u)
-	}
-	return strings.Join(shown, ",")
 }

@@ -68,6 +68,9 @@ func completenessOf(out inspectOutput) completeness {
 	if len(out.Dirs) == 1 {
 		return plan(&out.Dirs[0])
 	}
+	if out.Combined == nil {
+		return completeness{Why: "the directories are not read as one job's (see the notes)"}
+	}
 	return plan(out.Combined)
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -302,13 +301,7 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 // and auto alike, at the faster of progress.interval and auto's pace.
 // auto's moves are said on stderr unless --quiet.
 func metricsSetup(s *generator.Setup, cfg config.Config, rf runFlags, stderr io.Writer) {
-	scrapes := serverScrapers(cfg)
-	urls, err := metricsURLs(cfg)
-	if err == nil && len(scrapes) == len(urls) {
-		for i, u := range urls {
-			s.Metrics = append(s.Metrics, autoconc.Endpoint{URL: wire.RedactURL(u), Scrape: scrapes[i]})
-		}
-	}
+	s.Metrics = serverMetrics(cfg)
 	s.MetricsInterval = reportInterval(cfg.Progress.Interval)
 	if cfg.ConcurrencyAuto {
 		s.AutoInterval = autoInterval(cfg.Progress.Interval)
@@ -352,7 +345,7 @@ func printHeader(stderr io.Writer, cfg config.Config, r *generator.Runner, metri
 	job := r.Job()
 	fmt.Fprintf(stderr, "synthgen %s: %d prompts from %s -> %s (%s), model %s at %s, %s in flight\n",
 		version, r.Rows(), job.Selection.Path, cfg.Output.Dir, cfg.Output.Format, job.Sampling.Model,
-		redactedURLs(cfg.Endpoint.BaseURLs()), config.FormatConcurrency(cfg.Concurrency, cfg.ConcurrencyAuto))
+		wire.RedactURLs(cfg.Endpoint.BaseURLs()), config.FormatConcurrency(cfg.Concurrency, cfg.ConcurrencyAuto))
 	if n := r.MaxModelLen(); n > 0 {
 		// A prompt plus max_tokens longer than this is refused (too_long).
 		fmt.Fprintf(stderr, "model context: max_model_len %d tokens\n", n)
@@ -378,15 +371,6 @@ func severalURLs(urls []string) []string {
 		return nil
 	}
 	return urls
-}
-
-// redactedURLs shows a list of URLs, each with its password masked.
-func redactedURLs(urls []string) string {
-	shown := make([]string, len(urls))
-	for i, u := range urls {
-		shown[i] = wire.RedactURL(u)
-	}
-	return strings.Join(shown, ",")
 }
 
 // newReporter is the run's reporter: the bar or the plain lines, each

@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/synthgen/synthgen/config"
+	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
@@ -32,9 +33,10 @@ func metricsURLs(cfg config.Config) ([]string, error) {
 	return out, nil
 }
 
-// serverScrapers read the endpoints' own /metrics, one func each; nil when
-// there is no URL.
-func serverScrapers(cfg config.Config) []func(context.Context) (promscrape.Sample, error) {
+// serverMetrics are the endpoints' own /metrics, one scrape each with its
+// URL (password masked), in base_url order; none when the config gives no
+// URL for them.
+func serverMetrics(cfg config.Config) []autoconc.Endpoint {
 	urls, err := metricsURLs(cfg)
 	if err != nil {
 		return nil
@@ -46,20 +48,20 @@ func serverScrapers(cfg config.Config) []func(context.Context) (promscrape.Sampl
 		tr.TLSClientConfig = tlsConfig
 		hc = &http.Client{Timeout: promscrape.DefaultTimeout, Transport: tr}
 	}
-	out := make([]func(context.Context) (promscrape.Sample, error), 0, len(urls))
+	out := make([]autoconc.Endpoint, 0, len(urls))
 	for _, u := range urls {
 		if u == "" {
 			return nil
 		}
 		scraper := promscrape.NewScraper(u, hc)
-		out = append(out, func(ctx context.Context) (promscrape.Sample, error) {
+		out = append(out, autoconc.Endpoint{URL: wire.RedactURL(u), Scrape: func(ctx context.Context) (promscrape.Sample, error) {
 			s, err := scraper.Scrape(ctx)
 			if err != nil {
 				// The scrape error names the URL, which may carry a password.
 				err = wire.RedactURLIn(err, u)
 			}
 			return s, err
-		})
+		}})
 	}
 	return out
 }

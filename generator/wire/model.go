@@ -216,6 +216,16 @@ func RedactURL(s string) string {
 	return u.Redacted()
 }
 
+// RedactURLs is urls, each with its password masked, comma-separated (the
+// flag's form of endpoint.base_url).
+func RedactURLs(urls []string) string {
+	shown := make([]string, len(urls))
+	for i, u := range urls {
+		shown[i] = RedactURL(u)
+	}
+	return strings.Join(shown, ",")
+}
+
 // RedactURLIn is err with every occurrence of rawURL shown as RedactURL
 // shows it (its password masked); errors.Is and errors.As still see err.
 func RedactURLIn(err error, rawURL string) error {
