@@ -310,8 +310,9 @@ func serverDown(s runstats.Snapshot) string {
 }
 
 // endpointsText is the endpoints' state with several (endpoint.base_url a
-// list): "eps 3/3 up", or "eps 2/3 up, down: http://c:8000/v1 12s" naming
-// each replica that is away and for how long. "" with one endpoint.
+// list): "eps 3/3 up", or "eps 2/3 up, down: http://c:8000/v1 12s (20 of the
+// last 20 attempts failed (http_500))" naming each replica that is out, for
+// how long and why. "" with one endpoint.
 func endpointsText(s runstats.Snapshot) string {
 	if len(s.Endpoints) < 2 {
 		return ""
@@ -326,12 +327,24 @@ func endpointsText(s runstats.Snapshot) string {
 		if !e.DownSince.IsZero() {
 			d += " " + fmtDuration(s.At.Sub(e.DownSince))
 		}
+		if e.Reason != "" {
+			d += " (" + clip(e.Reason, 120) + ")"
+		}
 		down = append(down, d)
 	}
 	if len(down) > 0 {
 		text += ", down: " + strings.Join(down, ", ")
 	}
 	return text
+}
+
+// clip cuts s to at most n runes, marking the cut with "...".
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-3]) + "..."
 }
 
 func fmtTok(v float64) string { return fmt.Sprintf("%.0f", v) }

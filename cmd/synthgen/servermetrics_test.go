@@ -51,6 +51,12 @@ func TestProgressNamesEndpoints(t *testing.T) {
 	if got := barLine(snap, nil, nil, 60); !strings.Contains(got, "eps 2/3 up") {
 		t.Errorf("one down, narrow bar %q: want \"eps 2/3 up\" in it", got)
 	}
+	// Taken out for its answers: the line says why.
+	snap.Endpoints[2].Reason = "20 of the last 20 attempts failed (http_500)"
+	want = "eps 2/3 up, down: http://u:xxxxx@c:8000/v1 12s (20 of the last 20 attempts failed (http_500))"
+	if got := formatLine(snap, nil, nil); !strings.HasSuffix(got, " | "+want) {
+		t.Errorf("one taken out: line %q, want it to end in %q", got, want)
+	}
 }
 
 // TestSelfMetricsPerEndpoint: with several endpoints --metrics-addr serves

@@ -50,6 +50,7 @@ type outage struct {
 	mu        sync.Mutex
 	back      chan struct{} // non-nil while the server is down; closed when it is back
 	since     time.Time
+	why       string             // the last probe's error while down: what the endpoint said, or that it said nothing
 	stopWatch context.CancelFunc // ends the prober when an answer came first
 }
 
@@ -91,6 +92,7 @@ func (o *outage) trip(ctx context.Context) (back chan struct{}, err error) {
 		if o.back == nil {
 			o.back = make(chan struct{})
 			o.since = o.now()
+			o.why = perr.Error()
 			o.epoch.Add(1)
 			o.down.Store(true)
 			if o.onChange != nil {
@@ -106,11 +108,37 @@ func (o *outage) trip(ctx context.Context) (back chan struct{}, err error) {
 	return back, nil
 }
 
-// isDown reports whether the gate is closed; a nil gate never is.
+// Down reports whether the gate is closed; a nil gate never is.
 func (o *outage) Down() bool { return o != nil && o.down.Load() }
 
-// isProbing reports whether the prober is asking the server right now.
+// Probing reports whether the prober is asking the server right now.
 func (o *outage) Probing() bool { return o != nil && o.probing.Load() }
+
+// downSince is when the current outage began (zero while up).
+func (o *outage) downSince() time.Time {
+	if o == nil {
+		return time.Time{}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.back == nil {
+		return time.Time{}
+	}
+	return o.since
+}
+
+// reason is why the gate is closed: the last probe's error (empty while up).
+func (o *outage) reason() string {
+	if o == nil {
+		return ""
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.back == nil {
+		return ""
+	}
+	return o.why
+}
 
 // watch probes with capped exponential backoff until the server answers,
 // then opens the gate. It outlives the slot that started it but not the
@@ -132,6 +160,11 @@ func (o *outage) watch(ctx context.Context, back chan struct{}) {
 		if err == nil {
 			break
 		}
+		o.mu.Lock()
+		if o.back == back {
+			o.why = err.Error()
+		}
+		o.mu.Unlock()
 	}
 	o.reopen(back)
 }

@@ -30,11 +30,40 @@ type Endpoint struct {
 }
 
 // endpoint is one endpoint of a Run: its client, its gate (nil when the
-// client cannot be probed) and its ledger, which holds its live counts.
+// client cannot be probed), its ledger, which holds its live counts, and
+// its health (health.go), guarded by the router's lock.
 type endpoint struct {
+	idx    int
+	url    string
 	client Completer
 	gate   *outage
 	stats  *runstats.Endpoint
+	route  *router
+	health health
+}
+
+// State is the endpoint's state as its figures show it (runstats.Gate): down
+// while its gate is closed or while it is taken out for its failures,
+// probing while its gate's prober or a trial request asks it, with when and
+// why.
+func (ep *endpoint) State() runstats.GateState {
+	var st runstats.GateState
+	if ep.gate.Down() {
+		st = runstats.GateState{Down: true, Probing: ep.gate.Probing(), Since: ep.gate.downSince(), Reason: ep.gate.reason()}
+	}
+	if ep.route == nil || !ep.route.several() {
+		return st
+	}
+	ep.route.mu.Lock()
+	defer ep.route.mu.Unlock()
+	switch h := &ep.health; {
+	case st.Down:
+	case h.sick:
+		st = runstats.GateState{Down: true, Probing: h.trial, Since: h.since, Reason: h.reason}
+	case h.held(ep.route.now()):
+		st = runstats.GateState{Down: true, Since: h.holdSince, Reason: h.holdWhy}
+	}
+	return st
 }
 
 // headroom is what the router maximizes: with a cap, the requests it may
@@ -54,9 +83,13 @@ type router struct {
 	eps   []*endpoint
 	stats *runstats.Stats
 
-	mu   sync.Mutex
-	next int // where the next pick starts scanning: ties go round robin
-	down int // endpoints whose gate is closed
+	now     func() time.Time
+	maxHold time.Duration // the longest a Retry-After holds an endpoint back (max_backoff)
+	say     func(string)  // one line to the run's log; never nil
+
+	mu   sync.Mutex // guards what follows and every endpoint's health
+	next int        // where the next pick starts scanning: ties go round robin
+	down int        // endpoints whose gate is closed
 	// up is closed, and replaced, whenever a gate opens: slots that found
 	// every endpoint down wait on it.
 	up chan struct{}
@@ -71,9 +104,15 @@ func (e *Engine) newRouter(life context.Context) *router {
 		targets = []Endpoint{{Client: e.client}}
 	}
 	ledgers := e.stats.EndpointLedgers(len(targets))
-	r := &router{eps: make([]*endpoint, len(targets)), stats: e.stats, up: make(chan struct{})}
+	r := &router{
+		eps: make([]*endpoint, len(targets)), stats: e.stats, up: make(chan struct{}),
+		now: time.Now, maxHold: e.opts.Retry.MaxBackoff, say: func(string) {},
+	}
+	if e.opts.Log != nil {
+		r.say = func(line string) { fmt.Fprintln(e.opts.Log, line) }
+	}
 	for i, t := range targets {
-		ep := &endpoint{client: t.Client, stats: ledgers[i]}
+		ep := &endpoint{idx: i, url: t.URL, client: t.Client, stats: ledgers[i], route: r}
 		// With several endpoints, one that comes back serving another
 		// model (or one that was down at start, never checked) stays out:
 		// the others carry the load. One endpoint keeps the single
@@ -86,7 +125,7 @@ func (e *Engine) newRouter(life context.Context) *router {
 		if ep.gate != nil && e.probeMin > 0 {
 			ep.gate.minBackoff, ep.gate.maxBackoff = e.probeMin, e.probeMin
 		}
-		ep.stats.SetGate(ep.gate)
+		ep.stats.SetGate(ep)
 		r.eps[i] = ep
 	}
 	return r
@@ -123,7 +162,6 @@ func newOutage(life context.Context, c Completer, model string, onChange func(do
 // lock). The run counts as down, for the progress line and status.json,
 // while every endpoint is.
 func (r *router) changed(ep *endpoint, down bool, since time.Time) {
-	ep.stats.SetDown(down, since)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if down {
@@ -141,44 +179,99 @@ func (r *router) changed(ep *endpoint, down bool, since time.Time) {
 	r.up = make(chan struct{})
 }
 
+// lease is one attempt's endpoint, as pick chose it; trial marks the one
+// request a sick endpoint is sent to find out whether it is well again.
+type lease struct {
+	ep    *endpoint
+	trial bool
+}
+
 // pick chooses the endpoint for one attempt and counts it in flight there
-// (release ends it): among the endpoints whose gate is open, the one with
-// the most headroom (the fewest in flight, or the most room under its own
-// cap), ties in turn. When every gate is closed it picks among all: the
-// attempt fails, as it would have with one server, and its slot waits at
-// the gates (waitUp).
-func (r *router) pick() *endpoint {
+// (release ends it). A sick endpoint whose next trial is due takes it, so
+// that it is asked again even under full load. Else, among the endpoints
+// whose gate is open, that are well, not held back by a Retry-After, and not
+// in avoid (the endpoints this prompt just failed on), the one with the most
+// headroom (the fewest in flight, or the most room under its own cap), ties
+// in turn. With none such it relaxes, in this order: avoid, then health and
+// holds (every open gate), then the gates themselves; when every gate is
+// closed the attempt fails, as it would have with one server, and its slot
+// waits at the gates (waitUp).
+func (r *router) pick(avoid tried) lease {
 	if len(r.eps) == 1 {
 		ep := r.eps[0]
 		ep.stats.AddInFlight(1)
-		return ep
+		return lease{ep: ep}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := r.now()
 	n := len(r.eps)
+	for k := range n {
+		i := (r.next + k) % n
+		ep := r.eps[i]
+		if ep.health.trialDue(now) && !ep.gate.Down() && !avoid.has(i) {
+			ep.health.trial = true
+			r.next = (i + 1) % n
+			ep.stats.AddInFlight(1)
+			return lease{ep: ep, trial: true}
+		}
+	}
+	fits := []func(i int, ep *endpoint) bool{
+		func(i int, ep *endpoint) bool { return !ep.gate.Down() && ep.health.usable(now) && !avoid.has(i) },
+		func(i int, ep *endpoint) bool { return !ep.gate.Down() && ep.health.usable(now) },
+		func(i int, ep *endpoint) bool { return !ep.gate.Down() },
+		func(int, *endpoint) bool { return true },
+	}
 	best := -1
 	var bestRoom int64
-	for pass := 0; pass < 2 && best < 0; pass++ {
+	for _, fit := range fits {
 		for k := range n {
 			i := (r.next + k) % n
 			ep := r.eps[i]
-			if pass == 0 && ep.gate.Down() {
+			if !fit(i, ep) {
 				continue
 			}
 			if room := ep.headroom(); best < 0 || room > bestRoom {
 				best, bestRoom = i, room
 			}
 		}
+		if best >= 0 {
+			break
+		}
 	}
 	r.next = (best + 1) % n
 	ep := r.eps[best]
 	ep.stats.AddInFlight(1)
-	return ep
+	return lease{ep: ep}
 }
 
-// release ends an attempt that pick sent to ep, started at the run's time
-// origin (the tracker's); resp and err are the attempt's outcome.
-func (r *router) release(ep *endpoint, origin time.Time, resp wire.Response, err error) {
+// elsewhere reports whether an attempt that failed on the endpoints in
+// avoid has another to go to at once: one whose gate is open, well, and not
+// held back.
+func (r *router) elsewhere(avoid tried) bool {
+	if len(r.eps) == 1 {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	for i, ep := range r.eps {
+		if !avoid.has(i) && !ep.gate.Down() && ep.health.usable(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// release ends an attempt of l, started at the run's time origin (the
+// tracker's); resp and err are the attempt's outcome, and fault, when err is
+// not nil, whether the failure was the replica's (replicaFault). With
+// several endpoints the outcome goes into the endpoint's health: a failing
+// endpoint is taken out (unless every other is out too: then the failures
+// say nothing of this one), a trial lets it back in or puts the next one off,
+// and a Retry-After holds it back for what it asked, at most maxHold.
+func (r *router) release(l lease, origin time.Time, resp wire.Response, err error, fault *wire.Error) {
+	ep := l.ep
 	ep.stats.AddInFlight(-1)
 	var tokens int64
 	if err == nil {
@@ -188,6 +281,53 @@ func (r *router) release(ep *endpoint, origin time.Time, resp wire.Response, err
 		}
 	}
 	ep.stats.Ended(origin, r.stats.Now(), serverAnswered(err), err == nil, tokens)
+	if len(r.eps) == 1 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	h := &ep.health
+	if err != nil && fault == nil {
+		// The prompt's failure, not the replica's: a trial it was proves
+		// nothing, and the next one may go at once.
+		if l.trial {
+			h.trial = false
+		}
+		return
+	}
+	cause := ""
+	if err != nil {
+		cause = fault.Cause
+		if fault.RetryAfter > 0 {
+			h.hold(now, min(fault.RetryAfter, r.maxHold), fault.RetryAfter, cause)
+		}
+	}
+	switch {
+	case l.trial && err == nil:
+		r.say(fmt.Sprintf("endpoint %s: back in: a trial request succeeded after %s out", ep.url, now.Sub(h.since).Round(time.Second)))
+		h.letIn()
+	case l.trial:
+		h.note(cause)
+		h.trialFailed(now)
+	case !h.sick:
+		h.note(cause)
+		if h.failing() && r.othersWellLocked(ep) {
+			h.takeOut(now)
+			r.say(fmt.Sprintf("endpoint %s: taken out: %s; the others take its requests, and one at a time asks whether it is well again", ep.url, h.reason))
+		}
+	}
+}
+
+// othersWellLocked reports whether some endpoint other than ep takes
+// requests: its gate open and it well.
+func (r *router) othersWellLocked(ep *endpoint) bool {
+	for _, o := range r.eps {
+		if o != ep && !o.gate.Down() && !o.health.sick {
+			return true
+		}
+	}
+	return false
 }
 
 // waitUp returns once some endpoint's gate is open, or with ctx's error.

@@ -17,13 +17,33 @@ import (
 func testRouter(n int) *router {
 	stats := runstats.NewStats(nil)
 	ledgers := stats.EndpointLedgers(n)
-	r := &router{eps: make([]*endpoint, n), stats: stats, up: make(chan struct{})}
+	r := &router{eps: make([]*endpoint, n), stats: stats, up: make(chan struct{}), now: time.Now, maxHold: time.Minute, say: func(string) {}}
 	for i := range n {
-		ep := &endpoint{stats: ledgers[i], gate: &outage{now: time.Now}}
-		ledgers[i].SetGate(ep.gate)
+		ep := &endpoint{idx: i, stats: ledgers[i], gate: &outage{now: time.Now}, route: r}
+		ledgers[i].SetGate(ep)
 		r.eps[i] = ep
 	}
 	return r
+}
+
+// closeGate closes ep's gate by hand, as a failed probe would (no prober
+// runs), and tells the router; openGate opens it again.
+func closeGate(r *router, ep *endpoint, now time.Time) {
+	o := ep.gate
+	o.mu.Lock()
+	o.back, o.since, o.why = make(chan struct{}), now, "test: closed by hand"
+	o.down.Store(true)
+	o.mu.Unlock()
+	r.changed(ep, true, now)
+}
+
+func openGate(r *router, ep *endpoint, now time.Time) {
+	o := ep.gate
+	o.mu.Lock()
+	o.back = nil
+	o.down.Store(false)
+	o.mu.Unlock()
+	r.changed(ep, false, now)
 }
 
 func (r *router) indexOf(ep *endpoint) int {
@@ -44,29 +64,29 @@ func TestRouterPicksFewestInFlight(t *testing.T) {
 	// Ties in turn: 0, 1, 2, then 0 again once each holds one.
 	var got []int
 	for range 6 {
-		got = append(got, r.indexOf(r.pick()))
+		got = append(got, r.indexOf(r.pick(nil).ep))
 	}
 	if want := []int{0, 1, 2, 0, 1, 2}; !slices.Equal(got, want) {
 		t.Errorf("picks %v, want %v", got, want)
 	}
 	// Endpoint 1 frees two: it has the fewest and takes the next two.
-	r.release(r.eps[1], time.Now(), wire.Response{}, nil)
-	r.release(r.eps[1], time.Now(), wire.Response{}, nil)
-	if a, b := r.indexOf(r.pick()), r.indexOf(r.pick()); a != 1 || b != 1 {
+	r.release(lease{ep: r.eps[1]}, time.Now(), wire.Response{}, nil, nil)
+	r.release(lease{ep: r.eps[1]}, time.Now(), wire.Response{}, nil, nil)
+	if a, b := r.indexOf(r.pick(nil).ep), r.indexOf(r.pick(nil).ep); a != 1 || b != 1 {
 		t.Errorf("after endpoint 1 freed two, picks %d, %d; want 1, 1", a, b)
 	}
 	// A closed gate is passed over, however few it has in flight.
 	r.eps[2].gate.down.Store(true)
 	setInFlight(r.eps[2].stats, 0)
 	for range 4 {
-		if i := r.indexOf(r.pick()); i == 2 {
+		if i := r.indexOf(r.pick(nil).ep); i == 2 {
 			t.Fatal("picked endpoint 2, whose gate is closed")
 		}
 	}
 	// Every gate closed: one is still picked, the one with the fewest.
 	r.eps[0].gate.down.Store(true)
 	r.eps[1].gate.down.Store(true)
-	if i := r.indexOf(r.pick()); i != 2 {
+	if i := r.indexOf(r.pick(nil).ep); i != 2 {
 		t.Errorf("with every gate closed, picked %d; want 2 (fewest in flight)", i)
 	}
 }
@@ -80,13 +100,13 @@ func TestRouterPrefersHeadroom(t *testing.T) {
 	setInFlight(r.eps[0].stats, 6)
 	r.stats.SetEndpointLimit(1, 32)
 	setInFlight(r.eps[1].stats, 20)
-	if i := r.indexOf(r.pick()); i != 1 {
+	if i := r.indexOf(r.pick(nil).ep); i != 1 {
 		t.Errorf("picked %d; want 1 (12 free against 2)", i)
 	}
 	// Room equal (12 each): in turn.
 	r.stats.SetEndpointLimit(0, 18)
 	setInFlight(r.eps[1].stats, 20)
-	if a, b := r.indexOf(r.pick()), r.indexOf(r.pick()); a == b {
+	if a, b := r.indexOf(r.pick(nil).ep), r.indexOf(r.pick(nil).ep); a == b {
 		t.Errorf("equal room picked %d twice; want each in turn", a)
 	}
 	snap := r.stats.Snapshot()
@@ -100,11 +120,11 @@ func TestRouterPrefersHeadroom(t *testing.T) {
 func TestRouterWaitsForAnyEndpoint(t *testing.T) {
 	r := testRouter(2)
 	now := time.Now()
-	r.changed(r.eps[0], true, now)
+	closeGate(r, r.eps[0], now)
 	if !r.stats.Snapshot().ServerDownSince.IsZero() {
 		t.Error("one endpoint of two down: the run shows the server down")
 	}
-	r.changed(r.eps[1], true, now)
+	closeGate(r, r.eps[1], now)
 	if r.stats.Snapshot().ServerDownSince.IsZero() {
 		t.Error("both endpoints down: the run does not show the server down")
 	}
@@ -118,7 +138,7 @@ func TestRouterWaitsForAnyEndpoint(t *testing.T) {
 		t.Fatalf("waitUp returned %v while every endpoint is down", err)
 	default:
 	}
-	r.changed(r.eps[1], false, now)
+	openGate(r, r.eps[1], now)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +147,7 @@ func TestRouterWaitsForAnyEndpoint(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	r.changed(r.eps[1], true, now)
+	closeGate(r, r.eps[1], now)
 	if err := r.waitUp(ctx); err == nil {
 		t.Error("waitUp with every endpoint down and a cancelled context returned nil")
 	}

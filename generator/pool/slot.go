@@ -55,22 +55,36 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 		onDelta = tr.Delta
 	}
 	// charged counts the attempts held against the prompt: not those that
-	// failed because the whole server was away (see outage.go). Those are
-	// bounded too, so a prompt that crashes the server every time it is
-	// sent cannot keep the run busy forever.
-	charged, excused := 0, 0
+	// failed because the whole server was away (see outage.go), nor, with
+	// several endpoints, those that failed on one replica while another
+	// could take the prompt at once (health.go). Those are bounded too, so a
+	// prompt that crashes every server it is sent to cannot keep the run
+	// busy forever.
+	charged, excused, moved := 0, 0, 0
+	var avoid tried // the endpoints this prompt failed on since its last charged attempt
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 && e.draining() {
 			// A retry would be a new request: the key is asked on resume.
 			return wire.Response{}, 0, nil
 		}
-		ep := route.pick()
+		l := route.pick(avoid)
+		ep := l.ep
 		epoch := ep.gate.sent()
 		r, err := ep.client.Complete(ctx, req, onDelta)
-		route.release(ep, tr.Origin(), r, err)
 		if serverAnswered(err) {
 			ep.gate.answered(epoch)
 		}
+		if err == nil && !sameModel(e.opts.Sampling.Model, r.Model) {
+			err = modelMismatch(ep.url, r.Model, e.opts.Sampling.Model)
+		}
+		var ce, fault *wire.Error
+		if err != nil {
+			ce = wire.Classify(err)
+			if ctx.Err() == nil && replicaFault(ce) {
+				fault = ce
+			}
+		}
+		route.release(l, tr.Origin(), r, err, fault)
 		if err == nil {
 			if next := e.opts.Sampling.MoreRoom(req.MaxTokens, req.Params); r.FinishReason == "length" && next > 0 {
 				// Cut at max_tokens, and the job asks for the whole
@@ -82,7 +96,6 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 			}
 			return r, attempt, nil
 		}
-		ce := wire.Classify(err)
 		if ctx.Err() != nil || ce.Cause == wire.CauseCanceled {
 			// Not a failure of the key: the run is stopping. Nothing is
 			// written, so a resume asks again.
@@ -113,6 +126,24 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 				continue // an endpoint is up: try at once
 			}
 		}
+		if fault != nil && ce.Retryable && route.several() && moved < e.opts.Retry.MaxAttempts*len(route.eps) {
+			// The replica failed it, and another well one can take it
+			// now: there, at once and uncharged. Only when every
+			// endpoint has failed it since its last charged attempt is
+			// the attempt the prompt's.
+			if avoid == nil {
+				avoid = make(tried, len(route.eps))
+			}
+			avoid[ep.idx] = true
+			if route.elsewhere(avoid) {
+				charged--
+				moved++
+				attempt--
+				tr.Retry(ce.Cause)
+				continue
+			}
+		}
+		clear(avoid) // a charged attempt: the next may go anywhere
 		if !ce.Retryable || charged >= e.opts.Retry.MaxAttempts {
 			return wire.Response{}, attempt, &sink.ErrorRecord{
 				ID:        j.prompt.ID,
@@ -133,10 +164,16 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 
 // backoff is the wait after the attempt-th failure: exponential with full
 // jitter (so 200 slots hit by one 503 do not come back in lockstep), at least
-// what the server asked for in Retry-After.
+// what the server asked for in Retry-After, but never more than max_backoff:
+// a server's Retry-After: 3600 would otherwise put the slot to sleep for an
+// hour.
 func (e *Engine) backoff(attempt int, retryAfter time.Duration) time.Duration {
 	p := backoff.Policy{Initial: e.opts.Retry.InitialBackoff, Max: e.opts.Retry.MaxBackoff}
-	return max(p.Delay(attempt), retryAfter)
+	d := max(p.Delay(attempt), retryAfter)
+	if e.opts.Retry.MaxBackoff > 0 {
+		d = min(d, e.opts.Retry.MaxBackoff)
+	}
+	return d
 }
 
 func (e *Engine) record(j task, c *conversation, latency time.Duration) *sink.Record {

@@ -12,6 +12,7 @@ type EndpointRecord struct {
 	URL              string     `json:"url"`   // passwords masked
 	State            string     `json:"state"` // up, down (its gate closed), probing (down, being asked)
 	DownSince        *time.Time `json:"down_since,omitempty"`
+	DownReason       string     `json:"down_reason,omitempty"` // while down: why (its probe's error, or its recent failures)
 	InFlight         int64      `json:"in_flight"`
 	Limit            int64      `json:"limit,omitempty"` // its own cap of requests in flight, when set
 	Requests         int64      `json:"requests"`        // attempts it answered
@@ -38,7 +39,7 @@ func newEndpointRecords(eps []EndpointSnapshot) []EndpointRecord {
 	out := make([]EndpointRecord, len(eps))
 	for i, e := range eps {
 		out[i] = EndpointRecord{
-			URL: e.URL, State: e.State, InFlight: e.InFlight, Limit: e.Limit,
+			URL: e.URL, State: e.State, DownReason: e.Reason, InFlight: e.InFlight, Limit: e.Limit,
 			Requests: e.Requests, Failures: e.Failures, Completed: e.Completed, CompletionTokens: e.CompletionTokens,
 			ReqPerS: e.ReqPerSec, TokPerS: e.TokPerSec,
 			ReqPerS10s: e.Last10s.ReqPerSec, TokPerS10s: e.Last10s.TokPerSec,

@@ -13,8 +13,8 @@ import (
 // Endpoint states, as status.json, report.json and --metrics-addr show them.
 const (
 	EndpointUp      = "up"      // its gate is open: requests go to it
-	EndpointDown    = "down"    // its gate is closed: no request goes to it, a prober waits to ask it again
-	EndpointProbing = "probing" // down, and the prober is asking it right now
+	EndpointDown    = "down"    // its gate is closed, or it is taken out for failing: no request goes to it but a probe
+	EndpointProbing = "probing" // down, and a probe (its model list, or a trial request) is asking it right now
 )
 
 // Endpoint is one endpoint's ledger: live state read by the router
@@ -41,15 +41,22 @@ type Endpoint struct {
 	failures  int64 // attempts that failed on it (any cause)
 	tokens    int64 // completion tokens of the answers it completed
 	completed int64 // answers it completed
-	downSince time.Time
 	buckets   [ringSize]epBucket
 }
 
-// Gate is an endpoint's outage gate as its figures need it: whether it is
-// closed, and whether a prober is asking the endpoint right now.
+// Gate is what decides whether requests go to an endpoint, as its figures
+// need it: its state now.
 type Gate interface {
-	Down() bool
-	Probing() bool
+	State() GateState
+}
+
+// GateState is an endpoint's state: down (no request goes to it but a
+// probe), probing (a probe is asking it right now), since when, and why.
+type GateState struct {
+	Down    bool
+	Probing bool
+	Since   time.Time // when it went down; zero while up
+	Reason  string    // why it is down: what its probe or its recent answers said
 }
 
 type gateRef struct{ g Gate }
@@ -57,10 +64,10 @@ type gateRef struct{ g Gate }
 // SetGate is the Run's gate for the endpoint, whose state snapshots show.
 func (es *Endpoint) SetGate(g Gate) { es.gate.Store(&gateRef{g}) }
 
-// Down reports whether the endpoint's gate is closed (no gate: open).
+// Down reports whether the endpoint is down (no gate: never).
 func (es *Endpoint) Down() bool {
 	ref := es.gate.Load()
-	return ref != nil && ref.g.Down()
+	return ref != nil && ref.g.State().Down
 }
 
 // AddInFlight counts a request sent to the endpoint (+1) or ended (-1).
@@ -140,22 +147,12 @@ func (es *Endpoint) Ended(origin, now time.Time, answered, completed bool, token
 	b.tokens += tokens
 }
 
-// setDown records the endpoint's gate closing (down) or opening.
-func (es *Endpoint) SetDown(down bool, since time.Time) {
-	es.mu.Lock()
-	defer es.mu.Unlock()
-	if down {
-		es.downSince = since
-	} else {
-		es.downSince = time.Time{}
-	}
-}
-
 // EndpointSnapshot is one endpoint's figures at one moment.
 type EndpointSnapshot struct {
 	URL       string    // passwords masked; "" when the run did not name it
 	State     string    // EndpointUp, EndpointDown or EndpointProbing
 	DownSince time.Time // zero while up
+	Reason    string    // while down: why
 	InFlight  int64     // requests sent to it and not yet ended
 	Limit     int64     // its own cap of requests in flight; 0: none
 	Requests  int64     // attempts it answered (an answer, or an HTTP status below 500)
@@ -171,16 +168,17 @@ type EndpointSnapshot struct {
 
 // snapshot reads the endpoint at elapsed (the run's Elapsed).
 func (es *Endpoint) snapshot(elapsed time.Duration) EndpointSnapshot {
-	var gate Gate
+	var gs GateState
 	if ref := es.gate.Load(); ref != nil {
-		gate = ref.g
+		gs = ref.g.State()
 	}
 	es.mu.Lock()
 	defer es.mu.Unlock()
 	out := EndpointSnapshot{
 		URL:              es.url,
 		State:            EndpointUp,
-		DownSince:        es.downSince,
+		DownSince:        gs.Since,
+		Reason:           gs.Reason,
 		InFlight:         es.inflight.Load(),
 		Limit:            es.limit.Load(),
 		Requests:         es.requests,
@@ -189,10 +187,9 @@ func (es *Endpoint) snapshot(elapsed time.Duration) EndpointSnapshot {
 		CompletionTokens: es.tokens,
 	}
 	switch {
-	case gate == nil:
-	case gate.Probing() && gate.Down():
+	case gs.Down && gs.Probing:
 		out.State = EndpointProbing
-	case gate.Down():
+	case gs.Down:
 		out.State = EndpointDown
 	}
 	if secs := elapsed.Seconds(); secs > 0 {

@@ -263,6 +263,13 @@ func (c *Client) complete(ctx context.Context, req Request, onDelta func(n int))
 	if !req.Stream {
 		return c.completePlain(ctx, resp)
 	}
+	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "text/html") {
+		// A proxy's or a login page where the stream should be: said as
+		// what it is, not as a stream that ended before its first event.
+		return Response{}, &Error{Cause: CauseDecode, Status: resp.StatusCode, Retryable: true,
+			Message: fmt.Sprintf("answered %d with an HTML page (%s), not an event stream: is endpoint.base_url a proxy's or a login page?", resp.StatusCode, ct),
+			Err:     errors.New("stream: an HTML page, not an event stream")}
+	}
 	var events io.Reader = resp.Body
 	if stall > 0 {
 		watched := watchIdle(resp.Body, stall, func() { abort(errStalled) })

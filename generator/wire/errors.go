@@ -21,20 +21,21 @@ import (
 // Causes: the short classes of a failure, as written to DIR/errors/ and
 // counted by Stats. An HTTP status is "http_NNN" (see httpCause).
 const (
-	CauseTimeout    = "timeout"      // the request's deadline passed
-	CauseConnection = "connection"   // refused, reset, EOF before any answer
-	CauseStreamCut  = "stream_cut"   // the stream ended before a finish_reason
-	CauseStall      = "stall"        // a stream sent no byte for the stall timeout
-	CauseOverlong   = "overlong"     // a stream brought more text than max_tokens allows, without a finish_reason
-	CauseIncomplete = "incomplete"   // a plain answer without choices or finish_reason
-	CauseAborted    = "aborted"      // the server finished with "abort"/"error"
-	CauseDecode     = "decode"       // a 2xx body that is not a chat completion
-	CauseStreamErr  = "stream_error" // an error event inside a 200 stream, no code
-	CauseCanceled   = "canceled"     // the caller's context was canceled
-	CauseRequest    = "request"      // the request could not be built
-	CauseOther      = "error"        // anything else
-	CauseTLS        = "tls"          // the server's certificate is not trusted
-	CauseLength     = "length"       // an answer cut at max_tokens, asked again with more room (on_length: retry)
+	CauseTimeout    = "timeout"        // the request's deadline passed
+	CauseConnection = "connection"     // refused, reset, EOF before any answer
+	CauseStreamCut  = "stream_cut"     // the stream ended before a finish_reason
+	CauseStall      = "stall"          // a stream sent no byte for the stall timeout
+	CauseOverlong   = "overlong"       // a stream brought more text than max_tokens allows, without a finish_reason
+	CauseIncomplete = "incomplete"     // a plain answer without choices or finish_reason
+	CauseAborted    = "aborted"        // the server finished with "abort"/"error"
+	CauseDecode     = "decode"         // a 2xx body that is not a chat completion
+	CauseStreamErr  = "stream_error"   // an error event inside a 200 stream, no code
+	CauseCanceled   = "canceled"       // the caller's context was canceled
+	CauseRequest    = "request"        // the request could not be built
+	CauseOther      = "error"          // anything else
+	CauseTLS        = "tls"            // the server's certificate is not trusted
+	CauseLength     = "length"         // an answer cut at max_tokens, asked again with more room (on_length: retry)
+	CauseModel      = "model_mismatch" // an answer from another model than the job's (a replica serving the wrong one)
 	// CauseTooLong is a prompt the server can never take: the prompt plus
 	// max_tokens exceed the model's context (vLLM's max_model_len). It is
 	// never retried; the summary counts it apart.
