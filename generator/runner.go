@@ -181,6 +181,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 		Concurrency:  s.Concurrency,
 		Limit:        r.startLimit(),
 		Sampling:     r.job.Sampling,
+		Context:      r.maxModelLen,
 		Prompt:       r.job.Prompt,
 		Stream:       s.Stream,
 		RetryErrors:  s.RetryErrors,

@@ -68,9 +68,13 @@ type Options struct {
 	// Limit is how many of them may be in flight at first (SetLimit moves
 	// it, within 1..Concurrency); 0: Concurrency.
 	Limit    int
-	Sampling job.Sampling  // the job's: Model must be set (the runner resolves "first of /v1/models")
-	Prompt   job.Prompting // the job's: how a row becomes the messages sent
-	Stream   bool          // stream responses (tok/s from the first second)
+	Sampling job.Sampling // the job's: Model must be set (the runner resolves "first of /v1/models")
+	// Context is the model's context in tokens as the server listed it
+	// (vLLM's max_model_len, llama.cpp's n_ctx); 0: unknown. on_length:
+	// retry never asks for more than it leaves after the prompt.
+	Context int
+	Prompt  job.Prompting // the job's: how a row becomes the messages sent
+	Stream  bool          // stream responses (tok/s from the first second)
 	// RetryErrors asks again the keys that failed for good in an earlier
 	// run; else they are passed over like done keys.
 	RetryErrors bool

@@ -62,6 +62,12 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 	// busy forever.
 	charged, excused, moved := 0, 0, 0
 	var avoid tried // the endpoints this prompt failed on since its last charged attempt
+	// cut is the last answer cut at max_tokens that on_length: retry asked
+	// again with more room: if the longer answer cannot be had (the server
+	// refuses it as too long for its context, or fails for good), the cut
+	// one is what on_length: keep would have recorded, and is kept.
+	var cut wire.Response
+	haveCut := false
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 && e.draining() {
 			// A retry would be a new request: the key is asked on resume.
@@ -86,12 +92,14 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 		}
 		route.release(l, tr.Origin(), r, err, fault)
 		if err == nil {
-			if next := e.opts.Sampling.MoreRoom(req.MaxTokens, req.Params); r.FinishReason == "length" && next > 0 {
+			if next := e.moreRoom(req, r); next > 0 {
 				// Cut at max_tokens, and the job asks for the whole
 				// answer: again, with more room (a new request, so a
-				// drain stops it like a retry).
+				// drain stops it like a retry). The cut answer is kept
+				// in case the longer one cannot be had.
 				tr.Retry(wire.CauseLength)
 				req.MaxTokens = next
+				cut, haveCut = r, true
 				continue
 			}
 			return r, attempt, nil
@@ -144,6 +152,9 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 			}
 		}
 		clear(avoid) // a charged attempt: the next may go anywhere
+		if haveCut && (ce.Cause == wire.CauseTooLong || !ce.Retryable || charged >= e.opts.Retry.MaxAttempts) {
+			return cut, attempt, nil
+		}
 		if !ce.Retryable || charged >= e.opts.Retry.MaxAttempts {
 			return wire.Response{}, attempt, &sink.ErrorRecord{
 				ID:        j.prompt.ID,
@@ -160,6 +171,32 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 			return wire.Response{}, 0, nil
 		}
 	}
+}
+
+// moreRoom is the max_tokens to ask again with after r, the answer to req,
+// or 0 to keep r as it is: on_length: retry, r cut at max_tokens, and more
+// room that can help. An answer cut before max_tokens was stopped by a full
+// context (llama.cpp ends a slot's answer with "length" when its context
+// fills), and the same prompt would be cut at the same place; and a retry
+// never asks for more than the context leaves after the prompt (vLLM would
+// refuse it with a 400), so when nothing more fits, the answer is kept.
+func (e *Engine) moreRoom(req wire.Request, r wire.Response) int {
+	if r.FinishReason != "length" {
+		return 0
+	}
+	next := e.opts.Sampling.MoreRoom(req.MaxTokens, req.Params)
+	if next == 0 || !r.UsageKnown {
+		return next
+	}
+	if r.CompletionTokens < req.MaxTokens {
+		return 0
+	}
+	if ctx := e.opts.Context; ctx > 0 && r.PromptTokens > 0 {
+		if next = min(next, ctx-r.PromptTokens); next <= req.MaxTokens {
+			return 0
+		}
+	}
+	return next
 }
 
 // backoff is the wait after the attempt-th failure: exponential with full
