@@ -426,6 +426,11 @@ func (r *reporter) Summary(stats *runstats.Stats, outcome string) string {
 	}
 	if len(s.RetriesByCause) > 0 {
 		fmt.Fprintf(tw, "  retries\t%s\n", formatCounts(s.RetriesByCause))
+		// What each cause was, the last time: "connection" alone does not
+		// say whether the server refused, reset or closed a connection.
+		for _, cause := range slices.Sorted(maps.Keys(s.RetryLast)) {
+			fmt.Fprintf(tw, "  \tlast %s: %s\n", cause, clip(s.RetryLast[cause], 160))
+		}
 	}
 	fmt.Fprintf(tw, "  throughput\t%s req/s\t%s tok/s\t%s prompt tok/s\n",
 		fmtRate(s.ReqPerSec), fmtTok(s.TokPerSec), fmtTok(s.PromptTokPerSec))

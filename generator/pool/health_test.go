@@ -281,6 +281,11 @@ func TestThreeReplicasOneBad(t *testing.T) {
 			if snap.Endpoints[0].State == runstats.EndpointUp || !strings.Contains(snap.Endpoints[0].Reason, tc.cause) {
 				t.Errorf("bad replica shown %s %q, want down naming %q", snap.Endpoints[0].State, snap.Endpoints[0].Reason, tc.cause)
 			}
+			for cause := range snap.RetriesByCause {
+				if snap.RetryLast[cause] == "" {
+					t.Errorf("retries of cause %s counted, but not what the last one was (retry_last)", cause)
+				}
+			}
 			rec := runstats.NewProgressRecord(snap, nil)
 			if len(rec.Endpoints) != 3 || !strings.Contains(rec.Endpoints[0].DownReason, tc.cause) {
 				t.Errorf("status.json's endpoint: %+v, want its down_reason", rec.Endpoints)

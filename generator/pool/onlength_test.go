@@ -28,6 +28,12 @@ type roomy struct {
 
 const roomyPrompt = 5
 
+// serverContext is a roomy server's context, for a test's table.
+type serverContext struct {
+	ctx       int
+	slotFills bool
+}
+
 func (c *roomy) Complete(_ context.Context, req wire.Request, onDelta func(int)) (wire.Response, error) {
 	c.mu.Lock()
 	c.sent = append(c.sent, req.MaxTokens)
@@ -61,24 +67,24 @@ func TestOnLength(t *testing.T) {
 		params     map[string]any
 		wantSent   []int
 		wantFinish string
-		server     roomy // its ctx and slotFills
-		known      int   // the context as /v1/models listed it (Options.Context)
+		server     serverContext // the server's context and how it fills
+		known      int           // the context as /v1/models listed it (Options.Context)
 	}{
-		{"keep", job.LengthKeep, 64, 200, nil, []int{64}, "length", roomy{}, 0},
-		{"default keeps", "", 64, 200, nil, []int{64}, "length", roomy{}, 0},
-		{"retry until it fits", job.LengthRetry, 64, 200, nil, []int{64, 128, 256}, "stop", roomy{}, 0},
-		{"retry up to the cap", job.LengthRetry, 32, 200, nil, []int{32, 64, 128}, "length", roomy{}, 0},
-		{"fits at once", job.LengthRetry, 256, 200, nil, []int{256}, "stop", roomy{}, 0},
-		{"the row's own max_tokens", job.LengthRetry, 64, 200, map[string]any{"max_tokens": 50}, []int{64}, "length", roomy{}, 0},
+		{"keep", job.LengthKeep, 64, 200, nil, []int{64}, "length", serverContext{}, 0},
+		{"default keeps", "", 64, 200, nil, []int{64}, "length", serverContext{}, 0},
+		{"retry until it fits", job.LengthRetry, 64, 200, nil, []int{64, 128, 256}, "stop", serverContext{}, 0},
+		{"retry up to the cap", job.LengthRetry, 32, 200, nil, []int{32, 64, 128}, "length", serverContext{}, 0},
+		{"fits at once", job.LengthRetry, 256, 200, nil, []int{256}, "stop", serverContext{}, 0},
+		{"the row's own max_tokens", job.LengthRetry, 64, 200, map[string]any{"max_tokens": 50}, []int{64}, "length", serverContext{}, 0},
 		// The context known: a retry asks for what is left after the
 		// prompt, and once nothing more fits the cut answer is kept.
-		{"never past a known context", job.LengthRetry, 200, 1000, nil, []int{200, 295}, "length", roomy{ctx: 300}, 300},
+		{"never past a known context", job.LengthRetry, 200, 1000, nil, []int{200, 295}, "length", serverContext{ctx: 300}, 300},
 		// Unknown: the server refuses the doubled request, and the cut
 		// answer it already had is kept, not made a too_long error.
-		{"a refused retry keeps the cut answer", job.LengthRetry, 200, 1000, nil, []int{200, 400}, "length", roomy{ctx: 300}, 0},
+		{"a refused retry keeps the cut answer", job.LengthRetry, 200, 1000, nil, []int{200, 400}, "length", serverContext{ctx: 300}, 0},
 		// llama.cpp: the slot's context filled before max_tokens (81 of
 		// 256): more room cannot help, the answer is kept at once.
-		{"a full slot is not max_tokens", job.LengthRetry, 256, 1000, nil, []int{256}, "length", roomy{ctx: 86, slotFills: true}, 0},
+		{"a full slot is not max_tokens", job.LengthRetry, 256, 1000, nil, []int{256}, "length", serverContext{ctx: 86, slotFills: true}, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -72,7 +72,15 @@ type faultServer struct {
 func newFaultServer(t *testing.T, scripts map[string]faultScript) (*faultServer, *httptest.Server) {
 	t.Helper()
 	f := &faultServer{t: t, scripts: scripts, hits: map[string][]*hit{}}
-	ts := httptest.NewServer(f)
+	// Every answer closes its connection. A reset before any byte on a
+	// reused keep-alive connection is one that net/http sends again by
+	// itself (each request carries an Idempotency-Key: a dropped keep-alive
+	// connection is not the prompt's fault), so with keep-alive the server
+	// would see a varying number of requests per fault; the retries these
+	// tests count are the engine's own.
+	ts := httptest.NewUnstartedServer(f)
+	ts.Config.SetKeepAlivesEnabled(false)
+	ts.Start()
 	t.Cleanup(ts.Close)
 	return f, ts
 }

@@ -124,7 +124,7 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 			if back != nil {
 				charged--
 				excused++
-				tr.Retry(ce.Cause)
+				tr.RetryBecause(ce.Cause, ce.Error())
 				if route.several() {
 					// Not the prompt's attempt: its replica went away
 					// under it, and it goes to another. The stats count
@@ -147,7 +147,7 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 				charged--
 				moved++
 				attempt--
-				tr.Retry(ce.Cause)
+				tr.RetryBecause(ce.Cause, ce.Error())
 				continue
 			}
 		}
@@ -166,7 +166,7 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 				CreatedAt: e.opts.Now().UTC(),
 			}
 		}
-		tr.Retry(ce.Cause)
+		tr.RetryBecause(ce.Cause, ce.Error())
 		if !backoff.Sleep(wait, e.backoff(charged, ce.RetryAfter)) {
 			return wire.Response{}, 0, nil
 		}

@@ -27,7 +27,9 @@ type ProgressRecord struct {
 	ErrorsByCause  map[string]int64 `json:"errors_by_cause"`
 	Retries        int64            `json:"retries"`
 	RetriesByCause map[string]int64 `json:"retries_by_cause"`
-	InFlight       int64            `json:"in_flight"`
+	// RetryLast is the message of the last retried error of each cause.
+	RetryLast map[string]string `json:"retry_last,omitempty"`
+	InFlight  int64             `json:"in_flight"`
 	// ServerDownSince is set while the server refuses connections.
 	ServerDownSince *time.Time `json:"server_down_since,omitempty"`
 
@@ -123,7 +125,7 @@ func NewProgressRecord(s Snapshot, server *promscrape.Rates) ProgressRecord {
 	rec := ProgressRecord{
 		Event: "progress", Time: s.At, ElapsedS: s.Elapsed.Seconds(),
 		Done: s.Completed(), Total: s.Planned(), AlreadyDone: s.AlreadyDone, AlreadyFailed: s.AlreadyFailed,
-		Errors: s.Errors, ErrorsByCause: s.ErrorsByCause, Retries: s.Retries, RetriesByCause: s.RetriesByCause,
+		Errors: s.Errors, ErrorsByCause: s.ErrorsByCause, Retries: s.Retries, RetriesByCause: s.RetriesByCause, RetryLast: s.RetryLast,
 		InFlight: s.InFlight,
 		ReqPerS:  s.ReqPerSec, TokPerS: s.TokPerSec, PromptTokPerS: s.PromptTokPerSec,
 		ReqPerS10s: s.Last10s.ReqPerSec, TokPerS10s: s.Last10s.TokPerSec,

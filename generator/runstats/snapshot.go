@@ -4,6 +4,7 @@ package runstats
 // ETA derived from them: what every renderer reads.
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -34,6 +35,7 @@ type Snapshot struct {
 
 	ErrorsByCause  map[string]int64
 	RetriesByCause map[string]int64
+	RetryLast      map[string]string // the last retried error's message, by cause
 	// MaxModelLen is the model's context as the server listed it (vLLM's
 	// max_model_len); 0 when it did not say.
 	MaxModelLen int64
@@ -140,6 +142,7 @@ func (s *Stats) Snapshot() Snapshot {
 		LastOutageSince: s.lastDown,
 		ErrorsByCause:   copyCounts(s.errCause),
 		RetriesByCause:  copyCounts(s.retryCause),
+		RetryLast:       maps.Clone(s.retryLast),
 		MaxModelLen:     s.maxModelLen.Load(),
 		PromptTokens:    s.promptTok,
 		Truncated:       s.truncated,

@@ -81,7 +81,8 @@ type Stats struct {
 	retries    int64
 	errCause   map[string]int64
 	retryCause map[string]int64
-	compTokens int64 // final completion tokens of completed requests
+	retryLast  map[string]string // the last retried error's message, by cause
+	compTokens int64             // final completion tokens of completed requests
 	promptTok  int64
 	truncated  int64
 	lengths    sampleSet // completion tokens per completed request
@@ -143,6 +144,7 @@ func NewStats(now func() time.Time) *Stats {
 		inFlight:   make(map[*Tracker]struct{}),
 		errCause:   make(map[string]int64),
 		retryCause: make(map[string]int64),
+		retryLast:  make(map[string]string),
 	}
 	for i := range s.corr {
 		s.corr[i].sec = -1
@@ -310,7 +312,12 @@ func (s *Stats) addDeltas(sec int64, n uint64) {
 // Retry records that the current attempt failed and will be retried. cause
 // is a short class such as "http_429", "timeout" or "stream_cut". The
 // attempt's deltas stop counting: a retried answer starts from zero.
-func (r *Tracker) Retry(cause string) {
+func (r *Tracker) Retry(cause string) { r.RetryBecause(cause, "") }
+
+// RetryBecause is Retry with the error's message, which the figures keep,
+// the last one of each cause, so that "retries connection 76" can say what
+// the connections did.
+func (r *Tracker) RetryBecause(cause, why string) {
 	if r.ended.Load() {
 		return
 	}
@@ -320,6 +327,9 @@ func (r *Tracker) Retry(cause string) {
 	defer s.mu.Unlock()
 	s.retries++
 	s.retryCause[cause]++
+	if why != "" {
+		s.retryLast[cause] = why
+	}
 	s.bucketLocked(s.now()).tokens -= lost
 }
 

@@ -109,6 +109,7 @@ type Client struct {
 	timeout time.Duration
 	stall   time.Duration // see Options.StallTimeout
 	key     apiKey        // sent as a bearer token; redacted from everything the server says
+	replay  replayKeys    // marks each POST replayable on a dropped keep-alive connection (send.go)
 	// chunkDecoder, when set, replaces decodeChunk: the stream benchmark
 	// runs each decoder inside the whole client.
 	chunkDecoder func([]byte) (chunkDelta, error)
@@ -120,7 +121,7 @@ func New(opts Options) *Client {
 	if hc == nil {
 		hc = &http.Client{Transport: NewTransport(opts.MaxConns, opts.TLS)}
 	}
-	return &Client{hc: hc, base: strings.TrimRight(opts.BaseURL, "/"), timeout: opts.Timeout, stall: opts.StallTimeout, key: apiKey(opts.APIKey)}
+	return &Client{hc: hc, base: strings.TrimRight(opts.BaseURL, "/"), timeout: opts.Timeout, stall: opts.StallTimeout, key: apiKey(opts.APIKey), replay: newReplayKeys()}
 }
 
 // NewTransport is the transport for maxConns requests in flight to one

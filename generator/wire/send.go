@@ -3,10 +3,14 @@ package wire
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"sync/atomic"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -42,6 +46,17 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte, str
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+		// A server may close a keep-alive connection just as a request
+		// goes out on it (llama-server drops about a third of them after
+		// a streamed answer): the request then fails with an EOF before
+		// any byte of its answer, through no fault of its own. net/http
+		// sends such a request again on a new connection by itself, but
+		// only one it knows is safe to replay, which a POST is when it
+		// carries an Idempotency-Key. A chat completion is: nothing is
+		// recorded of an answer that never began. Each request has its
+		// own key, so a proxy that honours the header never mistakes two
+		// attempts for one.
+		req.Header.Set("Idempotency-Key", c.replay.next())
 	}
 	if stream {
 		req.Header.Set("Accept", "text/event-stream")
@@ -92,3 +107,18 @@ func apiError(resp *http.Response, body []byte) error {
 	er.Error.HTTPStatus, er.Error.HTTPStatusCode = resp.Status, resp.StatusCode
 	return er.Error
 }
+
+// replayKeys makes the Idempotency-Key of each request a client sends: a
+// prefix drawn once per client, then a count.
+type replayKeys struct {
+	prefix string
+	n      *atomic.Uint64
+}
+
+func newReplayKeys() replayKeys {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand's contract since Go 1.24)
+	return replayKeys{prefix: "synthgen-" + hex.EncodeToString(b[:]) + "-", n: new(atomic.Uint64)}
+}
+
+func (k replayKeys) next() string { return k.prefix + strconv.FormatUint(k.n.Add(1), 10) }
