@@ -19,9 +19,10 @@ import (
 // synthgen without a GPU and for load tests on loopback.
 func newMockCmd() *cobra.Command {
 	var (
-		addr  string
-		grace time.Duration
-		opts  mockserver.Options
+		addr          string
+		grace         time.Duration
+		abandonOnTerm bool
+		opts          mockserver.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "mock",
@@ -40,10 +41,18 @@ To test a pipeline's error handling, the --rate-* flags make a share of the
 requests fail on purpose (which ones depends only on --seed and the order of
 arrival), and --restart-every/--restart-at take the whole server away for
 --restart-for. /metrics counts what was injected in
-mock_faults_injected_total{kind}.`,
+mock_faults_injected_total{kind}.
+
+To act as llama.cpp does at the connection level: --headers-when-running
+sends a queued stream no byte until it runs, --rate-close-after closes a
+share of kept-alive connections after an answer (the client's next request
+on one reads EOF), and --abandon-on-term makes SIGTERM stop listening at
+once while queued requests are held open and silent for --grace, as an old
+process does while a new one starts on the same port.`,
 		Example: `  synthgen mock --token-delay 20ms --ttft 300ms --max-running 64
   synthgen mock --token-delay 4ms --batch-scale 100 --max-running 256 --kv-budget 44800
   synthgen mock --rate-429 0.05 --retry-after 2s --rate-500 0.02 --rate-reset-mid 0.01 --restart-at 5m --restart-for 30s
+  synthgen mock --max-running 4 --headers-when-running --rate-close-after 0.3 --abandon-on-term --grace 30s
   synthgen run --endpoint.base_url http://127.0.0.1:8000/v1 ...`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -54,9 +63,18 @@ mock_faults_injected_total{kind}.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+			var term chan os.Signal
+			stopSigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+			if abandonOnTerm {
+				// SIGTERM abandons (see serveMock); Ctrl-C still stops.
+				term = make(chan os.Signal, 1)
+				signal.Notify(term, syscall.SIGTERM)
+				defer signal.Stop(term)
+				stopSigs = stopSigs[:1]
+			}
+			ctx, stop := signal.NotifyContext(ctx, stopSigs...)
 			defer stop()
-			return serveMock(ctx, addr, grace, opts, cmd.ErrOrStderr())
+			return serveMock(ctx, addr, grace, opts, term, cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -87,13 +105,19 @@ mock_faults_injected_total{kind}.`,
 	f.IntVar(&opts.RestartEvery, "restart-every", 0, "restart after every N requests: close the listener and every connection (requests in flight are cut) for --restart-for (0: never)")
 	f.DurationVar(&opts.RestartAt, "restart-at", 0, "restart once, this long after start (0: never)")
 	f.DurationVar(&opts.RestartFor, "restart-for", time.Second, "how long a restart keeps the port closed")
-	f.DurationVar(&grace, "grace", 5*time.Second, "on shutdown, how long requests in flight may take to finish")
+	f.BoolVar(&opts.HeadersWhenRunning, "headers-when-running", false, "send a queued stream no byte, not even its status line and headers, until it runs, as llama.cpp does (default: vLLM's way, headers as soon as it is accepted)")
+	f.Float64Var(&opts.RateCloseAfter, "rate-close-after", 0, "share of complete answers (0 to 1) after which the kept-alive connection is closed without \"Connection: close\", as llama.cpp does with some: the client's next request on it reads EOF before any byte (which answers depends only on --seed and the order of arrival)")
+	f.BoolVar(&abandonOnTerm, "abandon-on-term", false, "on SIGTERM, stop listening at once (a new server may take the port) and hold every queued request's connection open without a byte for --grace while running requests go on, then exit, as an old llama.cpp process does; Ctrl-C (SIGINT) still stops gracefully, and exits at once while holding")
+	f.DurationVar(&grace, "grace", 5*time.Second, "on shutdown, how long requests in flight may take to finish (with --abandon-on-term, how long a SIGTERM holds the queued requests)")
 	return cmd
 }
 
 // serveMock serves the mock on addr until ctx ends, then shuts down
-// gracefully within grace.
-func serveMock(ctx context.Context, addr string, grace time.Duration, opts mockserver.Options, stderr io.Writer) error {
+// gracefully within grace. A signal on term (nil: never) abandons the
+// server instead (see mockserver.Server.Abandon): the port is closed at
+// once and the queued requests are held silent until grace has passed or
+// ctx ends, then everything is closed.
+func serveMock(ctx context.Context, addr string, grace time.Duration, opts mockserver.Options, term <-chan os.Signal, stderr io.Writer) error {
 	s := mockserver.New(opts)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -101,5 +125,25 @@ func serveMock(ctx context.Context, addr string, grace time.Duration, opts mocks
 	}
 	// The listener's address, not the flag: --addr :0 shows the port it got.
 	fmt.Fprintf(stderr, "mock: serving %s on http://%s/v1\n", s.Options().Model, ln.Addr())
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if term != nil {
+		go func() {
+			select {
+			case <-term:
+			case <-ctx.Done():
+				return
+			}
+			s.Abandon()
+			fmt.Fprintf(stderr, "mock: SIGTERM: stopped listening on %s; queued requests are held silent for %v, running ones go on\n", ln.Addr(), grace)
+			t := time.NewTimer(grace)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	return s.Serve(ctx, ln, grace)
 }

@@ -69,7 +69,8 @@ func (b *batch) acquire(q *seq, done <-chan struct{}) bool {
 	return b.wait(q, done)
 }
 
-// wait waits until q runs; when done ends first, q leaves the batch.
+// wait waits until q runs; when done ends first, or the server is
+// abandoned (no request runs anew), q leaves the batch.
 func (b *batch) wait(q *seq, done <-chan struct{}) bool {
 	for {
 		b.mu.Lock()
@@ -82,6 +83,15 @@ func (b *batch) wait(q *seq, done <-chan struct{}) bool {
 		select {
 		case <-q.admitted: // look again: it may have been preempted since
 		case <-done:
+			b.leave(q)
+			return false
+		case <-b.s.conns.abandon:
+			b.mu.Lock()
+			running := q.running // admitted before Abandon
+			b.mu.Unlock()
+			if running {
+				continue
+			}
 			b.leave(q)
 			return false
 		}
@@ -104,9 +114,10 @@ func (b *batch) leave(q *seq) {
 
 // admit moves requests from the head of the queue into the batch while
 // the count limit and the KV budget let them in (a request alone in the
-// batch is always let in: it has nobody to wait for). b.mu is held.
+// batch is always let in: it has nobody to wait for); once the server is
+// abandoned, nobody is. b.mu is held.
 func (b *batch) admit() {
-	for len(b.waiting) > 0 {
+	for len(b.waiting) > 0 && !b.s.abandoned() {
 		q := b.waiting[0]
 		if b.maxRunning > 0 && len(b.running) >= b.maxRunning {
 			break

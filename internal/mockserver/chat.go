@@ -71,12 +71,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if s.failEarly(w, g.fault) {
 		return
 	}
-	if req.Stream {
+	if req.Stream && !s.opts.HeadersWhenRunning {
 		// vLLM sends the headers as soon as it accepts the request; the body
 		// waits for the engine.
-		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-		w.WriteHeader(http.StatusOK)
-		_ = g.flush() // a client already gone is seen while waiting for a slot
+		g.startStream() // a client already gone is seen while waiting for a slot
 	}
 	prompt := req.promptTokens()
 	var admitted bool
@@ -87,12 +85,14 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		admitted = s.acquire(g.done)
 	}
 	if !admitted {
-		s.aborted.Add(1)
-		s.success.WithLabelValues("abort").Inc()
+		s.abort(w, g.done)
 		return
 	}
 	g.running = true
 	defer g.release()
+	if req.Stream && s.opts.HeadersWhenRunning {
+		g.startStream() // llama.cpp's way: no byte while queued
+	}
 	s.promptTokens.Add(int64(prompt))
 	g.start = time.Now()
 
@@ -122,9 +122,17 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		s.inject(g.fault)
 		s.faulted.Add(1)
 	} else if !ok {
-		s.aborted.Add(1)
-		s.success.WithLabelValues("abort").Inc()
+		s.abort(w, g.done)
+	} else if s.closesAfter(g.id) {
+		s.closeAfter(w, r, req.Stream)
 	}
+}
+
+// startStream sends a stream's status line and headers.
+func (g *generation) startStream() {
+	g.w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	g.w.WriteHeader(http.StatusOK)
+	_ = g.flush()
 }
 
 // generation is one answer being produced: its output buffer, its pacing and

@@ -142,10 +142,12 @@ func reset(w http.ResponseWriter) {
 }
 
 // Serve serves s on ln until ctx ends, then shuts down, giving requests in
-// flight grace to finish. With Options.RestartEvery or RestartAt it also
-// restarts on purpose: the listener and every connection are closed (requests
-// in flight are cut), nothing listens for RestartFor, then it listens again
-// on the same address.
+// flight grace to finish, and closes s (see Close). With Options.RestartEvery
+// or RestartAt it also restarts on purpose: the listener and every
+// connection are closed (requests in flight are cut), nothing listens for
+// RestartFor, then it listens again on the same address. After Abandon it
+// listens no more and, once ctx ends, closes what is held and cuts the
+// requests still running, without grace: Abandon's hold was theirs.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
 	addr := ln.Addr().String()
 	var restartAt <-chan time.Time
@@ -156,33 +158,60 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	}
 	for {
 		srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+		if !s.conns.serve(srv, ln) { // abandoned while it was down
+			_ = ln.Close()
+			return s.serveAbandoned(ctx, srv)
+		}
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()
 		select {
 		case err := <-served:
+			if s.abandoned() { // Abandon closed the listener
+				return s.serveAbandoned(ctx, srv)
+			}
+			s.conns.unserve(srv)
 			return fmt.Errorf("mock: serve: %w", err)
 		case <-ctx.Done():
-			return shutdown(ctx, srv, served, grace)
+			s.conns.unserve(srv)
+			err := shutdown(ctx, srv, served, grace)
+			s.Close()
+			return err
 		case <-restartAt:
 		case <-s.restart:
 		}
+		s.conns.unserve(srv)
 		s.inject(FaultRestart)
 		_ = srv.Close() // cuts every connection, the requests in flight with it
-		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		s.conns.closeKept()
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) && !s.abandoned() {
 			return fmt.Errorf("mock: serve: %w", err)
 		}
 		down := time.NewTimer(s.opts.RestartFor)
 		select {
 		case <-ctx.Done():
 			down.Stop()
+			s.Close()
 			return nil
 		case <-down.C:
+		}
+		if s.abandoned() { // while it was down: the port may be another's now
+			return s.serveAbandoned(ctx, srv)
 		}
 		var err error
 		if ln, err = net.Listen("tcp", addr); err != nil {
 			return fmt.Errorf("mock: listen again after a restart: %w", err)
 		}
 	}
+}
+
+// serveAbandoned waits for ctx to end, then closes what the abandoned s
+// holds and cuts the requests still running on srv.
+func (s *Server) serveAbandoned(ctx context.Context, srv *http.Server) error {
+	s.conns.unserve(srv)
+	<-ctx.Done()
+	s.Close()
+	_ = srv.Close()
+	return nil
 }
 
 func shutdown(ctx context.Context, srv *http.Server, served <-chan error, grace time.Duration) error {

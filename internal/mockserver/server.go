@@ -6,6 +6,13 @@
 // function of the seed and the prompt, so retries and resumes see the same
 // answer. It serves a bounded number of requests at once and queues the rest,
 // like vLLM's continuous batching, so load tests see realistic back-pressure.
+//
+// Besides vLLM's behaviour it can act as other servers do at the connection
+// level (conn.go): hold a queued stream's headers until it runs
+// (Options.HeadersWhenRunning, as llama.cpp), close a share of kept-alive
+// connections after an answer (Options.RateCloseAfter), and stop listening
+// while holding its queued requests silent (Server.Abandon), as a server
+// process that is being replaced does.
 package mockserver
 
 import (
@@ -82,6 +89,22 @@ type Options struct {
 	RestartEvery int
 	RestartAt    time.Duration
 	RestartFor   time.Duration
+
+	// HeadersWhenRunning holds a stream's status line and headers back
+	// until the request starts running, as llama.cpp does: a request
+	// waiting in the queue (MaxRunning or the batch model) gets no byte.
+	// false: vLLM's way, the headers go out as soon as the request is
+	// accepted. A plain answer's headers always come with its body.
+	HeadersWhenRunning bool
+	// RateCloseAfter is the share of complete answers (0 to 1) after which
+	// the server closes the connection although it kept it alive (no
+	// "Connection: close"), as llama.cpp does with some: the connection is
+	// kept silent until the client sends its next request on it, and then
+	// closed before a byte of the response (see conn.go), so that client
+	// sees EOF for it every time rather than only when it loses a race.
+	// Which answers close is a pure function of Seed and the arrival
+	// number, an independent draw like StallRate's.
+	RateCloseAfter float64
 }
 
 // DefaultModel is the model name served when Options.Model is empty.
@@ -121,6 +144,9 @@ func (o Options) Validate() error {
 	}
 	if o.StallAfter < 0 {
 		return fmt.Errorf("stall after %d: must not be negative", o.StallAfter)
+	}
+	if !(o.RateCloseAfter >= 0 && o.RateCloseAfter <= 1) {
+		return fmt.Errorf("close after rate %v: must be between 0 and 1", o.RateCloseAfter)
 	}
 	return o.validateFaults()
 }
@@ -163,6 +189,15 @@ type Stats struct {
 	// Injected counts the injected faults by kind (see FaultKinds), restarts
 	// included; every kind is present.
 	Injected map[string]int64
+	// ClosedAfter counts the answers after which the connection was closed
+	// on purpose (Options.RateCloseAfter), and DroppedReuses the requests a
+	// client then sent on such a connection: the server read their first
+	// byte and closed it without answering. Neither is in Requests.
+	ClosedAfter   int64
+	DroppedReuses int64
+	// Held counts the requests an abandoned server holds open without a
+	// byte now (see Abandon); they count as Aborted once they end.
+	Held int64
 }
 
 // Server is the mock: an http.Handler serving vLLM's OpenAI-compatible API.
@@ -194,6 +229,8 @@ type Server struct {
 	faultsMetric *prometheus.CounterVec // mock_faults_injected_total{kind}
 
 	bufs sync.Pool // *[]byte: response assembly buffers
+
+	conns conns // what the server holds open on its own: Abandon, RateCloseAfter
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -227,6 +264,7 @@ func New(opts Options) *Server {
 	case opts.MaxRunning > 0:
 		s.slots = make(chan struct{}, opts.MaxRunning)
 	}
+	s.conns.init()
 	s.bufs.New = func() any { b := make([]byte, 0, 16<<10); return &b }
 	s.registerMetrics()
 
@@ -264,6 +302,9 @@ func (s *Server) Stats() Stats {
 		Preemptions:      s.preemptions(),
 		Recomputed:       s.recomputed(),
 		Injected:         s.injectedCounts(),
+		ClosedAfter:      s.conns.closedAfter.Load(),
+		DroppedReuses:    s.conns.droppedReuses.Load(),
+		Held:             s.conns.held.Load(),
 	}
 }
 
@@ -357,8 +398,12 @@ func (s *Server) stalls(id uint64) bool {
 
 // acquire waits for a running slot in FIFO order (blocked channel senders
 // are served first come, first served) and counts the request as running.
-// It fails only when the request's context ends first.
+// It fails when the request's context ends first, or when the server is
+// abandoned before the request runs (see Abandon).
 func (s *Server) acquire(done <-chan struct{}) bool {
+	if s.abandoned() {
+		return false
+	}
 	if s.slots != nil {
 		select {
 		case s.slots <- struct{}{}:
@@ -370,7 +415,14 @@ func (s *Server) acquire(done <-chan struct{}) bool {
 			case <-done:
 				s.waiting.Add(-1)
 				return false
+			case <-s.conns.abandon:
+				s.waiting.Add(-1)
+				return false
 			}
+		}
+		if s.abandoned() { // a slot and Abandon came at once: Abandon wins
+			<-s.slots
+			return false
 		}
 	}
 	n := s.running.Add(1)
