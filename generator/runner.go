@@ -139,7 +139,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	clients := make([]*wire.Client, len(urls))
 	shown := make([]string, len(urls))
 	for i, u := range urls {
-		clients[i] = wire.New(wire.Options{BaseURL: u, APIKey: s.APIKey, Timeout: s.Timeout, StallTimeout: s.StallTimeout, TLS: s.TLS, MaxConns: s.Concurrency})
+		clients[i] = wire.New(wire.Options{BaseURL: u, APIKey: s.APIKey, Timeout: s.Timeout, StallTimeout: s.StallTimeout, TLS: s.TLS, MaxConns: s.Concurrency, OnAwait: s.Stats.AddAwaiting})
 		shown[i] = wire.RedactURL(u)
 		targets[i] = pool.Endpoint{URL: shown[i], Client: clients[i]}
 	}

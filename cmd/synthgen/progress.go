@@ -26,6 +26,8 @@ package main
 //	| 10s 1650 tok/s 1.0 req/s  the last 10 s
 //	| 60s 1600 tok/s 0.9 req/s  the last 60 s
 //	| retries 0                 attempts retried
+//	| no byte yet 16            streams the server holds without a byte, not even
+//	                            headers (queued in llama-server); only when some are
 //	| server 1700 tok/s ...     the server's own /metrics, when scraped: generation tok/s,
 //	                            running, waiting, kv (cache usage), preemptions, spec decoding;
 //	                            left out while measured from before the latest outage; with
@@ -266,6 +268,9 @@ func formatLine(s runstats.Snapshot, server *promscrape.Rates, drain *drainState
 	fmt.Fprintf(&b, " | 10s %s tok/s %s req/s | 60s %s tok/s %s req/s | retries %d",
 		fmtTok(s.Last10s.TokPerSec), fmtRate(s.Last10s.ReqPerSec),
 		fmtTok(s.Last60s.TokPerSec), fmtRate(s.Last60s.ReqPerSec), s.Retries)
+	if s.Awaiting > 0 {
+		fmt.Fprintf(&b, " | no byte yet %d", s.Awaiting)
+	}
 	if d := serverDown(s); d != "" {
 		b.WriteString(" | ")
 		b.WriteString(d)

@@ -89,6 +89,9 @@ func barLine(s runstats.Snapshot, server *promscrape.Rates, drain *drainState, w
 	add(1, "10s %s tok/s", fmtTokShort(s.Last10s.TokPerSec))
 	add(3, "%s req/s", fmtRate(s.Last10s.ReqPerSec))
 	add(4, "%d in flight", s.InFlight)
+	if s.Awaiting > 0 {
+		add(6, "%d no byte yet", s.Awaiting)
+	}
 	if s.Errors > 0 {
 		add(5, "%d err", s.Errors)
 	}

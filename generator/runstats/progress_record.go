@@ -30,6 +30,9 @@ type ProgressRecord struct {
 	// RetryLast is the message of the last retried error of each cause.
 	RetryLast map[string]string `json:"retry_last,omitempty"`
 	InFlight  int64             `json:"in_flight"`
+	// NoByteYet is the streams in flight that have had no byte, not even
+	// headers (a server's queue that says nothing); omitted at 0.
+	NoByteYet int64 `json:"no_byte_yet,omitempty"`
 	// ServerDownSince is set while the server refuses connections.
 	ServerDownSince *time.Time `json:"server_down_since,omitempty"`
 
@@ -126,8 +129,8 @@ func NewProgressRecord(s Snapshot, server *promscrape.Rates) ProgressRecord {
 		Event: "progress", Time: s.At, ElapsedS: s.Elapsed.Seconds(),
 		Done: s.Completed(), Total: s.Planned(), AlreadyDone: s.AlreadyDone, AlreadyFailed: s.AlreadyFailed,
 		Errors: s.Errors, ErrorsByCause: s.ErrorsByCause, Retries: s.Retries, RetriesByCause: s.RetriesByCause, RetryLast: s.RetryLast,
-		InFlight: s.InFlight,
-		ReqPerS:  s.ReqPerSec, TokPerS: s.TokPerSec, PromptTokPerS: s.PromptTokPerSec,
+		InFlight: s.InFlight, NoByteYet: s.Awaiting,
+		ReqPerS: s.ReqPerSec, TokPerS: s.TokPerSec, PromptTokPerS: s.PromptTokPerSec,
 		ReqPerS10s: s.Last10s.ReqPerSec, TokPerS10s: s.Last10s.TokPerSec,
 		ReqPerS60s: s.Last60s.ReqPerSec, TokPerS60s: s.Last60s.TokPerSec,
 		CompletionTokens: s.CompletionTokens, PromptTokens: s.PromptTokens,

@@ -39,6 +39,10 @@ type Snapshot struct {
 	// MaxModelLen is the model's context as the server listed it (vLLM's
 	// max_model_len); 0 when it did not say.
 	MaxModelLen int64
+	// Awaiting is the streams in flight that have had no byte yet, not
+	// even headers: held in a server's queue (llama-server sends nothing
+	// until a slot frees), or stranded in one (wire's stranded.go).
+	Awaiting int64
 
 	CompletionTokens int64 // credited so far: completed (corrected) plus the running attempts' deltas
 	RunningTokens    int64 // the part of CompletionTokens that belongs to requests in flight
@@ -144,6 +148,7 @@ func (s *Stats) Snapshot() Snapshot {
 		RetriesByCause:  copyCounts(s.retryCause),
 		RetryLast:       maps.Clone(s.retryLast),
 		MaxModelLen:     s.maxModelLen.Load(),
+		Awaiting:        s.awaiting.Load(),
 		PromptTokens:    s.promptTok,
 		Truncated:       s.truncated,
 		Confidence:      confidence(s.done),

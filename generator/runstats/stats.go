@@ -55,6 +55,7 @@ type Stats struct {
 
 	total       atomic.Int64
 	maxModelLen atomic.Int64 // the model's context as /v1/models gave it; 0: unknown
+	awaiting    atomic.Int64 // streams in flight that have had no byte, not even headers
 	alreadyDone atomic.Int64 // keys done before this run, and repeats
 	// alreadyFailed are keys that failed for good before this run and are
 	// not asked again (no --retry-errors): out of Total, and not done.
@@ -160,6 +161,11 @@ func NewStats(now func() time.Time) *Stats {
 // knows keys, not the dataset's order), and moves them out of Total with
 // AddAlreadyDone.
 func (s *Stats) SetTotal(n int64) { s.total.Store(n) }
+
+// AddAwaiting counts a stream that starts (+1) or stops (-1) waiting for
+// its first byte: what a server holds in its queue without a word
+// (wire.Options.OnAwait).
+func (s *Stats) AddAwaiting(d int) { s.awaiting.Add(int64(d)) }
 
 // SetMaxModelLen records the model's context (vLLM's max_model_len), so
 // that the summary can say what prompts of cause too_long did not fit.

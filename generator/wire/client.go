@@ -46,9 +46,15 @@ type Options struct {
 	Timeout time.Duration
 	// StallTimeout bounds the silence of a streamed answer once its
 	// headers came: no byte (a keep-alive comment counts) for this long
-	// ends the attempt with Cause "stall" (0 = off). A plain answer sends
-	// nothing until it is whole, so it has only Timeout.
+	// ends the attempt with Cause "stall" (0 = off). Before its headers it
+	// bounds a stream that a later one to the same server overtook
+	// (stranded.go). A plain answer sends nothing until it is whole, so it
+	// has only Timeout.
 	StallTimeout time.Duration
+	// OnAwait, when set, is told of each stream that starts waiting for
+	// its headers (+1) and stops (-1): the requests a server holds in its
+	// queue without a byte, for the progress line.
+	OnAwait func(delta int)
 	// MaxConns is the pool size: the transport keeps this many idle
 	// connections per host, so N requests in flight never wait for a
 	// connection nor open and close one per request. 0 = defaultMaxConns (256).
@@ -110,6 +116,7 @@ type Client struct {
 	stall   time.Duration // see Options.StallTimeout
 	key     apiKey        // sent as a bearer token; redacted from everything the server says
 	replay  replayKeys    // marks each POST replayable on a dropped keep-alive connection (send.go)
+	await   *awaiting     // streams without headers yet (stranded.go); nil without StallTimeout
 	// chunkDecoder, when set, replaces decodeChunk: the stream benchmark
 	// runs each decoder inside the whole client.
 	chunkDecoder func([]byte) (chunkDelta, error)
@@ -121,7 +128,11 @@ func New(opts Options) *Client {
 	if hc == nil {
 		hc = &http.Client{Transport: NewTransport(opts.MaxConns, opts.TLS)}
 	}
-	return &Client{hc: hc, base: strings.TrimRight(opts.BaseURL, "/"), timeout: opts.Timeout, stall: opts.StallTimeout, key: apiKey(opts.APIKey), replay: newReplayKeys()}
+	c := &Client{hc: hc, base: strings.TrimRight(opts.BaseURL, "/"), timeout: opts.Timeout, stall: opts.StallTimeout, key: apiKey(opts.APIKey), replay: newReplayKeys()}
+	if opts.StallTimeout > 0 {
+		c.await = newAwaiting(opts.StallTimeout, opts.OnAwait)
+	}
+	return c
 }
 
 // NewTransport is the transport for maxConns requests in flight to one
@@ -256,7 +267,15 @@ func (c *Client) complete(ctx context.Context, req Request, onDelta func(n int))
 		ctx, abort = context.WithCancelCause(ctx)
 		defer abort(nil)
 	}
+	var waited func(headers bool)
+	if stall > 0 && c.await != nil {
+		waited = c.await.sent(abort)
+	}
 	resp, err := c.send(ctx, http.MethodPost, "/chat/completions", body, req.Stream)
+	if waited != nil {
+		var se *statusError
+		waited(err == nil || errors.As(err, &se))
+	}
 	if err != nil {
 		return Response{}, c.failStall(ctx, stall, err)
 	}
@@ -422,6 +441,11 @@ func (c *Client) failStream(ctx context.Context, stall time.Duration, a *answer,
 // failStall is fail for a request whose stream is watched for silence: a
 // cut made by the watch is a stall, not the caller's cancel.
 func (c *Client) failStall(ctx context.Context, stall time.Duration, err error) *Error {
+	if errors.Is(context.Cause(ctx), errStranded) {
+		return &Error{Cause: CauseStall, Retryable: true,
+			Message: fmt.Sprintf("no answer, not even headers, %s (endpoint.stall_timeout) after a request sent later to this server had its own: the server lost it (an old process still holding its queue?)", stall),
+			Err:     fmt.Errorf("%w: %v", errStranded, err)}
+	}
 	if errors.Is(context.Cause(ctx), errStalled) {
 		return &Error{Cause: CauseStall, Retryable: true,
 			Message: fmt.Sprintf("no byte for %s (endpoint.stall_timeout)", stall),

@@ -1,0 +1,142 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/synthgen/synthgen/internal/mockserver"
+)
+
+// TestStrandedStreamsAreCut: a server queues streams without a byte
+// (llama-server's way), is stopped while holding its queue, and a new one
+// starts on the same address. The streams queued on the old one are cut
+// (cause stall, saying why) once a later request has had its headers from
+// the new one, instead of waiting for endpoint.timeout; the running ones
+// finish; new requests are answered. What waits is counted (OnAwait).
+func TestStrandedStreamsAreCut(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	opts := mockserver.Options{Model: "m", MeanTokens: 400, TokenDelay: 2 * time.Millisecond, MaxRunning: 2, HeadersWhenRunning: true, Seed: 1}
+	old := mockserver.New(opts)
+	oldCtx, stopOld := context.WithCancel(context.Background())
+	oldDone := make(chan error, 1)
+	go func() { oldDone <- old.Serve(oldCtx, ln, time.Second) }()
+	t.Cleanup(func() { stopOld(); <-oldDone })
+
+	var awaiting atomic.Int64
+	c := New(Options{BaseURL: "http://" + addr + "/v1", StallTimeout: 300 * time.Millisecond, OnAwait: func(d int) { awaiting.Add(int64(d)) }})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req := Request{Stream: true, Messages: []Message{{Role: "user", Content: "a long answer please"}}}
+	req.Model, req.MaxTokens = "m", 400
+
+	type outcome struct {
+		resp Response
+		err  error
+	}
+	first := make(chan outcome, 4)
+	for range 4 {
+		go func() {
+			r, err := c.Complete(ctx, req, nil)
+			first <- outcome{r, err}
+		}()
+	}
+	waitUntil(t, "2 running and 2 queued on the old server", func() bool {
+		st := old.Stats()
+		return st.Running == 2 && st.Waiting == 2
+	})
+	if n := awaiting.Load(); n != 2 {
+		t.Errorf("%d streams counted as waiting for their headers, want the 2 queued", n)
+	}
+	old.Abandon() // stops listening, holds the queued two without a byte
+	ln2, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := mockserver.New(mockserver.Options{Model: "m", MeanTokens: 20, Seed: 2})
+	newCtx, stopNew := context.WithCancel(context.Background())
+	newDone := make(chan error, 1)
+	go func() { newDone <- fresh.Serve(newCtx, ln2, time.Second) }()
+	t.Cleanup(func() { stopNew(); <-newDone })
+
+	if _, err := c.Complete(ctx, req, nil); err != nil {
+		t.Fatalf("a new request to the new server: %v", err)
+	}
+	var answered, stranded int
+	for range 4 {
+		o := <-first
+		switch ce := Classify(o.err); {
+		case o.err == nil:
+			answered++
+		case ce.Cause == CauseStall && strings.Contains(ce.Message, "not even headers") && errors.Is(o.err, errStranded):
+			stranded++
+		default:
+			t.Errorf("a first request ended with %v", o.err)
+		}
+	}
+	if answered != 2 || stranded != 2 {
+		t.Errorf("%d answered, %d cut as stranded; want the 2 running answered and the 2 queued cut", answered, stranded)
+	}
+	if n := awaiting.Load(); n != 0 {
+		t.Errorf("%d still counted as waiting", n)
+	}
+}
+
+// TestQueuedStreamsWaitTheirTurn: streams queued without a byte are not cut
+// while no later request overtakes them, however long they wait.
+func TestQueuedStreamsWaitTheirTurn(t *testing.T) {
+	var clock atomic.Int64 // the watch's own timer may look too
+	clock.Store(1e18)
+	advance := func(d time.Duration) { clock.Add(int64(d)) }
+	a := newAwaiting(time.Second, nil)
+	a.now = func() time.Time { return time.Unix(0, clock.Load()) }
+	var cuts atomic.Int64
+	cut := func(error) { cuts.Add(1) }
+	doneFirst := a.sent(cut)
+	_ = a.sent(cut)
+	advance(time.Hour)
+	a.check()
+	if cuts.Load() != 0 {
+		t.Fatal("a stream waiting its turn, none overtaking it, was cut")
+	}
+	doneFirst(true) // the first in the queue had its headers: in order
+	advance(time.Hour)
+	a.check()
+	if cuts.Load() != 0 {
+		t.Fatal("the second stream was cut though only an earlier one was answered")
+	}
+	doneThird := a.sent(cut)
+	doneThird(true) // a later one overtook the second
+	a.check()       // marks it overtaken
+	if cuts.Load() != 0 {
+		t.Fatal("cut the moment it was overtaken, want StallTimeout after")
+	}
+	advance(time.Second)
+	a.check()
+	if cuts.Load() != 1 {
+		t.Fatalf("overtaken a StallTimeout ago: %d cut, want 1", cuts.Load())
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
