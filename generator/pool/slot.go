@@ -65,6 +65,7 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 			return wire.Response{}, 0, nil
 		}
 		ep := route.pick()
+		tr.SendingTo(ep.stats)
 		epoch := ep.gate.sent()
 		r, err := ep.client.Complete(ctx, req, onDelta)
 		route.release(ep, tr.Origin(), r, err)
