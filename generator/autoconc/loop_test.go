@@ -68,6 +68,11 @@ func TestLoopFeedsEachEndpointItsOwnInFlight(t *testing.T) {
 	for range 10 {
 		l.Step(context.Background())
 	}
+	// One more reading of the second, as Step makes it: what it decides.
+	smp, _ := eps[1].Scrape(context.Background())
+	if d := l.observe(1, l.endpoints[1], smp, l.o.Client(), l.o.Now()); d.Reason != "hold: limit not reached (2 in flight)" {
+		t.Errorf("the endpoint with 2 of 16 in flight decided %+v, want the limit not reached", d)
+	}
 	if got := ctrls[1].Limit(); got != 16 {
 		t.Errorf("the endpoint with 2 of 16 in flight moved to %d; it must hold (limit not reached)\n%s", got, log.String())
 	}
