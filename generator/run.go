@@ -194,17 +194,27 @@ func (r *Runner) startAuto(ctx context.Context) (stop func(), err error) {
 		Ceiling: s.Concurrency,
 		Every:   s.AutoInterval,
 		Target:  r,
-		InFlight: func() (int, []int) {
+		// Throughput is the client's own count at each endpoint: every
+		// streamed delta as it arrives, or, when the run does not stream,
+		// each answer's tokens at its end (TokensAtEnd).
+		Client: func() autoconc.ClientView {
 			snap := stats.Snapshot()
-			each := make([]int, len(snap.Endpoints))
+			v := autoconc.ClientView{InFlight: int(snap.InFlight), Endpoints: make([]autoconc.EndpointView, len(snap.Endpoints))}
 			for i, ep := range snap.Endpoints {
-				each[i] = int(ep.InFlight)
+				tokens := ep.StreamedTokens
+				if !s.Stream {
+					tokens = ep.CompletionTokens
+				}
+				v.Endpoints[i] = autoconc.EndpointView{InFlight: int(ep.InFlight), Tokens: tokens, Answers: ep.Completed}
 			}
-			return int(snap.InFlight), each
+			return v
 		},
+		TokensAtEnd:      !s.Stream,
+		Now:              stats.Now,
 		SetEndpointLimit: stats.SetEndpointLimit,
 		Log:              s.AutoLog,
 		Warn:             s.Log,
+		OnWarning:        r.status.AddWarning,
 	})
 	if err != nil {
 		return nil, err

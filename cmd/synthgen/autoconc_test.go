@@ -52,10 +52,11 @@ func kneeMock(knee int) mockserver.Options {
 }
 
 // kneeRun runs synthgen over data against base (one URL or several,
-// comma-separated) into dir at the given concurrency.
-func kneeRun(t *testing.T, base, data, dir, concurrency string) cliResult {
+// comma-separated) into dir at the given concurrency, plain answers unless
+// extra flags (after the others: the last of a flag wins) say otherwise.
+func kneeRun(t *testing.T, base, data, dir, concurrency string, extra ...string) cliResult {
 	t.Helper()
-	return cliRunFor(t, 3*time.Minute, "run",
+	args := []string{"run",
 		"--endpoint.base_url", base,
 		"--dataset.path", data,
 		"--output.dir", dir,
@@ -64,12 +65,28 @@ func kneeRun(t *testing.T, base, data, dir, concurrency string) cliResult {
 		"--generation.max_tokens", strconv.Itoa(kneeMaxTokens),
 		// Plain answers: the client parses one body per answer instead
 		// of a chunk per token, so on a loaded machine under -race the
-		// server's pace, not the client's CPU, sets the throughput
-		// (the controller reads the server's own token counter).
+		// server's pace, not the client's CPU, sets the throughput (the
+		// controller reads the client's count of each answer at its end).
 		"--generation.stream=false",
 		"--concurrency", concurrency,
 		"--progress.interval", "500ms",
-	)
+	}
+	return cliRunFor(t, 3*time.Minute, append(args, extra...)...)
+}
+
+// settledAt is when the limit last entered lo..hi and stayed there to the
+// end; -1: it ended outside.
+func settledAt(moves []autoMove, lo, hi int) time.Duration {
+	settled := time.Duration(-1)
+	for _, m := range moves {
+		switch {
+		case m.to < lo || m.to > hi:
+			settled = -1
+		case settled < 0:
+			settled = m.at
+		}
+	}
+	return settled
 }
 
 // autoMove is one "concurrency A -> B at T: why" line.
@@ -146,15 +163,7 @@ func TestAutoConcurrencyFindsTheKnee(t *testing.T) {
 	}
 	// settled is when the limit last entered 80..120 and stayed there.
 	lo, hi := knee*8/10, knee*12/10
-	settled := time.Duration(-1)
-	for _, m := range moves {
-		switch {
-		case m.to < lo || m.to > hi:
-			settled = -1
-		case settled < 0:
-			settled = m.at
-		}
-	}
+	settled := settledAt(moves, lo, hi)
 	var rep struct {
 		DurationS       float64          `json:"duration_s"`
 		ConcurrencyAuto *autoconc.Record `json:"concurrency_auto"`
@@ -189,6 +198,57 @@ func TestAutoConcurrencyFindsTheKnee(t *testing.T) {
 	}
 	if autoStats.Completed != prompts || fixedStats.Completed != prompts {
 		t.Errorf("answers: auto %d, fixed %d; want %d each", autoStats.Completed, fixedStats.Completed, prompts)
+	}
+}
+
+// TestAutoKneeWhenTheServerCountsAtEnd is the judged test of a server that
+// counts generated tokens only when a request finishes, with no counter
+// before the first one (llm-d-inference-sim; the mock with
+// CountTokensAtEnd). The same batch-model mock, with a knee at K = 40 (the
+// knee test's model at a smaller KV budget, so that streamed answers cost
+// the client little), is run once counting per token and once at the
+// end, answers streamed (the default). concurrency: auto starts against
+// both and must end within 20% of K in both, and the two limits within 20%
+// of each other: auto's throughput is the client's own streamed count, and
+// the server's counter steers nothing.
+func TestAutoKneeWhenTheServerCountsAtEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 25 s of load: not with -short")
+	}
+	const (
+		knee    = 40
+		prompts = 600
+	)
+	data := kneeDataset(t, prompts, kneePrompt)
+	final := map[bool]int{}
+	for _, atEnd := range []bool{false, true} {
+		opts := kneeMock(knee)
+		opts.CountTokensAtEnd = atEnd
+		m := mockserver.New(opts)
+		ts := httptest.NewServer(m)
+		dir := filepath.Join(t.TempDir(), "out")
+		res := kneeRun(t, ts.URL+"/v1", data, dir, "auto:400", "--generation.stream=true")
+		ts.Close()
+		res.ok(t, fmt.Sprintf("concurrency auto:400, tokens counted at the end %v", atEnd))
+		moves := autoMoves(t, res.stderr)
+		if len(moves) == 0 {
+			t.Fatalf("tokens counted at the end %v: the limit never moved; stderr:\n%s", atEnd, res.stderr)
+		}
+		var why []string
+		for _, mv := range moves {
+			why = append(why, fmt.Sprintf("%d at %s (%s)", mv.to, mv.at, mv.why))
+		}
+		final[atEnd] = moves[len(moves)-1].to
+		lo, hi := knee*8/10, knee*12/10
+		settled := settledAt(moves, lo, hi)
+		t.Logf("tokens counted at the end %v: %d answers, %d preemptions, ended at %d, within 20%% of %d from %s; moves: %s",
+			atEnd, m.Stats().Completed, m.Stats().Preemptions, final[atEnd], knee, settled, strings.Join(why, " | "))
+		if settled < 0 {
+			t.Errorf("tokens counted at the end %v: the limit ended outside %d..%d: %s", atEnd, lo, hi, strings.Join(why, " | "))
+		}
+	}
+	if a, b := final[true], final[false]; 5*a < 4*b || 5*a > 6*b {
+		t.Errorf("the limit ended at %d against the server counting at the end, %d against the one counting per token: more than 20%% apart", a, b)
 	}
 }
 

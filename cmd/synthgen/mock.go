@@ -88,6 +88,7 @@ process does while a new one starts on the same port.`,
 	f.IntVar(&opts.MaxRunning, "max-running", 0, "requests served at once; the rest wait in a FIFO queue (0: unlimited)")
 	f.IntVar(&opts.KVBudget, "kv-budget", 0, "KV cache in tokens (the batch model): a running request holds its prompt plus the tokens generated so far; a request is admitted only while its prompt fits, and past the budget the newest running request is preempted (vllm:num_preemptions_total), requeued at the front and redoes its work (0: no budget)")
 	f.IntVar(&opts.BatchScale, "batch-scale", 0, "per-token time grows with the batch: --token-delay * (1 + running/N), so throughput rises and flattens with concurrency (0: the delay does not depend on the batch)")
+	f.BoolVar(&opts.CountTokensAtEnd, "count-tokens-at-end", false, "add an answer's tokens to vllm:generation_tokens_total only when it is finished, and leave that series out of /metrics until the first one is (as llm-d-inference-sim does)")
 	f.IntVar(&opts.MaxModelLen, "max-model-len", 0, "the model's context in tokens, as vLLM's: a request whose prompt tokens (its words) plus max_tokens exceed it gets vLLM's 400, and /v1/models reports it (0: no limit)")
 	f.Int64Var(&opts.Seed, "seed", 0, "seed of the answers: same seed and prompt, same answer")
 	f.Float64Var(&opts.StallRate, "stall-rate", 0, "share of requests (0 to 1) that stall on purpose: a stream sends --stall-after tokens, then holds the connection without a byte until the client goes away; a plain request never answers")

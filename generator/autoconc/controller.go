@@ -1,35 +1,54 @@
 package autoconc
 
-// concurrency: auto. A Controller is fed the server's own metrics of
-// one endpoint (vLLM's /metrics, read by internal/promscrape) at a steady
-// interval, with the number in flight and the limit it set, and answers
-// the next limit and why. It is a pure value: no clock of its own (the
-// samples carry their time), no I/O; the runner's loop scrapes, asks it
-// and sets the engine's limit (the sum over endpoints, once there are
-// several: one controller per metrics source).
+// concurrency: auto. A Controller is fed a Reading of one endpoint at a
+// steady interval: the server's own metrics (vLLM's /metrics, read by
+// internal/promscrape) for its queue, KV cache and preemptions, and the
+// client's own counts there (requests in flight, tokens received, answers
+// completed). It answers the next limit and why. It is a pure value: no
+// clock of its own (the readings carry their time), no I/O; the runner's
+// loop scrapes, counts, asks it and sets the engine's limit (the sum over
+// endpoints, once there are several: one controller per endpoint).
 //
-// How it decides, in order, at each sample:
+// Throughput is the client's own token count, not the server's
+// vllm:generation_tokens_total: a server may add to that counter only when
+// a request ends (llm-d-inference-sim does, and has no counter before the
+// first end), so that a window of a few seconds sees a burst or nothing,
+// while the client counts every streamed delta as it arrives. A run that
+// does not stream learns an answer's tokens only at its end too
+// (Options.TokensAtEnd): then a measurement starts only once as many
+// answers ended after the move as the limit (those in flight at the move
+// have mostly left), and is judged only over at least twice the limit's
+// answers, so that the bursts of answers ending together average out.
 //
-//  1. preemptions since the last sample, or a KV cache at least KVFull
+// A server figure that cannot be what it claims (a KV cache usage outside
+// 0..1, as a server reporting percent sends; NaN or Inf; a negative gauge
+// or counter; a counter that went down by less than a restart would) is
+// ignored: Decision.Ignored names it, and it steers nothing.
+//
+// How it decides, in order, at each reading:
+//
+//  1. preemptions since the last reading, or a KV cache at least KVFull
 //     used: back off (the server is past its knee: it throws work away,
 //     or will at the next growth) to the limit before the last growth,
 //     or multiplicatively when the trouble did not follow a growth, and
 //     remember the limit as too high;
 //  2. requests waiting in the server's queue (more than a few): back off
 //     to what the server runs; more in flight would only wait there;
-//  3. the first sample after a move is not judged (the pipeline is
-//     refilling), nor one where the limit is not reached (the dataset,
-//     not the server, sets the pace);
+//  3. a reading where the limit is not reached is not judged (the
+//     dataset, not the server, sets the pace), nor one before the
+//     throughput at the limit is measured (the first reading after a move
+//     or after the limit was not reached: the pipeline is refilling; with
+//     TokensAtEnd, until the answers above have ended);
 //  4. else compare generation throughput with the one measured at the
 //     limit before the last growth: still rising by at least Gain of the
 //     growth (a growth of a tenth must bring 3% more with the default
 //     0.3: past the knee, more in flight only adds latency; "no longer"
-//     is judged on two samples at least, one noisy window is not
+//     is judged on two readings at least, one noisy window is not
 //     enough): grow (x1.5 until the first trouble, then by a tenth, never
 //     past 95% of a limit found too high, nor past the limit at which the
 //     KV cache, growing with it, would reach KVFull); no longer rising: the knee is
 //     behind, go back to the smaller limit and hold. After ProbeAfter/2
-//     samples held it tries above a growth that did not pay again (that
+//     readings held it tries above a growth that did not pay again (that
 //     window may have been noise), after ProbeAfter above a limit that
 //     brought trouble (which cost the server work), so the controller
 //     follows a server whose knee moved (longer prompts, another model).
@@ -60,17 +79,42 @@ type Options struct {
 	KVFull     float64 // KV cache usage that counts as full: default 0.95
 	Gain       float64 // throughput rise a growth must bring, as a share of its own relative size: default 0.3
 	Backoff    float64 // factor of a back-off on preemptions or a full cache: default 0.8
-	ProbeAfter int     // samples held at the knee before a probe upwards: default 60
+	ProbeAfter int     // readings held at the knee before a probe upwards: default 60
+	// TokensAtEnd says that Reading.Tokens moves only when an answer ends
+	// (the run does not stream): throughput is then measured over answers
+	// ended, not over one reading (see above).
+	TokensAtEnd bool
 }
 
-// Controller decides one endpoint's concurrency from its metrics.
+// Reading is one look at an endpoint: its server's metrics and the
+// client's own counts there.
+type Reading struct {
+	At       time.Time         // when the client's counts were taken
+	Server   promscrape.Sample // queue, running, KV cache, preemptions; its GenerationTokens are not read
+	InFlight int               // requests in flight to the endpoint now
+	Tokens   float64           // tokens the client received from the endpoint so far
+	Answers  float64           // answers the endpoint completed so far
+}
+
+// Ignored is a server figure a reading cannot have; it steers nothing.
+type Ignored struct {
+	Metric string // as promscrape names it, e.g. vllm:kv_cache_usage_perc
+	Value  float64
+	Why    string // e.g. "a usage is a fraction within 0..1 (a server reporting percent?)"
+}
+
+func (ig Ignored) String() string { return fmt.Sprintf("%s = %g: %s", ig.Metric, ig.Value, ig.Why) }
+
+// Controller decides one endpoint's concurrency from its readings.
 type Controller struct {
 	o     Options
 	limit int
 
-	prev     promscrape.Sample
+	prev     Reading
 	havePrev bool
-	fresh    bool // the last sample was the first at the current limit
+	pre      float64 // the last preemption counter kept
+	havePre  bool
+	fresh    bool // the last reading was the first at the current limit
 	grew     bool // the last move was upwards
 	before   int  // the limit before the last move
 	slow     bool // slow start: grow by half until the first trouble
@@ -79,20 +123,27 @@ type Controller struct {
 	baseLimit int
 	tooHigh   int // the lowest limit found past the knee (trouble); 0: none
 	noGain    int // a limit whose growth did not pay; 0: none
-	held      int // samples held at the knee
+	held      int // readings held at the knee
 
-	// The throughput at the current limit, over every judged sample
+	// The throughput at the current limit, over every reading measured
 	// since it was set: a verdict that a growth did not pay waits for
-	// two, so one noisy window does not undo it.
-	measTokens, measTime float64
-	measN                int
+	// two, so one noisy window does not undo it. Before a measurement
+	// starts, skipOne leaves out one reading (the pipeline refilling), or,
+	// with TokensAtEnd, refill answers must end first.
+	measTokens, measTime, measAnswers float64
+	measN                             int
+	skipOne                           bool
+	refill                            float64
 }
 
-// Decision is what a sample decided.
+// Decision is what a reading decided.
 type Decision struct {
 	Limit  int
 	Moved  bool
 	Reason string // "grow: queue empty, throughput +12%", "back off: 3 preemptions", "hold: at knee"
+	// Ignored are the reading's server figures that cannot be (see
+	// Ignored); they steered nothing.
+	Ignored []Ignored
 }
 
 // New returns a controller starting at o.Start.
@@ -117,32 +168,99 @@ func New(o Options) *Controller {
 	if o.ProbeAfter <= 0 {
 		o.ProbeAfter = 60
 	}
-	return &Controller{o: o, limit: o.Start, slow: true, fresh: true}
+	c := &Controller{o: o, limit: o.Start, slow: true, fresh: true}
+	c.remeasure()
+	return c
 }
 
 // Limit is the limit in force.
 func (c *Controller) Limit() int { return c.limit }
 
-// Observe takes one scrape of the endpoint's metrics and the requests in
-// flight to it now, and returns the limit to set and why.
-func (c *Controller) Observe(s promscrape.Sample, inFlight int) Decision {
+// Observe takes one reading of the endpoint and returns the limit to set
+// and why.
+func (c *Controller) Observe(r Reading) Decision {
+	s, preempted, ignored := c.sane(r.Server)
+	d := c.decide(r, s, preempted)
+	d.Ignored = ignored
+	return d
+}
+
+// sane returns s without the figures it cannot have (each in ignored),
+// and the preemptions since the last reading. A preemption counter below
+// the last one kept is a restarted server, counting from zero, when it is
+// at most half of it; a smaller step down is no restart, and is ignored.
+func (c *Controller) sane(s promscrape.Sample) (_ promscrape.Sample, preempted int, ignored []Ignored) {
+	bad := func(metric string, v float64, why string) {
+		ignored = append(ignored, Ignored{Metric: metric, Value: v, Why: why})
+	}
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	for _, g := range []struct {
+		metric string
+		v      *float64
+	}{{promscrape.MetricRunning, &s.Running}, {promscrape.MetricWaiting, &s.Waiting}} {
+		switch {
+		case !finite(*g.v):
+			bad(g.metric, *g.v, "a count of requests is a finite number")
+			*g.v = 0
+		case *g.v < 0:
+			bad(g.metric, *g.v, "a count of requests is not negative")
+			*g.v = 0
+		}
+	}
+	if s.HasKV && !(s.KVCacheUsage >= 0 && s.KVCacheUsage <= 1) {
+		metric := promscrape.MetricKVCacheUsage
+		if !s.Found[metric] && s.Found[promscrape.MetricGPUCacheUsage] {
+			metric = promscrape.MetricGPUCacheUsage
+		}
+		why := "a usage is a fraction within 0..1"
+		if s.KVCacheUsage > 1 && s.KVCacheUsage <= 100 {
+			why += " (a server reporting percent?)"
+		}
+		bad(metric, s.KVCacheUsage, why)
+		s.HasKV, s.KVCacheUsage = false, 0
+	}
+	switch p := s.Preemptions; {
+	case !finite(p) || p < 0:
+		bad(promscrape.MetricPreemptions, p, "a counter is a finite number, not negative")
+	case !c.havePre || p >= c.pre:
+		if c.havePre {
+			preempted = int(math.Min(p-c.pre, 1e9))
+		}
+		c.pre, c.havePre = p, true
+	case p <= c.pre/2:
+		preempted = int(p) // since the restart
+		c.pre = p
+	default:
+		bad(promscrape.MetricPreemptions, p, fmt.Sprintf("a counter does not go down (it was %g; a restart starts it again from zero)", c.pre))
+	}
+	return s, preempted, ignored
+}
+
+func (c *Controller) decide(r Reading, s promscrape.Sample, preempted int) Decision {
 	if !c.havePrev {
-		c.prev, c.havePrev = s, true
+		c.prev, c.havePrev = r, true
 		return c.hold("measuring")
 	}
-	dt := s.At.Sub(c.prev.At).Seconds()
+	dt := r.At.Sub(c.prev.At).Seconds()
 	if dt <= 0 {
 		return c.hold("measuring")
 	}
-	// A counter that went down is a restarted server: nothing since.
-	tokens := math.Max(s.GenerationTokens-c.prev.GenerationTokens, 0)
-	preempted := int(math.Max(s.Preemptions-c.prev.Preemptions, 0))
-	c.prev = s
+	// The client's counts only grow.
+	tokens := math.Max(r.Tokens-c.prev.Tokens, 0)
+	answers := math.Max(r.Answers-c.prev.Answers, 0)
+	c.prev = r
 	fresh := c.fresh
 	c.fresh = false
-	if !fresh {
+	switch {
+	case c.refill > 0:
+		// These answers were sent before the measurement could start.
+		c.refill -= answers
+	case c.skipOne:
+		c.skipOne = false
+	default:
 		c.measTokens += tokens
 		c.measTime += dt
+		c.measAnswers += answers
 		c.measN++
 	}
 	rate := c.measTokens / math.Max(c.measTime, 1e-9)
@@ -157,12 +275,14 @@ func (c *Controller) Observe(s promscrape.Sample, inFlight int) Decision {
 	case judge && s.Waiting > math.Max(2, float64(c.limit)/20):
 		c.tooHigh = c.limit
 		c.slow = false
-		to := max(int(s.Running), int(float64(c.limit)*0.9))
+		to := max(int(math.Min(s.Running, float64(c.o.Ceiling))), int(float64(c.limit)*0.9))
 		return c.move(to, fmt.Sprintf("back off: %.0f waiting in the server's queue", s.Waiting))
-	case fresh:
+	case r.InFlight < c.limit*9/10:
+		// What this measured is the dataset's pace, not the limit's.
+		c.remeasure()
+		return c.hold(fmt.Sprintf("hold: limit not reached (%d in flight)", r.InFlight))
+	case !c.measured():
 		return c.hold(fmt.Sprintf("measuring at %d", c.limit))
-	case inFlight < c.limit*9/10:
-		return c.hold(fmt.Sprintf("hold: limit not reached (%d in flight)", inFlight))
 	}
 
 	if step := float64(c.limit)/float64(c.baseLimit) - 1; c.base > 0 && rate < c.base*(1+c.o.Gain*step) {
@@ -247,8 +367,29 @@ func (c *Controller) move(to int, why string) Decision {
 	}
 	c.grew, c.before = to > c.limit, c.limit
 	c.limit, c.fresh = to, true
-	c.measTokens, c.measTime, c.measN = 0, 0, 0
+	c.remeasure()
 	return Decision{Limit: to, Moved: true, Reason: why}
+}
+
+// remeasure starts the throughput measurement at the current limit
+// again: after the next reading, or, with TokensAtEnd, once as many
+// answers as the limit have ended.
+func (c *Controller) remeasure() {
+	c.measTokens, c.measTime, c.measAnswers, c.measN = 0, 0, 0, 0
+	c.skipOne, c.refill = true, 0
+	if c.o.TokensAtEnd {
+		c.skipOne, c.refill = false, float64(c.limit)
+	}
+}
+
+// measured reports whether the throughput at the current limit is
+// measured: over one reading, or, with TokensAtEnd, over two at least
+// and twice the limit's answers ended.
+func (c *Controller) measured() bool {
+	if c.o.TokensAtEnd {
+		return c.measN >= 2 && c.measAnswers >= float64(2*c.limit)
+	}
+	return c.measN >= 1
 }
 
 func (c *Controller) hold(why string) Decision {

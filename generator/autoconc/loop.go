@@ -1,17 +1,22 @@
 package autoconc
 
 // The loop of concurrency: auto: every interval it scrapes each endpoint's
-// /metrics, hands the sample and the number in flight there to that
-// endpoint's Controller, and sets the run's limit to what they answer
-// (their sum, with several endpoints). Each move is one line on the log
-// ("concurrency 24 -> 36 at 4.1s: grow: ...").
+// /metrics, hands the sample with the client's own counts there (in
+// flight, tokens received, answers completed) to that endpoint's
+// Controller, and sets the run's limit to what they answer (their sum,
+// with several endpoints). Each move is one line on the log
+// ("concurrency 24 -> 36 at 4.1s: grow: ..."); each server figure a
+// controller ignores (it cannot be) is a warning, once per endpoint and
+// metric.
 //
-// A server without vLLM's metrics cannot steer the limit: Prepare refuses
-// the run before its first request rather than run it at a guess. A person
-// who wrote auto wants the server to decide; running at the ceiling could
-// overload a server that cannot say so, and a fixed low start would be
-// slow without a word. Metrics that go away in the middle of a run (a
-// restart) hold that endpoint's limit where it is until they are back.
+// A server without vLLM's queue gauge cannot steer the limit: Prepare
+// refuses the run before its first request rather than run it at a
+// guess. A person who wrote auto wants the server to decide; running at
+// the ceiling could overload a server that cannot say so, and a fixed low
+// start would be slow without a word. The server's token counter is not
+// needed: throughput is the client's own count. Metrics that go away in
+// the middle of a run (a restart) hold that endpoint's limit where it is
+// until they are back.
 
 import (
 	"context"
@@ -24,8 +29,9 @@ import (
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
 
-// Required are the server metrics a Controller cannot do without.
-var Required = []string{promscrape.MetricGenerationTokens, promscrape.MetricWaiting}
+// Required are the server metrics a Controller cannot do without: the
+// queue. Throughput is the client's own count (ClientView).
+var Required = []string{promscrape.MetricWaiting}
 
 // Endpoint is one metrics source of the run.
 type Endpoint struct {
@@ -45,14 +51,35 @@ type LoopOptions struct {
 	Ceiling int           // the most in flight (concurrency's ceiling)
 	Every   time.Duration // how often to look; 0: DefaultInterval
 	Target  Target
-	// InFlight is the number in flight now, the run's and each endpoint's
-	// (each may be nil or shorter than the endpoints when not known).
-	InFlight func() (total int, each []int)
+	// Client is the client's own counts now; required.
+	Client func() ClientView
+	// TokensAtEnd: the client learns an answer's tokens only when it ends
+	// (the run does not stream); see Options.TokensAtEnd.
+	TokensAtEnd bool
+	// Now is the clock the client's counts are taken on; nil: time.Now.
+	Now func() time.Time
+	// OnWarning, when set, is also handed each warning (status.json's
+	// warnings), without the "warning: " prefix and the newline.
+	OnWarning func(string)
 	// SetEndpointLimit, when set, is told each endpoint's limit (several
 	// endpoints: the router prefers the most headroom under it).
 	SetEndpointLimit func(i, limit int)
 	Log              io.Writer // the move lines; nil: discarded
 	Warn             io.Writer // warnings, shown even when Log is not; nil: Log
+}
+
+// ClientView is what the client counted: the run's requests in flight
+// and, in the order of the endpoints, each one's.
+type ClientView struct {
+	InFlight  int
+	Endpoints []EndpointView // may be shorter than the endpoints when not known: counts of 0
+}
+
+// EndpointView is the client's own counts of one endpoint.
+type EndpointView struct {
+	InFlight int   // requests in flight to it now
+	Tokens   int64 // tokens received from it so far: every streamed delta, or, with TokensAtEnd, each answer's at its end
+	Answers  int64 // answers it completed so far
 }
 
 // RefusedError is a run that concurrency: auto cannot steer; Hint says
@@ -77,6 +104,7 @@ type endpoint struct {
 	Endpoint
 	ctrl   *Controller
 	health promscrape.Health // the last scrape failed: said once
+	warned map[string]bool   // metrics whose impossible values were said
 }
 
 // Prepare scrapes every endpoint once and builds the loop: an endpoint that
@@ -94,12 +122,16 @@ func Prepare(ctx context.Context, eps []Endpoint, o LoopOptions) (*Loop, error) 
 	if o.Warn == nil {
 		o.Warn = o.Log
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	hint := "set concurrency to a number (e.g. 64), or endpoint.metrics_url to where the server serves vLLM's /metrics"
 	l := &Loop{o: o, started: time.Now()}
 	start := StartLimit(o.Ceiling)
 	var down []string
-	for _, e := range eps {
-		ep := &endpoint{Endpoint: e, ctrl: New(Options{Ceiling: o.Ceiling, Start: start})}
+	view, at := o.Client(), o.Now()
+	for i, e := range eps {
+		ep := &endpoint{Endpoint: e, ctrl: New(Options{Ceiling: o.Ceiling, Start: start, TokensAtEnd: o.TokensAtEnd})}
 		l.endpoints = append(l.endpoints, ep)
 		first, err := ep.Scrape(ctx)
 		if err != nil {
@@ -120,7 +152,7 @@ func Prepare(ctx context.Context, eps []Endpoint, o LoopOptions) (*Loop, error) 
 			return nil, &RefusedError{Hint: hint, Err: fmt.Errorf("concurrency: auto steers by the server's vLLM metrics at %s, which cannot be used: it has no %s (is this vLLM?)",
 				ep.URL, strings.Join(missing, " nor "))}
 		}
-		ep.ctrl.Observe(first, 0) // the baseline of the rates
+		l.observe(i, ep, first, view, at) // the baseline of the rates
 	}
 	if len(eps) == 0 {
 		return nil, &RefusedError{Hint: hint, Err: errors.New("concurrency: auto needs at least one /metrics URL")}
@@ -164,8 +196,7 @@ func (l *Loop) Run(ctx context.Context) {
 // Step looks at every endpoint once, sets each one's limit (with several)
 // and the run's: their sum.
 func (l *Loop) Step(ctx context.Context) {
-	total, each := l.o.InFlight()
-	perEndpoint := l.several() && len(each) == len(l.endpoints)
+	view, at := l.o.Client(), l.o.Now()
 	var reasons []string
 	moved := false
 	limit := 0
@@ -182,13 +213,7 @@ func (l *Loop) Step(ctx context.Context) {
 			if ep.health.Answered() {
 				fmt.Fprintf(l.o.Log, "concurrency: auto reads %s again\n", ep.URL)
 			}
-			// One endpoint: all in flight are its own; with several, the
-			// router's count for it.
-			inFlight := total
-			if perEndpoint {
-				inFlight = each[i]
-			}
-			d := ep.ctrl.Observe(s, inFlight)
+			d := l.observe(i, ep, s, view, at)
 			if d.Moved {
 				moved = true
 				why := d.Reason
@@ -210,4 +235,36 @@ func (l *Loop) Step(ctx context.Context) {
 	why := strings.Join(reasons, "; ")
 	to := l.o.Target.SetLimit(limit, why, time.Now())
 	fmt.Fprintf(l.o.Log, "concurrency %d -> %d at %s: %s\n", from, to, time.Since(l.started).Round(100*time.Millisecond), why)
+}
+
+// observe hands endpoint i's controller its sample and the client's counts
+// there, taken at at, and warns of each metric it ignores, once.
+func (l *Loop) observe(i int, ep *endpoint, s promscrape.Sample, view ClientView, at time.Time) Decision {
+	var counts EndpointView
+	if i < len(view.Endpoints) {
+		counts = view.Endpoints[i]
+	}
+	// One endpoint: all in flight are its own; with several, the
+	// router's count for it.
+	inFlight := view.InFlight
+	if l.several() {
+		inFlight = counts.InFlight
+	}
+	d := ep.ctrl.Observe(Reading{At: at, Server: s, InFlight: inFlight,
+		Tokens: float64(counts.Tokens), Answers: float64(counts.Answers)})
+	for _, ig := range d.Ignored {
+		if ep.warned[ig.Metric] {
+			continue
+		}
+		if ep.warned == nil {
+			ep.warned = make(map[string]bool)
+		}
+		ep.warned[ig.Metric] = true
+		msg := fmt.Sprintf("concurrency: auto ignores %s = %g from %s: %s; such values do not steer the limit (said once)", ig.Metric, ig.Value, ep.URL, ig.Why)
+		fmt.Fprintf(l.o.Warn, "warning: %s\n", msg)
+		if l.o.OnWarning != nil {
+			l.o.OnWarning(msg)
+		}
+	}
+	return d
 }

@@ -3,6 +3,7 @@ package autoconc
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -38,20 +39,23 @@ func TestLoopFeedsEachEndpointItsOwnInFlight(t *testing.T) {
 			if len(ctrls) > i {
 				limit = ctrls[i].Limit()
 			}
-			smp := s.sample(limit)
-			smp.Found = map[string]bool{promscrape.MetricGenerationTokens: true, promscrape.MetricWaiting: true}
+			smp := s.sample(limit, limit).Server
+			smp.Found = map[string]bool{promscrape.MetricWaiting: true}
 			return smp, nil
 		}})
 	}
 	var log strings.Builder
+	clock := time.Unix(0, 0)
 	l, err := Prepare(context.Background(), eps, LoopOptions{
 		Ceiling: 512, Target: tg,
-		InFlight: func() (int, []int) {
+		Now: func() time.Time { clock = clock.Add(time.Second); return clock },
+		Client: func() ClientView {
 			first := 16
 			if len(ctrls) > 0 {
 				first = ctrls[0].Limit()
 			}
-			return first + 2, []int{first, 2}
+			return ClientView{InFlight: first + 2, Endpoints: []EndpointView{
+				{InFlight: first, Tokens: int64(servers[0].gen)}, {InFlight: 2, Tokens: int64(servers[1].gen)}}}
 		},
 		Log: &log,
 	})
@@ -63,6 +67,11 @@ func TestLoopFeedsEachEndpointItsOwnInFlight(t *testing.T) {
 	}
 	for range 10 {
 		l.Step(context.Background())
+	}
+	// One more reading of the second, as Step makes it: what it decides.
+	smp, _ := eps[1].Scrape(context.Background())
+	if d := l.observe(1, l.endpoints[1], smp, l.o.Client(), l.o.Now()); d.Reason != "hold: limit not reached (2 in flight)" {
+		t.Errorf("the endpoint with 2 of 16 in flight decided %+v, want the limit not reached", d)
 	}
 	if got := ctrls[1].Limit(); got != 16 {
 		t.Errorf("the endpoint with 2 of 16 in flight moved to %d; it must hold (limit not reached)\n%s", got, log.String())
@@ -76,15 +85,114 @@ func TestLoopFeedsEachEndpointItsOwnInFlight(t *testing.T) {
 }
 
 // TestPrepareRefusesAServerWithoutVLLMMetrics: a server that answers with
-// no generation-token counter cannot steer the limit: the run is refused
-// before its first request, with what to do instead.
+// no queue gauge cannot steer the limit: the run is refused before its
+// first request, naming the metric, with what to do instead.
 func TestPrepareRefusesAServerWithoutVLLMMetrics(t *testing.T) {
 	eps := []Endpoint{{URL: "http://llama:8080/metrics", Scrape: func(context.Context) (promscrape.Sample, error) {
-		return promscrape.Sample{At: time.Unix(1, 0), Found: map[string]bool{}}, nil
+		return promscrape.Sample{At: time.Unix(1, 0), Found: map[string]bool{promscrape.MetricGenerationTokens: true}}, nil
 	}}}
-	_, err := Prepare(context.Background(), eps, LoopOptions{Ceiling: 64, Target: &target{limit: 16}, InFlight: func() (int, []int) { return 0, nil }})
+	_, err := Prepare(context.Background(), eps, LoopOptions{Ceiling: 64, Target: &target{limit: 16}, Client: func() ClientView { return ClientView{} }})
 	var refused *RefusedError
-	if !errors.As(err, &refused) || !strings.Contains(err.Error(), "http://llama:8080/metrics") || refused.Hint == "" {
-		t.Fatalf("error %v: want a RefusedError naming the URL, with a hint", err)
+	if !errors.As(err, &refused) || !strings.Contains(err.Error(), "http://llama:8080/metrics") ||
+		!strings.Contains(err.Error(), promscrape.MetricWaiting) || refused.Hint == "" {
+		t.Fatalf("error %v: want a RefusedError naming the URL and %s, with a hint", err, promscrape.MetricWaiting)
+	}
+}
+
+// fakeRun is one endpoint's server and the client's counts of it, read
+// one second apart: the loop's clock, its scrape and its client view.
+type fakeRun struct {
+	clock  time.Time
+	sample func(n int) promscrape.Sample // the server at the n-th scrape
+	n      int
+	target *target
+	tokens int64
+}
+
+func (f *fakeRun) options(log io.Writer) LoopOptions {
+	return LoopOptions{
+		Ceiling: 400, Target: f.target, Log: log,
+		Now: func() time.Time { f.clock = f.clock.Add(time.Second); return f.clock },
+		Client: func() ClientView {
+			// 100 tokens a second for each request in flight: throughput
+			// in proportion to the limit, far from any knee.
+			f.tokens += 100 * int64(f.target.limit)
+			return ClientView{InFlight: f.target.limit, Endpoints: []EndpointView{{InFlight: f.target.limit, Tokens: f.tokens}}}
+		},
+	}
+}
+
+func (f *fakeRun) endpoint() []Endpoint {
+	return []Endpoint{{URL: "http://sim:8000/metrics", Scrape: func(context.Context) (promscrape.Sample, error) {
+		f.n++
+		return f.sample(f.n), nil
+	}}}
+}
+
+// TestAutoStartsWithoutTheServersTokenCounter: llm-d-inference-sim has no
+// vllm:generation_tokens_total until its first request ends, and then
+// adds to it only as requests end. concurrency: auto starts all the same
+// and grows on the client's own count, whatever that counter does.
+func TestAutoStartsWithoutTheServersTokenCounter(t *testing.T) {
+	f := &fakeRun{clock: time.Unix(0, 0), target: &target{limit: 16}}
+	f.sample = func(n int) promscrape.Sample {
+		s := promscrape.Sample{Running: float64(f.target.limit), Found: map[string]bool{
+			promscrape.MetricWaiting: true, promscrape.MetricRunning: true, promscrape.MetricKVCacheUsage: true}}
+		if n > 3 && n%3 == 0 {
+			// A burst now and then, nothing in between.
+			s.Found[promscrape.MetricGenerationTokens] = true
+			s.GenerationTokens = float64(1000 * n)
+		}
+		return s
+	}
+	var log strings.Builder
+	l, err := Prepare(context.Background(), f.endpoint(), f.options(&log))
+	if err != nil {
+		t.Fatalf("refused a server without the token counter: %v", err)
+	}
+	for range 12 {
+		l.Step(context.Background())
+	}
+	if f.target.limit < 100 {
+		t.Errorf("after 12 readings of a server far from its knee the limit is %d; want it grown past 100\n%s", f.target.limit, log.String())
+	}
+	if strings.Contains(log.String(), "at knee") {
+		t.Errorf("the server counter's bursts read as a knee:\n%s", log.String())
+	}
+}
+
+// TestLoopWarnsOnceOfAnImpossibleFigure: a KV cache usage of 45 (a server
+// reporting percent) is said once, on the warnings and to OnWarning,
+// naming the metric, its value and the endpoint, and never steers the
+// limit down.
+func TestLoopWarnsOnceOfAnImpossibleFigure(t *testing.T) {
+	f := &fakeRun{clock: time.Unix(0, 0), target: &target{limit: 16}}
+	f.sample = func(int) promscrape.Sample {
+		return promscrape.Sample{Running: float64(f.target.limit), KVCacheUsage: 45, HasKV: true,
+			Found: map[string]bool{promscrape.MetricWaiting: true, promscrape.MetricKVCacheUsage: true}}
+	}
+	var log, warn strings.Builder
+	var told []string
+	o := f.options(&log)
+	o.Warn = &warn
+	o.OnWarning = func(s string) { told = append(told, s) }
+	l, err := Prepare(context.Background(), f.endpoint(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	low := f.target.limit
+	for range 8 {
+		l.Step(context.Background())
+		low = min(low, f.target.limit)
+	}
+	want := "warning: concurrency: auto ignores vllm:kv_cache_usage_perc = 45 from http://sim:8000/metrics: a usage is a fraction within 0..1 (a server reporting percent?); such values do not steer the limit (said once)\n"
+	if warn.String() != want {
+		t.Errorf("warnings:\n%s\nwant once:\n%s", warn.String(), want)
+	}
+	if len(told) != 1 || "warning: "+told[0]+"\n" != want {
+		t.Errorf("OnWarning was told %q", told)
+	}
+	if low < 16 || f.target.limit <= 16 {
+		t.Errorf("the limit went down to %d and ended at %d: the cache's 45 steered it\n%s", low, f.target.limit, log.String())
 	}
 }

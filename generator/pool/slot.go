@@ -75,6 +75,7 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 		}
 		l := route.pick(avoid)
 		ep := l.ep
+		tr.SendingTo(ep.stats)
 		epoch := ep.gate.sent()
 		r, err := ep.client.Complete(ctx, req, onDelta)
 		if serverAnswered(err) {

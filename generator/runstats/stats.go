@@ -240,9 +240,10 @@ func (s *Stats) Summary(drained bool) Summary {
 // of Done, Fail and Cancel ends the request and the later ones are no-ops.
 type Tracker struct {
 	s     *Stats
-	start time.Time    // the ledger's time origin, copied so Delta takes no lock
-	cur   atomic.Int64 // deltas of the attempt under way
-	kept  atomic.Int64 // deltas of the turns already answered (a whole conversation)
+	start time.Time                // the ledger's time origin, copied so Delta takes no lock
+	cur   atomic.Int64             // deltas of the attempt under way
+	ep    atomic.Pointer[Endpoint] // where the attempt under way was sent; nil: not said
+	kept  atomic.Int64             // deltas of the turns already answered (a whole conversation)
 	ended atomic.Bool
 	held  atomic.Bool // holds a slot of the pool (see Stats.slots)
 }
@@ -283,13 +284,21 @@ func (s *Stats) Begin() *Tracker {
 	return r
 }
 
-// Delta credits n streamed text deltas to the request and to the current
-// second. It is the hot path: atomics only.
+// SendingTo says where the request's next attempt goes: its deltas are
+// counted to that endpoint's Streamed too.
+func (r *Tracker) SendingTo(es *Endpoint) { r.ep.Store(es) }
+
+// Delta credits n streamed text deltas to the request, to the current
+// second and to the endpoint of the attempt (SendingTo). It is the hot
+// path: atomics only.
 func (r *Tracker) Delta(n int) {
 	if n <= 0 || r.ended.Load() {
 		return
 	}
 	r.cur.Add(int64(n))
+	if es := r.ep.Load(); es != nil {
+		es.streamed.Add(int64(n))
+	}
 	sec := int64(r.s.now().Sub(r.start) / time.Second)
 	if sec < 0 {
 		sec = 0

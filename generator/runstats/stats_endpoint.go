@@ -22,11 +22,15 @@ const (
 // requests and their tokens. Its tokens are credited when an answer
 // completes (usage, else the streamed chunks), not per streamed delta as
 // the run's totals are: the per-endpoint tok/s is a finer split of the same
-// work, and a window of 10 s or more smooths the difference.
+// work, and a window of 10 s or more smooths the difference. Apart from
+// them, streamed counts every delta it streamed as it arrives, retried
+// attempts' too (the server did that work): concurrency: auto's measure of
+// the endpoint's throughput, exact from one reading to the next.
 type Endpoint struct {
 	url string // passwords masked
 
 	inflight atomic.Int64 // requests sent to it and not yet ended
+	streamed atomic.Int64 // deltas it streamed, every attempt's, as they arrived
 	// limit is this endpoint's own cap of requests in flight (set by
 	// whatever sizes each replica, e.g. concurrency: auto); 0: none, the
 	// pool's concurrency alone bounds it. The router prefers the endpoint
@@ -78,6 +82,10 @@ func (es *Endpoint) InFlight() int64 { return es.inflight.Load() }
 
 // Limit is the endpoint's own cap of requests in flight; 0: none.
 func (es *Endpoint) Limit() int64 { return es.limit.Load() }
+
+// Streamed is the number of deltas the endpoint streamed so far, every
+// attempt's (see Tracker.SendingTo).
+func (es *Endpoint) Streamed() int64 { return es.streamed.Load() }
 
 type epBucket struct {
 	sec    int64 // -1: never used
@@ -160,6 +168,9 @@ type EndpointSnapshot struct {
 	Completed int64     // answers it completed (each key's answer, and every turn's)
 	// CompletionTokens of the answers it completed.
 	CompletionTokens int64
+	// StreamedTokens are the deltas it streamed, as they arrived, every
+	// attempt's (Endpoint.Streamed).
+	StreamedTokens int64
 	// Cumulative rates over the run's Elapsed, and the recent windows as
 	// the run's (Snapshot.Last10s, Last60s); tokens at completion.
 	ReqPerSec, TokPerSec float64
@@ -185,6 +196,7 @@ func (es *Endpoint) snapshot(elapsed time.Duration) EndpointSnapshot {
 		Failures:         es.failures,
 		Completed:        es.completed,
 		CompletionTokens: es.tokens,
+		StreamedTokens:   es.streamed.Load(),
 	}
 	switch {
 	case gs.Down && gs.Probing:

@@ -548,3 +548,32 @@ func TestStatsStopFreezesRates(t *testing.T) {
 		t.Fatalf("after Stop: elapsed %v, %.1f tok/s; want 10s and 100 tok/s", snap.Elapsed, snap.TokPerSec)
 	}
 }
+
+// TestEndpointStreamedCountsEveryDelta: each endpoint's Streamed counts the
+// deltas of the attempts sent to it as they arrive, before any answer
+// completes, a retried attempt's and a failed request's too (the server
+// did that work), and each attempt's to its own endpoint.
+func TestEndpointStreamedCountsEveryDelta(t *testing.T) {
+	clk := newFakeClock()
+	s := NewStats(clk.now)
+	s.SetEndpoints([]string{"http://a", "http://b"})
+	eps := s.EndpointLedgers(2)
+	r := s.Begin()
+	r.Delta(5) // before SendingTo: the run's count only
+	r.SendingTo(eps[0])
+	r.Delta(30)
+	r.Retry("stream_cut")
+	r.SendingTo(eps[1])
+	r.Delta(12)
+	f := s.Begin()
+	f.SendingTo(eps[1])
+	f.Delta(8)
+	f.Fail("timeout")
+	f.Delta(100) // after the end: counted nowhere
+	checkI(t, "a.Streamed", eps[0].Streamed(), 30)
+	checkI(t, "b.Streamed", eps[1].Streamed(), 20)
+	snap := s.Snapshot()
+	checkI(t, "snapshot a.StreamedTokens", snap.Endpoints[0].StreamedTokens, 30)
+	checkI(t, "snapshot b.StreamedTokens", snap.Endpoints[1].StreamedTokens, 20)
+	checkI(t, "b.Completed", snap.Endpoints[1].Completed, 0)
+}

@@ -221,7 +221,16 @@ func (g *generation) stall(stream bool) bool {
 	return false
 }
 
+// publish adds the tokens generated since the last call to the counters:
+// as they are produced, or with CountTokensAtEnd only when the answer is
+// finished (finish), so that an answer that never is counts nothing.
 func (g *generation) publish() {
+	if !g.s.opts.CountTokensAtEnd {
+		g.count()
+	}
+}
+
+func (g *generation) count() {
 	g.s.genTokens.Add(g.pending)
 	g.pending = 0
 }
@@ -230,7 +239,7 @@ func (g *generation) publish() {
 // bytes go out, as vLLM does: a client that has read the whole answer then
 // sees the counters already include it.
 func (g *generation) finish(reason string) {
-	g.publish()
+	g.count()
 	g.s.completed.Add(1)
 	g.s.success.WithLabelValues(reason).Inc()
 	g.release()

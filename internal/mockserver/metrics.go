@@ -36,11 +36,11 @@ func (s *Server) registerMetrics() {
 	}
 	s.registry.MustRegister(
 		s.faultsMetric,
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
+		s.afterFirstEnd(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "vllm:generation_tokens_total",
 			Help:        "Number of generation tokens processed.",
 			ConstLabels: labels,
-		}, func() float64 { return float64(s.genTokens.Load()) }),
+		}, func() float64 { return float64(s.genTokens.Load()) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "vllm:prompt_tokens_total",
 			Help:        "Number of prefill tokens processed.",

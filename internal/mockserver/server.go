@@ -54,7 +54,13 @@ type Options struct {
 	// BatchScale makes every token take TokenDelay * (1 + running/BatchScale):
 	// a bigger batch steps slower. 0: the delay does not depend on the batch.
 	BatchScale int
-	Seed       int64 // an answer is a pure function of (Seed, request messages)
+	// CountTokensAtEnd adds an answer's tokens to the generation counter
+	// (vllm:generation_tokens_total, Stats.GenerationTokens) only when the
+	// answer is finished, and leaves that series out of /metrics until the
+	// first one is, as llm-d-inference-sim does. Else tokens count as they
+	// are produced, as vLLM's do.
+	CountTokensAtEnd bool
+	Seed             int64 // an answer is a pure function of (Seed, request messages)
 	// MaxModelLen is the model's context, as vLLM's --max-model-len: a
 	// request whose prompt tokens plus max_tokens exceed it is answered
 	// with vLLM's 400, and /v1/models reports it. 0: no check, and
@@ -173,7 +179,7 @@ type Stats struct {
 	Running          int64 // being generated now
 	Waiting          int64 // queued for a running slot
 	PeakRunning      int64 // the most ever running at once
-	GenerationTokens int64 // tokens generated, counted as they are produced
+	GenerationTokens int64 // tokens generated, counted as they are produced (Options.CountTokensAtEnd: as answers finish)
 	PromptTokens     int64 // prompt tokens of requests that started running
 	// Faulted counts requests that ended in an injected fault instead of an
 	// answer: once idle, Completed+Aborted+Faulted+TooLong == Requests. A
