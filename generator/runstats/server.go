@@ -20,7 +20,7 @@ type ServerView struct {
 	// told is the kinds whose missing figures were said (once a kind, not
 	// once a replica).
 	told map[promscrape.Kind]bool
-	sum *promscrape.Rates
+	sum  *promscrape.Rates
 	// sumFrom is when sum's window began: its earliest endpoint's.
 	sumFrom    time.Time
 	lastOutage time.Time
