@@ -13,7 +13,6 @@ import (
 // fakeScrapes hands out each endpoint's samples in turn; a nil sample is a
 // failed scrape.
 type fakeScrapes struct {
-	at   time.Time
 	each [][]*promscrape.Sample
 }
 
