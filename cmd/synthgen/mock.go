@@ -40,10 +40,19 @@ To test a pipeline's error handling, the --rate-* flags make a share of the
 requests fail on purpose (which ones depends only on --seed and the order of
 arrival), and --restart-every/--restart-at take the whole server away for
 --restart-for. /metrics counts what was injected in
-mock_faults_injected_total{kind}.`,
+mock_faults_injected_total{kind}.
+
+--flavor sglang or llamacpp makes it SGLang or llama.cpp's llama-server where
+a client sees them differ: /metrics under their names (sglang:*, llamacpp:*),
+/v1/models in their shapes (llama-server gives the context as meta.n_ctx),
+and, with --max-model-len, llama-server's refusal of a prompt that fills the
+context and its answers that stop with finish_reason length where prompt and
+answer fill it. --no-metrics answers /metrics as a server whose metrics are
+off (llama-server: 501 with the flag to add).`,
 		Example: `  synthgen mock --token-delay 20ms --ttft 300ms --max-running 64
   synthgen mock --token-delay 4ms --batch-scale 100 --max-running 256 --kv-budget 44800
   synthgen mock --rate-429 0.05 --retry-after 2s --rate-500 0.02 --rate-reset-mid 0.01 --restart-at 5m --restart-for 30s
+  synthgen mock --flavor llamacpp --max-model-len 4096
   synthgen run --endpoint.base_url http://127.0.0.1:8000/v1 ...`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -87,6 +96,8 @@ mock_faults_injected_total{kind}.`,
 	f.IntVar(&opts.RestartEvery, "restart-every", 0, "restart after every N requests: close the listener and every connection (requests in flight are cut) for --restart-for (0: never)")
 	f.DurationVar(&opts.RestartAt, "restart-at", 0, "restart once, this long after start (0: never)")
 	f.DurationVar(&opts.RestartFor, "restart-for", time.Second, "how long a restart keeps the port closed")
+	f.StringVar(&opts.Flavor, "flavor", mockserver.FlavorVLLM, "the server to be like in /metrics names, /v1/models and the context refusal: vllm, sglang or llamacpp")
+	f.BoolVar(&opts.NoMetrics, "no-metrics", false, "answer /metrics as a server whose metrics are off (llamacpp: llama-server's 501; otherwise a 404)")
 	f.DurationVar(&grace, "grace", 5*time.Second, "on shutdown, how long requests in flight may take to finish")
 	return cmd
 }

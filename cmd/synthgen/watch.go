@@ -145,7 +145,7 @@ func (sv *watchServer) tellLacks(stderr io.Writer, s promscrape.Sample) {
 		return
 	}
 	sv.told = true
-	if lacks := s.Lacks(); len(lacks) > 0 {
+	if lacks := s.Lacks(); len(lacks) > 0 && s.Kind.Known() {
 		fmt.Fprintf(stderr, "%s is %s, whose /metrics has no %s: the line leaves them out\n",
 			sv.url, s.Kind.Name(), strings.Join(lacks, " nor "))
 	}

@@ -64,7 +64,7 @@ func TestReasoningCheck(t *testing.T) {
 // tells the error the kind of the run's server.
 func TestReasoningParserHintPerKind(t *testing.T) {
 	tests := []struct {
-		kind       promscrape.Kind
+		kind        promscrape.Kind
 		want, other []string
 	}{
 		{promscrape.KindVLLM, []string{"vLLM", "--reasoning-parser", "deepseek_r1"}, []string{"SGLang", "llama", "deepseek-r1"}},

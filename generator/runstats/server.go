@@ -100,7 +100,7 @@ func (v *ServerView) updateOne(ctx context.Context, ep *serverEndpoint, say func
 	if ep.health.Answered() {
 		say(fmt.Sprintf("metrics: reachable again; showing %s view", possessive(s.Kind)))
 	}
-	if ep.prev == nil && !v.told[s.Kind] {
+	if ep.prev == nil && s.Kind.Known() && !v.told[s.Kind] {
 		v.told[s.Kind] = true
 		if lacks := s.Lacks(); len(lacks) > 0 {
 			say(fmt.Sprintf("metrics: %s's /metrics has no %s; the server's view shows what it reports",
