@@ -97,14 +97,17 @@ type Runner struct {
 	setup Setup
 	job   job.Job
 	rows  int64 // selected rows
-	// maxModelLen is the model's context from /v1/models (vLLM's
-	// max_model_len); 0 when the server does not list it.
+	// maxModelLen is the model's context from /v1/models (vLLM's and
+	// SGLang's max_model_len, llama.cpp's meta.n_ctx); 0 when the server
+	// does not list it.
 	maxModelLen int
-	out         *sink.Sink
-	src         *dataset.Reader
-	eng         *pool.Engine
-	auto        *autoconc.State     // concurrency: auto's limit and why; nil when fixed
-	metrics     []autoconc.Endpoint // Setup.Metrics, each scrape shared by its readers
+	// server is the kind of server, as /v1/models named it (owned_by).
+	server  promscrape.Kind
+	out     *sink.Sink
+	src     *dataset.Reader
+	eng     *pool.Engine
+	auto    *autoconc.State     // concurrency: auto's limit and why; nil when fixed
+	metrics []autoconc.Endpoint // Setup.Metrics, each scrape shared by its readers
 }
 
 // Open prepares a run. ctx bounds the preparation (a Hub download, waiting
@@ -149,6 +152,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 		return nil, err
 	}
 	r.job.Sampling.Model, r.maxModelLen = model.ID, model.MaxModelLen
+	r.server = promscrape.KindOf(model.OwnedBy)
 	s.Stats.SetMaxModelLen(model.MaxModelLen)
 
 	sj, err := r.job.ManifestEntry(s.Version, s.Config)
@@ -199,6 +203,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 			Sample:  r.reasoningSample(),
 			Require: s.RequireReasoning,
 			OnFound: r.noReasoning,
+			Server:  r.server,
 		},
 	})
 	if err != nil {
@@ -238,7 +243,7 @@ func (r *Runner) reasoningSample() int {
 // noReasoning says, once, that the server sends no reasoning: on Log and
 // in status.json's warnings (the writer goroutine calls it).
 func (r *Runner) noReasoning(e *pool.NoReasoningError) {
-	msg := fmt.Sprintf("%v; %s", e, pool.ReasoningParserHint)
+	msg := fmt.Sprintf("%v; %s", e, e.Hint())
 	fmt.Fprintf(r.setup.Log, "warning: %s\n", msg)
 	if r.setup.RequireReasoning {
 		fmt.Fprintf(r.setup.Log, "generation.require_reasoning: no new requests; the ones in flight finish, what was written is kept\n")

@@ -48,11 +48,20 @@ sends a queued stream no byte until it runs, --rate-close-after closes a
 share of kept-alive connections after an answer (the client's next request
 on one reads EOF), and --abandon-on-term makes SIGTERM stop listening at
 once while queued requests are held open and silent for --grace, as an old
-process does while a new one starts on the same port.`,
+process does while a new one starts on the same port.
+
+--flavor sglang or llamacpp makes it SGLang or llama.cpp's llama-server where
+a client sees them differ: /metrics under their names (sglang:*, llamacpp:*),
+/v1/models in their shapes (llama-server gives the context as meta.n_ctx),
+and, with --max-model-len, llama-server's refusal of a prompt that fills the
+context and its answers that stop with finish_reason length where prompt and
+answer fill it. --no-metrics answers /metrics as a server whose metrics are
+off (llama-server: 501 with the flag to add).`,
 		Example: `  synthgen mock --token-delay 20ms --ttft 300ms --max-running 64
   synthgen mock --token-delay 4ms --batch-scale 100 --max-running 256 --kv-budget 44800
   synthgen mock --rate-429 0.05 --retry-after 2s --rate-500 0.02 --rate-reset-mid 0.01 --restart-at 5m --restart-for 30s
   synthgen mock --max-running 4 --headers-when-running --rate-close-after 0.3 --abandon-on-term --grace 30s
+  synthgen mock --flavor llamacpp --max-model-len 4096
   synthgen run --endpoint.base_url http://127.0.0.1:8000/v1 ...`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -110,6 +119,8 @@ process does while a new one starts on the same port.`,
 	f.Float64Var(&opts.RateCloseAfter, "rate-close-after", 0, "share of complete answers (0 to 1) after which the kept-alive connection is closed without \"Connection: close\", as llama.cpp does with some: the client's next request on it reads EOF before any byte (which answers depends only on --seed and the order of arrival)")
 	f.BoolVar(&abandonOnTerm, "abandon-on-term", false, "on SIGTERM, stop listening at once (a new server may take the port) and hold every queued request's connection open without a byte for --grace while running requests go on, then exit, as an old llama.cpp process does; Ctrl-C (SIGINT) still stops gracefully, and exits at once while holding")
 	f.DurationVar(&grace, "grace", 5*time.Second, "on shutdown, how long requests in flight may take to finish (with --abandon-on-term, how long a SIGTERM holds the queued requests)")
+	f.StringVar(&opts.Flavor, "flavor", mockserver.FlavorVLLM, "the server to be like in /metrics names, /v1/models and the context refusal: vllm, sglang or llamacpp")
+	f.BoolVar(&opts.NoMetrics, "no-metrics", false, "answer /metrics as a server whose metrics are off (llamacpp: llama-server's 501; otherwise a 404)")
 	return cmd
 }
 

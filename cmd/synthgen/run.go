@@ -423,7 +423,7 @@ func runResult(cfg config.Config, res generator.Result, stderr io.Writer) error 
 		}
 		if errors.As(runErr, &nr) {
 			return &exitError{code: exitFailure, err: fmt.Errorf("generation.require_reasoning: %w (what was written is kept)", runErr),
-				hint: pool.ReasoningParserHint + "; then rerun to resume (or set generation.require_reasoning: false to only warn)"}
+				hint: nr.Hint() + "; then rerun to resume (or set generation.require_reasoning: false to only warn)"}
 		}
 		if errors.As(runErr, &re) {
 			return usageError(runErr, "fix the row, or set dataset.on_bad_row: skip to skip bad rows; what was written is kept, rerun to resume")

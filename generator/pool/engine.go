@@ -20,6 +20,7 @@ import (
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
+	"github.com/synthgen/synthgen/internal/promscrape"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -110,6 +111,9 @@ type ReasoningPolicy struct {
 	Sample  int                     // first answers to read; 0: no check
 	Require bool                    // fatal: drain, and Run returns the error
 	OnFound func(*NoReasoningError) // told once, from the writer goroutine
+	// Server is the kind of server asked (from /v1/models), for the
+	// error's hint; KindUnknown or "": a hint for each kind.
+	Server promscrape.Kind
 }
 
 // Engine runs prompts through a Completer into an Output.
@@ -174,7 +178,7 @@ func New(client Completer, stats *runstats.Stats, opts Options) (*Engine, error)
 	}
 	e := &Engine{client: client, opts: opts, stats: stats, drain: make(chan struct{}), lim: newLimiter(opts.Limit)}
 	if opts.Reasoning.Sample > 0 {
-		e.reasoning = &reasoningCheck{want: opts.Reasoning.Sample}
+		e.reasoning = &reasoningCheck{want: opts.Reasoning.Sample, server: opts.Reasoning.Server}
 	}
 	return e, nil
 }

@@ -42,7 +42,7 @@ func goldenSnapshot() Snapshot {
 }
 
 func goldenRates() *promscrape.Rates {
-	return &promscrape.Rates{Window: 10 * time.Second, GenTokPerSec: 1600.5, PromptTokPerSec: 700.25,
+	return &promscrape.Rates{Kind: promscrape.KindVLLM, Window: 10 * time.Second, GenTokPerSec: 1600.5, PromptTokPerSec: 700.25,
 		Running: 64, Waiting: 3, HasKV: true, KVCacheUsage: 0.25, Preemptions: 1, HasPreemptions: true,
 		HasSpec: true, AcceptanceRate: math.NaN(), MeanAcceptanceLength: 2.5}
 }

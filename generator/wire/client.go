@@ -184,20 +184,39 @@ func (c *Client) Models(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// Model is one model of GET /models: its id and, from vLLM, its
-// max_model_len (0 when the server does not say).
+// Model is one model of GET /models: its id, its context and the server
+// that lists it.
 type Model struct {
-	ID          string `json:"id"`
-	MaxModelLen int    `json:"max_model_len"`
+	ID string `json:"id"`
+	// MaxModelLen is the model's context in tokens, 0 when the server does
+	// not say: vLLM's and SGLang's max_model_len, else llama.cpp's
+	// meta.n_ctx (the context of one of its slots, what one request gets;
+	// not meta.n_ctx_train, the context the model was trained for, which
+	// the server's -c may cut).
+	MaxModelLen int `json:"max_model_len"`
+	// OwnedBy is the entry's owned_by: vLLM, SGLang and llama.cpp each
+	// write their own name there ("vllm", "sglang", "llamacpp").
+	OwnedBy string `json:"owned_by,omitempty"`
 }
 
 // modelsJSON is a models list as servers send it: go-openai's Model (its
-// id) with what vLLM adds to it.
+// id and owned_by) with what vLLM and SGLang (max_model_len) and llama.cpp
+// (meta) add to it.
 type modelsJSON struct {
 	Data []struct {
 		openai.Model
 		MaxModelLen json.RawMessage `json:"max_model_len"`
+		Meta        json.RawMessage `json:"meta"`
 	} `json:"data"`
+}
+
+// contextOf is a count from a models entry ("40960", or null for a LoRA
+// without its own), 0 when it is not a positive integer.
+func contextOf(raw json.RawMessage) int {
+	if n, ok := intField(json.Number(strings.TrimSpace(string(raw)))); ok && n > 0 {
+		return n
+	}
+	return 0
 }
 
 // ModelList lists the models the server serves (GET /models).
@@ -219,9 +238,16 @@ func (c *Client) ModelList(ctx context.Context) ([]Model, error) {
 	}
 	out := make([]Model, 0, len(body.Data))
 	for _, m := range body.Data {
-		sm := Model{ID: m.ID}
-		if n, ok := intField(json.Number(strings.TrimSpace(string(m.MaxModelLen)))); ok && n > 0 {
-			sm.MaxModelLen = n
+		sm := Model{ID: m.ID, OwnedBy: m.OwnedBy, MaxModelLen: contextOf(m.MaxModelLen)}
+		if sm.MaxModelLen == 0 && len(m.Meta) > 0 {
+			// A meta that is not an object says no context, and
+			// fails nothing.
+			var meta struct {
+				NCtx json.RawMessage `json:"n_ctx"`
+			}
+			if json.Unmarshal(m.Meta, &meta) == nil {
+				sm.MaxModelLen = contextOf(meta.NCtx)
+			}
 		}
 		out = append(out, sm)
 	}

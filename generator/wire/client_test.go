@@ -506,7 +506,7 @@ func TestModels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []Model{{"Qwen/Qwen3-8B", 40960}, {"qwen3-lora", 0}}; !slices.Equal(list, want) {
+	if want := []Model{{ID: "Qwen/Qwen3-8B", MaxModelLen: 40960, OwnedBy: "vllm"}, {ID: "qwen3-lora", OwnedBy: "vllm"}}; !slices.Equal(list, want) {
 		t.Errorf("ModelList = %+v, want %+v", list, want)
 	}
 

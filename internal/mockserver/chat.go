@@ -48,9 +48,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.requests.Add(1)
-	if msg, long := s.contextRefusal(&req); long {
-		s.tooLong.Add(1)
-		writeError(w, http.StatusBadRequest, "BadRequestError", msg, "input_tokens")
+	if s.refuseTooLong(w, &req) {
 		return
 	}
 
@@ -97,6 +95,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	g.start = time.Now()
 
 	p := newPlan(s.opts.Seed, req.promptHash(), s.opts.MeanTokens, req.limit())
+	s.fitContext(&p, prompt)
 	if stalls {
 		g.stallAt = min(s.opts.StallAfter, p.total)
 		if !req.Stream {

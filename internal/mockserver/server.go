@@ -1,7 +1,8 @@
 // Package mockserver is a vLLM-like OpenAI-compatible server for running and
 // testing synthgen offline: /v1/models, /v1/chat/completions (plain and
 // streamed, with reasoning and content in vLLM's exact shapes), and a
-// Prometheus /metrics with vLLM's metric names. Answers are made of word
+// Prometheus /metrics with vLLM's metric names (or, as Options.Flavor says,
+// SGLang's or llama.cpp's, with their /v1/models: flavor.go). Answers are made of word
 // pieces from a small vocabulary; their lengths are long-tailed and a pure
 // function of the seed and the prompt, so retries and resumes see the same
 // answer. It serves a bounded number of requests at once and queues the rest,
@@ -64,7 +65,8 @@ type Options struct {
 	// MaxModelLen is the model's context, as vLLM's --max-model-len: a
 	// request whose prompt tokens plus max_tokens exceed it is answered
 	// with vLLM's 400, and /v1/models reports it. 0: no check, and
-	// /v1/models reports 131072.
+	// /v1/models reports 131072. The llama.cpp flavour is llama-server's
+	// -c instead (flavor.go: refuseTooLong, fitContext).
 	MaxModelLen int
 	// StallRate is the share of requests that stall on purpose: a stream
 	// sends StallAfter tokens, then holds the connection open without a
@@ -111,6 +113,13 @@ type Options struct {
 	// Which answers close is a pure function of Seed and the arrival
 	// number, an independent draw like StallRate's.
 	RateCloseAfter float64
+	// Flavor is the server the mock is like in its /metrics names, its
+	// /v1/models and its refusal of a prompt too long for the context
+	// (flavor.go): FlavorVLLM (default), FlavorSGLang or FlavorLlamaCpp.
+	Flavor string
+	// NoMetrics answers /metrics as a server whose metrics are off:
+	// llama-server's 501 (the llama.cpp flavour), else a 404.
+	NoMetrics bool
 }
 
 // DefaultModel is the model name served when Options.Model is empty.
@@ -148,6 +157,9 @@ func (o Options) Validate() error {
 	if !(o.StallRate >= 0 && o.StallRate <= 1) {
 		return fmt.Errorf("stall rate %v: must be between 0 and 1", o.StallRate)
 	}
+	if !validFlavor(o.Flavor) {
+		return fmt.Errorf("flavor %q: want %s, %s or %s", o.Flavor, FlavorVLLM, FlavorSGLang, FlavorLlamaCpp)
+	}
 	if o.StallAfter < 0 {
 		return fmt.Errorf("stall after %d: must not be negative", o.StallAfter)
 	}
@@ -166,6 +178,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MeanTokens == 0 {
 		o.MeanTokens = DefaultMeanTokens
+	}
+	if o.Flavor == "" {
+		o.Flavor = FlavorVLLM
 	}
 	return o
 }
@@ -277,7 +292,7 @@ func New(opts Options) *Server {
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
-	s.mux.Handle("GET /metrics", s.metricsHandler())
+	s.mux.Handle("GET /metrics", s.flavorMetrics())
 	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {})
 	return s
 }
@@ -337,6 +352,9 @@ func (s *Server) injectedCounts() map[string]int64 {
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	if s.flavorModels(w) {
+		return
+	}
 	type permission struct {
 		ID                 string  `json:"id"`
 		Object             string  `json:"object"`
