@@ -26,11 +26,11 @@ func Card(o Options, s *Summary) string {
 	switch {
 	case s.WithReasoning == 0:
 		b.WriteString("; no row has any reasoning (the model did not reason, or the server sent none)")
-	case o.Reasoning == ReasoningDrop && o.Format != FormatSpecForge:
+	case o.Reasoning == ReasoningDrop:
 		b.WriteString("; the reasoning was left out")
-	case o.Reasoning == ReasoningInline && o.Format != FormatSpecForge:
+	case o.Reasoning == ReasoningInline:
 		b.WriteString(fmt.Sprintf(", with the reasoning of %d of them inline, in <think> tags before the content", s.WithReasoning))
-	case o.Format == FormatSpecForge || o.Reasoning == ReasoningField:
+	default:
 		b.WriteString(fmt.Sprintf(", with the reasoning of %d of them in `reasoning_content`", s.WithReasoning))
 	}
 	b.WriteString(".\n\n## Generation\n\n| setting | value |\n| --- | --- |\n")

@@ -26,7 +26,7 @@ import (
 // Options says what to export and how.
 type Options struct {
 	Format    string // one of Formats
-	Reasoning string // one of ReasoningModes (sharegpt, messages); "" = field
+	Reasoning string // one of ReasoningModes (specforge, sharegpt, messages); "" = field
 	// Out is the output: a file (JSONL, or Parquet when it ends in
 	// .parquet), "-" for Stdout (JSONL), or with HF a directory to create.
 	Out    string
@@ -56,6 +56,9 @@ const (
 	FilterTruncated = "truncated"  // finish_reason "length"
 	FilterEmpty     = "empty"      // no content (whitespace only)
 	FilterThinkTags = "think_tags" // <think> or </think> in content
+	// FilterSpecForge (specforge only): a conversation SpecForge's
+	// validation refuses (specforge.go).
+	FilterSpecForge = "specforge"
 )
 
 // Filter is one filter and what it did.
@@ -110,8 +113,8 @@ func (o *Options) Check() error {
 	if !slices.Contains(ReasoningModes, o.Reasoning) {
 		return fmt.Errorf("--reasoning: %q: want one of %s", o.Reasoning, strings.Join(ReasoningModes, ", "))
 	}
-	if o.Reasoning != ReasoningField && (o.Format == FormatSpecForge || o.Format == FormatOpenAIBatch) {
-		return fmt.Errorf("--reasoning %s: %s keeps reasoning in reasoning_content only; --reasoning is for sharegpt and messages", o.Reasoning, o.Format)
+	if o.Reasoning != ReasoningField && o.Format == FormatOpenAIBatch {
+		return fmt.Errorf("--reasoning %s: %s keeps reasoning in reasoning_content only, as the Batch API returns it; --reasoning is for specforge, sharegpt and messages", o.Reasoning, o.Format)
 	}
 	if o.IncludeErrors && o.Format != FormatOpenAIBatch {
 		return fmt.Errorf("--include-errors: only with --format openai-batch (failures are never training rows)")
@@ -131,17 +134,29 @@ func (o *Options) Check() error {
 func (o *Options) parquet() bool { return !o.HF && strings.HasSuffix(o.Out, ".parquet") }
 
 func (o *Options) filters() []Filter {
-	return []Filter{
+	fs := []Filter{
 		{Name: FilterTruncated, Rule: `finish_reason "length": cut at max_tokens`, Active: !o.KeepTruncated, Flag: "--keep-truncated"},
 		{Name: FilterEmpty, Rule: "no content (empty or whitespace only)", Active: true},
 		{Name: FilterThinkTags, Rule: "<think> or </think> in content: the server split no reasoning out", Active: !o.KeepThinkTags, Flag: "--keep-think-tags"},
 	}
+	if o.Format == FormatSpecForge {
+		fs = append(fs, Filter{Name: FilterSpecForge, Active: true,
+			Rule: "a row SpecForge's validate_regenerated_data.py refuses: a blank id or turn, a role other than system, user and assistant, a system turn after a user turn, user and assistant turns that do not alternate from user"})
+	}
+	return fs
 }
 
-// drop returns the index of the filter that drops rec, or -1.
-func drop(fs []Filter, rec *sink.Record) int {
+// drop returns the index of the filter that drops rec, or -1. mode is
+// where the reasoning goes (Options.Reasoning).
+func drop(fs []Filter, rec *sink.Record, mode string) int {
 	for i, f := range fs {
 		if !f.Active {
+			continue
+		}
+		if f.Name == FilterSpecForge {
+			if specforgeRefusal(specforgeOf(rec, mode)) != "" {
+				return i
+			}
 			continue
 		}
 		var hit bool

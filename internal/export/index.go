@@ -74,7 +74,7 @@ func buildIndex(ctx context.Context, o Options, tmpDir string) (*index, *Summary
 		}
 		err := sink.ForEachRecord(path, func(rec *sink.Record, at sink.Span) error {
 			sum.Read++
-			if i := drop(filters, rec); i >= 0 {
+			if i := drop(filters, rec, o.Reasoning); i >= 0 {
 				filters[i].Dropped++
 				return nil
 			}
