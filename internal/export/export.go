@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/internal/durable"
 	"github.com/synthgen/synthgen/sink"
 	"github.com/synthgen/synthgen/sink/audit"
 )
@@ -32,6 +33,14 @@ type Options struct {
 	Out    string
 	HF     bool
 	Stdout io.Writer
+	// Overwrite lets an HF export replace the directory under Out when it
+	// is one an export wrote (Dataset); a file under Out is replaced by
+	// the caller's leave (cmd's --overwrite check).
+	Overwrite bool
+	// Log takes the notes of an export that are no part of its summary:
+	// the leftovers of killed exports it removed or had to leave. Nil:
+	// none.
+	Log io.Writer
 	// RowsPerFile bounds the rows of one HF Parquet file; 0 = 100,000.
 	RowsPerFile int
 
@@ -180,7 +189,9 @@ func drop(fs []Filter, rec *sink.Record, mode string) int {
 }
 
 // Run exports (see Options) and returns what it did. Nothing appears under
-// Out unless the whole export succeeded. ctx stops it between records.
+// Out unless the whole export succeeded, and no temporary is left unless
+// the process is killed (temp.go). ctx stops it between records and before
+// the output takes its name.
 func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
@@ -188,11 +199,30 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if o.Report == nil {
 		return nil, errors.New("export: no report of the directories")
 	}
-	tmpDir := os.TempDir()
-	if o.Out != "-" {
-		tmpDir = filepath.Dir(o.Out)
+	if o.Log == nil {
+		o.Log = io.Discard
 	}
-	x, sum, err := buildIndex(ctx, o, tmpDir)
+	tmpDir, spill := os.TempDir(), spillPattern("")
+	if o.Out != "-" {
+		if o.HF {
+			if err := durable.MkdirAll(filepath.Dir(o.Out)); err != nil {
+				return nil, err
+			}
+		}
+		c, removed, left, err := claimOut(o.Out)
+		if err != nil {
+			return nil, err
+		}
+		defer c.release()
+		for _, p := range removed {
+			fmt.Fprintf(o.Log, "export: removed %s, left by an export of %s that was killed\n", p, o.Out)
+		}
+		for _, p := range left {
+			fmt.Fprintf(o.Log, "export: %s, an export's temporary, stays: another export may be writing it (%s is locked by another export, or cannot be locked); remove it once none runs\n", p, filepath.Dir(o.Out))
+		}
+		tmpDir, spill = filepath.Dir(o.Out), spillPattern(o.Out)
+	}
+	x, sum, err := buildIndex(ctx, o, tmpDir, spill)
 	if x != nil {
 		defer x.close()
 	}
