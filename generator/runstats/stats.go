@@ -235,8 +235,13 @@ type Tracker struct {
 	start time.Time    // the ledger's time origin, copied so Delta takes no lock
 	cur   atomic.Int64 // deltas of the attempt under way
 	kept  atomic.Int64 // deltas of the turns already answered (a whole conversation)
-	ended atomic.Bool
-	held  atomic.Bool // holds a slot of the pool (see Stats.slots)
+	// firstAt is when the request's first delta came (nanoseconds after
+	// start, +1 so that 0 means none yet) and firstN how many it carried:
+	// the request's own rate is what it streamed since (ownRate).
+	firstAt atomic.Int64
+	firstN  atomic.Int64
+	ended   atomic.Bool
+	held    atomic.Bool // holds a slot of the pool (see Stats.slots)
 }
 
 // Release says the request left its slot (it handed its result to the
@@ -282,11 +287,28 @@ func (r *Tracker) Delta(n int) {
 		return
 	}
 	r.cur.Add(int64(n))
-	sec := int64(r.s.now().Sub(r.start) / time.Second)
-	if sec < 0 {
-		sec = 0
+	since := max(r.s.now().Sub(r.start), 0)
+	if r.firstAt.Load() == 0 && r.firstAt.CompareAndSwap(0, int64(since)+1) {
+		r.firstN.Store(int64(n))
 	}
-	r.s.addDeltas(sec, uint64(n))
+	r.s.addDeltas(int64(since/time.Second), uint64(n))
+}
+
+// ownRate is the request's own streaming rate at since (after the ledger's
+// origin): the deltas after its first one over the time since that one
+// came, in deltas a second; 0 while it cannot tell (fewer than two deltas,
+// no time passed).
+func (r *Tracker) ownRate(since time.Duration) float64 {
+	at := r.firstAt.Load()
+	if at == 0 {
+		return 0
+	}
+	d := since - time.Duration(at-1)
+	n := r.streamed() - r.firstN.Load()
+	if d <= 0 || n <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
 }
 
 func (s *Stats) addDeltas(sec int64, n uint64) {
@@ -315,6 +337,10 @@ func (r *Tracker) Retry(cause string) {
 		return
 	}
 	lost := r.cur.Swap(0)
+	if r.kept.Load() == 0 {
+		// The next attempt streams from its own first delta.
+		r.firstAt.Store(0)
+	}
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
