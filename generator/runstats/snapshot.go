@@ -161,6 +161,7 @@ func (s *Stats) Snapshot() Snapshot {
 		snap.RunningTokens += f.tokens
 	}
 	slices.SortFunc(flight, func(a, b inFlight) int { return cmp.Compare(a.tokens, b.tokens) })
+	s.heldLocked(&snap)
 	running := make([]int64, len(flight))
 	for i, f := range flight {
 		running[i] = f.tokens
@@ -204,6 +205,22 @@ func (s *Stats) Snapshot() Snapshot {
 		}
 	}
 	return snap
+}
+
+// heldLocked counts what the directory held at open (Stats.SeedHeld)
+// that the producer has not passed yet: out of Total, into AlreadyDone
+// and AlreadyFailed. Repeated rows are in AlreadyDone but not on disk.
+func (s *Stats) heldLocked(snap *Snapshot) {
+	onDisk := snap.AlreadyDone - s.repeated.Load()
+	if d := s.heldDone.Load() - onDisk; d > 0 {
+		snap.AlreadyDone += d
+		snap.Total -= d
+	}
+	if d := s.heldFailed.Load() - snap.AlreadyFailed; d > 0 {
+		snap.AlreadyFailed += d
+		snap.Total -= d
+	}
+	snap.Total = max(snap.Total, 0)
 }
 
 // windowLocked sums the buckets of the last w whole seconds; before w has

@@ -60,7 +60,11 @@ type Stats struct {
 	// not asked again (no --retry-errors): out of Total, and not done.
 	alreadyFailed atomic.Int64
 	repeated      atomic.Int64 // rows repeating a key this run asked (in alreadyDone too)
-	canceled      atomic.Int64 // requests cut, or never sent, because the run stopped
+	// heldDone and heldFailed are what the output directory held at open
+	// (SeedHeld): a snapshot counts at least them until the producer has
+	// passed every row (SettleHeld).
+	heldDone, heldFailed atomic.Int64
+	canceled             atomic.Int64 // requests cut, or never sent, because the run stopped
 	// slots counts the requests holding a slot of the pool: Begin to
 	// release. A request whose answer waits for the writer has left its
 	// slot (its successor may be running) but not yet inFlight, where its
@@ -178,6 +182,27 @@ func (s *Stats) AddAlreadyDone(n int64) {
 func (s *Stats) AddAlreadyFailed(n int64) {
 	s.alreadyFailed.Add(n)
 	s.total.Add(-n)
+}
+
+// SeedHeld records what the output directory held when it was opened:
+// done keys, and failed keys this run does not ask again (0 with
+// --retry-errors), each at most the selection's keys. The producer counts
+// every such key as it passes it (AddAlreadyDone, AddAlreadyFailed), and
+// it passes the ones after the first key it asks only as the pool lets it
+// read on: so that the first status.json of a resume carries what is on
+// disk, a snapshot counts the larger of each seed and what the producer
+// counted, never both, until SettleHeld.
+func (s *Stats) SeedHeld(done, failed int64) {
+	s.heldDone.Store(max(done, 0))
+	s.heldFailed.Store(max(failed, 0))
+}
+
+// SettleHeld drops the seeds once the producer has read every row: its
+// counts are then exact (a record outside the selection, under a lowered
+// dataset.limit, was in the seed but is no key of the job).
+func (s *Stats) SettleHeld() {
+	s.heldDone.Store(0)
+	s.heldFailed.Store(0)
 }
 
 // AddRepeated records dataset rows whose key this run had already asked (a

@@ -603,3 +603,31 @@ func TestStatsStopFreezesRates(t *testing.T) {
 		t.Fatalf("after Stop: elapsed %v, %.1f tok/s; want 10s and 100 tok/s", snap.Elapsed, snap.TokPerSec)
 	}
 }
+
+// A resume's first figures: what the directory held counts at once (the
+// seed), and the producer's own count of the same keys, as it passes them,
+// is never added to it; once it has passed every row its count alone
+// stands (a record outside the selection was in the seed).
+func TestStatsSeedHeld(t *testing.T) {
+	s := NewStats(newFakeClock().now)
+	s.SetTotal(100)
+	s.SeedHeld(60, 5)
+	check := func(when string, done, failed, total int64) {
+		t.Helper()
+		snap := s.Snapshot()
+		if snap.AlreadyDone != done || snap.AlreadyFailed != failed || snap.Total != total || snap.Planned() != 100 {
+			t.Errorf("%s: already done %d, failed %d, total %d, planned %d; want %d %d %d 100",
+				when, snap.AlreadyDone, snap.AlreadyFailed, snap.Total, snap.Planned(), done, failed, total)
+		}
+	}
+	check("at open", 60, 5, 35)
+	s.AddAlreadyDone(10) // the producer passed the first 10 done keys
+	s.AddAlreadyFailed(5)
+	check("10 done and the 5 failed passed", 60, 5, 35)
+	s.AddRepeated(2) // repeated rows are not on disk: they add to the seed
+	check("2 repeated rows", 62, 5, 33)
+	s.AddAlreadyDone(49) // 59 of the 60 passed
+	check("59 passed", 62, 5, 33)
+	s.SettleHeld() // one record was outside the selection
+	check("every row passed", 61, 5, 34)
+}
