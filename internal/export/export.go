@@ -150,7 +150,7 @@ func (o *Options) filters() []Filter {
 	}
 	if o.Format == FormatSpecForge {
 		fs = append(fs, Filter{Name: FilterSpecForge, Active: true,
-			Rule: "a row SpecForge's validate_regenerated_data.py refuses: a blank id or turn, a role other than system, user and assistant, a system turn after a user turn, user and assistant turns that do not alternate from user"})
+			Rule: "a row SpecForge's validate_regenerated_data.py refuses: a blank id or turn, a role it does not take, turns out of order"})
 	}
 	return fs
 }
