@@ -85,6 +85,9 @@ func (o *Options) replaceable() error {
 	return nil
 }
 
+// swapNames is exchange; a test takes it away to run the two renames.
+var swapNames = exchange
+
 // putInPlace gives the complete directory tmp the name out, replacing the
 // dataset under out when there is one (replaceable allowed it). Where the
 // system swaps two names in one step (Linux renameat2), out holds the old
@@ -103,9 +106,13 @@ func putInPlace(tmp, out string) error {
 		}
 		return nil
 	}
-	switch err := exchange(tmp, out); {
+	// The new dataset is in place once a rename succeeded: removing the old
+	// one is then no reason to fail (under tmp's name the next export
+	// removes what is left of it).
+	switch err := swapNames(tmp, out); {
 	case err == nil:
-		return os.RemoveAll(tmp)
+		_ = os.RemoveAll(tmp)
+		return nil
 	case !errors.Is(err, errors.ErrUnsupported):
 		return fmt.Errorf("replace %s: %w", out, err)
 	}
@@ -114,7 +121,11 @@ func putInPlace(tmp, out string) error {
 		return fmt.Errorf("replace %s: %w", out, err)
 	}
 	if err := os.Rename(tmp, out); err != nil {
-		return fmt.Errorf("replace %s (the dataset it held is %s now): %w", out, old, err)
+		if rerr := os.Rename(old, out); rerr != nil {
+			return fmt.Errorf("replace %s (the dataset it held is %s now): %w", out, old, err)
+		}
+		return fmt.Errorf("replace %s: %w", out, err)
 	}
-	return os.RemoveAll(old)
+	_ = os.RemoveAll(old)
+	return nil
 }

@@ -3,6 +3,7 @@ package export
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -171,5 +172,27 @@ func TestHFReplace(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(out, "notes.txt")); string(b) != "mine" {
 		t.Error("the user's file is gone")
+	}
+}
+
+// TestHFReplaceWithoutExchange: where no system call swaps two names, the
+// replacement renames the old dataset aside, the new one in, and removes
+// the old one: nothing but the new dataset is left.
+func TestHFReplaceWithoutExchange(t *testing.T) {
+	swapNames = func(string, string) error { return errors.ErrUnsupported }
+	defer func() { swapNames = exchange }()
+	dir := fixtureDir(t, sink.FormatJSONL)
+	parent := t.TempDir()
+	o := options(t, FormatSpecForge, filepath.Join(parent, "ds"), dir)
+	o.HF = true
+	run(t, o)
+	o.Overwrite, o.Format = true, FormatMessages
+	run(t, o)
+	card, err := os.ReadFile(filepath.Join(o.Out, "README.md"))
+	if err != nil || !strings.Contains(string(card), "--format messages") {
+		t.Errorf("the dataset was not replaced by the messages export: %v", err)
+	}
+	if got := names(t, parent); !slices.Equal(got, []string{"ds"}) {
+		t.Errorf("beside the dataset: %v", got)
 	}
 }
