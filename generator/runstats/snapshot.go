@@ -191,13 +191,13 @@ func (s *Stats) Snapshot() Snapshot {
 	snap.ITLP50 = time.Duration(s.itl.quantile(0.5)) * time.Microsecond
 	snap.ITLP90 = time.Duration(s.itl.quantile(0.9)) * time.Microsecond
 
-	mean, sd, curve := s.lengths.kaplanMeier(running, s.done)
+	mean, sd, residual := s.lengths.kaplanMeier(running, s.done)
 	snap.ExpectedCompletion = mean
 	snap.ExpectedCompletionSE = math.NaN()
 	if s.done > 0 {
 		snap.ExpectedCompletionSE = sd / math.Sqrt(float64(s.done))
 	}
-	etaOf(&snap, flight, curve)
+	etaOf(&snap, flight, residual)
 	if len(s.endpoints) > 0 {
 		snap.Endpoints = make([]EndpointSnapshot, len(s.endpoints))
 		for i, es := range s.endpoints {
@@ -257,8 +257,8 @@ type inFlight struct {
 }
 
 // etaOf sets the remaining tokens and the ETA from the product-limit
-// curve (snap.ExpectedCompletion is its mean) and the requests in flight,
-// sorted by tokens.
+// estimate (snap.ExpectedCompletion is its mean) and the requests in
+// flight, sorted by tokens, with their mean residual lengths (kaplanMeier).
 //
 // A request in flight at c tokens still needs, on average, what the
 // answers longer than c had beyond c: the curve's mean residual length at
@@ -268,15 +268,15 @@ type inFlight struct {
 // answers left, the overall rate of the last minute says "0s" while they
 // need tens of seconds more. So the ETA is the larger of the remaining
 // tokens over the overall rate and the longest of those own times.
-func etaOf(snap *Snapshot, flight []inFlight, curve kmCurve) {
+func etaOf(snap *Snapshot, flight []inFlight, residual []float64) {
 	l := snap.ExpectedCompletion
 	// Started: every request not ended, whether it holds its slot or its
 	// answer waits for the writer.
 	notStarted := max(snap.Total-snap.Done-snap.Errors-int64(len(flight)), 0)
 	rem := float64(notStarted) * l
 	var tail float64 // seconds the slowest request in flight still needs
-	for _, f := range flight {
-		left := curve.residual(float64(f.tokens))
+	for k, f := range flight {
+		left := residual[k]
 		rem += left
 		if f.rate > 0 {
 			tail = max(tail, left/f.rate)
@@ -381,17 +381,22 @@ func (ss *sampleSet) quantile(q float64) int64 {
 // product-limit estimate built from the completed lengths (events; each
 // stored sample weighs completed/len(samples) once the set is a reservoir)
 // and the running requests' current tokens (right-censored, sorted), and
-// the estimate's curve. At equal values events come before censorings, as
-// usual. The mean is restricted to the longest observation: when that one
-// is still running it is a lower bound, which is the honest answer early in
-// a run.
-func (ss *sampleSet) kaplanMeier(censored []int64, completed int64) (mean, sd float64, curve kmCurve) {
+// for each running request its mean residual length: the integral of the
+// curve S from its tokens c to tau over S(c), what the answers longer than
+// c had beyond c on average (0 at tau). At equal values events come before
+// censorings, as usual. The mean is restricted to the longest observation:
+// when that one is still running it is a lower bound, which is the honest
+// answer early in a run.
+func (ss *sampleSet) kaplanMeier(censored []int64, completed int64) (mean, sd float64, residual []float64) {
 	ss.sort()
 	ev := ss.vals
-	curve = kmCurve{times: []float64{0}, surv: []float64{1}, area: []float64{0}}
+	residual = make([]float64, len(censored))
 	if len(ev) == 0 && len(censored) == 0 {
-		return 0, 0, curve
+		return 0, 0, residual
 	}
+	// sAt is S at each censored value; residual holds the integral of S
+	// up to it until the total is known.
+	sAt := make([]float64, len(censored))
 	w := 1.0
 	if len(ev) > 0 {
 		w = float64(completed) / float64(len(ev))
@@ -415,19 +420,18 @@ func (ss *sampleSet) kaplanMeier(censored []int64, completed int64) (mean, sd fl
 			d += w
 			i++
 		}
-		for j < len(censored) && censored[j] == t {
-			c++
-			j++
-		}
 		if d > 0 {
 			x := float64(t)
 			m1 += surv * (x - prev)
 			m2 += surv * (x*x - prev*prev)
 			prev = x
 			surv *= 1 - d/atRisk
-			curve.times = append(curve.times, x)
-			curve.surv = append(curve.surv, surv)
-			curve.area = append(curve.area, m1)
+		}
+		for j < len(censored) && censored[j] == t {
+			residual[j] = m1 + surv*(float64(t)-prev)
+			sAt[j] = surv
+			c++
+			j++
 		}
 		atRisk -= d + c
 	}
@@ -441,35 +445,12 @@ func (ss *sampleSet) kaplanMeier(censored []int64, completed int64) (mean, sd fl
 	x := float64(tau)
 	m1 += surv * (x - prev)
 	m2 += surv * (x*x - prev*prev)
-	curve.tau, curve.total = x, m1
-	return m1, math.Sqrt(max(m2-m1*m1, 0)), curve
-}
-
-// kmCurve is a product-limit survival curve restricted to tau: S(t) is
-// surv[i] for times[i] <= t < times[i+1] (times[0] = 0, surv[0] = 1: S
-// steps down at each completed length, after the answers of that length),
-// area[i] is the integral of S from 0 to times[i], total the integral to
-// tau (the restricted mean).
-type kmCurve struct {
-	times, surv, area []float64
-	tau, total        float64
-}
-
-// residual is the mean residual length at x: the integral of S from x to
-// tau over S(x), what an answer already x long still has to come on
-// average; 0 at or past tau, or where no answer outlived x.
-func (c kmCurve) residual(x float64) float64 {
-	if x >= c.tau {
-		return 0
+	for j := range residual {
+		if sAt[j] > 0 {
+			residual[j] = max(m1-residual[j], 0) / sAt[j]
+		} else {
+			residual[j] = 0
+		}
 	}
-	i, _ := slices.BinarySearch(c.times, x)
-	if i == len(c.times) || c.times[i] > x {
-		i-- // the last step at or before x
-	}
-	s := c.surv[i]
-	if s <= 0 {
-		return 0
-	}
-	upTo := c.area[i] + s*(x-c.times[i])
-	return max(c.total-upTo, 0) / s
+	return m1, math.Sqrt(max(m2-m1*m1, 0)), residual
 }
