@@ -180,6 +180,15 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 			_ = r.out.Close()
 		}
 	}()
+	// What the directory holds counts from the first status.json on; the
+	// producer passes the keys after the first one it asks only as the
+	// pool lets it read on (Stats.SeedHeld).
+	keys := r.job.Total(r.rows)
+	held, failed := min(int64(r.out.DoneCount()), keys), int64(0)
+	if !s.RetryErrors {
+		failed = min(int64(r.out.FailedCount()), keys-held)
+	}
+	s.Stats.SeedHeld(held, failed)
 	r.eng, err = pool.New(clients[0], s.Stats, pool.Options{
 		Endpoints:    targets,
 		Concurrency:  s.Concurrency,

@@ -298,6 +298,9 @@ func (e *Engine) Run(ctx context.Context, src Source, out Output) (runstats.Summ
 		intake()
 		workers.submit(j)
 	})
+	if ended {
+		e.stats.SettleHeld() // every row passed: the producer's counts are exact
+	}
 	intake()
 	workers.wait()
 	close(results)

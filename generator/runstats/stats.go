@@ -61,7 +61,11 @@ type Stats struct {
 	// not asked again (no --retry-errors): out of Total, and not done.
 	alreadyFailed atomic.Int64
 	repeated      atomic.Int64 // rows repeating a key this run asked (in alreadyDone too)
-	canceled      atomic.Int64 // requests cut, or never sent, because the run stopped
+	// heldDone and heldFailed are what the output directory held at open
+	// (SeedHeld): a snapshot counts at least them until the producer has
+	// passed every row (SettleHeld).
+	heldDone, heldFailed atomic.Int64
+	canceled             atomic.Int64 // requests cut, or never sent, because the run stopped
 	// slots counts the requests holding a slot of the pool: Begin to
 	// release. A request whose answer waits for the writer has left its
 	// slot (its successor may be running) but not yet inFlight, where its
@@ -188,6 +192,27 @@ func (s *Stats) AddAlreadyFailed(n int64) {
 	s.total.Add(-n)
 }
 
+// SeedHeld records what the output directory held when it was opened:
+// done keys, and failed keys this run does not ask again (0 with
+// --retry-errors), each at most the selection's keys. The producer counts
+// every such key as it passes it (AddAlreadyDone, AddAlreadyFailed), and
+// it passes the ones after the first key it asks only as the pool lets it
+// read on: so that the first status.json of a resume carries what is on
+// disk, a snapshot counts the larger of each seed and what the producer
+// counted, never both, until SettleHeld.
+func (s *Stats) SeedHeld(done, failed int64) {
+	s.heldDone.Store(max(done, 0))
+	s.heldFailed.Store(max(failed, 0))
+}
+
+// SettleHeld drops the seeds once the producer has read every row: its
+// counts are then exact (a record outside the selection, under a lowered
+// dataset.limit, was in the seed but is no key of the job).
+func (s *Stats) SettleHeld() {
+	s.heldDone.Store(0)
+	s.heldFailed.Store(0)
+}
+
 // AddRepeated records dataset rows whose key this run had already asked (a
 // repeated id): like keys found done, they leave Total, and are counted
 // apart so that a summary can warn about them.
@@ -244,8 +269,13 @@ type Tracker struct {
 	cur   atomic.Int64             // deltas of the attempt under way
 	ep    atomic.Pointer[Endpoint] // where the attempt under way was sent; nil: not said
 	kept  atomic.Int64             // deltas of the turns already answered (a whole conversation)
-	ended atomic.Bool
-	held  atomic.Bool // holds a slot of the pool (see Stats.slots)
+	// firstAt is when the request's first delta came (nanoseconds after
+	// start, +1 so that 0 means none yet) and firstN how many it carried:
+	// the request's own rate is what it streamed since (ownRate).
+	firstAt atomic.Int64
+	firstN  atomic.Int64
+	ended   atomic.Bool
+	held    atomic.Bool // holds a slot of the pool (see Stats.slots)
 }
 
 // Release says the request left its slot (it handed its result to the
@@ -299,11 +329,28 @@ func (r *Tracker) Delta(n int) {
 	if es := r.ep.Load(); es != nil {
 		es.streamed.Add(int64(n))
 	}
-	sec := int64(r.s.now().Sub(r.start) / time.Second)
-	if sec < 0 {
-		sec = 0
+	since := max(r.s.now().Sub(r.start), 0)
+	if r.firstAt.Load() == 0 && r.firstAt.CompareAndSwap(0, int64(since)+1) {
+		r.firstN.Store(int64(n))
 	}
-	r.s.addDeltas(sec, uint64(n))
+	r.s.addDeltas(int64(since/time.Second), uint64(n))
+}
+
+// ownRate is the request's own streaming rate at since (after the ledger's
+// origin): the deltas after its first one over the time since that one
+// came, in deltas a second; 0 while it cannot tell (fewer than two deltas,
+// no time passed).
+func (r *Tracker) ownRate(since time.Duration) float64 {
+	at := r.firstAt.Load()
+	if at == 0 {
+		return 0
+	}
+	d := since - time.Duration(at-1)
+	n := r.streamed() - r.firstN.Load()
+	if d <= 0 || n <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
 }
 
 func (s *Stats) addDeltas(sec int64, n uint64) {
@@ -337,6 +384,10 @@ func (r *Tracker) RetryBecause(cause, why string) {
 		return
 	}
 	lost := r.cur.Swap(0)
+	if r.kept.Load() == 0 {
+		// The next attempt streams from its own first delta.
+		r.firstAt.Store(0)
+	}
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
