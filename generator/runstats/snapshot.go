@@ -38,6 +38,10 @@ type Snapshot struct {
 	// max_model_len); 0 when it did not say.
 	MaxModelLen int64
 
+	// BadRows are dataset rows skipped as bad so far: their keys are out
+	// of Total and Planned.
+	BadRows int64
+
 	CompletionTokens int64 // credited so far: completed (corrected) plus the running attempts' deltas
 	RunningTokens    int64 // the part of CompletionTokens that belongs to requests in flight
 	PromptTokens     int64
@@ -132,6 +136,7 @@ func (s *Stats) Snapshot() Snapshot {
 		Total:           s.total.Load(),
 		AlreadyDone:     s.alreadyDone.Load(),
 		AlreadyFailed:   s.alreadyFailed.Load(),
+		BadRows:         s.badRows.Load(),
 		Done:            s.done,
 		Errors:          s.errors,
 		InFlight:        s.slots.Load(),
