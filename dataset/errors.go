@@ -75,4 +75,26 @@ var (
 	ErrUnknownShape = errors.New("no conversations, messages, prompt, instruction, or custom_id and body field")
 	ErrNotText      = errors.New("not text")
 	ErrLineTooLong  = errors.New("line too long")
+	// ErrRepeatedID: an earlier row had the row's id (RepeatedIDError).
+	ErrRepeatedID = errors.New("repeats the id of an earlier row")
 )
+
+// RepeatedIDError is a row whose id an earlier row of the selection had: a
+// key is asked once, by its first row, so the repeat is a bad row.
+type RepeatedIDError struct {
+	ID string
+	// First is where the first row with the id is ("file:line"), "" when
+	// it was not looked up (after the first few repeats: they cost a read
+	// of the dataset each).
+	First string
+}
+
+func (e *RepeatedIDError) Error() string {
+	if e.First == "" {
+		return fmt.Sprintf("%s: id %q (each id is asked once, by its first row)", ErrRepeatedID, e.ID)
+	}
+	return fmt.Sprintf("repeats the id %q of %s (each id is asked once, by its first row)", e.ID, e.First)
+}
+
+// Unwrap returns ErrRepeatedID.
+func (e *RepeatedIDError) Unwrap() error { return ErrRepeatedID }
