@@ -75,6 +75,9 @@ var (
 	ErrUnknownShape = errors.New("no conversations, messages, prompt, instruction, or custom_id and body field")
 	ErrNotText      = errors.New("not text")
 	ErrLineTooLong  = errors.New("line too long")
+	// ErrEndsWithAnswer: a request row whose last turn is an assistant
+	// turn, without body.continue_final_message (vLLM's prefill).
+	ErrEndsWithAnswer = errors.New(`"assistant" is the last turn: the answer would follow the model's own turn; drop the turn to have it answered anew, or set body.continue_final_message: true to continue it`)
 	// ErrRepeatedID: an earlier row had the row's id (RepeatedIDError).
 	ErrRepeatedID = errors.New("repeats the id of an earlier row")
 )
