@@ -94,7 +94,7 @@ type RepeatedIDError struct {
 
 func (e *RepeatedIDError) Error() string {
 	if e.First == "" {
-		return fmt.Sprintf("%s: id %q (each id is asked once, by its first row)", ErrRepeatedID, e.ID)
+		return fmt.Sprintf("repeats the id %q of an earlier row (each id is asked once, by its first row; the first %d repeats name it)", e.ID, maxLocated)
 	}
 	return fmt.Sprintf("repeats the id %q of %s (each id is asked once, by its first row)", e.ID, e.First)
 }

@@ -184,7 +184,7 @@ func TestRepeatedIDsLocatedFirstFew(t *testing.T) {
 			t.Errorf("repeat %d: first row %q, want line %d", i, re.First, i+1)
 		}
 	}
-	if want := `uid: repeats the id of an earlier row: id "u20"`; !strings.HasSuffix(bad[n-1].Error(), want+" (each id is asked once, by its first row)") {
+	if want := fmt.Sprintf(`uid: repeats the id "u20" of an earlier row (each id is asked once, by its first row; the first %d repeats name it)`, maxLocated); !strings.HasSuffix(bad[n-1].Error(), want) {
 		t.Errorf("unlocated repeat: %v", bad[n-1])
 	}
 }

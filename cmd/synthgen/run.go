@@ -144,7 +144,7 @@ func (rs *runSession) run(r *generator.Runner) error {
 	}
 	fmt.Fprint(rs.stdout, rep.Summary(rs.stats, string(res.Outcome)))
 	if res.Summary.Duplicates > 0 {
-		fmt.Fprintf(rs.stderr, "warning: %d dataset rows repeat an earlier row's id and were skipped as bad rows (each named above with its first row); an id is asked once, by its first row: is %s unique?\n",
+		fmt.Fprintf(rs.stderr, "warning: %d dataset rows repeat an earlier row's id and were skipped as bad rows (each named above); an id is asked once, by its first row: is %s unique?\n",
 			res.Summary.Duplicates, idName(rs.cfg))
 	}
 	return err
