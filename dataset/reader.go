@@ -109,6 +109,11 @@ type Reader struct {
 	ids     idSource
 	idVals  [][]byte
 	idBuf   []byte
+
+	// The question asked after a row is decoded (SetRepeat), and how many
+	// repeated ids had their first row looked for (firstRow).
+	repeat  RepeatFunc
+	located int
 }
 
 // SkipFunc is asked about a row of the selection before it is decoded: its
@@ -139,6 +144,19 @@ func idSourceOf(o Options) idSource {
 	}
 	return idSource{index: true}
 }
+
+// RepeatFunc is asked about each row of the selection that decoded into a
+// prompt: its id and index (byIndex: the id is the row's index, no field
+// named it). True means an earlier row of this pass had the id: the row is
+// a bad row (a *RepeatedIDError), reported and counted as any other, so
+// that each id is asked once, by its first row. It runs on the goroutine
+// calling Next; id is valid during the call only (see SkipFunc).
+type RepeatFunc func(id string, index int64, byIndex bool) bool
+
+// SetRepeat installs fn (nil: none): from the next call on, Next asks it
+// about every row that decodes. The reader keeps no set of ids itself: the
+// caller knows which keys it asked.
+func (r *Reader) SetRepeat(fn RepeatFunc) { r.repeat = fn }
 
 // SetSkip installs fn (nil: none): from the next call on, Next asks it
 // about each row of the selection whose id it can read without decoding
@@ -296,6 +314,13 @@ func (r *Reader) Next() (Prompt, error) {
 		if bad == nil && r.opts.Conversations {
 			p.Conversation, bad = r.conv.conversation(row)
 		}
+		byIndex := p.ID == "" // no id field, and the row names no id of its own
+		if byIndex {
+			p.ID = strconv.FormatInt(index, 10)
+		}
+		if bad == nil && r.repeat != nil && r.repeat(p.ID, index, byIndex) {
+			bad = fieldErr(r.idFieldOf(byIndex), &RepeatedIDError{ID: p.ID, First: r.firstRow(p.ID, index)})
+		}
 		if bad != nil {
 			re := &RowError{File: r.curPath, Line: pos.line, Row: index, FileRow: pos.fileRow, Field: bad.field, Err: bad.err}
 			if r.opts.OnBadRow == OnBadRowFail {
@@ -308,15 +333,59 @@ func (r *Reader) Next() (Prompt, error) {
 			}
 			continue
 		}
-		if p.ID == "" { // no id field, and the row names no id of its own
-			p.ID = strconv.FormatInt(index, 10)
-		}
 		p.Index = index
 		p.Location = location(r.curPath, pos.line, pos.fileRow)
 		r.sayIgnored(&p)
 		return p, nil
 	}
 	return Prompt{}, r.err
+}
+
+// idFieldOf names the field a row's id came from: the id column, else a
+// batch row's custom_id; "" for a row whose id is its index.
+func (r *Reader) idFieldOf(byIndex bool) string {
+	switch {
+	case byIndex:
+		return ""
+	case r.opts.IDField != "":
+		return r.opts.IDField
+	}
+	return "custom_id"
+}
+
+// maxLocated bounds how many repeated ids a reader looks up the first row
+// of: each look reads the dataset again up to the repeat (passing over
+// every other row before decoding it), which a handful of repeats affords
+// and a dataset concatenated to itself does not. Later repeats are named
+// without their first row.
+const maxLocated = 16
+
+// firstRow is the location of the first row of this reader's selection,
+// before index, that has id and decodes into a prompt; "" when it is not
+// found or maxLocated lookups were made already.
+func (r *Reader) firstRow(id string, index int64) string {
+	if r.located >= maxLocated || index == 0 {
+		return ""
+	}
+	r.located++
+	o := r.opts
+	o.Limit = index // rows before the repeat
+	o.OnBadRow, o.OnSkip, o.OnIgnored, o.OnDownload = OnBadRowSkip, nil, nil, nil
+	sub := &Reader{ids: r.ids, opts: o, files: r.files, fetch: r.fetch, conv: r.conv}
+	defer sub.Close()
+	if err := sub.openNext(); err != nil {
+		return ""
+	}
+	sub.SetSkip(func(rid string, _ int64, _ bool) bool { return rid != id })
+	for {
+		p, err := sub.Next()
+		if err != nil {
+			return ""
+		}
+		if p.ID == id {
+			return p.Location
+		}
+	}
 }
 
 // sayIgnored tells OnIgnored of each field of p's Ignored it has not heard of.

@@ -148,7 +148,7 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options, partial, ove
 		return &exitError{code: exitFailure, err: fmt.Errorf("export: not combined: %w", out.set.NotCombined),
 			hint: "export the directories of one job together; each of another job on its own"}
 	}
-	if !out.OK {
+	if !out.Sound {
 		printProblems(cmd.ErrOrStderr(), out)
 		return &exitError{code: exitFailure, err: errors.New("export: refused: " + inspectVerdict(out)),
 			hint: "each problem above says what to do; 'synthgen inspect " + strings.Join(dirs, " ") + "' shows the whole report"}

@@ -110,9 +110,14 @@ type inspectDir struct {
 	Dataset *job.Plan `json:"dataset,omitempty"`
 }
 
-// inspectOutput is the whole --json document.
+// inspectOutput is the whole --json document. ok is what the exit status
+// says: true (exit 0) only when nothing is invalid and the job is done or
+// cannot be counted; a pending or failed key is never ok (exit 4), sound
+// as the directories may be. verdict is the words of the exit.
 type inspectOutput struct {
 	OK       bool         `json:"ok"`
+	Sound    bool         `json:"sound"` // nothing invalid: no duplicate, every shard reads, ...
+	Verdict  string       `json:"verdict"`
 	Dirs     []inspectDir `json:"dirs"`
 	Combined *inspectDir  `json:"combined,omitempty"`
 	Notes    []string     `json:"notes,omitempty"`
@@ -138,17 +143,36 @@ func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
 		return err
 	}
 	out.Notes = append(same, out.Notes...)
+	verdict := judgeInspect(&out)
 	if err := printInspect(w, out, f, len(dirs)); err != nil {
 		return err
 	}
-	if !out.OK {
-		return &exitError{code: exitFailure, err: errors.New(inspectVerdict(out)),
+	return verdict
+}
+
+// judgeInspect sets out's ok and verdict and returns the error inspect
+// exits with (nil: exit 0). A directory that is invalid exits 1; a sound
+// one whose job has a pending or failed key exits 4, and is not ok.
+func judgeInspect(out *inspectOutput) error {
+	var err error
+	c := completenessOf(*out)
+	switch {
+	case !out.Sound:
+		err = &exitError{code: exitFailure, err: errors.New(inspectVerdict(*out)),
 			hint: "each problem above says what to do; run inspect again afterwards"}
+	case c.Known && !c.Done():
+		err = &exitError{code: exitPending, err: errors.New(c.String()), hint: c.hint()}
 	}
-	if c := completenessOf(out); c.Known && !c.Done() {
-		return &exitError{code: exitPending, err: errors.New(c.String()), hint: c.hint()}
+	out.OK = err == nil
+	switch {
+	case err != nil:
+		out.Verdict = err.Error()
+	case c.Known:
+		out.Verdict = "ok: " + c.String()
+	default:
+		out.Verdict = "sound: " + c.String()
 	}
-	return nil
+	return err
 }
 
 // inspectDirs audits each directory, then all of them as one dataset
@@ -195,7 +219,7 @@ func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath string) (insp
 				"its ids now name other rows than the records answer: restore the files, or give the original with --dataset", d.Dataset.Changed))
 		}
 	}
-	out.OK = set.OK()
+	out.Sound = set.OK()
 	return out, nil
 }
 
@@ -374,11 +398,12 @@ func planLines(tw io.Writer, j *job.Plan) {
 	if j.Outside > 0 {
 		fmt.Fprintf(tw, "\t%s keys on disk are outside this selection (a smaller limit, another shard?)\n", inspectNum(j.Outside))
 	}
-	if j.BadRows > 0 {
-		fmt.Fprintf(tw, "\t%s bad rows skipped\n", inspectNum(j.BadRows))
-	}
-	if j.DupIDs > 0 {
-		fmt.Fprintf(tw, "\t%s rows repeat an earlier id (counted once)\n", inspectNum(j.DupIDs))
+	switch {
+	case j.DupIDs > 0:
+		fmt.Fprintf(tw, "\t%s skipped, %s an earlier row's id (each id is asked once, by its first row)\n",
+			pluralNum(j.BadRows, "bad row", "bad rows"), pluralNum(j.DupIDs, "repeating", "repeating"))
+	case j.BadRows > 0:
+		fmt.Fprintf(tw, "\t%s skipped\n", pluralNum(j.BadRows, "bad row", "bad rows"))
 	}
 }
 

@@ -422,6 +422,11 @@ func (r *reporter) Summary(stats *runstats.Stats, outcome string) string {
 	if s.AlreadyFailed > 0 {
 		fmt.Fprintf(&b, ", %d failed in earlier runs (not asked without --retry-errors)", s.AlreadyFailed)
 	}
+	if s.BadRows > 0 {
+		// Out of the count above: rows that make no prompt (each said with
+		// its file and line), a repeated id among them.
+		fmt.Fprintf(&b, ", %d bad %s skipped", s.BadRows, map[bool]string{true: "row", false: "rows"}[s.BadRows == 1])
+	}
 	fmt.Fprintf(&b, ", %d errors, %d retries\n", s.Errors, s.Retries)
 	if s.Done == 0 && s.Errors == 0 {
 		return b.String() // nothing was asked: a table of zeros says nothing

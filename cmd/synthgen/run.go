@@ -144,9 +144,18 @@ func (rs *runSession) run(r *generator.Runner) error {
 	}
 	fmt.Fprint(rs.stdout, rep.Summary(rs.stats, string(res.Outcome)))
 	if res.Summary.Duplicates > 0 {
-		fmt.Fprintf(rs.stderr, "warning: %d dataset rows repeat the id of a row this run was already asking; each (id, sample) is asked and written once (is dataset.id_field unique?)\n", res.Summary.Duplicates)
+		fmt.Fprintf(rs.stderr, "warning: %d dataset rows repeat an earlier row's id and were skipped as bad rows (each named above); an id is asked once, by its first row: is %s unique?\n",
+			res.Summary.Duplicates, idName(rs.cfg))
 	}
 	return err
+}
+
+// idName is where the dataset's ids come from, for a message.
+func idName(cfg config.Config) string {
+	if cfg.Dataset.IDField != "" {
+		return "dataset.id_field (" + cfg.Dataset.IDField + ")"
+	}
+	return "custom_id"
 }
 
 // runExitCode is the exit code main gives err; nil is success.

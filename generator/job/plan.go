@@ -33,8 +33,12 @@ type Plan struct {
 	Failed   int64  `json:"failed"`
 	Pending  int64  `json:"pending"`
 	Outside  int64  `json:"outside"` // distinct keys on disk that the selection does not hold
-	BadRows  int64  `json:"bad_rows,omitempty"`
-	DupIDs   int64  `json:"duplicate_ids,omitempty"` // rows whose id an earlier row had (dataset.id_field)
+	// BadRows are the rows of the selection a run skips as bad: rows that
+	// do not make a prompt (for a job of whole conversations, every turn
+	// is read), and rows repeating an earlier row's id (DupIDs of them).
+	// Their keys are not selected.
+	BadRows int64 `json:"bad_rows,omitempty"`
+	DupIDs  int64 `json:"duplicate_ids,omitempty"` // rows whose id an earlier row of the selection had
 	// Unreadable says why the figures above are unknown (the dataset
 	// cannot be read from here); nothing is counted then.
 	Unreadable string `json:"unreadable,omitempty"`
@@ -58,16 +62,17 @@ type Planner struct {
 
 type planTarget struct {
 	sel      dataset.Selection // the dataset read and, for one job, its rows
+	whole    bool              // generation.turns: all: a row's every turn is read
 	contains func(index int64) bool
 	held     Holdings
 	distinct int64 // distinct keys on disk
 	plan     *Plan
-	// seen holds the ids of the rows this target contains, when ids come
-	// from a column (row-index ids are unique by construction): a run
-	// asks a repeated id once among the rows it reads, so a repeat is
-	// counted once per target, not over the whole dataset. A keyset.Set: 12
-	// bytes an id outside the heap, where a map of the strings held about
-	// 100 (a 10M-row dataset: 1 GB for inspect and export).
+	// seen holds the ids of the rows this target contains: a run asks a
+	// repeated id once among the rows it reads (a later row with it is a
+	// bad row), so a repeat is counted once per target, not over the whole
+	// dataset. A keyset.Set: a bit a row-index id, 12 bytes any other
+	// outside the heap, where a map of the strings held about 100 (a
+	// 10M-row dataset: 1 GB for inspect and export).
 	seen *keyset.Set
 }
 
@@ -75,7 +80,7 @@ type planTarget struct {
 // plan is filled by Count.
 func (p *Planner) Add(job Job, held Holdings, distinct int64) *Plan {
 	sel := job.Selection
-	t := &planTarget{sel: sel, contains: sel.Contains, held: held, distinct: distinct, plan: &Plan{
+	t := &planTarget{sel: sel, whole: job.Prompt.Whole(), contains: sel.Contains, held: held, distinct: distinct, plan: &Plan{
 		Path: sel.Path, Shard: sel.Shard.String(), Limit: sel.Limit, Samples: job.Samples(),
 	}}
 	p.targets = append(p.targets, t)
@@ -107,7 +112,7 @@ func (p *Planner) AddUnion(jobs []Job, held Holdings, distinct int64) *Plan {
 		}
 		sel.Limit = max(sel.Limit, j.Selection.Limit)
 	}
-	t := &planTarget{sel: sel, contains: contains, held: held, distinct: distinct, plan: &Plan{
+	t := &planTarget{sel: sel, whole: jobs[0].Prompt.Whole(), contains: contains, held: held, distinct: distinct, plan: &Plan{
 		Path: first.Path, Samples: jobs[0].Samples(),
 	}}
 	p.targets = append(p.targets, t)
@@ -130,13 +135,13 @@ func (p *Planner) Count(path string) {
 		}
 		var g *group
 		for _, h := range groups {
-			if sameRows(h.opts.Selection, t.sel) {
+			if sameRows(h.opts.Selection, t.sel) && h.opts.Conversations == t.whole {
 				g = h
 				break
 			}
 		}
 		if g == nil {
-			g = &group{opts: dataset.Options{Selection: t.sel, OnBadRow: dataset.OnBadRowSkip, Remote: p.Remote}}
+			g = &group{opts: dataset.Options{Selection: t.sel, Conversations: t.whole, OnBadRow: dataset.OnBadRowSkip, Remote: p.Remote}}
 			g.opts.Shard = dataset.Shard{}
 			groups = append(groups, g)
 		}
@@ -180,9 +185,10 @@ func compareContent(opts dataset.Options, targets []*planTarget) {
 }
 
 // sameRows reports whether two selections read the same rows as the same
-// ids, whatever their limit and shard.
+// ids, the same of them bad, whatever their limit and shard.
 func sameRows(a, b dataset.Selection) bool {
-	return a.Source() == b.Source() && a.Format == b.Format && a.PromptField == b.PromptField && a.IDField == b.IDField
+	return a.Source() == b.Source() && a.Format == b.Format && a.PromptField == b.PromptField && a.IDField == b.IDField &&
+		a.ParamsField == b.ParamsField
 }
 
 // countPass reads one dataset's ids and counts every target's keys.
@@ -190,15 +196,22 @@ func countPass(opts dataset.Options, targets []*planTarget) error {
 	if opts.Path == "" {
 		return errors.New("the manifest names no dataset.path")
 	}
+	// A bad row counts for the targets whose rows hold it (the pass reads
+	// every shard's).
+	opts.OnSkip = func(e *dataset.RowError) {
+		for _, t := range targets {
+			if t.contains(e.Row) {
+				t.plan.BadRows++
+			}
+		}
+	}
 	src, err := dataset.Open(opts)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	if opts.IDField != "" {
-		for _, t := range targets {
-			t.seen = &keyset.Set{}
-		}
+	for _, t := range targets {
+		t.seen = &keyset.Set{}
 	}
 	for {
 		p, err := src.Next()
@@ -215,7 +228,6 @@ func countPass(opts dataset.Options, targets []*planTarget) error {
 		}
 	}
 	for _, t := range targets {
-		t.plan.BadRows = src.Skipped()
 		t.plan.Outside = t.distinct - t.plan.Done
 		t.seen = nil
 	}
@@ -224,8 +236,10 @@ func countPass(opts dataset.Options, targets []*planTarget) error {
 
 func (t *planTarget) count(id string) {
 	pl := t.plan
-	if t.seen != nil && t.seen.Add(sink.Key{ID: id}) {
+	if t.seen.Add(sink.Key{ID: id}) {
+		// A bad row of the run: its keys are its first row's.
 		pl.DupIDs++
+		pl.BadRows++
 		return
 	}
 	for s := range pl.Samples {

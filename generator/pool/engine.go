@@ -232,6 +232,11 @@ type result struct {
 	// pending: key leaves Engine.pending once the writer took this result.
 	pending bool
 	key     sink.Key
+	// unstarted: a key handed to a worker after intake stopped (the
+	// producer was waiting for a slot when the drain came), never begun:
+	// neither rec nor fail, and not canceled either. A result with none of
+	// rec, fail and unstarted is a key whose request the run cut.
+	unstarted bool
 }
 
 // Run requests every key of src that out does not skip, keeping the limit
@@ -282,7 +287,7 @@ func (e *Engine) Run(ctx context.Context, src Source, out Output) (runstats.Summ
 	})
 	workers := startPool(e.opts.Concurrency, e.lim, func(j task) {
 		if e.draining() || reqCtx.Err() != nil {
-			results <- result{pending: j.pending, key: j.key()} // taken after intake stopped: not started
+			results <- result{pending: j.pending, key: j.key(), unstarted: true} // taken after intake stopped
 			return
 		}
 		r := e.do(reqCtx, waitCtx, gate, j)

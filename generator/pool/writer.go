@@ -62,7 +62,9 @@ func (e *Engine) write(cancel context.CancelCauseFunc, out Output, results <-cha
 				}
 				r.tr.Fail(r.cause)
 				countedErrs++
-			default:
+			case !r.unstarted:
+				// The run stopped the key's request (a whole
+				// conversation is one key, whatever its turn).
 				e.stats.AddCanceled()
 			}
 			if r.pending {

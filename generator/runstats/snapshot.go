@@ -45,6 +45,10 @@ type Snapshot struct {
 	// until a slot frees), or stranded in one (wire's stranded.go).
 	Awaiting int64
 
+	// BadRows are dataset rows skipped as bad so far: their keys are out
+	// of Total and Planned.
+	BadRows int64
+
 	CompletionTokens int64 // credited so far: completed (corrected) plus the running attempts' deltas
 	RunningTokens    int64 // the part of CompletionTokens that belongs to requests in flight
 	PromptTokens     int64
@@ -143,6 +147,7 @@ func (s *Stats) Snapshot() Snapshot {
 		Total:           s.total.Load(),
 		AlreadyDone:     s.alreadyDone.Load(),
 		AlreadyFailed:   s.alreadyFailed.Load(),
+		BadRows:         s.badRows.Load(),
 		Done:            s.done,
 		Errors:          s.errors,
 		InFlight:        s.slots.Load(),
@@ -217,10 +222,9 @@ func (s *Stats) Snapshot() Snapshot {
 
 // heldLocked counts what the directory held at open (Stats.SeedHeld)
 // that the producer has not passed yet: out of Total, into AlreadyDone
-// and AlreadyFailed. Repeated rows are in AlreadyDone but not on disk.
+// and AlreadyFailed. (A repeated row is a bad row, in neither.)
 func (s *Stats) heldLocked(snap *Snapshot) {
-	onDisk := snap.AlreadyDone - s.repeated.Load()
-	if d := s.heldDone.Load() - onDisk; d > 0 {
+	if d := s.heldDone.Load() - snap.AlreadyDone; d > 0 {
 		snap.AlreadyDone += d
 		snap.Total -= d
 	}

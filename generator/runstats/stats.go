@@ -56,16 +56,25 @@ type Stats struct {
 	total       atomic.Int64
 	maxModelLen atomic.Int64 // the model's context as /v1/models gave it; 0: unknown
 	awaiting    atomic.Int64 // streams in flight that have had no byte, not even headers
-	alreadyDone atomic.Int64 // keys done before this run, and repeats
+	alreadyDone atomic.Int64 // keys done before this run
 	// alreadyFailed are keys that failed for good before this run and are
 	// not asked again (no --retry-errors): out of Total, and not done.
 	alreadyFailed atomic.Int64
-	repeated      atomic.Int64 // rows repeating a key this run asked (in alreadyDone too)
 	// heldDone and heldFailed are what the output directory held at open
 	// (SeedHeld): a snapshot counts at least them until the producer has
 	// passed every row (SettleHeld).
 	heldDone, heldFailed atomic.Int64
-	canceled             atomic.Int64 // requests cut, or never sent, because the run stopped
+	// badRows are dataset rows that could not be asked (dataset.on_bad_row:
+	// skip), a repeated id among them; their keys are out of Total.
+	badRows  atomic.Int64
+	repeated atomic.Int64 // the bad rows that repeat an earlier row's id
+	// canceled are keys whose request the run abandoned when it stopped:
+	// begun in a slot, cut or not retried. A key never handed to a slot is
+	// none, so canceled never exceeds what was in flight.
+	canceled atomic.Int64
+	// lost are records and error records counted, then taken back because
+	// the sink failed before an fsync made them durable (Retract).
+	lost atomic.Int64
 	// slots counts the requests holding a slot of the pool: Begin to
 	// release. A request whose answer waits for the writer has left its
 	// slot (its successor may be running) but not yet inFlight, where its
@@ -213,22 +222,28 @@ func (s *Stats) SettleHeld() {
 	s.heldFailed.Store(0)
 }
 
-// AddRepeated records dataset rows whose key this run had already asked (a
-// repeated id): like keys found done, they leave Total, and are counted
-// apart so that a summary can warn about them.
-func (s *Stats) AddRepeated(n int64) {
-	s.repeated.Add(n)
-	s.AddAlreadyDone(n)
+// AddBadRows records rows dataset rows skipped as bad (dataset.on_bad_row:
+// skip), holding keys keys (rows x generation.n): they leave Total, the
+// requests this run makes, and are neither done nor failed.
+func (s *Stats) AddBadRows(rows, keys int64) {
+	s.badRows.Add(rows)
+	s.total.Add(-keys)
 }
 
-// AddCanceled records a key the run stopped before it had an answer: it is
-// asked again on resume.
+// AddRepeated records that n of the bad rows (AddBadRows counts them)
+// repeat the id of an earlier row, so that a summary can say why.
+func (s *Stats) AddRepeated(n int64) { s.repeated.Add(n) }
+
+// AddCanceled records a key whose request the run abandoned when it
+// stopped (begun in a slot, cut or not retried): it is asked again on
+// resume. A key the run never handed to a slot is not one.
 func (s *Stats) AddCanceled() { s.canceled.Add(1) }
 
 // Retract takes back records and errors error records counted as done and
 // failed that the sink lost when it failed (written, never fsynced): they
-// count as canceled, asked again on resume. Their tokens stay in the rates,
-// which measure the server, not the disk.
+// count as lost, asked again on resume; their requests were answered, so
+// they are not canceled. Their tokens stay in the rates, which measure the
+// server, not the disk.
 func (s *Stats) Retract(records, errors int64) {
 	if records == 0 && errors == 0 {
 		return
@@ -237,7 +252,7 @@ func (s *Stats) Retract(records, errors int64) {
 	s.done -= records
 	s.errors -= errors
 	s.mu.Unlock()
-	s.canceled.Add(records + errors)
+	s.lost.Add(records + errors)
 }
 
 // Summary is what the run did so far, read from its ledger; drained says
@@ -246,15 +261,16 @@ func (s *Stats) Summary(drained bool) Summary {
 	s.mu.Lock()
 	done, errors := s.done, s.errors
 	s.mu.Unlock()
-	repeated := s.repeated.Load()
 	return Summary{
 		Written:       int(done),
 		Failed:        int(errors),
-		Skipped:       s.alreadyDone.Load() - repeated,
+		Skipped:       s.alreadyDone.Load(),
 		SkippedFailed: s.alreadyFailed.Load(),
+		BadRows:       s.badRows.Load(),
 		Drained:       drained,
 		Canceled:      int(s.canceled.Load()),
-		Duplicates:    int(repeated),
+		Lost:          int(s.lost.Load()),
+		Duplicates:    int(s.repeated.Load()),
 	}
 }
 

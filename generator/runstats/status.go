@@ -100,8 +100,10 @@ type ReportRecord struct {
 	DurationS float64      `json:"duration_s"`    // started_at to ended_at, opening the dataset and the output included
 	Written   int          `json:"written"`       // records written by this run
 	Failed    int          `json:"error_records"` // error records written by this run
-	Skipped   int64        `json:"skipped"`       // keys of the selection already done
-	Canceled  int          `json:"canceled"`      // requests cut or never sent because the run stopped
+	Skipped   int64        `json:"skipped"`       // keys of the selection done before this run
+	BadRows   int64        `json:"bad_rows"`      // dataset rows skipped as bad (a repeated id among them)
+	Canceled  int          `json:"canceled"`      // keys whose requests were abandoned because the run stopped
+	Lost      int          `json:"lost"`          // records and error records written, not made durable before the disk failed
 	Config    ReportConfig `json:"config"`
 	StatusRecord
 }
@@ -211,7 +213,9 @@ func (s *StatusWriter) Finish(rec ProgressRecord, o RunOutcome) error {
 		Written:      o.Summary.Written,
 		Failed:       o.Summary.Failed,
 		Skipped:      o.Summary.Skipped,
+		BadRows:      o.Summary.BadRows,
 		Canceled:     o.Summary.Canceled,
+		Lost:         o.Summary.Lost,
 		Config:       s.cfg,
 	}
 	if o.Err != nil {
@@ -246,9 +250,19 @@ type Summary struct {
 	// SkippedFailed are keys that failed for good in an earlier run and
 	// were not asked again (no RetryErrors): not done.
 	SkippedFailed int64
-	Drained       bool // intake stopped (Drain, or ctx) before the source ended
-	Canceled      int  // requests cut or not started because the run stopped (redone on resume)
-	// Duplicates counts dataset rows whose key this run had already asked
-	// (a repeated id): each key is asked once.
+	// BadRows are dataset rows skipped as bad (dataset.on_bad_row: skip),
+	// each reported with its file and line; Duplicates of them repeat an
+	// earlier row's id.
+	BadRows int64
+	Drained bool // intake stopped (Drain, or ctx) before the source ended
+	// Canceled are keys whose requests the run abandoned when it stopped
+	// (begun in a slot, then cut or not retried; redone on resume): never
+	// more than were in flight.
+	Canceled int
+	// Lost are records and error records written but taken back: the sink
+	// failed before an fsync made them durable (redone on resume).
+	Lost int
+	// Duplicates counts the bad rows that repeat the id of an earlier row:
+	// each key is asked once, by its first row.
 	Duplicates int
 }

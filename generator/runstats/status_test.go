@@ -68,7 +68,7 @@ func TestStatusFilesGolden(t *testing.T) {
 	checkGolden(t, filepath.Join(dir, StatusFile), "status.running.golden.json")
 
 	ended := started.Add(3 * time.Minute)
-	sum := Summary{Written: 400, Failed: 3, Skipped: 100, Canceled: 2}
+	sum := Summary{Written: 400, Failed: 3, Skipped: 100, BadRows: 5, Canceled: 2, Lost: 1}
 	o := RunOutcome{ExitCode: 3, State: StateDone, Err: errors.New("3 requests failed for good (see out/errors)"), Summary: sum, EndedAt: ended}
 	if err := s.Finish(rec, o); err != nil {
 		t.Fatal(err)
