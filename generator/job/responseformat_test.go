@@ -37,11 +37,15 @@ func TestResponseFormatIdentity(t *testing.T) {
 		}
 	}
 	other := map[string]Job{
-		"another schema":   withSchema(`{"type":"object","properties":{"p":{"pattern":"^<b>$"}}}`, "answer", true),
-		"keys reordered":   withSchema(`{"properties":{"p":{"pattern":"^<a>$"}},"type":"object"}`, "answer", true),
-		"another name":     withSchema(`{"type":"object","properties":{"p":{"pattern":"^<a>$"}}}`, "verdict", true),
-		"not strict":       withSchema(`{"type":"object","properties":{"p":{"pattern":"^<a>$"}}}`, "answer", false),
-		"json_object":      func() Job { j := baseJob(); j.Sampling.ResponseFormat = ResponseFormat{Type: FormatJSONObject}; return j }(),
+		"another schema": withSchema(`{"type":"object","properties":{"p":{"pattern":"^<b>$"}}}`, "answer", true),
+		"keys reordered": withSchema(`{"properties":{"p":{"pattern":"^<a>$"}},"type":"object"}`, "answer", true),
+		"another name":   withSchema(`{"type":"object","properties":{"p":{"pattern":"^<a>$"}}}`, "verdict", true),
+		"not strict":     withSchema(`{"type":"object","properties":{"p":{"pattern":"^<a>$"}}}`, "answer", false),
+		"json_object": func() Job {
+			j := baseJob()
+			j.Sampling.ResponseFormat = ResponseFormat{Type: FormatJSONObject}
+			return j
+		}(),
 		"no format at all": baseJob(),
 	}
 	for name, j := range other {
