@@ -50,8 +50,9 @@ type answerShape struct {
 }
 
 // requestShape reads the shape a request asks for: its response_format,
-// else guided_json (vLLM before 0.12) or structured_outputs.json (vLLM
-// 0.10.2 on); nil when none. Its error is the 400 a server answers.
+// else guided_json (vLLM before 0.12) or structured_outputs.json (the
+// vLLM releases that replaced it); nil when none. Its error is the 400 a
+// server answers.
 func (r *chatRequest) requestShape() (*answerShape, error) {
 	if len(r.ResponseFormat) > 0 && !isNull(r.ResponseFormat) {
 		var rf struct {
