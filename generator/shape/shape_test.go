@@ -166,3 +166,15 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkCheck is the check of one judge verdict, per answer.
+func BenchmarkCheck(b *testing.B) {
+	v := compile(b, judge)
+	content := `{"score": 8, "reason": "The answer is correct and gives its steps; one of them could be shorter.", "tags": ["short"]}`
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := v.Check(content); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
