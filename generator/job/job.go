@@ -80,6 +80,9 @@ type Sampling struct {
 	Extra       map[string]any `json:"extra_body,omitempty" key:"generation.extra_body"` // merged into every request body
 	Samples     int            `json:"n" key:"generation.n"`                             // answers per prompt: keys (id, 0..n-1)
 	OnLength    OnLength       `json:"on_length,omitempty" key:"generation.on_length"`
+	// ResponseFormat is the shape asked of every answer's content
+	// (responseformat.go); an answer not in it is asked again.
+	ResponseFormat ResponseFormat `json:"response_format,omitzero" key:"generation.response_format,zero"`
 }
 
 // OnLength is generation.on_length: what an answer cut at max_tokens
@@ -138,10 +141,15 @@ type identitier interface{ Identity() string }
 // hashed and compared, and the text shown to a person. A part setting
 // (tagged `key:"name,part"`) says which part of the job a directory holds:
 // a resume compares it, but the hash leaves it out, so that the shards of
-// one job, each in its own directory, share one hash and combine.
+// one job, each in its own directory, share one hash and combine. A
+// setting tagged `key:"name,zero"` is left out of the hash while it holds
+// its zero value: a setting added after directories were made keeps their
+// jobs' hashes (a resume compares it all the same, and the zero value is
+// what such a directory's job means).
 type setting struct {
 	key, canon, shown string
 	part              bool
+	zero              bool // left out of the hash: tagged zero and at its zero value
 }
 
 // settings lists the job's answer-changing fields in key order.
@@ -161,7 +169,7 @@ func (j Job) settings() []setting {
 			default:
 				name, opt, _ := strings.Cut(key, ",")
 				canon, shown := canonical(fv)
-				out = append(out, setting{key: name, canon: canon, shown: shown, part: opt == "part"})
+				out = append(out, setting{key: name, canon: canon, shown: shown, part: opt == "part", zero: opt == "zero" && fv.IsZero()})
 			}
 		}
 	}
@@ -213,7 +221,7 @@ func canonical(v reflect.Value) (canon, shown string) {
 func (j Job) Hash() string {
 	h := sha256.New()
 	for _, s := range j.settings() {
-		if s.part {
+		if s.part || s.zero {
 			continue
 		}
 		// Length prefixes keep "a=b" + "c" and "a" + "b=c" apart.
