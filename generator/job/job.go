@@ -80,7 +80,19 @@ type Sampling struct {
 	Extra       map[string]any `json:"extra_body,omitempty" key:"generation.extra_body"` // merged into every request body
 	Samples     int            `json:"n" key:"generation.n"`                             // answers per prompt: keys (id, 0..n-1)
 	OnLength    OnLength       `json:"on_length,omitempty" key:"generation.on_length"`
+	// ReturnTokenIDs asks the server for the token ids of each prompt and
+	// answer (vLLM's return_token_ids): what the model conditioned on and
+	// generated, exactly, for training that must not re-tokenize.
+	ReturnTokenIDs bool `json:"return_token_ids,omitempty" key:"generation.return_token_ids,zero"`
+	// Logprobs is how many alternatives, with their logprobs, each
+	// generated token's logprob comes with (OpenAI's top_logprobs, at most
+	// MaxLogprobs); 0 asks for no logprobs.
+	Logprobs int `json:"logprobs,omitempty" key:"generation.logprobs,zero"`
 }
+
+// MaxLogprobs is the most alternatives per token generation.logprobs may
+// ask for: OpenAI's limit and vLLM's default --max-logprobs.
+const MaxLogprobs = 20
 
 // OnLength is generation.on_length: what an answer cut at max_tokens
 // (finish_reason "length") does. LengthKeep records it as it is;
@@ -138,10 +150,15 @@ type identitier interface{ Identity() string }
 // hashed and compared, and the text shown to a person. A part setting
 // (tagged `key:"name,part"`) says which part of the job a directory holds:
 // a resume compares it, but the hash leaves it out, so that the shards of
-// one job, each in its own directory, share one hash and combine.
+// one job, each in its own directory, share one hash and combine. A
+// setting tagged `key:"name,zero"` is left out of the hash while it holds
+// its zero value: a setting added after directories were made keeps their
+// jobs' hashes (a resume compares it all the same, and the zero value is
+// what such a directory's job means).
 type setting struct {
 	key, canon, shown string
 	part              bool
+	zero              bool // left out of the hash: tagged zero and at its zero value
 }
 
 // settings lists the job's answer-changing fields in key order.
@@ -161,7 +178,7 @@ func (j Job) settings() []setting {
 			default:
 				name, opt, _ := strings.Cut(key, ",")
 				canon, shown := canonical(fv)
-				out = append(out, setting{key: name, canon: canon, shown: shown, part: opt == "part"})
+				out = append(out, setting{key: name, canon: canon, shown: shown, part: opt == "part", zero: opt == "zero" && fv.IsZero()})
 			}
 		}
 	}
@@ -213,7 +230,7 @@ func canonical(v reflect.Value) (canon, shown string) {
 func (j Job) Hash() string {
 	h := sha256.New()
 	for _, s := range j.settings() {
-		if s.part {
+		if s.part || s.zero {
 			continue
 		}
 		// Length prefixes keep "a=b" + "c" and "a" + "b=c" apart.
