@@ -53,6 +53,11 @@ type Setup struct {
 	// (generation.require_reasoning): the run drains and Run returns a
 	// *NoReasoningError. Else it is a warning on Log and in status.json.
 	RequireReasoning bool
+	// RequireTokenIDs makes a server that ignores return_token_ids fatal
+	// (generation.require_token_ids): the run drains and Run returns a
+	// *NoTokenIDsError. Else it is a warning on Log and in status.json.
+	// Only a job that asks for ids (Sampling.ReturnTokenIDs) is checked.
+	RequireTokenIDs bool
 
 	OnBadRow   string                               // dataset.on_bad_row
 	OnSkip     func(*dataset.RowError)              // a skipped bad row
@@ -200,6 +205,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 			Require: s.RequireReasoning,
 			OnFound: r.noReasoning,
 		},
+		TokenIDs: r.tokenIDsPolicy(),
 	})
 	if err != nil {
 		return nil, err
@@ -242,6 +248,27 @@ func (r *Runner) noReasoning(e *pool.NoReasoningError) {
 	fmt.Fprintf(r.setup.Log, "warning: %s\n", msg)
 	if r.setup.RequireReasoning {
 		fmt.Fprintf(r.setup.Log, "generation.require_reasoning: no new requests; the ones in flight finish, what was written is kept\n")
+		r.status.SetState(runstats.StateDraining)
+	}
+	r.status.AddWarning(msg)
+}
+
+// tokenIDsPolicy checks the first answers for ids when the job asks for
+// them, as many as the reasoning check reads.
+func (r *Runner) tokenIDsPolicy() pool.TokenIDsPolicy {
+	if !r.job.Sampling.ReturnTokenIDs {
+		return pool.TokenIDsPolicy{}
+	}
+	return pool.TokenIDsPolicy{Sample: r.reasoningSample(), Require: r.setup.RequireTokenIDs, OnFound: r.noTokenIDs}
+}
+
+// noTokenIDs says, once, that the server sends no token ids: on Log and in
+// status.json's warnings (the writer goroutine calls it).
+func (r *Runner) noTokenIDs(e *pool.NoTokenIDsError) {
+	msg := fmt.Sprintf("%v; %s", e, pool.TokenIDsHint)
+	fmt.Fprintf(r.setup.Log, "warning: %s\n", msg)
+	if r.setup.RequireTokenIDs {
+		fmt.Fprintf(r.setup.Log, "generation.require_token_ids: no new requests; the ones in flight finish, what was written is kept\n")
 		r.status.SetState(runstats.StateDraining)
 	}
 	r.status.AddWarning(msg)
