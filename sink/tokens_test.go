@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -183,5 +184,57 @@ func TestPartBeforeTokensReads(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%d records, want 1", n)
+	}
+}
+
+// TestTokensPartInRowGroups: a Parquet part whose journal holds more than
+// rowGroupBytes of JSON is written in several row groups, so that the
+// conversion never holds the whole part, and reads back whole and in
+// order.
+func TestTokensPartInRowGroups(t *testing.T) {
+	defer func(v int) { rowGroupBytes = v }(rowGroupBytes)
+	rowGroupBytes = 1 << 20
+	dir := t.TempDir()
+	opts := testOptions(dir, FormatParquet)
+	opts.PartSize = 30
+	s := mustOpen(t, opts)
+	var want []*Record
+	for i := range 30 {
+		r := bigTokenRecord(i, 2048, 5) // about 200 KB of JSON each
+		r.ID = fmt.Sprint(i)
+		want = append(want, r)
+		if err := s.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "data", "part-000000.parquet")
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if groups := len(pf.RowGroups()); groups < 4 {
+		t.Errorf("%d row groups for 6 MB of rows at 1 MB a group", groups)
+	}
+	i := 0
+	if err := ForEachRecord(path, func(rec *Record, _ Span) error {
+		if rec.ID != want[i].ID || !slices.Equal(rec.TokenIDs, want[i].TokenIDs) || !reflect.DeepEqual(rec.Logprobs, want[i].Logprobs) {
+			t.Errorf("record %d read back differs", i)
+		}
+		i++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if i != 30 {
+		t.Errorf("%d records read, 30 written", i)
 	}
 }
