@@ -238,3 +238,55 @@ func TestTokensPartInRowGroups(t *testing.T) {
 		t.Errorf("%d records read, 30 written", i)
 	}
 }
+
+// TestTokensBytesOnDisk measures what a token costs on disk (the README's
+// figures): records of 8,192 tokens, ids alone and with 20 logprobs, the
+// values spread as a real answer's (bigTokenRecord), in JSONL and in
+// Parquet (zstd), over the same records without tokens. It fails when a
+// figure passes the bound the README promises.
+func TestTokensBytesOnDisk(t *testing.T) {
+	const n, records = 8192, 12
+	bounds := map[string]float64{ // bytes a token, at most
+		"jsonl ids": 7, "jsonl logprobs": 380, "parquet ids": 3, "parquet logprobs": 135,
+	}
+	size := func(format string, strip func(*Record)) int64 {
+		dir := t.TempDir()
+		opts := testOptions(dir, format)
+		opts.PartSize = records
+		s := mustOpen(t, opts)
+		for i := range records {
+			r := bigTokenRecord(i, n, 20)
+			r.ID = fmt.Sprint(i)
+			strip(r)
+			if err := s.Write(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "data", "part-*"))
+		var total int64
+		for _, f := range files {
+			st, err := os.Stat(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += st.Size()
+		}
+		return total
+	}
+	none := func(r *Record) { r.PromptTokenIDs, r.TokenIDs, r.Logprobs = nil, nil, nil }
+	idsOnly := func(r *Record) { r.PromptTokenIDs, r.Logprobs = nil, nil }
+	all := func(r *Record) { r.PromptTokenIDs = nil }
+	for _, format := range []string{FormatJSONL, FormatParquet} {
+		base := size(format, none)
+		for name, strip := range map[string]func(*Record){"ids": idsOnly, "logprobs": all} {
+			per := float64(size(format, strip)-base) / (records * n)
+			t.Logf("%s, %s: %.1f bytes a token", format, name, per)
+			if b := bounds[format+" "+name]; per > b {
+				t.Errorf("%s, %s: %.1f bytes a token, want at most %.0f", format, name, per, b)
+			}
+		}
+	}
+}

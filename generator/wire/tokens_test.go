@@ -267,3 +267,25 @@ func TestParseTokenID(t *testing.T) {
 		}
 	}
 }
+
+// tokenStreamPayload is benchStreamPayload's stream with return_token_ids
+// (the prompt's ids in the first chunk, one id a chunk) and, for k > 0, k
+// logprobs named by id on each token, as vLLM streams them.
+func tokenStreamPayload(chunks, k int) string {
+	var sb strings.Builder
+	prompt := make([]string, 256)
+	for i := range prompt {
+		prompt[i] = fmt.Sprint(151000 + i)
+	}
+	fmt.Fprintf(&sb, `data: {"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null,"token_ids":[]}],"prompt_token_ids":[%s]}`+"\n\n", strings.Join(prompt, ","))
+	for i := range chunks {
+		c := vllmTokenChunk(1000+i, k)
+		if k == 0 {
+			c = strings.Replace(c, `"logprobs":{"content":[{"token":"token_id:`+fmt.Sprint(1000+i)+`","logprob":-0.0123,"bytes":[32,116,104,101],"top_logprobs":[]}]}`, `"logprobs":null`, 1)
+		}
+		sb.WriteString("data: " + c + "\n\n")
+	}
+	sb.WriteString(`data: {"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop","token_ids":[]}],"usage":null}` + "\n\n")
+	fmt.Fprintf(&sb, `data: {"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[],"usage":{"prompt_tokens":256,"total_tokens":%d,"completion_tokens":%d}}`+"\n\ndata: [DONE]\n\n", 256+chunks, chunks)
+	return sb.String()
+}
