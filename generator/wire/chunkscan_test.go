@@ -83,8 +83,11 @@ var chunkEdgeCases = []struct {
 	{"logprobs by id", `{"choices":[{"logprobs":{"content":[{"token":"token_id:9","logprob":-0.25,"bytes":[1],"top_logprobs":[{"token":"token_id:9","logprob":-0.25,"bytes":[]},{"logprob":-1e1,"token":"token_id:0"}]},null,{"top_logprobs":null,"logprob":null},{"logprob":-9999.0,"top_logprobs":[]}],"refusal":null},"token_ids":[9,1,2,3]}]}`, true},
 	{"logprobs content null", `{"choices":[{"logprobs":{"content":null}}]}`, true},
 	{"logprob float32 extremes", `{"choices":[{"logprobs":{"content":[{"logprob":-3.4028234e38,"top_logprobs":[{"token":"token_id:1","logprob":-1.4e-45}]}]}}]}`, true},
+	{"bytes of every shape", `{"choices":[{"logprobs":{"content":[{"token":7,"bytes":[0, 1],"top_logprobs":[{"bytes":[-1,2.5,"x",{"a":[]}],"token":"token_id:1"},{"bytes":null,"token":"token_id:2"},{"bytes":[],"token":"token_id:3"},{"bytes":"AQ==","token":"token_id:4"}]},{"bytes":[255,0,10],"token":null}]}}]}`, true},
 	{"prompt ids in a plain answer", `{"choices":[{"index":0,"message":{"content":"x","token_ids":[3]},"finish_reason":"stop"}],"prompt_token_ids":[1,2]}`, true},
 
+	{"bytes with a leading zero", `{"choices":[{"logprobs":{"content":[{"bytes":[01]}]}}]}`, false},
+	{"bytes cut", `{"choices":[{"logprobs":{"content":[{"bytes":[1,`, false},
 	{"alternative named by text", `{"choices":[{"logprobs":{"content":[{"logprob":-1,"top_logprobs":[{"token":"token_id:1","logprob":-1},{"token":" the","logprob":-2}]}]}}]}`, false},
 	{"alternative with an escape", `{"choices":[{"logprobs":{"content":[{"logprob":-1,"top_logprobs":[{"token":"token_id:\u0031","logprob":-1}]}]}}]}`, false},
 	{"alternative without token", `{"choices":[{"logprobs":{"content":[{"logprob":-1,"top_logprobs":[{"logprob":-1}]}]}}]}`, false},

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -231,10 +232,16 @@ func TestEncodeRequestTokens(t *testing.T) {
 func vllmTokenChunk(id, k int) string {
 	var alts []string
 	for a := range k {
-		alts = append(alts, fmt.Sprintf(`{"token":"token_id:%d","logprob":-%d.%04d,"bytes":[32,116,104,101]}`, id+a*13, a, 1234+a))
+		alts = append(alts, fmt.Sprintf(`{"token":"token_id:%d","logprob":%s,"bytes":[32,116,104,101]}`, id+a*13, vllmLogprob(a)))
 	}
 	return fmt.Sprintf(`{"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"reasoning":" token"},"logprobs":{"content":[{"token":"token_id:%d","logprob":-0.0123,"bytes":[32,116,104,101],"top_logprobs":[%s]}]},"finish_reason":null,"token_ids":[%d]}]}`,
 		id, strings.Join(alts, ","), id)
+}
+
+// vllmLogprob is alternative a's logprob as vLLM writes it: a float32
+// widened to a Python float, 17 digits or so.
+func vllmLogprob(a int) string {
+	return strconv.FormatFloat(float64(-float32(a)-float32(1234+a)/10000), 'g', -1, 64)
 }
 
 // TestTokenChunkAllocs: a chunk with ids and 20 logprobs takes the fast
@@ -250,7 +257,7 @@ func TestTokenChunkAllocs(t *testing.T) {
 		t.Errorf("%.0f allocations per chunk, want at most 1 (its text)", n)
 	}
 	d, _ := decodeChunkInto(data, &tb)
-	if len(d.TokenIDs) != 1 || len(d.Logprobs.TopIDs) != 20 || d.Logprobs.TopIDs[1] != 4096+13 || d.Logprobs.TopLogprob[2] != -2.1236 {
+	if len(d.TokenIDs) != 1 || len(d.Logprobs.TopIDs) != 20 || d.Logprobs.TopIDs[1] != 4096+13 || d.Logprobs.TopLogprob[2] != -2-float32(1236)/10000 {
 		t.Errorf("decoded %+v", d)
 	}
 }

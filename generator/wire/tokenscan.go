@@ -153,6 +153,8 @@ func (s *chunkScanner) logprobEntry() bool {
 		case "top_logprobs":
 			bit = 1 << 1
 			n, ok = s.alternatives()
+		case "token", "bytes": // not read (token_ids name the token): skipped as the reference ignores them
+			ok = s.skipBytes()
 		default:
 			ok = s.unknown(key, logprobKeys)
 		}
@@ -224,6 +226,8 @@ func (s *chunkScanner) alternative() (id int32, lp float32, ok bool) {
 		case "logprob":
 			bit = 1 << 1
 			lp, ok = s.float32OrNull()
+		case "bytes":
+			ok = s.skipBytes()
 		default:
 			ok = s.unknown(key, alternativeKeys)
 		}
@@ -232,4 +236,37 @@ func (s *chunkScanner) alternative() (id int32, lp float32, ok bool) {
 		}
 		seen |= bit
 	}
+}
+
+// skipBytes skips a value the reference ignores, quickly when it is what
+// vLLM sends under "bytes": a list of small non-negative integers (a
+// token's UTF-8). Anything else is skipped as any value is, and validated
+// the same way.
+func (s *chunkScanner) skipBytes() bool {
+	b, i := s.b, s.i
+	if i < len(b) && b[i] == '[' {
+		i++
+		if i < len(b) && b[i] == ']' {
+			s.i = i + 1
+			return true
+		}
+		for {
+			j := i
+			for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+				i++
+			}
+			if i == j || i-j > 1 && b[j] == '0' || i >= len(b) {
+				break // not a plain integer: skipValue decides
+			}
+			if b[i] == ']' {
+				s.i = i + 1
+				return true
+			}
+			if b[i] != ',' {
+				break
+			}
+			i++
+		}
+	}
+	return s.skipValue()
 }

@@ -173,14 +173,21 @@ func (s *Server) newTokenReply(req *chatRequest) *tokenReply {
 }
 
 // logprob is token i's: piece-independent, a pure function of the prompt
-// and i, a multiple of 1/64 (exact in float32) in [-8, 0); the j-th
-// alternative is j/2 below it.
+// and i, a float32 in [-8, 0) with all its digits; the j-th alternative is
+// about j/2 below it.
 func (t *tokenReply) logprob(i, j int) float32 {
 	h := t.hash ^ uint64(i+1)*0x9e3779b97f4a7c15
 	h ^= h >> 31
 	h *= 0xbf58476d1ce4e5b9
 	h ^= h >> 29
-	return -float32(1+h%511)/64 - float32(j)/2
+	return -float32(h>>40+1)/(1<<21) - float32(j)/2
+}
+
+// appendLogprob writes a logprob as vLLM's JSON does: the float32 widened
+// to a Python float and written shortest for that, 17 digits or so
+// (-0.0123456791043282).
+func appendLogprob(b []byte, lp float32) []byte {
+	return strconv.AppendFloat(b, float64(lp), 'g', -1, 64)
 }
 
 // alternative j of piece p: the piece itself first, then others.
@@ -199,7 +206,7 @@ func (t *tokenReply) appendEntry(b []byte, i, p int) []byte {
 		head = pj.byID
 	}
 	b = append(b, head[p]...)
-	b = strconv.AppendFloat(b, float64(t.logprob(i, 0)), 'g', -1, 32)
+	b = appendLogprob(b, t.logprob(i, 0))
 	b = append(b, pj.bytes[p]...)
 	b = append(b, `,"top_logprobs":[`...)
 	for j := range t.k {
@@ -208,7 +215,7 @@ func (t *tokenReply) appendEntry(b []byte, i, p int) []byte {
 		}
 		a := alternative(p, j)
 		b = append(b, head[a]...)
-		b = strconv.AppendFloat(b, float64(t.logprob(i, j)), 'g', -1, 32)
+		b = appendLogprob(b, t.logprob(i, j))
 		b = append(b, pj.bytes[a]...)
 		b = append(b, '}')
 	}

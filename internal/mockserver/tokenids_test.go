@@ -204,7 +204,7 @@ func TestTokenIDs(t *testing.T) {
 
 // TestTokenLogprobs: asked for K logprobs, every token has its logprob and
 // K alternatives, itself first, named by id or by text as asked, the same
-// streamed and plain; the logprobs are exact in float32 and below 0.
+// streamed and plain; the logprobs are below 0, each alternative below the one before.
 func TestTokenLogprobs(t *testing.T) {
 	_, ts := start(t, Options{MeanTokens: 40, Seed: 4})
 	for _, byID := range []bool{true, false} {
