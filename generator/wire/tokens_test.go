@@ -296,3 +296,22 @@ func tokenStreamPayload(chunks, k int) string {
 	fmt.Fprintf(&sb, `data: {"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[],"usage":{"prompt_tokens":256,"total_tokens":%d,"completion_tokens":%d}}`+"\n\ndata: [DONE]\n\n", 256+chunks, chunks)
 	return sb.String()
 }
+
+// TestLongFirstChunkNotKept: the buffer a long line (a long prompt's ids
+// in the first chunk) was assembled in is let go once the next line is
+// read, rather than held for the rest of the stream.
+func TestLongFirstChunkNotKept(t *testing.T) {
+	long := `data: {"prompt_token_ids":[` + strings.Repeat("151643,", 40_000) + `1],"choices":[]}` + "\n\n"
+	r := newSSEReader(strings.NewReader(long + "data: {}\n\ndata: [DONE]\n\n"))
+	defer r.release()
+	p, err := r.next()
+	if err != nil || len(p) < 280_000 {
+		t.Fatalf("first event: %d bytes, %v", len(p), err)
+	}
+	if _, err := r.next(); err != nil {
+		t.Fatal(err)
+	}
+	if cap(r.line) > maxKeptLine {
+		t.Errorf("the stream keeps a %d-byte line buffer after its long line", cap(r.line))
+	}
+}
