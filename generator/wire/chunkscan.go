@@ -24,10 +24,10 @@ import (
 // from their json tags (jsonKeys): a key the scanner does not read itself
 // but the reference declares, exactly or case-insensitively (encoding/json
 // accepts "Content" for `json:"content"`), sends the chunk to the
-// reference. So a field added to chunkJSON or responseJSON (token_ids,
-// logprobs, tool_calls) is read from every answer that carries it, at the
-// reference's speed, with no change here; reading it fast is a case in the
-// scanner's switch.
+// reference. So a field added to chunkJSON or responseJSON (tool_calls)
+// is read from every answer that carries it, at the reference's speed,
+// with no change here; reading it fast is a case in the scanner's switch,
+// as token_ids, prompt_token_ids and logprobs are (tokenscan.go).
 var (
 	topKeys    = jsonKeys(reflect.TypeFor[chunkJSON]())
 	choiceKeys = jsonKeys(elemOf(reflect.TypeFor[chunkJSON](), "Choices"))
