@@ -71,6 +71,15 @@ type GenerationConfig struct {
 	// started without a reasoning parser); else that is a warning. It
 	// changes no answer, so it is no part of the job.
 	RequireReasoning bool `mapstructure:"require_reasoning"`
+	// ReturnTokenIDs asks for the prompt's and the answer's token ids
+	// (vLLM's return_token_ids), kept in the record.
+	ReturnTokenIDs bool `mapstructure:"return_token_ids"`
+	// Logprobs is how many alternatives each generated token's logprob
+	// comes with (0: no logprobs; at most MaxLogprobs).
+	Logprobs int `mapstructure:"logprobs"`
+	// RequireTokenIDs makes a server that sends no token ids although
+	// asked fatal; else that is a warning. It changes no answer.
+	RequireTokenIDs bool `mapstructure:"require_token_ids"`
 	// ResponseFormat is the shape asked of every answer's content
 	// (responseformat.go); SchemaRetries how often an answer not in it is
 	// asked again. Retries change no answer that is kept, so only the
@@ -80,6 +89,10 @@ type GenerationConfig struct {
 	Stream         bool           `mapstructure:"stream"`
 	ExtraBody      map[string]any `mapstructure:"extra_body"`
 }
+
+// MaxLogprobs is the most alternatives generation.logprobs may ask for per
+// token: OpenAI's limit, and vLLM's default --max-logprobs.
+const MaxLogprobs = 20
 
 // RetryConfig bounds the retries done inside a request's slot.
 type RetryConfig struct {

@@ -46,6 +46,12 @@ var bodyKeysOwnedByConfig = map[string]string{
 	"max_tokens":  "generation.max_tokens",
 	"temperature": "generation.temperature",
 	"top_p":       "generation.top_p",
+	// With generation.return_token_ids and generation.logprobs, the
+	// record reads these fields' answers: they are asked for there.
+	"return_token_ids":           "generation.return_token_ids",
+	"logprobs":                   "generation.logprobs",
+	"top_logprobs":               "generation.logprobs",
+	"return_tokens_as_token_ids": "generation.logprobs",
 }
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -154,6 +160,15 @@ func (c Config) Validate() error {
 	atLeast("generation.n", int64(g.N), 1)
 	oneOf("generation.turns", g.Turns, TurnsPolicies)
 	oneOf("generation.on_length", g.OnLength, LengthPolicies)
+	switch {
+	case g.Logprobs < 0 || g.Logprobs > MaxLogprobs:
+		add("generation.logprobs", g.Logprobs, fmt.Sprintf("%d is not between 0 (no logprobs) and %d", g.Logprobs, MaxLogprobs))
+	case g.Logprobs > 0 && !g.ReturnTokenIDs:
+		add("generation.logprobs", g.Logprobs, "needs generation.return_token_ids: true (the logprobs are kept token by token beside token_ids)", "generation.return_token_ids")
+	}
+	if g.RequireTokenIDs && !g.ReturnTokenIDs {
+		add("generation.require_token_ids", g.RequireTokenIDs, "needs generation.return_token_ids: true (no ids are asked for, so none can be required)", "generation.return_token_ids")
+	}
 	for _, k := range slices.Sorted(maps.Keys(g.ExtraBody)) {
 		if owner, ok := bodyKeysOwnedByConfig[k]; ok {
 			add("generation.extra_body", k, fmt.Sprintf("%q is set by %s; set it there", k, owner))

@@ -35,6 +35,12 @@ func TestValidate(t *testing.T) {
 		{"n", func(c *Config) { c.Generation.N = 0 }, `generation.n: 0 is less than 1`},
 		{"extra_body owned field", func(c *Config) { c.Generation.ExtraBody = map[string]any{"messages": nil} }, `generation.extra_body: "messages" is set by the dataset; set it there`},
 		{"extra_body not json", func(c *Config) { c.Generation.ExtraBody = map[string]any{"x": math.Inf(1)} }, `generation.extra_body: cannot be sent as JSON: json: unsupported value: +Inf`},
+		{"logprobs above 20", func(c *Config) { c.Generation.ReturnTokenIDs = true; c.Generation.Logprobs = 21 }, `generation.logprobs: 21 is not between 0 (no logprobs) and 20`},
+		{"logprobs negative", func(c *Config) { c.Generation.ReturnTokenIDs = true; c.Generation.Logprobs = -1 }, `generation.logprobs: -1 is not between 0 (no logprobs) and 20`},
+		{"logprobs without ids", func(c *Config) { c.Generation.Logprobs = 5 }, `generation.logprobs: needs generation.return_token_ids: true (the logprobs are kept token by token beside token_ids)`},
+		{"require_token_ids without ids", func(c *Config) { c.Generation.RequireTokenIDs = true }, `generation.require_token_ids: needs generation.return_token_ids: true (no ids are asked for, so none can be required)`},
+		{"extra_body return_token_ids", func(c *Config) { c.Generation.ExtraBody = map[string]any{"return_token_ids": true} }, `generation.extra_body: "return_token_ids" is set by generation.return_token_ids; set it there`},
+		{"extra_body top_logprobs", func(c *Config) { c.Generation.ExtraBody = map[string]any{"top_logprobs": 3} }, `generation.extra_body: "top_logprobs" is set by generation.logprobs; set it there`},
 		{"concurrency", func(c *Config) { c.Concurrency = 0 }, `concurrency: 0 is less than 1`},
 		{"max_attempts", func(c *Config) { c.Retry.MaxAttempts = 0 }, `retry.max_attempts: 0 is less than 1`},
 		{"initial_backoff", func(c *Config) { c.Retry.InitialBackoff = -time.Second }, `retry.initial_backoff: -1s must be greater than 0`},
@@ -77,6 +83,9 @@ func TestValidateAccepts(t *testing.T) {
 		{"temperature 0", func(c *Config) { c.Generation.Temperature = 0 }},
 		{"temperature above 2", func(c *Config) { c.Generation.Temperature = 3 }},
 		{"top_p 1", func(c *Config) { c.Generation.TopP = 1 }},
+		{"token ids and 20 logprobs, required", func(c *Config) {
+			c.Generation.ReturnTokenIDs, c.Generation.Logprobs, c.Generation.RequireTokenIDs = true, 20, true
+		}},
 		{"sync every record", func(c *Config) { c.Output.SyncInterval = 0 }},
 		{"no grace", func(c *Config) { c.Shutdown.Grace = 0 }},
 		{"no api key", func(c *Config) { c.Endpoint.APIKeyEnv = "" }},

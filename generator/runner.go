@@ -56,6 +56,11 @@ type Setup struct {
 	// SchemaRetries is how often an answer not in the job's response
 	// format is asked again before it is a failure (cause "schema").
 	SchemaRetries int
+	// RequireTokenIDs makes a server that ignores return_token_ids fatal
+	// (generation.require_token_ids): the run drains and Run returns a
+	// *NoTokenIDsError. Else it is a warning on Log and in status.json.
+	// Only a job that asks for ids (Sampling.ReturnTokenIDs) is checked.
+	RequireTokenIDs bool
 
 	OnBadRow   string                               // dataset.on_bad_row
 	OnSkip     func(*dataset.RowError)              // a skipped bad row
@@ -218,6 +223,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 			Server:  r.server,
 		},
 		SchemaRetries: s.SchemaRetries,
+		TokenIDs:      r.tokenIDsPolicy(),
 	})
 	if err != nil {
 		return nil, err
@@ -260,6 +266,27 @@ func (r *Runner) noReasoning(e *pool.NoReasoningError) {
 	fmt.Fprintf(r.setup.Log, "warning: %s\n", msg)
 	if r.setup.RequireReasoning {
 		fmt.Fprintf(r.setup.Log, "generation.require_reasoning: no new requests; the ones in flight finish, what was written is kept\n")
+		r.status.SetState(runstats.StateDraining)
+	}
+	r.status.AddWarning(msg)
+}
+
+// tokenIDsPolicy checks the first answers for ids when the job asks for
+// them, as many as the reasoning check reads.
+func (r *Runner) tokenIDsPolicy() pool.TokenIDsPolicy {
+	if !r.job.Sampling.ReturnTokenIDs {
+		return pool.TokenIDsPolicy{}
+	}
+	return pool.TokenIDsPolicy{Sample: r.reasoningSample(), Require: r.setup.RequireTokenIDs, OnFound: r.noTokenIDs}
+}
+
+// noTokenIDs says, once, that the server sends no token ids: on Log and in
+// status.json's warnings (the writer goroutine calls it).
+func (r *Runner) noTokenIDs(e *pool.NoTokenIDsError) {
+	msg := fmt.Sprintf("%v; %s", e, pool.TokenIDsHint)
+	fmt.Fprintf(r.setup.Log, "warning: %s\n", msg)
+	if r.setup.RequireTokenIDs {
+		fmt.Fprintf(r.setup.Log, "generation.require_token_ids: no new requests; the ones in flight finish, what was written is kept\n")
 		r.status.SetState(runstats.StateDraining)
 	}
 	r.status.AddWarning(msg)

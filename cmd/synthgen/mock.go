@@ -31,6 +31,10 @@ func newMockCmd() *cobra.Command {
 reasoning and content in vLLM's shapes) and a Prometheus /metrics with vLLM's
 metric names. Answers are word pieces with long-tailed lengths that depend only
 on --seed and the prompt, so a retried or resumed request gets the same answer.
+Asked for return_token_ids and logprobs, it answers them as vLLM does: a
+prompt id per word of the messages, an answer id per generated piece (as many
+as usage.completion_tokens), deterministic logprobs; --ignore-token-ids makes
+it a server that does not know return_token_ids.
 It serves --max-running requests at once and queues the rest, like vLLM.
 With --kv-budget and --batch-scale it models what gives a real server's
 throughput a knee: a KV cache that preempts when full and steps that slow
@@ -124,6 +128,7 @@ off (llama-server: 501 with the flag to add).`,
 	f.BoolVar(&opts.HeadersWhenRunning, "headers-when-running", false, "send a queued stream no byte, not even its status line and headers, until it runs, as llama.cpp does (default: vLLM's way, headers as soon as it is accepted)")
 	f.Float64Var(&opts.RateCloseAfter, "rate-close-after", 0, "share of complete answers (0 to 1) after which the kept-alive connection is closed without \"Connection: close\", as llama.cpp does with some: the client's next request on it reads EOF before any byte (which answers depends only on --seed and the order of arrival)")
 	f.BoolVar(&abandonOnTerm, "abandon-on-term", false, "on SIGTERM, stop listening at once (a new server may take the port) and hold every queued request's connection open without a byte for --grace while running requests go on, then exit, as an old llama.cpp process does; Ctrl-C (SIGINT) still stops gracefully, and exits at once while holding")
+	f.BoolVar(&opts.IgnoreTokenIDs, "ignore-token-ids", false, "answer without token ids although a request asks for them (return_token_ids), as a server that does not know the field (vLLM before 0.10.2); logprobs are still answered")
 	f.DurationVar(&grace, "grace", 5*time.Second, "on shutdown, how long requests in flight may take to finish (with --abandon-on-term, how long a SIGTERM holds the queued requests)")
 	f.StringVar(&opts.Flavor, "flavor", mockserver.FlavorVLLM, "the server to be like in /metrics names, /v1/models and the context refusal: vllm, sglang or llamacpp")
 	f.BoolVar(&opts.NoMetrics, "no-metrics", false, "answer /metrics as a server whose metrics are off (llamacpp: llama-server's 501; otherwise a 404)")

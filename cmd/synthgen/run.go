@@ -272,6 +272,8 @@ func jobOf(cfg config.Config, shard dataset.Shard) job.Job {
 				Schema: cfg.Generation.ResponseFormat.Schema,
 				Strict: cfg.Generation.ResponseFormat.Strict,
 			},
+			ReturnTokenIDs: cfg.Generation.ReturnTokenIDs,
+			Logprobs:       cfg.Generation.Logprobs,
 		},
 	}
 }
@@ -320,6 +322,7 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 		Force:            rf.force,
 		RequireReasoning: cfg.Generation.RequireReasoning,
 		SchemaRetries:    cfg.Generation.SchemaRetries,
+		RequireTokenIDs:  cfg.Generation.RequireTokenIDs,
 		OnBadRow:         cfg.Dataset.OnBadRow,
 		OnIgnored: func(field, location string) {
 			fmt.Fprintf(stderr, "note: %s sets %s, which is not sent: generation.stream (%v) says how answers are read (said once)\n", location, field, cfg.Generation.Stream)
@@ -465,6 +468,11 @@ func runResult(cfg config.Config, res generator.Result, stderr io.Writer) error 
 		if errors.As(runErr, &nr) {
 			return &exitError{code: exitFailure, err: fmt.Errorf("generation.require_reasoning: %w (what was written is kept)", runErr),
 				hint: nr.Hint() + "; then rerun to resume (or set generation.require_reasoning: false to only warn)"}
+		}
+		var ni *pool.NoTokenIDsError
+		if errors.As(runErr, &ni) {
+			return &exitError{code: exitFailure, err: fmt.Errorf("generation.require_token_ids: %w (what was written is kept)", runErr),
+				hint: pool.TokenIDsHint + "; then rerun to resume (or set generation.require_token_ids: false to only warn)"}
 		}
 		if errors.As(runErr, &re) {
 			return usageError(runErr, "fix the row, or set dataset.on_bad_row: skip to skip bad rows; what was written is kept, rerun to resume")

@@ -83,7 +83,19 @@ type Sampling struct {
 	// ResponseFormat is the shape asked of every answer's content
 	// (responseformat.go); an answer not in it is asked again.
 	ResponseFormat ResponseFormat `json:"response_format,omitzero" key:"generation.response_format,zero"`
+	// ReturnTokenIDs asks the server for the token ids of each prompt and
+	// answer (vLLM's return_token_ids): what the model conditioned on and
+	// generated, exactly, for training that must not re-tokenize.
+	ReturnTokenIDs bool `json:"return_token_ids,omitempty" key:"generation.return_token_ids,zero"`
+	// Logprobs is how many alternatives, with their logprobs, each
+	// generated token's logprob comes with (OpenAI's top_logprobs, at most
+	// MaxLogprobs); 0 asks for no logprobs.
+	Logprobs int `json:"logprobs,omitempty" key:"generation.logprobs,zero"`
 }
+
+// MaxLogprobs is the most alternatives per token generation.logprobs may
+// ask for: OpenAI's limit and vLLM's default --max-logprobs.
+const MaxLogprobs = 20
 
 // OnLength is generation.on_length: what an answer cut at max_tokens
 // (finish_reason "length") does. LengthKeep records it as it is;

@@ -41,21 +41,23 @@ func baseJob() Job {
 // answerChanges are, per setting key, an edit of that setting alone. Every
 // tagged setting of Job must be here (TestJobSettingsAllCovered).
 var answerChanges = map[string]func(j *Job){
-	"endpoint.model":           func(j *Job) { j.Sampling.Model = "m2" },
-	"generation.max_tokens":    func(j *Job) { j.Sampling.MaxTokens = 1024 },
-	"generation.temperature":   func(j *Job) { j.Sampling.Temperature = 0.9 },
-	"generation.top_p":         func(j *Job) { j.Sampling.TopP = 1 },
-	"generation.n":             func(j *Job) { j.Sampling.Samples = 3 },
-	"generation.system_prompt": func(j *Job) { j.Prompt.SystemPrompt = "" },
-	"generation.turns":         func(j *Job) { j.Prompt.Turns = TurnsAll },
-	"generation.on_length":     func(j *Job) { j.Sampling.OnLength = LengthRetry },
-	"generation.extra_body":    func(j *Job) { j.Sampling.Extra["top_k"] = 40 },
-	"dataset.format":           func(j *Job) { j.Selection.Format = dataset.FormatPrompt },
-	"dataset.prompt_field":     func(j *Job) { j.Selection.PromptField = "input" },
-	"dataset.id_field":         func(j *Job) { j.Selection.IDField = "" },
-	"dataset.params_field":     func(j *Job) { j.Selection.ParamsField = "sampling" },
-	"dataset.content":          func(j *Job) { j.Selection.Content[0].XXH64 = "fedcba9876543210" },
-	"dataset.revision":         func(j *Job) { j.Selection.Revision = "hf://o/n@abc" },
+	"endpoint.model":              func(j *Job) { j.Sampling.Model = "m2" },
+	"generation.max_tokens":       func(j *Job) { j.Sampling.MaxTokens = 1024 },
+	"generation.temperature":      func(j *Job) { j.Sampling.Temperature = 0.9 },
+	"generation.top_p":            func(j *Job) { j.Sampling.TopP = 1 },
+	"generation.n":                func(j *Job) { j.Sampling.Samples = 3 },
+	"generation.system_prompt":    func(j *Job) { j.Prompt.SystemPrompt = "" },
+	"generation.turns":            func(j *Job) { j.Prompt.Turns = TurnsAll },
+	"generation.on_length":        func(j *Job) { j.Sampling.OnLength = LengthRetry },
+	"generation.return_token_ids": func(j *Job) { j.Sampling.ReturnTokenIDs = true },
+	"generation.logprobs":         func(j *Job) { j.Sampling.Logprobs = 5 },
+	"generation.extra_body":       func(j *Job) { j.Sampling.Extra["top_k"] = 40 },
+	"dataset.format":              func(j *Job) { j.Selection.Format = dataset.FormatPrompt },
+	"dataset.prompt_field":        func(j *Job) { j.Selection.PromptField = "input" },
+	"dataset.id_field":            func(j *Job) { j.Selection.IDField = "" },
+	"dataset.params_field":        func(j *Job) { j.Selection.ParamsField = "sampling" },
+	"dataset.content":             func(j *Job) { j.Selection.Content[0].XXH64 = "fedcba9876543210" },
+	"dataset.revision":            func(j *Job) { j.Selection.Revision = "hf://o/n@abc" },
 }
 
 // partChanges are the settings a resume compares but the hash leaves out.
@@ -104,6 +106,29 @@ func TestJobHashChangesWithEveryAnswerSetting(t *testing.T) {
 		if len(d) != 1 || d[0].Key != key {
 			t.Errorf("%s changed: Diff = %+v, want exactly that key", key, d)
 		}
+	}
+}
+
+// TestJobHashOfOlderJobsKept: the hashes of jobs made before the settings
+// tagged zero existed are what they were (pinned from the code before
+// them), so a resume of such a directory with the new code finds one job,
+// not a mix; the settings set change the hash.
+func TestJobHashOfOlderJobsKept(t *testing.T) {
+	if h, want := baseJob().Hash(), "d5b7b8111e1baca7ab96f96807418e60ccc18dbe7ac06d3063e5bbe2a013efd2"; h != want {
+		t.Errorf("hash of the base job %s, want %s as before generation.return_token_ids and generation.logprobs", h, want)
+	}
+	if h, want := (Job{}).Hash(), "27e51e2a0cc1f2f6f73c9cf18509cadc6d0f213ee0583752fc85c52dd7129316"; h != want {
+		t.Errorf("hash of the zero job %s, want %s", h, want)
+	}
+	j := baseJob()
+	j.Sampling.ReturnTokenIDs = true
+	k := cloneJob(j)
+	k.Sampling.Logprobs = 20
+	if j.Hash() == baseJob().Hash() || k.Hash() == j.Hash() {
+		t.Error("return_token_ids or logprobs set left the hash alone")
+	}
+	if d := baseJob().Diff(k); len(d) != 2 || d[0].Key != "generation.logprobs" || d[0].Old != "20" || d[0].New != "0" {
+		t.Errorf("Diff = %+v, want logprobs 20 -> 0 and return_token_ids", d)
 	}
 }
 

@@ -96,6 +96,9 @@ type Options struct {
 	// Reasoning checks the run's first answers for a server without a
 	// reasoning parser (reasoning.go); zero: no check.
 	Reasoning ReasoningPolicy
+	// TokenIDs checks the run's first answers for a server that ignores
+	// return_token_ids (tokenids.go); zero: no check.
+	TokenIDs TokenIDsPolicy
 	// Endpoints are the replicas the requests go to (router.go), each
 	// with its own client; empty: the Engine's one client.
 	Endpoints []Endpoint
@@ -136,6 +139,7 @@ type Engine struct {
 	// found when generation.require_reasoning makes that fatal (read by Run
 	// once the writer has returned).
 	reasoning *reasoningCheck
+	tokenIDs  *tokenIDsCheck
 	fatal     error
 
 	// shape checks every answer's content against the job's response
@@ -192,6 +196,9 @@ func New(client Completer, stats *runstats.Stats, opts Options) (*Engine, error)
 	}
 	if opts.Reasoning.Sample > 0 {
 		e.reasoning = &reasoningCheck{want: opts.Reasoning.Sample, server: opts.Reasoning.Server}
+	}
+	if opts.TokenIDs.Sample > 0 {
+		e.tokenIDs = &tokenIDsCheck{want: opts.TokenIDs.Sample}
 	}
 	return e, nil
 }

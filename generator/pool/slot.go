@@ -251,6 +251,10 @@ func (e *Engine) record(j task, c *conversation, latency time.Duration) *sink.Re
 		TTFTMS:           float64(c.ttft.Microseconds()) / 1000,
 		Attempts:         c.attempts,
 		CreatedAt:        e.opts.Now().UTC(),
+		PromptTokenIDs:   resp.PromptTokenIDs,
+		TokenIDs:         resp.TokenIDs,
+		TokenIDsMismatch: resp.TokenIDsMismatch,
+		Logprobs:         resp.Logprobs,
 		Turns:            c.turns,
 	}
 }

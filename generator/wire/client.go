@@ -106,6 +106,13 @@ type Response struct {
 	UsageKnown       bool          // the server reported usage
 	Chunks           int           // streamed chunks that carried reasoning/content text
 	TTFT             time.Duration // streaming: time to the first reasoning/content delta
+	// The tokens (tokens.go), when the server sent them: the prompt's and
+	// the answer's ids, the answer's logprobs (nil: none), and what of
+	// them disagrees with usage ("" when nothing, or nothing to check).
+	PromptTokenIDs   []int32
+	TokenIDs         []int32
+	Logprobs         *sink.Logprobs
+	TokenIDsMismatch string
 }
 
 // Client sends chat completions to one OpenAI-compatible server over
@@ -272,6 +279,7 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(n int))
 		// message: nothing it says reaches a record or a terminal unredacted.
 		return resp, c.key.redact(err)
 	}
+	resp.TokenIDsMismatch = tokenMismatch(req.ReturnTokenIDs, &resp)
 	return resp, nil
 }
 
@@ -374,16 +382,24 @@ func intField(v any) (int, bool) {
 	return 0, false
 }
 
-// check fails an answer that went past the bound.
+// check fails an answer that went past the bound. Its tokens are bound
+// too: more ids or logprobs than max_tokens allows, or more alternatives
+// than maxAlternatives a token.
 func (b answerBound) check(a *answer) error {
 	size := a.reasoning.Len() + a.content.Len()
-	if a.resp.Chunks <= b.chunks && size <= b.bytes {
+	ids, lps, alts := a.toks.tokens()
+	if a.resp.Chunks <= b.chunks && size <= b.bytes && ids <= b.chunks && lps <= b.chunks && alts <= b.chunks*maxAlternatives {
 		return nil
 	}
 	return &Error{Cause: CauseOverlong, Retryable: true,
-		Message: fmt.Sprintf("the answer went past what max_tokens %d allows (%d text chunks, %d bytes) without a finish_reason", b.maxTokens, a.resp.Chunks, size),
+		Message: fmt.Sprintf("the answer went past what max_tokens %d allows (%d text chunks, %d bytes, %d token ids, %d logprobs) without a finish_reason", b.maxTokens, a.resp.Chunks, size, ids, lps),
 		Err:     errors.New("stream: answer longer than max_tokens allows")}
 }
+
+// maxAlternatives bounds the alternatives a streamed token may bring
+// (logprobs' top_logprobs): well past any server's limit (vLLM's
+// --max-logprobs defaults to 20).
+const maxAlternatives = 64
 
 // completePlain reads and decodes a plain answer's body.
 func (c *Client) completePlain(ctx context.Context, resp *http.Response) (Response, error) {
@@ -406,11 +422,14 @@ func (c *Client) completePlain(ctx context.Context, resp *http.Response) (Respon
 func (c *Client) completeStream(ctx context.Context, body io.Reader, stall time.Duration, start time.Time, bound answerBound, onDelta func(int)) (Response, error) {
 	events := newSSEReader(body)
 	defer events.release()
-	decode := decodeChunk
+	decode := decodeChunkInto
 	if c.chunkDecoder != nil {
-		decode = c.chunkDecoder
+		decode = func(b []byte, _ *tokenBuf) (chunkDelta, error) { return c.chunkDecoder(b) }
 	}
-	var a answer
+	var (
+		a  answer
+		tb tokenBuf // the chunks' token scratch, one chunk's at a time
+	)
 	for {
 		raw, err := events.next()
 		if err != nil {
@@ -424,14 +443,17 @@ func (c *Client) completeStream(ctx context.Context, body io.Reader, stall time.
 			}
 			return Response{}, c.failStream(ctx, stall, &a, err)
 		}
-		d, err := decode(raw)
+		d, err := decode(raw, &tb)
 		if err != nil {
 			return Response{}, err
 		}
-		if a.add(&d) {
+		text := a.add(&d)
+		if text || d.TokenIDs != nil || d.Logprobs.Logprob != nil {
 			if err := bound.check(&a); err != nil {
 				return Response{}, err
 			}
+		}
+		if text {
 			if a.resp.Chunks == 1 {
 				a.resp.TTFT = time.Since(start)
 			}

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -157,7 +158,7 @@ func TestCompleteStream(t *testing.T) {
 				t.Errorf("TTFT = %v, want > 0", got.TTFT)
 			}
 			got.TTFT = 0
-			if got != tt.want {
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
 			}
 		})

@@ -21,9 +21,10 @@ import (
 // EncodeRequest builds the exact JSON body of a chat completion request:
 // model, messages, max_tokens (when > 0), temperature (always, 0 included),
 // top_p (when > 0), stream, stream_options when streaming,
-// response_format when the job asks for a shape, then Extra's keys
-// in sorted order, then the row's Params in sorted order, each replacing the
-// field of the same name.
+// response_format when the job asks for a shape, return_token_ids when
+// ReturnTokenIDs, logprobs, top_logprobs and return_tokens_as_token_ids
+// when Logprobs > 0, then Extra's keys in sorted order, then the row's
+// Params in sorted order, each replacing the field of the same name.
 func EncodeRequest(req Request) ([]byte, error) {
 	if _, ok := req.Extra["stream"]; ok {
 		return nil, errors.New(`extra_body: "stream" is set by generation.stream, not extra_body`)
@@ -85,6 +86,22 @@ func EncodeRequest(req Request) ([]byte, error) {
 	}
 	if req.ResponseFormat.Set() && key("response_format") {
 		w.responseFormat(req.ResponseFormat)
+	}
+	if req.ReturnTokenIDs && key("return_token_ids") {
+		w.buf.WriteString("true")
+	}
+	if req.Logprobs > 0 {
+		if key("logprobs") {
+			w.buf.WriteString("true")
+		}
+		if key("top_logprobs") {
+			w.buf.Write(strconv.AppendInt(w.buf.AvailableBuffer(), int64(req.Logprobs), 10))
+		}
+		// The alternatives named by id ("token_id:N") rather than by
+		// their text, which is neither unique nor always valid UTF-8.
+		if key("return_tokens_as_token_ids") {
+			w.buf.WriteString("true")
+		}
 	}
 	var err error
 	if first, err = w.fields(first, "extra_body.", req.Extra, req.rowHas); err != nil {

@@ -104,6 +104,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		s.shapeAnswer(&p, shape, req.promptHash(), g.id, req.limit())
 	}
 	s.fitContext(&p, prompt)
+	g.toks = s.newTokenReply(&req)
 	if stalls {
 		g.stallAt = min(s.opts.StallAfter, p.total)
 		if !req.Stream {
@@ -159,8 +160,9 @@ type generation struct {
 	running bool
 	stallAt int // the token before which the answer stalls; -1: never
 	fault   string
-	faultAt int  // the token before which a mid-answer fault strikes; -1: never
-	faulted bool // the answer ended in its fault
+	faultAt int         // the token before which a mid-answer fault strikes; -1: never
+	faulted bool        // the answer ended in its fault
+	toks    *tokenReply // the token ids and logprobs asked for (tokenids.go); nil: none
 }
 
 // strike ends the answer with its mid-answer fault (what was gathered
@@ -306,7 +308,11 @@ func (g *generation) stream(p *plan, prompt int, usage bool) bool {
 		if i == 0 {
 			g.buf = append(g.buf, head...)
 			g.buf = append(g.buf, roleDelta...)
-			g.buf = append(g.buf, tailNone...)
+			if g.toks != nil {
+				g.buf = g.toks.appendRoleTail(g.buf)
+			} else {
+				g.buf = append(g.buf, tailNone...)
+			}
 		}
 		t := p.next()
 		g.buf = append(g.buf, head...)
@@ -325,9 +331,12 @@ func (g *generation) stream(p *plan, prompt int, usage bool) bool {
 		default:
 			g.buf = append(g.buf, s.tok.content[t]...)
 		}
-		if i == p.total-1 && p.finish == "length" {
+		switch length := i == p.total-1 && p.finish == "length"; {
+		case g.toks != nil:
+			g.buf = g.toks.appendTokenTail(g.buf, i, t, length)
+		case length:
 			g.buf = append(g.buf, tailLength...)
-		} else {
+		default:
 			g.buf = append(g.buf, tailNone...)
 		}
 		g.pending++
@@ -400,6 +409,7 @@ func (g *generation) plain(p *plan, prompt int) bool {
 		} else {
 			g.buf = append(g.buf, s.tok.escaped[t]...)
 		}
+		g.toks.note(t)
 		g.pending++
 	}
 	if p.reasoning == p.total && field != FieldNone { // no content token was generated
@@ -408,11 +418,17 @@ func (g *generation) plain(p *plan, prompt int) bool {
 	if g.faultAt >= 0 {
 		return g.strike(false)
 	}
-	g.buf = append(g.buf, `","tool_calls":[]},"logprobs":null,"finish_reason":"`...)
+	g.buf = append(g.buf, `","tool_calls":[]},"logprobs":`...)
+	g.buf = g.toks.appendLogprobs(g.buf, 0, g.toks.pieces()...)
+	g.buf = append(g.buf, `,"finish_reason":"`...)
 	g.buf = append(g.buf, p.finish...)
-	g.buf = append(g.buf, `","stop_reason":null}],"usage":`...)
+	g.buf = append(g.buf, `","stop_reason":null`...)
+	g.buf = g.toks.appendChoiceIDs(g.buf)
+	g.buf = append(g.buf, `}],"usage":`...)
 	g.buf = appendUsage(g.buf, prompt, p.total, true)
-	g.buf = append(g.buf, `,"prompt_logprobs":null}`...)
+	g.buf = append(g.buf, `,"prompt_logprobs":null`...)
+	g.buf = g.toks.appendPromptIDs(g.buf)
+	g.buf = append(g.buf, '}')
 	g.finish(p.finish)
 
 	g.w.Header().Set("Content-Type", "application/json")

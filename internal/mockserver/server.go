@@ -127,6 +127,10 @@ type Options struct {
 	// function of Seed and the arrival number, an independent draw like
 	// StallRate's.
 	RateInvalidJSON float64
+	// IgnoreTokenIDs answers without token ids although a request asks
+	// for them (return_token_ids), as a server that does not know the
+	// field (vLLM before 0.10.2): for clients' detection of one.
+	IgnoreTokenIDs bool
 }
 
 // DefaultModel is the model name served when Options.Model is empty.
