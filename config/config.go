@@ -71,6 +71,12 @@ type GenerationConfig struct {
 	// started without a reasoning parser); else that is a warning. It
 	// changes no answer, so it is no part of the job.
 	RequireReasoning bool `mapstructure:"require_reasoning"`
+	// ResponseFormat is the shape asked of every answer's content
+	// (responseformat.go); SchemaRetries how often an answer not in it is
+	// asked again. Retries change no answer that is kept, so only the
+	// format is part of the job.
+	ResponseFormat ResponseFormat `mapstructure:"response_format"`
+	SchemaRetries  int            `mapstructure:"schema_retries"`
 	// ReturnTokenIDs asks for the prompt's and the answer's token ids
 	// (vLLM's return_token_ids), kept in the record.
 	ReturnTokenIDs bool `mapstructure:"return_token_ids"`
@@ -79,15 +85,9 @@ type GenerationConfig struct {
 	Logprobs int `mapstructure:"logprobs"`
 	// RequireTokenIDs makes a server that sends no token ids although
 	// asked fatal; else that is a warning. It changes no answer.
-	RequireTokenIDs bool `mapstructure:"require_token_ids"`
-	// ResponseFormat is the shape asked of every answer's content
-	// (responseformat.go); SchemaRetries how often an answer not in it is
-	// asked again. Retries change no answer that is kept, so only the
-	// format is part of the job.
-	ResponseFormat ResponseFormat `mapstructure:"response_format"`
-	SchemaRetries  int            `mapstructure:"schema_retries"`
-	Stream         bool           `mapstructure:"stream"`
-	ExtraBody      map[string]any `mapstructure:"extra_body"`
+	RequireTokenIDs bool           `mapstructure:"require_token_ids"`
+	Stream          bool           `mapstructure:"stream"`
+	ExtraBody       map[string]any `mapstructure:"extra_body"`
 }
 
 // MaxLogprobs is the most alternatives generation.logprobs may ask for per
