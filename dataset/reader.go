@@ -19,6 +19,10 @@ type Options struct {
 	// Conversations fills Prompt.Conversation with every turn of a
 	// multi-turn row (generation.turns: all).
 	Conversations bool
+	// Template, when set, makes each row's messages from its own fields
+	// (prompt.messages, template.go): the row shape is then rows, whatever
+	// its columns, and Format must be auto or rows.
+	Template []MessageTemplate
 	// OnBadRow is "skip" (the default: report through OnSkip, count in
 	// Skipped) or "fail" (Next returns the *RowError).
 	OnBadRow string
@@ -55,9 +59,12 @@ func (o Options) normalize() (Options, error) {
 	switch o.Format {
 	case "":
 		o.Format = FormatAuto
-	case FormatAuto, FormatShareGPT, FormatMessages, FormatPrompt, FormatAlpaca, FormatOpenAIBatch:
+	case FormatAuto, FormatShareGPT, FormatMessages, FormatPrompt, FormatAlpaca, FormatOpenAIBatch, FormatRows:
 	default:
-		return o, fmt.Errorf("dataset format %q: want auto, sharegpt, messages, prompt, alpaca or openai-batch", o.Format)
+		return o, fmt.Errorf("dataset format %q: want auto, sharegpt, messages, prompt, alpaca, openai-batch or rows", o.Format)
+	}
+	if err := o.checkTemplate(); err != nil {
+		return o, err
 	}
 	switch o.OnBadRow {
 	case "":
@@ -238,6 +245,9 @@ func Open(opts Options) (*Reader, error) {
 			sourceField: o.SourceField,
 			paramsField: o.ParamsField,
 		},
+	}
+	if r.conv.tmpl, err = CompileTemplate(o.Template); err != nil {
+		return nil, err
 	}
 	if err := r.openNext(); err != nil {
 		return nil, err
