@@ -212,8 +212,7 @@ func TestLoadEveryKeyFromEnv(t *testing.T) {
 		"dataset.limit": "5", "dataset.on_bad_row": "fail",
 		"generation.max_tokens": "9", "generation.temperature": "0", "generation.top_p": "0.5", "generation.n": "2",
 		"generation.system_prompt": "s", "generation.turns": "all", "generation.on_length": "retry", "generation.require_reasoning": "true", "generation.stream": "false", "generation.extra_body": `{"top_k":3}`,
-		"prompt.messages": "[]", // a template needs another format and turns: TestPromptMessagesSources
-		"concurrency":     "4", "retry.max_attempts": "2", "retry.initial_backoff": "3s", "retry.max_backoff": "4s",
+		"prompt.messages": "[]", "concurrency": "4", "retry.max_attempts": "2", "retry.initial_backoff": "3s", "retry.max_backoff": "4s",
 		"output.dir": "o", "output.format": "jsonl", "output.shard_size": "6", "output.sync_interval": "0",
 		"progress.interval": "7s", "shutdown.grace": "8s",
 	}

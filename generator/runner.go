@@ -281,6 +281,7 @@ func (r *Runner) pinDataset(ctx context.Context) (dataset.Options, error) {
 	opts := dataset.Options{
 		Selection:     r.job.Selection,
 		Conversations: r.job.Prompt.Whole(),
+		Template:      r.job.Prompt.Template,
 		OnBadRow:      s.OnBadRow,
 		OnSkip:        s.OnSkip,
 		OnIgnored:     s.OnIgnored,

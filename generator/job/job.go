@@ -42,6 +42,10 @@ type Prompting struct {
 	SystemPrompt string `json:"system_prompt,omitempty" key:"generation.system_prompt"`
 	// Turns is which assistant turns of a row the model answers.
 	Turns Turns `json:"turns,omitempty" key:"generation.turns"`
+	// Template is prompt.messages: the turns sent, each content a
+	// template rendered over the row's own fields (dataset.Template);
+	// empty: the row's own turns.
+	Template []dataset.MessageTemplate `json:"messages,omitempty" key:"prompt.messages,omitempty"`
 }
 
 // Turns is generation.turns: TurnsFirst answers the conversation up to its
@@ -138,10 +142,13 @@ type identitier interface{ Identity() string }
 // hashed and compared, and the text shown to a person. A part setting
 // (tagged `key:"name,part"`) says which part of the job a directory holds:
 // a resume compares it, but the hash leaves it out, so that the shards of
-// one job, each in its own directory, share one hash and combine.
+// one job, each in its own directory, share one hash and combine. An
+// omitempty setting (`key:"name,omitempty"`), one added after jobs were
+// made without it, is left out of the hash while it is empty, so that
+// those jobs keep their hash.
 type setting struct {
 	key, canon, shown string
-	part              bool
+	part, omitEmpty   bool
 }
 
 // settings lists the job's answer-changing fields in key order.
@@ -161,7 +168,7 @@ func (j Job) settings() []setting {
 			default:
 				name, opt, _ := strings.Cut(key, ",")
 				canon, shown := canonical(fv)
-				out = append(out, setting{key: name, canon: canon, shown: shown, part: opt == "part"})
+				out = append(out, setting{key: name, canon: canon, shown: shown, part: opt == "part", omitEmpty: opt == "omitempty"})
 			}
 		}
 	}
@@ -190,6 +197,10 @@ func canonical(v reflect.Value) (canon, shown string) {
 		if v.Len() == 0 {
 			return "{}", "{}"
 		}
+	case reflect.Slice:
+		if v.Len() == 0 {
+			return "", "(none)"
+		}
 	}
 	if m, ok := v.Interface().(interface{ MarshalText() ([]byte, error) }); ok {
 		b, err := m.MarshalText()
@@ -213,7 +224,7 @@ func canonical(v reflect.Value) (canon, shown string) {
 func (j Job) Hash() string {
 	h := sha256.New()
 	for _, s := range j.settings() {
-		if s.part {
+		if s.part || (s.omitEmpty && s.canon == "") {
 			continue
 		}
 		// Length prefixes keep "a=b" + "c" and "a" + "b=c" apart.

@@ -1,7 +1,11 @@
 package job
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"maps"
 	"path/filepath"
 	"reflect"
@@ -26,7 +30,9 @@ func baseJob() Job {
 			Limit:       100,
 			Shard:       dataset.Shard{Index: 0, Count: 2},
 		},
-		Prompt: Prompting{SystemPrompt: "Be brief."},
+		Prompt: Prompting{SystemPrompt: "Be brief.", Template: []dataset.MessageTemplate{
+			{Role: "system", Content: "Answer in {{.lang}}."}, {Role: "user", Content: "{{.question}}"},
+		}},
 		Sampling: Sampling{
 			Model:       "m1",
 			MaxTokens:   512,
@@ -48,6 +54,7 @@ var answerChanges = map[string]func(j *Job){
 	"generation.n":             func(j *Job) { j.Sampling.Samples = 3 },
 	"generation.system_prompt": func(j *Job) { j.Prompt.SystemPrompt = "" },
 	"generation.turns":         func(j *Job) { j.Prompt.Turns = TurnsAll },
+	"prompt.messages":          func(j *Job) { j.Prompt.Template[1].Content = "{{.question | trim}}" },
 	"generation.on_length":     func(j *Job) { j.Sampling.OnLength = LengthRetry },
 	"generation.extra_body":    func(j *Job) { j.Sampling.Extra["top_k"] = 40 },
 	"dataset.format":           func(j *Job) { j.Selection.Format = dataset.FormatPrompt },
@@ -66,6 +73,7 @@ var partChanges = map[string]func(j *Job){
 // cloneJob deep-copies the parts of a job the edits touch.
 func cloneJob(j Job) Job {
 	j.Selection.Content = slices.Clone(j.Selection.Content)
+	j.Prompt.Template = slices.Clone(j.Prompt.Template)
 	j.Sampling.Extra = maps.Clone(j.Sampling.Extra)
 	return j
 }
@@ -366,5 +374,45 @@ func TestTurnsDefault(t *testing.T) {
 	b.Prompt.Turns = TurnsAll
 	if d := b.Diff(a); len(d) != 1 || d[0].Key != "generation.turns" || d[0].Old != "first" || d[0].New != "all" {
 		t.Errorf("Diff = %+v, want generation.turns first -> all", d)
+	}
+}
+
+// TestJobTemplateLeavesOlderHashes: a job without a template hashes as
+// jobs made before prompt.messages existed (that line of the hash absent),
+// so their directories keep one job; any template changes the hash, and a
+// resume with another template is refused naming the key.
+func TestJobTemplateLeavesOlderHashes(t *testing.T) {
+	j := baseJob()
+	j.Prompt.Template = nil
+	var lines strings.Builder
+	for _, s := range j.settings() {
+		if !s.part && s.key != "prompt.messages" {
+			fmt.Fprintf(&lines, "%d:%s=%d:%s\n", len(s.key), s.key, len(s.canon), s.canon)
+		}
+	}
+	sum := sha256.Sum256([]byte(lines.String()))
+	if got, want := j.Hash(), hex.EncodeToString(sum[:]); got != want {
+		t.Errorf("hash %s without a template, want %s: the hash before prompt.messages", got, want)
+	}
+	withOne := cloneJob(baseJob())
+	if withOne.Hash() == j.Hash() {
+		t.Error("a template does not change the hash")
+	}
+	d := withOne.Diff(j)
+	if len(d) != 1 || d[0].Key != "prompt.messages" || d[0].Old != "(none)" || !strings.Contains(d[0].New, "{{.question}}") {
+		t.Errorf("Diff %+v: want prompt.messages from (none) to the turns", d)
+	}
+	back := roundTrip(t, withOne)
+	if !reflect.DeepEqual(back.Prompt.Template, withOne.Prompt.Template) {
+		t.Errorf("manifest round trip: %+v", back.Prompt.Template)
+	}
+	sj, err := j.ManifestEntry("test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = withOne.Check("out", false)(&sink.Manifest{JobHash: sj.Hash, Job: sj.Spec})
+	var me *MismatchError
+	if !errors.As(err, &me) || !strings.Contains(err.Error(), "prompt.messages: (none) (on disk) -> ") {
+		t.Errorf("resume with a template over a directory without: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/sink"
@@ -61,8 +62,9 @@ type Planner struct {
 }
 
 type planTarget struct {
-	sel      dataset.Selection // the dataset read and, for one job, its rows
-	whole    bool              // generation.turns: all: a row's every turn is read
+	sel      dataset.Selection         // the dataset read and, for one job, its rows
+	whole    bool                      // generation.turns: all: a row's every turn is read
+	template []dataset.MessageTemplate // prompt.messages: a row that does not render is bad
 	contains func(index int64) bool
 	held     Holdings
 	distinct int64 // distinct keys on disk
@@ -80,7 +82,7 @@ type planTarget struct {
 // plan is filled by Count.
 func (p *Planner) Add(job Job, held Holdings, distinct int64) *Plan {
 	sel := job.Selection
-	t := &planTarget{sel: sel, whole: job.Prompt.Whole(), contains: sel.Contains, held: held, distinct: distinct, plan: &Plan{
+	t := &planTarget{sel: sel, whole: job.Prompt.Whole(), template: job.Prompt.Template, contains: sel.Contains, held: held, distinct: distinct, plan: &Plan{
 		Path: sel.Path, Shard: sel.Shard.String(), Limit: sel.Limit, Samples: job.Samples(),
 	}}
 	p.targets = append(p.targets, t)
@@ -112,7 +114,7 @@ func (p *Planner) AddUnion(jobs []Job, held Holdings, distinct int64) *Plan {
 		}
 		sel.Limit = max(sel.Limit, j.Selection.Limit)
 	}
-	t := &planTarget{sel: sel, whole: jobs[0].Prompt.Whole(), contains: contains, held: held, distinct: distinct, plan: &Plan{
+	t := &planTarget{sel: sel, whole: jobs[0].Prompt.Whole(), template: jobs[0].Prompt.Template, contains: contains, held: held, distinct: distinct, plan: &Plan{
 		Path: first.Path, Samples: jobs[0].Samples(),
 	}}
 	p.targets = append(p.targets, t)
@@ -135,13 +137,13 @@ func (p *Planner) Count(path string) {
 		}
 		var g *group
 		for _, h := range groups {
-			if sameRows(h.opts.Selection, t.sel) && h.opts.Conversations == t.whole {
+			if sameRows(h.opts.Selection, t.sel) && h.opts.Conversations == t.whole && slices.Equal(h.opts.Template, t.template) {
 				g = h
 				break
 			}
 		}
 		if g == nil {
-			g = &group{opts: dataset.Options{Selection: t.sel, Conversations: t.whole, OnBadRow: dataset.OnBadRowSkip, Remote: p.Remote}}
+			g = &group{opts: dataset.Options{Selection: t.sel, Conversations: t.whole, Template: t.template, OnBadRow: dataset.OnBadRowSkip, Remote: p.Remote}}
 			g.opts.Shard = dataset.Shard{}
 			groups = append(groups, g)
 		}
