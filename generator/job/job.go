@@ -149,6 +149,7 @@ type identitier interface{ Identity() string }
 type setting struct {
 	key, canon, shown string
 	part, omitEmpty   bool
+	value             any // the field's value, for DescribeChange
 }
 
 // settings lists the job's answer-changing fields in key order.
@@ -168,7 +169,7 @@ func (j Job) settings() []setting {
 			default:
 				name, opt, _ := strings.Cut(key, ",")
 				canon, shown := canonical(fv)
-				out = append(out, setting{key: name, canon: canon, shown: shown, part: opt == "part", omitEmpty: opt == "omitempty"})
+				out = append(out, setting{key: name, canon: canon, shown: shown, part: opt == "part", omitEmpty: opt == "omitempty", value: fv.Interface()})
 			}
 		}
 	}
@@ -236,7 +237,13 @@ func (j Job) Hash() string {
 // Change is one answer-changing setting that differs between two jobs.
 type Change struct {
 	Key, Old, New string
+	// Detail says what changed inside a setting made of parts (a first
+	// pass's directory: which part is new); "" for the others.
+	Detail string
 }
+
+// describer is a setting's value that says what changed in it.
+type describer interface{ DescribeChange(old any) string }
 
 // Diff lists the settings of j that differ from old, in key order.
 func (j Job) Diff(old Job) []Change {
@@ -247,7 +254,11 @@ func (j Job) Diff(old Job) []Change {
 	var out []Change
 	for _, s := range j.settings() {
 		if o := was[s.key]; o.canon != s.canon {
-			out = append(out, Change{Key: s.key, Old: o.shown, New: s.shown})
+			c := Change{Key: s.key, Old: o.shown, New: s.shown}
+			if d, ok := s.value.(describer); ok && o.value != nil {
+				c.Detail = d.DescribeChange(o.value)
+			}
+			out = append(out, c)
 		}
 	}
 	return out

@@ -63,6 +63,9 @@ var answerChanges = map[string]func(j *Job){
 	"dataset.params_field":     func(j *Job) { j.Selection.ParamsField = "sampling" },
 	"dataset.content":          func(j *Job) { j.Selection.Content[0].XXH64 = "fedcba9876543210" },
 	"dataset.revision":         func(j *Job) { j.Selection.Revision = "hf://o/n@abc" },
+	"dataset.output": func(j *Job) {
+		j.Selection.Output = dataset.OutputStamp{JobHash: "h", Samples: 1, Parts: []dataset.PartStamp{{Name: "part-000000.jsonl", Records: 2, Size: 9, XXH64: "00"}}}
+	},
 }
 
 // partChanges are the settings a resume compares but the hash leaves out.
@@ -377,16 +380,18 @@ func TestTurnsDefault(t *testing.T) {
 	}
 }
 
-// TestJobTemplateLeavesOlderHashes: a job without a template hashes as
-// jobs made before prompt.messages existed (that line of the hash absent),
-// so their directories keep one job; any template changes the hash, and a
-// resume with another template is refused naming the key.
+// TestJobTemplateLeavesOlderHashes: a job without a template (and without
+// a first pass for dataset) hashes as jobs made before prompt.messages and
+// dataset.output existed (their lines of the hash absent), so their
+// directories keep one job; any template changes the hash, and a resume
+// with another template is refused naming the key.
 func TestJobTemplateLeavesOlderHashes(t *testing.T) {
 	j := baseJob()
 	j.Prompt.Template = nil
+	addedLater := map[string]bool{"prompt.messages": true, "dataset.output": true}
 	var lines strings.Builder
 	for _, s := range j.settings() {
-		if !s.part && s.key != "prompt.messages" {
+		if !s.part && !addedLater[s.key] {
 			fmt.Fprintf(&lines, "%d:%s=%d:%s\n", len(s.key), s.key, len(s.canon), s.canon)
 		}
 	}
@@ -414,5 +419,29 @@ func TestJobTemplateLeavesOlderHashes(t *testing.T) {
 	var me *MismatchError
 	if !errors.As(err, &me) || !strings.Contains(err.Error(), "prompt.messages: (none) (on disk) -> ") {
 		t.Errorf("resume with a template over a directory without: %v", err)
+	}
+}
+
+// TestJobOutputChangeSaysWhat: a first pass that grew since the job
+// started is refused with the part that is new.
+func TestJobOutputChangeSaysWhat(t *testing.T) {
+	part := func(name string, n int) dataset.PartStamp {
+		return dataset.PartStamp{Name: name, Records: n, Size: int64(10 * n), XXH64: fmt.Sprintf("%016x", n)}
+	}
+	old := Job{Selection: dataset.Selection{Path: "first", Output: dataset.OutputStamp{JobHash: "abc", Samples: 1, Parts: []dataset.PartStamp{part("part-000000.jsonl", 5)}}}}
+	now := old
+	now.Selection.Output.Parts = append(slices.Clone(old.Selection.Output.Parts), part("part-000001.jsonl", 3))
+	sj, err := old.ManifestEntry("test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = now.Check("out", false)(&sink.Manifest{JobHash: sj.Hash, Job: sj.Spec})
+	for _, w := range []string{
+		"dataset.output: job abc, 1 parts, 5 records (on disk) -> job abc, 2 parts, 8 records (now): data/part-000001.jsonl is new (3 records)",
+		"the output directory this job reads (dataset.path, a first pass) is not what it was when this job started",
+	} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v\nwant %q", err, w)
+		}
 	}
 }

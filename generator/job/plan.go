@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/dataset/outdir"
 	"github.com/synthgen/synthgen/sink"
 	"github.com/synthgen/synthgen/sink/audit"
 	"github.com/synthgen/synthgen/sink/keyset"
@@ -143,7 +144,7 @@ func (p *Planner) Count(path string) {
 			}
 		}
 		if g == nil {
-			g = &group{opts: dataset.Options{Selection: t.sel, Conversations: t.whole, Template: t.template, OnBadRow: dataset.OnBadRowSkip, Remote: p.Remote}}
+			g = &group{opts: dataset.Options{Selection: t.sel, Conversations: t.whole, Template: t.template, OnBadRow: dataset.OnBadRowSkip, Remote: p.Remote, Outputs: outdir.Reader{}}}
 			g.opts.Shard = dataset.Shard{}
 			groups = append(groups, g)
 		}
@@ -170,6 +171,10 @@ func compareContent(opts dataset.Options, targets []*planTarget) {
 	var now dataset.Content
 	stamped := false
 	for _, t := range targets {
+		if !t.sel.Output.IsZero() {
+			compareOutput(opts, t)
+			continue
+		}
 		if len(t.sel.Content) == 0 {
 			continue
 		}
@@ -190,7 +195,7 @@ func compareContent(opts dataset.Options, targets []*planTarget) {
 // ids, the same of them bad, whatever their limit and shard.
 func sameRows(a, b dataset.Selection) bool {
 	return a.Source() == b.Source() && a.Format == b.Format && a.PromptField == b.PromptField && a.IDField == b.IDField &&
-		a.ParamsField == b.ParamsField
+		a.ParamsField == b.ParamsField && a.Output.Identity() == b.Output.Identity()
 }
 
 // countPass reads one dataset's ids and counts every target's keys.
@@ -255,5 +260,18 @@ func (t *planTarget) count(id string) {
 		default:
 			pl.Pending++
 		}
+	}
+}
+
+// compareOutput stamps the output directory a target's job read (a first
+// pass) and says on it what changed since the job started.
+func compareOutput(opts dataset.Options, t *planTarget) {
+	opts.Output = dataset.OutputStamp{}
+	now, ok, err := dataset.StampOutput(opts)
+	if err != nil || !ok {
+		return // countPass reads the parts the job recorded, or says why not
+	}
+	if now.Identity() != t.sel.Output.Identity() {
+		t.plan.Changed = fmt.Sprintf("%s (made from) -> %s (now): %s", t.sel.Output, now, now.DescribeChange(t.sel.Output))
 	}
 }
