@@ -71,9 +71,15 @@ type GenerationConfig struct {
 	// their content holds the model's thought in think tags (a server
 	// started without a reasoning parser); else that is a warning. It
 	// changes no answer, so it is no part of the job.
-	RequireReasoning bool           `mapstructure:"require_reasoning"`
-	Stream           bool           `mapstructure:"stream"`
-	ExtraBody        map[string]any `mapstructure:"extra_body"`
+	RequireReasoning bool `mapstructure:"require_reasoning"`
+	// ResponseFormat is the shape asked of every answer's content
+	// (responseformat.go); SchemaRetries how often an answer not in it is
+	// asked again. Retries change no answer that is kept, so only the
+	// format is part of the job.
+	ResponseFormat ResponseFormat `mapstructure:"response_format"`
+	SchemaRetries  int            `mapstructure:"schema_retries"`
+	Stream         bool           `mapstructure:"stream"`
+	ExtraBody      map[string]any `mapstructure:"extra_body"`
 }
 
 // RetryConfig bounds the retries done inside a request's slot.
@@ -117,14 +123,15 @@ func Default() Config {
 			OnBadRow: "skip",
 		},
 		Generation: GenerationConfig{
-			MaxTokens:   8192,
-			Temperature: 0.6,
-			TopP:        0.95,
-			N:           1,
-			Turns:       "first",
-			OnLength:    "keep",
-			Stream:      true,
-			ExtraBody:   map[string]any{},
+			MaxTokens:     8192,
+			Temperature:   0.6,
+			TopP:          0.95,
+			N:             1,
+			Turns:         "first",
+			OnLength:      "keep",
+			SchemaRetries: DefaultSchemaRetries,
+			Stream:        true,
+			ExtraBody:     map[string]any{},
 		},
 		Concurrency: 200,
 		Retry: RetryConfig{
@@ -186,6 +193,8 @@ func (c Config) Redacted() map[string]any {
 			v = turns
 		case *concurrencyValue:
 			v = p.value()
+		case *ResponseFormat:
+			v = p.Value
 		}
 		setNested(out, k.name, v)
 	}

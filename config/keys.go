@@ -55,6 +55,8 @@ var keys = []key{
 	{name: "generation.turns", usage: "first: answer the conversation up to its first assistant turn; all: regenerate every assistant turn in sequence, each asked with the model's own earlier answers (a whole conversation is one key, done when all its turns are)", field: func(c *Config) any { return &c.Generation.Turns }},
 	{name: "generation.on_length", usage: "what an answer cut at max_tokens (finish_reason length) does: keep it, or retry it with twice the room, up to 4x max_tokens, so that long reasoning is not silently dropped from the data", field: func(c *Config) any { return &c.Generation.OnLength }},
 	{name: "generation.require_reasoning", usage: "stop the run (exit 1) when the first answers carry no reasoning field but <think> tags in their content, as from a vLLM started without --reasoning-parser; false: only warn", field: func(c *Config) any { return &c.Generation.RequireReasoning }},
+	{name: "generation.response_format", usage: "the shape every answer's content must have, sent as OpenAI's response_format: json_object (one JSON object), a JSON Schema (a mapping in the file, '{...}' here) or @FILE holding one (or either as OpenAI's own response_format object); an answer whose content is not valid for it is asked again (generation.schema_retries), then recorded in errors/ (cause schema); empty: none", field: func(c *Config) any { return &c.Generation.ResponseFormat }},
+	{name: "generation.schema_retries", usage: "how many times an answer whose content is not valid for generation.response_format is asked again before it is recorded in errors/ (cause schema); 0: never", field: func(c *Config) any { return &c.Generation.SchemaRetries }},
 	{name: "generation.stream", usage: "stream answers (tokens counted as they arrive, time to first token measured)", field: func(c *Config) any { return &c.Generation.Stream }},
 	{name: "generation.extra_body", usage: `JSON object merged into every request body, e.g. '{"top_k":20}'`, field: func(c *Config) any { return &c.Generation.ExtraBody }},
 
@@ -126,6 +128,8 @@ func RegisterFlags(fs *pflag.FlagSet) {
 		case *concurrencyValue:
 			n, auto := *p.n, *p.auto
 			fs.Var(&concurrencyValue{n: &n, auto: &auto}, k.name, k.usage)
+		case *ResponseFormat:
+			fs.String(k.name, p.Value, k.usage)
 		default:
 			panic(fmt.Sprintf("config: key %s has unsupported field type %T", k.name, p))
 		}

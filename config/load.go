@@ -110,6 +110,8 @@ func defaultValue(p any) any {
 		return p.String()
 	case *concurrencyValue:
 		return p.value()
+	case *ResponseFormat:
+		return p.Value
 	}
 	return nil
 }
@@ -256,6 +258,8 @@ func assign(dst, raw any) error {
 		*p = d
 		return err
 	case *concurrencyValue:
+		return p.assign(raw)
+	case *ResponseFormat:
 		return p.assign(raw)
 	}
 	return fmt.Errorf("unsupported field type %T", dst)

@@ -161,6 +161,16 @@ func (c Config) Validate() error {
 			add("generation.extra_body", k, fmt.Sprintf("%q is set by %s; set it there", k, owner))
 		}
 	}
+	atLeast("generation.schema_retries", int64(g.SchemaRetries), 0)
+	if g.ResponseFormat.Set() {
+		// The answers are checked against generation.response_format: a
+		// shape of extra_body's own would make the server answer another.
+		for _, k := range []string{"response_format", "guided_json", "structured_outputs"} {
+			if _, ok := g.ExtraBody[k]; ok {
+				add("generation.extra_body", k, fmt.Sprintf("%q asks for a shape of its own, and generation.response_format is set: keep one (the answers are checked against generation.response_format)", k), responseFormatKey)
+			}
+		}
+	}
 	if _, err := json.Marshal(g.ExtraBody); err != nil {
 		add("generation.extra_body", g.ExtraBody, fmt.Sprintf("cannot be sent as JSON: %v", err))
 	}

@@ -55,6 +55,9 @@ type Setup struct {
 	// (generation.require_reasoning): the run drains and Run returns a
 	// *NoReasoningError. Else it is a warning on Log and in status.json.
 	RequireReasoning bool
+	// SchemaRetries is how often an answer not in the job's response
+	// format is asked again before it is a failure (cause "schema").
+	SchemaRetries int
 
 	OnBadRow   string                               // dataset.on_bad_row
 	OnSkip     func(*dataset.RowError)              // a skipped bad row
@@ -216,6 +219,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 			OnFound: r.noReasoning,
 			Server:  r.server,
 		},
+		SchemaRetries: s.SchemaRetries,
 	})
 	if err != nil {
 		return nil, err

@@ -143,6 +143,13 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options, partial, ove
 	if err != nil {
 		return err
 	}
+	var live []string
+	for _, d := range out.Dirs {
+		if d.WrittenBy != "" {
+			live = append(live, d.Dir)
+			fmt.Fprintf(cmd.ErrOrStderr(), "export: warning: %s is being written now by %s: only what it has finalized can be exported\n", d.Dir, d.WrittenBy)
+		}
+	}
 	rep := out.set.Dataset()
 	if rep == nil {
 		return &exitError{code: exitFailure, err: fmt.Errorf("export: not combined: %w", out.set.NotCombined),
@@ -156,8 +163,11 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options, partial, ove
 	c := completenessOf(out)
 	switch {
 	case c.Known && !c.Done() && !partial:
-		return &exitError{code: exitPending, err: errors.New("export: refused: the job is " + c.String()),
-			hint: c.hint() + "; or pass --partial to export the records there are"}
+		hint := c.hint() + "; or pass --partial to export the records there are"
+		if len(live) > 0 {
+			hint = "a run is writing " + strings.Join(live, ", ") + " now: export when it has ended, or pass --partial to export what it has finalized"
+		}
+		return &exitError{code: exitPending, err: errors.New("export: refused: the job is " + c.String()), hint: hint}
 	case !c.Known:
 		fmt.Fprintf(cmd.ErrOrStderr(), "export: %s\n", c)
 	}

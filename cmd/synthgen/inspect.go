@@ -109,6 +109,9 @@ manifest lists that is gone, ...), 2 when a DIR is not an output directory.`,
 type inspectDir struct {
 	*audit.Audit
 	Dataset *job.Plan `json:"dataset,omitempty"`
+	// WrittenBy names the run writing the directory as it was read (its
+	// lock held): its figures are what it had finalized by then.
+	WrittenBy string `json:"written_by,omitempty"`
 }
 
 // inspectOutput is the whole --json document. ok is what the exit status
@@ -194,6 +197,10 @@ func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath string) (insp
 			}
 		}
 		d := inspectDir{Audit: a}
+		if h, held, err := sink.HeldBy(a.Dir); err == nil && held {
+			d.WrittenBy = h.String()
+			a.Notes = append(a.Notes, fmt.Sprintf("being written now by %s: these figures are what it had finalized when read (the records in its open part are not in them)", h))
+		}
 		if j, ok := jobOfAudit(a, forced); ok {
 			d.Dataset = planner.Add(j, a, a.Distinct)
 			jobs = append(jobs, j)

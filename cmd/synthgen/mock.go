@@ -43,6 +43,11 @@ arrival), and --restart-every/--restart-at take the whole server away for
 --restart-for. /metrics counts what was injected in
 mock_faults_injected_total{kind}.
 
+Asked for a shape (response_format json_schema or json_object, or vLLM's
+guided_json / structured_outputs.json), the answer's content is JSON valid for
+the schema, after the reasoning; --rate-invalid-json makes a share of those
+answers not valid, to test what a client does with them.
+
 To act as llama.cpp does at the connection level: --headers-when-running
 sends a queued stream no byte until it runs, --rate-close-after closes a
 share of kept-alive connections after an answer (the client's next request
@@ -112,6 +117,7 @@ off (llama-server: 501 with the flag to add).`,
 	f.Float64Var(&opts.RateCut, "rate-cut", 0, "share of requests whose answer ends without a finish_reason (a stream: [DONE] halfway)")
 	f.Float64Var(&opts.RateGarbage, "rate-garbage", 0, "share of requests answered 200 with an HTML page instead of JSON")
 	f.Float64Var(&opts.RateLength, "rate-length", 0, "share of requests whose answer runs to max_tokens and ends with finish_reason length")
+	f.Float64Var(&opts.RateInvalidJSON, "rate-invalid-json", 0, "share of answers to a request asking for a shape (response_format json_schema or json_object, guided_json) whose content is not valid for it: cut short, a required key missing or a value of the wrong type (an independent draw: which answers depends only on --seed and the order of arrival)")
 	f.IntVar(&opts.RestartEvery, "restart-every", 0, "restart after every N requests: close the listener and every connection (requests in flight are cut) for --restart-for (0: never)")
 	f.DurationVar(&opts.RestartAt, "restart-at", 0, "restart once, this long after start (0: never)")
 	f.DurationVar(&opts.RestartFor, "restart-for", time.Second, "how long a restart keeps the port closed")

@@ -19,6 +19,7 @@ import (
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/pool"
 	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/shape"
 	"github.com/synthgen/synthgen/generator/wire"
 )
 
@@ -76,8 +77,12 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	if err != nil {
 		return err
 	}
+	j := jobOf(cfg, shard)
+	if err := checkResponseFormat(cmd, rf, cfg, j); err != nil {
+		return err
+	}
 	rs := &runSession{cfg: cfg, rf: rf, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), stats: runstats.NewStats(nil)}
-	setup := runSetup(cfg, rf, jobOf(cfg, shard), rs.stats, rs.stderr)
+	setup := runSetup(cfg, rf, j, rs.stats, rs.stderr)
 	metricsSetup(&setup, cfg, rf, rs.stderr)
 	if setup.TLS, err = wire.ClientTLS(cfg.Endpoint.CAFile, cfg.Endpoint.InsecureSkipVerify); err != nil {
 		return usageError(err, "endpoint.ca_file is a PEM file of the CA certificates that signed the server's certificate")
@@ -279,8 +284,34 @@ func jobOf(cfg config.Config, shard dataset.Shard) job.Job {
 			Extra:       cfg.Generation.ExtraBody,
 			Samples:     cfg.Generation.N,
 			OnLength:    job.OnLength(cfg.Generation.OnLength),
+			// The schema's content, not the file it was read from.
+			ResponseFormat: job.ResponseFormat{
+				Type:   cfg.Generation.ResponseFormat.Type,
+				Name:   cfg.Generation.ResponseFormat.Name,
+				Schema: cfg.Generation.ResponseFormat.Schema,
+				Strict: cfg.Generation.ResponseFormat.Strict,
+			},
 		},
 	}
+}
+
+// checkResponseFormat compiles the job's response format before anything
+// starts: a schema that is no valid JSON Schema is a config error naming
+// the key, where it was set and the schema's file.
+func checkResponseFormat(cmd *cobra.Command, rf runFlags, cfg config.Config, j job.Job) error {
+	const key = "generation.response_format"
+	if _, err := shape.Compile(j.Sampling.ResponseFormat); err != nil {
+		where := key
+		if file := cfg.Generation.ResponseFormat.File; file != "" {
+			where += " (schema file " + file + ")"
+		}
+		if src, serr := config.Source(cmd.Flags(), rf.configFile, key); serr == nil && src != "" {
+			where = src + ": " + where
+		}
+		return usageError(fmt.Errorf("%s: %w", where, err),
+			"fix the schema (a JSON Schema, draft 2020-12 unless its $schema says another), or set generation.response_format: json_object for any one JSON object")
+	}
+	return nil
 }
 
 // runSetup is how the configuration runs job.
@@ -307,6 +338,7 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 		RetryErrors:      rf.retryErrors,
 		Force:            rf.force,
 		RequireReasoning: cfg.Generation.RequireReasoning,
+		SchemaRetries:    cfg.Generation.SchemaRetries,
 		OnBadRow:         cfg.Dataset.OnBadRow,
 		OnIgnored: func(field, location string) {
 			fmt.Fprintf(stderr, "note: %s sets %s, which is not sent: generation.stream (%v) says how answers are read (said once)\n", location, field, cfg.Generation.Stream)

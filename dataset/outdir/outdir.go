@@ -28,16 +28,12 @@ var _ dataset.Outputs = Reader{}
 // finalized and did not list), and a part whose bytes are not the ones
 // recorded when it was written.
 func (Reader) Stamp(dir string) (dataset.OutputStamp, error) {
-	held, pid, host, err := sink.Holder(dir)
+	h, held, err := sink.HeldBy(dir)
 	if err != nil {
 		return dataset.OutputStamp{}, fmt.Errorf("dataset %s: %w", dir, err)
 	}
 	if held {
-		who := "another synthgen run"
-		if pid > 0 {
-			who = fmt.Sprintf("synthgen pid %d on %s", pid, host)
-		}
-		return dataset.OutputStamp{}, fmt.Errorf("dataset %s is being written by %s: a pass reads an output directory whose run has ended; wait for it to end, or stop it", dir, who)
+		return dataset.OutputStamp{}, fmt.Errorf("dataset %s is being written by %s: a pass reads an output directory whose run has ended; wait for it to end, or stop it", dir, h)
 	}
 	m, err := sink.ReadManifest(dir)
 	if err != nil {

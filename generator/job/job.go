@@ -45,7 +45,7 @@ type Prompting struct {
 	// Template is prompt.messages: the turns sent, each content a
 	// template rendered over the row's own fields (dataset.Template);
 	// empty: the row's own turns.
-	Template []dataset.MessageTemplate `json:"messages,omitempty" key:"prompt.messages,omitempty"`
+	Template []dataset.MessageTemplate `json:"messages,omitempty" key:"prompt.messages,zero"`
 }
 
 // Turns is generation.turns: TurnsFirst answers the conversation up to its
@@ -84,6 +84,9 @@ type Sampling struct {
 	Extra       map[string]any `json:"extra_body,omitempty" key:"generation.extra_body"` // merged into every request body
 	Samples     int            `json:"n" key:"generation.n"`                             // answers per prompt: keys (id, 0..n-1)
 	OnLength    OnLength       `json:"on_length,omitempty" key:"generation.on_length"`
+	// ResponseFormat is the shape asked of every answer's content
+	// (responseformat.go); an answer not in it is asked again.
+	ResponseFormat ResponseFormat `json:"response_format,omitzero" key:"generation.response_format,zero"`
 }
 
 // OnLength is generation.on_length: what an answer cut at max_tokens
@@ -142,14 +145,16 @@ type identitier interface{ Identity() string }
 // hashed and compared, and the text shown to a person. A part setting
 // (tagged `key:"name,part"`) says which part of the job a directory holds:
 // a resume compares it, but the hash leaves it out, so that the shards of
-// one job, each in its own directory, share one hash and combine. An
-// omitempty setting (`key:"name,omitempty"`), one added after jobs were
-// made without it, is left out of the hash while it is empty, so that
-// those jobs keep their hash.
+// one job, each in its own directory, share one hash and combine. A
+// setting tagged `key:"name,zero"` is left out of the hash while it holds
+// its zero value: a setting added after directories were made keeps their
+// jobs' hashes (a resume compares it all the same, and the zero value is
+// what such a directory's job means).
 type setting struct {
 	key, canon, shown string
-	part, omitEmpty   bool
-	value             any // the field's value, for DescribeChange
+	part              bool
+	zero              bool // left out of the hash: tagged zero and at its zero value
+	value             any  // the field's value, for DescribeChange
 }
 
 // settings lists the job's answer-changing fields in key order.
@@ -169,7 +174,7 @@ func (j Job) settings() []setting {
 			default:
 				name, opt, _ := strings.Cut(key, ",")
 				canon, shown := canonical(fv)
-				out = append(out, setting{key: name, canon: canon, shown: shown, part: opt == "part", omitEmpty: opt == "omitempty", value: fv.Interface()})
+				out = append(out, setting{key: name, canon: canon, shown: shown, part: opt == "part", zero: opt == "zero" && fv.IsZero(), value: fv.Interface()})
 			}
 		}
 	}
@@ -225,7 +230,7 @@ func canonical(v reflect.Value) (canon, shown string) {
 func (j Job) Hash() string {
 	h := sha256.New()
 	for _, s := range j.settings() {
-		if s.part || (s.omitEmpty && s.canon == "") {
+		if s.part || s.zero {
 			continue
 		}
 		// Length prefixes keep "a=b" + "c" and "a" + "b=c" apart.

@@ -19,6 +19,7 @@ import (
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/shape"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/promscrape"
 	"github.com/synthgen/synthgen/sink"
@@ -98,6 +99,10 @@ type Options struct {
 	// Endpoints are the replicas the requests go to (router.go), each
 	// with its own client; empty: the Engine's one client.
 	Endpoints []Endpoint
+	// SchemaRetries is how many times an answer whose content is not in
+	// the shape Sampling.ResponseFormat asks is asked again before it is
+	// recorded as a failure (cause "schema"; shape.go).
+	SchemaRetries int
 	// OnIntake is called once, from the producer, when it starts its first
 	// request or ends without one: the keys found done or failed on disk
 	// before the first one still to ask are counted by then (all of them
@@ -132,6 +137,10 @@ type Engine struct {
 	// once the writer has returned).
 	reasoning *reasoningCheck
 	fatal     error
+
+	// shape checks every answer's content against the job's response
+	// format (shape.go); nil when the job asks for none.
+	shape *shape.Validator
 
 	// pending: the keys in flight, when the sink says what it wrote
 	// (pending.go); the producer adds, the writer removes.
@@ -177,6 +186,10 @@ func New(client Completer, stats *runstats.Stats, opts Options) (*Engine, error)
 		opts.Limit = opts.Concurrency
 	}
 	e := &Engine{client: client, opts: opts, stats: stats, drain: make(chan struct{}), lim: newLimiter(opts.Limit)}
+	var err error
+	if e.shape, err = shape.Compile(opts.Sampling.ResponseFormat); err != nil {
+		return nil, fmt.Errorf("generation.response_format: %w", err)
+	}
 	if opts.Reasoning.Sample > 0 {
 		e.reasoning = &reasoningCheck{want: opts.Reasoning.Sample, server: opts.Reasoning.Server}
 	}

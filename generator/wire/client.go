@@ -51,9 +51,10 @@ type Options struct {
 	// (stranded.go). A plain answer sends nothing until it is whole, so it
 	// has only Timeout.
 	StallTimeout time.Duration
-	// OnAwait, when set, is told of each stream that starts waiting for
-	// its headers (+1) and stops (-1): the requests a server holds in its
-	// queue without a byte, for the progress line.
+	// OnAwait, when set, is told of the streams that have waited a second
+	// or more for their headers (+n) and of those that stopped waiting
+	// (-n): the requests a server holds in its queue without a byte, for
+	// the progress line.
 	OnAwait func(delta int)
 	// MaxConns is the pool size: the transport keeps this many idle
 	// connections per host, so N requests in flight never wait for a

@@ -43,6 +43,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "BadRequestError", err.Error(), "")
 		return
 	}
+	shape, err := req.requestShape()
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "BadRequestError", err.Error(), "")
+		return
+	}
 	if req.Model != "" && req.Model != s.opts.Model {
 		writeError(w, http.StatusNotFound, "NotFoundError", "The model `"+req.Model+"` does not exist.", "model")
 		return
@@ -95,6 +100,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	g.start = time.Now()
 
 	p := newPlan(s.opts.Seed, req.promptHash(), s.opts.MeanTokens, req.limit())
+	if shape != nil {
+		s.shapeAnswer(&p, shape, req.promptHash(), g.id, req.limit())
+	}
 	s.fitContext(&p, prompt)
 	if stalls {
 		g.stallAt = min(s.opts.StallAfter, p.total)
@@ -302,9 +310,14 @@ func (g *generation) stream(p *plan, prompt int, usage bool) bool {
 		}
 		t := p.next()
 		g.buf = append(g.buf, head...)
+		k, shaped := p.piece(i)
 		switch none := s.opts.ReasoningField == FieldNone; {
 		case none && i == 0:
 			g.buf = append(g.buf, s.tok.openTag[t]...)
+		case shaped && none && k == 0:
+			g.buf = append(g.buf, p.shaped.closing[0]...)
+		case shaped:
+			g.buf = append(g.buf, p.shaped.content[k]...)
 		case none && i == p.reasoning:
 			g.buf = append(g.buf, s.tok.closeTag[t]...)
 		case i < p.reasoning:
@@ -381,7 +394,12 @@ func (g *generation) plain(p *plan, prompt int) bool {
 		if field == FieldNone && i == p.reasoning {
 			g.buf = append(g.buf, escapedClose...)
 		}
-		g.buf = append(g.buf, s.tok.escaped[p.next()]...)
+		t := p.next()
+		if k, shaped := p.piece(i); shaped {
+			g.buf = append(g.buf, p.shaped.escaped[k]...)
+		} else {
+			g.buf = append(g.buf, s.tok.escaped[t]...)
+		}
 		g.pending++
 	}
 	if p.reasoning == p.total && field != FieldNone { // no content token was generated

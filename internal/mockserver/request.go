@@ -20,6 +20,12 @@ type chatRequest struct {
 	MaxCompletionTokens *int           `json:"max_completion_tokens"`
 	Temperature         *float64       `json:"temperature"`
 	N                   *int           `json:"n"`
+	// The shape asked of the content (schema.go): OpenAI's
+	// response_format, older vLLM's guided_json, newer vLLM's
+	// structured_outputs.
+	ResponseFormat    json.RawMessage `json:"response_format"`
+	GuidedJSON        json.RawMessage `json:"guided_json"`
+	StructuredOutputs json.RawMessage `json:"structured_outputs"`
 }
 
 type streamOptions struct {

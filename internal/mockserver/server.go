@@ -120,6 +120,13 @@ type Options struct {
 	// NoMetrics answers /metrics as a server whose metrics are off:
 	// llama-server's 501 (the llama.cpp flavour), else a 404.
 	NoMetrics bool
+	// RateInvalidJSON is the share of answers to a request asking for a
+	// shape (response_format json_schema or json_object, guided_json) whose
+	// content is not valid for it (schema.go): cut short, a required key
+	// missing, or a value of the wrong type. Which answers is a pure
+	// function of Seed and the arrival number, an independent draw like
+	// StallRate's.
+	RateInvalidJSON float64
 }
 
 // DefaultModel is the model name served when Options.Model is empty.
@@ -165,6 +172,9 @@ func (o Options) Validate() error {
 	}
 	if !(o.RateCloseAfter >= 0 && o.RateCloseAfter <= 1) {
 		return fmt.Errorf("close after rate %v: must be between 0 and 1", o.RateCloseAfter)
+	}
+	if !(o.RateInvalidJSON >= 0 && o.RateInvalidJSON <= 1) {
+		return fmt.Errorf("invalid JSON rate %v: must be between 0 and 1", o.RateInvalidJSON)
 	}
 	return o.validateFaults()
 }
@@ -219,6 +229,9 @@ type Stats struct {
 	// Held counts the requests an abandoned server holds open without a
 	// byte now (see Abandon); they count as Aborted once they end.
 	Held int64
+	// InvalidJSON counts the answers made not valid for the shape their
+	// request asked (Options.RateInvalidJSON); they are Completed.
+	InvalidJSON int64
 }
 
 // Server is the mock: an http.Handler serving vLLM's OpenAI-compatible API.
@@ -244,6 +257,8 @@ type Server struct {
 	tooLong  atomic.Int64             // requests refused: longer than MaxModelLen
 	injected map[string]*atomic.Int64 // by kind; the map is fixed at New
 	restart  chan struct{}            // RestartEvery's signal to Serve
+
+	invalidJSON atomic.Int64 // answers made out of their shape on purpose (schema.go)
 
 	registry     *prometheus.Registry
 	success      *prometheus.CounterVec // vllm:request_success_total{finished_reason}
@@ -326,6 +341,7 @@ func (s *Server) Stats() Stats {
 		ClosedAfter:      s.conns.closedAfter.Load(),
 		DroppedReuses:    s.conns.droppedReuses.Load(),
 		Held:             s.conns.held.Load(),
+		InvalidJSON:      s.invalidJSON.Load(),
 	}
 }
 
