@@ -8,7 +8,6 @@ package dataset
 // that turns its records into rows, as it cannot import the sink.
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -213,9 +212,6 @@ type outputRecord struct {
 }
 
 var _ source = (*outputSource)(nil)
-
-// errStopRecords ends Outputs.Records when the reader closes the part early.
-var errStopRecords = errors.New("stopped")
 
 func openOutputPart(out Outputs, path string, samples int) *outputSource {
 	seq := func(yield func(outputRecord, error) bool) {

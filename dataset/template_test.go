@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -272,4 +273,52 @@ func TestTemplateParquetRows(t *testing.T) {
 	if len(bad) != 1 || bad[0].Field != "context" || bad[0].FileRow != 1 || !strings.Contains(bad[0].Error(), "rows.parquet:row 1: context: missing") {
 		t.Errorf("bad rows %v: want row 1's null context named", bad)
 	}
+}
+
+// FuzzTemplateCompile: any template text compiles or is refused with a
+// *TemplateError, never a panic (the column search parses prefixes).
+func FuzzTemplateCompile(f *testing.F) {
+	for _, s := range []string{"{{.a}}", "Hello {{.a}", "{{if .a}}x", "{{.a | nofunc}}", "{{range .x}}{{.}}{{end}}", "é{{.é", "{{/* c */}}", "{{json .m | truncate 3}}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		if _, err := CompileTemplate(userTurn(text)); err != nil {
+			var te *TemplateError
+			if !errors.As(err, &te) {
+				t.Fatalf("%q: %T %v", text, err, err)
+			}
+		}
+	})
+}
+
+// FuzzTemplateRender: any JSON row renders or is a bad row, and what
+// renders never holds <no value> unless the row's own text does.
+func FuzzTemplateRender(f *testing.F) {
+	for _, s := range []string{`{"q":"x","context":"c","lang":"en"}`, `{"q":null}`, `{"xs":["a",null]}`, `{"meta":{"lang":3}}`, `{"q":"<no value>"}`, `{"messages":[{"role":"user"}]}`} {
+		f.Add(s)
+	}
+	tmpl, err := CompileTemplate([]MessageTemplate{
+		{Role: "system", Content: `{{.lang | default "en"}} {{if .context}}{{.context}}{{end}}`},
+		{Role: "user", Content: `{{.q}} {{range .xs}}{{.}}{{end}} {{json .meta}} {{.meta.lang | default 1}} {{range .messages}}{{.role}}{{end}} {{truncate 5 (trim (printf "%v" .q))}}`},
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.UseNumber()
+		var r map[string]any
+		if dec.Decode(&r) != nil || r == nil {
+			return
+		}
+		msgs, fe := tmpl.render(r)
+		if fe != nil {
+			return
+		}
+		for _, m := range msgs {
+			if strings.Contains(m.Content, noValue) && !rowHolds(r, noValue) {
+				t.Fatalf("%s rendered %q", line, m.Content)
+			}
+		}
+	})
 }
