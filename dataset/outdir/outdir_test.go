@@ -20,7 +20,7 @@ import (
 
 // firstPass writes a finished output directory of n prompts, samples
 // answers each, in format, parts of size records, as a run does.
-func firstPass(t *testing.T, dir string, n, samples int, format string, size int) {
+func firstPass(t testing.TB, dir string, n, samples int, format string, size int) {
 	t.Helper()
 	spec := fmt.Sprintf(`{"selection":{"path":"q.jsonl","format":"auto","shard":"all"},"prompt":{},"sampling":{"model":"m","max_tokens":8,"temperature":0,"top_p":1,"n":%d}}`, samples)
 	s, err := sink.Open(sink.Options{Dir: dir, Format: format, PartSize: size, Job: sink.JobRecord{Spec: json.RawMessage(spec), Hash: fmt.Sprintf("hash-n%d", samples), Version: "test"}})
