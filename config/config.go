@@ -17,6 +17,7 @@ type Config struct {
 	Endpoint    EndpointConfig   `mapstructure:"endpoint"`
 	Dataset     DatasetConfig    `mapstructure:"dataset"`
 	Generation  GenerationConfig `mapstructure:"generation"`
+	Prompt      PromptConfig     `mapstructure:"prompt"`
 	Concurrency int              `mapstructure:"concurrency"`
 	Retry       RetryConfig      `mapstructure:"retry"`
 	Output      OutputConfig     `mapstructure:"output"`
@@ -197,6 +198,12 @@ func (c Config) Redacted() map[string]any {
 			v = p.String()
 		case *map[string]any:
 			v = deepCopy(*p)
+		case *[]PromptMessage:
+			turns := make([]any, len(*p))
+			for i, m := range *p {
+				turns[i] = map[string]any{"role": m.Role, "content": m.Content}
+			}
+			v = turns
 		case *concurrencyValue:
 			v = p.value()
 		case *ResponseFormat:

@@ -117,7 +117,7 @@ func decodeYAML(path string, b []byte) (*fileTree, error) {
 	}
 	var raw any
 	if err := top.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w%s", path, err, unquotedTemplateHint(b, err))
 	}
 	root, ok := normalize(raw).(map[string]any)
 	if !ok {
@@ -289,6 +289,10 @@ func (t *fileTree) walk(m map[string]any, prefix string, errs *[]error) {
 		switch {
 		case strings.Contains(name, "."):
 			*errs = append(*errs, fmt.Errorf("%s: key %q has a dot in it: nest each part under the one before", t.where(full), full))
+		case full == promptMessagesKey:
+			if _, err := promptMessagesOf(v); err != nil {
+				*errs = append(*errs, fmt.Errorf("%s: %s: %v", t.where(full), full, err))
+			}
 		case full == extraBodyKey:
 			switch v.(type) {
 			case nil:

@@ -28,7 +28,7 @@ func (e *FieldError) Error() string { return e.Key + ": " + e.Reason }
 
 // Enumerated values, in the order their errors list them.
 var (
-	DatasetFormats = []string{"auto", "sharegpt", "messages", "prompt", "alpaca", "openai-batch"}
+	DatasetFormats = []string{"auto", "sharegpt", "messages", "prompt", "alpaca", "openai-batch", "rows"}
 	OutputFormats  = []string{"jsonl", "parquet"}
 	BadRowPolicies = []string{"skip", "fail"}
 	TurnsPolicies  = []string{"first", "all"}
@@ -148,6 +148,8 @@ func (c Config) Validate() error {
 	}
 	atLeast("dataset.limit", d.Limit, 0)
 	oneOf("dataset.on_bad_row", d.OnBadRow, BadRowPolicies)
+
+	c.validatePrompt(add)
 
 	g := c.Generation
 	atLeast("generation.max_tokens", int64(g.MaxTokens), 1)

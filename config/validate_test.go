@@ -23,7 +23,7 @@ func TestValidate(t *testing.T) {
 		{"api key pasted as its env name", func(c *Config) { c.Endpoint.APIKeyEnv = "sk-abc123" }, `endpoint.api_key_env: must be the name of an environment variable (letters, digits, _), not the key itself`},
 		{"timeout", func(c *Config) { c.Endpoint.Timeout = 0 }, `endpoint.timeout: 0s must be greater than 0`},
 		{"dataset path", func(c *Config) { c.Dataset.Path = " " }, `dataset.path: must not be empty`},
-		{"dataset format", func(c *Config) { c.Dataset.Format = "csv" }, `dataset.format: "csv" is not one of auto, sharegpt, messages, prompt, alpaca, openai-batch`},
+		{"dataset format", func(c *Config) { c.Dataset.Format = "csv" }, `dataset.format: "csv" is not one of auto, sharegpt, messages, prompt, alpaca, openai-batch, rows`},
 		{"prompt field", func(c *Config) { c.Dataset.Format = "prompt" }, `dataset.prompt_field: required when dataset.format is "prompt"`},
 		{"limit", func(c *Config) { c.Dataset.Limit = -1 }, `dataset.limit: -1 is less than 0`},
 		{"on_bad_row", func(c *Config) { c.Dataset.OnBadRow = "ignore" }, `dataset.on_bad_row: "ignore" is not one of skip, fail`},

@@ -56,8 +56,8 @@ func (c Content) String() string {
 // Content: its pinned revision (Pin) already names its bytes, and its files
 // are verified against the Hub's hashes when they are downloaded.
 func Stamp(opts Options) (Content, error) {
-	if isHubPath(opts.Path) {
-		return nil, nil
+	if isHubPath(opts.Path) || isOutputDir(opts.Path) {
+		return nil, nil // an output directory's identity is its OutputStamp
 	}
 	files, err := resolve(opts.Path)
 	if err != nil {

@@ -19,6 +19,10 @@ type Options struct {
 	// Conversations fills Prompt.Conversation with every turn of a
 	// multi-turn row (generation.turns: all).
 	Conversations bool
+	// Template, when set, makes each row's messages from its own fields
+	// (prompt.messages, template.go): the row shape is then rows, whatever
+	// its columns, and Format must be auto or rows.
+	Template []MessageTemplate
 	// OnBadRow is "skip" (the default: report through OnSkip, count in
 	// Skipped) or "fail" (Next returns the *RowError).
 	OnBadRow string
@@ -37,6 +41,10 @@ type Options struct {
 	// dataset (a Ctrl-C during a long download); nil never cancels. A
 	// download cut this way resumes where it was on the next Open.
 	Context context.Context
+	// Outputs reads a synthgen output directory named by Path (outdir.go):
+	// outdir.Reader{} of package dataset/outdir. Nil: such a path is an
+	// error that says so.
+	Outputs Outputs
 	// Remote reads hf:// paths: hub.Remote{} of package dataset/hub, which
 	// the programs that read such paths set. It is a field rather than an
 	// import so that this package links no HTTP client. Nil: an hf:// path
@@ -55,9 +63,15 @@ func (o Options) normalize() (Options, error) {
 	switch o.Format {
 	case "":
 		o.Format = FormatAuto
-	case FormatAuto, FormatShareGPT, FormatMessages, FormatPrompt, FormatAlpaca, FormatOpenAIBatch:
+	case FormatAuto, FormatShareGPT, FormatMessages, FormatPrompt, FormatAlpaca, FormatOpenAIBatch, FormatRows:
 	default:
-		return o, fmt.Errorf("dataset format %q: want auto, sharegpt, messages, prompt, alpaca or openai-batch", o.Format)
+		return o, fmt.Errorf("dataset format %q: want auto, sharegpt, messages, prompt, alpaca, openai-batch or rows", o.Format)
+	}
+	if err := o.checkTemplate(); err != nil {
+		return o, err
+	}
+	if err := o.checkOutput(); err != nil {
+		return o, err
 	}
 	switch o.OnBadRow {
 	case "":
@@ -185,6 +199,9 @@ func (r *Reader) readIDColumn() {
 // skipRow reads the id of the row at r.index from its raw bytes (nil for a
 // source without them) and asks r.skip.
 func (r *Reader) skipRow(raw []byte) bool {
+	if k, ok := r.cur.(keyed); ok {
+		return r.skip(k.rowID(), r.index, false)
+	}
 	if r.ids.index {
 		return r.skipByIndex()
 	}
@@ -239,6 +256,12 @@ func Open(opts Options) (*Reader, error) {
 			paramsField: o.ParamsField,
 		},
 	}
+	if r.conv.tmpl, err = CompileTemplate(o.Template); err != nil {
+		return nil, err
+	}
+	if o.reading() {
+		r.ids = idSource{} // each row's id is its record's key (outputSource)
+	}
 	if err := r.openNext(); err != nil {
 		return nil, err
 	}
@@ -252,8 +275,11 @@ func (r *Reader) openNext() error {
 			return err
 		}
 	}
-	src, err := openSource(path)
-	if err != nil {
+	var src source
+	var err error
+	if r.opts.reading() {
+		src = openOutputPart(r.opts.Outputs, path, r.opts.Output.Samples)
+	} else if src, err = openSource(path); err != nil {
 		return err
 	}
 	r.nextFile++
@@ -313,6 +339,9 @@ func (r *Reader) Next() (Prompt, error) {
 		}
 		if bad == nil && r.opts.Conversations {
 			p.Conversation, bad = r.conv.conversation(row)
+		}
+		if k, ok := r.cur.(keyed); ok {
+			p.ID = k.rowID()
 		}
 		byIndex := p.ID == "" // no id field, and the row names no id of its own
 		if byIndex {

@@ -33,6 +33,7 @@ type converter struct {
 	promptField string // "" in auto mode: "prompt"
 	idField     string
 	sourceField string
+	tmpl        *Template // prompt.messages: the messages are rendered from the row (format rows)
 }
 
 // convert fills p with the conversation to send, the row's id (when an id
@@ -66,6 +67,8 @@ func (c *converter) convert(r row, p *Prompt) *fieldError {
 		msgs, fe = promptColumn(r, c.promptFieldName())
 	case FormatAlpaca:
 		msgs, fe = alpaca(r)
+	case FormatRows:
+		msgs, fe = c.tmpl.render(r)
 	default:
 		fe = fieldErr("", ErrUnknownShape)
 	}

@@ -25,6 +25,10 @@ type Selection struct {
 	// the same bytes under another name are the same dataset, other bytes
 	// under the same name are not.
 	Content Content `json:"content,omitempty" key:"dataset.content"`
+	// Output is what a synthgen output directory that Path names held when
+	// the job started (outdir.go): its records are the rows. Zero for
+	// any other dataset.
+	Output OutputStamp `json:"output,omitzero" key:"dataset.output,zero"`
 	// Format is the row shape: auto (per row), sharegpt, messages, prompt
 	// or alpaca. Empty means auto.
 	Format string `json:"format" key:"dataset.format"`

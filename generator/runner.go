@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/dataset/outdir"
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/pool"
@@ -312,12 +314,27 @@ func (r *Runner) pinDataset(ctx context.Context) (dataset.Options, error) {
 	opts := dataset.Options{
 		Selection:     r.job.Selection,
 		Conversations: r.job.Prompt.Whole(),
+		Template:      r.job.Prompt.Template,
 		OnBadRow:      s.OnBadRow,
 		OnSkip:        s.OnSkip,
 		OnIgnored:     s.OnIgnored,
 		OnDownload:    s.OnDownload,
 		Remote:        s.Remote,
+		Outputs:       outdir.Reader{},
 		Context:       ctx, // Ctrl-C ends a Hub download; it resumes next time
+	}
+	if out, ok, err := dataset.StampOutput(opts); ok || err != nil {
+		// A synthgen output directory (a first pass): its content is its
+		// job and its final parts as they are now.
+		if err != nil {
+			return opts, &DatasetError{Err: err}
+		}
+		if sameDir(opts.Path, s.Dir) {
+			return opts, &DatasetError{Err: fmt.Errorf("dataset.path %s is output.dir: a pass reads another run's output directory, and writes its own", opts.Path)}
+		}
+		r.job.Selection.Output = out
+		opts.Selection = r.job.Selection
+		return opts, nil
 	}
 	if !strings.HasPrefix(opts.Path, "hf://") {
 		content, err := dataset.Stamp(opts)
@@ -432,4 +449,14 @@ func newReportConfig(j job.Job, s Setup) runstats.ReportConfig {
 		Stream:       s.Stream,
 		OutputFormat: s.Format,
 	}
+}
+
+// sameDir reports whether a and b name one directory.
+func sameDir(a, b string) bool {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := os.Stat(b)
+	return err == nil && os.SameFile(sa, sb)
 }

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -360,10 +361,12 @@ func (p *inspectPrinter) dir(d inspectDir, title string) {
 	p.printf("== %s ==\n", title)
 	if m := r.Manifest; m != nil && len(r.Dirs) == 0 {
 		model := ""
+		var template []dataset.MessageTemplate
 		if job, err := job.ManifestJob(r.Dir, m.Job, m.Legacy); err == nil {
-			model = job.Sampling.Model
+			model, template = job.Sampling.Model, job.Prompt.Template
 		}
 		p.printf("made by synthgen %s, identity %.12s, model %s\n", m.Version, m.JobHash, orNone(model))
+		p.template(template)
 	}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -600,4 +603,16 @@ func inspectNum(n int64) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// template prints the job's prompt.messages, each turn's template as
+// written (quoted: newlines as \n).
+func (p *inspectPrinter) template(turns []dataset.MessageTemplate) {
+	if len(turns) == 0 {
+		return
+	}
+	p.printf("prompt.messages (rendered over each row's fields):\n")
+	for i, t := range turns {
+		p.printf("  [%d] %s: %s\n", i+1, t.Role, strconv.Quote(t.Content))
+	}
 }

@@ -189,7 +189,26 @@ func loadRunConfig(cmd *cobra.Command, rf runFlags) (config.Config, dataset.Shar
 	if err != nil {
 		return cfg, shard, usageError(fmt.Errorf("--shard: %w", err), "")
 	}
+	if _, err := dataset.CompileTemplate(templateOf(cfg)); err != nil {
+		// Parsed here, before any work, where the key was set.
+		if src, _ := config.Source(cmd.Flags(), rf.configFile, dataset.TemplateKey); src != "" {
+			err = fmt.Errorf("%s: %w", src, err)
+		}
+		return cfg, shard, usageError(err, "prompt.messages holds Go text/template turns: see the README's \"Prompts from any columns\" for the fields and helpers")
+	}
 	return cfg, shard, nil
+}
+
+// templateOf is prompt.messages as the job holds it (nil: none).
+func templateOf(cfg config.Config) []dataset.MessageTemplate {
+	if len(cfg.Prompt.Messages) == 0 {
+		return nil
+	}
+	out := make([]dataset.MessageTemplate, len(cfg.Prompt.Messages))
+	for i, m := range cfg.Prompt.Messages {
+		out[i] = dataset.MessageTemplate{Role: m.Role, Content: m.Content}
+	}
+	return out
 }
 
 // configHint is what to do about an error of config.Load: an error about a
@@ -256,7 +275,7 @@ func jobOf(cfg config.Config, shard dataset.Shard) job.Job {
 			Limit:       cfg.Dataset.Limit,
 			Shard:       shard,
 		},
-		Prompt: job.Prompting{SystemPrompt: cfg.Generation.SystemPrompt, Turns: job.Turns(cfg.Generation.Turns)},
+		Prompt: job.Prompting{SystemPrompt: cfg.Generation.SystemPrompt, Turns: job.Turns(cfg.Generation.Turns), Template: templateOf(cfg)},
 		Sampling: job.Sampling{
 			Model:       cfg.Endpoint.Model,
 			MaxTokens:   cfg.Generation.MaxTokens,

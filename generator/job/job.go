@@ -42,6 +42,10 @@ type Prompting struct {
 	SystemPrompt string `json:"system_prompt,omitempty" key:"generation.system_prompt"`
 	// Turns is which assistant turns of a row the model answers.
 	Turns Turns `json:"turns,omitempty" key:"generation.turns"`
+	// Template is prompt.messages: the turns sent, each content a
+	// template rendered over the row's own fields (dataset.Template);
+	// empty: the row's own turns.
+	Template []dataset.MessageTemplate `json:"messages,omitempty" key:"prompt.messages,zero"`
 }
 
 // Turns is generation.turns: TurnsFirst answers the conversation up to its
@@ -162,6 +166,7 @@ type setting struct {
 	key, canon, shown string
 	part              bool
 	zero              bool // left out of the hash: tagged zero and at its zero value
+	value             any  // the field's value, for DescribeChange
 }
 
 // settings lists the job's answer-changing fields in key order.
@@ -181,7 +186,7 @@ func (j Job) settings() []setting {
 			default:
 				name, opt, _ := strings.Cut(key, ",")
 				canon, shown := canonical(fv)
-				out = append(out, setting{key: name, canon: canon, shown: shown, part: opt == "part", zero: opt == "zero" && fv.IsZero()})
+				out = append(out, setting{key: name, canon: canon, shown: shown, part: opt == "part", zero: opt == "zero" && fv.IsZero(), value: fv.Interface()})
 			}
 		}
 	}
@@ -209,6 +214,10 @@ func canonical(v reflect.Value) (canon, shown string) {
 	case reflect.Map:
 		if v.Len() == 0 {
 			return "{}", "{}"
+		}
+	case reflect.Slice:
+		if v.Len() == 0 {
+			return "", "(none)"
 		}
 	}
 	if m, ok := v.Interface().(interface{ MarshalText() ([]byte, error) }); ok {
@@ -245,7 +254,13 @@ func (j Job) Hash() string {
 // Change is one answer-changing setting that differs between two jobs.
 type Change struct {
 	Key, Old, New string
+	// Detail says what changed inside a setting made of parts (a first
+	// pass's directory: which part is new); "" for the others.
+	Detail string
 }
+
+// describer is a setting's value that says what changed in it.
+type describer interface{ DescribeChange(old any) string }
 
 // Diff lists the settings of j that differ from old, in key order.
 func (j Job) Diff(old Job) []Change {
@@ -256,7 +271,11 @@ func (j Job) Diff(old Job) []Change {
 	var out []Change
 	for _, s := range j.settings() {
 		if o := was[s.key]; o.canon != s.canon {
-			out = append(out, Change{Key: s.key, Old: o.shown, New: s.shown})
+			c := Change{Key: s.key, Old: o.shown, New: s.shown}
+			if d, ok := s.value.(describer); ok && o.value != nil {
+				c.Detail = d.DescribeChange(o.value)
+			}
+			out = append(out, c)
 		}
 	}
 	return out

@@ -2,6 +2,8 @@ package job
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"maps"
 	"path/filepath"
 	"reflect"
@@ -58,6 +60,10 @@ var answerChanges = map[string]func(j *Job){
 	"dataset.params_field":        func(j *Job) { j.Selection.ParamsField = "sampling" },
 	"dataset.content":             func(j *Job) { j.Selection.Content[0].XXH64 = "fedcba9876543210" },
 	"dataset.revision":            func(j *Job) { j.Selection.Revision = "hf://o/n@abc" },
+	"prompt.messages":             func(j *Job) { j.Prompt.Template = qaTemplate() },
+	"dataset.output": func(j *Job) {
+		j.Selection.Output = dataset.OutputStamp{JobHash: "h", Samples: 1, Parts: []dataset.PartStamp{{Name: "part-000000.jsonl", Records: 2, Size: 9, XXH64: "00"}}}
+	},
 }
 
 // partChanges are the settings a resume compares but the hash leaves out.
@@ -68,6 +74,7 @@ var partChanges = map[string]func(j *Job){
 // cloneJob deep-copies the parts of a job the edits touch.
 func cloneJob(j Job) Job {
 	j.Selection.Content = slices.Clone(j.Selection.Content)
+	j.Prompt.Template = slices.Clone(j.Prompt.Template)
 	j.Sampling.Extra = maps.Clone(j.Sampling.Extra)
 	return j
 }
@@ -391,5 +398,69 @@ func TestTurnsDefault(t *testing.T) {
 	b.Prompt.Turns = TurnsAll
 	if d := b.Diff(a); len(d) != 1 || d[0].Key != "generation.turns" || d[0].Old != "first" || d[0].New != "all" {
 		t.Errorf("Diff = %+v, want generation.turns first -> all", d)
+	}
+}
+
+// qaTemplate is a two-turn prompt.messages.
+func qaTemplate() []dataset.MessageTemplate {
+	return []dataset.MessageTemplate{{Role: "system", Content: "Answer in {{.lang}}."}, {Role: "user", Content: "{{.question}}"}}
+}
+
+// TestJobTemplateLeavesOlderHashes: a job without a template (and without
+// a first pass for dataset) hashes as jobs made before prompt.messages and
+// dataset.output existed, so their directories keep one job; any template
+// changes the hash, and a resume with another template is refused naming
+// the key.
+func TestJobTemplateLeavesOlderHashes(t *testing.T) {
+	j := baseJob()
+	// Pinned from the code before prompt.messages existed.
+	if got, want := j.Hash(), "d5b7b8111e1baca7ab96f96807418e60ccc18dbe7ac06d3063e5bbe2a013efd2"; got != want {
+		t.Errorf("hash %s without a template, want %s: the hash before prompt.messages", got, want)
+	}
+	withOne := cloneJob(baseJob())
+	withOne.Prompt.Template = qaTemplate()
+	if withOne.Hash() == j.Hash() {
+		t.Error("a template does not change the hash")
+	}
+	d := withOne.Diff(j)
+	if len(d) != 1 || d[0].Key != "prompt.messages" || d[0].Old != "(none)" || !strings.Contains(d[0].New, "{{.question}}") {
+		t.Errorf("Diff %+v: want prompt.messages from (none) to the turns", d)
+	}
+	back := roundTrip(t, withOne)
+	if !reflect.DeepEqual(back.Prompt.Template, withOne.Prompt.Template) {
+		t.Errorf("manifest round trip: %+v", back.Prompt.Template)
+	}
+	sj, err := j.ManifestEntry("test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = withOne.Check("out", false)(&sink.Manifest{JobHash: sj.Hash, Job: sj.Spec})
+	var me *MismatchError
+	if !errors.As(err, &me) || !strings.Contains(err.Error(), "prompt.messages: (none) (on disk) -> ") {
+		t.Errorf("resume with a template over a directory without: %v", err)
+	}
+}
+
+// TestJobOutputChangeSaysWhat: a first pass that grew since the job
+// started is refused with the part that is new.
+func TestJobOutputChangeSaysWhat(t *testing.T) {
+	part := func(name string, n int) dataset.PartStamp {
+		return dataset.PartStamp{Name: name, Records: n, Size: int64(10 * n), XXH64: fmt.Sprintf("%016x", n)}
+	}
+	old := Job{Selection: dataset.Selection{Path: "first", Output: dataset.OutputStamp{JobHash: "abc", Samples: 1, Parts: []dataset.PartStamp{part("part-000000.jsonl", 5)}}}}
+	now := old
+	now.Selection.Output.Parts = append(slices.Clone(old.Selection.Output.Parts), part("part-000001.jsonl", 3))
+	sj, err := old.ManifestEntry("test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = now.Check("out", false)(&sink.Manifest{JobHash: sj.Hash, Job: sj.Spec})
+	for _, w := range []string{
+		"dataset.output: job abc, 1 parts, 5 records (on disk) -> job abc, 2 parts, 8 records (now): data/part-000001.jsonl is new (3 records)",
+		"the output directory this job reads (dataset.path, a first pass) is not what it was when this job started",
+	} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v\nwant %q", err, w)
+		}
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/dataset/outdir"
 	"github.com/synthgen/synthgen/sink"
 	"github.com/synthgen/synthgen/sink/audit"
 	"github.com/synthgen/synthgen/sink/keyset"
@@ -61,8 +63,9 @@ type Planner struct {
 }
 
 type planTarget struct {
-	sel      dataset.Selection // the dataset read and, for one job, its rows
-	whole    bool              // generation.turns: all: a row's every turn is read
+	sel      dataset.Selection         // the dataset read and, for one job, its rows
+	whole    bool                      // generation.turns: all: a row's every turn is read
+	template []dataset.MessageTemplate // prompt.messages: a row that does not render is bad
 	contains func(index int64) bool
 	held     Holdings
 	distinct int64 // distinct keys on disk
@@ -80,7 +83,7 @@ type planTarget struct {
 // plan is filled by Count.
 func (p *Planner) Add(job Job, held Holdings, distinct int64) *Plan {
 	sel := job.Selection
-	t := &planTarget{sel: sel, whole: job.Prompt.Whole(), contains: sel.Contains, held: held, distinct: distinct, plan: &Plan{
+	t := &planTarget{sel: sel, whole: job.Prompt.Whole(), template: job.Prompt.Template, contains: sel.Contains, held: held, distinct: distinct, plan: &Plan{
 		Path: sel.Path, Shard: sel.Shard.String(), Limit: sel.Limit, Samples: job.Samples(),
 	}}
 	p.targets = append(p.targets, t)
@@ -112,7 +115,7 @@ func (p *Planner) AddUnion(jobs []Job, held Holdings, distinct int64) *Plan {
 		}
 		sel.Limit = max(sel.Limit, j.Selection.Limit)
 	}
-	t := &planTarget{sel: sel, whole: jobs[0].Prompt.Whole(), contains: contains, held: held, distinct: distinct, plan: &Plan{
+	t := &planTarget{sel: sel, whole: jobs[0].Prompt.Whole(), template: jobs[0].Prompt.Template, contains: contains, held: held, distinct: distinct, plan: &Plan{
 		Path: first.Path, Samples: jobs[0].Samples(),
 	}}
 	p.targets = append(p.targets, t)
@@ -135,13 +138,13 @@ func (p *Planner) Count(path string) {
 		}
 		var g *group
 		for _, h := range groups {
-			if sameRows(h.opts.Selection, t.sel) && h.opts.Conversations == t.whole {
+			if sameRows(h.opts.Selection, t.sel) && h.opts.Conversations == t.whole && slices.Equal(h.opts.Template, t.template) {
 				g = h
 				break
 			}
 		}
 		if g == nil {
-			g = &group{opts: dataset.Options{Selection: t.sel, Conversations: t.whole, OnBadRow: dataset.OnBadRowSkip, Remote: p.Remote}}
+			g = &group{opts: dataset.Options{Selection: t.sel, Conversations: t.whole, Template: t.template, OnBadRow: dataset.OnBadRowSkip, Remote: p.Remote, Outputs: outdir.Reader{}}}
 			g.opts.Shard = dataset.Shard{}
 			groups = append(groups, g)
 		}
@@ -168,6 +171,10 @@ func compareContent(opts dataset.Options, targets []*planTarget) {
 	var now dataset.Content
 	stamped := false
 	for _, t := range targets {
+		if !t.sel.Output.IsZero() {
+			compareOutput(opts, t)
+			continue
+		}
 		if len(t.sel.Content) == 0 {
 			continue
 		}
@@ -188,7 +195,7 @@ func compareContent(opts dataset.Options, targets []*planTarget) {
 // ids, the same of them bad, whatever their limit and shard.
 func sameRows(a, b dataset.Selection) bool {
 	return a.Source() == b.Source() && a.Format == b.Format && a.PromptField == b.PromptField && a.IDField == b.IDField &&
-		a.ParamsField == b.ParamsField
+		a.ParamsField == b.ParamsField && a.Output.Identity() == b.Output.Identity()
 }
 
 // countPass reads one dataset's ids and counts every target's keys.
@@ -253,5 +260,18 @@ func (t *planTarget) count(id string) {
 		default:
 			pl.Pending++
 		}
+	}
+}
+
+// compareOutput stamps the output directory a target's job read (a first
+// pass) and says on it what changed since the job started.
+func compareOutput(opts dataset.Options, t *planTarget) {
+	opts.Output = dataset.OutputStamp{}
+	now, ok, err := dataset.StampOutput(opts)
+	if err != nil || !ok {
+		return // countPass reads the parts the job recorded, or says why not
+	}
+	if now.Identity() != t.sel.Output.Identity() {
+		t.plan.Changed = fmt.Sprintf("%s (made from) -> %s (now): %s", t.sel.Output, now, now.DescribeChange(t.sel.Output))
 	}
 }
