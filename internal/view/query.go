@@ -180,8 +180,8 @@ func rank(n int, q float64) int {
 // and the distributions the run page plots.
 type Dist struct {
 	Version          uint64  `json:"version"`
-	Records          int64   `json:"records"`            // readable records, every directory
-	Failed           int64   `json:"failed"`             // keys that failed for good
+	Records          int64   `json:"records"`               // readable records, every directory
+	Failed           int64   `json:"failed"`                // keys that failed for good
 	ErrHistory       int64   `json:"answered_after_errors"` // records whose key failed before
 	Truncated        int64   `json:"truncated"`
 	NoReasoning      int64   `json:"empty_reasoning"`
