@@ -127,6 +127,10 @@ type Index struct {
 	records   atomic.Int64
 	took      atomic.Int64
 
+	// buildGate, when set (tests), holds the first build after it listed
+	// the files, until it is closed.
+	buildGate chan struct{}
+
 	refreshMu   sync.Mutex // one refresh at a time
 	lastRefresh time.Time  // under refreshMu
 
@@ -406,6 +410,9 @@ func (ix *Index) refresh(first bool) error {
 				ix.bytes.Add(f.size)
 			}
 		}
+	}
+	if first && ix.buildGate != nil {
+		<-ix.buildGate
 	}
 	var errs []error
 	for d, dir := range ix.dirs {

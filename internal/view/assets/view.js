@@ -271,7 +271,7 @@
   }
 
   function finishPlot(container, d) {
-    const names = d.finish_reasons.map(function (f) { return f.name; });
+    const names = d.finish_reasons.map(function (f) { return f.name.length > 18 ? f.name.slice(0, 17) + "…" : f.name; });
     const counts = d.finish_reasons.map(function (f) { return f.count; });
     const box = addPlot(container, "finish", "finish reasons (and failed keys by cause)");
     if (!names.length) return;
