@@ -386,4 +386,3 @@ func TestViewBrowserStaticReport(t *testing.T) {
 	b.mu.Unlock()
 	b.quiet()
 }
-

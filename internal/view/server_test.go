@@ -207,14 +207,14 @@ func TestViewHistoryAPI(t *testing.T) {
 		t.Fatalf("%s: %s", resp.Status, body)
 	}
 	var h struct {
-		Points    int                  `json:"points"`
-		T         []float64            `json:"t"`
+		Points    int                   `json:"points"`
+		T         []float64             `json:"t"`
 		Lines     map[string][]*float64 `json:"lines"`
-		Errors    map[string][]float64 `json:"errors_by_cause"`
-		Runs      []RunMark            `json:"runs"`
-		Outages   []Outage             `json:"outages"`
-		Moves     []Move               `json:"moves"`
-		Endpoints []EndpointSeries     `json:"endpoints"`
+		Errors    map[string][]float64  `json:"errors_by_cause"`
+		Runs      []RunMark             `json:"runs"`
+		Outages   []Outage              `json:"outages"`
+		Moves     []Move                `json:"moves"`
+		Endpoints []EndpointSeries      `json:"endpoints"`
 	}
 	if err := json.Unmarshal([]byte(body), &h); err != nil {
 		t.Fatal(err)
