@@ -191,6 +191,17 @@ func (ix *Index) Wait(ctx context.Context) error {
 	}
 }
 
+// WaitBuilt waits for the first build to end, without starting it (the
+// build starts with the first page that needs it), or for ctx.
+func (ix *Index) WaitBuilt(ctx context.Context) error {
+	select {
+	case <-ix.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Ready reports whether the first build ended.
 func (ix *Index) Ready() bool {
 	select {
