@@ -424,4 +424,3 @@ func treeState(t *testing.T, dir string) string {
 	}
 	return b.String()
 }
-
