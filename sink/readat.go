@@ -32,6 +32,33 @@ func ReadRecordsAt(path string, locs []int64, fn func(i int, rec *Record) error)
 	if strings.HasSuffix(path, suffixParquet) {
 		return readParquetRows(path, locs, order, fn)
 	}
+	return readLinesAt(path, locs, order, func(i int, off int64, line []byte) error {
+		var rec Record
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return fmt.Errorf("%s: offset %d: %w", path, off, err)
+		}
+		return fn(i, &rec)
+	})
+}
+
+// ReadLinesAt calls fn(i, line) for the line at byte offset locs[i] of the
+// JSONL file path (final, .open or .journal), without its newline, for
+// every i, in the order of the file: the bytes ReadRecordsAt decodes, for
+// a reader that looks at them first (a search). The line is only valid
+// during the call.
+func ReadLinesAt(path string, locs []int64, fn func(i int, line []byte) error) error {
+	order := make([]int, len(locs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(locs[a], locs[b]) })
+	return readLinesAt(path, locs, order, func(i int, _ int64, line []byte) error { return fn(i, line) })
+}
+
+// readLinesAt reads the lines at locs[order[0]], locs[order[1]], ...,
+// forward through one buffered reader (skipping up to 1 MiB between two,
+// seeking past more).
+func readLinesAt(path string, locs []int64, order []int, fn func(i int, off int64, line []byte) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -82,11 +109,7 @@ func ReadRecordsAt(path string, locs []int64, fn func(i int, rec *Record) error)
 		if bytes.IndexByte(line, 0) >= 0 {
 			return fmt.Errorf("%s: offset %d: NUL bytes (a power loss's tail)", path, off)
 		}
-		var rec Record
-		if err := json.Unmarshal(line, &rec); err != nil {
-			return fmt.Errorf("%s: offset %d: %w", path, off, err)
-		}
-		if err := fn(i, &rec); err != nil {
+		if err := fn(i, off, line); err != nil {
 			return err
 		}
 	}

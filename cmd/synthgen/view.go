@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -29,6 +30,10 @@ import (
 // defaultViewAddr is where view listens without --addr: loopback, on a
 // port fixed so that `ssh -L 8765:127.0.0.1:8765 gpu-box` reaches it.
 const defaultViewAddr = "127.0.0.1:8765"
+
+// viewMemoryLimit is the soft limit of the Go runtime's memory in view
+// (runtime/debug.SetMemoryLimit), the index not included.
+const viewMemoryLimit = 32 << 20
 
 func newViewCmd() *cobra.Command {
 	var (
@@ -93,6 +98,11 @@ report cannot be written.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, dirs []string) error {
+			// The index lives outside the Go heap; what the heap holds is
+			// records being read and selections being sorted, garbage
+			// soon: a soft limit makes the collector return it to the
+			// system rather than let it grow to twice the live heap.
+			debug.SetMemoryLimit(viewMemoryLimit)
 			for _, d := range dirs {
 				if err := view.CheckDir(d); err != nil {
 					return usageError(err, "give the output.dir of a run")

@@ -424,3 +424,48 @@ func treeState(t *testing.T, dir string) string {
 	}
 	return b.String()
 }
+
+// TestViewOfALiveRun: a view opened while the sample runs (Parquet: parts
+// journaled, then converted) says the run is live, counts what is on disk
+// so far, and follows the run to its end: every record once, as many as
+// report.json says are done.
+func TestViewOfALiveRun(t *testing.T) {
+	// ~300 tokens an answer at 10 ms: 3 s a wave of 64, five waves; the
+	// view starts after the first.
+	m := startMock(t, mockserver.Options{TokenDelay: 10 * time.Millisecond, TTFT: 50 * time.Millisecond})
+	out := filepath.Join(t.TempDir(), "live")
+	p := startSynthgen(t, "run", "run", "--config", "../../examples/sample.yaml",
+		"--dataset.path", sampleDataset, "--endpoint.base_url", m.BaseURL, "--output.dir", out,
+		"--output.format", "parquet", "--progress.interval", "250ms", "--log-format", "json")
+	waitProgress(t, p, time.Minute, func(l progressLine) bool { return l.Done >= 70 })
+	url, _ := startView(t, out)
+	if _, page := httpGet(t, url); !strings.Contains(page, `class="live"`) {
+		t.Errorf("the run page does not say the run is live")
+	}
+	early := fetchJSON[viewDist](t, url+"api/dist")
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("the run exited %d", code)
+	}
+	var rep runstats.ReportRecord
+	raw, _ := os.ReadFile(filepath.Join(out, runstats.ReportFile))
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	var last viewDist
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if last = fetchJSON[viewDist](t, url+"api/dist"); last.Records == rep.Done {
+			break
+		}
+	}
+	if early.Records >= rep.Done || last.Records != rep.Done || last.CompletionTokens != rep.CompletionTokens {
+		t.Errorf("records on disk: %d while running, %d at the end (%d completion tokens); report.json: %d done, %d tokens",
+			early.Records, last.Records, last.CompletionTokens, rep.Done, rep.CompletionTokens)
+	}
+	if _, page := httpGet(t, url); strings.Contains(page, `class="live"`) {
+		t.Errorf("the run page still says live after the run ended")
+	}
+	h := fetchJSON[viewHistory](t, url+"api/history?dir=0")
+	if h.Points != historyLines(t, out) {
+		t.Errorf("%d points, history.jsonl has %d lines", h.Points, historyLines(t, out))
+	}
+}

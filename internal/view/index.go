@@ -234,12 +234,11 @@ func (ix *Index) Refresh(every time.Duration) error {
 		return nil
 	}
 	ix.refreshMu.Lock()
+	defer ix.refreshMu.Unlock()
 	if time.Since(ix.lastRefresh) < every {
-		ix.refreshMu.Unlock()
 		return nil
 	}
-	ix.refreshMu.Unlock()
-	return ix.refresh(false)
+	return ix.refreshLocked(false)
 }
 
 // Len is the number of entries, dead ones included.
@@ -408,6 +407,11 @@ func (ix *Index) relabelLocked(s int) {
 func (ix *Index) refresh(first bool) error {
 	ix.refreshMu.Lock()
 	defer ix.refreshMu.Unlock()
+	return ix.refreshLocked(first)
+}
+
+// refreshLocked is refresh, under refreshMu.
+func (ix *Index) refreshLocked(first bool) error {
 	defer func() { ix.lastRefresh = time.Now() }()
 	lists := make([][]dataFile, len(ix.dirs))
 	for d, dir := range ix.dirs {
@@ -496,7 +500,7 @@ func (ix *Index) refreshErrors(d int, dir string) error {
 			}
 		}
 		ix.mu.RUnlock()
-		rows, _ := ix.rows(cands)
+		rows, _ := ix.rows(cands, nil)
 		for _, r := range rows {
 			if r.Record != nil {
 				answered[r.Record.Key()] = true
@@ -559,8 +563,9 @@ func (ix *Index) refreshData(d int, dir string, files []dataFile, first bool) er
 		ix.mu.RUnlock()
 		path := filepath.Join(dataDir, f.name)
 		switch {
-		case known && f.final() && f.size == seg.size && f.mod.Equal(seg.mod):
-			continue // read in full
+		case known && f.final() && f.size == seg.size && f.mod.Equal(seg.mod),
+			known && !f.final() && f.size == seg.read:
+			continue // read in full, or not grown
 		case known && !f.final() && f.size >= seg.read:
 			if err := ix.readSegment(s, path, f, seg.read, first); err != nil {
 				errs = append(errs, err)

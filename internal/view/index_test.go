@@ -287,3 +287,38 @@ func TestViewLiveRun(t *testing.T) {
 		})
 	}
 }
+
+// TestViewSeveralDirectories: the shards of one job read as one set of
+// records; a directory's filter keeps to its own, and a key is found in
+// the directory named.
+func TestViewSeveralDirectories(t *testing.T) {
+	a, _ := writeFixture(t, t.TempDir(), sink.FormatJSONL, 30, 20, false)
+	b, _ := writeFixture(t, t.TempDir(), sink.FormatParquet, 45, 20, false)
+	ix := built(t, a.dir, b.dir)
+	if d := ix.Dist(2048); d.Records != 75 {
+		t.Errorf("%d records, want 30 + 45", d.Records)
+	}
+	for dir, want := range map[int]int{0: 30, 1: 45} {
+		q := AnyQuery
+		q.Dir = dir
+		rows, err := ix.Rows(ix.Select(q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != want {
+			t.Errorf("directory %d: %d rows, want %d", dir, len(rows), want)
+		}
+		for _, r := range rows {
+			if r.Dir != dir {
+				t.Errorf("directory %d's filter shows a row of %d", dir, r.Dir)
+			}
+		}
+	}
+	k := sink.Key{ID: "40"} // only the second holds it
+	if pos, err := ix.Find(0, k); err != nil || pos >= 0 {
+		t.Errorf("Find in the first directory: %d, %v", pos, err)
+	}
+	if pos, err := ix.Find(1, k); err != nil || pos < 0 {
+		t.Errorf("Find in the second directory: %d, %v", pos, err)
+	}
+}

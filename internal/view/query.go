@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strings"
 )
 
 // Query is what the records table asks of the index.
@@ -46,6 +47,7 @@ func (ix *Index) Select(q Query) []int32 {
 	if s := ix.sel; s != nil && s.q == q && s.version == ix.version {
 		return s.pos
 	}
+	ix.sel = nil // its memory may go while the new one is made
 	fin, finOK := -1, true
 	if q.Finish != "" {
 		c, ok := ix.finCode[q.Finish]
@@ -197,6 +199,42 @@ type Dist struct {
 	TTFT             Hist    `json:"ttft_hist"`
 }
 
+// Finishes counts the live entries by finish reason (a failed key's is
+// "error: CAUSE"), most first, errors last: the table's choices. One pass
+// over the index, without the distributions.
+func (ix *Index) Finishes() []Count {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	by := make([]int64, len(ix.finish))
+	for i := 0; i < ix.n; i++ {
+		if b, j := ix.at(i); b.flags[j]&flagDead == 0 {
+			by[b.finish[j]]++
+		}
+	}
+	return ix.countsLocked(by)
+}
+
+// countsLocked lists the finish reasons of by, most first, errors last.
+func (ix *Index) countsLocked(by []int64) []Count {
+	var out []Count
+	for c, n := range by {
+		if n > 0 {
+			out = append(out, Count{Name: ix.finish[c], Count: n})
+		}
+	}
+	slices.SortFunc(out, func(a, b Count) int {
+		af, bf := strings.HasPrefix(a.Name, "error: "), strings.HasPrefix(b.Name, "error: ")
+		if af != bf {
+			if af {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
 // Dist is the index's distributions, cached until the entries change;
 // maxTokens is marked on the completion tokens'.
 func (ix *Index) Dist(maxTokens int) *Dist {
@@ -236,21 +274,7 @@ func (ix *Index) Dist(maxTokens int) *Dist {
 		d.PromptTokens += int64(b.prompt[j])
 		d.CompletionTokens += int64(b.compl[j])
 	}
-	for c, n := range byFinish {
-		if n > 0 {
-			d.Finish = append(d.Finish, Count{Name: ix.finish[c], Count: n})
-		}
-	}
-	slices.SortFunc(d.Finish, func(a, b Count) int {
-		af, bf := len(a.Name) > 7 && a.Name[:7] == "error: ", len(b.Name) > 7 && b.Name[:7] == "error: "
-		if af != bf {
-			if af {
-				return 1
-			}
-			return -1
-		}
-		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Name, b.Name))
-	})
+	d.Finish = ix.countsLocked(byFinish)
 	// One figure at a time, in one buffer: 4 bytes a record at most.
 	vals := make([]float32, 0, d.Records)
 	collect := func(get func(b *block, j int) float32) []float32 {

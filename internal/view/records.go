@@ -32,6 +32,8 @@ type Row struct {
 	TTFT    time.Duration
 	RLen    int
 	CLen    int
+
+	skipped bool // a search's look at the line found nothing: not decoded
 }
 
 // ID and Sample are the row's key.
@@ -69,8 +71,10 @@ func (r Row) FailedForGood() bool { return r.Flags&flagFailed != 0 }
 var errPartMoved = errors.New("the part moved since the index was read (a live run finalized it): reload the page")
 
 // rows reads the entries at positions, in that order, each part opened
-// once for the positions of it that follow each other.
-func (ix *Index) rows(positions []int32) ([]Row, error) {
+// once for the positions of it that follow each other. With keep, a JSONL
+// line is decoded only when keep says so (a search's first look); the
+// others are left skipped.
+func (ix *Index) rows(positions []int32, keep func(line []byte) bool) ([]Row, error) {
 	out := make([]Row, len(positions))
 	type want struct {
 		seg  int
@@ -114,10 +118,26 @@ func (ix *Index) rows(positions []int32) ([]Row, error) {
 	}
 	ix.mu.RUnlock()
 	for _, g := range groups {
-		err := sink.ReadRecordsAt(g.path, g.locs, func(i int, rec *sink.Record) error {
-			out[g.idx[i]].Record = rec
-			return nil
-		})
+		var err error
+		if keep != nil && g.fmt == sink.FormatJSONL {
+			err = sink.ReadLinesAt(g.path, g.locs, func(i int, line []byte) error {
+				if !keep(line) {
+					out[g.idx[i]].skipped = true
+					return nil
+				}
+				var rec sink.Record
+				if err := decodeRecord(line, &rec); err != nil {
+					return fmt.Errorf("%s: offset %d: %w", g.path, g.locs[i], err)
+				}
+				out[g.idx[i]].Record = &rec
+				return nil
+			})
+		} else {
+			err = sink.ReadRecordsAt(g.path, g.locs, func(i int, rec *sink.Record) error {
+				out[g.idx[i]].Record = rec
+				return nil
+			})
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, errPartMoved
 		}
@@ -139,13 +159,16 @@ func (ix *Index) rows(positions []int32) ([]Row, error) {
 
 // Rows reads the entries at positions (see rows); a part that moved since
 // the index was read makes it refresh the index and try once more.
-func (ix *Index) Rows(positions []int32) ([]Row, error) {
-	out, err := ix.rows(positions)
+func (ix *Index) Rows(positions []int32) ([]Row, error) { return ix.rowsKeep(positions, nil) }
+
+// rowsKeep is Rows with rows' keep.
+func (ix *Index) rowsKeep(positions []int32, keep func(line []byte) bool) ([]Row, error) {
+	out, err := ix.rows(positions, keep)
 	if errors.Is(err, errPartMoved) {
 		if rerr := ix.refresh(false); rerr != nil {
 			return nil, rerr
 		}
-		out, err = ix.rows(positions)
+		out, err = ix.rows(positions, keep)
 	}
 	return out, err
 }

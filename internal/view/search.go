@@ -25,12 +25,18 @@ type Match struct {
 func (ix *Index) Search(ctx context.Context, q Query, limit int, fn func(Match) error, progress func(read, total int) error) (int, error) {
 	pos := ix.Select(q)
 	needle := q.Text
+	var keep func(line []byte) bool
+	if rawMatchable(needle) {
+		// The needle is in a JSONL line's bytes as typed: a line without
+		// it is not decoded.
+		keep = func(line []byte) bool { return indexFoldBytes(line, needle) >= 0 }
+	}
 	found, read := 0, 0
 	for from := 0; from < len(pos) && found < limit; from += searchChunk {
 		if err := ctx.Err(); err != nil {
 			return read, err
 		}
-		rows, err := ix.Rows(pos[from:min(from+searchChunk, len(pos))])
+		rows, err := ix.rowsKeep(pos[from:min(from+searchChunk, len(pos))], keep)
 		if err != nil {
 			return read, err
 		}
@@ -78,6 +84,41 @@ func findIn(r Row, needle string) (field, snippet string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// rawMatchable reports whether needle appears in the JSON of a text that
+// holds it byte for byte, as encoding/json writes the record's line: ASCII
+// without the characters it escapes (", \, <, >, & and control
+// characters). Case folding of ASCII letters is the same on both sides.
+func rawMatchable(needle string) bool {
+	if needle == "" {
+		return false
+	}
+	for i := 0; i < len(needle); i++ {
+		c := needle[i]
+		if c < 0x20 || c >= utf8.RuneSelf || strings.IndexByte(`"\<>&`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// indexFoldBytes is indexFold over bytes, for an ASCII needle.
+func indexFoldBytes(s []byte, needle string) int {
+	first := lower(needle[0])
+	for i := 0; i+len(needle) <= len(s); i++ {
+		if lower(s[i]) != first {
+			continue
+		}
+		j := 1
+		for j < len(needle) && lower(s[i+j]) == lower(needle[j]) {
+			j++
+		}
+		if j == len(needle) {
+			return i
+		}
+	}
+	return -1
 }
 
 // indexFold is the byte index of the first occurrence of needle in s,

@@ -401,7 +401,7 @@ func (s *Server) recordsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	s.refresh()
 	v.Progress = s.ix.Progress()
-	v.Finishes = s.ix.Dist(0).Finish
+	v.Finishes = s.ix.Finishes()
 	if q.Text != "" {
 		s.search(w, r, v)
 		return
