@@ -35,7 +35,11 @@ import (
 func chromium(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("SYNTHGEN_TEST_CHROMIUM"); p != "" {
-		return p
+		path, err := exec.LookPath(p)
+		if err != nil {
+			t.Fatalf("SYNTHGEN_TEST_CHROMIUM=%s: %v", p, err)
+		}
+		return path
 	}
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
 		if p, err := exec.LookPath(name); err == nil {
