@@ -519,6 +519,18 @@ func TestOpenRefusesDirsNotItsOwn(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// What a run leaves beside its output (status, report, history) is
+	// no stranger's file: a directory emptied of its data but not of them
+	// is opened.
+	left := t.TempDir()
+	for _, name := range []string{"status.json", "report.json", "history.jsonl"} {
+		if err := os.WriteFile(filepath.Join(left, name), []byte("{}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := checkOwnDir(left); err != nil {
+		t.Errorf("a directory holding only a run's status files: %v", err)
+	}
 }
 
 // TestChangedPartRefused: bytes flipped inside a finished part (its size

@@ -10,6 +10,8 @@ package runstats
 //	DIR/report.json   written once at the end (Runner.Finish): the final
 //	                  figures, the outcome and exit code, start and end, a
 //	                  summary of the config
+//	DIR/history.jsonl every status.json above appended as a line, bounded
+//	                  (history.go): the plots of `synthgen view`
 //
 // Both carry every field of the progress record (the figures are named the
 // same everywhere), plus who is running and where. Users' scripts read
@@ -132,6 +134,7 @@ type StatusWriter struct {
 	warnings []string
 
 	auto *autoconc.State // concurrency: auto; nil when fixed
+	hist *History        // history.jsonl; nil: none (tests)
 }
 
 // NewStatusWriter writes dir's status.json and report.json for a run that
@@ -144,18 +147,19 @@ func NewStatusWriter(dir string, started time.Time, cfg ReportConfig, auto *auto
 		info: RunInfo{PID: os.Getpid(), Hostname: host, StartedAt: started, OutputDir: absPath(dir)},
 		cfg:  cfg,
 		auto: auto,
+		hist: NewHistory(dir),
 	}
 	s.state.Store(StateRunning)
 	return s
 }
 
-// RemoveLeftovers removes the temporary files of status.json and
-// report.json that a kill during a rewrite left behind (durable.WriteFile
-// names them .NAME.*.tmp). Call it once the sink holds the directory's lock,
-// so no other run is writing them.
+// RemoveLeftovers removes the temporary files of status.json, report.json
+// and history.jsonl that a kill during a rewrite left behind
+// (durable.WriteFile names them .NAME.*.tmp). Call it once the sink holds
+// the directory's lock, so no other run is writing them.
 func (s *StatusWriter) RemoveLeftovers() error {
 	var errs []error
-	for _, name := range []string{StatusFile, ReportFile} {
+	for _, name := range []string{StatusFile, ReportFile, HistoryFile} {
 		leftovers, err := filepath.Glob(filepath.Join(s.dir, "."+name+".*.tmp"))
 		if err != nil {
 			return fmt.Errorf("remove leftovers of %s: %w", name, err) // only a malformed pattern: a bug
@@ -188,9 +192,12 @@ func (s *StatusWriter) status(rec ProgressRecord) StatusRecord {
 		ConcurrencyAuto: s.auto.Record()}
 }
 
-// Heartbeat rewrites status.json with rec and the current state.
+// Heartbeat rewrites status.json with rec and the current state, and
+// appends it to history.jsonl.
 func (s *StatusWriter) Heartbeat(rec ProgressRecord) error {
-	return writeJSON(filepath.Join(s.dir, StatusFile), s.status(rec))
+	st := s.status(rec)
+	err := writeJSON(filepath.Join(s.dir, StatusFile), st)
+	return errors.Join(err, s.hist.Append(HistoryRecord{StatusRecord: st, Concurrency: s.cfg.Concurrency}))
 }
 
 // Finish writes the final status.json and report.json from the last
@@ -204,6 +211,7 @@ func (s *StatusWriter) Finish(rec ProgressRecord, o RunOutcome) error {
 	if err := writeJSON(filepath.Join(s.dir, StatusFile), st); err != nil {
 		return err
 	}
+	herr := s.hist.Append(HistoryRecord{StatusRecord: st, Concurrency: s.cfg.Concurrency})
 	rep := ReportRecord{
 		StatusRecord: st,
 		Event:        "report",
@@ -221,7 +229,7 @@ func (s *StatusWriter) Finish(rec ProgressRecord, o RunOutcome) error {
 	if o.Err != nil {
 		rep.Error = o.Err.Error()
 	}
-	return writeJSON(filepath.Join(s.dir, ReportFile), rep)
+	return errors.Join(writeJSON(filepath.Join(s.dir, ReportFile), rep), herr)
 }
 
 // writeJSON replaces path with v, indented for a person's `cat`.
