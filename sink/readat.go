@@ -188,6 +188,7 @@ func readParquetRows(path string, locs []int64, order []int, fn func(i int, rec 
 		}
 		next = row + 1
 		rec := rows[0]
+		rec.emptyTokensNil() // as ForEachRecord reads it
 		if err := fn(i, &rec); err != nil {
 			return err
 		}
