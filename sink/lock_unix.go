@@ -109,7 +109,7 @@ func HeldBy(dir string) (Holder, bool, error) {
 			return Holder{}, false, fmt.Errorf("lock %s: %w", f.Name(), err)
 		}
 		h, _ := readHolder(f)
-		return Holder{PID: h.PID, Hostname: h.Hostname}, true, nil
+		return Holder(h), true, nil
 	}
 	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	return Holder{}, false, nil
