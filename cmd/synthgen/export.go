@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -124,10 +125,15 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options, partial, ove
 	for _, n := range same {
 		fmt.Fprintf(cmd.ErrOrStderr(), "export: %s\n", n)
 	}
-	out, err := inspectDirs(dirs, nil, "")
+	tmp := "" // the audit's key index spills beside the output, as the export's own index does
+	if o.Out != "-" {
+		tmp = filepath.Dir(o.Out)
+	}
+	out, err := inspectDirs(dirs, nil, "", tmp)
 	if err != nil {
 		return err
 	}
+	defer out.set.Close()
 	rep := out.set.Dataset()
 	if rep == nil {
 		return &exitError{code: exitFailure, err: fmt.Errorf("export: not combined: %w", out.set.NotCombined),

@@ -6,15 +6,17 @@ import (
 	"io"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/internal/extsort"
 	"github.com/synthgen/synthgen/sink"
 	"github.com/synthgen/synthgen/sink/audit"
-	"github.com/synthgen/synthgen/sink/keyset"
 )
 
 // Holdings is what an output directory holds, as far as a plan needs it.
 // *audit.Audit is one.
 type Holdings interface {
-	Has(k sink.Key) bool    // a record for k is on disk
+	// EachKey calls yield with each distinct key that has a record on
+	// disk, in sink.CompareKeys order, until yield returns false.
+	EachKey(yield func(k sink.Key) bool) error
 	Failed(k sink.Key) bool // k failed for good and no record superseded it
 }
 
@@ -52,6 +54,8 @@ type Planner struct {
 	// dataset/hub): set by the caller, so that this package, which export
 	// needs, links no HTTP client. Nil: such a dataset is Unreadable.
 	Remote dataset.Remote
+	// TempDir is where ids read out of order are sorted ("": TMPDIR).
+	TempDir string
 
 	targets []*planTarget
 }
@@ -62,13 +66,13 @@ type planTarget struct {
 	held     Holdings
 	distinct int64 // distinct keys on disk
 	plan     *Plan
-	// seen holds the ids of the rows this target contains, when ids come
-	// from a column (row-index ids are unique by construction): a run
-	// asks a repeated id once among the rows it reads, so a repeat is
-	// counted once per target, not over the whole dataset. A keyset.Set: 12
-	// bytes an id outside the heap, where a map of the strings held about
-	// 100 (a 10M-row dataset: 1 GB for inspect and export).
-	seen *keyset.Set
+	// The count is a merge of the selection's ids, in id order, with the
+	// keys held (join.go): ids read in order (row indices, file:row) are
+	// joined as they come; a target whose ids come out of order (an id
+	// column) is counted again from its ids sorted on disk (sorted).
+	join      *joiner
+	unordered bool
+	sorted    *extsort.Sorter[string]
 }
 
 // Add counts job against held, which holds distinct keys. The returned
@@ -148,7 +152,7 @@ func (p *Planner) Count(path string) {
 	}
 	for _, g := range groups {
 		compareContent(g.opts, g.targets)
-		if err := countPass(g.opts, g.targets); err != nil {
+		if err := countPass(g.opts, g.targets, p.TempDir); err != nil {
 			for _, t := range g.targets {
 				pl := t.plan
 				*pl = Plan{Path: pl.Path, Shard: pl.Shard, Limit: pl.Limit, Samples: pl.Samples, Unreadable: err.Error(), Changed: pl.Changed}
@@ -185,21 +189,70 @@ func sameRows(a, b dataset.Selection) bool {
 	return a.Source() == b.Source() && a.Format == b.Format && a.PromptField == b.PromptField && a.IDField == b.IDField
 }
 
-// countPass reads one dataset's ids and counts every target's keys.
-func countPass(opts dataset.Options, targets []*planTarget) error {
+// countPass reads one dataset's ids and counts every target's keys: a
+// merge of each target's ids with the keys it holds, in id order. A target
+// whose ids do not come in order is counted by a second pass, which sorts
+// its ids on disk first.
+func countPass(opts dataset.Options, targets []*planTarget, tmp string) error {
 	if opts.Path == "" {
 		return errors.New("the manifest names no dataset.path")
 	}
+	if err := readPass(opts, targets, false, tmp); err != nil {
+		return err
+	}
+	var again []*planTarget
+	for _, t := range targets {
+		if t.unordered {
+			pl := t.plan
+			*pl = Plan{Path: pl.Path, Shard: pl.Shard, Limit: pl.Limit, Samples: pl.Samples, Changed: pl.Changed}
+			again = append(again, t)
+		}
+	}
+	if len(again) > 0 {
+		if err := readPass(opts, again, true, tmp); err != nil {
+			return err
+		}
+	}
+	for _, t := range targets {
+		t.plan.Outside = t.distinct - t.plan.Done
+	}
+	return nil
+}
+
+// sortBudget is the memory the targets of one pass sort their ids in, in
+// all.
+const sortBudget = 64 << 20
+
+// readPass reads the dataset once for targets: joining each target's ids
+// as they come, or with sorted, collecting them to be sorted and joined
+// after the pass.
+func readPass(opts dataset.Options, targets []*planTarget, sorted bool, tmp string) (err error) {
 	src, err := dataset.Open(opts)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	if opts.IDField != "" {
-		for _, t := range targets {
-			t.seen = &keyset.Set{}
+	for _, t := range targets {
+		if sorted {
+			t.sorted = extsort.New(idCodec, extsort.Options{Dir: tmp, Pattern: ".synthgen-inspect-*.ids", Budget: sortBudget / len(targets)})
+		} else {
+			t.join = newJoiner(t.held, t.plan)
 		}
 	}
+	defer func() {
+		for _, t := range targets {
+			if t.join != nil {
+				if jerr := t.join.close(); err == nil {
+					err = jerr
+				}
+				t.join = nil
+			}
+			if t.sorted != nil {
+				_ = t.sorted.Close()
+				t.sorted = nil
+			}
+		}
+	}()
 	for {
 		p, err := src.Next()
 		if errors.Is(err, io.EOF) {
@@ -209,35 +262,40 @@ func countPass(opts dataset.Options, targets []*planTarget) error {
 			return err
 		}
 		for _, t := range targets {
-			if t.contains(p.Index) {
-				t.count(p.ID)
+			if !t.contains(p.Index) {
+				continue
+			}
+			switch {
+			case t.sorted != nil:
+				if err := t.sorted.Add(p.ID); err != nil {
+					return err
+				}
+			case !t.unordered && !t.join.add(p.ID):
+				t.unordered = true
 			}
 		}
 	}
 	for _, t := range targets {
 		t.plan.BadRows = src.Skipped()
-		t.plan.Outside = t.distinct - t.plan.Done
-		t.seen = nil
-	}
-	return nil
-}
-
-func (t *planTarget) count(id string) {
-	pl := t.plan
-	if t.seen != nil && t.seen.Add(sink.Key{ID: id}) {
-		pl.DupIDs++
-		return
-	}
-	for s := range pl.Samples {
-		k := sink.Key{ID: id, Sample: s}
-		pl.Selected++
-		switch {
-		case t.held.Has(k):
-			pl.Done++
-		case t.held.Failed(k):
-			pl.Failed++
-		default:
-			pl.Pending++
+		if t.sorted == nil {
+			continue
+		}
+		t.unordered = false
+		ids, err := t.sorted.Sorted()
+		if err != nil {
+			return err
+		}
+		t.join = newJoiner(t.held, t.plan)
+		for {
+			id, ok := ids.Next()
+			if !ok {
+				break
+			}
+			t.join.add(id)
+		}
+		if err := ids.Err(); err != nil {
+			return err
 		}
 	}
+	return nil
 }

@@ -289,6 +289,8 @@ type Iter[T any] struct {
 	name   string
 	// a merge
 	h *mergeHeap[T]
+	// a function
+	fn func() (T, bool, error)
 
 	err error
 }
@@ -300,6 +302,13 @@ func (it *Iter[T]) Next() (T, bool) {
 		return zero, false
 	}
 	switch {
+	case it.fn != nil:
+		v, ok, err := it.fn()
+		if err != nil {
+			it.err = err
+			return zero, false
+		}
+		return v, ok
 	case it.h != nil:
 		return it.h.next(&it.err)
 	case it.r != nil:
@@ -333,6 +342,10 @@ func (it *Iter[T]) Next() (T, bool) {
 		return v, true
 	}
 }
+
+// Func is an iterator whose items next returns: false at the end, or an
+// error that ends the iteration (Err).
+func Func[T any](next func() (T, bool, error)) *Iter[T] { return &Iter[T]{fn: next} }
 
 // Err is what ended the iteration early, nil at a normal end.
 func (it *Iter[T]) Err() error { return it.err }
