@@ -41,11 +41,11 @@ type entry struct {
 }
 
 type index struct {
-	sorter  *extsort.Sorter[entry] // the entries, sorted on disk
-	srcs    []string // JSONL files to read spans from; the spill file last when there is one
-	spill   *os.File
-	errs    []*sink.ErrorRecord
-	open    map[int32]*os.File
+	sorter *extsort.Sorter[entry] // the entries, sorted on disk
+	srcs   []string               // JSONL files to read spans from; the spill file last when there is one
+	spill  *os.File
+	errs   []*sink.ErrorRecord
+	open   map[int32]*os.File
 }
 
 func (x *index) close() {

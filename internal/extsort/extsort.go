@@ -392,7 +392,7 @@ func (h *mergeHeap[T]) Less(i, j int) bool {
 	return cmp.Or(h.cmp(h.items[i].v, h.items[j].v), cmp.Compare(h.items[i].src, h.items[j].src)) < 0
 }
 func (h *mergeHeap[T]) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
-func (h *mergeHeap[T]) Push(x any)   { h.items = append(h.items, x.(mergeItem[T])) }
+func (h *mergeHeap[T]) Push(x any)    { h.items = append(h.items, x.(mergeItem[T])) }
 func (h *mergeHeap[T]) Pop() any {
 	x := h.items[len(h.items)-1]
 	h.items = h.items[:len(h.items)-1]

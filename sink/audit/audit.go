@@ -41,17 +41,17 @@ const (
 // in several read as one dataset. Its exported fields are the JSON of a
 // directory in `synthgen inspect --json`.
 type Audit struct {
-	Dir        string           `json:"dir,omitempty"`
-	Dirs       []string         `json:"dirs,omitempty"` // Combine only
-	Manifest   *ManifestSummary `json:"manifest,omitempty"`
-	Parts      []Part           `json:"shards,omitempty"`
-	Records    int64            `json:"records"`       // readable records in valid and open parts, copies included
-	Distinct   int64            `json:"distinct_keys"` // distinct (id, sample) among them
+	Dir      string           `json:"dir,omitempty"`
+	Dirs     []string         `json:"dirs,omitempty"` // Combine only
+	Manifest *ManifestSummary `json:"manifest,omitempty"`
+	Parts    []Part           `json:"shards,omitempty"`
+	Records  int64            `json:"records"`       // readable records in valid and open parts, copies included
+	Distinct int64            `json:"distinct_keys"` // distinct (id, sample) among them
 	// Duplicates are the keys held more than once, by key, the first
 	// maxListed of them; DuplicateKeys counts them all.
-	Duplicates    []Duplicate `json:"duplicates"`
-	DuplicateKeys int64       `json:"duplicate_keys"`
-	Errors     ErrorSummary     `json:"errors"`
+	Duplicates    []Duplicate  `json:"duplicates"`
+	DuplicateKeys int64        `json:"duplicate_keys"`
+	Errors        ErrorSummary `json:"errors"`
 
 	PromptTokens     int64            `json:"prompt_tokens"`
 	CompletionTokens int64            `json:"completion_tokens"`
