@@ -138,10 +138,15 @@ type identitier interface{ Identity() string }
 // hashed and compared, and the text shown to a person. A part setting
 // (tagged `key:"name,part"`) says which part of the job a directory holds:
 // a resume compares it, but the hash leaves it out, so that the shards of
-// one job, each in its own directory, share one hash and combine.
+// one job, each in its own directory, share one hash and combine. A
+// setting tagged `key:"name,zero"` is left out of the hash while it holds
+// its zero value: a setting added after directories were made keeps their
+// jobs' hashes (a resume compares it all the same, and the zero value is
+// what such a directory's job means).
 type setting struct {
 	key, canon, shown string
 	part              bool
+	zero              bool // left out of the hash: tagged zero and at its zero value
 }
 
 // settings lists the job's answer-changing fields in key order.
@@ -161,7 +166,7 @@ func (j Job) settings() []setting {
 			default:
 				name, opt, _ := strings.Cut(key, ",")
 				canon, shown := canonical(fv)
-				out = append(out, setting{key: name, canon: canon, shown: shown, part: opt == "part"})
+				out = append(out, setting{key: name, canon: canon, shown: shown, part: opt == "part", zero: opt == "zero" && fv.IsZero()})
 			}
 		}
 	}
@@ -213,7 +218,7 @@ func canonical(v reflect.Value) (canon, shown string) {
 func (j Job) Hash() string {
 	h := sha256.New()
 	for _, s := range j.settings() {
-		if s.part {
+		if s.part || s.zero {
 			continue
 		}
 		// Length prefixes keep "a=b" + "c" and "a" + "b=c" apart.

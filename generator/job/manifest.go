@@ -145,7 +145,7 @@ func (e *MismatchError) Error() string {
 	content := false
 	for _, c := range e.Changes {
 		fmt.Fprintf(&b, "\n  %s: %s (on disk) -> %s (now)", c.Key, c.Old, c.New)
-		content = content || c.Key == "dataset.content"
+		content = content || c.Key == "dataset.content" || c.Key == "dataset.files" || c.Key == "dataset.shard_content"
 	}
 	if content {
 		b.WriteString("\nthe dataset's files are not the ones this directory was made from (edited, reordered or replaced): " +

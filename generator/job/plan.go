@@ -103,6 +103,7 @@ func (p *Planner) AddUnion(jobs []Job, held Holdings, distinct int64) *Plan {
 		return false
 	}
 	sel := first
+	sel.ShardContent = nil // each directory's plan compares its own files
 	sel.Limit = 0
 	for _, j := range jobs {
 		if j.Selection.Limit <= 0 {
@@ -163,16 +164,26 @@ func (p *Planner) Count(path string) {
 
 // compareContent stamps a local dataset, when a target recorded what its
 // files held, and says on each target whose record differs what changed.
+// The stamps recorded are trusted for files that did not change (path,
+// size, modification time, inode), as a resume trusts them. Split by file,
+// a target's own files are stamped (the listing of all, a stat each, for
+// every target).
 func compareContent(opts dataset.Options, targets []*planTarget) {
 	var now dataset.Content
 	stamped := false
 	for _, t := range targets {
+		if t.sel.ByFile() {
+			compareShardContent(opts, t)
+			continue
+		}
 		if len(t.sel.Content) == 0 {
 			continue
 		}
 		if !stamped {
 			var err error
-			if now, err = dataset.Stamp(opts); err != nil {
+			o := opts
+			o.Known = t.sel.Content
+			if now, err = dataset.Stamp(o); err != nil {
 				return // countPass reports the dataset unreadable
 			}
 			stamped = true
@@ -183,10 +194,38 @@ func compareContent(opts dataset.Options, targets []*planTarget) {
 	}
 }
 
+// compareShardContent is compareContent for a target split by file: the
+// listing of every file, and the target's own files' bytes.
+func compareShardContent(opts dataset.Options, t *planTarget) {
+	if len(t.sel.Files) > 0 {
+		files, err := dataset.List(opts)
+		if err != nil {
+			return
+		}
+		if files.Identity() != t.sel.Files.Identity() {
+			t.plan.Changed = fmt.Sprintf("%s (made from) -> %s (now)", t.sel.Files, files)
+			return
+		}
+	}
+	if len(t.sel.ShardContent) == 0 {
+		return
+	}
+	o := opts
+	o.Shard, o.Known = t.sel.Shard, t.sel.ShardContent
+	now, err := dataset.Stamp(o)
+	if err != nil {
+		return
+	}
+	if now.Identity() != t.sel.ShardContent.Identity() {
+		t.plan.Changed = fmt.Sprintf("%s (made from) -> %s (now)", t.sel.ShardContent, now)
+	}
+}
+
 // sameRows reports whether two selections read the same rows as the same
 // ids, whatever their limit and shard.
 func sameRows(a, b dataset.Selection) bool {
-	return a.Source() == b.Source() && a.Format == b.Format && a.PromptField == b.PromptField && a.IDField == b.IDField
+	return a.Source() == b.Source() && a.Format == b.Format && a.PromptField == b.PromptField && a.IDField == b.IDField &&
+		a.ShardBy == b.ShardBy
 }
 
 // countPass reads one dataset's ids and counts every target's keys: a
