@@ -32,7 +32,7 @@ var (
 	OutputFormats  = []string{"jsonl", "parquet"}
 	BadRowPolicies = []string{"skip", "fail"}
 	// ShardBys are the values of dataset.shard_by.
-	ShardBys = []string{"rows", "files"}
+	ShardBys       = []string{"rows", "files"}
 	TurnsPolicies  = []string{"first", "all"}
 	LengthPolicies = []string{"keep", "retry"}
 )
