@@ -37,18 +37,22 @@ import (
 
 // result is one size's figures.
 type result struct {
-	Records         int64   `json:"records"`
-	Dirs            int     `json:"dirs"`
-	WriteSeconds    float64 `json:"write_s"`
-	InspectSeconds  float64 `json:"inspect_s"`
-	InspectNsPerRec float64 `json:"inspect_ns_per_record"`
-	InspectRSS      int64   `json:"inspect_peak_rss_bytes"`
-	ExportSeconds   float64 `json:"export_s"`
-	ExportNsPerRec  float64 `json:"export_ns_per_record"`
-	ExportRSS       int64   `json:"export_peak_rss_bytes"`
-	OutputBytes     int64   `json:"output_dir_bytes"`
-	DatasetBytes    int64   `json:"dataset_bytes"`
-	ExportBytes     int64   `json:"export_bytes"`
+	Records          int64   `json:"records"`
+	Dirs             int     `json:"dirs"`
+	WriteSeconds     float64 `json:"write_s"`
+	InspectSeconds   float64 `json:"inspect_s"`
+	InspectCPU       float64 `json:"inspect_cpu_s"` // user + system
+	InspectCPUPerRec float64 `json:"inspect_cpu_ns_per_record"`
+	InspectNsPerRec  float64 `json:"inspect_ns_per_record"`
+	InspectRSS       int64   `json:"inspect_peak_rss_bytes"`
+	ExportSeconds    float64 `json:"export_s"`
+	ExportCPU        float64 `json:"export_cpu_s"`
+	ExportCPUPerRec  float64 `json:"export_cpu_ns_per_record"`
+	ExportNsPerRec   float64 `json:"export_ns_per_record"`
+	ExportRSS        int64   `json:"export_peak_rss_bytes"`
+	OutputBytes      int64   `json:"output_dir_bytes"`
+	DatasetBytes     int64   `json:"dataset_bytes"`
+	ExportBytes      int64   `json:"export_bytes"`
 }
 
 func main() {
@@ -93,9 +97,9 @@ func benchMain(records string, dirs int, bin, work, out string, keep bool) error
 			return err
 		}
 		results = append(results, r)
-		fmt.Printf("%d records in %d dirs: write %.1fs; inspect %.1fs (%.0f ns/record, peak RSS %.1f MB); export %.1fs (%.0f ns/record, peak RSS %.1f MB); output %.2f GB, export %.2f GB\n",
-			r.Records, r.Dirs, r.WriteSeconds, r.InspectSeconds, r.InspectNsPerRec, float64(r.InspectRSS)/1e6,
-			r.ExportSeconds, r.ExportNsPerRec, float64(r.ExportRSS)/1e6, float64(r.OutputBytes)/1e9, float64(r.ExportBytes)/1e9)
+		fmt.Printf("%d records in %d dirs: write %.1fs; inspect %.1fs wall, %.1fs CPU (%.0f ns CPU/record), peak RSS %.1f MB; export %.1fs wall, %.1fs CPU (%.0f ns CPU/record), peak RSS %.1f MB; output %.2f GB, export %.2f GB\n",
+			r.Records, r.Dirs, r.WriteSeconds, r.InspectSeconds, r.InspectCPU, r.InspectCPUPerRec, float64(r.InspectRSS)/1e6,
+			r.ExportSeconds, r.ExportCPU, r.ExportCPUPerRec, float64(r.ExportRSS)/1e6, float64(r.OutputBytes)/1e9, float64(r.ExportBytes)/1e9)
 		if !keep {
 			_ = os.RemoveAll(filepath.Join(work, s))
 		}
@@ -160,6 +164,7 @@ func measure(bin, root string, n int64, dirs int) (result, error) {
 	}
 	r.InspectSeconds, r.InspectRSS = ins.wall.Seconds(), ins.maxRSS
 	r.InspectNsPerRec = float64(ins.wall.Nanoseconds()) / float64(n)
+	r.InspectCPU, r.InspectCPUPerRec = ins.cpu.Seconds(), float64(ins.cpu.Nanoseconds())/float64(n)
 
 	exportOut := filepath.Join(root, "train.jsonl")
 	exp, err := run(bin, append(append([]string{"export"}, outDirs...), "--format", "specforge", "--out", exportOut)...)
@@ -168,6 +173,7 @@ func measure(bin, root string, n int64, dirs int) (result, error) {
 	}
 	r.ExportSeconds, r.ExportRSS = exp.wall.Seconds(), exp.maxRSS
 	r.ExportNsPerRec = float64(exp.wall.Nanoseconds()) / float64(n)
+	r.ExportCPU, r.ExportCPUPerRec = exp.cpu.Seconds(), float64(exp.cpu.Nanoseconds())/float64(n)
 	if st, err := os.Stat(exportOut); err == nil {
 		r.ExportBytes = st.Size()
 	}
@@ -256,6 +262,7 @@ func writeDir(dir, glob string, i, dirs int, file string, rows int64) error {
 // usage is one child's wall time, peak RSS and stdout.
 type usage struct {
 	wall   time.Duration
+	cpu    time.Duration // user + system
 	maxRSS int64
 	stdout string
 }
@@ -270,6 +277,7 @@ func run(bin string, args ...string) (usage, error) {
 	u := usage{wall: time.Since(t0), stdout: out.String()}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		u.maxRSS = ru.Maxrss * 1024 // kilobytes on Linux
+		u.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	if err != nil {
 		return u, fmt.Errorf("synthgen %s: %w\n%s", args[0], err, errb.b)

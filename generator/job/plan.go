@@ -260,7 +260,7 @@ func countPass(opts dataset.Options, targets []*planTarget, tmp string) error {
 
 // sortBudget is the memory the targets of one pass sort their ids in, in
 // all.
-const sortBudget = 64 << 20
+const sortBudget = 32 << 20
 
 // readPass reads the dataset once for targets: joining each target's ids
 // as they come, or with sorted, collecting them to be sorted and joined

@@ -222,7 +222,7 @@ func (x *index) each(fn func(i int, e entry) error) error {
 
 // indexBudget is the memory the entries are sorted in before a run of them
 // is spilled.
-var indexBudget = 64 << 20
+var indexBudget = 32 << 20
 
 // entryCodec orders entries by key (then by place, for a total order) and
 // stores one as its sample, file, span and id.

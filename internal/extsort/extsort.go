@@ -110,6 +110,11 @@ func (s *Sorter[T]) Add(v T) error {
 	if s.frozen {
 		return errors.New("extsort: Add after Freeze")
 	}
+	if s.batch == nil {
+		// The batch's room up front, from the first item's size: growing
+		// it by doubling would hold the old and the new array at once.
+		s.batch = make([]T, 0, min(s.o.Budget/max(s.c.Size(v), 16)+1, 1<<22))
+	}
 	s.batch = append(s.batch, v)
 	s.held += s.c.Size(v)
 	s.n++
@@ -130,7 +135,7 @@ func (s *Sorter[T]) Freeze() error {
 	if len(s.batch) > 0 {
 		s.err = s.spill()
 	}
-	s.frozen = true
+	s.frozen, s.batch = true, nil // a frozen sorter holds no batch's room either
 	return s.err
 }
 

@@ -57,7 +57,7 @@ var errBadEntry = errors.New("key entry does not decode")
 
 // KeyBudget is the memory each directory's key index sorts in before it
 // spills a run (the audit of a directory holds one at a time).
-var KeyBudget = 32 << 20
+var KeyBudget = 16 << 20
 
 // newKeySorter is a key index spilling into tmp ("": the system's
 // temporary directory, TMPDIR).
