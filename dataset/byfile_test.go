@@ -224,3 +224,20 @@ func TestStampCountsCompressedRows(t *testing.T) {
 		}
 	}
 }
+
+// TestFileNames: a file's name is its path from the deepest directory
+// holding every file, whatever the spelling of the paths.
+func TestFileNames(t *testing.T) {
+	for _, c := range []struct{ paths, want []string }{
+		{[]string{"/data/p/a.jsonl"}, []string{"a.jsonl"}},
+		{[]string{"/data/p/a.jsonl", "/data/p/b.jsonl"}, []string{"a.jsonl", "b.jsonl"}},
+		{[]string{"/data/en/1.jsonl", "/data/fr/1.jsonl"}, []string{"en/1.jsonl", "fr/1.jsonl"}},
+		{[]string{"/data/p/a.jsonl", "/data/p/q/b.jsonl"}, []string{"a.jsonl", "q/b.jsonl"}},
+		{[]string{"en/1.jsonl", "fr/1.jsonl"}, []string{"en/1.jsonl", "fr/1.jsonl"}},
+		{[]string{"/a.jsonl", "/b.jsonl"}, []string{"a.jsonl", "b.jsonl"}},
+	} {
+		if got := FileNames(c.paths); !slices.Equal(got, c.want) {
+			t.Errorf("FileNames(%q) = %q, want %q", c.paths, got, c.want)
+		}
+	}
+}
