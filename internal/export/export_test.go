@@ -453,3 +453,28 @@ func TestPercentileOfHistogram(t *testing.T) {
 		t.Error("the percentile of nothing is not 0")
 	}
 }
+
+// TestParquetRowGroupsBounded: a Parquet export is written in row groups
+// of at most parquetRowGroup rows (the writer holds one in memory), and
+// reads back whole.
+func TestParquetRowGroupsBounded(t *testing.T) {
+	defer func(n int64) { parquetRowGroup = n }(parquetRowGroup)
+	parquetRowGroup = 2
+	out := filepath.Join(t.TempDir(), "train.parquet")
+	o := options(t, FormatSpecForge, out, fixtureDir(t, sink.FormatJSONL))
+	o.KeepTruncated, o.KeepThinkTags = true, true
+	sum := run(t, o)
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pf.NumRows() != sum.Exported || len(pf.RowGroups()) < int(sum.Exported/2) {
+		t.Errorf("%d rows in %d row groups, want the %d exported in groups of at most 2", pf.NumRows(), len(pf.RowGroups()), sum.Exported)
+	}
+}

@@ -53,8 +53,13 @@ type parquetWriter[T any] struct {
 
 const parquetBatch = 64
 
+// parquetRowGroup is the most rows of one Parquet row group: the writer
+// holds a row group's pages in memory until it is flushed, so that a file
+// of ten million rows would otherwise be held whole.
+var parquetRowGroup int64 = 64 << 10
+
 func newParquet[T any](w io.Writer) *parquetWriter[T] {
-	return &parquetWriter[T]{w: parquet.NewGenericWriter[T](w, parquet.Compression(&parquet.Zstd))}
+	return &parquetWriter[T]{w: parquet.NewGenericWriter[T](w, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(parquetRowGroup))}
 }
 
 func (w *parquetWriter[T]) write(row T) error {
