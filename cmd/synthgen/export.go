@@ -164,6 +164,9 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options, partial, ove
 		return err
 	}
 	o.Report, o.Dirs, o.Job, o.Version = rep, dirs, job, rep.Manifest.Version
+	// The audit's sorted key index has done its work (duplicates, the
+	// plan): its disk goes before the export's own index takes as much.
+	_ = out.set.Close()
 	sum, err := export.Run(cmd.Context(), o)
 	if err != nil {
 		return &exitError{code: exitFailure, err: fmt.Errorf("export: %w", err), hint: "nothing was written under " + o.Out}
