@@ -3,7 +3,7 @@
 // the same run, and prints one table and a JSON file of the figures, the
 // targets and whether each was met.
 //
-//	go run ./bench                  # the full run (make bench), under 5 minutes
+//	go run ./bench                  # the full run (make bench), about 6 minutes
 //	go run ./bench -size tiny       # every scenario at a tiny size: proves they work
 //	go run ./bench -only streaming  # one scenario
 //

@@ -63,6 +63,7 @@ var scenarios = []scenario{
 	{"littles-law", littlesLaw},
 	{"zero-latency", zeroLatency},
 	{"streaming", streaming},
+	{"streaming-tokens", streamingTokens},
 	{"scale-index", func(ctx context.Context, c *config) ([]row, error) { return scale(ctx, c, false) }},
 	{"scale-id", func(ctx context.Context, c *config) ([]row, error) { return scale(ctx, c, true) }},
 }
@@ -89,6 +90,7 @@ type job struct {
 	maxTokens int
 	shardSize int // 0: the default
 	dir       string
+	extra     []string // more flags
 }
 
 func (c *config) synthgen(ctx context.Context, m *mock, j job) *exec.Cmd {
@@ -107,6 +109,7 @@ func (c *config) synthgen(ctx context.Context, m *mock, j job) *exec.Cmd {
 	if j.shardSize > 0 {
 		args = append(args, "--output.shard_size", strconv.Itoa(j.shardSize))
 	}
+	args = append(args, j.extra...)
 	cmd := exec.CommandContext(ctx, c.bin, args...)
 	cmd.Env = append(os.Environ(), "SYNTHGEN_ENDPOINT_BASE_URL=") // the flags alone say where
 	return cmd
@@ -334,6 +337,93 @@ func streaming(ctx context.Context, c *config) ([]row, error) {
 		compare(name, fmt.Sprintf("%.0f chunks: chunks/s vs the bare reader (median of %d)", chunks, sz.rounds), median(sg, rate), median(ys, rate), atLeastX(0.95)),
 		compare(name, "CPU us/chunk vs the bare reader", median(sg, cpu), median(ys, cpu), atMostX(1.2)),
 		compare(name, "CPU us/chunk vs go-openai's own stream loop", median(sg, cpu), median(oa, cpu), nil),
+	}, nil
+}
+
+// tokenFlags ask for the token ids and 20 logprobs a token.
+var tokenFlags = []string{"--generation.return_token_ids", "--generation.logprobs", "20"}
+
+// streamingTokens: half the streaming scenario's streams, asked without
+// tokens, with ids, and with ids and 20 logprobs a token, into JSONL (each
+// round all three in turn, medians of at most 3 rounds) and once with and
+// without into Parquet, the default format, whose parts are converted as
+// the run goes. The figures are per chunk the mock generated, and the peak
+// RSS; the yardstick is the same run without tokens.
+func streamingTokens(ctx context.Context, c *config) ([]row, error) {
+	const name = "streaming-tokens"
+	sz := c.size
+	sz.streamN /= 2
+	sz.rounds = min(sz.rounds, 3)
+	data, err := c.dataset(sz.streamN, false)
+	if err != nil {
+		return nil, err
+	}
+	m, err := startMock(ctx, c.bin, "--token-delay", sz.streamPerTok.String(), "--mean-tokens", strconv.Itoa(sz.streamMean))
+	if err != nil {
+		return nil, err
+	}
+	defer m.stop()
+	const maxTokens = 4096
+	var chunks float64
+	measure := func(j job) (usage, error) {
+		before, err := m.metric(genTokensMetric)
+		if err != nil {
+			return usage{}, err
+		}
+		u, err := run(c.synthgen(ctx, m, j), nil)
+		if err != nil {
+			return u, err
+		}
+		after, err := m.metric(genTokensMetric)
+		if err != nil {
+			return u, err
+		}
+		if got := after - before; chunks != 0 && got != chunks {
+			return u, fmt.Errorf("%s: %.0f token chunks, %.0f in the runs before: not the same work", j.dir, got, chunks)
+		} else {
+			chunks = got
+		}
+		return u, nil
+	}
+	var with, ids, without []usage
+	rss := map[string][2]float64{} // format: without, with
+	for round := range sz.rounds {
+		for _, k := range []struct {
+			extra []string
+			runs  *[]usage
+		}{{nil, &without}, {tokenFlags[:1], &ids}, {tokenFlags, &with}} {
+			j := job{data: data, limit: sz.streamN, stream: true, format: "jsonl", maxTokens: maxTokens, extra: k.extra,
+				dir: filepath.Join(c.work, fmt.Sprintf("%s-%d-%d", name, round, len(k.extra)))}
+			u, err := measure(j)
+			if err != nil {
+				return nil, err
+			}
+			*k.runs = append(*k.runs, u)
+		}
+	}
+	var parquet [2]usage
+	for i, tokens := range []bool{false, true} {
+		j := job{data: data, limit: sz.streamN, stream: true, format: "parquet", maxTokens: maxTokens,
+			dir: filepath.Join(c.work, fmt.Sprintf("%s-parquet-%v", name, tokens))}
+		if tokens {
+			j.extra = tokenFlags
+		}
+		if parquet[i], err = measure(j); err != nil {
+			return nil, err
+		}
+	}
+	rss["jsonl"] = [2]float64{median(without, func(u usage) float64 { return mb(u.maxRSS) }), median(with, func(u usage) float64 { return mb(u.maxRSS) })}
+	rss["parquet"] = [2]float64{mb(parquet[0].maxRSS), mb(parquet[1].maxRSS)}
+	cpu := func(u usage) float64 { return us(u.cpu) / chunks }
+	rate := func(u usage) float64 { return chunks / u.wall.Seconds() }
+	return []row{
+		compare(name, fmt.Sprintf("%.0f chunks, ids vs none: CPU us/chunk, JSONL (median of %d)", chunks, sz.rounds),
+			median(ids, cpu), median(without, cpu), atMostX(1.15)),
+		compare(name, "ids + 20 logprobs vs none: CPU us/chunk, JSONL", median(with, cpu), median(without, cpu), atMostX(4)),
+		compare(name, "ids + 20 logprobs vs none: chunks/s, JSONL", median(with, rate), median(without, rate), nil),
+		compare(name, "ids + 20 logprobs vs none: peak RSS MB, JSONL", rss["jsonl"][1], rss["jsonl"][0], atMostX(1.5)),
+		compare(name, "ids + 20 logprobs vs none: CPU us/chunk, Parquet", cpu(parquet[1]), cpu(parquet[0]), atMostX(5)),
+		compare(name, "ids + 20 logprobs vs none: peak RSS MB, Parquet", rss["parquet"][1], rss["parquet"][0], atMostX(2)),
 	}, nil
 }
 

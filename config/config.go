@@ -17,6 +17,7 @@ type Config struct {
 	Endpoint    EndpointConfig   `mapstructure:"endpoint"`
 	Dataset     DatasetConfig    `mapstructure:"dataset"`
 	Generation  GenerationConfig `mapstructure:"generation"`
+	Prompt      PromptConfig     `mapstructure:"prompt"`
 	Concurrency int              `mapstructure:"concurrency"`
 	Retry       RetryConfig      `mapstructure:"retry"`
 	Output      OutputConfig     `mapstructure:"output"`
@@ -73,10 +74,29 @@ type GenerationConfig struct {
 	// their content holds the model's thought in think tags (a server
 	// started without a reasoning parser); else that is a warning. It
 	// changes no answer, so it is no part of the job.
-	RequireReasoning bool           `mapstructure:"require_reasoning"`
-	Stream           bool           `mapstructure:"stream"`
-	ExtraBody        map[string]any `mapstructure:"extra_body"`
+	RequireReasoning bool `mapstructure:"require_reasoning"`
+	// ResponseFormat is the shape asked of every answer's content
+	// (responseformat.go); SchemaRetries how often an answer not in it is
+	// asked again. Retries change no answer that is kept, so only the
+	// format is part of the job.
+	ResponseFormat ResponseFormat `mapstructure:"response_format"`
+	SchemaRetries  int            `mapstructure:"schema_retries"`
+	// ReturnTokenIDs asks for the prompt's and the answer's token ids
+	// (vLLM's return_token_ids), kept in the record.
+	ReturnTokenIDs bool `mapstructure:"return_token_ids"`
+	// Logprobs is how many alternatives each generated token's logprob
+	// comes with (0: no logprobs; at most MaxLogprobs).
+	Logprobs int `mapstructure:"logprobs"`
+	// RequireTokenIDs makes a server that sends no token ids although
+	// asked fatal; else that is a warning. It changes no answer.
+	RequireTokenIDs bool           `mapstructure:"require_token_ids"`
+	Stream          bool           `mapstructure:"stream"`
+	ExtraBody       map[string]any `mapstructure:"extra_body"`
 }
+
+// MaxLogprobs is the most alternatives generation.logprobs may ask for per
+// token: OpenAI's limit, and vLLM's default --max-logprobs.
+const MaxLogprobs = 20
 
 // RetryConfig bounds the retries done inside a request's slot.
 type RetryConfig struct {
@@ -120,14 +140,15 @@ func Default() Config {
 			ShardBy:  "rows",
 		},
 		Generation: GenerationConfig{
-			MaxTokens:   8192,
-			Temperature: 0.6,
-			TopP:        0.95,
-			N:           1,
-			Turns:       "first",
-			OnLength:    "keep",
-			Stream:      true,
-			ExtraBody:   map[string]any{},
+			MaxTokens:     8192,
+			Temperature:   0.6,
+			TopP:          0.95,
+			N:             1,
+			Turns:         "first",
+			OnLength:      "keep",
+			SchemaRetries: DefaultSchemaRetries,
+			Stream:        true,
+			ExtraBody:     map[string]any{},
 		},
 		Concurrency: 200,
 		Retry: RetryConfig{
@@ -181,8 +202,16 @@ func (c Config) Redacted() map[string]any {
 			v = p.String()
 		case *map[string]any:
 			v = deepCopy(*p)
+		case *[]PromptMessage:
+			turns := make([]any, len(*p))
+			for i, m := range *p {
+				turns[i] = map[string]any{"role": m.Role, "content": m.Content}
+			}
+			v = turns
 		case *concurrencyValue:
 			v = p.value()
+		case *ResponseFormat:
+			v = p.Value
 		}
 		setNested(out, k.name, v)
 	}

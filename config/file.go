@@ -25,6 +25,10 @@ type fileTree struct {
 	path  string
 	root  map[string]any
 	lines map[string]int // dotted key -> 1-based line of the key
+	// objects holds, by dotted key, the JSON text of a mapping written
+	// under a key that takes one (generation.response_format), its keys
+	// in the order written (YAML and JSON files; TOML keeps no order).
+	objects map[string]string
 }
 
 // where names the place a key was set in the file: "my.yaml:7" or "my.yaml".
@@ -113,7 +117,7 @@ func decodeYAML(path string, b []byte) (*fileTree, error) {
 	}
 	var raw any
 	if err := top.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w%s", path, err, unquotedTemplateHint(b, err))
 	}
 	root, ok := normalize(raw).(map[string]any)
 	if !ok {
@@ -121,6 +125,13 @@ func decodeYAML(path string, b []byte) (*fileTree, error) {
 	}
 	t.root = root
 	yamlLines(top, "", t.lines, 0)
+	if n := yamlChild(top, responseFormatKey); n != nil && n.Kind == yaml.MappingNode {
+		text, err := yamlJSON(n, 0)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %s: %w", path, n.Line, responseFormatKey, err)
+		}
+		t.objects = map[string]string{responseFormatKey: string(text)}
+	}
 	return t, nil
 }
 
@@ -188,7 +199,19 @@ func decodeJSON(path string, b []byte) (*fileTree, error) {
 		return nil, fmt.Errorf("%s: the top level must be an object of keys, not %s", path, describe(raw))
 	}
 	m, _ := normalize(root).(map[string]any)
-	return &fileTree{path: path, root: m}, nil
+	t := &fileTree{path: path, root: m}
+	// The order of an inline schema's keys, which a map forgets.
+	var ordered struct {
+		Generation struct {
+			ResponseFormat json.RawMessage `json:"response_format"`
+		} `json:"generation"`
+	}
+	if json.Unmarshal(b, &ordered) == nil {
+		if rf := bytes.TrimSpace(ordered.Generation.ResponseFormat); len(rf) > 0 && rf[0] == '{' {
+			t.objects = map[string]string{responseFormatKey: string(rf)}
+		}
+	}
+	return t, nil
 }
 
 // jsonErrorAt prefixes a JSON syntax error with line:col, which
@@ -266,6 +289,10 @@ func (t *fileTree) walk(m map[string]any, prefix string, errs *[]error) {
 		switch {
 		case strings.Contains(name, "."):
 			*errs = append(*errs, fmt.Errorf("%s: key %q has a dot in it: nest each part under the one before", t.where(full), full))
+		case full == promptMessagesKey:
+			if _, err := promptMessagesOf(v); err != nil {
+				*errs = append(*errs, fmt.Errorf("%s: %s: %v", t.where(full), full, err))
+			}
 		case full == extraBodyKey:
 			switch v.(type) {
 			case nil:
@@ -273,6 +300,26 @@ func (t *fileTree) walk(m map[string]any, prefix string, errs *[]error) {
 			case map[string]any:
 			default:
 				*errs = append(*errs, fmt.Errorf("%s: %s: must be a mapping of request fields, not %s", t.where(full), full, describe(v)))
+			}
+		case full == responseFormatKey:
+			switch v.(type) {
+			case nil:
+				m[name] = ""
+			case map[string]any:
+				text, ok := t.objects[full]
+				if !ok {
+					// TOML: its tables keep no order, so the keys go sorted.
+					b, err := json.Marshal(v)
+					if err != nil {
+						*errs = append(*errs, fmt.Errorf("%s: %s: %v", t.where(full), full, err))
+						continue
+					}
+					text = string(b)
+				}
+				m[name] = text
+			case string:
+			default:
+				*errs = append(*errs, fmt.Errorf("%s: %s: must be json_object, @FILE or a mapping (a JSON Schema), not %s", t.where(full), full, describe(v)))
 			}
 		case sections[full]:
 			switch sub := v.(type) {
@@ -373,4 +420,82 @@ func joinList(list []any) (string, error) {
 		parts[i] = strings.TrimSpace(s)
 	}
 	return strings.Join(parts, ","), nil
+}
+
+// yamlChild is the value node of a dotted key under the mapping n, or nil.
+func yamlChild(n *yaml.Node, dotted string) *yaml.Node {
+	for _, part := range strings.Split(dotted, ".") {
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == part {
+				next = n.Content[i+1]
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		n = next
+	}
+	return n
+}
+
+// yamlJSON writes a YAML value as JSON, mappings' keys in the order
+// written. Aliases are followed to a bounded depth (aliases of aliases make
+// a small file describe an exponentially large tree).
+func yamlJSON(n *yaml.Node, depth int) ([]byte, error) {
+	if depth > 64 {
+		return nil, errors.New("nested too deeply (or through too many aliases)")
+	}
+	var b bytes.Buffer
+	switch n.Kind {
+	case yaml.AliasNode:
+		return yamlJSON(n.Alias, depth+1)
+	case yaml.MappingNode:
+		b.WriteByte('{')
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			k, err := json.Marshal(n.Content[i].Value)
+			if err != nil {
+				return nil, err
+			}
+			b.Write(k)
+			b.WriteByte(':')
+			v, err := yamlJSON(n.Content[i+1], depth+1)
+			if err != nil {
+				return nil, err
+			}
+			b.Write(v)
+		}
+		b.WriteByte('}')
+	case yaml.SequenceNode:
+		b.WriteByte('[')
+		for i, e := range n.Content {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			v, err := yamlJSON(e, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			b.Write(v)
+		}
+		b.WriteByte(']')
+	default:
+		var v any
+		if err := n.Decode(&v); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n.Line, err)
+		}
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n.Line, err)
+		}
+		b.Truncate(b.Len() - 1)
+	}
+	return b.Bytes(), nil
 }

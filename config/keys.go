@@ -19,7 +19,7 @@ type key struct {
 	name  string
 	usage string
 	// field returns a pointer to the key's field in c: *string, *int, *int64,
-	// *float64, *bool, *time.Duration or *map[string]any.
+	// *float64, *bool, *time.Duration, *map[string]any or *[]PromptMessage.
 	field func(c *Config) any
 	// url marks strings that are URLs, whose passwords Redacted masks.
 	url bool
@@ -39,8 +39,8 @@ var keys = []key{
 	{name: "endpoint.ca_file", usage: "PEM bundle of private CA certificates to trust for an https base_url (and metrics_url), on top of the system's roots", field: func(c *Config) any { return &c.Endpoint.CAFile }},
 	{name: "endpoint.insecure_skip_verify", usage: "do not check the server's TLS certificate at all (testing only: anyone on the path can read the prompts and the API key); warned about at start", field: func(c *Config) any { return &c.Endpoint.InsecureSkipVerify }},
 
-	{name: "dataset.path", usage: "dataset file or glob (.jsonl, .json, .parquet; gzip and zstd read transparently), or a Hugging Face dataset hf://owner/name[@revision][/glob]", field: func(c *Config) any { return &c.Dataset.Path }},
-	{name: "dataset.format", usage: "row shape: auto, sharegpt, messages, prompt, alpaca or openai-batch", field: func(c *Config) any { return &c.Dataset.Format }},
+	{name: "dataset.path", usage: "dataset file or glob (.jsonl, .json, .parquet; gzip and zstd read transparently), a Hugging Face dataset hf://owner/name[@revision][/glob], or the output.dir of a run that ended (its records are the rows: a second pass)", field: func(c *Config) any { return &c.Dataset.Path }},
+	{name: "dataset.format", usage: "row shape: auto, sharegpt, messages, prompt, alpaca, openai-batch, or rows (any columns: prompt.messages makes the prompt; auto means rows when it is set)", field: func(c *Config) any { return &c.Dataset.Format }},
 	{name: "dataset.prompt_field", usage: "column holding the prompt text (required with dataset.format prompt)", field: func(c *Config) any { return &c.Dataset.PromptField }},
 	{name: "dataset.id_field", usage: "column holding each row's id; empty: the 0-based row index", field: func(c *Config) any { return &c.Dataset.IDField }},
 	{name: "dataset.params_field", usage: "column holding an object of each row's own request fields (temperature, max_tokens, seed, ...), which replace the config's for that row; empty: none (an openai-batch row's body always does)", field: func(c *Config) any { return &c.Dataset.ParamsField }},
@@ -56,8 +56,15 @@ var keys = []key{
 	{name: "generation.turns", usage: "first: answer the conversation up to its first assistant turn; all: regenerate every assistant turn in sequence, each asked with the model's own earlier answers (a whole conversation is one key, done when all its turns are)", field: func(c *Config) any { return &c.Generation.Turns }},
 	{name: "generation.on_length", usage: "what an answer cut at max_tokens (finish_reason length) does: keep it, or retry it with twice the room, up to 4x max_tokens, so that long reasoning is not silently dropped from the data", field: func(c *Config) any { return &c.Generation.OnLength }},
 	{name: "generation.require_reasoning", usage: "stop the run (exit 1) when the first answers carry no reasoning field but <think> tags in their content, as from a vLLM started without --reasoning-parser; false: only warn", field: func(c *Config) any { return &c.Generation.RequireReasoning }},
+	{name: "generation.response_format", usage: "the shape every answer's content must have, sent as OpenAI's response_format: json_object (one JSON object), a JSON Schema (a mapping in the file, '{...}' here) or @FILE holding one (or either as OpenAI's own response_format object); an answer whose content is not valid for it is asked again (generation.schema_retries), then recorded in errors/ (cause schema); empty: none", field: func(c *Config) any { return &c.Generation.ResponseFormat }},
+	{name: "generation.schema_retries", usage: "how many times an answer whose content is not valid for generation.response_format is asked again before it is recorded in errors/ (cause schema); 0: never", field: func(c *Config) any { return &c.Generation.SchemaRetries }},
+	{name: "generation.return_token_ids", usage: "ask the server for the token ids of every prompt and answer (vLLM >= 0.10.2's return_token_ids) and keep them in the record as prompt_token_ids and token_ids (per turn too), the exact tokens a drafter trains on", field: func(c *Config) any { return &c.Generation.ReturnTokenIDs }},
+	{name: "generation.logprobs", usage: "keep each generated token's logprob and its top N alternatives (ids and logprobs, in the record's logprobs), N at most 20; 0: none. Needs generation.return_token_ids", field: func(c *Config) any { return &c.Generation.Logprobs }},
+	{name: "generation.require_token_ids", usage: "stop the run (exit 1) when the first answers carry no token ids although generation.return_token_ids asks for them (a server that ignores it: vLLM before 0.10.2, most others); false: only warn", field: func(c *Config) any { return &c.Generation.RequireTokenIDs }},
 	{name: "generation.stream", usage: "stream answers (tokens counted as they arrive, time to first token measured)", field: func(c *Config) any { return &c.Generation.Stream }},
 	{name: "generation.extra_body", usage: `JSON object merged into every request body, e.g. '{"top_k":20}'`, field: func(c *Config) any { return &c.Generation.ExtraBody }},
+
+	{name: "prompt.messages", usage: `the turns sent for each row, made of its own fields: a list of {role, content}, each content a Go text/template ({{.question}}, {{.meta.lang}}, {{json .messages}}, {{.context | truncate 2000}}, {{.lang | default "en"}}, trim, join); a row lacking a field a turn reads is a bad row. Here a JSON list, e.g. '[{"role":"user","content":"{{.question}}"}]'; empty: the row's own prompt (dataset.format)`, field: func(c *Config) any { return &c.Prompt.Messages }},
 
 	{name: "concurrency", usage: "requests kept in flight at once: a number, or auto to grow and shrink it from the server's vLLM metrics (queue, throughput, preemptions, KV cache) up to 512, or auto:N up to N", field: func(c *Config) any { return &concurrencyValue{n: &c.Concurrency, auto: &c.ConcurrencyAuto} }},
 
@@ -120,9 +127,13 @@ func RegisterFlags(fs *pflag.FlagSet) {
 			fs.Duration(k.name, *p, k.usage)
 		case *map[string]any:
 			fs.String(k.name, canonicalJSON(*p), k.usage)
+		case *[]PromptMessage:
+			fs.String(k.name, promptMessagesText(*p), k.usage)
 		case *concurrencyValue:
 			n, auto := *p.n, *p.auto
 			fs.Var(&concurrencyValue{n: &n, auto: &auto}, k.name, k.usage)
+		case *ResponseFormat:
+			fs.String(k.name, p.Value, k.usage)
 		default:
 			panic(fmt.Sprintf("config: key %s has unsupported field type %T", k.name, p))
 		}

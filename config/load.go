@@ -36,8 +36,8 @@ func Load(fs *pflag.FlagSet, file string) (Config, error) {
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	def := Default()
 	for _, k := range keys {
-		if k.name == extraBodyKey {
-			continue // see loadExtraBody
+		if handLoaded[k.name] {
+			continue // see loadExtraBody, loadPromptMessages
 		}
 		// A default for every key, so viper knows them all.
 		v.SetDefault(k.name, defaultValue(k.field(&def)))
@@ -64,9 +64,12 @@ func Load(fs *pflag.FlagSet, file string) (Config, error) {
 	for _, k := range keys {
 		var raw any
 		var err error
-		if k.name == extraBodyKey {
+		switch k.name {
+		case extraBodyKey:
 			raw, cfg.Generation.ExtraBody, err = loadExtraBody(fs, tree)
-		} else {
+		case promptMessagesKey:
+			raw, cfg.Prompt.Messages, err = loadPromptMessages(fs, tree)
+		default:
 			raw = v.Get(k.name)
 			err = assign(k.field(&cfg), raw)
 		}
@@ -107,6 +110,8 @@ func defaultValue(p any) any {
 		return p.String()
 	case *concurrencyValue:
 		return p.value()
+	case *ResponseFormat:
+		return p.Value
 	}
 	return nil
 }
@@ -116,7 +121,7 @@ func defaultValue(p any) any {
 func viperTree(t *fileTree) map[string]any {
 	out := map[string]any{}
 	for _, k := range keys {
-		if k.name == extraBodyKey {
+		if handLoaded[k.name] {
 			continue
 		}
 		if val, ok := t.lookup(k.name); ok {
@@ -253,6 +258,8 @@ func assign(dst, raw any) error {
 		*p = d
 		return err
 	case *concurrencyValue:
+		return p.assign(raw)
+	case *ResponseFormat:
 		return p.assign(raw)
 	}
 	return fmt.Errorf("unsupported field type %T", dst)

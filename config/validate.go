@@ -28,7 +28,7 @@ func (e *FieldError) Error() string { return e.Key + ": " + e.Reason }
 
 // Enumerated values, in the order their errors list them.
 var (
-	DatasetFormats = []string{"auto", "sharegpt", "messages", "prompt", "alpaca", "openai-batch"}
+	DatasetFormats = []string{"auto", "sharegpt", "messages", "prompt", "alpaca", "openai-batch", "rows"}
 	OutputFormats  = []string{"jsonl", "parquet"}
 	BadRowPolicies = []string{"skip", "fail"}
 	// ShardBys are the values of dataset.shard_by.
@@ -48,6 +48,12 @@ var bodyKeysOwnedByConfig = map[string]string{
 	"max_tokens":  "generation.max_tokens",
 	"temperature": "generation.temperature",
 	"top_p":       "generation.top_p",
+	// With generation.return_token_ids and generation.logprobs, the
+	// record reads these fields' answers: they are asked for there.
+	"return_token_ids":           "generation.return_token_ids",
+	"logprobs":                   "generation.logprobs",
+	"top_logprobs":               "generation.logprobs",
+	"return_tokens_as_token_ids": "generation.logprobs",
 }
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -146,6 +152,8 @@ func (c Config) Validate() error {
 	oneOf("dataset.on_bad_row", d.OnBadRow, BadRowPolicies)
 	oneOf("dataset.shard_by", d.ShardBy, ShardBys)
 
+	c.validatePrompt(add)
+
 	g := c.Generation
 	atLeast("generation.max_tokens", int64(g.MaxTokens), 1)
 	if !(g.Temperature >= 0) || math.IsInf(g.Temperature, 0) {
@@ -157,9 +165,28 @@ func (c Config) Validate() error {
 	atLeast("generation.n", int64(g.N), 1)
 	oneOf("generation.turns", g.Turns, TurnsPolicies)
 	oneOf("generation.on_length", g.OnLength, LengthPolicies)
+	switch {
+	case g.Logprobs < 0 || g.Logprobs > MaxLogprobs:
+		add("generation.logprobs", g.Logprobs, fmt.Sprintf("%d is not between 0 (no logprobs) and %d", g.Logprobs, MaxLogprobs))
+	case g.Logprobs > 0 && !g.ReturnTokenIDs:
+		add("generation.logprobs", g.Logprobs, "needs generation.return_token_ids: true (the logprobs are kept token by token beside token_ids)", "generation.return_token_ids")
+	}
+	if g.RequireTokenIDs && !g.ReturnTokenIDs {
+		add("generation.require_token_ids", g.RequireTokenIDs, "needs generation.return_token_ids: true (no ids are asked for, so none can be required)", "generation.return_token_ids")
+	}
 	for _, k := range slices.Sorted(maps.Keys(g.ExtraBody)) {
 		if owner, ok := bodyKeysOwnedByConfig[k]; ok {
 			add("generation.extra_body", k, fmt.Sprintf("%q is set by %s; set it there", k, owner))
+		}
+	}
+	atLeast("generation.schema_retries", int64(g.SchemaRetries), 0)
+	if g.ResponseFormat.Set() {
+		// The answers are checked against generation.response_format: a
+		// shape of extra_body's own would make the server answer another.
+		for _, k := range []string{"response_format", "guided_json", "structured_outputs"} {
+			if _, ok := g.ExtraBody[k]; ok {
+				add("generation.extra_body", k, fmt.Sprintf("%q asks for a shape of its own, and generation.response_format is set: keep one (the answers are checked against generation.response_format)", k), responseFormatKey)
+			}
 		}
 	}
 	if _, err := json.Marshal(g.ExtraBody); err != nil {

@@ -53,6 +53,12 @@ func batchRequest(r row, p *Prompt) ([]Message, *fieldError) {
 	if fe != nil {
 		return nil, fe
 	}
+	if last := len(msgs) - 1; msgs[last].Role == "assistant" && body["continue_final_message"] != true {
+		// Sent as given, the answer would be a second assistant turn
+		// after the row's own: for training data, a turn that follows
+		// nothing to answer.
+		return nil, fieldErr(fmt.Sprintf("body.messages[%d].role", last), ErrEndsWithAnswer)
+	}
 	if fe := requestParams(body, "body", p); fe != nil {
 		return nil, fe
 	}

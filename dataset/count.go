@@ -18,6 +18,13 @@ func Count(opts Options) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if o.reading() {
+		rows := o.Output.Records()
+		if o.Limit > 0 {
+			rows = min(rows, o.Limit)
+		}
+		return o.Selection.Total(rows), nil
+	}
 	files, fetch, err := o.selectFiles()
 	if err != nil {
 		return 0, err

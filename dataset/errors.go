@@ -75,4 +75,29 @@ var (
 	ErrUnknownShape = errors.New("no conversations, messages, prompt, instruction, or custom_id and body field")
 	ErrNotText      = errors.New("not text")
 	ErrLineTooLong  = errors.New("line too long")
+	// ErrEndsWithAnswer: a request row whose last turn is an assistant
+	// turn, without body.continue_final_message (vLLM's prefill).
+	ErrEndsWithAnswer = errors.New(`"assistant" is the last turn: the answer would follow the model's own turn; drop the turn to have it answered anew, or set body.continue_final_message: true to continue it`)
+	// ErrRepeatedID: an earlier row had the row's id (RepeatedIDError).
+	ErrRepeatedID = errors.New("repeats the id of an earlier row")
 )
+
+// RepeatedIDError is a row whose id an earlier row of the selection had: a
+// key is asked once, by its first row, so the repeat is a bad row.
+type RepeatedIDError struct {
+	ID string
+	// First is where the first row with the id is ("file:line"), "" when
+	// it was not looked up (after the first few repeats: they cost a read
+	// of the dataset each).
+	First string
+}
+
+func (e *RepeatedIDError) Error() string {
+	if e.First == "" {
+		return fmt.Sprintf("repeats the id %q of an earlier row (each id is asked once, by its first row; the first %d repeats name it)", e.ID, maxLocated)
+	}
+	return fmt.Sprintf("repeats the id %q of %s (each id is asked once, by its first row)", e.ID, e.First)
+}
+
+// Unwrap returns ErrRepeatedID.
+func (e *RepeatedIDError) Unwrap() error { return ErrRepeatedID }

@@ -26,8 +26,9 @@ type Prompt struct {
 	Messages []Message
 	// Conversation is every turn of a multi-turn row when the reader was
 	// asked for whole conversations (Options.Conversations), assistant turns
-	// as empty placeholders for the model's own answers; nil otherwise, and
-	// for the shapes that hold a single prompt.
+	// as empty placeholders for the model's own answers (one for assistant
+	// turns in a row: never two in a row); nil otherwise, and for the
+	// shapes that hold a single prompt.
 	Conversation []Message
 	// Source is the row's source/category column, when it has one.
 	Source string

@@ -19,6 +19,10 @@ type Options struct {
 	// Conversations fills Prompt.Conversation with every turn of a
 	// multi-turn row (generation.turns: all).
 	Conversations bool
+	// Template, when set, makes each row's messages from its own fields
+	// (prompt.messages, template.go): the row shape is then rows, whatever
+	// its columns, and Format must be auto or rows.
+	Template []MessageTemplate
 	// OnBadRow is "skip" (the default: report through OnSkip, count in
 	// Skipped) or "fail" (Next returns the *RowError).
 	OnBadRow string
@@ -37,6 +41,10 @@ type Options struct {
 	// dataset (a Ctrl-C during a long download); nil never cancels. A
 	// download cut this way resumes where it was on the next Open.
 	Context context.Context
+	// Outputs reads a synthgen output directory named by Path (outdir.go):
+	// outdir.Reader{} of package dataset/outdir. Nil: such a path is an
+	// error that says so.
+	Outputs Outputs
 	// Remote reads hf:// paths: hub.Remote{} of package dataset/hub, which
 	// the programs that read such paths set. It is a field rather than an
 	// import so that this package links no HTTP client. Nil: an hf:// path
@@ -60,9 +68,15 @@ func (o Options) normalize() (Options, error) {
 	switch o.Format {
 	case "":
 		o.Format = FormatAuto
-	case FormatAuto, FormatShareGPT, FormatMessages, FormatPrompt, FormatAlpaca, FormatOpenAIBatch:
+	case FormatAuto, FormatShareGPT, FormatMessages, FormatPrompt, FormatAlpaca, FormatOpenAIBatch, FormatRows:
 	default:
-		return o, fmt.Errorf("dataset format %q: want auto, sharegpt, messages, prompt, alpaca or openai-batch", o.Format)
+		return o, fmt.Errorf("dataset format %q: want auto, sharegpt, messages, prompt, alpaca, openai-batch or rows", o.Format)
+	}
+	if err := o.checkTemplate(); err != nil {
+		return o, err
+	}
+	if err := o.checkOutput(); err != nil {
+		return o, err
 	}
 	switch o.OnBadRow {
 	case "":
@@ -125,6 +139,11 @@ type Reader struct {
 	ids     idSource
 	idVals  [][]byte
 	idBuf   []byte
+
+	// The question asked after a row is decoded (SetRepeat), and how many
+	// repeated ids had their first row looked for (firstRow).
+	repeat  RepeatFunc
+	located int
 }
 
 // SkipFunc is asked about a row of the selection before it is decoded: its
@@ -156,6 +175,19 @@ func idSourceOf(o Options) idSource {
 	return idSource{index: true}
 }
 
+// RepeatFunc is asked about each row of the selection that decoded into a
+// prompt: its id and index (byIndex: the id is the row's index, no field
+// named it). True means an earlier row of this pass had the id: the row is
+// a bad row (a *RepeatedIDError), reported and counted as any other, so
+// that each id is asked once, by its first row. It runs on the goroutine
+// calling Next; id is valid during the call only (see SkipFunc).
+type RepeatFunc func(id string, index int64, byIndex bool) bool
+
+// SetRepeat installs fn (nil: none): from the next call on, Next asks it
+// about every row that decodes. The reader keeps no set of ids itself: the
+// caller knows which keys it asked.
+func (r *Reader) SetRepeat(fn RepeatFunc) { r.repeat = fn }
+
 // SetSkip installs fn (nil: none): from the next call on, Next asks it
 // about each row of the selection whose id it can read without decoding
 // the row, and passes over the rows it says are not needed. A row whose id
@@ -183,6 +215,9 @@ func (r *Reader) readIDColumn() {
 // skipRow reads the id of the row at r.index from its raw bytes (nil for a
 // source without them) and asks r.skip.
 func (r *Reader) skipRow(raw []byte) bool {
+	if k, ok := r.cur.(keyed); ok {
+		return r.skip(k.rowID(), r.index, false)
+	}
 	if r.ids.index {
 		return r.skipByIndex()
 	}
@@ -256,6 +291,12 @@ func Open(opts Options) (*Reader, error) {
 			paramsField: o.ParamsField,
 		},
 	}
+	if r.conv.tmpl, err = CompileTemplate(o.Template); err != nil {
+		return nil, err
+	}
+	if o.reading() {
+		r.ids = idSource{} // each row's id is its record's key (outputSource)
+	}
 	if err := r.openNext(); err != nil {
 		return nil, err
 	}
@@ -270,8 +311,11 @@ func (r *Reader) openNext() error {
 			return err
 		}
 	}
-	src, err := openSource(path)
-	if err != nil {
+	var src source
+	var err error
+	if r.opts.reading() {
+		src = openOutputPart(r.opts.Outputs, path, r.opts.Output.Samples)
+	} else if src, err = openSource(path); err != nil {
 		return err
 	}
 	r.nextFile++
@@ -347,6 +391,16 @@ func (r *Reader) Next() (Prompt, error) {
 		if bad == nil && r.opts.Conversations {
 			p.Conversation, bad = r.conv.conversation(row)
 		}
+		if k, ok := r.cur.(keyed); ok {
+			p.ID = k.rowID()
+		}
+		byIndex := p.ID == "" // no id field, and the row names no id of its own
+		if byIndex {
+			p.ID = string(r.appendIndexID(nil, fileRow))
+		}
+		if bad == nil && r.repeat != nil && r.repeat(p.ID, index, byIndex) {
+			bad = fieldErr(r.idFieldOf(byIndex), &RepeatedIDError{ID: p.ID, First: r.firstRow(p.ID, index)})
+		}
 		if bad != nil {
 			re := &RowError{File: r.curPath, Line: pos.line, Row: index, FileRow: pos.fileRow, Field: bad.field, Err: bad.err}
 			if r.opts.OnBadRow == OnBadRowFail {
@@ -359,15 +413,59 @@ func (r *Reader) Next() (Prompt, error) {
 			}
 			continue
 		}
-		if p.ID == "" { // no id field, and the row names no id of its own
-			p.ID = string(r.appendIndexID(nil, fileRow))
-		}
 		p.Index = index
 		p.Location = location(r.curPath, pos.line, pos.fileRow)
 		r.sayIgnored(&p)
 		return p, nil
 	}
 	return Prompt{}, r.err
+}
+
+// idFieldOf names the field a row's id came from: the id column, else a
+// batch row's custom_id; "" for a row whose id is its index.
+func (r *Reader) idFieldOf(byIndex bool) string {
+	switch {
+	case byIndex:
+		return ""
+	case r.opts.IDField != "":
+		return r.opts.IDField
+	}
+	return "custom_id"
+}
+
+// maxLocated bounds how many repeated ids a reader looks up the first row
+// of: each look reads the dataset again up to the repeat (passing over
+// every other row before decoding it), which a handful of repeats affords
+// and a dataset concatenated to itself does not. Later repeats are named
+// without their first row.
+const maxLocated = 16
+
+// firstRow is the location of the first row of this reader's selection,
+// before index, that has id and decodes into a prompt; "" when it is not
+// found or maxLocated lookups were made already.
+func (r *Reader) firstRow(id string, index int64) string {
+	if r.located >= maxLocated || index == 0 {
+		return ""
+	}
+	r.located++
+	o := r.opts
+	o.Limit = index // rows before the repeat
+	o.OnBadRow, o.OnSkip, o.OnIgnored, o.OnDownload = OnBadRowSkip, nil, nil, nil
+	sub := &Reader{ids: r.ids, opts: o, files: r.files, fetch: r.fetch, conv: r.conv}
+	defer sub.Close()
+	if err := sub.openNext(); err != nil {
+		return ""
+	}
+	sub.SetSkip(func(rid string, _ int64, _ bool) bool { return rid != id })
+	for {
+		p, err := sub.Next()
+		if err != nil {
+			return ""
+		}
+		if p.ID == id {
+			return p.Location
+		}
+	}
 }
 
 // sayIgnored tells OnIgnored of each field of p's Ignored it has not heard of.

@@ -84,6 +84,9 @@ type fetcher func(path string) error
 // Open downloads only the files it reaches, and Count only those it counts
 // before Limit.
 func resolveFiles(o Options) ([]string, fetcher, error) {
+	if o.reading() {
+		return outputFiles(o.Path, o.Output), nil, nil
+	}
 	if !isHubPath(o.Path) {
 		files, err := resolve(o.Path)
 		return files, nil, err

@@ -33,6 +33,7 @@ type converter struct {
 	promptField string // "" in auto mode: "prompt"
 	idField     string
 	sourceField string
+	tmpl        *Template // prompt.messages: the messages are rendered from the row (format rows)
 }
 
 // convert fills p with the conversation to send, the row's id (when an id
@@ -66,6 +67,8 @@ func (c *converter) convert(r row, p *Prompt) *fieldError {
 		msgs, fe = promptColumn(r, c.promptFieldName())
 	case FormatAlpaca:
 		msgs, fe = alpaca(r)
+	case FormatRows:
+		msgs, fe = c.tmpl.render(r)
 	default:
 		fe = fieldErr("", ErrUnknownShape)
 	}
@@ -160,6 +163,12 @@ func (c *converter) conversation(r row) ([]Message, *fieldError) {
 // with whole every turn, assistant turns as empty placeholders. Each turn
 // may be {from, value} or {role, content} whatever the list is called,
 // because datasets mix them; errors name the keys the turn used.
+//
+// With whole, assistant turns in a row (no user or system turn between
+// them: a reply split in two, as scraped chats have) are one placeholder:
+// the model answers once where they stand. Asked once more, the second
+// answer would follow the model's own turn with nothing new to answer, a
+// conversation no chat (and no draft model trained on the data) sees.
 func turns(r row, list, roleKey, contentKey string, whole bool) ([]Message, *fieldError) {
 	items, fe := turnList(r[list], list)
 	if fe != nil {
@@ -195,7 +204,9 @@ func turns(r row, list, roleKey, contentKey string, whole bool) ([]Message, *fie
 				// An answer with no question before it: nothing to ask.
 				return nil, fieldErr(at(rk), ErrNoUserTurn)
 			}
-			msgs = append(msgs, Message{Role: role})
+			if n := len(msgs); msgs[n-1].Role != "assistant" {
+				msgs = append(msgs, Message{Role: role})
+			}
 			continue
 		}
 		content, fe := contentOf(turn[ck], at(ck), ck == "content")

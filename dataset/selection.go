@@ -38,6 +38,10 @@ type Selection struct {
 	// when the job started (Stamp reads only those): compared on resume,
 	// no part of the hash.
 	ShardContent Content `json:"shard_content,omitempty" key:"dataset.shard_content,part"`
+	// Output is what a synthgen output directory that Path names held when
+	// the job started (outdir.go): its records are the rows. Zero for
+	// any other dataset.
+	Output OutputStamp `json:"output,omitzero" key:"dataset.output,zero"`
 	// Format is the row shape: auto (per row), sharegpt, messages, prompt
 	// or alpaca. Empty means auto.
 	Format string `json:"format" key:"dataset.format"`

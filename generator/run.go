@@ -33,8 +33,9 @@ type Result struct {
 	Outcome Outcome
 	Summary runstats.Summary
 	// Err is why the run could not go on: the pool's (a bad row with
-	// dataset.on_bad_row fail, a disk that filled, *pool.NoReasoningError)
-	// or concurrency: auto's refusal (*autoconc.RefusedError); nil else.
+	// dataset.on_bad_row fail, a disk that filled, *pool.NoReasoningError,
+	// *pool.NoTokenIDsError) or concurrency: auto's refusal
+	// (*autoconc.RefusedError); nil else.
 	Err error
 	// CloseErr is the output's close error; the parts it left are
 	// recovered by the next run.

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/dataset/outdir"
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/pool"
@@ -57,6 +59,14 @@ type Setup struct {
 	// (generation.require_reasoning): the run drains and Run returns a
 	// *NoReasoningError. Else it is a warning on Log and in status.json.
 	RequireReasoning bool
+	// SchemaRetries is how often an answer not in the job's response
+	// format is asked again before it is a failure (cause "schema").
+	SchemaRetries int
+	// RequireTokenIDs makes a server that ignores return_token_ids fatal
+	// (generation.require_token_ids): the run drains and Run returns a
+	// *NoTokenIDsError. Else it is a warning on Log and in status.json.
+	// Only a job that asks for ids (Sampling.ReturnTokenIDs) is checked.
+	RequireTokenIDs bool
 
 	OnBadRow   string                               // dataset.on_bad_row
 	OnSkip     func(*dataset.RowError)              // a skipped bad row
@@ -101,14 +111,17 @@ type Runner struct {
 	setup Setup
 	job   job.Job
 	rows  int64 // selected rows
-	// maxModelLen is the model's context from /v1/models (vLLM's
-	// max_model_len); 0 when the server does not list it.
+	// maxModelLen is the model's context from /v1/models (vLLM's and
+	// SGLang's max_model_len, llama.cpp's meta.n_ctx); 0 when the server
+	// does not list it.
 	maxModelLen int
-	out         *sink.Sink
-	src         *dataset.Reader
-	eng         *pool.Engine
-	auto        *autoconc.State     // concurrency: auto's limit and why; nil when fixed
-	metrics     []autoconc.Endpoint // Setup.Metrics, each scrape shared by its readers
+	// server is the kind of server, as /v1/models named it (owned_by).
+	server  promscrape.Kind
+	out     *sink.Sink
+	src     *dataset.Reader
+	eng     *pool.Engine
+	auto    *autoconc.State     // concurrency: auto's limit and why; nil when fixed
+	metrics []autoconc.Endpoint // Setup.Metrics, each scrape shared by its readers
 }
 
 // Open prepares a run. ctx bounds the preparation (a Hub download, waiting
@@ -153,6 +166,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 		return nil, err
 	}
 	r.job.Sampling.Model, r.maxModelLen = model.ID, model.MaxModelLen
+	r.server = promscrape.KindOf(model.OwnedBy)
 	s.Stats.SetMaxModelLen(model.MaxModelLen)
 
 	sj, err := r.job.ManifestEntry(s.Version, s.Config)
@@ -180,6 +194,15 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 			_ = r.out.Close()
 		}
 	}()
+	// What the directory holds counts from the first status.json on; the
+	// producer passes the keys after the first one it asks only as the
+	// pool lets it read on (Stats.SeedHeld).
+	keys := r.job.Total(r.rows)
+	held, failed := min(int64(r.out.DoneCount()), keys), int64(0)
+	if !s.RetryErrors {
+		failed = min(int64(r.out.FailedCount()), keys-held)
+	}
+	s.Stats.SeedHeld(held, failed)
 	r.eng, err = pool.New(clients[0], s.Stats, pool.Options{
 		Endpoints:    targets,
 		Concurrency:  s.Concurrency,
@@ -203,7 +226,10 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 			Sample:  r.reasoningSample(),
 			Require: s.RequireReasoning,
 			OnFound: r.noReasoning,
+			Server:  r.server,
 		},
+		SchemaRetries: s.SchemaRetries,
+		TokenIDs:      r.tokenIDsPolicy(),
 	})
 	if err != nil {
 		return nil, err
@@ -242,10 +268,31 @@ func (r *Runner) reasoningSample() int {
 // noReasoning says, once, that the server sends no reasoning: on Log and
 // in status.json's warnings (the writer goroutine calls it).
 func (r *Runner) noReasoning(e *pool.NoReasoningError) {
-	msg := fmt.Sprintf("%v; %s", e, pool.ReasoningParserHint)
+	msg := fmt.Sprintf("%v; %s", e, e.Hint())
 	fmt.Fprintf(r.setup.Log, "warning: %s\n", msg)
 	if r.setup.RequireReasoning {
 		fmt.Fprintf(r.setup.Log, "generation.require_reasoning: no new requests; the ones in flight finish, what was written is kept\n")
+		r.status.SetState(runstats.StateDraining)
+	}
+	r.status.AddWarning(msg)
+}
+
+// tokenIDsPolicy checks the first answers for ids when the job asks for
+// them, as many as the reasoning check reads.
+func (r *Runner) tokenIDsPolicy() pool.TokenIDsPolicy {
+	if !r.job.Sampling.ReturnTokenIDs {
+		return pool.TokenIDsPolicy{}
+	}
+	return pool.TokenIDsPolicy{Sample: r.reasoningSample(), Require: r.setup.RequireTokenIDs, OnFound: r.noTokenIDs}
+}
+
+// noTokenIDs says, once, that the server sends no token ids: on Log and in
+// status.json's warnings (the writer goroutine calls it).
+func (r *Runner) noTokenIDs(e *pool.NoTokenIDsError) {
+	msg := fmt.Sprintf("%v; %s", e, pool.TokenIDsHint)
+	fmt.Fprintf(r.setup.Log, "warning: %s\n", msg)
+	if r.setup.RequireTokenIDs {
+		fmt.Fprintf(r.setup.Log, "generation.require_token_ids: no new requests; the ones in flight finish, what was written is kept\n")
 		r.status.SetState(runstats.StateDraining)
 	}
 	r.status.AddWarning(msg)
@@ -271,12 +318,27 @@ func (r *Runner) pinDataset(ctx context.Context) (dataset.Options, error) {
 	opts := dataset.Options{
 		Selection:     r.job.Selection,
 		Conversations: r.job.Prompt.Whole(),
+		Template:      r.job.Prompt.Template,
 		OnBadRow:      s.OnBadRow,
 		OnSkip:        s.OnSkip,
 		OnIgnored:     s.OnIgnored,
 		OnDownload:    s.OnDownload,
 		Remote:        s.Remote,
+		Outputs:       outdir.Reader{},
 		Context:       ctx, // Ctrl-C ends a Hub download; it resumes next time
+	}
+	if out, ok, err := dataset.StampOutput(opts); ok || err != nil {
+		// A synthgen output directory (a first pass): its content is its
+		// job and its final parts as they are now.
+		if err != nil {
+			return opts, &DatasetError{Err: err}
+		}
+		if sameDir(opts.Path, s.Dir) {
+			return opts, &DatasetError{Err: fmt.Errorf("dataset.path %s is output.dir: a pass reads another run's output directory, and writes its own", opts.Path)}
+		}
+		r.job.Selection.Output = out
+		opts.Selection = r.job.Selection
+		return opts, nil
 	}
 	if !strings.HasPrefix(opts.Path, "hf://") {
 		if !s.Rehash {
@@ -421,4 +483,14 @@ func newReportConfig(j job.Job, s Setup) runstats.ReportConfig {
 		Stream:       s.Stream,
 		OutputFormat: s.Format,
 	}
+}
+
+// sameDir reports whether a and b name one directory.
+func sameDir(a, b string) bool {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := os.Stat(b)
+	return err == nil && os.SameFile(sa, sb)
 }

@@ -80,6 +80,30 @@ func (r Recovered) Done(k Key) bool { return r.done.Has(k) }
 // Failed reports whether k had an error record and no record.
 func (r Recovered) Failed(k Key) bool { return r.failed.Has(k) && !r.Done(k) }
 
+// Visits are the marks one pass over the dataset leaves on the keys a
+// directory held, so that a row whose key an earlier row of the pass had
+// (a repeated id) is told from a key found done (about a bit a key).
+type Visits struct {
+	done, failed *keyset.Marks
+}
+
+// Visits returns marks of r's keys, none visited. They belong to the
+// goroutine that reads the dataset.
+func (r Recovered) Visits() *Visits {
+	return &Visits{done: r.done.Marks(), failed: r.failed.Marks()}
+}
+
+// Visit reports whether k had a record (done) or else an error record and
+// no record (failed), and when it had either, whether this pass visited it
+// before; it marks k visited.
+func (v *Visits) Visit(k Key) (done, failed, before bool) {
+	if in, b := v.done.Visit(k); in {
+		return true, false, b
+	}
+	in, b := v.failed.Visit(k)
+	return false, in, b
+}
+
 // Manifest returns a copy of the manifest as last written (for tests); its
 // slices are not shared with the Sink.
 func (s *Sink) Manifest() Manifest {

@@ -76,3 +76,41 @@ func readHolder(f *os.File) (lockHolder, bool) {
 	}
 	return h, true
 }
+
+// Holder is the synthgen process holding an output directory's lock.
+type Holder struct {
+	PID      int    // 0 when the holder has not written itself (an older synthgen)
+	Hostname string // "" with PID 0
+}
+
+func (h Holder) String() string {
+	if h.PID == 0 {
+		return "another synthgen run"
+	}
+	return fmt.Sprintf("synthgen pid %d on %s", h.PID, h.Hostname)
+}
+
+// HeldBy reports whether a run holds dir's lock now, and who, without
+// writing to dir: the lock file is opened read-only (none: no run has held
+// it, nor holds it) and a shared lock tried at once and released. The
+// answer is for a reader (inspect, export) to say what it reads: a run that
+// starts or ends a moment later changes it.
+func HeldBy(dir string) (Holder, bool, error) {
+	f, err := os.Open(filepath.Join(dir, LockName))
+	if errors.Is(err, os.ErrNotExist) {
+		return Holder{}, false, nil
+	}
+	if err != nil {
+		return Holder{}, false, err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return Holder{}, false, fmt.Errorf("lock %s: %w", f.Name(), err)
+		}
+		h, _ := readHolder(f)
+		return Holder{PID: h.PID, Hostname: h.Hostname}, true, nil
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return Holder{}, false, nil
+}

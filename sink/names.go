@@ -161,7 +161,7 @@ func checkOwnDir(dir string) error {
 		switch name := e.Name(); {
 		case name == ManifestName || name == "data" || name == "errors":
 			return nil // a synthgen output (recovery decides what it holds)
-		case name == LockName || name == "status.json" || name == "report.json" || IsPartLog(name) || strings.HasPrefix(name, "."):
+		case name == LockName || name == "status.json" || name == "report.json" || name == "history.jsonl" || IsPartLog(name) || strings.HasPrefix(name, "."):
 		default:
 			other = append(other, name)
 		}

@@ -34,6 +34,14 @@ type Record struct {
 	TTFTMS           float64   `json:"ttft_ms" parquet:"ttft_ms"`
 	Attempts         int       `json:"attempts" parquet:"attempts"`
 	CreatedAt        time.Time `json:"created_at" parquet:"created_at,timestamp(millisecond)"`
+	// The tokens, with generation.return_token_ids and generation.logprobs
+	// (tokens.go): the ids the server tokenized the prompt into and those
+	// it generated, whether their count disagrees with usage, and the
+	// generated tokens' logprobs. With Turns, the last turn's.
+	PromptTokenIDs   []int32   `json:"prompt_token_ids,omitempty" parquet:"prompt_token_ids,list"`
+	TokenIDs         []int32   `json:"token_ids,omitempty" parquet:"token_ids,list"`
+	TokenIDsMismatch string    `json:"token_ids_mismatch,omitempty" parquet:"token_ids_mismatch"`
+	Logprobs         *Logprobs `json:"logprobs,omitempty" parquet:"logprobs,optional"`
 	// Turns holds every assistant turn of a whole conversation regenerated
 	// by the model (generation.turns: all), in order; empty when the job
 	// answers the first turn only. Messages is then what was sent for the
@@ -50,6 +58,12 @@ type Turn struct {
 	FinishReason     string `json:"finish_reason" parquet:"finish_reason"`
 	PromptTokens     int    `json:"prompt_tokens" parquet:"prompt_tokens"`
 	CompletionTokens int    `json:"completion_tokens" parquet:"completion_tokens"`
+	// The turn's tokens, as the record's (tokens.go): PromptTokenIDs are
+	// what the server saw for this turn, the model's earlier answers in it.
+	PromptTokenIDs   []int32   `json:"prompt_token_ids,omitempty" parquet:"prompt_token_ids,list"`
+	TokenIDs         []int32   `json:"token_ids,omitempty" parquet:"token_ids,list"`
+	TokenIDsMismatch string    `json:"token_ids_mismatch,omitempty" parquet:"token_ids_mismatch"`
+	Logprobs         *Logprobs `json:"logprobs,omitempty" parquet:"logprobs,optional"`
 }
 
 // Key identifies a record: a prompt id and the sample number. Package

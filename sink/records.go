@@ -76,7 +76,7 @@ var recordSchema = parquet.SchemaOf(Record{})
 
 // addedColumns are the record's columns that parts written before them
 // lack: they read as empty (a part of a first-turn job has no turns).
-var addedColumns = map[string]bool{"turns": true}
+var addedColumns = map[string]bool{"turns": true, "prompt_token_ids": true, "token_ids": true, "token_ids_mismatch": true, "logprobs": true}
 
 // eachParquetRecord reads every row of a Parquet part, readBatch rows
 // at a time. parquet-go panics on some malformed pages: the panic becomes
@@ -125,6 +125,7 @@ func eachRowGroupRecord(g int, rg parquet.RowGroup, rows []Record, fn func(*Reco
 		clear(rows)
 		n, err := rd.Read(rows)
 		for i := range rows[:n] {
+			rows[i].emptyTokensNil()
 			if ferr := fn(&rows[i]); ferr != nil {
 				return ferr
 			}

@@ -87,7 +87,8 @@ func batchRows(t *testing.T, n int) (path string, rows []batchRow) {
 		fmt.Fprintf(&b, `{"custom_id":%q,"method":"POST","url":"/v1/chat/completions","body":{%s}}`+"\n", r.id, strings.Join(fields, ","))
 		rows = append(rows, r)
 	}
-	// A repeated custom_id is asked once, by its first line.
+	// A repeated custom_id is asked once, by its first line: the repeat is a
+	// bad row.
 	b.WriteString(`{"custom_id":"req-005","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"a second req-005"}]}}` + "\n")
 	path = filepath.Join(t.TempDir(), "batch.jsonl")
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
@@ -99,7 +100,7 @@ func batchRows(t *testing.T, n int) (path string, rows []batchRow) {
 // TestRunAnswersAnOpenAIBatchFile: every custom_id is asked exactly once,
 // with the row's own temperature and max_tokens where it has them and the
 // config's where it has none; the records hold what was sent; a resume asks
-// nothing. A repeated custom_id is asked once.
+// nothing. A repeated custom_id is asked once: the repeat is a bad row.
 func TestRunAnswersAnOpenAIBatchFile(t *testing.T) {
 	clearSynthgenEnv(t)
 	for _, format := range []string{"openai-batch", "auto"} {
@@ -112,13 +113,18 @@ func TestRunAnswersAnOpenAIBatchFile(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "out")
 			args := []string{"run", "--quiet",
 				"--endpoint.base_url=" + ts.URL + "/v1", "--endpoint.model=org/Model-B",
-				"--dataset.path=" + data, "--dataset.format=" + format, "--dataset.on_bad_row=fail",
+				"--dataset.path=" + data, "--dataset.format=" + format, "--dataset.on_bad_row=skip",
 				"--output.dir=" + dir, "--output.format=jsonl", "--output.shard_size=64", "--concurrency=8",
 				"--generation.temperature=0.6", "--generation.max_tokens=512", "--generation.top_p=0.95",
 				"--generation.stream=true", `--generation.extra_body={"top_k": 20}`,
 			}
 			res := cliRun(t, args...)
 			res.ok(t, "run")
+			// The one bad row is the repeat: every shape above makes a request.
+			if c := strings.Count(res.stderr, "skip row "); c != 1 ||
+				!strings.Contains(res.stderr, "skip row "+data+`:301: custom_id: repeats the id "req-005" of `+data+":6") {
+				t.Errorf("stderr should name the repeated custom_id as the one bad row (%d skipped):\n%s", c, res.stderr)
+			}
 			if c := strings.Count(res.stderr, "ask for model"); c != 1 || !strings.Contains(res.stderr, `model "gpt-4o-mini"`) {
 				t.Errorf("stderr should note body.model once:\n%s", res.stderr)
 			}

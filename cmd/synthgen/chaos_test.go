@@ -172,6 +172,8 @@ type chaosJob struct {
 	// maxDelay is the longest a run lives before its kill; with ~300
 	// answers a second, ten kills cover well under the dataset.
 	maxDelay time.Duration
+	extra    []string                   // more flags for every run
+	check    func(r sink.Record, i int) // when set, what the final records are checked with
 }
 
 // killDelay is how long a run lives before its kill: a quarter of the
@@ -207,7 +209,7 @@ func runChaos(t *testing.T, job chaosJob) {
 	// second and each run between kills writes a few shards.
 	m := startMock(t, mockserver.Options{TokenDelay: 2 * time.Millisecond, MeanTokens: 50, Seed: job.seed})
 	runArgs := func(concurrency int) []string {
-		return []string{"run",
+		return append([]string{"run",
 			"--dataset.path", ds,
 			"--endpoint.base_url", m.BaseURL,
 			"--output.dir", out,
@@ -220,7 +222,7 @@ func runChaos(t *testing.T, job chaosJob) {
 			"--progress.interval", chaosInterval.String(),
 			"--log-format", "json",
 			"--generation.turns", map[bool]string{true: "all", false: "first"}[job.turns > 1],
-		}
+		}, job.extra...)
 	}
 	args := runArgs(chaosConcurrency)
 
@@ -284,9 +286,12 @@ func runChaos(t *testing.T, job chaosJob) {
 	if len(lines) == 0 || lines[len(lines)-1].Done != int64(job.prompts) {
 		fatalf("final run: last progress line %+v, want done %d", lines[len(lines)-1:], job.prompts)
 	}
-	if job.turns > 1 {
+	switch {
+	case job.check != nil:
+		checkCompleteWith(t, out, job.prompts, job.check)
+	case job.turns > 1:
 		checkCompleteWith(t, out, job.prompts, func(r sink.Record, i int) { checkConversation(t, r, i, job.turns) })
-	} else {
+	default:
 		checkComplete(t, out, job.prompts, mockserver.DefaultModel)
 	}
 

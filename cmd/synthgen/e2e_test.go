@@ -341,8 +341,12 @@ func TestParquetReadByDuckDB(t *testing.T) {
 		"prompt_tokens": "BIGINT", "completion_tokens": "BIGINT",
 		"latency_ms": "DOUBLE", "ttft_ms": "DOUBLE", "attempts": "BIGINT",
 		"created_at": "TIMESTAMP",
+		// The tokens (empty lists and a null logprobs without them).
+		"prompt_token_ids": "INTEGER[]", "token_ids": "INTEGER[]", "token_ids_mismatch": "VARCHAR",
+		"logprobs": duckdbLogprobs,
 		// A whole conversation's turns, nested (empty for a first-turn job).
-		"turns": "STRUCT(reasoning VARCHAR, content VARCHAR, finish_reason VARCHAR, prompt_tokens BIGINT, completion_tokens BIGINT)[]",
+		"turns": "STRUCT(reasoning VARCHAR, content VARCHAR, finish_reason VARCHAR, prompt_tokens BIGINT, completion_tokens BIGINT, " +
+			"prompt_token_ids INTEGER[], token_ids INTEGER[], token_ids_mismatch VARCHAR, logprobs " + duckdbLogprobs + ")[]",
 	}
 	var names, gotNames []string
 	rt := reflect.TypeFor[sink.Record]()
@@ -408,6 +412,9 @@ func TestParquetReadByDuckDB(t *testing.T) {
 		t.Errorf("DuckDB created_at %q (%v), parquet-go %v", rec.CreatedAt, err, want.CreatedAt)
 	}
 }
+
+// duckdbLogprobs is the record's logprobs as DuckDB types them.
+const duckdbLogprobs = "STRUCT(token_logprobs FLOAT[], top_ids INTEGER[][], top_tokens VARCHAR[][], top_logprobs FLOAT[][])"
 
 // numbersUnquoted turns DuckDB's JSON strings of BIGINT values ("12")
 // into JSON numbers, so both spellings decode into json.Number.

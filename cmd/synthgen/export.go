@@ -6,6 +6,7 @@ package main
 // internal/export. This file holds the flags, the refusal and the summary.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -37,11 +38,16 @@ directories made by different jobs refuse the export (exit 1) with each
 problem and what to do.
 
 Formats (--format):
-  specforge     SpecForge's conversation format, one JSON line per record:
+  specforge     SpecForge's conversation format, one JSON line per record, as
+                its regenerate_train_data.py writes it:
                 {"id", "conversations": [{"role", "content"}, ...,
-                {"role": "assistant", "content", "reasoning_content"}]}
-                The system turn is written when one was sent; reasoning is
-                only ever in reasoning_content.
+                {"role": "assistant", "content", "reasoning_content"}],
+                "status": "success"}
+                The system turn is written when one was sent. SpecForge's
+                thinking templates read reasoning_content; its general ones
+                drop it: give those --reasoning inline. A row SpecForge's
+                validate_regenerated_data.py would refuse is dropped (the
+                specforge filter).
   sharegpt      {"id", "conversations": [{"from": "system"|"human"|"gpt", "value"}]}
   messages      OpenAI chat: {"id", "messages": [{"role", "content"}]}
   openai-batch  the OpenAI Batch API output file: {"id", "custom_id", "response":
@@ -63,16 +69,25 @@ Filters (what each dropped is printed on stderr and in the card):
   empty         no content; always on
   think_tags    <think> or </think> in content (the server ran without a
                 reasoning parser); off with --keep-think-tags
+  specforge     (specforge only) a blank id or turn, a role other than
+                system, user and assistant, a system turn after a user turn,
+                or turns that do not alternate from user
   Requests that failed for good are never training rows (openai-batch can
   write them as error lines with --include-errors).
 
-An existing --out is replaced only with --overwrite; a path inside an output
-directory, or a file of the dataset the job reads, is refused always. A
-directory named twice (another spelling, an overlapping glob) is read once.
+An existing --out is replaced only with --overwrite, and with --hf only when
+it is a dataset an export wrote (a README.md card and data/train-*.parquet,
+nothing else); a path inside an output directory, or a file of the dataset
+the job reads, is refused always. A directory named twice (another
+spelling, an overlapping glob) is read once.
 
-The file appears under PATH only when complete (written under a temporary
-name, fsynced, renamed): a killed export leaves PATH as it was. Records are
-not held in memory: an index of keys is sorted and each record read again.
+The output appears under PATH only when complete: it is written beside it as
+.NAME.synthgen-export-DIGITS.tmp, fsynced and renamed. An error, SIGINT or
+SIGTERM removes the temporary and leaves PATH as it was (exit 130 for a
+signal). kill -9 leaves the temporary; the next export of the same PATH
+removes it, and says so, once no export running in that directory can own
+it. Records are not held in memory: an index of keys is sorted and each
+record read again.
 
 A job that is not done (keys pending, or failed for good) is refused with
 exit 4, naming the counts, unless --partial: a training file of part of the
@@ -80,7 +95,7 @@ job is then written, and what it lacks is said on stderr.
 
 Exit status: 0 when written, 4 when the job is not done (without --partial),
 1 when a directory is invalid or the export failed, 2 for bad flags or a DIR
-that is not an output directory.`,
+that is not an output directory, 130 when a signal stopped it.`,
 		Example: `  synthgen export out/run --format specforge --out train.jsonl
   synthgen export out/shard-0 out/shard-1 out/shard-2 out/shard-3 --format sharegpt --out train.parquet
   synthgen export out/run --format messages --reasoning inline --out - | head -1
@@ -107,12 +122,12 @@ that is not an output directory.`,
 	fs.StringVar(&o.Format, "format", "", "specforge | sharegpt | messages | openai-batch (required)")
 	fs.StringVar(&o.Out, "out", "", "output file (.jsonl, .parquet), - for stdout, or with --hf a new directory (required)")
 	fs.BoolVar(&o.HF, "hf", false, "write --out as a Hugging Face dataset directory: data/train-*.parquet and a README.md card")
-	fs.StringVar(&o.Reasoning, "reasoning", export.ReasoningField, "sharegpt and messages: field (reasoning_content on the assistant turn) | inline (<think>...</think> before the content) | drop")
+	fs.StringVar(&o.Reasoning, "reasoning", export.ReasoningField, "specforge, sharegpt and messages: field (reasoning_content on the assistant turn) | inline (<think>...</think> before the content) | drop")
 	fs.BoolVar(&o.KeepTruncated, "keep-truncated", false, `keep answers cut at max_tokens (finish_reason "length")`)
 	fs.BoolVar(&o.KeepThinkTags, "keep-think-tags", false, "keep answers whose content holds <think> or </think>")
 	fs.BoolVar(&o.IncludeErrors, "include-errors", false, "openai-batch: also write a line per request that failed for good (response null, error {code, message})")
 	fs.IntVar(&o.RowsPerFile, "rows-per-file", 100_000, "with --hf: rows per Parquet file")
-	fs.BoolVar(&overwrite, "overwrite", false, "replace an existing --out file (never one inside an output directory, nor a dataset file)")
+	fs.BoolVar(&overwrite, "overwrite", false, "replace an existing --out file, or with --hf a dataset an export wrote (never one inside an output directory, nor a dataset file)")
 	fs.BoolVar(&partial, "partial", false, "export a job that is not done (keys pending or failed for good); without it such a job is refused (exit 4)")
 	return cmd
 }
@@ -134,12 +149,19 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options, partial, ove
 		return err
 	}
 	defer out.set.Close()
+	var live []string
+	for _, d := range out.Dirs {
+		if d.WrittenBy != "" {
+			live = append(live, d.Dir)
+			fmt.Fprintf(cmd.ErrOrStderr(), "export: warning: %s is being written now by %s: only what it has finalized can be exported\n", d.Dir, d.WrittenBy)
+		}
+	}
 	rep := out.set.Dataset()
 	if rep == nil {
 		return &exitError{code: exitFailure, err: fmt.Errorf("export: not combined: %w", out.set.NotCombined),
 			hint: "export the directories of one job together; each of another job on its own"}
 	}
-	if !out.OK {
+	if !out.Sound {
 		printProblems(cmd.ErrOrStderr(), out)
 		return &exitError{code: exitFailure, err: errors.New("export: refused: " + inspectVerdict(out)),
 			hint: "each problem above says what to do; 'synthgen inspect " + strings.Join(dirs, " ") + "' shows the whole report"}
@@ -147,8 +169,11 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options, partial, ove
 	c := completenessOf(out)
 	switch {
 	case c.Known && !c.Done() && !partial:
-		return &exitError{code: exitPending, err: errors.New("export: refused: the job is " + c.String()),
-			hint: c.hint() + "; or pass --partial to export the records there are"}
+		hint := c.hint() + "; or pass --partial to export the records there are"
+		if len(live) > 0 {
+			hint = "a run is writing " + strings.Join(live, ", ") + " now: export when it has ended, or pass --partial to export what it has finalized"
+		}
+		return &exitError{code: exitPending, err: errors.New("export: refused: the job is " + c.String()), hint: hint}
 	case !c.Known:
 		fmt.Fprintf(cmd.ErrOrStderr(), "export: %s\n", c)
 	}
@@ -167,7 +192,17 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options, partial, ove
 	// The audit's sorted key index has done its work (duplicates, the
 	// plan): its disk goes before the export's own index takes as much.
 	_ = out.set.Close()
-	sum, err := export.Run(cmd.Context(), o)
+	o.Overwrite, o.Log = overwrite, cmd.ErrOrStderr()
+	ctx, stop := exportSignals(cmd.Context(), cmd.ErrOrStderr())
+	defer stop()
+	sum, err := export.Run(ctx, o)
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, errInterrupted) {
+		what := "nothing was written under " + o.Out + ", and no temporary is left"
+		if o.Out == "-" {
+			what = "stdout holds the rows before it, not all of them"
+		}
+		return &exitError{code: exitInterrupted, err: fmt.Errorf("export: %w: %s", cause, what), hint: "run the same export again"}
+	}
 	if err != nil {
 		return &exitError{code: exitFailure, err: fmt.Errorf("export: %w", err), hint: "nothing was written under " + o.Out}
 	}

@@ -312,3 +312,63 @@ func readLines(t *testing.T, path string) []string {
 	}
 	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 }
+
+// TestExportHFOverwrite: an --hf --out that exists is refused with exit 2,
+// naming it and what to do: a dataset an earlier export wrote is replaced
+// with --overwrite; any other directory never (it holds the user's files),
+// nor a file.
+func TestExportHFOverwrite(t *testing.T) {
+	ds := inspectDataset(t, 4)
+	dir := inspectFixture(t, sink.FormatJSONL, ds, seq(0, 4, 1), nil, "")
+	export := func(out string, extra ...string) cliResult {
+		return cliRun(t, append([]string{"export", dir, "--format", "messages", "--hf", "--out", out}, extra...)...)
+	}
+	out := filepath.Join(t.TempDir(), "ds")
+	export(out).ok(t, "export --hf")
+	r := export(out)
+	if exitCode(r.err) != exitUsage || !strings.Contains(r.err.Error(), "--out "+out+" exists (a dataset an earlier export wrote)") ||
+		!strings.Contains(r.hint(), "pass --overwrite to replace it, or give another path") {
+		t.Errorf("an earlier export's dataset: exit %d, err %v, hint %q", exitCode(r.err), r.err, r.hint())
+	}
+	if r := export(out, "--overwrite", "--keep-truncated"); r.err != nil {
+		t.Fatalf("--overwrite: %v\n%s", r.err, r.stderr)
+	}
+	if got := names(t, filepath.Dir(out)); !slices.Equal(got, []string{"ds"}) {
+		t.Errorf("beside the replaced dataset: %v", got)
+	}
+	mine := t.TempDir()
+	if err := os.WriteFile(filepath.Join(mine, "notes.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, extra := range [][]string{nil, {"--overwrite"}} {
+		r := export(mine, extra...)
+		if exitCode(r.err) != exitUsage || !strings.Contains(r.err.Error(), "--out "+mine+" exists and is no dataset an export wrote (it holds notes.txt)") ||
+			!strings.Contains(r.hint(), "give --hf a new directory") {
+			t.Errorf("a directory of the user's %v: exit %d, err %v, hint %q", extra, exitCode(r.err), r.err, r.hint())
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(mine, "notes.txt")); string(b) != "mine" {
+		t.Error("the user's file is gone")
+	}
+	file := filepath.Join(t.TempDir(), "train.jsonl")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := export(file, "--overwrite"); exitCode(r.err) != exitUsage || !strings.Contains(r.err.Error(), "exists and is not a directory") {
+		t.Errorf("--hf over a file: exit %d, err %v", exitCode(r.err), r.err)
+	}
+}
+
+// names lists dir's entries.
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}

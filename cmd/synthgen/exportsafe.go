@@ -1,20 +1,28 @@
 package main
 
 // What export may write: never a file it would destroy by accident. An
-// existing --out is replaced only when asked (--overwrite); a path inside
+// existing --out is replaced only when asked (--overwrite), and with --hf
+// only when it is a dataset an export wrote (export.Dataset); a path inside
 // a synthgen output directory (its manifest, a part: the next run would
 // refuse the directory, or read the export as records) or a file of the
-// dataset being read is refused always.
+// dataset being read is refused always. What a killed export leaves, and
+// who removes it, is internal/export's (temp.go); the signals that stop an
+// export are exportSignals'.
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/internal/export"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -51,8 +59,16 @@ func checkExportOut(out string, hf, overwrite bool, dirs []string, j job.Job) er
 	switch {
 	case st.IsDir() && !hf:
 		return usageError(fmt.Errorf("--out %s is a directory", out), "give --out a file path (train.jsonl, train.parquet), or --hf to write a dataset directory")
+	case hf && !st.IsDir():
+		return usageError(fmt.Errorf("--out %s exists and is not a directory", out), "give --hf the path of a new directory")
 	case hf:
-		return usageError(fmt.Errorf("--out %s exists", out), "give --hf a new directory, or remove this one first")
+		if ok, why := export.Dataset(out); !ok {
+			return usageError(fmt.Errorf("--out %s exists and is no dataset an export wrote (%s)", out, why),
+				"give --hf a new directory, or remove this one first (--overwrite replaces only a dataset an export wrote)")
+		}
+		if !overwrite {
+			return usageError(fmt.Errorf("--out %s exists (a dataset an earlier export wrote)", out), "pass --overwrite to replace it, or give another path")
+		}
 	case !overwrite:
 		return usageError(fmt.Errorf("--out %s exists", out), "pass --overwrite to replace it, or give another path")
 	}
@@ -125,4 +141,39 @@ func uniqueDirs(dirs []string) ([]string, []string) {
 		out = append(out, d)
 	}
 	return out, notes
+}
+
+// errInterrupted is the cause of an export's context a signal cancelled.
+var errInterrupted = errors.New("interrupted")
+
+// exportSignals is the context of one export: SIGINT or SIGTERM cancels it
+// (cause errInterrupted), says so on stderr, and the export removes its
+// temporary and ends with exit 130; the signals are then the system's
+// again, so a second one kills an export stuck in a write (its temporary
+// is then the next export's to remove). A signal the process was started
+// ignoring (a background job's SIGINT) stays ignored. stop ends the watch.
+func exportSignals(parent context.Context, stderr io.Writer) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	sigs := make(chan os.Signal, 1)
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		if !signal.Ignored(sig) {
+			signal.Notify(sigs, sig)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-sigs:
+			signal.Stop(sigs)
+			cancel(fmt.Errorf("%w (%v)", errInterrupted, sig))
+			// The terminal echoed "^C" where the cursor was: a new line.
+			fmt.Fprintf(stderr, "\nexport: %v: stopping; what it wrote is removed (a second signal kills it at once)\n", sig)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		close(done)
+		signal.Stop(sigs)
+		cancel(nil)
+	}
 }

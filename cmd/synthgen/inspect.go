@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -108,11 +109,19 @@ manifest lists that is gone, ...), 2 when a DIR is not an output directory.`,
 type inspectDir struct {
 	*audit.Audit
 	Dataset *job.Plan `json:"dataset,omitempty"`
+	// WrittenBy names the run writing the directory as it was read (its
+	// lock held): its figures are what it had finalized by then.
+	WrittenBy string `json:"written_by,omitempty"`
 }
 
-// inspectOutput is the whole --json document.
+// inspectOutput is the whole --json document. ok is what the exit status
+// says: true (exit 0) only when nothing is invalid and the job is done or
+// cannot be counted; a pending or failed key is never ok (exit 4), sound
+// as the directories may be. verdict is the words of the exit.
 type inspectOutput struct {
 	OK       bool         `json:"ok"`
+	Sound    bool         `json:"sound"` // nothing invalid: no duplicate, every shard reads, ...
+	Verdict  string       `json:"verdict"`
 	Dirs     []inspectDir `json:"dirs"`
 	Combined *inspectDir  `json:"combined,omitempty"`
 	Notes    []string     `json:"notes,omitempty"`
@@ -139,17 +148,36 @@ func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
 	}
 	defer out.set.Close()
 	out.Notes = append(same, out.Notes...)
+	verdict := judgeInspect(&out)
 	if err := printInspect(w, out, f, len(dirs)); err != nil {
 		return err
 	}
-	if !out.OK {
-		return &exitError{code: exitFailure, err: errors.New(inspectVerdict(out)),
+	return verdict
+}
+
+// judgeInspect sets out's ok and verdict and returns the error inspect
+// exits with (nil: exit 0). A directory that is invalid exits 1; a sound
+// one whose job has a pending or failed key exits 4, and is not ok.
+func judgeInspect(out *inspectOutput) error {
+	var err error
+	c := completenessOf(*out)
+	switch {
+	case !out.Sound:
+		err = &exitError{code: exitFailure, err: errors.New(inspectVerdict(*out)),
 			hint: "each problem above says what to do; run inspect again afterwards"}
+	case c.Known && !c.Done():
+		err = &exitError{code: exitPending, err: errors.New(c.String()), hint: c.hint()}
 	}
-	if c := completenessOf(out); c.Known && !c.Done() {
-		return &exitError{code: exitPending, err: errors.New(c.String()), hint: c.hint()}
+	out.OK = err == nil
+	switch {
+	case err != nil:
+		out.Verdict = err.Error()
+	case c.Known:
+		out.Verdict = "ok: " + c.String()
+	default:
+		out.Verdict = "sound: " + c.String()
 	}
-	return nil
+	return err
 }
 
 // inspectDirs audits each directory, then all of them as one dataset
@@ -171,6 +199,10 @@ func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath, tmp string) 
 			}
 		}
 		d := inspectDir{Audit: a}
+		if h, held, err := sink.HeldBy(a.Dir); err == nil && held {
+			d.WrittenBy = h.String()
+			a.Notes = append(a.Notes, fmt.Sprintf("being written now by %s: these figures are what it had finalized when read (the records in its open part are not in them)", h))
+		}
 		if j, ok := jobOfAudit(a, forced); ok {
 			d.Dataset = planner.Add(j, a, a.Distinct)
 			jobs = append(jobs, j)
@@ -197,7 +229,7 @@ func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath, tmp string) 
 				"its ids now name other rows than the records answer: restore the files, or give the original with --dataset", d.Dataset.Changed))
 		}
 	}
-	out.OK = set.OK()
+	out.Sound = set.OK()
 	return out, nil
 }
 
@@ -331,10 +363,12 @@ func (p *inspectPrinter) dir(d inspectDir, title string) {
 	p.printf("== %s ==\n", title)
 	if m := r.Manifest; m != nil && len(r.Dirs) == 0 {
 		model := ""
+		var template []dataset.MessageTemplate
 		if job, err := job.ManifestJob(r.Dir, m.Job, m.Legacy); err == nil {
-			model = job.Sampling.Model
+			model, template = job.Sampling.Model, job.Prompt.Template
 		}
 		p.printf("made by synthgen %s, identity %.12s, model %s\n", m.Version, m.JobHash, orNone(model))
+		p.template(template)
 	}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -376,11 +410,12 @@ func planLines(tw io.Writer, j *job.Plan) {
 	if j.Outside > 0 {
 		fmt.Fprintf(tw, "\t%s keys on disk are outside this selection (a smaller limit, another shard?)\n", inspectNum(j.Outside))
 	}
-	if j.BadRows > 0 {
-		fmt.Fprintf(tw, "\t%s bad rows skipped\n", inspectNum(j.BadRows))
-	}
-	if j.DupIDs > 0 {
-		fmt.Fprintf(tw, "\t%s rows repeat an earlier id (counted once)\n", inspectNum(j.DupIDs))
+	switch {
+	case j.DupIDs > 0:
+		fmt.Fprintf(tw, "\t%s skipped, %s an earlier row's id (each id is asked once, by its first row)\n",
+			pluralNum(j.BadRows, "bad row", "bad rows"), pluralNum(j.DupIDs, "repeating", "repeating"))
+	case j.BadRows > 0:
+		fmt.Fprintf(tw, "\t%s skipped\n", pluralNum(j.BadRows, "bad row", "bad rows"))
 	}
 }
 
@@ -570,4 +605,16 @@ func inspectNum(n int64) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// template prints the job's prompt.messages, each turn's template as
+// written (quoted: newlines as \n).
+func (p *inspectPrinter) template(turns []dataset.MessageTemplate) {
+	if len(turns) == 0 {
+		return
+	}
+	p.printf("prompt.messages (rendered over each row's fields):\n")
+	for i, t := range turns {
+		p.printf("  [%d] %s: %s\n", i+1, t.Role, strconv.Quote(t.Content))
+	}
 }

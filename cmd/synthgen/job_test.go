@@ -203,6 +203,8 @@ func TestJobOfIdentity(t *testing.T) {
 		{"whole conversations", func(c *config.Config) { c.Generation.Turns = "all" }, "generation.turns"},
 		{"cut answers retried", func(c *config.Config) { c.Generation.OnLength = "retry" }, "generation.on_length"},
 		{"extra_body", func(c *config.Config) { c.Generation.ExtraBody = map[string]any{"top_k": 20} }, "generation.extra_body"},
+		{"token ids", func(c *config.Config) { c.Generation.ReturnTokenIDs = true }, "generation.return_token_ids"},
+		{"logprobs", func(c *config.Config) { c.Generation.Logprobs = 5 }, "generation.logprobs"}, // jobOf takes it as it is: Validate wants ids too
 		{"dataset format", func(c *config.Config) { c.Dataset.Format = "sharegpt" }, "dataset.format"},
 		{"prompt field", func(c *config.Config) { c.Dataset.PromptField = "q" }, "dataset.prompt_field"},
 		{"id field", func(c *config.Config) { c.Dataset.IDField = "uuid" }, "dataset.id_field"},

@@ -31,6 +31,10 @@ func newMockCmd() *cobra.Command {
 reasoning and content in vLLM's shapes) and a Prometheus /metrics with vLLM's
 metric names. Answers are word pieces with long-tailed lengths that depend only
 on --seed and the prompt, so a retried or resumed request gets the same answer.
+Asked for return_token_ids and logprobs, it answers them as vLLM does: a
+prompt id per word of the messages, an answer id per generated piece (as many
+as usage.completion_tokens), deterministic logprobs; --ignore-token-ids makes
+it a server that does not know return_token_ids.
 It serves --max-running requests at once and queues the rest, like vLLM.
 With --kv-budget and --batch-scale it models what gives a real server's
 throughput a knee: a KV cache that preempts when full and steps that slow
@@ -43,16 +47,30 @@ arrival), and --restart-every/--restart-at take the whole server away for
 --restart-for. /metrics counts what was injected in
 mock_faults_injected_total{kind}.
 
+Asked for a shape (response_format json_schema or json_object, or vLLM's
+guided_json / structured_outputs.json), the answer's content is JSON valid for
+the schema, after the reasoning; --rate-invalid-json makes a share of those
+answers not valid, to test what a client does with them.
+
 To act as llama.cpp does at the connection level: --headers-when-running
 sends a queued stream no byte until it runs, --rate-close-after closes a
 share of kept-alive connections after an answer (the client's next request
 on one reads EOF), and --abandon-on-term makes SIGTERM stop listening at
 once while queued requests are held open and silent for --grace, as an old
-process does while a new one starts on the same port.`,
+process does while a new one starts on the same port.
+
+--flavor sglang or llamacpp makes it SGLang or llama.cpp's llama-server where
+a client sees them differ: /metrics under their names (sglang:*, llamacpp:*),
+/v1/models in their shapes (llama-server gives the context as meta.n_ctx),
+and, with --max-model-len, llama-server's refusal of a prompt that fills the
+context and its answers that stop with finish_reason length where prompt and
+answer fill it. --no-metrics answers /metrics as a server whose metrics are
+off (llama-server: 501 with the flag to add).`,
 		Example: `  synthgen mock --token-delay 20ms --ttft 300ms --max-running 64
   synthgen mock --token-delay 4ms --batch-scale 100 --max-running 256 --kv-budget 44800
   synthgen mock --rate-429 0.05 --retry-after 2s --rate-500 0.02 --rate-reset-mid 0.01 --restart-at 5m --restart-for 30s
   synthgen mock --max-running 4 --headers-when-running --rate-close-after 0.3 --abandon-on-term --grace 30s
+  synthgen mock --flavor llamacpp --max-model-len 4096
   synthgen run --endpoint.base_url http://127.0.0.1:8000/v1 ...`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -103,13 +121,17 @@ process does while a new one starts on the same port.`,
 	f.Float64Var(&opts.RateCut, "rate-cut", 0, "share of requests whose answer ends without a finish_reason (a stream: [DONE] halfway)")
 	f.Float64Var(&opts.RateGarbage, "rate-garbage", 0, "share of requests answered 200 with an HTML page instead of JSON")
 	f.Float64Var(&opts.RateLength, "rate-length", 0, "share of requests whose answer runs to max_tokens and ends with finish_reason length")
+	f.Float64Var(&opts.RateInvalidJSON, "rate-invalid-json", 0, "share of answers to a request asking for a shape (response_format json_schema or json_object, guided_json) whose content is not valid for it: cut short, a required key missing or a value of the wrong type (an independent draw: which answers depends only on --seed and the order of arrival)")
 	f.IntVar(&opts.RestartEvery, "restart-every", 0, "restart after every N requests: close the listener and every connection (requests in flight are cut) for --restart-for (0: never)")
 	f.DurationVar(&opts.RestartAt, "restart-at", 0, "restart once, this long after start (0: never)")
 	f.DurationVar(&opts.RestartFor, "restart-for", time.Second, "how long a restart keeps the port closed")
 	f.BoolVar(&opts.HeadersWhenRunning, "headers-when-running", false, "send a queued stream no byte, not even its status line and headers, until it runs, as llama.cpp does (default: vLLM's way, headers as soon as it is accepted)")
 	f.Float64Var(&opts.RateCloseAfter, "rate-close-after", 0, "share of complete answers (0 to 1) after which the kept-alive connection is closed without \"Connection: close\", as llama.cpp does with some: the client's next request on it reads EOF before any byte (which answers depends only on --seed and the order of arrival)")
 	f.BoolVar(&abandonOnTerm, "abandon-on-term", false, "on SIGTERM, stop listening at once (a new server may take the port) and hold every queued request's connection open without a byte for --grace while running requests go on, then exit, as an old llama.cpp process does; Ctrl-C (SIGINT) still stops gracefully, and exits at once while holding")
+	f.BoolVar(&opts.IgnoreTokenIDs, "ignore-token-ids", false, "answer without token ids although a request asks for them (return_token_ids), as a server that does not know the field (vLLM before 0.10.2); logprobs are still answered")
 	f.DurationVar(&grace, "grace", 5*time.Second, "on shutdown, how long requests in flight may take to finish (with --abandon-on-term, how long a SIGTERM holds the queued requests)")
+	f.StringVar(&opts.Flavor, "flavor", mockserver.FlavorVLLM, "the server to be like in /metrics names, /v1/models and the context refusal: vllm, sglang or llamacpp")
+	f.BoolVar(&opts.NoMetrics, "no-metrics", false, "answer /metrics as a server whose metrics are off (llamacpp: llama-server's 501; otherwise a 404)")
 	return cmd
 }
 

@@ -286,9 +286,14 @@ func formatLine(s runstats.Snapshot, server *promscrape.Rates, drain *drainState
 	return b.String()
 }
 
-// formatServer renders the server's view: generation tok/s first.
+// formatServer renders the server's view: generation tok/s first, after
+// the server's name when it is SGLang or llama.cpp (vLLM's line is as it
+// always was), and only the figures the server reports.
 func formatServer(r promscrape.Rates) string {
 	var b strings.Builder
+	if r.Kind == promscrape.KindSGLang || r.Kind == promscrape.KindLlamaCpp {
+		b.WriteString(r.Kind.Name() + " ")
+	}
 	fmt.Fprintf(&b, "%s tok/s running %.0f waiting %.0f", fmtTok(r.GenTokPerSec), r.Running, r.Waiting)
 	if r.HasKV {
 		fmt.Fprintf(&b, " kv %.0f%%", 100*r.KVCacheUsage)
@@ -416,6 +421,11 @@ func (r *reporter) Summary(stats *runstats.Stats, outcome string) string {
 	}
 	if s.AlreadyFailed > 0 {
 		fmt.Fprintf(&b, ", %d failed in earlier runs (not asked without --retry-errors)", s.AlreadyFailed)
+	}
+	if s.BadRows > 0 {
+		// Out of the count above: rows that make no prompt (each said with
+		// its file and line), a repeated id among them.
+		fmt.Fprintf(&b, ", %d bad %s skipped", s.BadRows, map[bool]string{true: "row", false: "rows"}[s.BadRows == 1])
 	}
 	fmt.Fprintf(&b, ", %d errors, %d retries\n", s.Errors, s.Retries)
 	if s.Done == 0 && s.Errors == 0 {

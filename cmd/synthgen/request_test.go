@@ -148,19 +148,23 @@ type shaping struct {
 	systemPrompt string
 	stream       bool
 	extraBody    string // a JSON object
+	tokenIDs     bool   // generation.return_token_ids
+	logprobs     int    // generation.logprobs
 }
 
 // values are the shaping keys as the strings a flag or a variable carries.
 func (s shaping) values() map[string]string {
 	return map[string]string{
-		"endpoint.model":           s.model,
-		"generation.temperature":   strconv.FormatFloat(s.temperature, 'g', -1, 64),
-		"generation.top_p":         strconv.FormatFloat(s.topP, 'g', -1, 64),
-		"generation.max_tokens":    strconv.Itoa(s.maxTokens),
-		"generation.n":             strconv.Itoa(s.n),
-		"generation.system_prompt": s.systemPrompt,
-		"generation.stream":        strconv.FormatBool(s.stream),
-		"generation.extra_body":    s.extraBody,
+		"endpoint.model":              s.model,
+		"generation.temperature":      strconv.FormatFloat(s.temperature, 'g', -1, 64),
+		"generation.top_p":            strconv.FormatFloat(s.topP, 'g', -1, 64),
+		"generation.max_tokens":       strconv.Itoa(s.maxTokens),
+		"generation.n":                strconv.Itoa(s.n),
+		"generation.system_prompt":    s.systemPrompt,
+		"generation.stream":           strconv.FormatBool(s.stream),
+		"generation.extra_body":       s.extraBody,
+		"generation.return_token_ids": strconv.FormatBool(s.tokenIDs),
+		"generation.logprobs":         strconv.Itoa(s.logprobs),
 	}
 }
 
@@ -171,13 +175,15 @@ func (s shaping) tree(t *testing.T) map[string]any {
 	return map[string]any{
 		"endpoint": map[string]any{"model": s.model},
 		"generation": map[string]any{
-			"temperature":   s.temperature,
-			"top_p":         s.topP,
-			"max_tokens":    s.maxTokens,
-			"n":             s.n,
-			"system_prompt": s.systemPrompt,
-			"stream":        s.stream,
-			"extra_body":    jsonObjectT(t, s.extraBody),
+			"temperature":      s.temperature,
+			"top_p":            s.topP,
+			"max_tokens":       s.maxTokens,
+			"n":                s.n,
+			"system_prompt":    s.systemPrompt,
+			"stream":           s.stream,
+			"extra_body":       jsonObjectT(t, s.extraBody),
+			"return_token_ids": s.tokenIDs,
+			"logprobs":         s.logprobs,
 		},
 	}
 }
@@ -328,6 +334,7 @@ func TestRunSendsWhatTheConfigSays(t *testing.T) {
 			model: "org/Model-B", temperature: 0, topP: 0.85, maxTokens: 321, n: 3,
 			systemPrompt: "You are a careful tester.", stream: true,
 			extraBody: `{"top_k": 20, "chat_template_kwargs": {"enable_thinking": true}, "vllm_xargs": {"TraceID": "Ab-9"}}`,
+			tokenIDs:  true, logprobs: 7,
 		},
 		// A temperature neither 0 (a dropped field) nor the default 0.6.
 		{
@@ -425,6 +432,16 @@ func checkRequests(t *testing.T, bodies [][]byte, want shaping) {
 	if want.stream {
 		allowed["stream_options"] = true
 	}
+	tokens := map[string]string{} // the token keys sent, and their values
+	if want.tokenIDs {
+		tokens["return_token_ids"] = "true"
+	}
+	if want.logprobs > 0 {
+		tokens["logprobs"], tokens["top_logprobs"], tokens["return_tokens_as_token_ids"] = "true", strconv.Itoa(want.logprobs), "true"
+	}
+	for k := range tokens {
+		allowed[k] = true
+	}
 	for k := range extra {
 		allowed[k] = true
 	}
@@ -469,6 +486,11 @@ func checkRequests(t *testing.T, bodies [][]byte, want shaping) {
 		number("max_tokens", "generation.max_tokens", float64(want.maxTokens))
 		if got := string(body["stream"]); got != strconv.FormatBool(want.stream) {
 			fail("stream %q, want %t (generation.stream)", got, want.stream)
+		}
+		for k, v := range tokens {
+			if got := string(body[k]); got != v {
+				fail("%s %q, want %s (generation.return_token_ids, generation.logprobs)", k, got, v)
+			}
 		}
 		for k, v := range extra {
 			raw, ok := body[k]

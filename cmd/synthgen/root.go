@@ -67,7 +67,7 @@ reboot) and run the same command again: it resumes where it was.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError(suggestFlag(c, err), fmt.Sprintf("see '%s --help'", c.CommandPath()))
 	})
-	root.AddCommand(newRunCmd(), newMockCmd(), newWatchCmd(), newInspectCmd(), newExportCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newMockCmd(), newWatchCmd(), newInspectCmd(), newExportCmd(), newViewCmd(), newVersionCmd())
 	return root
 }
 

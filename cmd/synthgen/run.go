@@ -19,6 +19,7 @@ import (
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/pool"
 	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/shape"
 	"github.com/synthgen/synthgen/generator/wire"
 )
 
@@ -78,8 +79,12 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	if err != nil {
 		return err
 	}
+	j := jobOf(cfg, shard)
+	if err := checkResponseFormat(cmd, rf, cfg, j); err != nil {
+		return err
+	}
 	rs := &runSession{cfg: cfg, rf: rf, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), stats: runstats.NewStats(nil)}
-	setup := runSetup(cfg, rf, jobOf(cfg, shard), rs.stats, rs.stderr)
+	setup := runSetup(cfg, rf, j, rs.stats, rs.stderr)
 	metricsSetup(&setup, cfg, rf, rs.stderr)
 	if setup.TLS, err = wire.ClientTLS(cfg.Endpoint.CAFile, cfg.Endpoint.InsecureSkipVerify); err != nil {
 		return usageError(err, "endpoint.ca_file is a PEM file of the CA certificates that signed the server's certificate")
@@ -146,9 +151,18 @@ func (rs *runSession) run(r *generator.Runner) error {
 	}
 	fmt.Fprint(rs.stdout, rep.Summary(rs.stats, string(res.Outcome)))
 	if res.Summary.Duplicates > 0 {
-		fmt.Fprintf(rs.stderr, "warning: %d dataset rows repeat the id of a row this run was already asking; each (id, sample) is asked and written once (is dataset.id_field unique?)\n", res.Summary.Duplicates)
+		fmt.Fprintf(rs.stderr, "warning: %d dataset rows repeat an earlier row's id and were skipped as bad rows (each named above); an id is asked once, by its first row: is %s unique?\n",
+			res.Summary.Duplicates, idName(rs.cfg))
 	}
 	return err
+}
+
+// idName is where the dataset's ids come from, for a message.
+func idName(cfg config.Config) string {
+	if cfg.Dataset.IDField != "" {
+		return "dataset.id_field (" + cfg.Dataset.IDField + ")"
+	}
+	return "custom_id"
 }
 
 // runExitCode is the exit code main gives err; nil is success.
@@ -177,7 +191,26 @@ func loadRunConfig(cmd *cobra.Command, rf runFlags) (config.Config, dataset.Shar
 	if err != nil {
 		return cfg, shard, usageError(fmt.Errorf("--shard: %w", err), "")
 	}
+	if _, err := dataset.CompileTemplate(templateOf(cfg)); err != nil {
+		// Parsed here, before any work, where the key was set.
+		if src, _ := config.Source(cmd.Flags(), rf.configFile, dataset.TemplateKey); src != "" {
+			err = fmt.Errorf("%s: %w", src, err)
+		}
+		return cfg, shard, usageError(err, "prompt.messages holds Go text/template turns: see the README's \"Prompts from any columns\" for the fields and helpers")
+	}
 	return cfg, shard, nil
+}
+
+// templateOf is prompt.messages as the job holds it (nil: none).
+func templateOf(cfg config.Config) []dataset.MessageTemplate {
+	if len(cfg.Prompt.Messages) == 0 {
+		return nil
+	}
+	out := make([]dataset.MessageTemplate, len(cfg.Prompt.Messages))
+	for i, m := range cfg.Prompt.Messages {
+		out[i] = dataset.MessageTemplate{Role: m.Role, Content: m.Content}
+	}
+	return out
 }
 
 // configHint is what to do about an error of config.Load: an error about a
@@ -249,7 +282,7 @@ func jobOf(cfg config.Config, shard dataset.Shard) job.Job {
 			ShardBy:     by,
 			Shard:       shard,
 		},
-		Prompt: job.Prompting{SystemPrompt: cfg.Generation.SystemPrompt, Turns: job.Turns(cfg.Generation.Turns)},
+		Prompt: job.Prompting{SystemPrompt: cfg.Generation.SystemPrompt, Turns: job.Turns(cfg.Generation.Turns), Template: templateOf(cfg)},
 		Sampling: job.Sampling{
 			Model:       cfg.Endpoint.Model,
 			MaxTokens:   cfg.Generation.MaxTokens,
@@ -258,8 +291,36 @@ func jobOf(cfg config.Config, shard dataset.Shard) job.Job {
 			Extra:       cfg.Generation.ExtraBody,
 			Samples:     cfg.Generation.N,
 			OnLength:    job.OnLength(cfg.Generation.OnLength),
+			// The schema's content, not the file it was read from.
+			ResponseFormat: job.ResponseFormat{
+				Type:   cfg.Generation.ResponseFormat.Type,
+				Name:   cfg.Generation.ResponseFormat.Name,
+				Schema: cfg.Generation.ResponseFormat.Schema,
+				Strict: cfg.Generation.ResponseFormat.Strict,
+			},
+			ReturnTokenIDs: cfg.Generation.ReturnTokenIDs,
+			Logprobs:       cfg.Generation.Logprobs,
 		},
 	}
+}
+
+// checkResponseFormat compiles the job's response format before anything
+// starts: a schema that is no valid JSON Schema is a config error naming
+// the key, where it was set and the schema's file.
+func checkResponseFormat(cmd *cobra.Command, rf runFlags, cfg config.Config, j job.Job) error {
+	const key = "generation.response_format"
+	if _, err := shape.Compile(j.Sampling.ResponseFormat); err != nil {
+		where := key
+		if file := cfg.Generation.ResponseFormat.File; file != "" {
+			where += " (schema file " + file + ")"
+		}
+		if src, serr := config.Source(cmd.Flags(), rf.configFile, key); serr == nil && src != "" {
+			where = src + ": " + where
+		}
+		return usageError(fmt.Errorf("%s: %w", where, err),
+			"fix the schema (a JSON Schema, draft 2020-12 unless its $schema says another), or set generation.response_format: json_object for any one JSON object")
+	}
+	return nil
 }
 
 // runSetup is how the configuration runs job.
@@ -287,6 +348,8 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 		Force:            rf.force,
 		Rehash:           rf.rehash,
 		RequireReasoning: cfg.Generation.RequireReasoning,
+		SchemaRetries:    cfg.Generation.SchemaRetries,
+		RequireTokenIDs:  cfg.Generation.RequireTokenIDs,
 		OnBadRow:         cfg.Dataset.OnBadRow,
 		OnIgnored: func(field, location string) {
 			fmt.Fprintf(stderr, "note: %s sets %s, which is not sent: generation.stream (%v) says how answers are read (said once)\n", location, field, cfg.Generation.Stream)
@@ -431,7 +494,12 @@ func runResult(cfg config.Config, res generator.Result, stderr io.Writer) error 
 		}
 		if errors.As(runErr, &nr) {
 			return &exitError{code: exitFailure, err: fmt.Errorf("generation.require_reasoning: %w (what was written is kept)", runErr),
-				hint: pool.ReasoningParserHint + "; then rerun to resume (or set generation.require_reasoning: false to only warn)"}
+				hint: nr.Hint() + "; then rerun to resume (or set generation.require_reasoning: false to only warn)"}
+		}
+		var ni *pool.NoTokenIDsError
+		if errors.As(runErr, &ni) {
+			return &exitError{code: exitFailure, err: fmt.Errorf("generation.require_token_ids: %w (what was written is kept)", runErr),
+				hint: pool.TokenIDsHint + "; then rerun to resume (or set generation.require_token_ids: false to only warn)"}
 		}
 		if errors.As(runErr, &re) {
 			return usageError(runErr, "fix the row, or set dataset.on_bad_row: skip to skip bad rows; what was written is kept, rerun to resume")

@@ -234,7 +234,7 @@ func TestRunSignalWhileServerAway(t *testing.T) {
 // TestRunRepeatedIDAskedOnce: a dataset whose id column repeats an id runs
 // to the end (before, the second answer for the key hit the sink's "written
 // once" and stopped the whole run with a write error), writes the key once
-// and says that rows repeat an id.
+// and names each repeat as a bad row, with the line of its first row.
 func TestRunRepeatedIDAskedOnce(t *testing.T) {
 	_, srv := startStatusMock(t, mockserver.Options{TokenDelay: 2 * time.Millisecond, MeanTokens: 50, Seed: 5})
 	var b strings.Builder
@@ -249,8 +249,10 @@ func TestRunRepeatedIDAskedOnce(t *testing.T) {
 	r := cliRun(t, cj.args("--dataset.id_field", "id")...)
 	r.ok(t, "run with repeated ids")
 	wantIDs(t, "records", cliRecords(t, cj.dir), "a", "b", "c")
-	if !strings.Contains(r.stderr, "rows repeat the id of a row this run was already asking") {
-		t.Errorf("stderr does not say ids repeat:\n%s", r.stderr)
+	if !strings.Contains(r.stderr, "2 dataset rows repeat an earlier row's id") ||
+		!strings.Contains(r.stderr, data+`:2: id: repeats the id "a" of `+data+":1") ||
+		!strings.Contains(r.stderr, data+`:5: id: repeats the id "b" of `+data+":3") {
+		t.Errorf("stderr does not say which rows repeat which ids:\n%s", r.stderr)
 	}
 }
 

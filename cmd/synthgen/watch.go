@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -32,12 +33,19 @@ func newWatchCmd() *cobra.Command {
 	var o watchOptions
 	cmd := &cobra.Command{
 		Use:   "watch URL [URL...]",
-		Short: "Show a vLLM server's own throughput (generated tok/s, running, waiting, KV cache) from its /metrics",
+		Short: "Show a server's own throughput (generated tok/s, running, waiting, KV cache) from its /metrics: vLLM, SGLang or llama.cpp",
 		Long: `watch reads the server's Prometheus /metrics twice, --window apart, and prints
 one line: the tokens the server generated per second over the window, then the
 requests running and waiting, the KV-cache usage, the preemptions during the
 window and, when speculative decoding is on, the draft acceptance rate and the
 mean acceptance length (tokens per forward pass of the target model).
+
+It reads vLLM's metrics (vllm:*), SGLang's (sglang:*, served when SGLang is
+started with --enable-metrics) and llama.cpp's (llamacpp:*, served when
+llama-server is started with --metrics), and shows what the server reports:
+llama.cpp has no preemption counter, and its newer versions no KV-cache gauge.
+SGLang and llama.cpp count a request's tokens when it ends, so their tok/s
+moves in steps.
 
 It counts every client of the server, not only synthgen: use it to see whether
 the GPU is busy before starting a job, or from another terminal while one runs.
@@ -126,6 +134,21 @@ type watchServer struct {
 	scraper *promscrape.Scraper
 	prev    promscrape.Sample
 	health  promscrape.Health
+	told    bool // what its metrics lack was said
+}
+
+// tellLacks says once, on stderr, which figures the server's kind does not
+// report (llama.cpp: no preemptions), so that their absence from the line
+// is no surprise.
+func (sv *watchServer) tellLacks(stderr io.Writer, s promscrape.Sample) {
+	if sv.told {
+		return
+	}
+	sv.told = true
+	if lacks := s.Lacks(); len(lacks) > 0 && s.Kind.Known() {
+		fmt.Fprintf(stderr, "%s is %s, whose /metrics has no %s: the line leaves them out\n",
+			sv.url, s.Kind.Name(), strings.Join(lacks, " nor "))
+	}
 }
 
 // redact is err with the server's URL shown as url shows it: the scrape
@@ -160,6 +183,7 @@ func watchLoop(ctx context.Context, stdout, stderr io.Writer, servers []*watchSe
 		if err != nil {
 			return watchScrapeError(sv.redact(err))
 		}
+		sv.tellLacks(stderr, s)
 		sv.prev = s
 	}
 	wait := o.window
@@ -269,12 +293,23 @@ func printWatch(stdout io.Writer, read []watchRead, all int, o watchOptions) err
 	return nil
 }
 
-// watchScrapeError tells the person what to check.
+// watchScrapeError tells the person what to check: a /metrics of no kind
+// read, one that is off (llama-server without --metrics answers 501 and
+// says so, SGLang without --enable-metrics has none), or a server that is
+// not there.
 func watchScrapeError(err error) error {
-	if errors.Is(err, promscrape.ErrNoVLLMMetrics) {
+	var se *promscrape.StatusError
+	switch {
+	case errors.Is(err, promscrape.ErrNoServerMetrics):
 		return &exitError{code: exitFailure, err: err,
-			hint: "the URL answers but is not a vLLM /metrics: pass the vLLM server root (http://host:8000) or its /metrics URL"}
+			hint: "the URL answers but serves none of vLLM's, SGLang's or llama.cpp's metrics: pass the server root (http://host:8000) or its /metrics URL"}
+	case errors.As(err, &se) && se.Status == http.StatusNotImplemented:
+		return &exitError{code: exitFailure, err: err,
+			hint: "the server's /metrics is off: llama-server serves it only when started with --metrics"}
+	case errors.As(err, &se) && se.Status == http.StatusNotFound:
+		return &exitError{code: exitFailure, err: err,
+			hint: "no /metrics there: vLLM serves it at the server root, SGLang only when started with --enable-metrics, llama-server only with --metrics; or pass the /metrics URL"}
 	}
 	return &exitError{code: exitFailure, err: err,
-		hint: "is vLLM running? pass the server root (http://host:8000) or its /metrics URL"}
+		hint: "is the server running? pass the server root (http://host:8000) or its /metrics URL"}
 }

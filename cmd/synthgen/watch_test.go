@@ -207,8 +207,8 @@ func TestWatchErrors(t *testing.T) {
 		{"no url", nil, exitUsage, "one URL", "synthgen watch http://"},
 		{"not a url", []string{"ftp://localhost:8000"}, exitUsage, "want http(s)://", "server root"},
 		{"bad window", []string{"http://127.0.0.1:1", "--window", "0s"}, exitUsage, "--window", "10s"},
-		{"down", []string{downURL}, exitFailure, downURL + "/metrics", "is vLLM running?"},
-		{"not vllm", []string{other.URL}, exitFailure, "no vLLM metrics", "not a vLLM /metrics"},
+		{"down", []string{downURL}, exitFailure, downURL + "/metrics", "is the server running?"},
+		{"no known kind", []string{other.URL}, exitFailure, "no vLLM, SGLang or llama.cpp metrics", "serves none of vLLM's, SGLang's or llama.cpp's metrics"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -42,6 +42,10 @@ type Prompting struct {
 	SystemPrompt string `json:"system_prompt,omitempty" key:"generation.system_prompt"`
 	// Turns is which assistant turns of a row the model answers.
 	Turns Turns `json:"turns,omitempty" key:"generation.turns"`
+	// Template is prompt.messages: the turns sent, each content a
+	// template rendered over the row's own fields (dataset.Template);
+	// empty: the row's own turns.
+	Template []dataset.MessageTemplate `json:"messages,omitempty" key:"prompt.messages,zero"`
 }
 
 // Turns is generation.turns: TurnsFirst answers the conversation up to its
@@ -80,7 +84,22 @@ type Sampling struct {
 	Extra       map[string]any `json:"extra_body,omitempty" key:"generation.extra_body"` // merged into every request body
 	Samples     int            `json:"n" key:"generation.n"`                             // answers per prompt: keys (id, 0..n-1)
 	OnLength    OnLength       `json:"on_length,omitempty" key:"generation.on_length"`
+	// ResponseFormat is the shape asked of every answer's content
+	// (responseformat.go); an answer not in it is asked again.
+	ResponseFormat ResponseFormat `json:"response_format,omitzero" key:"generation.response_format,zero"`
+	// ReturnTokenIDs asks the server for the token ids of each prompt and
+	// answer (vLLM's return_token_ids): what the model conditioned on and
+	// generated, exactly, for training that must not re-tokenize.
+	ReturnTokenIDs bool `json:"return_token_ids,omitempty" key:"generation.return_token_ids,zero"`
+	// Logprobs is how many alternatives, with their logprobs, each
+	// generated token's logprob comes with (OpenAI's top_logprobs, at most
+	// MaxLogprobs); 0 asks for no logprobs.
+	Logprobs int `json:"logprobs,omitempty" key:"generation.logprobs,zero"`
 }
+
+// MaxLogprobs is the most alternatives per token generation.logprobs may
+// ask for: OpenAI's limit and vLLM's default --max-logprobs.
+const MaxLogprobs = 20
 
 // OnLength is generation.on_length: what an answer cut at max_tokens
 // (finish_reason "length") does. LengthKeep records it as it is;
@@ -147,6 +166,7 @@ type setting struct {
 	key, canon, shown string
 	part              bool
 	zero              bool // left out of the hash: tagged zero and at its zero value
+	value             any  // the field's value, for DescribeChange
 }
 
 // settings lists the job's answer-changing fields in key order.
@@ -166,7 +186,7 @@ func (j Job) settings() []setting {
 			default:
 				name, opt, _ := strings.Cut(key, ",")
 				canon, shown := canonical(fv)
-				out = append(out, setting{key: name, canon: canon, shown: shown, part: opt == "part", zero: opt == "zero" && fv.IsZero()})
+				out = append(out, setting{key: name, canon: canon, shown: shown, part: opt == "part", zero: opt == "zero" && fv.IsZero(), value: fv.Interface()})
 			}
 		}
 	}
@@ -194,6 +214,10 @@ func canonical(v reflect.Value) (canon, shown string) {
 	case reflect.Map:
 		if v.Len() == 0 {
 			return "{}", "{}"
+		}
+	case reflect.Slice:
+		if v.Len() == 0 {
+			return "", "(none)"
 		}
 	}
 	if m, ok := v.Interface().(interface{ MarshalText() ([]byte, error) }); ok {
@@ -230,7 +254,13 @@ func (j Job) Hash() string {
 // Change is one answer-changing setting that differs between two jobs.
 type Change struct {
 	Key, Old, New string
+	// Detail says what changed inside a setting made of parts (a first
+	// pass's directory: which part is new); "" for the others.
+	Detail string
 }
+
+// describer is a setting's value that says what changed in it.
+type describer interface{ DescribeChange(old any) string }
 
 // Diff lists the settings of j that differ from old, in key order.
 func (j Job) Diff(old Job) []Change {
@@ -241,7 +271,11 @@ func (j Job) Diff(old Job) []Change {
 	var out []Change
 	for _, s := range j.settings() {
 		if o := was[s.key]; o.canon != s.canon {
-			out = append(out, Change{Key: s.key, Old: o.shown, New: s.shown})
+			c := Change{Key: s.key, Old: o.shown, New: s.shown}
+			if d, ok := s.value.(describer); ok && o.value != nil {
+				c.Detail = d.DescribeChange(o.value)
+			}
+			out = append(out, c)
 		}
 	}
 	return out

@@ -2,6 +2,8 @@ package job
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"maps"
 	"path/filepath"
 	"reflect"
@@ -41,23 +43,29 @@ func baseJob() Job {
 // answerChanges are, per setting key, an edit of that setting alone. Every
 // tagged setting of Job must be here (TestJobSettingsAllCovered).
 var answerChanges = map[string]func(j *Job){
-	"endpoint.model":           func(j *Job) { j.Sampling.Model = "m2" },
-	"generation.max_tokens":    func(j *Job) { j.Sampling.MaxTokens = 1024 },
-	"generation.temperature":   func(j *Job) { j.Sampling.Temperature = 0.9 },
-	"generation.top_p":         func(j *Job) { j.Sampling.TopP = 1 },
-	"generation.n":             func(j *Job) { j.Sampling.Samples = 3 },
-	"generation.system_prompt": func(j *Job) { j.Prompt.SystemPrompt = "" },
-	"generation.turns":         func(j *Job) { j.Prompt.Turns = TurnsAll },
-	"generation.on_length":     func(j *Job) { j.Sampling.OnLength = LengthRetry },
-	"generation.extra_body":    func(j *Job) { j.Sampling.Extra["top_k"] = 40 },
-	"dataset.format":           func(j *Job) { j.Selection.Format = dataset.FormatPrompt },
-	"dataset.prompt_field":     func(j *Job) { j.Selection.PromptField = "input" },
-	"dataset.id_field":         func(j *Job) { j.Selection.IDField = "" },
-	"dataset.params_field":     func(j *Job) { j.Selection.ParamsField = "sampling" },
-	"dataset.content":          func(j *Job) { j.Selection.Content[0].XXH64 = "fedcba9876543210" },
-	"dataset.revision":         func(j *Job) { j.Selection.Revision = "hf://o/n@abc" },
-	"dataset.shard_by":         func(j *Job) { j.Selection.ShardBy = dataset.ShardFiles },
-	"dataset.files":            func(j *Job) { j.Selection.Files = dataset.Listing{{Name: "a.jsonl", Size: 120}} },
+	"endpoint.model":              func(j *Job) { j.Sampling.Model = "m2" },
+	"generation.max_tokens":       func(j *Job) { j.Sampling.MaxTokens = 1024 },
+	"generation.temperature":      func(j *Job) { j.Sampling.Temperature = 0.9 },
+	"generation.top_p":            func(j *Job) { j.Sampling.TopP = 1 },
+	"generation.n":                func(j *Job) { j.Sampling.Samples = 3 },
+	"generation.system_prompt":    func(j *Job) { j.Prompt.SystemPrompt = "" },
+	"generation.turns":            func(j *Job) { j.Prompt.Turns = TurnsAll },
+	"generation.on_length":        func(j *Job) { j.Sampling.OnLength = LengthRetry },
+	"generation.return_token_ids": func(j *Job) { j.Sampling.ReturnTokenIDs = true },
+	"generation.logprobs":         func(j *Job) { j.Sampling.Logprobs = 5 },
+	"generation.extra_body":       func(j *Job) { j.Sampling.Extra["top_k"] = 40 },
+	"dataset.format":              func(j *Job) { j.Selection.Format = dataset.FormatPrompt },
+	"dataset.prompt_field":        func(j *Job) { j.Selection.PromptField = "input" },
+	"dataset.id_field":            func(j *Job) { j.Selection.IDField = "" },
+	"dataset.params_field":        func(j *Job) { j.Selection.ParamsField = "sampling" },
+	"dataset.content":             func(j *Job) { j.Selection.Content[0].XXH64 = "fedcba9876543210" },
+	"dataset.revision":            func(j *Job) { j.Selection.Revision = "hf://o/n@abc" },
+	"dataset.shard_by":            func(j *Job) { j.Selection.ShardBy = dataset.ShardFiles },
+	"dataset.files":               func(j *Job) { j.Selection.Files = dataset.Listing{{Name: "a.jsonl", Size: 120}} },
+	"prompt.messages":             func(j *Job) { j.Prompt.Template = qaTemplate() },
+	"dataset.output": func(j *Job) {
+		j.Selection.Output = dataset.OutputStamp{JobHash: "h", Samples: 1, Parts: []dataset.PartStamp{{Name: "part-000000.jsonl", Records: 2, Size: 9, XXH64: "00"}}}
+	},
 }
 
 // partChanges are the settings a resume compares but the hash leaves out.
@@ -71,6 +79,7 @@ var partChanges = map[string]func(j *Job){
 // cloneJob deep-copies the parts of a job the edits touch.
 func cloneJob(j Job) Job {
 	j.Selection.Content = slices.Clone(j.Selection.Content)
+	j.Prompt.Template = slices.Clone(j.Prompt.Template)
 	j.Sampling.Extra = maps.Clone(j.Sampling.Extra)
 	return j
 }
@@ -126,6 +135,29 @@ func TestJobHashChangesWithEveryAnswerSetting(t *testing.T) {
 		if len(d) != 1 || d[0].Key != key {
 			t.Errorf("%s changed: Diff = %+v, want exactly that key", key, d)
 		}
+	}
+}
+
+// TestJobHashOfOlderJobsKept: the hashes of jobs made before the settings
+// tagged zero existed are what they were (pinned from the code before
+// them), so a resume of such a directory with the new code finds one job,
+// not a mix; the settings set change the hash.
+func TestJobHashOfOlderJobsKept(t *testing.T) {
+	if h, want := baseJob().Hash(), "d5b7b8111e1baca7ab96f96807418e60ccc18dbe7ac06d3063e5bbe2a013efd2"; h != want {
+		t.Errorf("hash of the base job %s, want %s as before generation.return_token_ids and generation.logprobs", h, want)
+	}
+	if h, want := (Job{}).Hash(), "27e51e2a0cc1f2f6f73c9cf18509cadc6d0f213ee0583752fc85c52dd7129316"; h != want {
+		t.Errorf("hash of the zero job %s, want %s", h, want)
+	}
+	j := baseJob()
+	j.Sampling.ReturnTokenIDs = true
+	k := cloneJob(j)
+	k.Sampling.Logprobs = 20
+	if j.Hash() == baseJob().Hash() || k.Hash() == j.Hash() {
+		t.Error("return_token_ids or logprobs set left the hash alone")
+	}
+	if d := baseJob().Diff(k); len(d) != 2 || d[0].Key != "generation.logprobs" || d[0].Old != "20" || d[0].New != "0" {
+		t.Errorf("Diff = %+v, want logprobs 20 -> 0 and return_token_ids", d)
 	}
 }
 
@@ -388,5 +420,69 @@ func TestTurnsDefault(t *testing.T) {
 	b.Prompt.Turns = TurnsAll
 	if d := b.Diff(a); len(d) != 1 || d[0].Key != "generation.turns" || d[0].Old != "first" || d[0].New != "all" {
 		t.Errorf("Diff = %+v, want generation.turns first -> all", d)
+	}
+}
+
+// qaTemplate is a two-turn prompt.messages.
+func qaTemplate() []dataset.MessageTemplate {
+	return []dataset.MessageTemplate{{Role: "system", Content: "Answer in {{.lang}}."}, {Role: "user", Content: "{{.question}}"}}
+}
+
+// TestJobTemplateLeavesOlderHashes: a job without a template (and without
+// a first pass for dataset) hashes as jobs made before prompt.messages and
+// dataset.output existed, so their directories keep one job; any template
+// changes the hash, and a resume with another template is refused naming
+// the key.
+func TestJobTemplateLeavesOlderHashes(t *testing.T) {
+	j := baseJob()
+	// Pinned from the code before prompt.messages existed.
+	if got, want := j.Hash(), "d5b7b8111e1baca7ab96f96807418e60ccc18dbe7ac06d3063e5bbe2a013efd2"; got != want {
+		t.Errorf("hash %s without a template, want %s: the hash before prompt.messages", got, want)
+	}
+	withOne := cloneJob(baseJob())
+	withOne.Prompt.Template = qaTemplate()
+	if withOne.Hash() == j.Hash() {
+		t.Error("a template does not change the hash")
+	}
+	d := withOne.Diff(j)
+	if len(d) != 1 || d[0].Key != "prompt.messages" || d[0].Old != "(none)" || !strings.Contains(d[0].New, "{{.question}}") {
+		t.Errorf("Diff %+v: want prompt.messages from (none) to the turns", d)
+	}
+	back := roundTrip(t, withOne)
+	if !reflect.DeepEqual(back.Prompt.Template, withOne.Prompt.Template) {
+		t.Errorf("manifest round trip: %+v", back.Prompt.Template)
+	}
+	sj, err := j.ManifestEntry("test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = withOne.Check("out", false)(&sink.Manifest{JobHash: sj.Hash, Job: sj.Spec})
+	var me *MismatchError
+	if !errors.As(err, &me) || !strings.Contains(err.Error(), "prompt.messages: (none) (on disk) -> ") {
+		t.Errorf("resume with a template over a directory without: %v", err)
+	}
+}
+
+// TestJobOutputChangeSaysWhat: a first pass that grew since the job
+// started is refused with the part that is new.
+func TestJobOutputChangeSaysWhat(t *testing.T) {
+	part := func(name string, n int) dataset.PartStamp {
+		return dataset.PartStamp{Name: name, Records: n, Size: int64(10 * n), XXH64: fmt.Sprintf("%016x", n)}
+	}
+	old := Job{Selection: dataset.Selection{Path: "first", Output: dataset.OutputStamp{JobHash: "abc", Samples: 1, Parts: []dataset.PartStamp{part("part-000000.jsonl", 5)}}}}
+	now := old
+	now.Selection.Output.Parts = append(slices.Clone(old.Selection.Output.Parts), part("part-000001.jsonl", 3))
+	sj, err := old.ManifestEntry("test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = now.Check("out", false)(&sink.Manifest{JobHash: sj.Hash, Job: sj.Spec})
+	for _, w := range []string{
+		"dataset.output: job abc, 1 parts, 5 records (on disk) -> job abc, 2 parts, 8 records (now): data/part-000001.jsonl is new (3 records)",
+		"the output directory this job reads (dataset.path, a first pass) is not what it was when this job started",
+	} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error %v\nwant %q", err, w)
+		}
 	}
 }

@@ -39,7 +39,8 @@ func (j *joiner) advance() { j.cur, j.have = j.next() }
 
 // add counts the keys (id, 0..samples-1) of a selected row. It returns
 // false for an id before the last one given: the ids are not in order, and
-// nothing is counted. An id equal to the last is a repeat: counted once.
+// nothing is counted. An id equal to the last is a repeat: a bad row, its
+// keys counted once.
 func (j *joiner) add(id string) bool {
 	pl := j.plan
 	if j.started {
@@ -47,7 +48,9 @@ func (j *joiner) add(id string) bool {
 		case c < 0:
 			return false
 		case c == 0:
+			// A bad row of the run: its keys are its first row's.
 			pl.DupIDs++
+			pl.BadRows++
 			return true
 		}
 	}

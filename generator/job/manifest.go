@@ -142,10 +142,20 @@ type MismatchError struct {
 func (e *MismatchError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "output dir %s holds answers made with other settings:", e.Dir)
-	content := false
+	content, output := false, false
 	for _, c := range e.Changes {
 		fmt.Fprintf(&b, "\n  %s: %s (on disk) -> %s (now)", c.Key, c.Old, c.New)
+		if c.Detail != "" {
+			fmt.Fprintf(&b, ": %s", c.Detail)
+		}
 		content = content || c.Key == "dataset.content" || c.Key == "dataset.files" || c.Key == "dataset.shard_content"
+		output = output || c.Key == "dataset.output"
+	}
+	if output {
+		b.WriteString("\nthe output directory this job reads (dataset.path, a first pass) is not what it was when this job started: " +
+			"its records are this job's rows, and the ones answered would no longer be those. Restore it, or choose a new output.dir for a pass over it as it is now")
+		b.WriteString("\n(--force resumes anyway: the records already made keep their keys, the rows new since are asked)")
+		return b.String()
 	}
 	if content {
 		b.WriteString("\nthe dataset's files are not the ones this directory was made from (edited, reordered or replaced): " +

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/dataset/outdir"
 	"github.com/synthgen/synthgen/internal/extsort"
 	"github.com/synthgen/synthgen/sink"
 	"github.com/synthgen/synthgen/sink/audit"
@@ -35,8 +37,12 @@ type Plan struct {
 	Failed   int64  `json:"failed"`
 	Pending  int64  `json:"pending"`
 	Outside  int64  `json:"outside"` // distinct keys on disk that the selection does not hold
-	BadRows  int64  `json:"bad_rows,omitempty"`
-	DupIDs   int64  `json:"duplicate_ids,omitempty"` // rows whose id an earlier row had (dataset.id_field)
+	// BadRows are the rows of the selection a run skips as bad: rows that
+	// do not make a prompt (for a job of whole conversations, every turn
+	// is read), and rows repeating an earlier row's id (DupIDs of them).
+	// Their keys are not selected.
+	BadRows int64 `json:"bad_rows,omitempty"`
+	DupIDs  int64 `json:"duplicate_ids,omitempty"` // rows whose id an earlier row of the selection had
 	// Unreadable says why the figures above are unknown (the dataset
 	// cannot be read from here); nothing is counted then.
 	Unreadable string `json:"unreadable,omitempty"`
@@ -61,7 +67,9 @@ type Planner struct {
 }
 
 type planTarget struct {
-	sel      dataset.Selection // the dataset read and, for one job, its rows
+	sel      dataset.Selection         // the dataset read and, for one job, its rows
+	whole    bool                      // generation.turns: all: a row's every turn is read
+	template []dataset.MessageTemplate // prompt.messages: a row that does not render is bad
 	contains func(index int64) bool
 	held     Holdings
 	distinct int64 // distinct keys on disk
@@ -69,7 +77,11 @@ type planTarget struct {
 	// The count is a merge of the selection's ids, in id order, with the
 	// keys held (join.go): ids read in order (row indices, file:row) are
 	// joined as they come; a target whose ids come out of order (an id
-	// column) is counted again from its ids sorted on disk (sorted).
+	// column) is counted again from its ids sorted on disk (sorted). A
+	// run asks a repeated id once among the rows it reads (a later row
+	// with it is a bad row): in id order a repeat is the id just joined,
+	// so it is counted once per target, not over the whole dataset, and
+	// no set of the ids is held.
 	join      *joiner
 	unordered bool
 	sorted    *extsort.Sorter[string]
@@ -79,7 +91,7 @@ type planTarget struct {
 // plan is filled by Count.
 func (p *Planner) Add(job Job, held Holdings, distinct int64) *Plan {
 	sel := job.Selection
-	t := &planTarget{sel: sel, contains: sel.Contains, held: held, distinct: distinct, plan: &Plan{
+	t := &planTarget{sel: sel, whole: job.Prompt.Whole(), template: job.Prompt.Template, contains: sel.Contains, held: held, distinct: distinct, plan: &Plan{
 		Path: sel.Path, Shard: sel.Shard.String(), Limit: sel.Limit, Samples: job.Samples(),
 	}}
 	p.targets = append(p.targets, t)
@@ -112,7 +124,7 @@ func (p *Planner) AddUnion(jobs []Job, held Holdings, distinct int64) *Plan {
 		}
 		sel.Limit = max(sel.Limit, j.Selection.Limit)
 	}
-	t := &planTarget{sel: sel, contains: contains, held: held, distinct: distinct, plan: &Plan{
+	t := &planTarget{sel: sel, whole: jobs[0].Prompt.Whole(), template: jobs[0].Prompt.Template, contains: contains, held: held, distinct: distinct, plan: &Plan{
 		Path: first.Path, Samples: jobs[0].Samples(),
 	}}
 	p.targets = append(p.targets, t)
@@ -135,13 +147,13 @@ func (p *Planner) Count(path string) {
 		}
 		var g *group
 		for _, h := range groups {
-			if sameRows(h.opts.Selection, t.sel) {
+			if sameRows(h.opts.Selection, t.sel) && h.opts.Conversations == t.whole && slices.Equal(h.opts.Template, t.template) {
 				g = h
 				break
 			}
 		}
 		if g == nil {
-			g = &group{opts: dataset.Options{Selection: t.sel, OnBadRow: dataset.OnBadRowSkip, Remote: p.Remote}}
+			g = &group{opts: dataset.Options{Selection: t.sel, Conversations: t.whole, Template: t.template, OnBadRow: dataset.OnBadRowSkip, Remote: p.Remote, Outputs: outdir.Reader{}}}
 			g.opts.Shard = dataset.Shard{}
 			groups = append(groups, g)
 		}
@@ -174,6 +186,10 @@ func compareContent(opts dataset.Options, targets []*planTarget) {
 	for _, t := range targets {
 		if t.sel.ByFile() {
 			compareShardContent(opts, t)
+			continue
+		}
+		if !t.sel.Output.IsZero() {
+			compareOutput(opts, t)
 			continue
 		}
 		if len(t.sel.Content) == 0 {
@@ -222,10 +238,10 @@ func compareShardContent(opts dataset.Options, t *planTarget) {
 }
 
 // sameRows reports whether two selections read the same rows as the same
-// ids, whatever their limit and shard.
+// ids, the same of them bad, whatever their limit and shard.
 func sameRows(a, b dataset.Selection) bool {
 	return a.Source() == b.Source() && a.Format == b.Format && a.PromptField == b.PromptField && a.IDField == b.IDField &&
-		a.ShardBy == b.ShardBy
+		a.ParamsField == b.ParamsField && a.Output.Identity() == b.Output.Identity() && a.ShardBy == b.ShardBy
 }
 
 // countPass reads one dataset's ids and counts every target's keys: a
@@ -266,6 +282,15 @@ const sortBudget = 32 << 20
 // as they come, or with sorted, collecting them to be sorted and joined
 // after the pass.
 func readPass(opts dataset.Options, targets []*planTarget, sorted bool, tmp string) (err error) {
+	// A bad row counts for the targets whose rows hold it (the pass reads
+	// every shard's).
+	opts.OnSkip = func(e *dataset.RowError) {
+		for _, t := range targets {
+			if t.contains(e.Row) {
+				t.plan.BadRows++
+			}
+		}
+	}
 	src, err := dataset.Open(opts)
 	if err != nil {
 		return err
@@ -315,7 +340,6 @@ func readPass(opts dataset.Options, targets []*planTarget, sorted bool, tmp stri
 		}
 	}
 	for _, t := range targets {
-		t.plan.BadRows = src.Skipped()
 		if t.sorted == nil {
 			continue
 		}
@@ -337,4 +361,17 @@ func readPass(opts dataset.Options, targets []*planTarget, sorted bool, tmp stri
 		}
 	}
 	return nil
+}
+
+// compareOutput stamps the output directory a target's job read (a first
+// pass) and says on it what changed since the job started.
+func compareOutput(opts dataset.Options, t *planTarget) {
+	opts.Output = dataset.OutputStamp{}
+	now, ok, err := dataset.StampOutput(opts)
+	if err != nil || !ok {
+		return // countPass reads the parts the job recorded, or says why not
+	}
+	if now.Identity() != t.sel.Output.Identity() {
+		t.plan.Changed = fmt.Sprintf("%s (made from) -> %s (now): %s", t.sel.Output, now, now.DescribeChange(t.sel.Output))
+	}
 }

@@ -293,3 +293,54 @@ func TestPlannerIDsOutOfOrder(t *testing.T) {
 		t.Errorf("got %+v, dup_ids %d; want %+v, 2", g, p.DupIDs, want)
 	}
 }
+
+// TestPlannerCountsBadRowsAsTheRunDoes (issue 21): a job of whole
+// conversations reads every turn, so a row bad only past its first
+// assistant turn is a bad row, not a key pending for ever; a repeated
+// custom_id is a bad row too; and each shard counts the bad rows of its
+// own rows, not the whole dataset's.
+func TestPlannerCountsBadRowsAsTheRunDoes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "conv.jsonl")
+	rows := []string{
+		`{"messages":[{"role":"user","content":"q0"},{"role":"assistant","content":"a"}]}`,
+		`{"messages":[{"role":"user","content":"q1"},{"role":"assistant","content":"a"},{"role":"user","content":""}]}`, // bad whole
+		`{"messages":42}`, // bad either way
+		`{"messages":[{"role":"user","content":"q3"},{"role":"assistant","content":"a"},{"role":"user","content":"q3b"},{"role":"assistant","content":"b"}]}`,
+		`{"custom_id":"r","body":{"messages":[{"role":"user","content":"q4"}]}}`,
+		`{"custom_id":"r","body":{"messages":[{"role":"user","content":"q5"}]}}`, // repeats r
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(rows, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(turns Turns, index, count int) Job {
+		return Job{
+			Selection: dataset.Selection{Path: path, Format: dataset.FormatAuto, Shard: dataset.Shard{Index: index, Count: count}},
+			Prompt:    Prompting{Turns: turns},
+			Sampling:  Sampling{Model: "m", Samples: 1},
+		}
+	}
+	held := holdings([]sink.Key{{ID: "0"}, {ID: "3"}, {ID: "r"}}, nil)
+	var pl Planner
+	whole := pl.Add(mk(TurnsAll, 0, 1), held, held.distinct())
+	first := pl.Add(mk(TurnsFirst, 0, 1), held, held.distinct())
+	odd := pl.Add(mk(TurnsAll, 1, 2), held, held.distinct()) // rows 1, 3, 5: r once
+	pl.Count("")
+	cases := []struct {
+		name          string
+		plan          *Plan
+		want          counts
+		bad, repeated int64
+	}{
+		{"turns all", whole, counts{selected: 3, done: 3}, 3, 1},
+		{"turns first", first, counts{selected: 4, done: 3, pending: 1}, 2, 1},
+		{"turns all, shard 1/2", odd, counts{selected: 2, done: 2, outside: 1}, 1, 0},
+	}
+	for _, c := range cases {
+		if c.plan.Unreadable != "" {
+			t.Fatalf("%s: %s", c.name, c.plan.Unreadable)
+		}
+		if g := got(c.plan); g != c.want || c.plan.BadRows != c.bad || c.plan.DupIDs != c.repeated {
+			t.Errorf("%s: %+v, %d bad rows, %d repeating; want %+v, %d, %d", c.name, g, c.plan.BadRows, c.plan.DupIDs, c.want, c.bad, c.repeated)
+		}
+	}
+}

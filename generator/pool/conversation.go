@@ -68,6 +68,10 @@ func (c *conversation) answered(msgs []sink.Message, resp wire.Response, attempt
 			FinishReason:     resp.FinishReason,
 			PromptTokens:     resp.PromptTokens,
 			CompletionTokens: resp.CompletionTokens,
+			PromptTokenIDs:   resp.PromptTokenIDs,
+			TokenIDs:         resp.TokenIDs,
+			TokenIDsMismatch: resp.TokenIDsMismatch,
+			Logprobs:         resp.Logprobs,
 		})
 	}
 	if c.answers == 0 {

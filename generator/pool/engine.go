@@ -19,7 +19,9 @@ import (
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/shape"
 	"github.com/synthgen/synthgen/generator/wire"
+	"github.com/synthgen/synthgen/internal/promscrape"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -94,9 +96,16 @@ type Options struct {
 	// Reasoning checks the run's first answers for a server without a
 	// reasoning parser (reasoning.go); zero: no check.
 	Reasoning ReasoningPolicy
+	// TokenIDs checks the run's first answers for a server that ignores
+	// return_token_ids (tokenids.go); zero: no check.
+	TokenIDs TokenIDsPolicy
 	// Endpoints are the replicas the requests go to (router.go), each
 	// with its own client; empty: the Engine's one client.
 	Endpoints []Endpoint
+	// SchemaRetries is how many times an answer whose content is not in
+	// the shape Sampling.ResponseFormat asks is asked again before it is
+	// recorded as a failure (cause "schema"; shape.go).
+	SchemaRetries int
 	// OnIntake is called once, from the producer, when it starts its first
 	// request or ends without one: the keys found done or failed on disk
 	// before the first one still to ask are counted by then (all of them
@@ -110,6 +119,9 @@ type ReasoningPolicy struct {
 	Sample  int                     // first answers to read; 0: no check
 	Require bool                    // fatal: drain, and Run returns the error
 	OnFound func(*NoReasoningError) // told once, from the writer goroutine
+	// Server is the kind of server asked (from /v1/models), for the
+	// error's hint; KindUnknown or "": a hint for each kind.
+	Server promscrape.Kind
 }
 
 // Engine runs prompts through a Completer into an Output.
@@ -127,7 +139,12 @@ type Engine struct {
 	// found when generation.require_reasoning makes that fatal (read by Run
 	// once the writer has returned).
 	reasoning *reasoningCheck
+	tokenIDs  *tokenIDsCheck
 	fatal     error
+
+	// shape checks every answer's content against the job's response
+	// format (shape.go); nil when the job asks for none.
+	shape *shape.Validator
 
 	// pending: the keys in flight, when the sink says what it wrote
 	// (pending.go); the producer adds, the writer removes.
@@ -173,8 +190,15 @@ func New(client Completer, stats *runstats.Stats, opts Options) (*Engine, error)
 		opts.Limit = opts.Concurrency
 	}
 	e := &Engine{client: client, opts: opts, stats: stats, drain: make(chan struct{}), lim: newLimiter(opts.Limit)}
+	var err error
+	if e.shape, err = shape.Compile(opts.Sampling.ResponseFormat); err != nil {
+		return nil, fmt.Errorf("generation.response_format: %w", err)
+	}
 	if opts.Reasoning.Sample > 0 {
-		e.reasoning = &reasoningCheck{want: opts.Reasoning.Sample}
+		e.reasoning = &reasoningCheck{want: opts.Reasoning.Sample, server: opts.Reasoning.Server}
+	}
+	if opts.TokenIDs.Sample > 0 {
+		e.tokenIDs = &tokenIDsCheck{want: opts.TokenIDs.Sample}
 	}
 	return e, nil
 }
@@ -228,6 +252,11 @@ type result struct {
 	// pending: key leaves Engine.pending once the writer took this result.
 	pending bool
 	key     sink.Key
+	// unstarted: a key handed to a worker after intake stopped (the
+	// producer was waiting for a slot when the drain came), never begun:
+	// neither rec nor fail, and not canceled either. A result with none of
+	// rec, fail and unstarted is a key whose request the run cut.
+	unstarted bool
 }
 
 // Run requests every key of src that out does not skip, keeping the limit
@@ -278,7 +307,7 @@ func (e *Engine) Run(ctx context.Context, src Source, out Output) (runstats.Summ
 	})
 	workers := startPool(e.opts.Concurrency, e.lim, func(j task) {
 		if e.draining() || reqCtx.Err() != nil {
-			results <- result{pending: j.pending, key: j.key()} // taken after intake stopped: not started
+			results <- result{pending: j.pending, key: j.key(), unstarted: true} // taken after intake stopped
 			return
 		}
 		r := e.do(reqCtx, waitCtx, gate, j)
@@ -294,6 +323,9 @@ func (e *Engine) Run(ctx context.Context, src Source, out Output) (runstats.Summ
 		intake()
 		workers.submit(j)
 	})
+	if ended {
+		e.stats.SettleHeld() // every row passed: the producer's counts are exact
+	}
 	intake()
 	workers.wait()
 	close(results)

@@ -18,13 +18,39 @@ import (
 // produce hands jobs to start until the Source ends (ended), Drain is
 // called or ctx ends. start blocks while the pool is full. It alone decides
 // whether a key is asked: not when the directory held it (done, or failed
-// and errors are not retried), nor when this run asked it already (a
-// repeated id in the dataset).
+// and errors are not retried), nor when an earlier row of this pass had its
+// id (a repeated id: a bad row, which the Source reports).
 func (e *Engine) produce(ctx context.Context, src Source, out Output, start func(task)) (ended bool, err error) {
 	held := out.Recovered()
-	asked := askedKeys{all: !e.opts.UniqueIDs}
+	asked := askedKeys{all: !e.opts.UniqueIDs, visits: held.Visits()}
 	if ss, ok := out.(seenSink); ok {
 		asked.seen, asked.pending = ss.Seen, &e.pending
+	}
+	samples := int64(e.opts.Sampling.Samples)
+	// Bad rows leave the run's total as the Source skips them.
+	counter, _ := src.(badRowCounter)
+	var bad int64
+	countBad := func() {
+		if counter == nil {
+			return
+		}
+		if n := counter.Skipped(); n > bad {
+			e.stats.AddBadRows(n-bad, (n-bad)*samples)
+			bad = n
+		}
+	}
+	defer countBad()
+	rs, reports := src.(repeatSource)
+	if reports {
+		// The Source makes a repeat a bad row, with its file and line.
+		rs.SetRepeat(func(id string, index int64, _ bool) bool {
+			if e.repeatRow(&asked, id, index) {
+				e.stats.AddRepeated(1)
+				return true
+			}
+			return false
+		})
+		defer rs.SetRepeat(nil)
 	}
 	if sk, ok := src.(skipper); ok {
 		// A row none of whose keys is asked is passed over before it is
@@ -32,7 +58,7 @@ func (e *Engine) produce(ctx context.Context, src Source, out Output, start func
 		// resume costs what finding the line ends costs. id shares the
 		// reader's buffer: skipRow only looks it up, never keeps it.
 		sk.SetSkip(func(id string, index int64, _ bool) bool {
-			return e.skipRow(&asked, id, index, asked.isIndex(id, index), held)
+			return e.skipRow(&asked, id, index, held)
 		})
 		defer sk.SetSkip(nil)
 	}
@@ -42,11 +68,20 @@ func (e *Engine) produce(ctx context.Context, src Source, out Output, start func
 			return false, nil
 		}
 		p, err := src.Next()
+		countBad()
 		if errors.Is(err, io.EOF) {
 			return true, nil
 		}
 		if err != nil {
 			return false, fmt.Errorf("read dataset: %w", err)
+		}
+		byIndex := asked.byIndex(p)
+		if !reports && e.repeatRow(&asked, p.ID, p.Index) {
+			// A Source that cannot report it: the repeat is counted as a
+			// bad row all the same, out of the run's total.
+			e.stats.AddBadRows(1, samples)
+			e.stats.AddRepeated(1)
+			continue
 		}
 		if p.Model != "" && p.Model != e.opts.Sampling.Model && !notedModel {
 			notedModel = true
@@ -54,15 +89,8 @@ func (e *Engine) produce(ctx context.Context, src Source, out Output, start func
 				p.Model, p.Location, e.opts.Sampling.Model)
 		}
 		msgs := e.opts.Prompt.Messages(p.Messages)
-		byIndex := asked.byIndex(p)
 		for s := range e.opts.Sampling.Samples {
 			k := sink.Key{ID: p.ID, Sample: s}
-			if asked.repeated(k, byIndex) {
-				// Out of the run's total like a key found done: the key is
-				// answered once, by the first copy.
-				e.stats.AddRepeated(1)
-				continue
-			}
 			if held.Done(k) {
 				e.stats.AddAlreadyDone(1)
 				continue
@@ -88,27 +116,70 @@ type skipper interface {
 	SetSkip(dataset.SkipFunc)
 }
 
-// skipRow decides, before the row is decoded, whether none of its keys is
-// asked; then it counts them as produce would have (repeated, done, failed)
-// and the row is passed over. Any key to ask: nothing is counted, and the
-// decoded row goes the ordinary way.
-func (e *Engine) skipRow(asked *askedKeys, id string, index int64, byIndex bool, held sink.Recovered) bool {
-	var repeated, done, failed int
+// repeatSource is a Source that asks whether a row repeats an earlier
+// row's id and then reports it as a bad row (*dataset.Reader).
+type repeatSource interface {
+	SetRepeat(dataset.RepeatFunc)
+}
+
+// badRowCounter is a Source that counts the bad rows it skipped
+// (*dataset.Reader).
+type badRowCounter interface {
+	Skipped() int64
+}
+
+// repeatRow reports whether an earlier row of this pass had id: one of its
+// keys was asked by this run, or held by the directory and visited by this
+// pass already. It marks the held keys visited. A row skipRow looked at
+// just before is not looked at again (its keys are marked already).
+func (e *Engine) repeatRow(a *askedKeys, id string, index int64) bool {
+	if a.examined == index+1 {
+		a.examined = 0
+		return a.examinedRepeat
+	}
+	byIndex := a.isIndex(id, index)
 	for s := range e.opts.Sampling.Samples {
 		k := sink.Key{ID: id, Sample: s}
-		switch {
-		case asked.repeated(k, byIndex):
-			repeated++
-		case held.Done(k):
-			done++
-		case !e.opts.RetryErrors && held.Failed(k):
-			failed++
-		default:
-			return false
+		if a.repeated(k, byIndex) {
+			return true
+		}
+		if _, _, before := a.visits.Visit(k); before {
+			return true
 		}
 	}
-	if repeated > 0 {
-		e.stats.AddRepeated(int64(repeated))
+	return false
+}
+
+// skipRow decides, before the row is decoded, whether none of its keys is
+// asked; then it counts them as produce would have (done, failed) and the
+// row is passed over. Any key to ask, or a repeated id (which the decoded
+// row reports): nothing is counted, and the row is decoded.
+func (e *Engine) skipRow(a *askedKeys, id string, index int64, held sink.Recovered) bool {
+	byIndex := a.isIndex(id, index)
+	var done, failed int
+	ask, repeat := false, false
+	for s := range e.opts.Sampling.Samples {
+		k := sink.Key{ID: id, Sample: s}
+		if a.repeated(k, byIndex) {
+			repeat = true
+			continue
+		}
+		d, f, before := a.visits.Visit(k)
+		switch {
+		case before:
+			repeat = true
+		case d:
+			done++
+		case f && !e.opts.RetryErrors:
+			failed++
+		default:
+			ask = true
+		}
+	}
+	if repeat || ask {
+		// Decoded next: repeatRow answers for it from what was found here.
+		a.examined, a.examinedRepeat = index+1, repeat
+		return false
 	}
 	if done > 0 {
 		e.stats.AddAlreadyDone(int64(done))
@@ -117,7 +188,7 @@ func (e *Engine) skipRow(asked *askedKeys, id string, index int64, byIndex bool,
 		e.stats.AddAlreadyFailed(int64(failed))
 	}
 	if byIndex {
-		asked.addRow(index)
+		a.addRow(index)
 	}
 	return true
 }
@@ -139,6 +210,13 @@ type askedKeys struct {
 	keys    keyset.Set // without seen: 12 bytes a key, a bit for a decimal id (sink/keyset)
 	seen    func(sink.Key) bool
 	pending *pendingKeys
+	// visits mark the keys the directory held as this pass meets them, so
+	// that a second row with a held key's id is a repeat, not a key done.
+	visits *sink.Visits
+	// examined is 1 + the index of the row skipRow looked at and did not
+	// pass over (0: none), examinedRepeat what it found.
+	examined       int64
+	examinedRepeat bool
 	// own: a key that is not its row's index was asked (a custom_id, or
 	// any id of an id column). Until then a row-index key cannot have been
 	// asked before, and needs no look in pending or the sink.

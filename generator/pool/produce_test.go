@@ -39,8 +39,8 @@ func (s *skippingSource) Next() (dataset.Prompt, error) {
 
 // A resume that passes rows over before decoding them asks the same keys,
 // counts the same done, failed and repeated keys, and decodes only the rows
-// with a key to ask: with two samples, one of which was done; with repeated
-// ids; with own ids that spell row indices.
+// with a key to ask or a repeated id: with two samples, one of which was
+// done; with repeated ids; with own ids that spell row indices.
 func TestProduceSkipsAsWithoutSkip(t *testing.T) {
 	srv := &countingServer{}
 	ts := httptest.NewServer(srv)
@@ -94,9 +94,10 @@ func TestProduceSkipsAsWithoutSkip(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("samples %d: with skip %+v, without %+v", samples, got, want)
 		}
-		// One sample: only the rows asked are decoded (8, 10-13); two:
-		// sample 1 is new, so all rows but the repeated ids (3, 5, 9).
-		if wantDecoded := map[int]int{1: 5, 2: len(ids) - 3}[samples]; sk.decoded != wantDecoded {
+		// One sample: only the rows asked are decoded (8, 10-13), and the
+		// rows repeating an id (3, 5, 9), so that the reader can report
+		// each as a bad row with its line; two: sample 1 is new, so all.
+		if wantDecoded := map[int]int{1: 5 + 3, 2: len(ids)}[samples]; sk.decoded != wantDecoded {
 			t.Errorf("samples %d: %d rows decoded, want %d", samples, sk.decoded, wantDecoded)
 		}
 	}

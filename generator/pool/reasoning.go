@@ -3,6 +3,7 @@ package pool
 import (
 	"fmt"
 
+	"github.com/synthgen/synthgen/internal/promscrape"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -13,9 +14,20 @@ import (
 // for answers with no reasoning at all, and says so once, early;
 // generation.require_reasoning makes it fatal.
 
-// ReasoningParserHint is what to do about a *NoReasoningError, for each
-// kind of server.
-const ReasoningParserHint = "if the model reasons, start its server with a reasoning parser: vLLM and SGLang --reasoning-parser <name> (e.g. deepseek_r1, qwen3), llama.cpp's llama-server --reasoning-format deepseek"
+// ReasoningParserHint is what to do about a *NoReasoningError on a server
+// of kind k: each server has its own switch (vLLM's and SGLang's parser
+// names differ in spelling); for a server of unknown kind, all three.
+func ReasoningParserHint(k promscrape.Kind) string {
+	switch k {
+	case promscrape.KindVLLM:
+		return "if the model reasons, start vLLM with --reasoning-parser <name> (e.g. deepseek_r1, qwen3)"
+	case promscrape.KindSGLang:
+		return "if the model reasons, start SGLang with --reasoning-parser <name> (e.g. deepseek-r1, qwen3)"
+	case promscrape.KindLlamaCpp:
+		return "if the model reasons, start llama-server with --reasoning-format deepseek"
+	}
+	return "if the model reasons, start its server with a reasoning parser: vLLM and SGLang --reasoning-parser <name> (e.g. deepseek_r1, qwen3), llama.cpp's llama-server --reasoning-format deepseek"
+}
 
 // ReasoningSample is how many of a run's first answers the check reads.
 const ReasoningSample = 20
@@ -28,7 +40,12 @@ type NoReasoningError struct {
 	Checked int // answers looked at
 	Empty   int // of them, with no reasoning
 	Tagged  int // of them, with no reasoning and think tags in content
+	// Server is the kind of server that answered (ReasoningPolicy.Server).
+	Server promscrape.Kind
 }
+
+// Hint is what to do about it on its kind of server.
+func (e *NoReasoningError) Hint() string { return ReasoningParserHint(e.Server) }
 
 func (e *NoReasoningError) Error() string {
 	if e.InContent() {
@@ -47,6 +64,7 @@ func (e *NoReasoningError) InContent() bool { return e.Tagged*2 >= e.Checked }
 // The Engine's writer goroutine owns it.
 type reasoningCheck struct {
 	want                int
+	server              promscrape.Kind // told to the error
 	seen, empty, tagged int
 	decided             bool
 }
@@ -85,7 +103,7 @@ func (c *reasoningCheck) end() *NoReasoningError {
 func (c *reasoningCheck) decide() *NoReasoningError {
 	c.decided = true
 	if c.empty*10 >= c.seen*9 {
-		return &NoReasoningError{Checked: c.seen, Empty: c.empty, Tagged: c.tagged}
+		return &NoReasoningError{Checked: c.seen, Empty: c.empty, Tagged: c.tagged, Server: c.server}
 	}
 	return nil
 }

@@ -1,8 +1,10 @@
 package pool
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/synthgen/synthgen/internal/promscrape"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -54,5 +56,39 @@ func TestReasoningCheck(t *testing.T) {
 				t.Errorf("%v: InContent %v", got[0], got[0].InContent())
 			}
 		})
+	}
+}
+
+// TestReasoningParserHintPerKind: each server's own switch, spelled as it
+// spells its parsers; a server of unknown kind gets all three. The check
+// tells the error the kind of the run's server.
+func TestReasoningParserHintPerKind(t *testing.T) {
+	tests := []struct {
+		kind        promscrape.Kind
+		want, other []string
+	}{
+		{promscrape.KindVLLM, []string{"vLLM", "--reasoning-parser", "deepseek_r1"}, []string{"SGLang", "llama", "deepseek-r1"}},
+		{promscrape.KindSGLang, []string{"SGLang", "--reasoning-parser", "deepseek-r1"}, []string{"vLLM", "llama", "deepseek_r1"}},
+		{promscrape.KindLlamaCpp, []string{"llama-server", "--reasoning-format deepseek"}, []string{"vLLM", "SGLang", "--reasoning-parser"}},
+		{promscrape.KindUnknown, []string{"vLLM and SGLang --reasoning-parser", "llama-server --reasoning-format deepseek"}, nil},
+		{"", []string{"vLLM and SGLang --reasoning-parser", "llama-server --reasoning-format deepseek"}, nil},
+	}
+	for _, tc := range tests {
+		hint := ReasoningParserHint(tc.kind)
+		for _, w := range tc.want {
+			if !strings.Contains(hint, w) {
+				t.Errorf("%q: hint %q lacks %q", tc.kind, hint, w)
+			}
+		}
+		for _, n := range tc.other {
+			if strings.Contains(hint, n) {
+				t.Errorf("%q: hint %q names %q, another server's", tc.kind, hint, n)
+			}
+		}
+	}
+	c := &reasoningCheck{want: 1, server: promscrape.KindLlamaCpp}
+	e := c.observe(&sink.Record{Content: "<think>\nhmm\n</think>\n\n4"})
+	if e == nil || e.Server != promscrape.KindLlamaCpp || e.Hint() != ReasoningParserHint(promscrape.KindLlamaCpp) {
+		t.Fatalf("error %+v, want one of a llama.cpp server with its hint", e)
 	}
 }

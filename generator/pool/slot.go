@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/shape"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/backoff"
 	"github.com/synthgen/synthgen/sink"
@@ -68,6 +69,7 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 	// one is what on_length: keep would have recorded, and is kept.
 	var cut wire.Response
 	haveCut := false
+	misshapen := 0 // answers not in the job's shape (shape.go)
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 && e.draining() {
 			// A retry would be a new request: the key is asked on resume.
@@ -101,6 +103,17 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 				tr.Retry(wire.CauseLength)
 				req.MaxTokens = next
 				cut, haveCut = r, true
+				continue
+			}
+			if bad := e.misshapen(r.Content); bad != nil {
+				// Answered, but not in the shape asked: the prompt's
+				// failure, asked again at once (no backoff: the server
+				// is well) until SchemaRetries are used up.
+				if misshapen++; misshapen > e.opts.SchemaRetries {
+					return wire.Response{}, attempt, e.shapeFailure(j, attempt, bad)
+				}
+				tr.RetryBecause(shape.Cause, bad.Error())
+				avoid = e.elsewhereNext(route, avoid, ep)
 				continue
 			}
 			return r, attempt, nil
@@ -154,6 +167,9 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 		}
 		clear(avoid) // a charged attempt: the next may go anywhere
 		if haveCut && (ce.Cause == wire.CauseTooLong || !ce.Retryable || charged >= e.opts.Retry.MaxAttempts) {
+			if bad := e.misshapen(cut.Content); bad != nil {
+				return wire.Response{}, attempt, e.shapeFailure(j, attempt, bad)
+			}
 			return cut, attempt, nil
 		}
 		if !ce.Retryable || charged >= e.opts.Retry.MaxAttempts {
@@ -235,6 +251,10 @@ func (e *Engine) record(j task, c *conversation, latency time.Duration) *sink.Re
 		TTFTMS:           float64(c.ttft.Microseconds()) / 1000,
 		Attempts:         c.attempts,
 		CreatedAt:        e.opts.Now().UTC(),
+		PromptTokenIDs:   resp.PromptTokenIDs,
+		TokenIDs:         resp.TokenIDs,
+		TokenIDsMismatch: resp.TokenIDsMismatch,
+		Logprobs:         resp.Logprobs,
 		Turns:            c.turns,
 	}
 }

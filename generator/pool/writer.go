@@ -46,6 +46,7 @@ func (e *Engine) write(cancel context.CancelCauseFunc, out Output, results <-cha
 					return fail(fmt.Errorf("flush output: %w", err), result{})
 				}
 				e.found(e.reasoning.end())
+				e.foundNoIDs(e.tokenIDs.end())
 				return nil
 			}
 			switch {
@@ -56,13 +57,16 @@ func (e *Engine) write(cancel context.CancelCauseFunc, out Output, results <-cha
 				r.tr.Done(r.outcome)
 				counted++
 				e.found(e.reasoning.observe(r.rec))
+				e.foundNoIDs(e.tokenIDs.observe(r.rec))
 			case r.fail != nil:
 				if err := out.WriteError(r.fail); err != nil {
 					return fail(fmt.Errorf("write error record %s/%d: %w", r.fail.ID, r.fail.Sample, err), r)
 				}
 				r.tr.Fail(r.cause)
 				countedErrs++
-			default:
+			case !r.unstarted:
+				// The run stopped the key's request (a whole
+				// conversation is one key, whatever its turn).
 				e.stats.AddCanceled()
 			}
 			if r.pending {

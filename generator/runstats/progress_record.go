@@ -70,8 +70,11 @@ type ProgressRecord struct {
 // ServerRecord is the server's view in JSON: the server field of a
 // ProgressRecord, and a line of `synthgen watch --json`.
 type ServerRecord struct {
-	URL                      string   `json:"url,omitempty"`
-	Time                     string   `json:"time,omitempty"`
+	URL  string `json:"url,omitempty"`
+	Time string `json:"time,omitempty"`
+	// Kind is the server's: "vllm", "sglang" or "llamacpp", from the names
+	// of its metrics; absent when not known (or replicas of several kinds).
+	Kind                     string   `json:"kind,omitempty"`
 	WindowS                  float64  `json:"window_s"`
 	GenTokPerS               float64  `json:"gen_tok_per_s"`
 	PromptTokPerS            float64  `json:"prompt_tok_per_s"`
@@ -96,6 +99,9 @@ func NewServerRecord(r promscrape.Rates) *ServerRecord {
 		PromptTokPerS: r.PromptTokPerSec,
 		Running:       r.Running,
 		Waiting:       r.Waiting,
+	}
+	if r.Kind.Known() {
+		out.Kind = string(r.Kind)
 	}
 	if r.HasPreemptions {
 		out.Preemptions = finite(r.Preemptions)

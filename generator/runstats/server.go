@@ -3,6 +3,7 @@ package runstats
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/synthgen/synthgen/internal/promscrape"
@@ -16,7 +17,10 @@ import (
 // goroutine, the reporter's.
 type ServerView struct {
 	eps []*serverEndpoint
-	sum *promscrape.Rates
+	// told is the kinds whose missing figures were said (once a kind, not
+	// once a replica).
+	told map[promscrape.Kind]bool
+	sum  *promscrape.Rates
 	// sumFrom is when sum's window began: its earliest endpoint's.
 	sumFrom    time.Time
 	lastOutage time.Time
@@ -35,7 +39,7 @@ type serverEndpoint struct {
 // NewServerView reads each of scrapes (one per endpoint, in base_url
 // order); none: a view that is always empty.
 func NewServerView(scrapes []func(context.Context) (promscrape.Sample, error)) *ServerView {
-	v := &ServerView{}
+	v := &ServerView{told: make(map[promscrape.Kind]bool)}
 	for _, f := range scrapes {
 		v.eps = append(v.eps, &serverEndpoint{scrape: f})
 	}
@@ -45,7 +49,9 @@ func NewServerView(scrapes []func(context.Context) (promscrape.Sample, error)) *
 // Update takes one sample of each endpoint's metrics and the rates since
 // the one before; the sum is of the endpoints whose scrape answered
 // (Rates.Servers of Rates.Of). A failure is told to say once, and so is the recovery:
-// the server's view is an extra, never a reason to stop.
+// the server's view is an extra, never a reason to stop. The first answer
+// of a server whose kind does not report some figures (llama.cpp: no
+// preemptions) says which, once for its kind.
 func (v *ServerView) Update(ctx context.Context, say func(msg string)) {
 	if len(v.eps) == 0 {
 		return
@@ -73,6 +79,10 @@ func (v *ServerView) Update(ctx context.Context, say func(msg string)) {
 	v.sum, v.sumFrom = &sum, from
 }
 
+// possessive is "vLLM's", "llama.cpp's", or "the server's" for a kind not
+// known.
+func possessive(k promscrape.Kind) string { return k.Name() + "'s" }
+
 func (v *ServerView) updateOne(ctx context.Context, ep *serverEndpoint, say func(string)) {
 	s, err := ep.scrape(ctx)
 	if err != nil {
@@ -88,7 +98,14 @@ func (v *ServerView) updateOne(ctx context.Context, ep *serverEndpoint, say func
 		return
 	}
 	if ep.health.Answered() {
-		say("metrics: reachable again; showing the server's view")
+		say(fmt.Sprintf("metrics: reachable again; showing %s view", possessive(s.Kind)))
+	}
+	if ep.prev == nil && s.Kind.Known() && !v.told[s.Kind] {
+		v.told[s.Kind] = true
+		if lacks := s.Lacks(); len(lacks) > 0 {
+			say(fmt.Sprintf("metrics: %s's /metrics has no %s; the server's view shows what it reports",
+				s.Kind.Name(), strings.Join(lacks, " nor ")))
+		}
 	}
 	if ep.prev != nil && !s.At.After(ep.prev.At) {
 		return // a shared scrape with no newer sample: the rates stand

@@ -4,6 +4,7 @@ package runstats
 // ETA derived from them: what every renderer reads.
 
 import (
+	"cmp"
 	"maps"
 	"math"
 	"slices"
@@ -43,6 +44,10 @@ type Snapshot struct {
 	// even headers: held in a server's queue (llama-server sends nothing
 	// until a slot frees), or stranded in one (wire's stranded.go).
 	Awaiting int64
+
+	// BadRows are dataset rows skipped as bad so far: their keys are out
+	// of Total and Planned.
+	BadRows int64
 
 	CompletionTokens int64 // credited so far: completed (corrected) plus the running attempts' deltas
 	RunningTokens    int64 // the part of CompletionTokens that belongs to requests in flight
@@ -87,11 +92,15 @@ type Snapshot struct {
 	ExpectedCompletionSE float64
 
 	// RemainingTokens is the estimated completion tokens still to come:
-	// ExpectedCompletion for each request not started, and
-	// max(ExpectedCompletion - current, 0) for each one in flight.
+	// ExpectedCompletion for each request not started, and for each one in
+	// flight the mean residual length at its current tokens (what the
+	// answers longer than that had beyond it; never less than
+	// ExpectedCompletion - current, 0 only past the longest answer).
 	RemainingTokens float64
 
-	// ETA is RemainingTokens over Last60s.TokPerSec. ETAKnown is false when
+	// ETA is RemainingTokens over Last60s.TokPerSec, and never less than
+	// the time the slowest request in flight needs for its residual length
+	// at its own streaming rate (etaOf). ETAKnown is false when
 	// there is no rate or no length yet. ETAError is the ± that the standard
 	// error of ExpectedCompletion implies for the requests not yet done;
 	// 0 when it is unknown. Confidence grades the estimate by completed
@@ -138,6 +147,7 @@ func (s *Stats) Snapshot() Snapshot {
 		Total:           s.total.Load(),
 		AlreadyDone:     s.alreadyDone.Load(),
 		AlreadyFailed:   s.alreadyFailed.Load(),
+		BadRows:         s.badRows.Load(),
 		Done:            s.done,
 		Errors:          s.errors,
 		InFlight:        s.slots.Load(),
@@ -153,13 +163,22 @@ func (s *Stats) Snapshot() Snapshot {
 		Truncated:       s.truncated,
 		Confidence:      confidence(s.done),
 	}
-	running := make([]int64, 0, len(s.inFlight))
-	for r := range s.inFlight {
-		c := r.streamed()
-		running = append(running, c)
-		snap.RunningTokens += c
+	var since time.Duration
+	if s.started {
+		since = now.Sub(s.start)
 	}
-	slices.Sort(running)
+	flight := make([]inFlight, 0, len(s.inFlight))
+	for r := range s.inFlight {
+		f := inFlight{tokens: r.streamed(), rate: r.ownRate(since)}
+		flight = append(flight, f)
+		snap.RunningTokens += f.tokens
+	}
+	slices.SortFunc(flight, func(a, b inFlight) int { return cmp.Compare(a.tokens, b.tokens) })
+	s.heldLocked(&snap)
+	running := make([]int64, len(flight))
+	for i, f := range flight {
+		running[i] = f.tokens
+	}
 	snap.CompletionTokens = s.compTokens + snap.RunningTokens
 
 	if s.started {
@@ -185,13 +204,13 @@ func (s *Stats) Snapshot() Snapshot {
 	snap.ITLP50 = time.Duration(s.itl.quantile(0.5)) * time.Microsecond
 	snap.ITLP90 = time.Duration(s.itl.quantile(0.9)) * time.Microsecond
 
-	mean, sd := s.lengths.kaplanMeier(running, s.done)
+	mean, sd, residual := s.lengths.kaplanMeier(running, s.done)
 	snap.ExpectedCompletion = mean
 	snap.ExpectedCompletionSE = math.NaN()
 	if s.done > 0 {
 		snap.ExpectedCompletionSE = sd / math.Sqrt(float64(s.done))
 	}
-	s.etaLocked(&snap, running)
+	etaOf(&snap, flight, residual)
 	if len(s.endpoints) > 0 {
 		snap.Endpoints = make([]EndpointSnapshot, len(s.endpoints))
 		for i, es := range s.endpoints {
@@ -199,6 +218,21 @@ func (s *Stats) Snapshot() Snapshot {
 		}
 	}
 	return snap
+}
+
+// heldLocked counts what the directory held at open (Stats.SeedHeld)
+// that the producer has not passed yet: out of Total, into AlreadyDone
+// and AlreadyFailed. (A repeated row is a bad row, in neither.)
+func (s *Stats) heldLocked(snap *Snapshot) {
+	if d := s.heldDone.Load() - snap.AlreadyDone; d > 0 {
+		snap.AlreadyDone += d
+		snap.Total -= d
+	}
+	if d := s.heldFailed.Load() - snap.AlreadyFailed; d > 0 {
+		snap.AlreadyFailed += d
+		snap.Total -= d
+	}
+	snap.Total = max(snap.Total, 0)
 }
 
 // windowLocked sums the buckets of the last w whole seconds; before w has
@@ -227,18 +261,42 @@ func (s *Stats) windowLocked(snap Snapshot, w time.Duration) Throughput {
 	return Throughput{Span: w, ReqPerSec: float64(reqs) / secs, TokPerSec: max(float64(tok)/secs, 0), PromptTokPerSec: float64(prompt) / secs}
 }
 
-func (s *Stats) etaLocked(snap *Snapshot, running []int64) {
+// inFlight is one request in flight as the ETA sees it: what it streamed
+// so far and its own rate (Tracker.ownRate; 0 unknown).
+type inFlight struct {
+	tokens int64
+	rate   float64
+}
+
+// etaOf sets the remaining tokens and the ETA from the product-limit
+// estimate (snap.ExpectedCompletion is its mean) and the requests in
+// flight, sorted by tokens, with their mean residual lengths (kaplanMeier).
+//
+// A request in flight at c tokens still needs, on average, what the
+// answers longer than c had beyond c: the curve's mean residual length at
+// c, which is 0 only past the longest answer seen. The run cannot end
+// before its slowest request in flight has streamed that at its own rate,
+// however fast the server is overall: in the tail, with a few long
+// answers left, the overall rate of the last minute says "0s" while they
+// need tens of seconds more. So the ETA is the larger of the remaining
+// tokens over the overall rate and the longest of those own times.
+func etaOf(snap *Snapshot, flight []inFlight, residual []float64) {
 	l := snap.ExpectedCompletion
 	// Started: every request not ended, whether it holds its slot or its
 	// answer waits for the writer.
-	notStarted := max(snap.Total-snap.Done-snap.Errors-int64(len(running)), 0)
+	notStarted := max(snap.Total-snap.Done-snap.Errors-int64(len(flight)), 0)
 	rem := float64(notStarted) * l
-	for _, c := range running {
-		rem += max(l-float64(c), 0)
+	var tail float64 // seconds the slowest request in flight still needs
+	for k, f := range flight {
+		left := residual[k]
+		rem += left
+		if f.rate > 0 {
+			tail = max(tail, left/f.rate)
+		}
 	}
 	snap.RemainingTokens = rem
 	rate := snap.Last60s.TokPerSec
-	if snap.Total > 0 && notStarted == 0 && len(running) == 0 {
+	if snap.Total > 0 && notStarted == 0 && len(flight) == 0 {
 		snap.ETAKnown = true // nothing left
 		return
 	}
@@ -246,9 +304,9 @@ func (s *Stats) etaLocked(snap *Snapshot, running []int64) {
 		return
 	}
 	snap.ETAKnown = true
-	snap.ETA = secondsToDuration(rem / rate)
+	snap.ETA = secondsToDuration(max(rem/rate, tail))
 	if se := snap.ExpectedCompletionSE; !math.IsNaN(se) {
-		snap.ETAError = secondsToDuration(float64(notStarted+int64(len(running))) * se / rate)
+		snap.ETAError = secondsToDuration(float64(notStarted+int64(len(flight))) * se / rate)
 	}
 }
 
@@ -334,16 +392,23 @@ func (ss *sampleSet) quantile(q float64) int64 {
 // kaplanMeier returns the restricted mean and standard deviation of the
 // product-limit estimate built from the completed lengths (events; each
 // stored sample weighs completed/len(samples) once the set is a reservoir)
-// and the running requests' current tokens (right-censored, sorted).
-// At equal values events come before censorings, as usual. The mean is
-// restricted to the longest observation: when that one is still running it
-// is a lower bound, which is the honest answer early in a run.
-func (ss *sampleSet) kaplanMeier(censored []int64, completed int64) (mean, sd float64) {
+// and the running requests' current tokens (right-censored, sorted), and
+// for each running request its mean residual length: the integral of the
+// curve S from its tokens c to tau over S(c), what the answers longer than
+// c had beyond c on average (0 at tau). At equal values events come before
+// censorings, as usual. The mean is restricted to the longest observation:
+// when that one is still running it is a lower bound, which is the honest
+// answer early in a run.
+func (ss *sampleSet) kaplanMeier(censored []int64, completed int64) (mean, sd float64, residual []float64) {
 	ss.sort()
 	ev := ss.vals
+	residual = make([]float64, len(censored))
 	if len(ev) == 0 && len(censored) == 0 {
-		return 0, 0
+		return 0, 0, residual
 	}
+	// sAt is S at each censored value; residual holds the integral of S
+	// up to it until the total is known.
+	sAt := make([]float64, len(censored))
 	w := 1.0
 	if len(ev) > 0 {
 		w = float64(completed) / float64(len(ev))
@@ -367,16 +432,18 @@ func (ss *sampleSet) kaplanMeier(censored []int64, completed int64) (mean, sd fl
 			d += w
 			i++
 		}
-		for j < len(censored) && censored[j] == t {
-			c++
-			j++
-		}
 		if d > 0 {
 			x := float64(t)
 			m1 += surv * (x - prev)
 			m2 += surv * (x*x - prev*prev)
 			prev = x
 			surv *= 1 - d/atRisk
+		}
+		for j < len(censored) && censored[j] == t {
+			residual[j] = m1 + surv*(float64(t)-prev)
+			sAt[j] = surv
+			c++
+			j++
 		}
 		atRisk -= d + c
 	}
@@ -390,5 +457,12 @@ func (ss *sampleSet) kaplanMeier(censored []int64, completed int64) (mean, sd fl
 	x := float64(tau)
 	m1 += surv * (x - prev)
 	m2 += surv * (x*x - prev*prev)
-	return m1, math.Sqrt(max(m2-m1*m1, 0))
+	for j := range residual {
+		if sAt[j] > 0 {
+			residual[j] = max(m1-residual[j], 0) / sAt[j]
+		} else {
+			residual[j] = 0
+		}
+	}
+	return m1, math.Sqrt(max(m2-m1*m1, 0)), residual
 }

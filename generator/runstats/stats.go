@@ -56,12 +56,25 @@ type Stats struct {
 	total       atomic.Int64
 	maxModelLen atomic.Int64 // the model's context as /v1/models gave it; 0: unknown
 	awaiting    atomic.Int64 // streams in flight that have had no byte, not even headers
-	alreadyDone atomic.Int64 // keys done before this run, and repeats
+	alreadyDone atomic.Int64 // keys done before this run
 	// alreadyFailed are keys that failed for good before this run and are
 	// not asked again (no --retry-errors): out of Total, and not done.
 	alreadyFailed atomic.Int64
-	repeated      atomic.Int64 // rows repeating a key this run asked (in alreadyDone too)
-	canceled      atomic.Int64 // requests cut, or never sent, because the run stopped
+	// heldDone and heldFailed are what the output directory held at open
+	// (SeedHeld): a snapshot counts at least them until the producer has
+	// passed every row (SettleHeld).
+	heldDone, heldFailed atomic.Int64
+	// badRows are dataset rows that could not be asked (dataset.on_bad_row:
+	// skip), a repeated id among them; their keys are out of Total.
+	badRows  atomic.Int64
+	repeated atomic.Int64 // the bad rows that repeat an earlier row's id
+	// canceled are keys whose request the run abandoned when it stopped:
+	// begun in a slot, cut or not retried. A key never handed to a slot is
+	// none, so canceled never exceeds what was in flight.
+	canceled atomic.Int64
+	// lost are records and error records counted, then taken back because
+	// the sink failed before an fsync made them durable (Retract).
+	lost atomic.Int64
 	// slots counts the requests holding a slot of the pool: Begin to
 	// release. A request whose answer waits for the writer has left its
 	// slot (its successor may be running) but not yet inFlight, where its
@@ -188,22 +201,49 @@ func (s *Stats) AddAlreadyFailed(n int64) {
 	s.total.Add(-n)
 }
 
-// AddRepeated records dataset rows whose key this run had already asked (a
-// repeated id): like keys found done, they leave Total, and are counted
-// apart so that a summary can warn about them.
-func (s *Stats) AddRepeated(n int64) {
-	s.repeated.Add(n)
-	s.AddAlreadyDone(n)
+// SeedHeld records what the output directory held when it was opened:
+// done keys, and failed keys this run does not ask again (0 with
+// --retry-errors), each at most the selection's keys. The producer counts
+// every such key as it passes it (AddAlreadyDone, AddAlreadyFailed), and
+// it passes the ones after the first key it asks only as the pool lets it
+// read on: so that the first status.json of a resume carries what is on
+// disk, a snapshot counts the larger of each seed and what the producer
+// counted, never both, until SettleHeld.
+func (s *Stats) SeedHeld(done, failed int64) {
+	s.heldDone.Store(max(done, 0))
+	s.heldFailed.Store(max(failed, 0))
 }
 
-// AddCanceled records a key the run stopped before it had an answer: it is
-// asked again on resume.
+// SettleHeld drops the seeds once the producer has read every row: its
+// counts are then exact (a record outside the selection, under a lowered
+// dataset.limit, was in the seed but is no key of the job).
+func (s *Stats) SettleHeld() {
+	s.heldDone.Store(0)
+	s.heldFailed.Store(0)
+}
+
+// AddBadRows records rows dataset rows skipped as bad (dataset.on_bad_row:
+// skip), holding keys keys (rows x generation.n): they leave Total, the
+// requests this run makes, and are neither done nor failed.
+func (s *Stats) AddBadRows(rows, keys int64) {
+	s.badRows.Add(rows)
+	s.total.Add(-keys)
+}
+
+// AddRepeated records that n of the bad rows (AddBadRows counts them)
+// repeat the id of an earlier row, so that a summary can say why.
+func (s *Stats) AddRepeated(n int64) { s.repeated.Add(n) }
+
+// AddCanceled records a key whose request the run abandoned when it
+// stopped (begun in a slot, cut or not retried): it is asked again on
+// resume. A key the run never handed to a slot is not one.
 func (s *Stats) AddCanceled() { s.canceled.Add(1) }
 
 // Retract takes back records and errors error records counted as done and
 // failed that the sink lost when it failed (written, never fsynced): they
-// count as canceled, asked again on resume. Their tokens stay in the rates,
-// which measure the server, not the disk.
+// count as lost, asked again on resume; their requests were answered, so
+// they are not canceled. Their tokens stay in the rates, which measure the
+// server, not the disk.
 func (s *Stats) Retract(records, errors int64) {
 	if records == 0 && errors == 0 {
 		return
@@ -212,7 +252,7 @@ func (s *Stats) Retract(records, errors int64) {
 	s.done -= records
 	s.errors -= errors
 	s.mu.Unlock()
-	s.canceled.Add(records + errors)
+	s.lost.Add(records + errors)
 }
 
 // Summary is what the run did so far, read from its ledger; drained says
@@ -221,15 +261,16 @@ func (s *Stats) Summary(drained bool) Summary {
 	s.mu.Lock()
 	done, errors := s.done, s.errors
 	s.mu.Unlock()
-	repeated := s.repeated.Load()
 	return Summary{
 		Written:       int(done),
 		Failed:        int(errors),
-		Skipped:       s.alreadyDone.Load() - repeated,
+		Skipped:       s.alreadyDone.Load(),
 		SkippedFailed: s.alreadyFailed.Load(),
+		BadRows:       s.badRows.Load(),
 		Drained:       drained,
 		Canceled:      int(s.canceled.Load()),
-		Duplicates:    int(repeated),
+		Lost:          int(s.lost.Load()),
+		Duplicates:    int(s.repeated.Load()),
 	}
 }
 
@@ -244,8 +285,13 @@ type Tracker struct {
 	cur   atomic.Int64             // deltas of the attempt under way
 	ep    atomic.Pointer[Endpoint] // where the attempt under way was sent; nil: not said
 	kept  atomic.Int64             // deltas of the turns already answered (a whole conversation)
-	ended atomic.Bool
-	held  atomic.Bool // holds a slot of the pool (see Stats.slots)
+	// firstAt is when the request's first delta came (nanoseconds after
+	// start, +1 so that 0 means none yet) and firstN how many it carried:
+	// the request's own rate is what it streamed since (ownRate).
+	firstAt atomic.Int64
+	firstN  atomic.Int64
+	ended   atomic.Bool
+	held    atomic.Bool // holds a slot of the pool (see Stats.slots)
 }
 
 // Release says the request left its slot (it handed its result to the
@@ -299,11 +345,28 @@ func (r *Tracker) Delta(n int) {
 	if es := r.ep.Load(); es != nil {
 		es.streamed.Add(int64(n))
 	}
-	sec := int64(r.s.now().Sub(r.start) / time.Second)
-	if sec < 0 {
-		sec = 0
+	since := max(r.s.now().Sub(r.start), 0)
+	if r.firstAt.Load() == 0 && r.firstAt.CompareAndSwap(0, int64(since)+1) {
+		r.firstN.Store(int64(n))
 	}
-	r.s.addDeltas(sec, uint64(n))
+	r.s.addDeltas(int64(since/time.Second), uint64(n))
+}
+
+// ownRate is the request's own streaming rate at since (after the ledger's
+// origin): the deltas after its first one over the time since that one
+// came, in deltas a second; 0 while it cannot tell (fewer than two deltas,
+// no time passed).
+func (r *Tracker) ownRate(since time.Duration) float64 {
+	at := r.firstAt.Load()
+	if at == 0 {
+		return 0
+	}
+	d := since - time.Duration(at-1)
+	n := r.streamed() - r.firstN.Load()
+	if d <= 0 || n <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
 }
 
 func (s *Stats) addDeltas(sec int64, n uint64) {
@@ -337,6 +400,10 @@ func (r *Tracker) RetryBecause(cause, why string) {
 		return
 	}
 	lost := r.cur.Swap(0)
+	if r.kept.Load() == 0 {
+		// The next attempt streams from its own first delta.
+		r.firstAt.Store(0)
+	}
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()

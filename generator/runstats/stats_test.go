@@ -364,15 +364,70 @@ func TestStatsETABiasCorrection(t *testing.T) {
 	checkF(t, "ExpectedCompletionSE", snap.ExpectedCompletionSE, math.Sqrt(m2-420*420)/math.Sqrt(2))
 	// Tokens credited: 300 + 1450 = 1750 over 10 s = 175 tok/s.
 	checkF(t, "TokPerSec", snap.TokPerSec, 175)
-	// Remaining: 4 not started × 420 + (370 + 20 + 20 + 0) = 2090 tokens.
-	checkF(t, "RemainingTokens", snap.RemainingTokens, 2090)
-	checkD(t, "ETA", snap.ETA, secondsToDuration(2090.0/175))
+	// Remaining: 4 not started × 420, and each running request the mean
+	// residual length at its tokens: at 50, (600-50)·S over S(50) = 1:
+	// 50 + 4/5×100 + 3/5×400 = 370; at 400, 3/5×200 over 3/5 = 200 (the
+	// answers longer than 400 run to 600 here); at 600, the longest, 0:
+	// 1680 + 370 + 200 + 200 + 0 = 2450 tokens at 175 tok/s = 14 s.
+	checkF(t, "RemainingTokens", snap.RemainingTokens, 2450)
+	checkD(t, "ETA", snap.ETA, 14*time.Second)
 	checkD(t, "ETAError", snap.ETAError, secondsToDuration(8*snap.ExpectedCompletionSE/175))
 
 	// The completed-only ETA would have said 4×150 + 0 + ... : far lower.
 	naive := (4*150 + 100) / 175.0
 	if snap.ETA.Seconds() <= naive {
 		t.Errorf("ETA %v not above the naive %vs", snap.ETA, naive)
+	}
+}
+
+// The tail: the last requests in flight are past the mean length, the
+// overall rate of the run is high, and the old ETA (max(mean - tokens, 0)
+// each, over the overall rate) said "0s" while they needed seconds more.
+// Each request in flight still needs the mean residual length at its
+// tokens, and the run cannot end before the slowest has streamed that at
+// its own rate.
+func TestStatsETATail(t *testing.T) {
+	clk := newFakeClock()
+	s := NewStats(clk.now)
+	s.SetTotal(12)
+	a, b := s.Begin(), s.Begin()
+	a.Delta(10) // the first deltas: each request's rate counts from them
+	b.Delta(10)
+	for n := 100; n <= 1000; n += 100 {
+		r := s.Begin()
+		r.Delta(n)
+		r.Done(Outcome{CompletionTokens: n, UsageKnown: true, Deltas: n})
+	}
+	clk.advance(5 * time.Second)
+	a.Delta(640)
+	b.Delta(940)
+	clk.advance(5 * time.Second)
+	snap := s.Snapshot()
+	// Product-limit over 100, 200, ..., 1000 with 650+ and 950+ running:
+	// S = 11/12, 10/12, ..., 6/12 after 100..600; 650+ leaves the risk set;
+	// S = 0.4, 0.3, 0.2 after 700, 800, 900; 950+ leaves; 0 after 1000.
+	// Mean = 100 + 100×(11+10+9+8+7+6)/12 + 100×(0.4+0.3+0.2) = 615: both
+	// requests are past it.
+	checkF(t, "ExpectedCompletion", snap.ExpectedCompletion, 615)
+	// Residual at 650: (50×0.5 + 100×0.4 + 100×0.3 + 100×0.2) / 0.5 = 230;
+	// at 950: 50×0.2 / 0.2 = 50.
+	checkF(t, "RemainingTokens", snap.RemainingTokens, 280)
+	// Overall: 5500 + 1600 tokens over 10 s = 710 tok/s, 280 of them in
+	// 0.39 s. Their own rates: 640 and 940 tokens in the 10 s since their
+	// first delta, 64 and 94 tok/s: a needs 230/64 = 3.59375 s, b 0.53 s.
+	checkF(t, "Last60s.TokPerSec", snap.Last60s.TokPerSec, 710)
+	if !snap.ETAKnown {
+		t.Fatal("ETAKnown = false with two requests streaming")
+	}
+	checkD(t, "ETA", snap.ETA, 3593750*time.Microsecond)
+
+	// A retried attempt streams from its own first delta.
+	a.Retry("stream_cut")
+	a.Delta(5)
+	clk.advance(time.Second)
+	a.Delta(20)
+	if got, want := a.ownRate(clk.now().Sub(s.start)), 20.0; got != want {
+		t.Errorf("own rate after a retry = %v, want %v", got, want)
 	}
 }
 
@@ -576,4 +631,35 @@ func TestEndpointStreamedCountsEveryDelta(t *testing.T) {
 	checkI(t, "snapshot a.StreamedTokens", snap.Endpoints[0].StreamedTokens, 30)
 	checkI(t, "snapshot b.StreamedTokens", snap.Endpoints[1].StreamedTokens, 20)
 	checkI(t, "b.Completed", snap.Endpoints[1].Completed, 0)
+}
+
+// A resume's first figures: what the directory held counts at once (the
+// seed), and the producer's own count of the same keys, as it passes them,
+// is never added to it; bad rows leave Total without touching it; once the
+// producer has passed every row its count alone stands (a record outside
+// the selection was in the seed).
+func TestStatsSeedHeld(t *testing.T) {
+	s := NewStats(newFakeClock().now)
+	s.SetTotal(100)
+	s.SeedHeld(60, 5)
+	planned := int64(100)
+	check := func(when string, done, failed, total int64) {
+		t.Helper()
+		snap := s.Snapshot()
+		if snap.AlreadyDone != done || snap.AlreadyFailed != failed || snap.Total != total || snap.Planned() != planned {
+			t.Errorf("%s: already done %d, failed %d, total %d, planned %d; want %d %d %d %d",
+				when, snap.AlreadyDone, snap.AlreadyFailed, snap.Total, snap.Planned(), done, failed, total, planned)
+		}
+	}
+	check("at open", 60, 5, 35)
+	s.AddAlreadyDone(10) // the producer passed the first 10 done keys
+	s.AddAlreadyFailed(5)
+	check("10 done and the 5 failed passed", 60, 5, 35)
+	s.AddBadRows(2, 2) // repeated rows are bad rows: out of Total, not done
+	planned = 98
+	check("2 bad rows", 60, 5, 33)
+	s.AddAlreadyDone(49) // 59 of the 60 passed
+	check("59 passed", 60, 5, 33)
+	s.SettleHeld() // one record was outside the selection
+	check("every row passed", 59, 5, 34)
 }

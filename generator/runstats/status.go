@@ -10,6 +10,8 @@ package runstats
 //	DIR/report.json   written once at the end (Runner.Finish): the final
 //	                  figures, the outcome and exit code, start and end, a
 //	                  summary of the config
+//	DIR/history.jsonl every status.json above appended as a line, bounded
+//	                  (history.go): the plots of `synthgen view`
 //
 // Both carry every field of the progress record (the figures are named the
 // same everywhere), plus who is running and where. Users' scripts read
@@ -100,8 +102,10 @@ type ReportRecord struct {
 	DurationS float64      `json:"duration_s"`    // started_at to ended_at, opening the dataset and the output included
 	Written   int          `json:"written"`       // records written by this run
 	Failed    int          `json:"error_records"` // error records written by this run
-	Skipped   int64        `json:"skipped"`       // keys of the selection already done
-	Canceled  int          `json:"canceled"`      // requests cut or never sent because the run stopped
+	Skipped   int64        `json:"skipped"`       // keys of the selection done before this run
+	BadRows   int64        `json:"bad_rows"`      // dataset rows skipped as bad (a repeated id among them)
+	Canceled  int          `json:"canceled"`      // keys whose requests were abandoned because the run stopped
+	Lost      int          `json:"lost"`          // records and error records written, not made durable before the disk failed
 	Config    ReportConfig `json:"config"`
 	StatusRecord
 }
@@ -130,6 +134,7 @@ type StatusWriter struct {
 	warnings []string
 
 	auto *autoconc.State // concurrency: auto; nil when fixed
+	hist *History        // history.jsonl; nil: none (tests)
 }
 
 // NewStatusWriter writes dir's status.json and report.json for a run that
@@ -142,18 +147,19 @@ func NewStatusWriter(dir string, started time.Time, cfg ReportConfig, auto *auto
 		info: RunInfo{PID: os.Getpid(), Hostname: host, StartedAt: started, OutputDir: absPath(dir)},
 		cfg:  cfg,
 		auto: auto,
+		hist: NewHistory(dir),
 	}
 	s.state.Store(StateRunning)
 	return s
 }
 
-// RemoveLeftovers removes the temporary files of status.json and
-// report.json that a kill during a rewrite left behind (durable.WriteFile
-// names them .NAME.*.tmp). Call it once the sink holds the directory's lock,
-// so no other run is writing them.
+// RemoveLeftovers removes the temporary files of status.json, report.json
+// and history.jsonl that a kill during a rewrite left behind
+// (durable.WriteFile names them .NAME.*.tmp). Call it once the sink holds
+// the directory's lock, so no other run is writing them.
 func (s *StatusWriter) RemoveLeftovers() error {
 	var errs []error
-	for _, name := range []string{StatusFile, ReportFile} {
+	for _, name := range []string{StatusFile, ReportFile, HistoryFile} {
 		leftovers, err := filepath.Glob(filepath.Join(s.dir, "."+name+".*.tmp"))
 		if err != nil {
 			return fmt.Errorf("remove leftovers of %s: %w", name, err) // only a malformed pattern: a bug
@@ -186,9 +192,12 @@ func (s *StatusWriter) status(rec ProgressRecord) StatusRecord {
 		ConcurrencyAuto: s.auto.Record()}
 }
 
-// Heartbeat rewrites status.json with rec and the current state.
+// Heartbeat rewrites status.json with rec and the current state, and
+// appends it to history.jsonl.
 func (s *StatusWriter) Heartbeat(rec ProgressRecord) error {
-	return writeJSON(filepath.Join(s.dir, StatusFile), s.status(rec))
+	st := s.status(rec)
+	err := writeJSON(filepath.Join(s.dir, StatusFile), st)
+	return errors.Join(err, s.hist.Append(HistoryRecord{StatusRecord: st, Concurrency: s.cfg.Concurrency}))
 }
 
 // Finish writes the final status.json and report.json from the last
@@ -202,6 +211,7 @@ func (s *StatusWriter) Finish(rec ProgressRecord, o RunOutcome) error {
 	if err := writeJSON(filepath.Join(s.dir, StatusFile), st); err != nil {
 		return err
 	}
+	herr := s.hist.Append(HistoryRecord{StatusRecord: st, Concurrency: s.cfg.Concurrency})
 	rep := ReportRecord{
 		StatusRecord: st,
 		Event:        "report",
@@ -211,13 +221,15 @@ func (s *StatusWriter) Finish(rec ProgressRecord, o RunOutcome) error {
 		Written:      o.Summary.Written,
 		Failed:       o.Summary.Failed,
 		Skipped:      o.Summary.Skipped,
+		BadRows:      o.Summary.BadRows,
 		Canceled:     o.Summary.Canceled,
+		Lost:         o.Summary.Lost,
 		Config:       s.cfg,
 	}
 	if o.Err != nil {
 		rep.Error = o.Err.Error()
 	}
-	return writeJSON(filepath.Join(s.dir, ReportFile), rep)
+	return errors.Join(writeJSON(filepath.Join(s.dir, ReportFile), rep), herr)
 }
 
 // writeJSON replaces path with v, indented for a person's `cat`.
@@ -246,9 +258,19 @@ type Summary struct {
 	// SkippedFailed are keys that failed for good in an earlier run and
 	// were not asked again (no RetryErrors): not done.
 	SkippedFailed int64
-	Drained       bool // intake stopped (Drain, or ctx) before the source ended
-	Canceled      int  // requests cut or not started because the run stopped (redone on resume)
-	// Duplicates counts dataset rows whose key this run had already asked
-	// (a repeated id): each key is asked once.
+	// BadRows are dataset rows skipped as bad (dataset.on_bad_row: skip),
+	// each reported with its file and line; Duplicates of them repeat an
+	// earlier row's id.
+	BadRows int64
+	Drained bool // intake stopped (Drain, or ctx) before the source ended
+	// Canceled are keys whose requests the run abandoned when it stopped
+	// (begun in a slot, then cut or not retried; redone on resume): never
+	// more than were in flight.
+	Canceled int
+	// Lost are records and error records written but taken back: the sink
+	// failed before an fsync made them durable (redone on resume).
+	Lost int
+	// Duplicates counts the bad rows that repeat the id of an earlier row:
+	// each key is asked once, by its first row.
 	Duplicates int
 }

@@ -42,7 +42,7 @@ func goldenSnapshot() Snapshot {
 }
 
 func goldenRates() *promscrape.Rates {
-	return &promscrape.Rates{Window: 10 * time.Second, GenTokPerSec: 1600.5, PromptTokPerSec: 700.25,
+	return &promscrape.Rates{Kind: promscrape.KindVLLM, Window: 10 * time.Second, GenTokPerSec: 1600.5, PromptTokPerSec: 700.25,
 		Running: 64, Waiting: 3, HasKV: true, KVCacheUsage: 0.25, Preemptions: 1, HasPreemptions: true,
 		HasSpec: true, AcceptanceRate: math.NaN(), MeanAcceptanceLength: 2.5}
 }
@@ -68,7 +68,7 @@ func TestStatusFilesGolden(t *testing.T) {
 	checkGolden(t, filepath.Join(dir, StatusFile), "status.running.golden.json")
 
 	ended := started.Add(3 * time.Minute)
-	sum := Summary{Written: 400, Failed: 3, Skipped: 100, Canceled: 2}
+	sum := Summary{Written: 400, Failed: 3, Skipped: 100, BadRows: 5, Canceled: 2, Lost: 1}
 	o := RunOutcome{ExitCode: 3, State: StateDone, Err: errors.New("3 requests failed for good (see out/errors)"), Summary: sum, EndedAt: ended}
 	if err := s.Finish(rec, o); err != nil {
 		t.Fatal(err)

@@ -24,10 +24,10 @@ import (
 // from their json tags (jsonKeys): a key the scanner does not read itself
 // but the reference declares, exactly or case-insensitively (encoding/json
 // accepts "Content" for `json:"content"`), sends the chunk to the
-// reference. So a field added to chunkJSON or responseJSON (token_ids,
-// logprobs, tool_calls) is read from every answer that carries it, at the
-// reference's speed, with no change here; reading it fast is a case in the
-// scanner's switch.
+// reference. So a field added to chunkJSON or responseJSON (tool_calls)
+// is read from every answer that carries it, at the reference's speed,
+// with no change here; reading it fast is a case in the scanner's switch,
+// as token_ids, prompt_token_ids and logprobs are (tokenscan.go).
 var (
 	topKeys    = jsonKeys(reflect.TypeFor[chunkJSON]())
 	choiceKeys = jsonKeys(elemOf(reflect.TypeFor[chunkJSON](), "Choices"))
@@ -35,6 +35,12 @@ var (
 	messageChoiceKeys = jsonKeys(elemOf(reflect.TypeFor[responseJSON](), "Choices"))
 	deltaKeys         = jsonKeys(reflect.TypeFor[textJSON]())
 	usageKeys         = jsonKeys(reflect.TypeFor[usageJSON]())
+	// A choice's logprobs, their content's entries and an entry's
+	// alternatives (logprobsJSON).
+	logprobsKeys    = jsonKeys(reflect.TypeFor[logprobsJSON]())
+	logprobEntry    = elemOf(reflect.TypeFor[logprobsJSON](), "Content")
+	logprobKeys     = jsonKeys(logprobEntry)
+	alternativeKeys = jsonKeys(elemOf(logprobEntry, "TopLogprobs"))
 )
 
 // elemOf is the element type of t's slice field name.
@@ -108,14 +114,17 @@ var (
 // scanChunk decodes data as decodeChunk would, or reports !ok when the
 // answer must come from decodeChunkReference.
 func scanChunk(data []byte) (chunkDelta, bool) {
-	d, _, ok := scanAnswer(data, chunkShape)
+	d, _, ok := scanAnswer(data, chunkShape, &tokenBuf{})
 	return d, ok
 }
 
 // scanAnswer decodes a chunk or a plain answer (by shape) as its reference
-// would; picked says whether a choice with index 0 was there.
-func scanAnswer(data []byte, shape answerShape) (d chunkDelta, picked, ok bool) {
-	s := chunkScanner{b: data, shape: shape}
+// would; picked says whether a choice with index 0 was there. Its token
+// ids and logprobs are read into tb (reset first), and d's token lists are
+// slices of it.
+func scanAnswer(data []byte, shape answerShape, tb *tokenBuf) (d chunkDelta, picked, ok bool) {
+	tb.reset()
+	s := chunkScanner{b: data, shape: shape, tb: tb}
 	var (
 		model, object strSpan
 		pick          chunkChoice
@@ -173,6 +182,11 @@ func scanAnswer(data []byte, shape answerShape) (d chunkDelta, picked, ok bool) 
 			if !s.skipValue() {
 				return chunkDelta{}, false, false
 			}
+		case "prompt_token_ids":
+			bit = 1 << 6
+			if !s.int32s(&tb.prompt) {
+				return chunkDelta{}, false, false
+			}
 		default:
 			if !s.unknown(key, topKeys) {
 				return chunkDelta{}, false, false
@@ -189,6 +203,7 @@ func scanAnswer(data []byte, shape answerShape) (d chunkDelta, picked, ok bool) 
 	}
 
 	d = chunkDelta{PromptTokens: prompt, CompletionTokens: compl, UsageKnown: usage}
+	tb.fill(&d)
 	reasoning := pick.reasoning
 	if reasoning.empty() { // pickReasoning: an empty `reasoning` does not count
 		reasoning = pick.reasonAlt
@@ -219,6 +234,7 @@ type chunkScanner struct {
 	b     []byte
 	i     int
 	shape answerShape
+	tb    *tokenBuf // where the picked choice's token ids and logprobs go
 }
 
 func (s *chunkScanner) ws() {
@@ -372,12 +388,15 @@ func (s *chunkScanner) choices(pick *chunkChoice, picked *bool) bool {
 	for {
 		s.ws()
 		var c chunkChoice
+		m := s.tb.mark()
 		if !s.null() && !s.choice(&c) {
 			return false
 		}
 		// A null entry is a zero choice, so index 0, for the reference too.
 		if c.index == 0 && !*picked {
 			*pick, *picked = c, true
+		} else {
+			s.tb.truncate(m) // another choice's tokens are not recorded
 		}
 		if s.consume(']') {
 			return true
@@ -409,6 +428,12 @@ func (s *chunkScanner) choice(c *chunkChoice) bool {
 		case "finish_reason":
 			bit = 1 << 2
 			c.finish, ok = s.stringOrNull()
+		case "token_ids":
+			bit = 1 << 3
+			ok = s.int32s(&s.tb.ids)
+		case "logprobs":
+			bit = 1 << 4
+			ok = s.logprobs()
 		default:
 			if k == s.shape.text {
 				bit = 1 << 1
@@ -448,6 +473,9 @@ func (s *chunkScanner) delta(c *chunkChoice) bool {
 		case "reasoning_content":
 			bit = 1 << 2
 			c.reasonAlt, ok = s.stringOrNull()
+		case "token_ids":
+			bit = 1 << 3
+			ok = s.int32s(&s.tb.deltaIDs)
 		default:
 			ok = s.unknown(key, deltaKeys)
 		}

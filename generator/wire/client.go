@@ -51,9 +51,10 @@ type Options struct {
 	// (stranded.go). A plain answer sends nothing until it is whole, so it
 	// has only Timeout.
 	StallTimeout time.Duration
-	// OnAwait, when set, is told of each stream that starts waiting for
-	// its headers (+1) and stops (-1): the requests a server holds in its
-	// queue without a byte, for the progress line.
+	// OnAwait, when set, is told of the streams that have waited a second
+	// or more for their headers (+n) and of those that stopped waiting
+	// (-n): the requests a server holds in its queue without a byte, for
+	// the progress line.
 	OnAwait func(delta int)
 	// MaxConns is the pool size: the transport keeps this many idle
 	// connections per host, so N requests in flight never wait for a
@@ -105,6 +106,13 @@ type Response struct {
 	UsageKnown       bool          // the server reported usage
 	Chunks           int           // streamed chunks that carried reasoning/content text
 	TTFT             time.Duration // streaming: time to the first reasoning/content delta
+	// The tokens (tokens.go), when the server sent them: the prompt's and
+	// the answer's ids, the answer's logprobs (nil: none), and what of
+	// them disagrees with usage ("" when nothing, or nothing to check).
+	PromptTokenIDs   []int32
+	TokenIDs         []int32
+	Logprobs         *sink.Logprobs
+	TokenIDsMismatch string
 }
 
 // Client sends chat completions to one OpenAI-compatible server over
@@ -184,20 +192,39 @@ func (c *Client) Models(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// Model is one model of GET /models: its id and, from vLLM, its
-// max_model_len (0 when the server does not say).
+// Model is one model of GET /models: its id, its context and the server
+// that lists it.
 type Model struct {
-	ID          string `json:"id"`
-	MaxModelLen int    `json:"max_model_len"`
+	ID string `json:"id"`
+	// MaxModelLen is the model's context in tokens, 0 when the server does
+	// not say: vLLM's and SGLang's max_model_len, else llama.cpp's
+	// meta.n_ctx (the context of one of its slots, what one request gets;
+	// not meta.n_ctx_train, the context the model was trained for, which
+	// the server's -c may cut).
+	MaxModelLen int `json:"max_model_len"`
+	// OwnedBy is the entry's owned_by: vLLM, SGLang and llama.cpp each
+	// write their own name there ("vllm", "sglang", "llamacpp").
+	OwnedBy string `json:"owned_by,omitempty"`
 }
 
 // modelsJSON is a models list as servers send it: go-openai's Model (its
-// id) with what vLLM adds to it.
+// id and owned_by) with what vLLM and SGLang (max_model_len) and llama.cpp
+// (meta) add to it.
 type modelsJSON struct {
 	Data []struct {
 		openai.Model
 		MaxModelLen json.RawMessage `json:"max_model_len"`
+		Meta        json.RawMessage `json:"meta"`
 	} `json:"data"`
+}
+
+// contextOf is a count from a models entry ("40960", or null for a LoRA
+// without its own), 0 when it is not a positive integer.
+func contextOf(raw json.RawMessage) int {
+	if n, ok := intField(json.Number(strings.TrimSpace(string(raw)))); ok && n > 0 {
+		return n
+	}
+	return 0
 }
 
 // ModelList lists the models the server serves (GET /models).
@@ -219,9 +246,16 @@ func (c *Client) ModelList(ctx context.Context) ([]Model, error) {
 	}
 	out := make([]Model, 0, len(body.Data))
 	for _, m := range body.Data {
-		sm := Model{ID: m.ID}
-		if n, ok := intField(json.Number(strings.TrimSpace(string(m.MaxModelLen)))); ok && n > 0 {
-			sm.MaxModelLen = n
+		sm := Model{ID: m.ID, OwnedBy: m.OwnedBy, MaxModelLen: contextOf(m.MaxModelLen)}
+		if sm.MaxModelLen == 0 && len(m.Meta) > 0 {
+			// A meta that is not an object says no context, and
+			// fails nothing.
+			var meta struct {
+				NCtx json.RawMessage `json:"n_ctx"`
+			}
+			if json.Unmarshal(m.Meta, &meta) == nil {
+				sm.MaxModelLen = contextOf(meta.NCtx)
+			}
 		}
 		out = append(out, sm)
 	}
@@ -245,6 +279,7 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(n int))
 		// message: nothing it says reaches a record or a terminal unredacted.
 		return resp, c.key.redact(err)
 	}
+	resp.TokenIDsMismatch = tokenMismatch(req.ReturnTokenIDs, &resp)
 	return resp, nil
 }
 
@@ -347,16 +382,24 @@ func intField(v any) (int, bool) {
 	return 0, false
 }
 
-// check fails an answer that went past the bound.
+// check fails an answer that went past the bound. Its tokens are bound
+// too: more ids or logprobs than max_tokens allows, or more alternatives
+// than maxAlternatives a token.
 func (b answerBound) check(a *answer) error {
 	size := a.reasoning.Len() + a.content.Len()
-	if a.resp.Chunks <= b.chunks && size <= b.bytes {
+	ids, lps, alts := a.toks.tokens()
+	if a.resp.Chunks <= b.chunks && size <= b.bytes && ids <= b.chunks && lps <= b.chunks && alts <= b.chunks*maxAlternatives {
 		return nil
 	}
 	return &Error{Cause: CauseOverlong, Retryable: true,
-		Message: fmt.Sprintf("the answer went past what max_tokens %d allows (%d text chunks, %d bytes) without a finish_reason", b.maxTokens, a.resp.Chunks, size),
+		Message: fmt.Sprintf("the answer went past what max_tokens %d allows (%d text chunks, %d bytes, %d token ids, %d logprobs) without a finish_reason", b.maxTokens, a.resp.Chunks, size, ids, lps),
 		Err:     errors.New("stream: answer longer than max_tokens allows")}
 }
+
+// maxAlternatives bounds the alternatives a streamed token may bring
+// (logprobs' top_logprobs): well past any server's limit (vLLM's
+// --max-logprobs defaults to 20).
+const maxAlternatives = 64
 
 // completePlain reads and decodes a plain answer's body.
 func (c *Client) completePlain(ctx context.Context, resp *http.Response) (Response, error) {
@@ -379,11 +422,14 @@ func (c *Client) completePlain(ctx context.Context, resp *http.Response) (Respon
 func (c *Client) completeStream(ctx context.Context, body io.Reader, stall time.Duration, start time.Time, bound answerBound, onDelta func(int)) (Response, error) {
 	events := newSSEReader(body)
 	defer events.release()
-	decode := decodeChunk
+	decode := decodeChunkInto
 	if c.chunkDecoder != nil {
-		decode = c.chunkDecoder
+		decode = func(b []byte, _ *tokenBuf) (chunkDelta, error) { return c.chunkDecoder(b) }
 	}
-	var a answer
+	var (
+		a  answer
+		tb tokenBuf // the chunks' token scratch, one chunk's at a time
+	)
 	for {
 		raw, err := events.next()
 		if err != nil {
@@ -397,14 +443,17 @@ func (c *Client) completeStream(ctx context.Context, body io.Reader, stall time.
 			}
 			return Response{}, c.failStream(ctx, stall, &a, err)
 		}
-		d, err := decode(raw)
+		d, err := decode(raw, &tb)
 		if err != nil {
 			return Response{}, err
 		}
-		if a.add(&d) {
+		text := a.add(&d)
+		if text || d.TokenIDs != nil || d.Logprobs.Logprob != nil {
 			if err := bound.check(&a); err != nil {
 				return Response{}, err
 			}
+		}
+		if text {
 			if a.resp.Chunks == 1 {
 				a.resp.TTFT = time.Since(start)
 			}

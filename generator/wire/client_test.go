@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -157,7 +158,7 @@ func TestCompleteStream(t *testing.T) {
 				t.Errorf("TTFT = %v, want > 0", got.TTFT)
 			}
 			got.TTFT = 0
-			if got != tt.want {
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
 			}
 		})
@@ -506,7 +507,7 @@ func TestModels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []Model{{"Qwen/Qwen3-8B", 40960}, {"qwen3-lora", 0}}; !slices.Equal(list, want) {
+	if want := []Model{{ID: "Qwen/Qwen3-8B", MaxModelLen: 40960, OwnedBy: "vllm"}, {ID: "qwen3-lora", OwnedBy: "vllm"}}; !slices.Equal(list, want) {
 		t.Errorf("ModelList = %+v, want %+v", list, want)
 	}
 

@@ -21,6 +21,11 @@ type chunkDelta struct {
 	PromptTokens     int
 	CompletionTokens int
 	UsageKnown       bool // the chunk carried a usage object (not null)
+	// The tokens (tokens.go): the top level's prompt_token_ids; choice
+	// 0's token_ids, else its delta's; its logprobs.content. Empty: nil.
+	PromptTokenIDs []int32
+	TokenIDs       []int32
+	Logprobs       tokenLogprobs
 }
 
 // hasText reports whether the chunk carried reasoning or content text: the
@@ -30,9 +35,51 @@ func (d *chunkDelta) hasText() bool { return d.Reasoning != "" || d.Content != "
 // textJSON is the text part of a message (plain) or a delta (stream). Plain
 // string fields: JSON null leaves them "", which is what a record wants.
 type textJSON struct {
-	Content          string `json:"content"`
-	Reasoning        string `json:"reasoning"`
-	ReasoningContent string `json:"reasoning_content"`
+	Content          string  `json:"content"`
+	Reasoning        string  `json:"reasoning"`
+	ReasoningContent string  `json:"reasoning_content"`
+	TokenIDs         []int32 `json:"token_ids"` // vLLM puts them on the choice; a delta's count when it has none
+}
+
+// logprobsJSON is a choice's logprobs (OpenAI's shape, as vLLM sends it):
+// one entry per generated token. An entry's own token, its bytes and the
+// alternatives' bytes are not read: token_ids name the tokens.
+type logprobsJSON struct {
+	Content []struct {
+		Logprob     float32 `json:"logprob"`
+		TopLogprobs []struct {
+			Token   string  `json:"token"`
+			Logprob float32 `json:"logprob"`
+		} `json:"top_logprobs"`
+	} `json:"content"`
+}
+
+// tokens is what l carries as one chunk's (or answer's) tokenLogprobs.
+func (l *logprobsJSON) tokens() tokenLogprobs {
+	var out tokenLogprobs
+	if l == nil || len(l.Content) == 0 {
+		return out
+	}
+	byID := true
+	for i := range l.Content {
+		e := &l.Content[i]
+		out.Logprob = append(out.Logprob, e.Logprob)
+		out.TopN = append(out.TopN, int32(len(e.TopLogprobs)))
+		for _, a := range e.TopLogprobs {
+			out.TopLogprob = append(out.TopLogprob, a.Logprob)
+			id, ok := parseTokenID(a.Token)
+			byID = byID && ok
+			out.TopIDs = append(out.TopIDs, id)
+			out.TopTokens = append(out.TopTokens, a.Token)
+		}
+	}
+	if byID {
+		out.TopTokens = nil
+	} else {
+		out.TopIDs = nil
+	}
+	out.TopIDs, out.TopTokens, out.TopLogprob = nilIfEmpty(out.TopIDs), nilIfEmpty(out.TopTokens), nilIfEmpty(out.TopLogprob)
+	return out
 }
 
 type usageJSON struct {
@@ -52,23 +99,38 @@ type errorFieldsJSON struct {
 type chunkJSON struct {
 	Model   string `json:"model"`
 	Choices []struct {
-		Index        int      `json:"index"`
-		Delta        textJSON `json:"delta"`
-		FinishReason string   `json:"finish_reason"`
+		Index        int           `json:"index"`
+		Delta        textJSON      `json:"delta"`
+		FinishReason string        `json:"finish_reason"`
+		TokenIDs     []int32       `json:"token_ids"`
+		Logprobs     *logprobsJSON `json:"logprobs"`
 	} `json:"choices"`
-	Usage *usageJSON `json:"usage"`
+	Usage          *usageJSON `json:"usage"`
+	PromptTokenIDs []int32    `json:"prompt_token_ids"`
 	errorFieldsJSON
 }
 
 type responseJSON struct {
 	Model   string `json:"model"`
 	Choices []struct {
-		Index        int      `json:"index"`
-		Message      textJSON `json:"message"`
-		FinishReason string   `json:"finish_reason"`
+		Index        int           `json:"index"`
+		Message      textJSON      `json:"message"`
+		FinishReason string        `json:"finish_reason"`
+		TokenIDs     []int32       `json:"token_ids"`
+		Logprobs     *logprobsJSON `json:"logprobs"`
 	} `json:"choices"`
-	Usage *usageJSON `json:"usage"`
+	Usage          *usageJSON `json:"usage"`
+	PromptTokenIDs []int32    `json:"prompt_token_ids"`
 	errorFieldsJSON
+}
+
+// pickTokenIDs is a choice's ids: its own token_ids (vLLM's place), else
+// its delta's or message's.
+func pickTokenIDs(choice, text []int32) []int32 {
+	if len(choice) > 0 {
+		return choice
+	}
+	return nilIfEmpty(text)
 }
 
 // pickReasoning chooses between the two names of the reasoning field. vLLM
@@ -87,9 +149,15 @@ func pickReasoning(t *textJSON) string {
 // that is an error event returns a classified *Error; undecodable bytes return
 // an *Error with Cause "decode".
 func decodeChunk(data []byte) (chunkDelta, error) {
+	return decodeChunkInto(data, &tokenBuf{})
+}
+
+// decodeChunkInto is decodeChunk with the scratch of a stream: the
+// chunk's token lists may be slices of tb, valid until its next use.
+func decodeChunkInto(data []byte, tb *tokenBuf) (chunkDelta, error) {
 	// The hand-written scanner (chunkscan.go) answers the ordinary chunk;
 	// anything it cannot vouch for is decoded by encoding/json.
-	if d, ok := scanChunk(data); ok {
+	if d, _, ok := scanAnswer(data, chunkShape, tb); ok {
 		return d, nil
 	}
 	return decodeChunkReference(data)
@@ -105,7 +173,7 @@ func decodeChunkReference(data []byte) (chunkDelta, error) {
 	if e := bodyError(&c.errorFieldsJSON, data); e != nil {
 		return chunkDelta{}, e
 	}
-	d := chunkDelta{Model: c.Model}
+	d := chunkDelta{Model: c.Model, PromptTokenIDs: nilIfEmpty(c.PromptTokenIDs)}
 	for i := range c.Choices {
 		ch := &c.Choices[i]
 		if ch.Index != 0 {
@@ -114,6 +182,8 @@ func decodeChunkReference(data []byte) (chunkDelta, error) {
 		d.Reasoning = pickReasoning(&ch.Delta)
 		d.Content = ch.Delta.Content
 		d.FinishReason = ch.FinishReason
+		d.TokenIDs = pickTokenIDs(ch.TokenIDs, ch.Delta.TokenIDs)
+		d.Logprobs = ch.Logprobs.tokens()
 		break
 	}
 	if c.Usage != nil {
@@ -130,15 +200,24 @@ func decodeResponse(body []byte) (Response, error) {
 	// The chunk scanner reads a plain answer too (its choice holds message
 	// where a chunk's holds delta); what it cannot vouch for, and a body
 	// with no choice 0, is the reference's.
-	if d, picked, ok := scanAnswer(body, messageShape); ok && picked {
-		resp := Response{Model: d.Model, Reasoning: d.Reasoning, Content: d.Content, FinishReason: d.FinishReason,
-			PromptTokens: d.PromptTokens, CompletionTokens: d.CompletionTokens, UsageKnown: d.UsageKnown}
-		if err := checkFinish(resp.FinishReason); err != nil {
+	if d, picked, ok := scanAnswer(body, messageShape, &tokenBuf{}); ok && picked {
+		if err := checkFinish(d.FinishReason); err != nil {
 			return Response{}, err
 		}
-		return resp, nil
+		return plainResponse(&d), nil
 	}
 	return decodeResponseReference(body)
+}
+
+// plainResponse is the Response a plain answer's decoded choice 0 makes;
+// its token lists, the answer's own, are kept without a copy.
+func plainResponse(d *chunkDelta) Response {
+	resp := Response{Model: d.Model, Reasoning: d.Reasoning, Content: d.Content, FinishReason: d.FinishReason,
+		PromptTokens: d.PromptTokens, CompletionTokens: d.CompletionTokens, UsageKnown: d.UsageKnown}
+	var t tokenAcc
+	t.adopt(d)
+	t.fill(&resp)
+	return resp
 }
 
 // decodeResponseReference is decodeResponse by encoding/json: the
@@ -151,22 +230,24 @@ func decodeResponseReference(body []byte) (Response, error) {
 	if e := bodyError(&r.errorFieldsJSON, body); e != nil {
 		return Response{}, e
 	}
-	resp := Response{Model: r.Model}
+	d := chunkDelta{Model: r.Model, PromptTokenIDs: nilIfEmpty(r.PromptTokenIDs)}
 	if r.Usage != nil {
-		resp.PromptTokens, resp.CompletionTokens, resp.UsageKnown = r.Usage.PromptTokens, r.Usage.CompletionTokens, true
+		d.PromptTokens, d.CompletionTokens, d.UsageKnown = r.Usage.PromptTokens, r.Usage.CompletionTokens, true
 	}
 	for i := range r.Choices {
 		ch := &r.Choices[i]
 		if ch.Index != 0 {
 			continue
 		}
-		resp.Reasoning = pickReasoning(&ch.Message)
-		resp.Content = ch.Message.Content
-		resp.FinishReason = ch.FinishReason
-		if err := checkFinish(resp.FinishReason); err != nil {
+		d.Reasoning = pickReasoning(&ch.Message)
+		d.Content = ch.Message.Content
+		d.FinishReason = ch.FinishReason
+		if err := checkFinish(d.FinishReason); err != nil {
 			return Response{}, err
 		}
-		return resp, nil
+		d.TokenIDs = pickTokenIDs(ch.TokenIDs, ch.Message.TokenIDs)
+		d.Logprobs = ch.Logprobs.tokens()
+		return plainResponse(&d), nil
 	}
 	return Response{}, &Error{
 		Cause: CauseIncomplete, Retryable: true,
@@ -254,10 +335,13 @@ func decodeError(what string, err error, data []byte) *Error {
 // answer accumulates a streamed answer chunk by chunk.
 type answer struct {
 	reasoning, content strings.Builder
+	toks               tokenAcc
 	resp               Response
 }
 
-// add folds one chunk in and reports whether it carried text.
+// add folds one chunk in and reports whether it carried text. A chunk's
+// tokens count whether or not it carried text (vLLM sends the ids of text
+// its parsers held back in a chunk of empty text).
 func (a *answer) add(d *chunkDelta) bool {
 	if a.resp.Model == "" {
 		a.resp.Model = d.Model
@@ -268,6 +352,7 @@ func (a *answer) add(d *chunkDelta) bool {
 	if d.UsageKnown {
 		a.resp.PromptTokens, a.resp.CompletionTokens, a.resp.UsageKnown = d.PromptTokens, d.CompletionTokens, true
 	}
+	a.toks.add(d)
 	if !d.hasText() {
 		return false
 	}
@@ -282,5 +367,6 @@ func (a *answer) result() Response {
 	r := a.resp
 	r.Reasoning = a.reasoning.String()
 	r.Content = a.content.String()
+	a.toks.fill(&r)
 	return r
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -54,7 +55,7 @@ func TestDecodeChunkVLLMStream(t *testing.T) {
 		if err != nil {
 			t.Fatalf("chunk %d: %v", i, err)
 		}
-		if got != want[i] {
+		if !reflect.DeepEqual(got, want[i]) {
 			t.Errorf("chunk %d:\n got %+v\nwant %+v", i, got, want[i])
 		}
 	}
@@ -95,7 +96,7 @@ func TestDecodeChunk(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != tt.want {
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
 		})

@@ -55,8 +55,10 @@ const modelWait = 10 * time.Minute
 // DIR/errors). A server that is still loading (vLLM takes minutes for a
 // large model) is waited for, with a line every 30 s, for up to 10 minutes.
 // A server without GET /models (a gateway routing only chat) is taken at
-// its word when want is set. The model's max_model_len comes along when the
-// server lists it (vLLM does), else 0.
+// its word when want is set. The model's context comes along when the
+// server lists it (vLLM's and SGLang's max_model_len, llama.cpp's
+// meta.n_ctx), else 0, and so does the entry's owned_by, which names the
+// server.
 func resolveModel(ctx context.Context, client *Client, baseURL, want string, log io.Writer) (Model, error) {
 	return resolveModelClock(ctx, client, baseURL, want, log, realClock{})
 }

@@ -91,3 +91,37 @@ func TestRedactURLIn(t *testing.T) {
 		t.Error("nil in, not nil out")
 	}
 }
+
+// TestResolveModelsContextPerServer: llama.cpp lists its context as
+// meta.n_ctx (one slot's, what a request gets), not max_model_len; a job
+// against it knows the context as it does against vLLM or SGLang. An older
+// llama-server lists only n_ctx_train, the model's training context, which
+// its -c may cut: no context is better than a wrong one.
+func TestResolveModelsContextPerServer(t *testing.T) {
+	tests := []struct {
+		file string
+		want Model
+	}{
+		{"models_vllm.json", Model{ID: "Qwen/Qwen3-8B", MaxModelLen: 40960, OwnedBy: "vllm"}},
+		{"models_sglang.json", Model{ID: "Qwen/Qwen3-8B", MaxModelLen: 40960, OwnedBy: "sglang"}},
+		{"models_llamacpp.json", Model{ID: "Qwen3-8B-Q4_K_M.gguf", MaxModelLen: 8192, OwnedBy: "llamacpp"}},
+		{"models_llamacpp_old.json", Model{ID: "models/qwen2.5-7b-instruct-q4_k_m.gguf", OwnedBy: "llamacpp"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.file, func(t *testing.T) {
+			s := newServer(t, replay(t, tc.file))
+			got, err := ResolveModels(context.Background(), []*Client{s.client(Options{})}, []string{s.URL + "/v1"}, "", &strings.Builder{})
+			if err != nil || got != tc.want {
+				t.Fatalf("ResolveModels = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+	// A meta that is no object fails nothing and gives no context.
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"data":[{"id":"m","owned_by":"llamacpp","meta":"n/a"}]}`)
+	})
+	got, err := ResolveModels(context.Background(), []*Client{s.client(Options{})}, []string{s.URL + "/v1"}, "m", &strings.Builder{})
+	if err != nil || got != (Model{ID: "m", OwnedBy: "llamacpp"}) {
+		t.Fatalf("ResolveModels = %+v, %v", got, err)
+	}
+}

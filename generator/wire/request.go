@@ -14,13 +14,17 @@ import (
 	"math"
 	"slices"
 	"strconv"
+
+	"github.com/synthgen/synthgen/generator/job"
 )
 
 // EncodeRequest builds the exact JSON body of a chat completion request:
 // model, messages, max_tokens (when > 0), temperature (always, 0 included),
-// top_p (when > 0), stream, stream_options when streaming, then Extra's keys
-// in sorted order, then the row's Params in sorted order, each replacing the
-// field of the same name.
+// top_p (when > 0), stream, stream_options when streaming,
+// response_format when the job asks for a shape, return_token_ids when
+// ReturnTokenIDs, logprobs, top_logprobs and return_tokens_as_token_ids
+// when Logprobs > 0, then Extra's keys in sorted order, then the row's
+// Params in sorted order, each replacing the field of the same name.
 func EncodeRequest(req Request) ([]byte, error) {
 	if _, ok := req.Extra["stream"]; ok {
 		return nil, errors.New(`extra_body: "stream" is set by generation.stream, not extra_body`)
@@ -80,6 +84,25 @@ func EncodeRequest(req Request) ([]byte, error) {
 	if req.Stream && key("stream_options") {
 		w.buf.WriteString(`{"include_usage":true}`)
 	}
+	if req.ResponseFormat.Set() && key("response_format") {
+		w.responseFormat(req.ResponseFormat)
+	}
+	if req.ReturnTokenIDs && key("return_token_ids") {
+		w.buf.WriteString("true")
+	}
+	if req.Logprobs > 0 {
+		if key("logprobs") {
+			w.buf.WriteString("true")
+		}
+		if key("top_logprobs") {
+			w.buf.Write(strconv.AppendInt(w.buf.AvailableBuffer(), int64(req.Logprobs), 10))
+		}
+		// The alternatives named by id ("token_id:N") rather than by
+		// their text, which is neither unique nor always valid UTF-8.
+		if key("return_tokens_as_token_ids") {
+			w.buf.WriteString("true")
+		}
+	}
 	var err error
 	if first, err = w.fields(first, "extra_body.", req.Extra, req.rowHas); err != nil {
 		return nil, err
@@ -118,6 +141,32 @@ func (w *bodyWriter) value(v any) {
 	if w.err = w.enc.Encode(v); w.err == nil {
 		w.buf.Truncate(w.buf.Len() - 1)
 	}
+}
+
+// responseFormat writes OpenAI's response_format: {"type":"json_object"},
+// or {"type":"json_schema","json_schema":{"name","schema","strict"}} with
+// the schema's text as the job holds it (its keys in the order written:
+// a server's grammar writes properties in that order).
+func (w *bodyWriter) responseFormat(f job.ResponseFormat) {
+	if f.Type != job.FormatJSONSchema {
+		w.buf.WriteString(`{"type":`)
+		w.value(f.Type)
+		w.buf.WriteByte('}')
+		return
+	}
+	if !json.Valid(f.Schema) {
+		if w.err == nil {
+			w.err = errors.New("response_format: the schema is not JSON")
+		}
+		return
+	}
+	w.buf.WriteString(`{"type":"json_schema","json_schema":{"name":`)
+	w.value(f.Name)
+	w.buf.WriteString(`,"schema":`)
+	w.buf.Write(f.Schema)
+	w.buf.WriteString(`,"strict":`)
+	w.buf.Write(strconv.AppendBool(w.buf.AvailableBuffer(), f.Strict))
+	w.buf.WriteString(`}}`)
 }
 
 // rowHas says whether the row's own fields replace the job's field k. The

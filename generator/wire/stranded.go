@@ -41,18 +41,28 @@ type awaiting struct {
 }
 
 type awaiter struct {
+	sent      time.Time
 	overtaken time.Time // when a later stream first had its headers; zero: not yet
 	cut       context.CancelCauseFunc
+	shown     bool // counted by onWait: it has waited awaitShown
 }
+
+// awaitShown is how long a stream waits for its headers before onWait
+// counts it: every stream waits a moment (the request is on its way), and a
+// count of those would only flicker on the progress line.
+const awaitShown = time.Second
 
 func newAwaiting(stall time.Duration, onWait func(int)) *awaiting {
 	return &awaiting{stall: stall, now: time.Now, onWait: onWait, waiting: map[uint64]*awaiter{}}
 }
 
-// interval is how often the watch looks: a quarter of the bound, so that a
-// stranded stream is cut between 1 and 1.25 times it after it was
-// overtaken, and not more often than every 100 ms.
-func (a *awaiting) interval() time.Duration { return max(a.stall/4, 100*time.Millisecond) }
+// interval is how often the watch looks while a stream waits: a quarter of
+// the bound, so that a stranded stream is cut between 1 and 1.25 times it
+// after it was overtaken, at least every awaitShown so that the count is
+// current, and not more often than every 100 ms.
+func (a *awaiting) interval() time.Duration {
+	return min(max(a.stall/4, 100*time.Millisecond), awaitShown)
+}
 
 // sent registers a stream about to be sent, which cut cancels; done,
 // called once its headers came or it failed without them, ends the wait.
@@ -60,45 +70,51 @@ func (a *awaiting) sent(cut context.CancelCauseFunc) (done func(headers bool)) {
 	a.mu.Lock()
 	a.seq++
 	seq := a.seq
-	a.waiting[seq] = &awaiter{cut: cut}
+	a.waiting[seq] = &awaiter{sent: a.now(), cut: cut}
 	if a.timer == nil {
 		a.timer = time.AfterFunc(a.interval(), a.check)
 	}
 	a.mu.Unlock()
-	if a.onWait != nil {
-		a.onWait(1)
-	}
 	return func(headers bool) {
 		a.mu.Lock()
-		_, still := a.waiting[seq] // not if check cut it
+		w, still := a.waiting[seq] // not if check cut it
 		delete(a.waiting, seq)
 		if headers && seq > a.answered {
 			a.answered = seq
 		}
 		a.mu.Unlock()
-		if still && a.onWait != nil {
+		if still && w.shown && a.onWait != nil {
 			a.onWait(-1)
 		}
 	}
 }
 
-// check marks the waiting streams a later one overtook, and cuts those
-// overtaken StallTimeout ago. It rearms itself while any stream waits.
+// check counts the streams that have waited awaitShown, marks those a
+// later one overtook, and cuts those overtaken StallTimeout ago. It rearms
+// itself while any stream waits.
 func (a *awaiting) check() {
 	now := a.now()
 	a.mu.Lock()
 	var cut []context.CancelCauseFunc
+	shown := 0
 	for seq, w := range a.waiting {
+		if !w.shown && now.Sub(w.sent) >= awaitShown {
+			w.shown = true
+			shown++
+		}
 		if seq < a.answered && w.overtaken.IsZero() {
 			w.overtaken = now
 		}
 		if !w.overtaken.IsZero() && now.Sub(w.overtaken) >= a.stall {
 			cut = append(cut, w.cut)
 			delete(a.waiting, seq)
-			if a.onWait != nil {
-				defer a.onWait(-1)
+			if w.shown {
+				shown--
 			}
 		}
+	}
+	if shown != 0 && a.onWait != nil {
+		defer a.onWait(shown)
 	}
 	if len(a.waiting) > 0 {
 		a.timer.Reset(a.interval())

@@ -24,7 +24,10 @@ func TestStrandedStreamsAreCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	opts := mockserver.Options{Model: "m", MeanTokens: 400, TokenDelay: 2 * time.Millisecond, MaxRunning: 2, HeadersWhenRunning: true, Seed: 1}
+	// The running two stream slowly, a token each 100 ms (within the
+	// stall bound), for 3 s (max_tokens 30): the queued two wait long
+	// enough to be counted (awaitShown) before the old server goes.
+	opts := mockserver.Options{Model: "m", MeanTokens: 2000, TokenDelay: 100 * time.Millisecond, MaxRunning: 2, HeadersWhenRunning: true, Seed: 1}
 	old := mockserver.New(opts)
 	oldCtx, stopOld := context.WithCancel(context.Background())
 	oldDone := make(chan error, 1)
@@ -32,11 +35,11 @@ func TestStrandedStreamsAreCut(t *testing.T) {
 	t.Cleanup(func() { stopOld(); <-oldDone })
 
 	var awaiting atomic.Int64
-	c := New(Options{BaseURL: "http://" + addr + "/v1", StallTimeout: 300 * time.Millisecond, OnAwait: func(d int) { awaiting.Add(int64(d)) }})
+	c := New(Options{BaseURL: "http://" + addr + "/v1", StallTimeout: 2 * time.Second, OnAwait: func(d int) { awaiting.Add(int64(d)) }})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	req := Request{Stream: true, Messages: []Message{{Role: "user", Content: "a long answer please"}}}
-	req.Model, req.MaxTokens = "m", 400
+	req.Model, req.MaxTokens = "m", 30
 
 	type outcome struct {
 		resp Response
@@ -53,9 +56,8 @@ func TestStrandedStreamsAreCut(t *testing.T) {
 		st := old.Stats()
 		return st.Running == 2 && st.Waiting == 2
 	})
-	if n := awaiting.Load(); n != 2 {
-		t.Errorf("%d streams counted as waiting for their headers, want the 2 queued", n)
-	}
+	// Counted once they have waited a second (awaitShown).
+	waitUntil(t, "the 2 queued counted as waiting for their headers", func() bool { return awaiting.Load() == 2 })
 	old.Abandon() // stops listening, holds the queued two without a byte
 	ln2, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -96,17 +96,6 @@ func parseTooLong(msg string) (ContextSizes, bool) {
 	return z, true
 }
 
-// llamaCtxError is llama.cpp's refusal of a prompt longer than its
-// context (llama-server, a 400): the sizes are fields of the error object,
-// not words of the message.
-type llamaCtxError struct {
-	Error struct {
-		Type          string `json:"type"`
-		NPromptTokens int    `json:"n_prompt_tokens"`
-		NCtx          int    `json:"n_ctx"`
-	} `json:"error"`
-}
-
 func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n

@@ -157,6 +157,10 @@ const sseBufSize = 16 << 10
 // never sends a newline must not fill memory.
 const maxSSELine = 16 << 20
 
+// maxKeptLine is the longest assembled line's buffer a stream keeps for
+// its next long line.
+const maxKeptLine = 4 * sseBufSize
+
 var sseReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, sseBufSize) }}
 
 var errSSELine = fmt.Errorf("stream: a line longer than %d bytes", maxSSELine)
@@ -242,6 +246,12 @@ func trimRE2Space(b []byte) []byte {
 // readLine returns the next line with its newline; a last line without one
 // comes with the read error (io.EOF), as from bufio.Reader.ReadBytes.
 func (s *sseReader) readLine() ([]byte, error) {
+	if cap(s.line) > maxKeptLine {
+		// A long line (the first chunk's prompt_token_ids of a long
+		// prompt) is decoded by now: it is not held for the rest of
+		// the stream.
+		s.line = nil
+	}
 	b, err := s.r.ReadSlice('\n')
 	if err != bufio.ErrBufferFull {
 		return b, err

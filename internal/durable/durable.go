@@ -81,11 +81,23 @@ type File struct {
 // Commit, or Abort to leave path as it was. The directory must exist.
 func Create(path string, perm os.FileMode) (*File, error) { return Hook(nil).Create(path, perm) }
 
+// CreateTemp is Create with the temporary named by pattern, as
+// os.CreateTemp takes it, in path's directory: for a caller that must
+// recognize its own temporaries. The pattern must keep them out of the
+// names readers trust (start with "." and end with ".tmp", as Create's do).
+func CreateTemp(path, pattern string, perm os.FileMode) (*File, error) {
+	return Hook(nil).create(path, pattern, perm)
+}
+
 // Create is the package-level Create with h's steps.
 func (h Hook) Create(path string, perm os.FileMode) (*File, error) {
-	dir, base := filepath.Dir(path), filepath.Base(path)
+	return h.create(path, "."+filepath.Base(path)+".*.tmp", perm)
+}
+
+func (h Hook) create(path, pattern string, perm os.FileMode) (*File, error) {
+	dir := filepath.Dir(path)
 	h.step("create", path)
-	f, err := os.CreateTemp(dir, "."+base+".*.tmp")
+	f, err := os.CreateTemp(dir, pattern)
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}

@@ -51,12 +51,12 @@ func TestFiltersJudgeEveryTurn(t *testing.T) {
 	} {
 		rec := wholeRecord()
 		spoil(&rec.Turns[1])
-		i := drop(fs, rec)
+		i := drop(fs, rec, ReasoningField)
 		if i < 0 || fs[i].Name != name {
 			t.Errorf("%s in the middle turn: dropped by %v, want %s", name, i, name)
 		}
 	}
-	if i := drop(fs, wholeRecord()); i >= 0 {
+	if i := drop(fs, wholeRecord(), ReasoningField); i >= 0 {
 		t.Errorf("a sound conversation dropped by %s", fs[i].Name)
 	}
 }
@@ -73,15 +73,15 @@ func TestThinkTagFilter(t *testing.T) {
 	} {
 		rec := &sink.Record{Content: content, FinishReason: "stop"}
 		fs := (&Options{}).filters()
-		if i := drop(fs, rec); i < 0 || fs[i].Name != FilterThinkTags {
+		if i := drop(fs, rec, ReasoningField); i < 0 || fs[i].Name != FilterThinkTags {
 			t.Errorf("content %q: dropped by %d, want the think_tags filter", content, i)
 		}
 		keep := (&Options{KeepThinkTags: true}).filters()
-		if i := drop(keep, rec); i >= 0 {
+		if i := drop(keep, rec, ReasoningField); i >= 0 {
 			t.Errorf("content %q with --keep-think-tags: dropped by %s", content, keep[i].Name)
 		}
 	}
-	if i := drop((&Options{}).filters(), &sink.Record{Content: "4", FinishReason: "stop"}); i >= 0 {
+	if i := drop((&Options{}).filters(), &sink.Record{Content: "4", FinishReason: "stop"}, ReasoningField); i >= 0 {
 		t.Errorf("an answer without tags dropped by filter %d", i)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/internal/durable"
 	"github.com/synthgen/synthgen/sink"
 	"github.com/synthgen/synthgen/sink/audit"
 )
@@ -27,12 +28,20 @@ import (
 // Options says what to export and how.
 type Options struct {
 	Format    string // one of Formats
-	Reasoning string // one of ReasoningModes (sharegpt, messages); "" = field
+	Reasoning string // one of ReasoningModes (specforge, sharegpt, messages); "" = field
 	// Out is the output: a file (JSONL, or Parquet when it ends in
 	// .parquet), "-" for Stdout (JSONL), or with HF a directory to create.
 	Out    string
 	HF     bool
 	Stdout io.Writer
+	// Overwrite lets an HF export replace the directory under Out when it
+	// is one an export wrote (Dataset); a file under Out is replaced by
+	// the caller's leave (cmd's --overwrite check).
+	Overwrite bool
+	// Log takes the notes of an export that are no part of its summary:
+	// the leftovers of killed exports it removed or had to leave. Nil:
+	// none.
+	Log io.Writer
 	// RowsPerFile bounds the rows of one HF Parquet file; 0 = 100,000.
 	RowsPerFile int
 
@@ -57,6 +66,9 @@ const (
 	FilterTruncated = "truncated"  // finish_reason "length"
 	FilterEmpty     = "empty"      // no content (whitespace only)
 	FilterThinkTags = "think_tags" // <think> or </think> in content
+	// FilterSpecForge (specforge only): a conversation SpecForge's
+	// validation refuses (specforge.go).
+	FilterSpecForge = "specforge"
 )
 
 // Filter is one filter and what it did.
@@ -111,8 +123,8 @@ func (o *Options) Check() error {
 	if !slices.Contains(ReasoningModes, o.Reasoning) {
 		return fmt.Errorf("--reasoning: %q: want one of %s", o.Reasoning, strings.Join(ReasoningModes, ", "))
 	}
-	if o.Reasoning != ReasoningField && (o.Format == FormatSpecForge || o.Format == FormatOpenAIBatch) {
-		return fmt.Errorf("--reasoning %s: %s keeps reasoning in reasoning_content only; --reasoning is for sharegpt and messages", o.Reasoning, o.Format)
+	if o.Reasoning != ReasoningField && o.Format == FormatOpenAIBatch {
+		return fmt.Errorf("--reasoning %s: %s keeps reasoning in reasoning_content only, as the Batch API returns it; --reasoning is for specforge, sharegpt and messages", o.Reasoning, o.Format)
 	}
 	if o.IncludeErrors && o.Format != FormatOpenAIBatch {
 		return fmt.Errorf("--include-errors: only with --format openai-batch (failures are never training rows)")
@@ -132,17 +144,29 @@ func (o *Options) Check() error {
 func (o *Options) parquet() bool { return !o.HF && strings.HasSuffix(o.Out, ".parquet") }
 
 func (o *Options) filters() []Filter {
-	return []Filter{
+	fs := []Filter{
 		{Name: FilterTruncated, Rule: `finish_reason "length": cut at max_tokens`, Active: !o.KeepTruncated, Flag: "--keep-truncated"},
 		{Name: FilterEmpty, Rule: "no content (empty or whitespace only)", Active: true},
 		{Name: FilterThinkTags, Rule: "<think> or </think> in content: the server split no reasoning out", Active: !o.KeepThinkTags, Flag: "--keep-think-tags"},
 	}
+	if o.Format == FormatSpecForge {
+		fs = append(fs, Filter{Name: FilterSpecForge, Active: true,
+			Rule: "a row SpecForge's validate_regenerated_data.py refuses: a blank id or turn, a role it does not take, turns out of order"})
+	}
+	return fs
 }
 
-// drop returns the index of the filter that drops rec, or -1.
-func drop(fs []Filter, rec *sink.Record) int {
+// drop returns the index of the filter that drops rec, or -1. mode is
+// where the reasoning goes (Options.Reasoning).
+func drop(fs []Filter, rec *sink.Record, mode string) int {
 	for i, f := range fs {
 		if !f.Active {
+			continue
+		}
+		if f.Name == FilterSpecForge {
+			if specforgeRefusal(specforgeOf(rec, mode)) != "" {
+				return i
+			}
 			continue
 		}
 		var hit bool
@@ -166,7 +190,9 @@ func drop(fs []Filter, rec *sink.Record) int {
 }
 
 // Run exports (see Options) and returns what it did. Nothing appears under
-// Out unless the whole export succeeded. ctx stops it between records.
+// Out unless the whole export succeeded, and no temporary is left unless
+// the process is killed (temp.go). ctx stops it between records and before
+// the output takes its name.
 func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
@@ -174,11 +200,30 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if o.Report == nil {
 		return nil, errors.New("export: no report of the directories")
 	}
-	tmpDir := os.TempDir()
-	if o.Out != "-" {
-		tmpDir = filepath.Dir(o.Out)
+	if o.Log == nil {
+		o.Log = io.Discard
 	}
-	x, sum, err := buildIndex(ctx, o, tmpDir)
+	tmpDir, spill := os.TempDir(), spillPattern("")
+	if o.Out != "-" {
+		if o.HF {
+			if err := durable.MkdirAll(filepath.Dir(o.Out)); err != nil {
+				return nil, err
+			}
+		}
+		c, removed, left, err := claimOut(o.Out)
+		if err != nil {
+			return nil, err
+		}
+		defer c.release()
+		for _, p := range removed {
+			fmt.Fprintf(o.Log, "export: removed %s, left by an export of %s that was killed\n", p, o.Out)
+		}
+		for _, p := range left {
+			fmt.Fprintf(o.Log, "export: %s, an export's temporary, stays: another export may be writing it (%s is locked by another export, or cannot be locked); remove it once none runs\n", p, filepath.Dir(o.Out))
+		}
+		tmpDir, spill = filepath.Dir(o.Out), spillPattern(o.Out)
+	}
+	x, sum, err := buildIndex(ctx, o, tmpDir, spill)
 	if x != nil {
 		defer x.close()
 	}

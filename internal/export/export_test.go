@@ -142,6 +142,7 @@ func TestGolden(t *testing.T) {
 		o    func(*Options)
 	}{
 		{"specforge", func(o *Options) { o.Format = FormatSpecForge }},
+		{"specforge_inline", func(o *Options) { o.Format, o.Reasoning = FormatSpecForge, ReasoningInline }},
 		{"sharegpt", func(o *Options) { o.Format = FormatShareGPT }},
 		{"sharegpt_inline", func(o *Options) { o.Format, o.Reasoning = FormatShareGPT, ReasoningInline }},
 		{"messages", func(o *Options) { o.Format = FormatMessages }},
@@ -180,7 +181,7 @@ func TestFiltersCount(t *testing.T) {
 		return m
 	}
 	s := run(t, options(t, FormatSpecForge, filepath.Join(t.TempDir(), "a.jsonl"), dir))
-	if got, want := dropped(s), map[string]int64{FilterTruncated: 1, FilterEmpty: 1, FilterThinkTags: 1}; !maps.Equal(got, want) {
+	if got, want := dropped(s), map[string]int64{FilterTruncated: 1, FilterEmpty: 1, FilterThinkTags: 1, FilterSpecForge: 0}; !maps.Equal(got, want) {
 		t.Errorf("dropped %v, want %v", got, want)
 	}
 	if s.Read != 7 || s.Exported != 4 || s.Failed != 1 || s.ErrorLines != 0 {
@@ -189,7 +190,7 @@ func TestFiltersCount(t *testing.T) {
 	o := options(t, FormatSpecForge, filepath.Join(t.TempDir(), "b.jsonl"), dir)
 	o.KeepTruncated, o.KeepThinkTags = true, true
 	s = run(t, o)
-	if got, want := dropped(s), map[string]int64{FilterEmpty: 1}; !maps.Equal(got, want) || s.Exported != 6 {
+	if got, want := dropped(s), map[string]int64{FilterEmpty: 1, FilterSpecForge: 0}; !maps.Equal(got, want) || s.Exported != 6 {
 		t.Errorf("with --keep-*: dropped %v exported %d, want %v and 6", got, s.Exported, want)
 	}
 	if s.FinishReasons["length"] != 1 || s.FinishReasons["stop"] != 5 {
@@ -392,7 +393,7 @@ func TestNothingUnderOutOnFailure(t *testing.T) {
 func TestCheck(t *testing.T) {
 	for _, o := range []Options{
 		{Format: "alpaca", Out: "x"},
-		{Format: FormatSpecForge, Reasoning: ReasoningInline, Out: "x"},
+		{Format: FormatOpenAIBatch, Reasoning: ReasoningInline, Out: "x"},
 		{Format: FormatMessages, Reasoning: "hide", Out: "x"},
 		{Format: FormatMessages, IncludeErrors: true, Out: "x"},
 		{Format: FormatOpenAIBatch, Out: "x.parquet"},

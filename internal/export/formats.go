@@ -28,14 +28,22 @@ type roleTurn struct {
 	ReasoningContent string `json:"reasoning_content,omitempty" parquet:"reasoning_content,optional"`
 }
 
-// specforgeRow is one line of SpecForge's conversation format, as its
-// scripts/prepare_data.py writes and scripts/regenerate_train_data.py
-// writes back with reasoning saved: {"id", "conversations": [{"role",
-// "content"}, ..., {"role": "assistant", "content", "reasoning_content"}]}.
+// specforgeRow is one line of SpecForge's conversation format as its
+// scripts/regenerate_train_data.py writes a regenerated row (with
+// --reasoning save): {"id", "conversations": [{"role", "content"}, ...,
+// {"role": "assistant", "content", "reasoning_content"}], "status":
+// "success"}. Its scripts/validate_regenerated_data.py refuses a row
+// whose status is not "success"; the training loader reads only id and
+// conversations.
 type specforgeRow struct {
 	ID            string     `json:"id" parquet:"id"`
 	Conversations []roleTurn `json:"conversations" parquet:"conversations,list"`
+	Status        string     `json:"status" parquet:"status"`
 }
+
+// specforgeSuccess is the status of every exported row: a row is exported
+// only when its request succeeded.
+const specforgeSuccess = "success"
 
 // messagesRow is OpenAI chat: {"id", "messages": [{"role", "content"}]}.
 type messagesRow struct {
@@ -69,9 +77,11 @@ func roleTurns(rec *sink.Record, mode string) []roleTurn {
 	return out
 }
 
-func specforgeOf(rec *sink.Record, _ string) specforgeRow {
-	// SpecForge reads reasoning from reasoning_content only: never inline.
-	return specforgeRow{ID: rec.ID, Conversations: roleTurns(rec, ReasoningField)}
+// specforgeOf is a record as a SpecForge row. Which SpecForge chat
+// templates read reasoning_content and which need it inline in content is
+// in README.md ("From run to a training file").
+func specforgeOf(rec *sink.Record, mode string) specforgeRow {
+	return specforgeRow{ID: rec.ID, Conversations: roleTurns(rec, mode), Status: specforgeSuccess}
 }
 
 func messagesOf(rec *sink.Record, mode string) messagesRow {

@@ -27,8 +27,9 @@ import (
 // temporary disk, a histogram of completion lengths for the percentiles,
 // and a second read of the data, mostly from the page cache. A JSONL line is read back from its
 // shard; a Parquet row has no byte span, so it is copied once, as JSON, to
-// a spill file beside the output (removed at the end): that costs one
-// extra write of the Parquet shards' records.
+// a spill file beside the output (unlinked at once where the system allows
+// it, else removed at the end): that costs one extra write of the Parquet
+// shards' records.
 
 // entry is one row of the output, a record or (openai-batch
 // --include-errors) an error record.
@@ -44,8 +45,13 @@ type index struct {
 	sorter *extsort.Sorter[entry] // the entries, sorted on disk
 	srcs   []string               // JSONL files to read spans from; the spill file last when there is one
 	spill  *os.File
-	errs   []*sink.ErrorRecord
-	open   map[int32]*os.File
+	// spillSrc is the spill file's index in srcs; unlinked says its name
+	// is gone already (removed as soon as it was created, which Unix
+	// allows with the file open: a kill leaves nothing of it).
+	spillSrc int32
+	unlinked bool
+	errs     []*sink.ErrorRecord
+	open     map[int32]*os.File
 }
 
 func (x *index) close() {
@@ -57,19 +63,20 @@ func (x *index) close() {
 	}
 	if x.spill != nil {
 		_ = x.spill.Close()
-		_ = os.Remove(x.spill.Name())
+		if !x.unlinked {
+			_ = os.Remove(x.spill.Name())
+		}
 	}
 }
 
 // buildIndex reads every record of the report's files once, applies the
 // filters, counts what is exported, and sorts the entries by key.
-func buildIndex(ctx context.Context, o Options, tmpDir string) (*index, *Summary, error) {
-	x := &index{open: map[int32]*os.File{}, sorter: extsort.New(entryCodec, extsort.Options{Dir: tmpDir, Pattern: ".synthgen-export-*.index", Budget: indexBudget})}
+func buildIndex(ctx context.Context, o Options, tmpDir, spillPattern string) (*index, *Summary, error) {
+	x := &index{open: map[int32]*os.File{}, spillSrc: -1, sorter: extsort.New(entryCodec, extsort.Options{Dir: tmpDir, Pattern: ".synthgen-export-*.index", Budget: indexBudget})}
 	filters := o.filters()
 	sum := &Summary{Format: o.Format, Out: o.Out, FinishReasons: map[string]int64{}}
 	completion := map[int32]int64{} // completion tokens -> records
 	var spillOff int64
-	spillSrc := int32(-1)
 	for _, path := range o.Report.Files() {
 		if err := ctx.Err(); err != nil {
 			return x, nil, err
@@ -81,19 +88,19 @@ func buildIndex(ctx context.Context, o Options, tmpDir string) (*index, *Summary
 		}
 		err := sink.ForEachRecord(path, func(rec *sink.Record, at sink.Span) error {
 			sum.Read++
-			if i := drop(filters, rec); i >= 0 {
+			if i := drop(filters, rec, o.Reasoning); i >= 0 {
 				filters[i].Dropped++
 				return nil
 			}
 			e := entry{id: rec.ID, sample: int32(rec.Sample), src: src, off: at.Offset, n: int32(at.Len)}
 			if parquet {
 				if x.spill == nil {
-					f, err := os.CreateTemp(tmpDir, ".synthgen-export-*.spill")
+					f, err := os.CreateTemp(tmpDir, spillPattern)
 					if err != nil {
 						return fmt.Errorf("spill file: %w", err)
 					}
-					x.spill = f
-					spillSrc = int32(len(x.srcs))
+					x.spill, x.unlinked = f, os.Remove(f.Name()) == nil
+					x.spillSrc = int32(len(x.srcs))
 					x.srcs = append(x.srcs, f.Name())
 				}
 				line, err := json.Marshal(rec)
@@ -103,7 +110,7 @@ func buildIndex(ctx context.Context, o Options, tmpDir string) (*index, *Summary
 				if _, err := x.spill.Write(line); err != nil {
 					return fmt.Errorf("spill file: %w", err)
 				}
-				e.src, e.off, e.n = spillSrc, spillOff, int32(len(line))
+				e.src, e.off, e.n = x.spillSrc, spillOff, int32(len(line))
 				spillOff += int64(len(line))
 			}
 			if err := x.sorter.Add(e); err != nil {
@@ -168,7 +175,10 @@ func (x *index) addErrors(o Options, sum *Summary) error {
 // record reads entry e's record into rec.
 func (x *index) record(e entry, rec *sink.Record, buf []byte) ([]byte, error) {
 	f, ok := x.open[e.src]
-	if !ok {
+	switch {
+	case e.src == x.spillSrc:
+		f = x.spill
+	case !ok:
 		if len(x.open) >= maxOpen {
 			for k, g := range x.open {
 				_ = g.Close()
@@ -176,14 +186,8 @@ func (x *index) record(e entry, rec *sink.Record, buf []byte) ([]byte, error) {
 				break
 			}
 		}
-		path := x.srcs[e.src]
 		var err error
-		if x.spill != nil && path == x.spill.Name() {
-			f, err = os.Open(path)
-		} else {
-			f, err = openShard(path)
-		}
-		if err != nil {
+		if f, err = openShard(x.srcs[e.src]); err != nil {
 			return buf, err
 		}
 		x.open[e.src] = f

@@ -110,7 +110,7 @@ func write[T any](ctx context.Context, o Options, x *index, sum *Summary, sh sha
 	}
 	switch {
 	case o.HF:
-		return writeHF(o, sum, rows)
+		return writeHF(ctx, o, sum, rows)
 	case o.Out == "-":
 		w := newJSONL[T](o.Stdout)
 		if err := rows(w.write); err != nil {
@@ -119,7 +119,7 @@ func write[T any](ctx context.Context, o Options, x *index, sum *Summary, sh sha
 		sum.Files = []string{"-"}
 		return w.close()
 	}
-	f, err := durable.Create(o.Out, 0o644)
+	f, err := durable.CreateTemp(o.Out, tempPattern(o.Out), 0o644)
 	if err != nil {
 		return err
 	}
@@ -130,6 +130,9 @@ func write[T any](ctx context.Context, o Options, x *index, sum *Summary, sh sha
 	err = rows(w.write)
 	if err == nil {
 		err = w.close()
+	}
+	if err == nil {
+		err = ctx.Err() // a signal after the last record still leaves Out as it was
 	}
 	if err != nil {
 		f.Abort()
@@ -145,17 +148,16 @@ const defaultRowsPerFile = 100_000
 
 // writeHF writes Out as a Hugging Face dataset directory: data/train-
 // 0000i-of-0000N.parquet and README.md. It is built under a temporary name
-// beside Out, every file fsynced, then renamed to Out: a killed export
-// leaves a hidden .tmp directory, never a partial dataset under Out.
-func writeHF[T any](o Options, sum *Summary, rows func(func(T) error) error) (err error) {
-	if _, err := os.Stat(o.Out); err == nil {
-		return fmt.Errorf("%s exists: give --out a new directory, or remove it first", o.Out)
-	}
-	parent := filepath.Dir(o.Out)
-	if err := durable.MkdirAll(parent); err != nil {
+// beside Out (temp.go), every file fsynced, then renamed to Out, or put in
+// the place of the dataset an earlier export wrote there (Overwrite): a
+// killed export leaves Out as it was and a temporary the next export
+// removes, never a partial dataset under Out.
+func writeHF[T any](ctx context.Context, o Options, sum *Summary, rows func(func(T) error) error) (err error) {
+	if err := o.replaceable(); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(o.Out)+".*.tmp")
+	parent := filepath.Dir(o.Out)
+	tmp, err := os.MkdirTemp(parent, tempPattern(o.Out))
 	if err != nil {
 		return err
 	}
@@ -245,7 +247,13 @@ func writeHF[T any](o Options, sum *Summary, rows func(func(T) error) error) (er
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, o.Out); err != nil {
+	if err := ctx.Err(); err != nil {
+		return err // a signal after the last record still leaves Out as it was
+	}
+	if err := o.replaceable(); err != nil {
+		return err // Out appeared, or changed, while the export ran
+	}
+	if err := putInPlace(tmp, o.Out); err != nil {
 		return err
 	}
 	return durable.SyncDir(parent)

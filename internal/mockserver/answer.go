@@ -109,6 +109,7 @@ type plan struct {
 	reasoning int // the first reasoning tokens are reasoning, the rest content
 	finish    string
 	rng       rand.PCG
+	shaped    *shapedText // the content as JSON in the shape asked (schema.go); nil: word pieces
 }
 
 // lengthSigma shapes the long tail of answer lengths: with a lognormal of

@@ -43,14 +43,17 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "BadRequestError", err.Error(), "")
 		return
 	}
+	shape, err := req.requestShape()
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "BadRequestError", err.Error(), "")
+		return
+	}
 	if req.Model != "" && req.Model != s.opts.Model {
 		writeError(w, http.StatusNotFound, "NotFoundError", "The model `"+req.Model+"` does not exist.", "model")
 		return
 	}
 	s.requests.Add(1)
-	if msg, long := s.contextRefusal(&req); long {
-		s.tooLong.Add(1)
-		writeError(w, http.StatusBadRequest, "BadRequestError", msg, "input_tokens")
+	if s.refuseTooLong(w, &req) {
 		return
 	}
 
@@ -97,6 +100,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	g.start = time.Now()
 
 	p := newPlan(s.opts.Seed, req.promptHash(), s.opts.MeanTokens, req.limit())
+	if shape != nil {
+		s.shapeAnswer(&p, shape, req.promptHash(), g.id, req.limit())
+	}
+	s.fitContext(&p, prompt)
+	g.toks = s.newTokenReply(&req)
 	if stalls {
 		g.stallAt = min(s.opts.StallAfter, p.total)
 		if !req.Stream {
@@ -152,8 +160,9 @@ type generation struct {
 	running bool
 	stallAt int // the token before which the answer stalls; -1: never
 	fault   string
-	faultAt int  // the token before which a mid-answer fault strikes; -1: never
-	faulted bool // the answer ended in its fault
+	faultAt int         // the token before which a mid-answer fault strikes; -1: never
+	faulted bool        // the answer ended in its fault
+	toks    *tokenReply // the token ids and logprobs asked for (tokenids.go); nil: none
 }
 
 // strike ends the answer with its mid-answer fault (what was gathered
@@ -299,13 +308,22 @@ func (g *generation) stream(p *plan, prompt int, usage bool) bool {
 		if i == 0 {
 			g.buf = append(g.buf, head...)
 			g.buf = append(g.buf, roleDelta...)
-			g.buf = append(g.buf, tailNone...)
+			if g.toks != nil {
+				g.buf = g.toks.appendRoleTail(g.buf)
+			} else {
+				g.buf = append(g.buf, tailNone...)
+			}
 		}
 		t := p.next()
 		g.buf = append(g.buf, head...)
+		k, shaped := p.piece(i)
 		switch none := s.opts.ReasoningField == FieldNone; {
 		case none && i == 0:
 			g.buf = append(g.buf, s.tok.openTag[t]...)
+		case shaped && none && k == 0:
+			g.buf = append(g.buf, p.shaped.closing[0]...)
+		case shaped:
+			g.buf = append(g.buf, p.shaped.content[k]...)
 		case none && i == p.reasoning:
 			g.buf = append(g.buf, s.tok.closeTag[t]...)
 		case i < p.reasoning:
@@ -313,9 +331,12 @@ func (g *generation) stream(p *plan, prompt int, usage bool) bool {
 		default:
 			g.buf = append(g.buf, s.tok.content[t]...)
 		}
-		if i == p.total-1 && p.finish == "length" {
+		switch length := i == p.total-1 && p.finish == "length"; {
+		case g.toks != nil:
+			g.buf = g.toks.appendTokenTail(g.buf, i, t, length)
+		case length:
 			g.buf = append(g.buf, tailLength...)
-		} else {
+		default:
 			g.buf = append(g.buf, tailNone...)
 		}
 		g.pending++
@@ -382,7 +403,13 @@ func (g *generation) plain(p *plan, prompt int) bool {
 		if field == FieldNone && i == p.reasoning {
 			g.buf = append(g.buf, escapedClose...)
 		}
-		g.buf = append(g.buf, s.tok.escaped[p.next()]...)
+		t := p.next()
+		if k, shaped := p.piece(i); shaped {
+			g.buf = append(g.buf, p.shaped.escaped[k]...)
+		} else {
+			g.buf = append(g.buf, s.tok.escaped[t]...)
+		}
+		g.toks.note(t)
 		g.pending++
 	}
 	if p.reasoning == p.total && field != FieldNone { // no content token was generated
@@ -391,11 +418,17 @@ func (g *generation) plain(p *plan, prompt int) bool {
 	if g.faultAt >= 0 {
 		return g.strike(false)
 	}
-	g.buf = append(g.buf, `","tool_calls":[]},"logprobs":null,"finish_reason":"`...)
+	g.buf = append(g.buf, `","tool_calls":[]},"logprobs":`...)
+	g.buf = g.toks.appendLogprobs(g.buf, 0, g.toks.pieces()...)
+	g.buf = append(g.buf, `,"finish_reason":"`...)
 	g.buf = append(g.buf, p.finish...)
-	g.buf = append(g.buf, `","stop_reason":null}],"usage":`...)
+	g.buf = append(g.buf, `","stop_reason":null`...)
+	g.buf = g.toks.appendChoiceIDs(g.buf)
+	g.buf = append(g.buf, `}],"usage":`...)
 	g.buf = appendUsage(g.buf, prompt, p.total, true)
-	g.buf = append(g.buf, `,"prompt_logprobs":null}`...)
+	g.buf = append(g.buf, `,"prompt_logprobs":null`...)
+	g.buf = g.toks.appendPromptIDs(g.buf)
+	g.buf = append(g.buf, '}')
 	g.finish(p.finish)
 
 	g.w.Header().Set("Content-Type", "application/json")

@@ -20,6 +20,13 @@ type chatRequest struct {
 	MaxCompletionTokens *int           `json:"max_completion_tokens"`
 	Temperature         *float64       `json:"temperature"`
 	N                   *int           `json:"n"`
+	// The shape asked of the content (schema.go): OpenAI's
+	// response_format, older vLLM's guided_json, newer vLLM's
+	// structured_outputs.
+	ResponseFormat    json.RawMessage `json:"response_format"`
+	GuidedJSON        json.RawMessage `json:"guided_json"`
+	StructuredOutputs json.RawMessage `json:"structured_outputs"`
+	tokenFields                       // return_token_ids, logprobs (tokenids.go)
 }
 
 type streamOptions struct {
@@ -109,6 +116,9 @@ func parseRequest(body []byte) (chatRequest, error) {
 	}
 	if req.Temperature != nil && *req.Temperature < 0 {
 		return req, fmt.Errorf("temperature: must be non-negative, got %s", strconv.FormatFloat(*req.Temperature, 'g', -1, 64))
+	}
+	if err := req.tokenFields.check(); err != nil {
+		return req, err
 	}
 	return req, nil
 }

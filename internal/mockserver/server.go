@@ -1,7 +1,8 @@
 // Package mockserver is a vLLM-like OpenAI-compatible server for running and
 // testing synthgen offline: /v1/models, /v1/chat/completions (plain and
 // streamed, with reasoning and content in vLLM's exact shapes), and a
-// Prometheus /metrics with vLLM's metric names. Answers are made of word
+// Prometheus /metrics with vLLM's metric names (or, as Options.Flavor says,
+// SGLang's or llama.cpp's, with their /v1/models: flavor.go). Answers are made of word
 // pieces from a small vocabulary; their lengths are long-tailed and a pure
 // function of the seed and the prompt, so retries and resumes see the same
 // answer. It serves a bounded number of requests at once and queues the rest,
@@ -64,7 +65,8 @@ type Options struct {
 	// MaxModelLen is the model's context, as vLLM's --max-model-len: a
 	// request whose prompt tokens plus max_tokens exceed it is answered
 	// with vLLM's 400, and /v1/models reports it. 0: no check, and
-	// /v1/models reports 131072.
+	// /v1/models reports 131072. The llama.cpp flavour is llama-server's
+	// -c instead (flavor.go: refuseTooLong, fitContext).
 	MaxModelLen int
 	// StallRate is the share of requests that stall on purpose: a stream
 	// sends StallAfter tokens, then holds the connection open without a
@@ -111,6 +113,24 @@ type Options struct {
 	// Which answers close is a pure function of Seed and the arrival
 	// number, an independent draw like StallRate's.
 	RateCloseAfter float64
+	// Flavor is the server the mock is like in its /metrics names, its
+	// /v1/models and its refusal of a prompt too long for the context
+	// (flavor.go): FlavorVLLM (default), FlavorSGLang or FlavorLlamaCpp.
+	Flavor string
+	// NoMetrics answers /metrics as a server whose metrics are off:
+	// llama-server's 501 (the llama.cpp flavour), else a 404.
+	NoMetrics bool
+	// RateInvalidJSON is the share of answers to a request asking for a
+	// shape (response_format json_schema or json_object, guided_json) whose
+	// content is not valid for it (schema.go): cut short, a required key
+	// missing, or a value of the wrong type. Which answers is a pure
+	// function of Seed and the arrival number, an independent draw like
+	// StallRate's.
+	RateInvalidJSON float64
+	// IgnoreTokenIDs answers without token ids although a request asks
+	// for them (return_token_ids), as a server that does not know the
+	// field (vLLM before 0.10.2): for clients' detection of one.
+	IgnoreTokenIDs bool
 }
 
 // DefaultModel is the model name served when Options.Model is empty.
@@ -148,11 +168,17 @@ func (o Options) Validate() error {
 	if !(o.StallRate >= 0 && o.StallRate <= 1) {
 		return fmt.Errorf("stall rate %v: must be between 0 and 1", o.StallRate)
 	}
+	if !validFlavor(o.Flavor) {
+		return fmt.Errorf("flavor %q: want %s, %s or %s", o.Flavor, FlavorVLLM, FlavorSGLang, FlavorLlamaCpp)
+	}
 	if o.StallAfter < 0 {
 		return fmt.Errorf("stall after %d: must not be negative", o.StallAfter)
 	}
 	if !(o.RateCloseAfter >= 0 && o.RateCloseAfter <= 1) {
 		return fmt.Errorf("close after rate %v: must be between 0 and 1", o.RateCloseAfter)
+	}
+	if !(o.RateInvalidJSON >= 0 && o.RateInvalidJSON <= 1) {
+		return fmt.Errorf("invalid JSON rate %v: must be between 0 and 1", o.RateInvalidJSON)
 	}
 	return o.validateFaults()
 }
@@ -166,6 +192,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MeanTokens == 0 {
 		o.MeanTokens = DefaultMeanTokens
+	}
+	if o.Flavor == "" {
+		o.Flavor = FlavorVLLM
 	}
 	return o
 }
@@ -204,6 +233,9 @@ type Stats struct {
 	// Held counts the requests an abandoned server holds open without a
 	// byte now (see Abandon); they count as Aborted once they end.
 	Held int64
+	// InvalidJSON counts the answers made not valid for the shape their
+	// request asked (Options.RateInvalidJSON); they are Completed.
+	InvalidJSON int64
 }
 
 // Server is the mock: an http.Handler serving vLLM's OpenAI-compatible API.
@@ -229,6 +261,8 @@ type Server struct {
 	tooLong  atomic.Int64             // requests refused: longer than MaxModelLen
 	injected map[string]*atomic.Int64 // by kind; the map is fixed at New
 	restart  chan struct{}            // RestartEvery's signal to Serve
+
+	invalidJSON atomic.Int64 // answers made out of their shape on purpose (schema.go)
 
 	registry     *prometheus.Registry
 	success      *prometheus.CounterVec // vllm:request_success_total{finished_reason}
@@ -277,7 +311,7 @@ func New(opts Options) *Server {
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
-	s.mux.Handle("GET /metrics", s.metricsHandler())
+	s.mux.Handle("GET /metrics", s.flavorMetrics())
 	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {})
 	return s
 }
@@ -311,6 +345,7 @@ func (s *Server) Stats() Stats {
 		ClosedAfter:      s.conns.closedAfter.Load(),
 		DroppedReuses:    s.conns.droppedReuses.Load(),
 		Held:             s.conns.held.Load(),
+		InvalidJSON:      s.invalidJSON.Load(),
 	}
 }
 
@@ -337,6 +372,9 @@ func (s *Server) injectedCounts() map[string]int64 {
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	if s.flavorModels(w) {
+		return
+	}
 	type permission struct {
 		ID                 string  `json:"id"`
 		Object             string  `json:"object"`

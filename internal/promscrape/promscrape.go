@@ -1,7 +1,8 @@
 // Package promscrape reads an inference server's own Prometheus /metrics
-// (vLLM's names) so synthgen can show the server's view of throughput next
-// to the client's: generated tokens per second, requests running and
-// waiting, KV-cache usage, preemptions and speculative-decoding acceptance.
+// (vLLM's, SGLang's or llama.cpp's names, kind.go) so synthgen can show the
+// server's view of throughput next to the client's: generated tokens per
+// second, requests running and waiting, KV-cache usage, preemptions and
+// speculative-decoding acceptance, each where the server reports it.
 //
 // The text is parsed with the Prometheus exposition-format parser, never by
 // matching lines: a counter's `_created` timestamp, a per-position
@@ -22,33 +23,28 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// The vLLM metric names read. Counters are looked up with and without their
-// `_total` suffix: the Python client exposes `name_total`, other exporters
-// the bare family name.
-const (
-	MetricGenerationTokens = "vllm:generation_tokens_total"
-	MetricPromptTokens     = "vllm:prompt_tokens_total"
-	MetricRunning          = "vllm:num_requests_running"
-	MetricWaiting          = "vllm:num_requests_waiting"
-	MetricKVCacheUsage     = "vllm:kv_cache_usage_perc"
-	MetricGPUCacheUsage    = "vllm:gpu_cache_usage_perc" // before vLLM V1 renamed it
-	MetricPreemptions      = "vllm:num_preemptions_total"
-	MetricSpecDrafts       = "vllm:spec_decode_num_drafts_total"
-	MetricSpecDraftTokens  = "vllm:spec_decode_num_draft_tokens_total"
-	MetricSpecAccepted     = "vllm:spec_decode_num_accepted_tokens_total"
-)
-
 // Sample is one scrape: every figure summed over all its label sets
 // (several engines under data parallelism, several model_name values),
-// except KV-cache usage, which is the mean over engines: each engine has its
-// own cache, and a sum of fractions would exceed 1.
+// except the gauges of a share (KV-cache usage, SGLang's speculative
+// decoding), which are the mean over engines: each engine has its own
+// cache, and a sum of fractions would exceed 1. It holds what the server
+// reports under its kind's names (kind.go); a figure its kind or version
+// lacks is 0 with its Has* false.
 type Sample struct {
 	At time.Time
+
+	// Kind is the server the metric names are of; KindUnknown when the
+	// text holds none of the kinds' names.
+	Kind Kind
 
 	GenerationTokens float64 // counter
 	PromptTokens     float64 // counter
 	Running          float64 // gauge
 	Waiting          float64 // gauge
+	HasGeneration    bool
+	HasPrompt        bool
+	HasRunning       bool
+	HasWaiting       bool
 	KVCacheUsage     float64 // gauge, 0..1
 	HasKV            bool
 	Preemptions      float64 // counter
@@ -59,9 +55,41 @@ type Sample struct {
 	SpecAccepted    float64 // counter
 	HasSpec         bool
 
-	// Found holds the metric names above (the constants, `_total` form)
-	// that the text contained.
+	// SGLang's speculative decoding as it reports it: the acceptance rate
+	// and the mean acceptance length over its last batches (gauges), set
+	// when the length is above 0 (speculative decoding on).
+	SpecAcceptRate   float64
+	SpecAcceptLength float64
+	HasSpecGauges    bool
+
+	// Found holds the metric names of the kind's (kind.go, the `_total`
+	// form) that the text contained.
 	Found map[string]bool
+}
+
+// Usable reports whether the sample holds a server's view: the tokens it
+// generated or the requests it runs.
+func (s Sample) Usable() bool { return s.HasGeneration || s.HasRunning }
+
+// Lacks names the figures of a server's view that the text did not hold,
+// in the order they are shown ("waiting", "KV-cache usage", "preemptions"):
+// a kind (llama.cpp has no preemption counter) or a version (llama.cpp's
+// KV gauge went away) that does not report them.
+func (s Sample) Lacks() []string {
+	var out []string
+	for _, f := range []struct {
+		has  bool
+		name string
+	}{
+		{s.HasGeneration, "generated tokens"}, {s.HasPrompt, "prompt tokens"},
+		{s.HasRunning, "running"}, {s.HasWaiting, "waiting"},
+		{s.HasKV, "KV-cache usage"}, {s.HasPreemptions, "preemptions"},
+	} {
+		if !f.has {
+			out = append(out, f.name)
+		}
+	}
+	return out
 }
 
 // Parse reads Prometheus text exposition format. Families it does not know
@@ -74,10 +102,6 @@ func Parse(r io.Reader, at time.Time) (Sample, error) {
 	families, err := p.TextToMetricFamilies(r)
 	if err != nil {
 		return Sample{}, fmt.Errorf("parse metrics: %w", err)
-	}
-	type agg struct {
-		sum float64
-		n   int
 	}
 	sums := make(map[string]agg, len(families))
 	for name, mf := range families {
@@ -100,8 +124,11 @@ func Parse(r io.Reader, at time.Time) (Sample, error) {
 		}
 	}
 
-	s := Sample{At: at, Found: make(map[string]bool)}
+	s := Sample{At: at, Kind: KindUnknown, Found: make(map[string]bool)}
 	lookup := func(name string) (agg, bool) {
+		if name == "" {
+			return agg{}, false
+		}
 		if a, ok := sums[name]; ok {
 			return a, true
 		}
@@ -111,6 +138,11 @@ func Parse(r io.Reader, at time.Time) (Sample, error) {
 		}
 		return agg{}, false
 	}
+	names, ok := kindOfText(lookup)
+	if !ok {
+		return s, nil
+	}
+	s.Kind = names.kind
 	read := func(name string, dst *float64) bool {
 		a, ok := lookup(name)
 		if ok {
@@ -119,28 +151,60 @@ func Parse(r io.Reader, at time.Time) (Sample, error) {
 		}
 		return ok
 	}
-	read(MetricGenerationTokens, &s.GenerationTokens)
-	read(MetricPromptTokens, &s.PromptTokens)
-	read(MetricRunning, &s.Running)
-	read(MetricWaiting, &s.Waiting)
-	s.HasPreemptions = read(MetricPreemptions, &s.Preemptions)
-	for _, name := range []string{MetricKVCacheUsage, MetricGPUCacheUsage} {
-		if a, ok := lookup(name); ok {
-			s.KVCacheUsage = a.sum / float64(a.n)
-			s.HasKV = true
+	mean := func(name string, dst *float64) bool {
+		a, ok := lookup(name)
+		if ok {
+			*dst = a.sum / float64(a.n)
 			s.Found[name] = true
+		}
+		return ok
+	}
+	s.HasGeneration = read(names.generation, &s.GenerationTokens)
+	s.HasPrompt = read(names.prompt, &s.PromptTokens)
+	s.HasRunning = read(names.running, &s.Running)
+	s.HasWaiting = read(names.waiting, &s.Waiting)
+	s.HasPreemptions = read(names.preemptions, &s.Preemptions)
+	for _, name := range names.kv {
+		if mean(name, &s.KVCacheUsage) {
+			s.HasKV = true
 			break
 		}
 	}
-	d := read(MetricSpecDrafts, &s.SpecDrafts)
-	t := read(MetricSpecDraftTokens, &s.SpecDraftTokens)
-	a := read(MetricSpecAccepted, &s.SpecAccepted)
+	d := read(names.specDrafts, &s.SpecDrafts)
+	t := read(names.specDraftTokens, &s.SpecDraftTokens)
+	a := read(names.specAccepted, &s.SpecAccepted)
 	s.HasSpec = d && t && a
+	if mean(names.specLength, &s.SpecAcceptLength) && mean(names.specRate, &s.SpecAcceptRate) {
+		s.HasSpecGauges = s.SpecAcceptLength > 0
+	}
 	return s, nil
+}
+
+// agg is one family's samples: their sum and how many.
+type agg struct {
+	sum float64
+	n   int
+}
+
+// kindOfText is the names of the first kind (kindTable's order) the text
+// holds any metric of.
+func kindOfText(lookup func(string) (agg, bool)) (kindNames, bool) {
+	for _, k := range kindTable {
+		for _, name := range k.names() {
+			if _, ok := lookup(name); ok {
+				return k, true
+			}
+		}
+	}
+	return kindNames{}, false
 }
 
 // Rates is what happened between two samples.
 type Rates struct {
+	// Kind is the server's (the later sample's); with Sum, the kind all
+	// the servers summed share, KindUnknown when they differ.
+	Kind Kind
+
 	GenTokPerSec    float64
 	PromptTokPerSec float64
 	Running         float64 // at the later sample
@@ -152,7 +216,8 @@ type Rates struct {
 
 	// AcceptanceRate is accepted / draft tokens; MeanAcceptanceLength is
 	// 1 + accepted / drafts (tokens produced per forward pass of the target
-	// model). HasSpec is false when no draft ran in the window.
+	// model). HasSpec is false when no draft ran in the window. From
+	// SGLang, which reports both as gauges, they are the later sample's.
 	AcceptanceRate       float64
 	MeanAcceptanceLength float64
 	HasSpec              bool
@@ -170,6 +235,7 @@ type Rates struct {
 // restart.
 func Between(a, b Sample) Rates {
 	r := Rates{
+		Kind:           b.Kind,
 		Servers:        1,
 		Running:        b.Running,
 		Waiting:        b.Waiting,
@@ -192,6 +258,10 @@ func Between(a, b Sample) Rates {
 			r.AcceptanceRate = accepted / draftTok
 			r.MeanAcceptanceLength = 1 + accepted/drafts
 		}
+	}
+	if !r.HasSpec && b.HasSpecGauges {
+		r.HasSpec = true
+		r.AcceptanceRate, r.MeanAcceptanceLength = b.SpecAcceptRate, b.SpecAcceptLength
 	}
 	return r
 }
@@ -231,9 +301,32 @@ const DefaultTimeout = 3 * time.Second
 // maxBody caps what a scrape reads: vLLM's /metrics is tens of kilobytes.
 const maxBody = 16 << 20
 
-// ErrNoVLLMMetrics is returned by Scrape when the endpoint answers but
-// serves none of the vLLM metrics.
-var ErrNoVLLMMetrics = errors.New("no vLLM metrics (vllm:generation_tokens_total, vllm:num_requests_running)")
+// ErrNoServerMetrics is returned by Scrape when the endpoint answers but
+// serves none of the metrics of a kind read (vLLM's, SGLang's,
+// llama.cpp's): the tokens generated or the requests running.
+var ErrNoServerMetrics = errors.New("no vLLM, SGLang or llama.cpp metrics (vllm:generation_tokens_total, sglang:num_running_reqs, llamacpp:tokens_predicted_total, ...)")
+
+// StatusError is a /metrics that answered with a status other than 200:
+// Message is what its body said, when it said something readable
+// (llama-server started without --metrics answers 501 with the flag to
+// add).
+type StatusError struct {
+	URL     string
+	Status  int    // the HTTP status code
+	Text    string // the status line's text, e.g. "501 Not Implemented"
+	Message string // from the body; "" when it had none
+}
+
+func (e *StatusError) Error() string {
+	msg := fmt.Sprintf("scrape %s: %s", e.URL, e.Text)
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	return msg
+}
+
+// maxErrorBody caps what is read of an error answer's body.
+const maxErrorBody = 4096
 
 // Scraper fetches and parses one /metrics URL.
 type Scraper struct {
@@ -272,15 +365,16 @@ func (s *Scraper) Scrape(ctx context.Context) (Sample, error) {
 	defer resp.Body.Close()
 	at := s.now()
 	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096)) // drained so the connection is reused
-		return Sample{}, fmt.Errorf("scrape %s: %s", s.url, resp.Status)
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody)) // drained so the connection is reused
+		return Sample{}, &StatusError{URL: s.url, Status: resp.StatusCode, Text: resp.Status, Message: BodyMessage(body)}
 	}
 	sample, err := Parse(io.LimitReader(resp.Body, maxBody), at)
 	if err != nil {
 		return Sample{}, fmt.Errorf("scrape %s: %w", s.url, err)
 	}
-	if !sample.Found[MetricGenerationTokens] && !sample.Found[MetricRunning] {
-		return Sample{}, fmt.Errorf("scrape %s: %w", s.url, ErrNoVLLMMetrics)
+	if !sample.Usable() {
+		return Sample{}, fmt.Errorf("scrape %s: %w", s.url, ErrNoServerMetrics)
 	}
 	return sample, nil
 }

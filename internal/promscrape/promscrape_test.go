@@ -292,7 +292,7 @@ func TestScraper(t *testing.T) {
 	}{
 		{"vllm", srv.URL + "/metrics", ""},
 		{"not found", srv.URL + "/nothing/metrics", "404"},
-		{"not vllm", srv.URL + "/other/metrics", "no vLLM metrics"},
+		{"no known kind", srv.URL + "/other/metrics", "no vLLM, SGLang or llama.cpp metrics"},
 		{"malformed", srv.URL + "/broken/metrics", "line 1"},
 		{"down", downURL + "/metrics", "connect"},
 	}
@@ -326,7 +326,7 @@ func TestScraper(t *testing.T) {
 
 // Outside input: no panic, and an error names its line.
 func FuzzParse(f *testing.F) {
-	for _, name := range []string{"vllm-v1-engine-label.prom", "vllm-spec-decode.prom", "vllm-ttft-histogram.prom"} {
+	for _, name := range []string{"vllm-v1-engine-label.prom", "vllm-spec-decode.prom", "vllm-ttft-histogram.prom", "sglang.prom", "llamacpp-spec-decode.prom"} {
 		f.Add(readTestdata(f, name))
 	}
 	f.Add("vllm:num_requests_running{engine=\"0\"} NaN\n")

@@ -5,17 +5,24 @@ package promscrape
 // that report it (each replica has its own cache, so with equal GPUs it is
 // the share of all the caches in use); the speculative decoding figures are
 // the mean weighted by each one's generation rate. The window is the
-// longest; Servers counts the replicas summed.
+// longest; Servers counts the replicas summed; Kind is theirs when they
+// are all of one kind, else KindUnknown.
 func Sum(each []Rates) Rates {
 	if len(each) == 1 {
 		return each[0]
 	}
 	var out Rates
 	out.Servers = len(each)
+	if len(each) > 0 {
+		out.Kind = each[0].Kind
+	}
 	var kvN int
 	var specW, specRate, specLen float64
 	var specN int
 	for _, r := range each {
+		if r.Kind != out.Kind {
+			out.Kind = KindUnknown
+		}
 		out.GenTokPerSec += r.GenTokPerSec
 		out.PromptTokPerSec += r.PromptTokPerSec
 		out.Running += r.Running

@@ -257,8 +257,14 @@ func (p *packedSet) search(lo, hi, bucketEnd int, want, wantLo uint64) int {
 }
 
 func (p *packedSet) has(f Fingerprint) bool {
+	_, found := p.find(f)
+	return found
+}
+
+// find is the entry holding f, if one does.
+func (p *packedSet) find(f Fingerprint) (int, bool) {
 	if p == nil || p.n == 0 {
-		return false
+		return 0, false
 	}
 	b := packedBucket(f)
 	want, wantLo := packedBits(f)
@@ -269,7 +275,7 @@ func (p *packedSet) has(f Fingerprint) bool {
 		found = h == want && l == wantLo
 	}
 	runtime.KeepAlive(p.mem)
-	return found
+	return lo, found
 }
 
 // merge adds the sorted, duplicate-free chunk c. It returns a fingerprint

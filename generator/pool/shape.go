@@ -1,0 +1,56 @@
+package pool
+
+// An answer in the shape the job asks (generation.response_format): its
+// content is checked once the server has answered. One that is not is
+// the prompt's failure, not the replica's: the replica answered, and its
+// health counts the attempt as a success (the check comes after
+// router.release). It is asked again at once, up to SchemaRetries times,
+// then recorded in errors/ with the validator's message and the answer's
+// first bytes. With several endpoints the next attempt goes to another
+// well one when there is one: a replica whose answers are out of shape
+// (started without structured outputs, say) answers at once, so it has
+// the most headroom and would otherwise draw every retry.
+
+import (
+	"github.com/synthgen/synthgen/generator/shape"
+	"github.com/synthgen/synthgen/sink"
+)
+
+// misshapen returns why content is not in the shape the job asks, or nil
+// (also when the job asks for none).
+func (e *Engine) misshapen(content string) error {
+	if e.shape == nil {
+		return nil
+	}
+	return e.shape.Check(content)
+}
+
+// shapeFailure is the error record of key j after attempt attempts, the
+// last answer's content not in the shape (why).
+func (e *Engine) shapeFailure(j task, attempt int, why error) *sink.ErrorRecord {
+	return &sink.ErrorRecord{
+		ID:        j.prompt.ID,
+		Sample:    j.sample,
+		Message:   why.Error(),
+		Attempts:  attempt,
+		Cause:     shape.Cause,
+		CreatedAt: e.opts.Now().UTC(),
+	}
+}
+
+// elsewhereNext marks ep in avoid so that the next attempt goes to another
+// well endpoint, and returns avoid; with one endpoint, or none other well,
+// the next attempt may go anywhere.
+func (e *Engine) elsewhereNext(route *router, avoid tried, ep *endpoint) tried {
+	if !route.several() {
+		return avoid
+	}
+	if avoid == nil {
+		avoid = make(tried, len(route.eps))
+	}
+	avoid[ep.idx] = true
+	if !route.elsewhere(avoid) {
+		clear(avoid)
+	}
+	return avoid
+}

@@ -1,0 +1,74 @@
+package runstats
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/synthgen/synthgen/internal/promscrape"
+)
+
+// fakeScrapes hands out each endpoint's samples in turn; a nil sample is a
+// failed scrape.
+type fakeScrapes struct {
+	each [][]*promscrape.Sample
+}
+
+func (f *fakeScrapes) funcs() []func(context.Context) (promscrape.Sample, error) {
+	var out []func(context.Context) (promscrape.Sample, error)
+	for i := range f.each {
+		n := 0
+		out = append(out, func(context.Context) (promscrape.Sample, error) {
+			s := f.each[i][n]
+			n++
+			if s == nil {
+				return promscrape.Sample{}, errors.New("scrape http://gpu/metrics: 501 Not Implemented: Start it with `--metrics`")
+			}
+			return *s, nil
+		})
+	}
+	return out
+}
+
+func llamaSample(at time.Time, gen float64) *promscrape.Sample {
+	return &promscrape.Sample{At: at, Kind: promscrape.KindLlamaCpp, GenerationTokens: gen, Running: 2,
+		HasGeneration: true, HasPrompt: true, HasRunning: true, HasWaiting: true}
+}
+
+// Two llama.cpp replicas: what their kind lacks is said once, not once a
+// replica; an outage passes the server's message on; the recovery names
+// the kind; the record names it too.
+func TestServerViewNamesTheKind(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	f := &fakeScrapes{each: [][]*promscrape.Sample{
+		{llamaSample(at(0), 0), llamaSample(at(10), 1000), nil, llamaSample(at(30), 3000), llamaSample(at(40), 4000)},
+		{llamaSample(at(0), 0), llamaSample(at(10), 500), llamaSample(at(20), 1000), llamaSample(at(30), 1500), llamaSample(at(40), 2000)},
+	}}
+	v := NewServerView(f.funcs())
+	var said []string
+	say := func(m string) { said = append(said, m) }
+	for range 5 {
+		v.Update(context.Background(), say)
+	}
+	want := []string{
+		"metrics: llama.cpp's /metrics has no KV-cache usage nor preemptions; the server's view shows what it reports",
+		"metrics: scrape http://gpu/metrics: 501 Not Implemented: Start it with `--metrics`; not showing the server's view (retrying quietly)",
+		"metrics: reachable again; showing llama.cpp's view",
+	}
+	if strings.Join(said, "\n") != strings.Join(want, "\n") {
+		t.Errorf("said:\n%s\nwant:\n%s", strings.Join(said, "\n"), strings.Join(want, "\n"))
+	}
+	r := v.Latest()
+	if r == nil || r.Kind != promscrape.KindLlamaCpp || r.GenTokPerSec != 150 {
+		t.Fatalf("Latest = %+v, want llama.cpp's summed 100+50 tok/s", r)
+	}
+	if rec := NewServerRecord(*r); rec.Kind != "llamacpp" || rec.Preemptions != nil || rec.KVCacheUsage != nil {
+		t.Errorf("record = %+v, want kind llamacpp and no KV nor preemptions", rec)
+	}
+	if rec := NewServerRecord(promscrape.Rates{Kind: promscrape.KindUnknown}); rec.Kind != "" {
+		t.Errorf("unknown kind recorded as %q", rec.Kind)
+	}
+}

@@ -1,0 +1,198 @@
+package view
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/sink"
+)
+
+// CheckDir refuses a path that is not an output directory: one with none
+// of manifest.json, data/ and status.json.
+func CheckDir(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("view: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("view %s: not a directory", dir)
+	}
+	for _, name := range []string{sink.ManifestName, "data", runstats.StatusFile} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("view %s: not a synthgen output directory (no %s, no data/, no %s)", dir, sink.ManifestName, runstats.StatusFile)
+}
+
+// Setting is one key of a run's configuration, dotted (generation.max_tokens).
+type Setting struct {
+	Key   string
+	Value string
+}
+
+// DirInfo is what the run page says about one directory, read when asked:
+// a live run rewrites status.json, and writes report.json when it ends.
+type DirInfo struct {
+	Index       int
+	Path        string
+	Manifest    *sink.Manifest
+	ManifestErr string
+	Job         *job.Job
+	JobErr      string
+	Config      []Setting // the manifest's config, without secrets
+	Status      *runstats.StatusRecord
+	Report      *runstats.ReportRecord
+	Problems    []string // a status or report that does not read
+	Live        bool     // status.json is newer than report.json and says running or draining
+}
+
+// readDir reads dir's manifest, status.json and report.json.
+func readDir(i int, dir string) DirInfo {
+	d := DirInfo{Index: i, Path: dir}
+	m, err := sink.ReadManifest(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		d.ManifestErr = "no " + sink.ManifestName
+	case err != nil:
+		d.ManifestErr = err.Error()
+	default:
+		d.Manifest = m
+		if j, err := job.ManifestJob(dir, m.Job, m.Identity); err == nil {
+			d.Job = &j
+		} else {
+			d.JobErr = err.Error()
+		}
+		d.Config = flatten("", m.Config, nil)
+	}
+	d.Status = readJSON[runstats.StatusRecord](dir, runstats.StatusFile, &d.Problems)
+	d.Report = readJSON[runstats.ReportRecord](dir, runstats.ReportFile, &d.Problems)
+	if s := d.Status; s != nil && (s.State == runstats.StateRunning || s.State == runstats.StateDraining) {
+		d.Live = d.Report == nil || d.Report.EndedAt.Before(s.Time) || !d.Report.StartedAt.Equal(s.StartedAt)
+	}
+	return d
+}
+
+// readJSON reads dir/name into a T; nil when it does not exist, or does
+// not decode (said in problems).
+func readJSON[T any](dir, name string, problems *[]string) *T {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	var v T
+	if err == nil {
+		err = json.Unmarshal(b, &v)
+	}
+	if err != nil {
+		*problems = append(*problems, fmt.Sprintf("%s: %v", filepath.Join(dir, name), err))
+		return nil
+	}
+	return &v
+}
+
+// flatten lists a nested config map as dotted keys, sorted.
+func flatten(prefix string, m map[string]any, out []Setting) []Setting {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		key := k
+		if prefix != "" {
+			key = prefix + "." + k
+		}
+		if sub, ok := m[k].(map[string]any); ok && key != "generation.extra_body" {
+			out = flatten(key, sub, out)
+			continue
+		}
+		b, err := json.Marshal(m[k])
+		v := string(b)
+		if err != nil {
+			v = fmt.Sprint(m[k])
+		}
+		out = append(out, Setting{Key: key, Value: strings.Trim(v, `"`)})
+	}
+	return out
+}
+
+// Figure is one figure of status.json or report.json, by its JSON key,
+// with the value as the file spells it.
+type Figure struct {
+	Key   string
+	Label string
+	Value string
+}
+
+// figureKeys are the figures the run page shows, in order, with a label.
+var figureKeys = []struct{ key, label string }{
+	{"state", "state"},
+	{"done", "keys done (earlier runs included)"},
+	{"total", "keys of the job"},
+	{"already_done", "done before this run"},
+	{"errors", "failed for good in this run"},
+	{"retries", "attempts retried"},
+	{"in_flight", "in flight"},
+	{"tok_per_s", "tok/s (whole run)"},
+	{"tok_per_s_60s", "tok/s (last 60 s)"},
+	{"req_per_s", "req/s (whole run)"},
+	{"completion_tokens", "completion tokens"},
+	{"prompt_tokens", "prompt tokens"},
+	{"completion_avg", "completion mean"},
+	{"completion_p50", "completion p50"},
+	{"completion_p90", "completion p90"},
+	{"completion_max", "completion max"},
+	{"truncated_share", "share cut at max_tokens"},
+	{"ttft_p50_s", "ttft p50 (s)"},
+	{"ttft_p90_s", "ttft p90 (s)"},
+	{"elapsed_s", "elapsed (s)"},
+	{"written", "records written by this run"},
+	{"error_records", "error records written by this run"},
+	{"skipped", "keys already done"},
+	{"canceled", "requests cut by the stop"},
+	{"duration_s", "duration (s)"},
+	{"exit_code", "exit code"},
+	{"error", "error"},
+}
+
+// Figures are the figures of v (a ReportRecord or StatusRecord), each as
+// its JSON spells it, for the keys figureKeys lists that v has.
+func Figures(v any) []Figure {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	var out []Figure
+	for _, f := range figureKeys {
+		raw, ok := m[f.key]
+		if !ok {
+			continue
+		}
+		val := string(raw)
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			val = s
+		}
+		out = append(out, Figure{Key: f.key, Label: f.label, Value: val})
+	}
+	return out
+}
+
+// ago says how long ago t was, roughly.
+func ago(t, now time.Time) string {
+	d := now.Sub(t).Round(time.Second)
+	if d < 0 {
+		d = 0
+	}
+	return d.String() + " ago"
+}

@@ -1,0 +1,315 @@
+package view
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/sink"
+)
+
+// viewDir is a finished directory of 137 records (one hostile), errors, a
+// history of two runs and a report.json.
+type viewDir struct {
+	*fixture
+	history []runstats.HistoryRecord
+	report  runstats.ReportRecord
+}
+
+func makeViewDir(t testing.TB, format string) *viewDir {
+	t.Helper()
+	f, _ := writeFixture(t, t.TempDir(), format, 137, 20, false)
+	v := &viewDir{fixture: f, history: writeHistory(t, f.dir, 20, 10)}
+	last := v.history[len(v.history)-1]
+	v.report = runstats.ReportRecord{Event: "report", ExitCode: 3, Error: "3 requests failed for good", EndedAt: last.Time,
+		DurationS: 123.5, Written: 137, Failed: 3, StatusRecord: last.StatusRecord}
+	v.report.TokPerS, v.report.CompletionP50, v.report.TruncatedShare = 1371.7, 250, 0.2
+	b, err := json.MarshalIndent(v.report, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.dir, runstats.ReportFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// serve starts a view of dirs on a loopback httptest server.
+func serve(t testing.TB, o Options) (*Server, *httptest.Server) {
+	t.Helper()
+	s, err := NewServer(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	t.Cleanup(func() {
+		ts.Close()
+		_ = s.Index().Wait(context.Background())
+		s.Close()
+	})
+	return s, ts
+}
+
+func get(t testing.TB, c *http.Client, u string) (*http.Response, string) {
+	t.Helper()
+	if c == nil {
+		c = http.DefaultClient
+	}
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+// hostileMarkup are the hostile record's tags as a browser would parse
+// them: none may reach a page unescaped.
+var hostileMarkup = regexp.MustCompile(`(?i)<script>alert|<img src=x|<svg onload|<b onmouseover|onerror=alert\(\d\)>`)
+
+// TestViewPagesEscapeEverything: the record page, the table and a search
+// show the hostile record's id, source, messages, reasoning, content and
+// finish reason as text, and every page carries the CSP that forbids
+// inline script.
+func TestViewPagesEscapeEverything(t *testing.T) {
+	v := makeViewDir(t, sink.FormatJSONL)
+	s, ts := serve(t, Options{Dirs: []string{v.dir}})
+	if err := s.Index().Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	pos, err := s.Index().Find(0, sink.Key{ID: hostileID})
+	if err != nil || pos < 0 {
+		t.Fatalf("the hostile record: %d, %v", pos, err)
+	}
+	pages := map[string]string{
+		"record":        "/record/" + strconv.Itoa(int(pos)),
+		"record by key": "/record?id=" + url.QueryEscape(hostileID) + "&sample=0",
+		"table":         "/records?per=10",
+		"search":        "/records?q=" + url.QueryEscape("alert("),
+		"run":           "/",
+	}
+	for name, p := range pages {
+		resp, body := get(t, nil, ts.URL+p)
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %s\n%s", name, resp.Status, body)
+			continue
+		}
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") {
+			t.Errorf("%s: CSP %q", name, csp)
+		}
+		if m := hostileMarkup.FindString(body); m != "" {
+			t.Errorf("%s: the page holds %q unescaped", name, m)
+		}
+		if name != "run" && !strings.Contains(body, "&#34;&gt;&lt;svg onload=alert(7)&gt;") {
+			t.Errorf("%s: the hostile id is not shown as text", name)
+		}
+		if strings.HasPrefix(name, "record") {
+			for _, want := range []string{"&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;",
+				"&lt;img src=x onerror=alert(3)&gt;", "&lt;/pre&gt;&lt;script&gt;alert(4)&lt;/script&gt;", "&lt;b onmouseover=alert(6)&gt;stop&lt;/b&gt;"} {
+				if !strings.Contains(body, want) {
+					t.Errorf("%s: %q not shown as text", name, want)
+				}
+			}
+		}
+	}
+}
+
+// TestViewTokenAndHost: with a token, a request without it, or with a
+// wrong one, is refused; the right one in the URL sets a cookie that
+// opens every page; an unknown Host header is refused; nothing but GET.
+func TestViewTokenAndHost(t *testing.T) {
+	v := makeViewDir(t, sink.FormatJSONL)
+	_, ts := serve(t, Options{Dirs: []string{v.dir}, Token: "s3cret-token"})
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, p := range []string{"/", "/records", "/api/history?dir=0", "/assets/view.js", "/?token=wrong"} {
+		if resp, _ := get(t, noRedirect, ts.URL+p); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s without the token: %s", p, resp.Status)
+		}
+	}
+	resp, _ := get(t, noRedirect, ts.URL+"/records?truncated=1&token=s3cret-token")
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/records?truncated=1" {
+		t.Fatalf("with the token: %s to %q", resp.Status, resp.Header.Get("Location"))
+	}
+	cookies := resp.Cookies()
+	if len(cookies) != 1 || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode {
+		t.Fatalf("cookie %+v", cookies)
+	}
+	for _, p := range []string{"/", "/records?truncated=1", "/api/history?dir=0", "/assets/view.js"} {
+		req, _ := http.NewRequest(http.MethodGet, ts.URL+p, nil)
+		req.AddCookie(cookies[0])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s with the cookie: %s", p, resp.Status)
+		}
+	}
+
+	// A loopback server answers only to its own names.
+	ls, err := NewServer(Options{Dirs: []string{v.dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := httptest.NewUnstartedServer(ls)
+	ls.opts.Hosts = LoopbackHosts(local.Listener.Addr())
+	local.Start()
+	defer func() { local.Close(); ls.Close() }()
+	port := strconv.Itoa(local.Listener.Addr().(*net.TCPAddr).Port)
+	for host, want := range map[string]int{"attacker.example:" + port: http.StatusMisdirectedRequest,
+		"localhost:" + port: http.StatusOK, "127.0.0.1:" + port: http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodGet, local.URL+"/assets/view.css", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: %s, want %d", host, resp.Status, want)
+		}
+	}
+	resp, err = http.Post(local.URL+"/records", "text/plain", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST: %s", resp.Status)
+	}
+}
+
+// TestViewHistoryAPI: the history's series are its lines, one point each,
+// with the runs (the second a resume), the outage and auto's moves.
+func TestViewHistoryAPI(t *testing.T) {
+	v := makeViewDir(t, sink.FormatJSONL)
+	_, ts := serve(t, Options{Dirs: []string{v.dir}})
+	resp, body := get(t, nil, ts.URL+"/api/history?dir=0")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %s", resp.Status, body)
+	}
+	var h struct {
+		Points    int                   `json:"points"`
+		T         []float64             `json:"t"`
+		Lines     map[string][]*float64 `json:"lines"`
+		Errors    map[string][]float64  `json:"errors_by_cause"`
+		Runs      []RunMark             `json:"runs"`
+		Outages   []Outage              `json:"outages"`
+		Moves     []Move                `json:"moves"`
+		Endpoints []EndpointSeries      `json:"endpoints"`
+	}
+	if err := json.Unmarshal([]byte(body), &h); err != nil {
+		t.Fatal(err)
+	}
+	if h.Points != len(v.history) || len(h.T) != h.Points {
+		t.Fatalf("%d points, %d times; the history has %d lines", h.Points, len(h.T), len(v.history))
+	}
+	for i, r := range v.history {
+		if got := h.Lines["in_flight"][i]; got == nil || *got != float64(r.InFlight) {
+			t.Errorf("point %d: in_flight %v, want %d", i, got, r.InFlight)
+		}
+		if got := h.Lines["server_gen_tok_per_s"][i]; (got == nil) != (r.Server == nil) {
+			t.Errorf("point %d: server tok/s %v, server %v", i, got, r.Server)
+		}
+		if got := h.Lines["limit"][i]; got == nil || (r.ConcurrencyAuto != nil && *got != float64(r.ConcurrencyAuto.Limit)) {
+			t.Errorf("point %d: limit %v", i, got)
+		}
+	}
+	if len(h.Runs) != 2 || h.Runs[0].Points != 20 || h.Runs[1].Points != 10 || h.Runs[1].AlreadyDone == 0 || h.Runs[1].State != "done" {
+		t.Errorf("runs %+v", h.Runs)
+	}
+	down := v.history[12].ServerDownSince
+	if len(h.Outages) != 1 || h.Outages[0].From != unixSec(*down) || h.Outages[0].To != unixSec(v.history[15].Time) {
+		t.Errorf("outages %+v, want one from %v to %v", h.Outages, down, v.history[15].Time)
+	}
+	if len(h.Moves) != 2 || h.Moves[0].Limit != 48 || h.Moves[1].Reason != "kv 60%: room" {
+		t.Errorf("moves %+v", h.Moves)
+	}
+	if len(h.Endpoints) != 2 || *h.Lines["done"][0] != 0 {
+		t.Errorf("endpoints %+v", h.Endpoints)
+	}
+	if share := h.Endpoints[0].Share[len(v.history)-1]; share < 66.6 || share > 66.7 {
+		t.Errorf("the first endpoint's share at the end: %v%%, want 2/3", share)
+	}
+}
+
+// TestViewRecordsPaging: the table pages through every record; a filter
+// in the URL keeps to its records; while the index is built the page says
+// how far it is and reloads itself, and /api/dist answers 202.
+func TestViewRecordsPaging(t *testing.T) {
+	v := makeViewDir(t, sink.FormatParquet)
+	s, err := NewServer(Options{Dirs: []string{v.dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	s.ix.buildGate = gate
+	ts := httptest.NewServer(s)
+	defer func() { ts.Close(); s.Close() }()
+
+	resp, body := get(t, nil, ts.URL+"/records")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `id="indexing"`) || !strings.Contains(body, `http-equiv="refresh"`) {
+		t.Errorf("while indexing: %s\n%s", resp.Status, body)
+	}
+	if resp, body := get(t, nil, ts.URL+"/api/dist"); resp.StatusCode != http.StatusAccepted || !strings.Contains(body, `"bytes":`) {
+		t.Errorf("/api/dist while indexing: %s %s", resp.Status, body)
+	}
+	close(gate)
+	if err := s.ix.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rowRE := regexp.MustCompile(`<tr data-pos="(\d+)"`)
+	var seen []string
+	next := "/records?per=25"
+	for pages := 0; next != ""; pages++ {
+		if pages > 10 {
+			t.Fatal("more pages than records")
+		}
+		_, body := get(t, nil, ts.URL+next)
+		for _, m := range rowRE.FindAllStringSubmatch(body, -1) {
+			seen = append(seen, m[1])
+		}
+		next = ""
+		if m := regexp.MustCompile(`<a href="([^"]+)" rel="next">`).FindStringSubmatch(body); m != nil {
+			next = strings.ReplaceAll(m[1], "&amp;", "&")
+		}
+	}
+	if len(seen) != 137 || len(slices.Compact(slices.Sorted(slices.Values(seen)))) != 137 {
+		t.Errorf("paging showed %d rows (%d distinct), want the 137 records", len(seen), len(slices.Compact(slices.Sorted(slices.Values(seen)))))
+	}
+	_, body = get(t, nil, ts.URL+"/records?truncated=1&per=500")
+	want := 0
+	for _, r := range v.records {
+		if r.FinishReason == "length" {
+			want++
+		}
+	}
+	if got := len(rowRE.FindAllString(body, -1)); got != want || strings.Count(body, `class="truncated"`) != want {
+		t.Errorf("truncated filter: %d rows, want %d", got, want)
+	}
+	if resp, body := get(t, nil, ts.URL+"/records?min_tokens=ten"); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "min_tokens") {
+		t.Errorf("a bad bound: %s", resp.Status)
+	}
+	if resp, body := get(t, nil, ts.URL+"/api/dist"); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"records":137`) {
+		t.Errorf("/api/dist: %s %s", resp.Status, body)
+	}
+	_ = time.Second
+}
