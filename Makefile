@@ -35,6 +35,12 @@ test:
 bench:
 	$(GO) run ./bench -size full
 
+## bench-scale: inspect and export of 1M and 10M records in 100 shard dirs, peak RSS and time per record (bench/scale-results.json; ~20 min, ~10 GB of disk)
+SCALE_RECORDS ?= 1000000,10000000
+.PHONY: bench-scale
+bench-scale:
+	$(GO) run ./bench/scale -records $(SCALE_RECORDS) -dirs 100 -json bench/scale-results.json
+
 ## bench-micro: the Go micro-benchmarks (ratios are meaningful within one run only)
 .PHONY: bench-micro
 bench-micro:

@@ -56,6 +56,9 @@ type DatasetConfig struct {
 	ParamsField string `mapstructure:"params_field"`
 	Limit       int64  `mapstructure:"limit"`
 	OnBadRow    string `mapstructure:"on_bad_row"`
+	// ShardBy is how --shard i/n splits the dataset: rows (index mod n)
+	// or files (whole files, each shard reading only its own).
+	ShardBy string `mapstructure:"shard_by"`
 }
 
 // GenerationConfig is what is asked of the model for every prompt.
@@ -134,6 +137,7 @@ func Default() Config {
 			Path:     "examples/data/sample.jsonl",
 			Format:   "auto",
 			OnBadRow: "skip",
+			ShardBy:  "rows",
 		},
 		Generation: GenerationConfig{
 			MaxTokens:     8192,

@@ -46,6 +46,7 @@ var keys = []key{
 	{name: "dataset.params_field", usage: "column holding an object of each row's own request fields (temperature, max_tokens, seed, ...), which replace the config's for that row; empty: none (an openai-batch row's body always does)", field: func(c *Config) any { return &c.Dataset.ParamsField }},
 	{name: "dataset.limit", usage: "use only the first N rows; 0: all rows", field: func(c *Config) any { return &c.Dataset.Limit }},
 	{name: "dataset.on_bad_row", usage: "what a malformed row does: skip (reported with file:line and counted) or fail", field: func(c *Config) any { return &c.Dataset.OnBadRow }},
+	{name: "dataset.shard_by", usage: "how --shard i/n splits the dataset: rows (the rows whose index mod n is i; every shard reads every file) or files (the files whose place in sorted path order mod n is i, whole: each shard stamps, downloads and reads only its files; ids become FILE:ROW and dataset.limit is each file's)", field: func(c *Config) any { return &c.Dataset.ShardBy }},
 
 	{name: "generation.max_tokens", usage: "most tokens one answer may have", field: func(c *Config) any { return &c.Generation.MaxTokens }},
 	{name: "generation.temperature", usage: "sampling temperature (0 is sent to the server as 0)", field: func(c *Config) any { return &c.Generation.Temperature }},

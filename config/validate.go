@@ -31,6 +31,8 @@ var (
 	DatasetFormats = []string{"auto", "sharegpt", "messages", "prompt", "alpaca", "openai-batch", "rows"}
 	OutputFormats  = []string{"jsonl", "parquet"}
 	BadRowPolicies = []string{"skip", "fail"}
+	// ShardBys are the values of dataset.shard_by.
+	ShardBys       = []string{"rows", "files"}
 	TurnsPolicies  = []string{"first", "all"}
 	LengthPolicies = []string{"keep", "retry"}
 )
@@ -148,6 +150,7 @@ func (c Config) Validate() error {
 	}
 	atLeast("dataset.limit", d.Limit, 0)
 	oneOf("dataset.on_bad_row", d.OnBadRow, BadRowPolicies)
+	oneOf("dataset.shard_by", d.ShardBy, ShardBys)
 
 	c.validatePrompt(add)
 

@@ -27,6 +27,7 @@ func TestValidate(t *testing.T) {
 		{"prompt field", func(c *Config) { c.Dataset.Format = "prompt" }, `dataset.prompt_field: required when dataset.format is "prompt"`},
 		{"limit", func(c *Config) { c.Dataset.Limit = -1 }, `dataset.limit: -1 is less than 0`},
 		{"on_bad_row", func(c *Config) { c.Dataset.OnBadRow = "ignore" }, `dataset.on_bad_row: "ignore" is not one of skip, fail`},
+		{"shard_by", func(c *Config) { c.Dataset.ShardBy = "bytes" }, `dataset.shard_by: "bytes" is not one of rows, files`},
 		{"max_tokens", func(c *Config) { c.Generation.MaxTokens = 0 }, `generation.max_tokens: 0 is less than 1`},
 		{"temperature negative", func(c *Config) { c.Generation.Temperature = -0.1 }, `generation.temperature: -0.1 must be a finite number at least 0`},
 		{"temperature nan", func(c *Config) { c.Generation.Temperature = math.NaN() }, `generation.temperature: NaN must be a finite number at least 0`},

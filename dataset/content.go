@@ -1,14 +1,18 @@
 package dataset
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
 )
 
 // Content is the identity of a local dataset: each file's size and a hash
@@ -20,9 +24,16 @@ type Content []FileStamp
 
 // FileStamp is one file of a Content.
 type FileStamp struct {
-	Name  string `json:"name"` // base name, for messages
+	Name  string `json:"name"` // base name, for messages; split by file, the name of FileNames
 	Size  int64  `json:"size"`
 	XXH64 string `json:"xxh64"` // hex xxHash64 of the file's bytes as stored (compressed or not)
+	// What a later Stamp takes the hash on trust by, without reading the
+	// file (Options.Known), and the rows counted on the way; none of it
+	// is part of the identity.
+	Path    string    `json:"path,omitempty"` // absolute, when stamped
+	ModTime time.Time `json:"mod_time,omitzero"`
+	Inode   uint64    `json:"inode,omitempty"`
+	Rows    int64     `json:"rows,omitempty"` // physical rows (JSONL, compressed or not; Parquet); 0: not counted
 }
 
 // Identity is what the job's hash covers: sizes and hashes in order.
@@ -49,36 +60,90 @@ func (c Content) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// Stamp reads the files of a local dataset and returns their Content. A
-// hash of every byte is cheap next to the job (about a second per GB read
-// from the page cache, see the dataset benchmarks) and is the only
-// identity an in-place edit cannot slip past. An hf:// dataset has no
-// Content: its pinned revision (Pin) already names its bytes, and its files
-// are verified against the Hub's hashes when they are downloaded.
+// Stamp reads the files of a local dataset that the selection reads (split
+// by file, the shard's own) and returns their Content. A hash of every byte
+// is cheap next to the job (about a second per GB read from the page
+// cache, see the dataset benchmarks) and is the only identity an in-place
+// edit cannot slip past. An hf:// dataset has no Content: its pinned
+// revision (Pin) already names its bytes, and its files are verified
+// against the Hub's hashes when they are downloaded.
+//
+// A file that Options.Known stamped before, and that has the path, size,
+// modification time and inode it had then, is not read again: its hash and
+// row count are taken from there (the rule by which a resume trusts a
+// part's key summary). A resume of hundreds of GB that did not change thus
+// starts without reading them; Known empty (--rehash) reads every byte.
 func Stamp(opts Options) (Content, error) {
 	if isHubPath(opts.Path) || isOutputDir(opts.Path) {
 		return nil, nil // an output directory's identity is its OutputStamp
 	}
-	files, err := resolve(opts.Path)
+	if err := opts.Shard.check(); err != nil {
+		return nil, err
+	}
+	files, _, err := opts.selectFiles()
 	if err != nil {
 		return nil, err
 	}
+	known := map[string]FileStamp{}
+	for _, k := range opts.Known {
+		if k.Path != "" && k.XXH64 != "" {
+			known[k.Path] = k
+		}
+	}
 	c := make(Content, 0, len(files))
-	buf := make([]byte, readBufSize)
-	for _, path := range files {
-		st, err := stampFile(path, buf)
+	var buf []byte
+	for _, f := range files {
+		name := filepath.Base(f.path)
+		if opts.ByFile() {
+			name = f.name
+		}
+		if k, ok := trusted(f.path, known); ok {
+			k.Name = name
+			c = append(c, k)
+			continue
+		}
+		if buf == nil {
+			buf = make([]byte, readBufSize)
+		}
+		st, err := stampFile(f.path, buf)
 		if err != nil {
 			return nil, err
 		}
+		st.Name = name
 		c = append(c, st)
 	}
 	return c, nil
 }
 
-func stampFile(path string, buf []byte) (FileStamp, error) {
-	f, err := os.Open(path)
+// trusted is the stamp known has for the file at path, when the file has
+// the path, size, modification time and inode it had then; its rows are
+// remembered for Count.
+func trusted(path string, known map[string]FileStamp) (FileStamp, bool) {
+	if len(known) == 0 {
+		return FileStamp{}, false
+	}
+	abs, err := filepath.Abs(path)
 	if err != nil {
-		return FileStamp{}, fmt.Errorf("dataset: %w", err)
+		return FileStamp{}, false
+	}
+	k, ok := known[abs]
+	if !ok {
+		return FileStamp{}, false
+	}
+	st, err := os.Stat(path)
+	if err != nil || !st.Mode().IsRegular() || st.Size() != k.Size || !st.ModTime().Equal(k.ModTime) || inode(st) != k.Inode {
+		return FileStamp{}, false
+	}
+	if k.Rows > 0 {
+		rememberRows(path, st, k.Rows)
+	}
+	return k, true
+}
+
+func stampFile(path string, buf []byte) (FileStamp, error) {
+	f, err := openFile(path)
+	if err != nil {
+		return FileStamp{}, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -89,7 +154,8 @@ func stampFile(path string, buf []byte) (FileStamp, error) {
 	var w io.Writer = h
 	var rows *lineCounter
 	var headLen int64
-	if kind, comp, err := fileType(path); err == nil && kind == kindJSONL && comp == "" {
+	kind, comp, kerr := fileType(path)
+	if kerr == nil && kind == kindJSONL && comp == "" {
 		// Count the rows on the way, for Count (rowcount.go); a byte
 		// order mark is no part of the first line, as skipBOM says.
 		rows = &lineCounter{}
@@ -105,15 +171,95 @@ func stampFile(path string, buf []byte) (FileStamp, error) {
 		}
 		w = io.MultiWriter(h, rows)
 	}
-	n, err := io.CopyBuffer(w, f, buf)
+	var n int64
+	counted := int64(-1) // not counted
+	if kerr == nil && kind == kindJSONL && comp != "" {
+		// A compressed file: its bytes hashed as stored, its rows counted
+		// in the decompressed stream on the same read.
+		n, counted, err = hashAndCount(f, h, comp, buf)
+	} else {
+		n, err = io.CopyBuffer(w, f, buf)
+	}
 	if err != nil {
 		return FileStamp{}, fmt.Errorf("dataset %s: read: %w", path, err)
 	}
 	n += headLen
 	if rows != nil {
-		if n == st.Size() {
-			rememberRows(path, st, rows.total())
+		counted = rows.total()
+	}
+	if kerr == nil && kind == kindParquet && n == st.Size() {
+		// The footer's count: a few KB, in the page cache just read.
+		if pf, pp, err := openParquetFile(path); err == nil {
+			counted = pp.NumRows()
+			pf.Close()
 		}
 	}
-	return FileStamp{Name: filepath.Base(path), Size: n, XXH64: fmt.Sprintf("%016x", h.Sum64())}, nil
+	stamp := FileStamp{Size: n, XXH64: fmt.Sprintf("%016x", h.Sum64())}
+	if n == st.Size() {
+		if abs, err := filepath.Abs(path); err == nil {
+			stamp.Path, stamp.ModTime, stamp.Inode = abs, st.ModTime(), inode(st)
+		}
+		if counted >= 0 {
+			rememberRows(path, st, counted)
+		}
+		stamp.Rows = max(counted, 0)
+	}
+	return stamp, nil
+}
+
+// hashAndCount hashes every byte of a compressed JSONL file into h and
+// counts the rows of its decompressed stream; a stream that does not
+// decompress leaves the rows uncounted (-1: Count and Open report it).
+func hashAndCount(f io.Reader, h io.Writer, comp string, buf []byte) (n int64, rows int64, err error) {
+	rows = -1
+	cr := &countingReader{r: io.TeeReader(f, h)}
+	br := bufio.NewReaderSize(cr, readBufSize)
+	var zr io.Reader
+	switch comp {
+	case ".gz":
+		if g, gerr := gzip.NewReader(br); gerr == nil {
+			defer g.Close()
+			zr = g
+		}
+	case ".zst":
+		if z, zerr := zstd.NewReader(br, zstd.WithDecoderConcurrency(1)); zerr == nil {
+			defer z.Close()
+			zr = z
+		}
+	}
+	if zr != nil {
+		lr := bufio.NewReaderSize(zr, readBufSize)
+		lc := &lineCounter{}
+		if skipBOM(lr) == nil {
+			if _, derr := io.CopyBuffer(lc, lr, buf); derr == nil {
+				rows = lc.total()
+			}
+		}
+	}
+	if cr.err != nil {
+		return cr.n, -1, cr.err
+	}
+	// What the decompressor left (trailing bytes, a stream cut short) is
+	// hashed too.
+	if _, err := io.CopyBuffer(io.Discard, br, buf); err != nil {
+		return cr.n, -1, err
+	}
+	return cr.n, rows, cr.err
+}
+
+// countingReader counts the bytes read through it and keeps its first read
+// error, so that a failed read is not taken for a corrupt stream.
+type countingReader struct {
+	r   io.Reader
+	n   int64
+	err error
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if err != nil && err != io.EOF && c.err == nil {
+		c.err = err
+	}
+	return n, err
 }

@@ -7,10 +7,12 @@ import (
 )
 
 // Count returns how many prompts Next would yield if no row were bad: the
-// physical rows below Limit that belong to the shard. It is cheap enough for
-// a progress total: Parquet footers hold row counts; JSONL is a line count
-// (of the decompressed stream); only JSON arrays need a full scan. It stops
-// reading once Limit is reached.
+// physical rows below Limit that belong to the shard (split by file: of the
+// shard's files only, each below Limit). It is cheap enough for a progress
+// total: Parquet footers hold row counts; JSONL is a line count (of the
+// decompressed stream), taken from Stamp's when it just counted or trusted
+// the file; only JSON arrays need a full scan. It stops reading once Limit
+// is reached.
 func Count(opts Options) (int64, error) {
 	o, err := opts.normalize()
 	if err != nil {
@@ -23,17 +25,21 @@ func Count(opts Options) (int64, error) {
 		}
 		return o.Selection.Total(rows), nil
 	}
-	files, fetch, err := resolveFiles(o)
+	files, fetch, err := o.selectFiles()
 	if err != nil {
 		return 0, err
 	}
 	var rows int64
-	for _, path := range files {
-		if o.Limit > 0 && rows >= o.Limit {
+	for _, file := range files {
+		path := file.path
+		if o.Limit > 0 && rows >= o.Limit && !o.ByFile() {
 			break
 		}
 		max := int64(-1)
-		if o.Limit > 0 {
+		switch {
+		case o.ByFile() && o.Limit > 0:
+			max = o.Limit // each file's first Limit rows
+		case o.Limit > 0:
 			max = o.Limit - rows
 		}
 		if fetch != nil {
@@ -56,6 +62,14 @@ func countFile(path string, max int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if n, ok := rememberedRows(path); ok {
+		// Stamp counted it a moment ago, or trusted a resume's count
+		// (rowcount.go).
+		if max >= 0 {
+			n = min(n, max)
+		}
+		return n, nil
+	}
 	if kind == kindParquet {
 		f, pf, err := openParquetFile(path)
 		if err != nil {
@@ -63,15 +77,6 @@ func countFile(path string, max int64) (int64, error) {
 		}
 		defer f.Close()
 		return pf.NumRows(), nil
-	}
-	if kind == kindJSONL && comp == "" {
-		if n, ok := rememberedRows(path); ok {
-			// Stamp counted it a moment ago (rowcount.go).
-			if max >= 0 {
-				n = min(n, max)
-			}
-			return n, nil
-		}
 	}
 	br, closeFn, err := openText(path, comp)
 	if err != nil {

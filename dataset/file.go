@@ -11,6 +11,8 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/synthgen/synthgen/internal/readcount"
 )
 
 // source reads the physical rows of one file in order.
@@ -155,9 +157,9 @@ const readBufSize = 256 << 10
 // openText opens a JSON or JSONL file, decompressing by suffix, and returns
 // a buffered reader of its text and a function closing everything.
 func openText(path, comp string) (*bufio.Reader, func() error, error) {
-	f, err := os.Open(path)
+	f, err := openFile(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("dataset: %w", err)
+		return nil, nil, err
 	}
 	var r io.Reader = f
 	closeFn := f.Close
@@ -182,6 +184,16 @@ func openText(path, comp string) (*bufio.Reader, func() error, error) {
 		closeFn = func() error { zr.Close(); return f.Close() }
 	}
 	return bufio.NewReaderSize(r, readBufSize), closeFn, nil
+}
+
+// openFile opens a dataset file for reading: every file the package reads
+// is opened here (tests count the bytes read, internal/readcount).
+func openFile(path string) (readcount.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: %w", err)
+	}
+	return readcount.Wrap(path, f), nil
 }
 
 // skipBOM drops a UTF-8 byte order mark, which JSON decoders reject.

@@ -3,9 +3,10 @@ package dataset
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/synthgen/synthgen/internal/readcount"
 )
 
 // parquetSource reads a Parquet file row by row. Rows are reconstructed into
@@ -19,7 +20,7 @@ import (
 // the next row it reads, so a resume that skips most rows reads little.
 type parquetSource struct {
 	path string
-	f    *os.File
+	f    readcount.File
 	// The untyped Reader reads a row of a schema known only at run time
 	// into a map; its typed successor wants the row type at compile time.
 	r       *parquet.Reader //lint:ignore SA1019 see above
@@ -50,8 +51,8 @@ func openParquet(path string) (*parquetSource, error) {
 }
 
 // openParquetFile opens a file and reads its footer.
-func openParquetFile(path string) (*os.File, *parquet.File, error) {
-	f, err := os.Open(path)
+func openParquetFile(path string) (readcount.File, *parquet.File, error) {
+	f, err := openFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dataset: %w", err)
 	}

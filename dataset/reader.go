@@ -50,6 +50,11 @@ type Options struct {
 	// import so that this package links no HTTP client. Nil: an hf:// path
 	// is an error that names it; local paths never use it.
 	Remote Remote
+	// Known are stamps an earlier Stamp made (a resume's, from its
+	// manifest): Stamp takes a file's from there instead of reading it
+	// when the file has the path, size, modification time and inode it
+	// had then. Empty: every file is read (--rehash).
+	Known Content
 }
 
 // Bad-row policies.
@@ -89,6 +94,13 @@ func (o Options) normalize() (Options, error) {
 	if err := o.Shard.check(); err != nil {
 		return o, err
 	}
+	switch o.ShardBy {
+	case "", ShardFiles:
+	case ShardRows:
+		o.ShardBy = ""
+	default:
+		return o, fmt.Errorf("dataset shard_by %q: want rows or files", o.ShardBy)
+	}
 	// What is read is the pinned revision of an hf:// dataset.
 	o.Path = o.Source()
 	return o, nil
@@ -101,16 +113,20 @@ func (o Options) normalize() (Options, error) {
 // Ids: the physical row index counts every row of every file of the glob in
 // sorted path order, bad rows included, so that ids do not move when the
 // bad-row policy changes. In JSONL, blank lines are not rows: they are
-// passed over and not counted (they still count for line numbers).
+// passed over and not counted (they still count for line numbers). Split
+// by file (Selection.ShardBy), a row's id is its file's name and its
+// physical row in the file, "NAME:ROW", and only the shard's files are
+// opened.
 type Reader struct {
 	opts     Options
 	conv     converter
-	files    []string
+	files    []dsFile
 	fetch    fetcher // downloads an hf:// file before it is opened; nil for local files
 	nextFile int     // index in files of the next file to open
 	cur      source  // nil between files
 	curPath  string
-	index    int64 // physical index of the next row
+	curFile  dsFile
+	index    int64 // physical index of the next row (by file: the next row's in its file)
 	skipped  int64
 	err      error // sticky: io.EOF, a fatal error, or a failed row
 
@@ -225,8 +241,27 @@ func (r *Reader) skipRow(raw []byte) bool {
 }
 
 func (r *Reader) skipByIndex() bool {
-	r.idBuf = strconv.AppendInt(r.idBuf[:0], r.index, 10)
-	return r.skip(unsafe.String(unsafe.SliceData(r.idBuf), len(r.idBuf)), r.index, true)
+	r.idBuf = r.appendIndexID(r.idBuf[:0], r.index)
+	return r.skip(unsafe.String(unsafe.SliceData(r.idBuf), len(r.idBuf)), r.rowIndex(), true)
+}
+
+// appendIndexID appends the id of the row at index (r.index's count) that
+// no field names: its index, or split by file "NAME:ROW".
+func (r *Reader) appendIndexID(b []byte, index int64) []byte {
+	if r.opts.ByFile() {
+		b = append(b, r.curFile.name...)
+		b = append(b, ':')
+	}
+	return strconv.AppendInt(b, index, 10)
+}
+
+// rowIndex is the Prompt.Index of the row at r.index: the same, or split
+// by file FileRowIndex of its file and row.
+func (r *Reader) rowIndex() int64 {
+	if r.opts.ByFile() {
+		return FileRowIndex(r.curFile.place, r.index)
+	}
+	return r.index
 }
 
 // errSkipped is a source's answer for a row skip said is not needed.
@@ -239,7 +274,7 @@ func Open(opts Options) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, fetch, err := resolveFiles(o)
+	files, fetch, err := o.selectFiles()
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +304,8 @@ func Open(opts Options) (*Reader, error) {
 }
 
 func (r *Reader) openNext() error {
-	path := r.files[r.nextFile]
+	file := r.files[r.nextFile]
+	path := file.path
 	if r.fetch != nil {
 		if err := r.fetch(path); err != nil {
 			return err
@@ -283,7 +319,10 @@ func (r *Reader) openNext() error {
 		return err
 	}
 	r.nextFile++
-	r.cur, r.curPath = src, path
+	r.cur, r.curPath, r.curFile = src, path, file
+	if r.opts.ByFile() {
+		r.index = 0 // ids and the limit count each file's rows
+	}
 	r.readIDColumn()
 	return nil
 }
@@ -294,8 +333,20 @@ func (r *Reader) openNext() error {
 func (r *Reader) Next() (Prompt, error) {
 	for r.err == nil {
 		if r.opts.Limit > 0 && r.index >= r.opts.Limit {
-			r.err = io.EOF
-			break
+			if !r.opts.ByFile() {
+				r.err = io.EOF
+				break
+			}
+			// Split by file, the limit is each file's: the rest of this
+			// one is not read.
+			if r.cur != nil {
+				err := r.cur.close()
+				r.cur = nil
+				if err != nil {
+					r.err = fmt.Errorf("close %s: %w", r.curPath, err)
+					break
+				}
+			}
 		}
 		if r.cur == nil {
 			if r.nextFile == len(r.files) {
@@ -306,8 +357,8 @@ func (r *Reader) Next() (Prompt, error) {
 				break
 			}
 		}
-		index := r.index
-		want := r.opts.Shard.Contains(index)
+		index, fileRow := r.rowIndex(), r.index
+		want := r.opts.ByFile() || r.opts.Shard.Contains(index)
 		var skip func([]byte) bool
 		if want {
 			skip = r.skipRaw
@@ -345,7 +396,7 @@ func (r *Reader) Next() (Prompt, error) {
 		}
 		byIndex := p.ID == "" // no id field, and the row names no id of its own
 		if byIndex {
-			p.ID = strconv.FormatInt(index, 10)
+			p.ID = string(r.appendIndexID(nil, fileRow))
 		}
 		if bad == nil && r.repeat != nil && r.repeat(p.ID, index, byIndex) {
 			bad = fieldErr(r.idFieldOf(byIndex), &RepeatedIDError{ID: p.ID, First: r.firstRow(p.ID, index)})

@@ -23,8 +23,21 @@ type Selection struct {
 	Revision string `json:"revision,omitempty" key:"dataset.revision"`
 	// Content is what the local files held when the job started (Stamp):
 	// the same bytes under another name are the same dataset, other bytes
-	// under the same name are not.
+	// under the same name are not. Empty when the job is split by file
+	// (ShardBy): each shard knows only its own files' bytes (ShardContent),
+	// and the job's identity is the listing of every file (Files).
 	Content Content `json:"content,omitempty" key:"dataset.content"`
+	// ShardBy is how Shard splits the dataset: by row (empty, the
+	// default) or by file (ShardFiles).
+	ShardBy ShardBy `json:"shard_by,omitempty" key:"dataset.shard_by,zero"`
+	// Files, split by file, is every file of a local dataset by name and
+	// size (List): what all the shards of the job share, so that they
+	// hash alike and combine, without any of them reading another's files.
+	Files Listing `json:"files,omitempty" key:"dataset.files,zero"`
+	// ShardContent, split by file, is what this shard's own files held
+	// when the job started (Stamp reads only those): compared on resume,
+	// no part of the hash.
+	ShardContent Content `json:"shard_content,omitempty" key:"dataset.shard_content,part"`
 	// Output is what a synthgen output directory that Path names held when
 	// the job started (outdir.go): its records are the rows. Zero for
 	// any other dataset.
@@ -40,23 +53,87 @@ type Selection struct {
 	// fields (temperature, max_tokens, seed, ...), which replace the job's
 	// for that row, as a batch row's body does; empty: none.
 	ParamsField string `json:"params_field,omitempty" key:"dataset.params_field"`
-	// Limit, when positive, keeps only the physical rows with index < Limit.
-	// It is outside the identity: growing it asks only the new rows.
+	// Limit, when positive, keeps only the physical rows with index < Limit;
+	// split by file, the first Limit rows of each file (so that what is
+	// selected does not depend on the split). It is outside the identity:
+	// growing it asks only the new rows.
 	Limit int64 `json:"limit,omitempty" key:"-"`
-	// Shard keeps the rows whose index is Shard.Index mod Shard.Count, so
+	// Shard keeps the rows whose index is Shard.Index mod Shard.Count (by
+	// file: the rows of the files whose place in sorted path order is), so
 	// that several processes split one dataset.
 	Shard Shard `json:"shard" key:"shard,part"`
 }
 
-// Contains reports whether the row at physical index is selected: below the
-// limit and in the shard. It is the one place that rule is written.
+// ShardBy is dataset.shard_by: how --shard i/n splits a dataset.
+type ShardBy string
+
+// The values of ShardBy. ShardRows is also the empty value.
+const (
+	// ShardRows gives shard i the rows whose index is i mod n: every
+	// shard reads every file, and an id is the row's index over them all.
+	ShardRows ShardBy = "rows"
+	// ShardFiles gives shard i the files whose place in sorted path order
+	// is i mod n, whole: a shard stamps, counts, downloads and reads only
+	// its files. A row's id is then "NAME:ROW", NAME the file's path from
+	// the dataset's root (FileNames) and ROW its 0-based row in the file:
+	// no shard can know how many rows the files before its own hold
+	// without reading them, and these ids are the same however the job is
+	// split, a single process included.
+	ShardFiles ShardBy = "files"
+)
+
+// Identity is the value hashed: empty and "rows" are one job.
+func (b ShardBy) Identity() string {
+	if b == "" {
+		return string(ShardRows)
+	}
+	return string(b)
+}
+
+func (b ShardBy) String() string { return b.Identity() }
+
+// ByFile reports whether the selection splits its dataset by file.
+func (s Selection) ByFile() bool { return s.ShardBy == ShardFiles }
+
+// rowBits is how many low bits of a row's index (Prompt.Index), split by
+// file, hold its row in the file; the bits above are its file's place in
+// the sorted listing. 2^40 rows a file, 2^23 files.
+const rowBits = 40
+
+// FileRowIndex is the index (Prompt.Index) of row row of the file at
+// place file of the sorted listing, when the dataset is split by file.
+func FileRowIndex(file int, row int64) int64 { return int64(file)<<rowBits | row }
+
+// splitIndex is FileRowIndex undone.
+func splitIndex(index int64) (file int, row int64) {
+	return int(index >> rowBits), index & (1<<rowBits - 1)
+}
+
+// Contains reports whether the row at physical index (Prompt.Index) is
+// selected: below the limit and in the shard; split by file, its file in
+// the shard and its row in the file below the limit. It is the one place
+// that rule is written.
 func (s Selection) Contains(index int64) bool {
+	if s.ByFile() {
+		file, row := splitIndex(index)
+		return (s.Limit <= 0 || row < s.Limit) && s.TakesFile(file)
+	}
 	return (s.Limit <= 0 || index < s.Limit) && s.Shard.Contains(index)
 }
 
+// TakesFile reports whether the file at place file of the sorted listing
+// is the shard's, split by file.
+func (s Selection) TakesFile(file int) bool {
+	return s.Shard.Whole() || file%s.Shard.Count == s.Shard.Index
+}
+
 // Total is how many rows the selection holds of a dataset of rows physical
-// rows: Contains counted without reading them.
+// rows: Contains counted without reading them. Split by file, rows are the
+// shard's own files' rows below the limit, all of them selected.
 func (s Selection) Total(rows int64) int64 {
+	if s.ByFile() {
+		return rows
+	}
 	if s.Limit > 0 && rows > s.Limit {
 		rows = s.Limit
 	}

@@ -51,6 +51,10 @@ type Setup struct {
 	SyncInterval time.Duration // durability bound
 	RetryErrors  bool          // ask again the keys that failed for good before
 	Force        bool          // resume a directory made by another job (recorded)
+	// Rehash reads every byte of the dataset's files to stamp them; else a
+	// resume takes the stamps of the files that did not change (path, size,
+	// modification time, inode) from the directory's manifest.
+	Rehash bool
 	// RequireReasoning makes a server without a reasoning parser fatal
 	// (generation.require_reasoning): the run drains and Run returns a
 	// *NoReasoningError. Else it is a warning on Log and in status.json.
@@ -337,12 +341,26 @@ func (r *Runner) pinDataset(ctx context.Context) (dataset.Options, error) {
 		return opts, nil
 	}
 	if !strings.HasPrefix(opts.Path, "hf://") {
+		if !s.Rehash {
+			opts.Known = r.resumedStamps()
+		}
 		content, err := dataset.Stamp(opts)
 		if err != nil {
 			return opts, &DatasetError{Err: err}
 		}
-		r.job.Selection.Content = content
+		if r.job.Selection.ByFile() {
+			// Each shard stamps its own files; the job is the listing of
+			// them all, which every shard reads alike (a stat each).
+			files, err := dataset.List(opts)
+			if err != nil {
+				return opts, &DatasetError{Err: err}
+			}
+			r.job.Selection.Files, r.job.Selection.ShardContent = files, content
+		} else {
+			r.job.Selection.Content = content
+		}
 		opts.Selection = r.job.Selection
+		opts.Known = nil
 		return opts, nil
 	}
 	rev, err := r.resumedRevision(opts.Path)
@@ -373,6 +391,22 @@ func (r *Runner) resumedRevision(path string) (string, error) {
 		return "", nil
 	}
 	return old.Selection.Revision, nil
+}
+
+// resumedStamps are the stamps of the dataset's files the directory's job
+// recorded, which Stamp trusts for the files that did not change: a resume
+// does not read hundreds of GB to find them as they were. None for a new
+// directory, or one another dataset made.
+func (r *Runner) resumedStamps() dataset.Content {
+	m, err := sink.ReadManifest(r.setup.Dir)
+	if err != nil {
+		return nil
+	}
+	old, err := job.ManifestJob(r.setup.Dir, m.Job, m.Identity)
+	if err != nil {
+		return nil
+	}
+	return append(old.Selection.Content, old.Selection.ShardContent...)
 }
 
 // Job is the job as run: model resolved, dataset pinned.

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -133,3 +134,61 @@ func TestPartLogLineConstant(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFileRowIDsSummarized: the ids of a dataset split by file (NAME:ROW)
+// are summarized as row bitmaps per file, a part across two files
+// included, and a resume takes an unchanged part's keys from there: the
+// part overwritten with garbage of its size and its time put back is not
+// read.
+func TestFileRowIDsSummarized(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, testOptions(dir, FormatJSONL))
+	var keys []Key
+	for f := range 2 {
+		for r := range 15 {
+			rec := testRecord(r)
+			rec.ID = "part-00" + string(rune('0'+f)) + ".jsonl:" + strconvItoa(r)
+			keys = append(keys, rec.Key())
+			if err := s.Write(rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefixes := map[string]bool{}
+	for _, p := range m.Parts {
+		if len(p.Keys) == 0 {
+			t.Fatalf("part %s of file-row ids has no key summary", p.Name)
+		}
+		for _, k := range p.Keys {
+			prefixes[k.Prefix] = true
+		}
+	}
+	if !prefixes["part-000.jsonl:"] || !prefixes["part-001.jsonl:"] {
+		t.Errorf("summaries' prefixes %v, want both files'", prefixes)
+	}
+	path := filepath.Join(dir, "data", partName(1, FormatJSONL)) // rows 10-14 of file 0, 0-4 of file 1
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, strings.Repeat("x", int(st.Size())))
+	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, testOptions(dir, FormatJSONL))
+	defer s.Close()
+	for _, k := range keys {
+		if !s.Done(k) {
+			t.Errorf("%v not done after the resume", k)
+		}
+	}
+}
+
+func strconvItoa(i int) string { return strconv.Itoa(i) }

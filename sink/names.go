@@ -57,8 +57,7 @@ func ParsePart(name string) (Part, bool) {
 // Final is the name of the final part p is, or becomes once filled.
 func (p Part) Final() string { return partName(p.Index, p.Format) }
 
-// compareKeys orders keys by id, then sample. Decimal ids (row indices)
-// compare as numbers so that "10" follows "9"; other ids as strings.
+// compareKeys orders keys by id (compareIDs), then sample.
 func compareKeys(a, b Key) int {
 	if c := compareIDs(a.ID, b.ID); c != 0 {
 		return c
@@ -66,12 +65,62 @@ func compareKeys(a, b Key) int {
 	return cmp.Compare(a.Sample, b.Sample)
 }
 
+// compareIDs is a total order of ids, so that a sort of many runs merged
+// gives the order of one sort (export's, inspect's). Decimal ids (row
+// indices) come first, as numbers: "9" before "10". Every other id is
+// ordered by its text up to a last ":" that only digits follow, then by
+// those digits as a number, and is ordered by its whole text when it ends
+// in no such digits: the ids of a dataset sharded by file ("data/a.jsonl:10")
+// come file by file in path order, each file's rows in row order, and ids
+// without that ending compare as strings. Two spellings of one number
+// ("7", "007") are ordered by their text.
 func compareIDs(a, b string) int {
-	if isDecimal(a) && isDecimal(b) {
-		a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
-		if len(a) != len(b) {
-			return len(a) - len(b)
-		}
+	da, db := isDecimal(a), isDecimal(b)
+	switch {
+	case da && db:
+		return compareDecimal(a, b)
+	case da:
+		return -1
+	case db:
+		return 1
+	}
+	pa, na := splitRowID(a)
+	pb, nb := splitRowID(b)
+	if c := strings.Compare(pa, pb); c != 0 {
+		return c
+	}
+	switch {
+	case na == "" && nb == "":
+		return 0
+	case na == "":
+		return -1
+	case nb == "":
+		return 1
+	}
+	return compareDecimal(na, nb)
+}
+
+// CompareIDs is compareIDs: the order of ids in export and in inspect.
+func CompareIDs(a, b string) int { return compareIDs(a, b) }
+
+// splitRowID splits an id at a last ":" that only digits follow: the text
+// before it and the digits; the whole id and "" when it has no such end.
+func splitRowID(id string) (prefix, row string) {
+	i := strings.LastIndexByte(id, ':')
+	if i < 0 || !isDecimal(id[i+1:]) {
+		return id, ""
+	}
+	return id[:i], id[i+1:]
+}
+
+// compareDecimal compares two decimals as numbers, then as text.
+func compareDecimal(a, b string) int {
+	ta, tb := strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
+	if len(ta) != len(tb) {
+		return len(ta) - len(tb)
+	}
+	if c := strings.Compare(ta, tb); c != 0 {
+		return c
 	}
 	return strings.Compare(a, b)
 }

@@ -29,8 +29,11 @@ type Span struct {
 	Len    int
 }
 
-// CompareKeys orders keys by id, decimal ids as numbers ("2" before "10"),
-// then by sample: the order of `synthgen export` and of the audit's lists.
+// CompareKeys orders keys by id, then by sample: the order of `synthgen
+// export` and of the audit's lists. Ids are in a total order (compareIDs):
+// decimal ids first, as numbers ("2" before "10"); then the others as text,
+// an id ending in ":" and digits (a dataset sharded by file:
+// "data/a.jsonl:10") by the text before them, then that number.
 func CompareKeys(a, b Key) int { return compareKeys(a, b) }
 
 // ForEachRecord calls fn for every record of the data file path, in file

@@ -499,9 +499,9 @@ func TestKubernetesIndexedJob(t *testing.T) {
 		t.Errorf("the config's output.dir %s is off the claim's mount %s", cfg.Output.Dir, pvcMount)
 	}
 
-	// The 25K job split N ways: only what its header says may differ from
-	// examples/perfectblend-25k.yaml, and never what changes the answers.
-	base, err := config.Load(nil, "../../examples/perfectblend-25k.yaml")
+	// The job split N ways: only what its header says may differ from
+	// examples/perfectblend-by-file.yaml, and never what changes the answers.
+	base, err := config.Load(nil, "../../"+shardedJob)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,11 +519,14 @@ func TestKubernetesIndexedJob(t *testing.T) {
 			continue // the ConfigMap's header says why
 		}
 		if fmt.Sprint(v) != fmt.Sprint(a[k]) {
-			t.Errorf("the ConfigMap's %s is %v, perfectblend-25k.yaml's %v: the shards would not be the 25K job", k, v, a[k])
+			t.Errorf("the ConfigMap's %s is %v, %s's %v: the shards would not be its job", k, v, shardedJob, a[k])
 		}
 	}
 	if cfg.Concurrency*n != base.Concurrency {
-		t.Errorf("concurrency %d in each of %d pods: %d on the server, the 25K job has %d", cfg.Concurrency, n, cfg.Concurrency*n, base.Concurrency)
+		t.Errorf("concurrency %d in each of %d pods: %d on the server, the job has %d", cfg.Concurrency, n, cfg.Concurrency*n, base.Concurrency)
+	}
+	if cfg.Dataset.ShardBy == "files" && n > shardedJobFiles {
+		t.Errorf("%d pods split %s by file: it has %d files, the pods past them would get none", n, cfg.Dataset.Path, shardedJobFiles)
 	}
 
 	// SIGTERM drains for shutdown.grace; SIGKILL must not come sooner.
@@ -551,6 +554,14 @@ func TestKubernetesIndexedJob(t *testing.T) {
 		t.Errorf("SYNTHGEN_CACHE_DIR %q: the pods would download %s into one cache at once; give each index its own", defined["SYNTHGEN_CACHE_DIR"], cfg.Dataset.Path)
 	}
 }
+
+// shardedJob is the job examples/kubernetes and examples/slurm split, by
+// file; shardedJobFiles its dataset's files (open-perfectblend's six
+// Parquet files, as dataset/hub's split test lists them).
+const (
+	shardedJob      = "examples/perfectblend-by-file.yaml"
+	shardedJobFiles = 6
+)
 
 func intOrNone(p *int) string {
 	if p == nil {
@@ -589,8 +600,11 @@ func TestSlurmArray(t *testing.T) {
 	}
 	last, _ := strconv.Atoi(m[1])
 	n := last + 1
+	if n > shardedJobFiles {
+		t.Errorf("--array=%s: %d tasks split %s by file, which has %d files: the tasks past them would get none", sbatch["--array"], n, shardedJob, shardedJobFiles)
+	}
 
-	cfg, err := config.Load(nil, "../../examples/perfectblend-25k.yaml") // the script's default
+	cfg, err := config.Load(nil, "../../"+shardedJob) // the script's default
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -682,7 +696,7 @@ func TestSlurmArray(t *testing.T) {
 			t.Errorf("task %d: --config: %v", i, err)
 		}
 		if c, err := strconv.Atoi(get("--concurrency")); err != nil || c*n != cfg.Concurrency {
-			t.Errorf("task %d: --concurrency %s in each of %d tasks: want %d on the server in all, as perfectblend-25k.yaml", i, get("--concurrency"), n, cfg.Concurrency)
+			t.Errorf("task %d: --concurrency %s in each of %d tasks: want %d on the server in all, as %s", i, get("--concurrency"), n, cfg.Concurrency, shardedJob)
 		}
 		cache := ""
 		for _, kv := range env {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -139,10 +140,15 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options, partial, ove
 	for _, n := range same {
 		fmt.Fprintf(cmd.ErrOrStderr(), "export: %s\n", n)
 	}
-	out, err := inspectDirs(dirs, nil, "")
+	tmp := "" // the audit's key index spills beside the output, as the export's own index does
+	if o.Out != "-" {
+		tmp = filepath.Dir(o.Out)
+	}
+	out, err := inspectDirs(dirs, nil, "", tmp)
 	if err != nil {
 		return err
 	}
+	defer out.set.Close()
 	var live []string
 	for _, d := range out.Dirs {
 		if d.WrittenBy != "" {
@@ -183,6 +189,9 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options, partial, ove
 		return err
 	}
 	o.Report, o.Dirs, o.Job, o.Version = rep, dirs, job, rep.Manifest.Version
+	// The audit's sorted key index has done its work (duplicates, the
+	// plan): its disk goes before the export's own index takes as much.
+	_ = out.set.Close()
 	o.Overwrite, o.Log = overwrite, cmd.ErrOrStderr()
 	ctx, stop := exportSignals(cmd.Context(), cmd.ErrOrStderr())
 	defer stop()

@@ -142,10 +142,11 @@ func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
 		forced = &sh
 	}
 	dirs, same := uniqueDirs(dirs)
-	out, err := inspectDirs(dirs, forced, f.dataset)
+	out, err := inspectDirs(dirs, forced, f.dataset, "")
 	if err != nil {
 		return err
 	}
+	defer out.set.Close()
 	out.Notes = append(same, out.Notes...)
 	verdict := judgeInspect(&out)
 	if err := printInspect(w, out, f, len(dirs)); err != nil {
@@ -181,14 +182,15 @@ func judgeInspect(out *inspectOutput) error {
 
 // inspectDirs audits each directory, then all of them as one dataset
 // (audit.Dirs), and counts each against its job's selection of the dataset
-// (read from datasetPath when it is not empty).
-func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath string) (inspectOutput, error) {
-	set, err := audit.Dirs(dirs...)
+// (read from datasetPath when it is not empty). The key indexes spill into
+// tmp ("": TMPDIR).
+func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath, tmp string) (inspectOutput, error) {
+	set, err := audit.DirsIn(tmp, dirs...)
 	if err != nil {
 		return inspectOutput{}, usageError(err, "give the output.dir of a run (the directory holding manifest.json and data/)")
 	}
 	out := inspectOutput{set: set}
-	planner := job.Planner{Remote: hub.Remote{}}
+	planner := job.Planner{Remote: hub.Remote{}, TempDir: tmp}
 	var jobs []job.Job // of the directories whose manifest names one
 	for _, a := range set.Dirs {
 		if m := a.Manifest; m != nil {
@@ -266,7 +268,7 @@ func inspectVerdict(out inspectOutput) string {
 			return
 		}
 		var what []string
-		if n := len(r.Duplicates); n == 1 {
+		if n := r.DuplicateKeys; n == 1 {
 			what = append(what, "1 duplicate key")
 		} else if n > 1 {
 			what = append(what, fmt.Sprintf("%d duplicate keys", n))
@@ -375,7 +377,7 @@ func (p *inspectPrinter) dir(d inspectDir, title string) {
 		shards = " in " + plural(len(r.Parts), "shard file", "shard files")
 	}
 	fmt.Fprintf(tw, "records\t%s%s, %s distinct keys, %s\n", inspectNum(r.Records), shards, inspectNum(r.Distinct),
-		plural(len(r.Duplicates), "duplicate", "duplicates"))
+		pluralNum(r.DuplicateKeys, "duplicate", "duplicates"))
 	if d.Dataset != nil {
 		planLines(tw, d.Dataset)
 	}

@@ -28,6 +28,7 @@ type runFlags struct {
 	configFile  string
 	force       bool
 	retryErrors bool
+	rehash      bool
 	shard       string
 	quiet       bool
 	logFormat   string
@@ -64,7 +65,8 @@ ignored, so the job survives the closing of its terminal under nohup.`,
 	fs.StringVar(&rf.configFile, "config", "", "config file (YAML, TOML or JSON); its keys are those of the flags below")
 	fs.BoolVar(&rf.force, "force", false, "resume even though the job differs from the one in output.dir's manifest (settings that change the answers, --shard, or the dataset's files); what was forced is recorded there")
 	fs.BoolVar(&rf.retryErrors, "retry-errors", false, "request again the prompts that failed for good in an earlier run (listed in output.dir/errors)")
-	fs.StringVar(&rf.shard, "shard", "", "run only shard i of n of the dataset, as \"i/n\" (rows whose index mod n is i), e.g. for a Slurm array or a Kubernetes Indexed Job; each shard writes its own output.dir, which records it")
+	fs.StringVar(&rf.shard, "shard", "", "run only shard i of n of the dataset, as \"i/n\" (rows whose index mod n is i; with dataset.shard_by files, the files whose place mod n is i), e.g. for a Slurm array or a Kubernetes Indexed Job; each shard writes its own output.dir, which records it")
+	fs.BoolVar(&rf.rehash, "rehash", false, "read and hash every byte of the dataset's files again; without it a resume takes the hash of a file that kept its path, size, modification time and inode from output.dir's manifest")
 	fs.BoolVarP(&rf.quiet, "quiet", "q", false, "print no progress, only the final summary and errors")
 	fs.StringVar(&rf.logFormat, "log-format", "text", "progress format: text (a bar on a terminal, else one line per progress.interval) or json (one object per progress.interval, also on a terminal)")
 	fs.StringVar(&rf.metricsAddr, "metrics-addr", "", "serve synthgen's own Prometheus metrics on this address, e.g. 127.0.0.1:9464 (this machine only; :9464 listens on every interface, and says so) (empty: off)")
@@ -265,6 +267,10 @@ func warnUnknownEnv(w io.Writer, cfg config.Config) {
 // jobOf is the job a configuration asks: the one place config keys become
 // the typed job that the manifest stores and resumes compare.
 func jobOf(cfg config.Config, shard dataset.Shard) job.Job {
+	var by dataset.ShardBy // rows: the empty value, which keeps older jobs' hashes
+	if cfg.Dataset.ShardBy == string(dataset.ShardFiles) {
+		by = dataset.ShardFiles
+	}
 	return job.Job{
 		Selection: dataset.Selection{
 			Path:        cfg.Dataset.Path,
@@ -273,6 +279,7 @@ func jobOf(cfg config.Config, shard dataset.Shard) job.Job {
 			IDField:     cfg.Dataset.IDField,
 			ParamsField: cfg.Dataset.ParamsField,
 			Limit:       cfg.Dataset.Limit,
+			ShardBy:     by,
 			Shard:       shard,
 		},
 		Prompt: job.Prompting{SystemPrompt: cfg.Generation.SystemPrompt, Turns: job.Turns(cfg.Generation.Turns), Template: templateOf(cfg)},
@@ -339,6 +346,7 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 		SyncInterval:     cfg.Output.SyncInterval,
 		RetryErrors:      rf.retryErrors,
 		Force:            rf.force,
+		Rehash:           rf.rehash,
 		RequireReasoning: cfg.Generation.RequireReasoning,
 		SchemaRetries:    cfg.Generation.SchemaRetries,
 		RequireTokenIDs:  cfg.Generation.RequireTokenIDs,

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # One Slurm array task per shard: task I runs `synthgen run --shard I/N` into
-# its own directory OUT/shard-I, against the vLLM server at $VLLM_URL.
+# its own directory OUT/shard-I, against the vLLM server at $VLLM_URL. The
+# default job (examples/perfectblend-by-file.yaml) is split by file
+# (dataset.shard_by: files): task I downloads and reads only file I of the
+# dataset's six, so N is at most six; for a job split by rows give another
+# JOB_CONFIG (examples/perfectblend-25k.yaml) and any N.
 #
 #   VLLM_URL=http://gpu-node-01:8000/v1 sbatch examples/slurm/synthgen-array.sh
 #   VLLM_URL=... JOB_OUT=/data/synth/pb JOB_CONFIG=/abs/job.yaml sbatch examples/slurm/synthgen-array.sh
@@ -11,8 +15,8 @@
 # N is the array's size: change --array=0-(N-1) below and nothing else (the
 # task count reaches --shard through SLURM_ARRAY_TASK_COUNT). Afterwards:
 #
-#   synthgen inspect /data/synth/perfectblend-25k/shard-*
-#   synthgen export /data/synth/perfectblend-25k/shard-* --format specforge --out train.jsonl
+#   synthgen inspect /data/synth/perfectblend/shard-*
+#   synthgen export /data/synth/perfectblend/shard-* --format specforge --out train.jsonl
 #
 # A task that ends early resumes by running again on the same directory:
 # --requeue puts a preempted task back in the queue; a task that hit the
@@ -20,13 +24,13 @@
 #   sbatch --array=I examples/slurm/synthgen-array.sh
 #
 #SBATCH --job-name=synthgen
-#SBATCH --array=0-3
+#SBATCH --array=0-5
 #SBATCH --cpus-per-task=2
 #SBATCH --mem=4G
 #SBATCH --time=24:00:00
 # SIGTERM 150 s before the time limit, to the batch shell (B:), which is
 # synthgen itself (exec below): it stops asking, lets the requests in flight
-# finish for shutdown.grace (2m in perfectblend-25k.yaml) and closes its
+# finish for shutdown.grace (2m in perfectblend-by-file.yaml) and closes its
 # shard, 30 s before Slurm's SIGKILL.
 #SBATCH --signal=B:TERM@150
 # Preemption also sends SIGTERM, but SIGKILL follows after the cluster's
@@ -40,8 +44,8 @@ set -euo pipefail
 
 : "${VLLM_URL:?set VLLM_URL to the vLLM server, e.g. http://gpu-node-01:8000/v1}"
 : "${SLURM_ARRAY_TASK_ID:?run this with sbatch: it is an array job}"
-config=${JOB_CONFIG:-${SLURM_SUBMIT_DIR:-.}/examples/perfectblend-25k.yaml}
-out=${JOB_OUT:-/data/synth/perfectblend-25k}
+config=${JOB_CONFIG:-${SLURM_SUBMIT_DIR:-.}/examples/perfectblend-by-file.yaml}
+out=${JOB_OUT:-/data/synth/perfectblend}
 bin=${SYNTHGEN_BIN:-synthgen}
 dir=$out/shard-${SLURM_ARRAY_TASK_ID}
 mkdir -p "$out"
@@ -49,8 +53,8 @@ mkdir -p "$out"
 # one cache would write the same partial file.
 export SYNTHGEN_CACHE_DIR=${SYNTHGEN_CACHE_DIR:-$out/cache}/shard-${SLURM_ARRAY_TASK_ID}
 
-# 50 in flight per task: 4 tasks keep the 200 of the single-machine job on
-# the one server. The log is appended: a resume must not wipe the first run's.
+# 50 in flight per task: 6 tasks keep the config's 300 in all on the one
+# server. The log is appended: a resume must not wipe the first run's.
 exec "$bin" run --config "$config" \
   --endpoint.base_url "$VLLM_URL" \
   --concurrency "${JOB_CONCURRENCY:-50}" \

@@ -60,6 +60,8 @@ var answerChanges = map[string]func(j *Job){
 	"dataset.params_field":        func(j *Job) { j.Selection.ParamsField = "sampling" },
 	"dataset.content":             func(j *Job) { j.Selection.Content[0].XXH64 = "fedcba9876543210" },
 	"dataset.revision":            func(j *Job) { j.Selection.Revision = "hf://o/n@abc" },
+	"dataset.shard_by":            func(j *Job) { j.Selection.ShardBy = dataset.ShardFiles },
+	"dataset.files":               func(j *Job) { j.Selection.Files = dataset.Listing{{Name: "a.jsonl", Size: 120}} },
 	"prompt.messages":             func(j *Job) { j.Prompt.Template = qaTemplate() },
 	"dataset.output": func(j *Job) {
 		j.Selection.Output = dataset.OutputStamp{JobHash: "h", Samples: 1, Parts: []dataset.PartStamp{{Name: "part-000000.jsonl", Records: 2, Size: 9, XXH64: "00"}}}
@@ -69,6 +71,9 @@ var answerChanges = map[string]func(j *Job){
 // partChanges are the settings a resume compares but the hash leaves out.
 var partChanges = map[string]func(j *Job){
 	"shard": func(j *Job) { j.Selection.Shard = dataset.Shard{Index: 1, Count: 2} },
+	"dataset.shard_content": func(j *Job) {
+		j.Selection.ShardContent = dataset.Content{{Name: "a.jsonl", Size: 120, XXH64: "0123456789abcdef"}}
+	},
 }
 
 // cloneJob deep-copies the parts of a job the edits touch.
@@ -77,6 +82,23 @@ func cloneJob(j Job) Job {
 	j.Prompt.Template = slices.Clone(j.Prompt.Template)
 	j.Sampling.Extra = maps.Clone(j.Sampling.Extra)
 	return j
+}
+
+// TestNewSelectionSettingsKeepOldHashes: a job that does not split by file
+// (every directory made before dataset.shard_by) hashes as it did, and the
+// stamps' fields a resume trusts them by are no part of the hash: a file
+// touched, moved or recounted is the same dataset.
+func TestNewSelectionSettingsKeepOldHashes(t *testing.T) {
+	j := baseJob()
+	// baseJob's hash before the settings of sharding by file existed.
+	const old = "d5b7b8111e1baca7ab96f96807418e60ccc18dbe7ac06d3063e5bbe2a013efd2"
+	if h := j.Hash(); h != old {
+		t.Errorf("hash %s, was %s: directories made before would be refused", h, old)
+	}
+	j.Selection.Content[0].Path, j.Selection.Content[0].Rows, j.Selection.Content[0].Inode = "/data/rows.jsonl", 7, 42
+	if j.Hash() != old {
+		t.Error("a stamp's path, rows or inode changed the job's hash")
+	}
 }
 
 func TestJobSettingsAllCovered(t *testing.T) {

@@ -148,7 +148,7 @@ func (e *MismatchError) Error() string {
 		if c.Detail != "" {
 			fmt.Fprintf(&b, ": %s", c.Detail)
 		}
-		content = content || c.Key == "dataset.content"
+		content = content || c.Key == "dataset.content" || c.Key == "dataset.files" || c.Key == "dataset.shard_content"
 		output = output || c.Key == "dataset.output"
 	}
 	if output {

@@ -8,15 +8,17 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/dataset/outdir"
+	"github.com/synthgen/synthgen/internal/extsort"
 	"github.com/synthgen/synthgen/sink"
 	"github.com/synthgen/synthgen/sink/audit"
-	"github.com/synthgen/synthgen/sink/keyset"
 )
 
 // Holdings is what an output directory holds, as far as a plan needs it.
 // *audit.Audit is one.
 type Holdings interface {
-	Has(k sink.Key) bool    // a record for k is on disk
+	// EachKey calls yield with each distinct key that has a record on
+	// disk, in sink.CompareKeys order, until yield returns false.
+	EachKey(yield func(k sink.Key) bool) error
 	Failed(k sink.Key) bool // k failed for good and no record superseded it
 }
 
@@ -58,6 +60,8 @@ type Planner struct {
 	// dataset/hub): set by the caller, so that this package, which export
 	// needs, links no HTTP client. Nil: such a dataset is Unreadable.
 	Remote dataset.Remote
+	// TempDir is where ids read out of order are sorted ("": TMPDIR).
+	TempDir string
 
 	targets []*planTarget
 }
@@ -70,13 +74,17 @@ type planTarget struct {
 	held     Holdings
 	distinct int64 // distinct keys on disk
 	plan     *Plan
-	// seen holds the ids of the rows this target contains: a run asks a
-	// repeated id once among the rows it reads (a later row with it is a
-	// bad row), so a repeat is counted once per target, not over the whole
-	// dataset. A keyset.Set: a bit a row-index id, 12 bytes any other
-	// outside the heap, where a map of the strings held about 100 (a
-	// 10M-row dataset: 1 GB for inspect and export).
-	seen *keyset.Set
+	// The count is a merge of the selection's ids, in id order, with the
+	// keys held (join.go): ids read in order (row indices, file:row) are
+	// joined as they come; a target whose ids come out of order (an id
+	// column) is counted again from its ids sorted on disk (sorted). A
+	// run asks a repeated id once among the rows it reads (a later row
+	// with it is a bad row): in id order a repeat is the id just joined,
+	// so it is counted once per target, not over the whole dataset, and
+	// no set of the ids is held.
+	join      *joiner
+	unordered bool
+	sorted    *extsort.Sorter[string]
 }
 
 // Add counts job against held, which holds distinct keys. The returned
@@ -107,6 +115,7 @@ func (p *Planner) AddUnion(jobs []Job, held Holdings, distinct int64) *Plan {
 		return false
 	}
 	sel := first
+	sel.ShardContent = nil // each directory's plan compares its own files
 	sel.Limit = 0
 	for _, j := range jobs {
 		if j.Selection.Limit <= 0 {
@@ -156,7 +165,7 @@ func (p *Planner) Count(path string) {
 	}
 	for _, g := range groups {
 		compareContent(g.opts, g.targets)
-		if err := countPass(g.opts, g.targets); err != nil {
+		if err := countPass(g.opts, g.targets, p.TempDir); err != nil {
 			for _, t := range g.targets {
 				pl := t.plan
 				*pl = Plan{Path: pl.Path, Shard: pl.Shard, Limit: pl.Limit, Samples: pl.Samples, Unreadable: err.Error(), Changed: pl.Changed}
@@ -167,10 +176,18 @@ func (p *Planner) Count(path string) {
 
 // compareContent stamps a local dataset, when a target recorded what its
 // files held, and says on each target whose record differs what changed.
+// The stamps recorded are trusted for files that did not change (path,
+// size, modification time, inode), as a resume trusts them. Split by file,
+// a target's own files are stamped (the listing of all, a stat each, for
+// every target).
 func compareContent(opts dataset.Options, targets []*planTarget) {
 	var now dataset.Content
 	stamped := false
 	for _, t := range targets {
+		if t.sel.ByFile() {
+			compareShardContent(opts, t)
+			continue
+		}
 		if !t.sel.Output.IsZero() {
 			compareOutput(opts, t)
 			continue
@@ -180,7 +197,9 @@ func compareContent(opts dataset.Options, targets []*planTarget) {
 		}
 		if !stamped {
 			var err error
-			if now, err = dataset.Stamp(opts); err != nil {
+			o := opts
+			o.Known = t.sel.Content
+			if now, err = dataset.Stamp(o); err != nil {
 				return // countPass reports the dataset unreadable
 			}
 			stamped = true
@@ -191,18 +210,78 @@ func compareContent(opts dataset.Options, targets []*planTarget) {
 	}
 }
 
+// compareShardContent is compareContent for a target split by file: the
+// listing of every file, and the target's own files' bytes.
+func compareShardContent(opts dataset.Options, t *planTarget) {
+	if len(t.sel.Files) > 0 {
+		files, err := dataset.List(opts)
+		if err != nil {
+			return
+		}
+		if files.Identity() != t.sel.Files.Identity() {
+			t.plan.Changed = fmt.Sprintf("%s (made from) -> %s (now)", t.sel.Files, files)
+			return
+		}
+	}
+	if len(t.sel.ShardContent) == 0 {
+		return
+	}
+	o := opts
+	o.Shard, o.Known = t.sel.Shard, t.sel.ShardContent
+	now, err := dataset.Stamp(o)
+	if err != nil {
+		return
+	}
+	if now.Identity() != t.sel.ShardContent.Identity() {
+		t.plan.Changed = fmt.Sprintf("%s (made from) -> %s (now)", t.sel.ShardContent, now)
+	}
+}
+
 // sameRows reports whether two selections read the same rows as the same
 // ids, the same of them bad, whatever their limit and shard.
 func sameRows(a, b dataset.Selection) bool {
 	return a.Source() == b.Source() && a.Format == b.Format && a.PromptField == b.PromptField && a.IDField == b.IDField &&
-		a.ParamsField == b.ParamsField && a.Output.Identity() == b.Output.Identity()
+		a.ParamsField == b.ParamsField && a.Output.Identity() == b.Output.Identity() && a.ShardBy == b.ShardBy
 }
 
-// countPass reads one dataset's ids and counts every target's keys.
-func countPass(opts dataset.Options, targets []*planTarget) error {
+// countPass reads one dataset's ids and counts every target's keys: a
+// merge of each target's ids with the keys it holds, in id order. A target
+// whose ids do not come in order is counted by a second pass, which sorts
+// its ids on disk first.
+func countPass(opts dataset.Options, targets []*planTarget, tmp string) error {
 	if opts.Path == "" {
 		return errors.New("the manifest names no dataset.path")
 	}
+	if err := readPass(opts, targets, false, tmp); err != nil {
+		return err
+	}
+	var again []*planTarget
+	for _, t := range targets {
+		if t.unordered {
+			pl := t.plan
+			*pl = Plan{Path: pl.Path, Shard: pl.Shard, Limit: pl.Limit, Samples: pl.Samples, Changed: pl.Changed}
+			again = append(again, t)
+		}
+	}
+	if len(again) > 0 {
+		if err := readPass(opts, again, true, tmp); err != nil {
+			return err
+		}
+	}
+	for _, t := range targets {
+		t.plan.Outside = t.distinct - t.plan.Done
+	}
+	return nil
+}
+
+// sortBudget is the memory the targets of one pass sort their ids in, in
+// all.
+const sortBudget = 32 << 20
+
+// readPass reads the dataset once for targets: joining each target's ids
+// as they come, or with sorted, collecting them to be sorted and joined
+// after the pass.
+func readPass(opts dataset.Options, targets []*planTarget, sorted bool, tmp string) (err error) {
 	// A bad row counts for the targets whose rows hold it (the pass reads
 	// every shard's).
 	opts.OnSkip = func(e *dataset.RowError) {
@@ -218,8 +297,26 @@ func countPass(opts dataset.Options, targets []*planTarget) error {
 	}
 	defer src.Close()
 	for _, t := range targets {
-		t.seen = &keyset.Set{}
+		if sorted {
+			t.sorted = extsort.New(idCodec, extsort.Options{Dir: tmp, Pattern: ".synthgen-inspect-*.ids", Budget: sortBudget / len(targets)})
+		} else {
+			t.join = newJoiner(t.held, t.plan)
+		}
 	}
+	defer func() {
+		for _, t := range targets {
+			if t.join != nil {
+				if jerr := t.join.close(); err == nil {
+					err = jerr
+				}
+				t.join = nil
+			}
+			if t.sorted != nil {
+				_ = t.sorted.Close()
+				t.sorted = nil
+			}
+		}
+	}()
 	for {
 		p, err := src.Next()
 		if errors.Is(err, io.EOF) {
@@ -229,38 +326,41 @@ func countPass(opts dataset.Options, targets []*planTarget) error {
 			return err
 		}
 		for _, t := range targets {
-			if t.contains(p.Index) {
-				t.count(p.ID)
+			if !t.contains(p.Index) {
+				continue
+			}
+			switch {
+			case t.sorted != nil:
+				if err := t.sorted.Add(p.ID); err != nil {
+					return err
+				}
+			case !t.unordered && !t.join.add(p.ID):
+				t.unordered = true
 			}
 		}
 	}
 	for _, t := range targets {
-		t.plan.Outside = t.distinct - t.plan.Done
-		t.seen = nil
-	}
-	return nil
-}
-
-func (t *planTarget) count(id string) {
-	pl := t.plan
-	if t.seen.Add(sink.Key{ID: id}) {
-		// A bad row of the run: its keys are its first row's.
-		pl.DupIDs++
-		pl.BadRows++
-		return
-	}
-	for s := range pl.Samples {
-		k := sink.Key{ID: id, Sample: s}
-		pl.Selected++
-		switch {
-		case t.held.Has(k):
-			pl.Done++
-		case t.held.Failed(k):
-			pl.Failed++
-		default:
-			pl.Pending++
+		if t.sorted == nil {
+			continue
+		}
+		t.unordered = false
+		ids, err := t.sorted.Sorted()
+		if err != nil {
+			return err
+		}
+		t.join = newJoiner(t.held, t.plan)
+		for {
+			id, ok := ids.Next()
+			if !ok {
+				break
+			}
+			t.join.add(id)
+		}
+		if err := ids.Err(); err != nil {
+			return err
 		}
 	}
+	return nil
 }
 
 // compareOutput stamps the output directory a target's job read (a first

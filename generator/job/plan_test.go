@@ -2,8 +2,10 @@ package job
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,7 +29,16 @@ func holdings(has, failed []sink.Key) fakeHoldings {
 	return h
 }
 
-func (h fakeHoldings) Has(k sink.Key) bool { return h.has[k] }
+// EachKey is as *audit.Audit gives them: the keys held, in key order.
+func (h fakeHoldings) EachKey(yield func(sink.Key) bool) error {
+	keys := slices.SortedFunc(maps.Keys(h.has), sink.CompareKeys)
+	for _, k := range keys {
+		if !yield(k) {
+			break
+		}
+	}
+	return nil
+}
 
 // Failed is as *audit.Audit says it: failed for good and no record.
 func (h fakeHoldings) Failed(k sink.Key) bool { return h.failed[k] && !h.has[k] }
@@ -246,6 +257,40 @@ func TestPlannerDuplicateIDAcrossShards(t *testing.T) {
 	want := counts{selected: 2, done: 1, pending: 1}
 	if g := got(p1); g != want {
 		t.Errorf("shard 1/2 with a duplicate id from shard 0: %+v, want %+v (dup_ids %d)", g, want, p1.DupIDs)
+	}
+}
+
+// TestPlannerIDsOutOfOrder: ids from a column come in any order, repeated
+// far apart; the merge with the keys held then needs them sorted (a second
+// pass, sorting on disk), and counts as a lookup of each key would: a
+// repeat once, done, failed and pending keys by key.
+func TestPlannerIDsOutOfOrder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rows.jsonl")
+	var b strings.Builder
+	ids := []string{"m", "c", "x", "a", "c", "q", "b", "m", "z", "d"}
+	for i, id := range ids {
+		fmt.Fprintf(&b, `{"uid":%q,"prompt":"q%d"}`+"\n", id, i)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j := shardJob(path, 0, 1, 0)
+	j.Selection.IDField = "uid"
+	j.Sampling.Samples = 2
+	held := holdings(
+		[]sink.Key{{ID: "a"}, {ID: "a", Sample: 1}, {ID: "m", Sample: 1}, {ID: "z"}, {ID: "gone"}, {ID: "q", Sample: 5}},
+		[]sink.Key{{ID: "x"}, {ID: "a"}})
+	var pl Planner
+	p := pl.Add(j, held, held.distinct())
+	pl.Count("")
+	if p.Unreadable != "" {
+		t.Fatal(p.Unreadable)
+	}
+	// 8 distinct ids x 2 samples; done: a/0, a/1, m/1, z/0; failed: x/0
+	// (a/0 failed too, but a record supersedes it).
+	want := counts{selected: 16, done: 4, failed: 1, pending: 11, outside: 2}
+	if g := got(p); g != want || p.DupIDs != 2 {
+		t.Errorf("got %+v, dup_ids %d; want %+v, 2", g, p.DupIDs, want)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -245,11 +246,21 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	return sum, nil
 }
 
-// percentile is the nearest-rank p-th percentile of sorted values.
-func percentile(sorted []int32, p int) int {
-	if len(sorted) == 0 {
+// percentile is the nearest-rank p-th percentile of the values a
+// histogram counts (value -> how many).
+func percentile(hist map[int32]int64, p int) int {
+	var n int64
+	for _, c := range hist {
+		n += c
+	}
+	if n == 0 {
 		return 0
 	}
-	i := (p*len(sorted) + 99) / 100
-	return int(sorted[max(i-1, 0)])
+	rank := max((int64(p)*n+99)/100, 1)
+	for _, v := range slices.Sorted(maps.Keys(hist)) {
+		if rank -= hist[v]; rank <= 0 {
+			return int(v)
+		}
+	}
+	return 0
 }

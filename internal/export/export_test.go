@@ -406,3 +406,76 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestSpilledIndexSameBytes: with an index budget of a few entries, the
+// entries are sorted in many runs on disk beside the output and merged;
+// every format's output is byte for byte the golden one, and the runs'
+// file is gone afterwards.
+func TestSpilledIndexSameBytes(t *testing.T) {
+	defer func(b int) { indexBudget = b }(indexBudget)
+	indexBudget = 100
+	for _, shards := range []string{sink.FormatJSONL, sink.FormatParquet} {
+		dir := fixtureDir(t, shards)
+		for _, c := range []struct{ name, format string }{{"specforge", FormatSpecForge}, {"openai_batch", FormatOpenAIBatch}} {
+			outDir := t.TempDir()
+			out := filepath.Join(outDir, "train.jsonl")
+			o := options(t, c.format, out, dir)
+			o.IncludeErrors = c.format == FormatOpenAIBatch
+			run(t, o)
+			got, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, c.name+".jsonl", got)
+			if ents, _ := os.ReadDir(outDir); len(ents) != 1 {
+				t.Errorf("%s: left beside the output: %v", shards, ents)
+			}
+		}
+	}
+}
+
+// TestPercentileOfHistogram: the nearest-rank percentile of a histogram is
+// that of the sorted values it counts.
+func TestPercentileOfHistogram(t *testing.T) {
+	values := []int32{5, 1, 9, 9, 3, 7, 7, 7, 2, 10, 4}
+	hist := map[int32]int64{}
+	for _, v := range values {
+		hist[v]++
+	}
+	sorted := slices.Clone(values)
+	slices.Sort(sorted)
+	for _, p := range []int{1, 10, 50, 90, 99, 100} {
+		i := (p*len(sorted) + 99) / 100
+		if want := int(sorted[max(i-1, 0)]); percentile(hist, p) != want {
+			t.Errorf("p%d = %d, want %d", p, percentile(hist, p), want)
+		}
+	}
+	if percentile(map[int32]int64{}, 50) != 0 {
+		t.Error("the percentile of nothing is not 0")
+	}
+}
+
+// TestParquetRowGroupsBounded: a Parquet export is written in row groups
+// of at most parquetRowGroup rows (the writer holds one in memory), and
+// reads back whole.
+func TestParquetRowGroupsBounded(t *testing.T) {
+	defer func(n int64) { parquetRowGroup = n }(parquetRowGroup)
+	parquetRowGroup = 2
+	out := filepath.Join(t.TempDir(), "train.parquet")
+	o := options(t, FormatSpecForge, out, fixtureDir(t, sink.FormatJSONL))
+	o.KeepTruncated, o.KeepThinkTags = true, true
+	sum := run(t, o)
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pf.NumRows() != sum.Exported || len(pf.RowGroups()) < int(sum.Exported/2) {
+		t.Errorf("%d rows in %d row groups, want the %d exported in groups of at most 2", pf.NumRows(), len(pf.RowGroups()), sum.Exported)
+	}
+}

@@ -1,7 +1,9 @@
 package export
 
 import (
+	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/synthgen/synthgen/internal/extsort"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -17,11 +20,12 @@ import (
 // the order they were answered. Sorting the records themselves would hold
 // a whole job in memory (a 1M-record job with reasoning is tens of GB), so
 // the export reads every file once to build an index of small entries
-// (key, file, byte span), sorts it, and then reads each record again at
-// its place. The cost: about 56 bytes plus the id's length per record
-// kept (~60 MB for 1M records, next to inspect's own key index of the same
-// size), 4 bytes per record for the token percentiles, and a second read of
-// the data, mostly from the page cache. A JSONL line is read back from its
+// (key, file, byte span), sorts it on disk (internal/extsort: sorted runs
+// in a temporary file beside the output, merged), and then reads each
+// record again at its place. The cost: indexBudget of memory whatever the
+// number of records, about 20 bytes plus the id's length per record of
+// temporary disk, a histogram of completion lengths for the percentiles,
+// and a second read of the data, mostly from the page cache. A JSONL line is read back from its
 // shard; a Parquet row has no byte span, so it is copied once, as JSON, to
 // a spill file beside the output (unlinked at once where the system allows
 // it, else removed at the end): that costs one extra write of the Parquet
@@ -38,9 +42,9 @@ type entry struct {
 }
 
 type index struct {
-	entries []entry
-	srcs    []string // JSONL files to read spans from; the spill file last when there is one
-	spill   *os.File
+	sorter *extsort.Sorter[entry] // the entries, sorted on disk
+	srcs   []string               // JSONL files to read spans from; the spill file last when there is one
+	spill  *os.File
 	// spillSrc is the spill file's index in srcs; unlinked says its name
 	// is gone already (removed as soon as it was created, which Unix
 	// allows with the file open: a kill leaves nothing of it).
@@ -51,6 +55,9 @@ type index struct {
 }
 
 func (x *index) close() {
+	if x.sorter != nil {
+		_ = x.sorter.Close()
+	}
 	for _, f := range x.open {
 		_ = f.Close()
 	}
@@ -65,10 +72,10 @@ func (x *index) close() {
 // buildIndex reads every record of the report's files once, applies the
 // filters, counts what is exported, and sorts the entries by key.
 func buildIndex(ctx context.Context, o Options, tmpDir, spillPattern string) (*index, *Summary, error) {
-	x := &index{open: map[int32]*os.File{}, spillSrc: -1}
+	x := &index{open: map[int32]*os.File{}, spillSrc: -1, sorter: extsort.New(entryCodec, extsort.Options{Dir: tmpDir, Pattern: ".synthgen-export-*.index", Budget: indexBudget})}
 	filters := o.filters()
 	sum := &Summary{Format: o.Format, Out: o.Out, FinishReasons: map[string]int64{}}
-	var completion []int32
+	completion := map[int32]int64{} // completion tokens -> records
 	var spillOff int64
 	for _, path := range o.Report.Files() {
 		if err := ctx.Err(); err != nil {
@@ -106,7 +113,9 @@ func buildIndex(ctx context.Context, o Options, tmpDir, spillPattern string) (*i
 				e.src, e.off, e.n = x.spillSrc, spillOff, int32(len(line))
 				spillOff += int64(len(line))
 			}
-			x.entries = append(x.entries, e)
+			if err := x.sorter.Add(e); err != nil {
+				return err
+			}
 			sum.Exported++
 			sum.PromptTokens += int64(rec.PromptTokens)
 			sum.CompletionTokens += int64(rec.CompletionTokens)
@@ -114,7 +123,7 @@ func buildIndex(ctx context.Context, o Options, tmpDir, spillPattern string) (*i
 			if hasReasoning(rec) {
 				sum.WithReasoning++
 			}
-			completion = append(completion, int32(rec.CompletionTokens))
+			completion[int32(rec.CompletionTokens)]++
 			return nil
 		})
 		if errors.Is(err, fs.ErrNotExist) {
@@ -128,11 +137,7 @@ func buildIndex(ctx context.Context, o Options, tmpDir, spillPattern string) (*i
 	if err := x.addErrors(o, sum); err != nil {
 		return x, nil, err
 	}
-	slices.Sort(completion)
 	sum.CompletionP50, sum.CompletionP90 = percentile(completion, 50), percentile(completion, 90)
-	slices.SortFunc(x.entries, func(a, b entry) int {
-		return sink.CompareKeys(sink.Key{ID: a.id, Sample: int(a.sample)}, sink.Key{ID: b.id, Sample: int(b.sample)})
-	})
 	return x, sum, nil
 }
 
@@ -143,7 +148,7 @@ func (x *index) addErrors(o Options, sum *Summary) error {
 	last := map[sink.Key]*sink.ErrorRecord{}
 	for _, dir := range o.Dirs {
 		err := sink.ForEachError(dir, func(e *sink.ErrorRecord) error {
-			if !o.Report.Has(e.Key()) {
+			if o.Report.Failed(e.Key()) {
 				c := *e
 				last[e.Key()] = &c
 			}
@@ -158,7 +163,9 @@ func (x *index) addErrors(o Options, sum *Summary) error {
 		return nil
 	}
 	for _, e := range last {
-		x.entries = append(x.entries, entry{id: e.ID, sample: int32(e.Sample), src: -1, n: int32(len(x.errs))})
+		if err := x.sorter.Add(entry{id: e.ID, sample: int32(e.Sample), src: -1, n: int32(len(x.errs))}); err != nil {
+			return err
+		}
 		x.errs = append(x.errs, e)
 	}
 	sum.ErrorLines = int64(len(x.errs))
@@ -197,6 +204,66 @@ func (x *index) record(e entry, rec *sink.Record, buf []byte) ([]byte, error) {
 		return buf, fmt.Errorf("%s changed while exporting (id %q sample %d is not at its place): export again when no run writes the directory", x.srcs[e.src], e.id, e.sample)
 	}
 	return buf, nil
+}
+
+// each calls fn with the entries in key order.
+func (x *index) each(fn func(i int, e entry) error) error {
+	it, err := x.sorter.Sorted()
+	if err != nil {
+		return err
+	}
+	for i := 0; ; i++ {
+		e, ok := it.Next()
+		if !ok {
+			break
+		}
+		if err := fn(i, e); err != nil {
+			return err
+		}
+	}
+	return it.Err()
+}
+
+// indexBudget is the memory the entries are sorted in before a run of them
+// is spilled.
+var indexBudget = 32 << 20
+
+// entryCodec orders entries by key (then by place, for a total order) and
+// stores one as its sample, file, span and id.
+var entryCodec = extsort.Codec[entry]{
+	Cmp: func(a, b entry) int {
+		return cmp.Or(sink.CompareKeys(sink.Key{ID: a.id, Sample: int(a.sample)}, sink.Key{ID: b.id, Sample: int(b.sample)}),
+			cmp.Compare(a.src, b.src), cmp.Compare(a.off, b.off))
+	},
+	Size: func(e entry) int { return 40 + len(e.id) + 8 },
+	Append: func(buf []byte, e entry) []byte {
+		buf = binary.AppendUvarint(buf, uint64(e.sample))
+		buf = binary.AppendVarint(buf, int64(e.src))
+		buf = binary.AppendUvarint(buf, uint64(e.off))
+		buf = binary.AppendUvarint(buf, uint64(e.n))
+		return append(buf, e.id...)
+	},
+	Decode: func(b []byte) (entry, error) {
+		var e entry
+		var vals [4]uint64
+		for i := range vals {
+			var n int
+			if i == 1 {
+				var v int64
+				v, n = binary.Varint(b)
+				vals[i] = uint64(v)
+			} else {
+				vals[i], n = binary.Uvarint(b)
+			}
+			if n <= 0 {
+				return e, errors.New("export index entry does not decode")
+			}
+			b = b[n:]
+		}
+		e.sample, e.src, e.off, e.n = int32(vals[0]), int32(int64(vals[1])), int64(vals[2]), int32(vals[3])
+		e.id = string(b)
+		return e, nil
+	},
 }
 
 // maxOpen bounds the shards held open while records are read in key order.

@@ -123,8 +123,16 @@ func TestSpillHasNoName(t *testing.T) {
 	if got := names(t, parent); len(got) != 0 {
 		t.Errorf("beside the output while the spill file is open: %v", got)
 	}
+	it, err := x.sorter.Sorted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, ok := it.Next()
+	if !ok {
+		t.Fatalf("no entry sorted: %v", it.Err())
+	}
 	var rec sink.Record
-	if _, err := x.record(x.entries[0], &rec, nil); err != nil || rec.ID == "" {
+	if _, err := x.record(first, &rec, nil); err != nil || rec.ID == "" {
 		t.Errorf("the first record read back from the unlinked spill file: %v %+v", err, rec)
 	}
 }

@@ -53,8 +53,13 @@ type parquetWriter[T any] struct {
 
 const parquetBatch = 64
 
+// parquetRowGroup is the most rows of one Parquet row group: the writer
+// holds a row group's pages in memory until it is flushed, so that a file
+// of ten million rows would otherwise be held whole.
+var parquetRowGroup int64 = 64 << 10
+
 func newParquet[T any](w io.Writer) *parquetWriter[T] {
-	return &parquetWriter[T]{w: parquet.NewGenericWriter[T](w, parquet.Compression(&parquet.Zstd))}
+	return &parquetWriter[T]{w: parquet.NewGenericWriter[T](w, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(parquetRowGroup))}
 }
 
 func (w *parquetWriter[T]) write(row T) error {
@@ -87,27 +92,21 @@ func write[T any](ctx context.Context, o Options, x *index, sum *Summary, sh sha
 	rows := func(yield func(T) error) error {
 		var rec sink.Record
 		var buf []byte
-		var err error
-		for i, e := range x.entries {
+		return x.each(func(i int, e entry) error {
 			if i%1024 == 0 {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
 			}
 			if e.src < 0 {
-				if err := yield(sh.failure(x.errs[e.n])); err != nil {
-					return err
-				}
-				continue
+				return yield(sh.failure(x.errs[e.n]))
 			}
+			var err error
 			if buf, err = x.record(e, &rec, buf); err != nil {
 				return err
 			}
-			if err := yield(sh.record(&rec, o.Reasoning)); err != nil {
-				return err
-			}
-		}
-		return nil
+			return yield(sh.record(&rec, o.Reasoning))
+		})
 	}
 	switch {
 	case o.HF:

@@ -25,8 +25,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/synthgen/synthgen/internal/extsort"
 	"github.com/synthgen/synthgen/sink"
-	"github.com/synthgen/synthgen/sink/keyset"
 )
 
 // Part states in a Part.
@@ -41,14 +41,17 @@ const (
 // in several read as one dataset. Its exported fields are the JSON of a
 // directory in `synthgen inspect --json`.
 type Audit struct {
-	Dir        string           `json:"dir,omitempty"`
-	Dirs       []string         `json:"dirs,omitempty"` // Combine only
-	Manifest   *ManifestSummary `json:"manifest,omitempty"`
-	Parts      []Part           `json:"shards,omitempty"`
-	Records    int64            `json:"records"`       // readable records in valid and open parts, copies included
-	Distinct   int64            `json:"distinct_keys"` // distinct (id, sample) among them
-	Duplicates []Duplicate      `json:"duplicates"`
-	Errors     ErrorSummary     `json:"errors"`
+	Dir      string           `json:"dir,omitempty"`
+	Dirs     []string         `json:"dirs,omitempty"` // Combine only
+	Manifest *ManifestSummary `json:"manifest,omitempty"`
+	Parts    []Part           `json:"shards,omitempty"`
+	Records  int64            `json:"records"`       // readable records in valid and open parts, copies included
+	Distinct int64            `json:"distinct_keys"` // distinct (id, sample) among them
+	// Duplicates are the keys held more than once, by key, the first
+	// maxListed of them; DuplicateKeys counts them all.
+	Duplicates    []Duplicate  `json:"duplicates"`
+	DuplicateKeys int64        `json:"duplicate_keys"`
+	Errors        ErrorSummary `json:"errors"`
 
 	PromptTokens     int64            `json:"prompt_tokens"`
 	CompletionTokens int64            `json:"completion_tokens"`
@@ -68,29 +71,19 @@ type Audit struct {
 	// Notes are worth knowing but need no action.
 	Notes []string `json:"notes,omitempty"`
 
-	// The key index, kept for Has, Failed and Combine; not serialized. It
-	// holds a key's 128-bit fingerprint (keyset.FingerprintOf), not its id:
-	// a directory of millions of records would otherwise keep every id
-	// string on the heap. Two keys with one fingerprint would count as one
-	// (a duplicate or a missing key): the birthday bound gives a
-	// probability of about n^2/2^129, 1.5e-26 for 10^9 keys.
-	keys  map[keyset.Fingerprint]int32   // -> index in files of the first file holding it
-	extra map[keyset.Fingerprint]*dupKey // a key held more than once
-	files []string                       // paths of the data files that gave keys
+	// The key index (keys.go), not serialized: a directory's keys with
+	// the index in files of the file holding each, sorted on disk; a
+	// combination's are its directories' (of), merged.
+	index *extsort.Sorter[keyEntry]
+	of    []*Audit
+	files []string // paths of the data files that gave keys
 	// readAs is the format each of files was read as: JSONL for a
 	// temporary file, whatever the part's format.
 	readAs []string
-	// failed keeps the keys themselves: error records are normally few,
+	// failed keeps the keys with an error record: they are normally few,
 	// and Failed is asked for keys that have no record.
-	failed map[sink.Key]string // key with an error record -> cause of its last one
-}
-
-// dupKey is a key held by more than one file: the key itself (kept only
-// for these, to name them) and the files after the first.
-type dupKey struct {
-	key   sink.Key
-	named bool // key is set; false only inside Combine, until it is looked up
-	more  []int32
+	failed map[sink.Key]failure
+	dups   *dupGroups // the sets of files sharing keys, for Problems
 }
 
 // ManifestSummary is the part of manifest.json a person checks.
@@ -141,16 +134,10 @@ type ErrorSummary struct {
 // OK reports whether nothing is invalid.
 func (a *Audit) OK() bool { return len(a.Problems) == 0 }
 
-// Has reports whether a readable record for k is in the directory.
-func (a *Audit) Has(k sink.Key) bool {
-	_, ok := a.keys[keyset.FingerprintOf(k)]
-	return ok
-}
-
 // Failed reports whether k failed for good: an error record and no record.
 func (a *Audit) Failed(k sink.Key) bool {
-	_, ok := a.failed[k]
-	return ok && !a.Has(k)
+	f, ok := a.failed[k]
+	return ok && !f.held
 }
 
 // Files returns the data files whose records the audit counted (valid
@@ -188,9 +175,17 @@ const readAttempts = 5
 // Dir audits the output directory dir (see the package comment). It
 // returns an error only when dir is not an output directory or cannot be
 // read at all; what is wrong inside it is in Audit.Problems.
-func Dir(dir string) (*Audit, error) {
+func Dir(dir string) (*Audit, error) { return DirIn("", dir) }
+
+// DirIn is Dir with the key index spilling its sorted runs into tmp (""
+// is the system's temporary directory, TMPDIR): export puts them beside
+// its output.
+func DirIn(tmp, dir string) (*Audit, error) {
 	for attempt := 1; ; attempt++ {
-		a, err := readOnce(dir)
+		a, err := readOnce(tmp, dir)
+		if err != nil {
+			closeIndex(a)
+		}
 		if errors.Is(err, errVanished) {
 			if attempt < readAttempts {
 				continue
@@ -210,13 +205,11 @@ func newAudit(dir string) *Audit {
 		Problems:      []string{},
 		FinishReasons: map[string]int64{},
 		Errors:        ErrorSummary{ByCause: map[string]int{}},
-		keys:          map[keyset.Fingerprint]int32{},
-		extra:         map[keyset.Fingerprint]*dupKey{},
-		failed:        map[sink.Key]string{},
+		failed:        map[sink.Key]failure{},
 	}
 }
 
-func readOnce(dir string) (*Audit, error) {
+func readOnce(tmp, dir string) (*Audit, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("inspect: %w", err)
@@ -225,6 +218,7 @@ func readOnce(dir string) (*Audit, error) {
 		return nil, fmt.Errorf("inspect %s: not a directory", dir)
 	}
 	a := newAudit(dir)
+	a.index = newKeySorter(tmp)
 	// The manifest first: a writer renames a part into place before it
 	// lists it, so every part this manifest lists is on disk by the time
 	// of the listing below, even if the run moves on in between.
@@ -259,7 +253,7 @@ func readOnce(dir string) (*Audit, error) {
 		return nil, fmt.Errorf("inspect %s: %w", dir, err)
 	}
 	if err := a.readData(dataDir, entries); err != nil {
-		return nil, err
+		return a, err
 	}
 	if missing && len(a.Parts) > 0 {
 		a.problem("%s is missing: nothing says which settings made these shards; a run refuses them unless --force adopts them as made by its config", filepath.Join(dir, sink.ManifestName))
@@ -268,9 +262,14 @@ func readOnce(dir string) (*Audit, error) {
 		a.reconcile(man)
 	}
 	if err := a.readErrors(filepath.Join(dir, "errors")); err != nil {
-		return nil, err
+		return a, err
 	}
-	a.finish()
+	if err := a.index.Freeze(); err != nil {
+		return a, fmt.Errorf("inspect %s: key index: %w", dir, err)
+	}
+	if err := a.finish(); err != nil {
+		return a, fmt.Errorf("inspect %s: key index: %w", dir, err)
+	}
 	return a, nil
 }
 

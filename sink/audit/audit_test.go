@@ -95,7 +95,7 @@ func TestInspectClean(t *testing.T) {
 				m.Runs[0].EndedAt == nil || m.JobHash != testJob.Hash {
 				t.Errorf("manifest summary %+v", m)
 			}
-			if !r.Has(sink.Key{ID: "7", Sample: 1}) || r.Has(sink.Key{ID: "26", Sample: 0}) || !r.Failed(sink.Key{ID: "26", Sample: 0}) || r.Failed(sink.Key{ID: "0", Sample: 0}) {
+			if !has(t, r, sink.Key{ID: "7", Sample: 1}) || has(t, r, sink.Key{ID: "26", Sample: 0}) || !r.Failed(sink.Key{ID: "26", Sample: 0}) || r.Failed(sink.Key{ID: "0", Sample: 0}) {
 				t.Error("Has/Failed disagree with what was written")
 			}
 			if len(r.Notes) != 0 {
@@ -162,7 +162,7 @@ func TestInspectPlanted(t *testing.T) {
 			}
 			// The corrupt part's records are not counted: moving it away
 			// makes them pending again.
-			if r.Has(sink.Key{ID: "15", Sample: 1}) {
+			if has(t, r, sink.Key{ID: "15", Sample: 1}) {
 				t.Error("a key of the corrupt shard counts as done")
 			}
 		})
@@ -209,7 +209,7 @@ func TestInspectOpenParts(t *testing.T) {
 			if !r.OK() {
 				t.Fatalf("problems: %q", r.Problems)
 			}
-			if r.Records != 14 || r.Distinct != 14 || r.Has(sink.Key{ID: "99", Sample: 1}) {
+			if r.Records != 14 || r.Distinct != 14 || has(t, r, sink.Key{ID: "99", Sample: 1}) {
 				t.Errorf("records %d distinct %d: want 14, torn line unread", r.Records, r.Distinct)
 			}
 			last := r.Parts[len(r.Parts)-1]

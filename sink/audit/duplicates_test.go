@@ -87,9 +87,9 @@ func TestInspectDuplicatesInDir(t *testing.T) {
 }
 
 // TestCombineDuplicatesAcrossDirs: keys held once in each of two
-// directories have no name in either audit; Combine finds them by reading
-// the files again, and each must carry its own id (a key named after
-// another one's fingerprint fails here).
+// directories are no duplicate in either audit; Combine finds them in the
+// merge of the directories' sorted key indexes, each with its own id and
+// its files.
 func TestCombineDuplicatesAcrossDirs(t *testing.T) {
 	for _, format := range []string{sink.FormatJSONL, sink.FormatParquet} {
 		t.Run(format, func(t *testing.T) {
@@ -124,7 +124,7 @@ func TestCombineDuplicatesAcrossDirs(t *testing.T) {
 			}
 			// Every key is found by its name, whichever audit held it.
 			for i := range 70 {
-				if !c.Has(sink.Key{ID: strconv.Itoa(i), Sample: i % 2}) {
+				if !has(t, c, sink.Key{ID: strconv.Itoa(i), Sample: i % 2}) {
 					t.Errorf("combined audit lacks key %d", i)
 				}
 			}
@@ -137,22 +137,63 @@ func TestCombineDuplicatesAcrossDirs(t *testing.T) {
 	}
 }
 
-// TestCombineDuplicateFilesChanged: when the files of a cross-directory
-// duplicate no longer hold the key by the time Combine looks its name up,
-// Combine says so and names them instead of reporting a wrong id.
+// TestCombineDuplicateFilesChanged: Combine names a cross-directory
+// duplicate from the keys the audits read, not from the files again: files
+// rewritten after the audits change nothing in what it reports.
 func TestCombineDuplicateFilesChanged(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
 	writeInspectDir(t, a, sink.FormatJSONL, 0, 20)
 	writeInspectDir(t, b, sink.FormatJSONL, 20, 30)
-	line := readLines(t, filepath.Join(a, "data", "part-000000.jsonl"))[4]
+	orig := filepath.Join(a, "data", "part-000000.jsonl")
+	line := readLines(t, orig)[4]
 	copied := filepath.Join(b, "data", "part-000007.jsonl")
 	putFile(t, copied, line+"\n")
 	ra, rb := mustAudit(t, a), mustAudit(t, b)
 	other := readLines(t, filepath.Join(a, "data", "part-000001.jsonl"))[0]
-	putFile(t, filepath.Join(a, "data", "part-000000.jsonl"), other+"\n")
+	putFile(t, orig, other+"\n")
 	putFile(t, copied, other+"\n")
-	_, err := Combine(ra, rb)
-	if err == nil || !strings.Contains(err.Error(), copied) || !strings.Contains(err.Error(), "inspect again") {
-		t.Errorf("err = %v, want one naming %s", err, copied)
+	c, err := Combine(ra, rb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Duplicate{{ID: "4", Sample: 0, Files: []string{orig, copied}}}
+	if !reflect.DeepEqual(c.Duplicates, want) || c.DuplicateKeys != 1 || len(c.Problems) != 1 {
+		t.Errorf("duplicates %+v (%d), problems %q; want %+v and one problem", c.Duplicates, c.DuplicateKeys, c.Problems, want)
+	}
+}
+
+// TestKeyIndexSpills: with a key index budget of a few keys, every
+// directory's index is many sorted runs on disk, and the audits and their
+// combination find what they find in memory; past maxListed the
+// duplicates are counted, not listed, and a note says so.
+func TestKeyIndexSpills(t *testing.T) {
+	defer func(b, m int) { KeyBudget, maxListed = b, m }(KeyBudget, maxListed)
+	KeyBudget, maxListed = 200, 4
+	a, b := t.TempDir(), t.TempDir()
+	writeInspectDir(t, a, sink.FormatJSONL, 0, 40)
+	writeInspectDir(t, b, sink.FormatJSONL, 40, 70)
+	copyFile(t, filepath.Join(a, "data", "part-000001.jsonl"), filepath.Join(b, "data", "part-000009.jsonl"))
+	ra, rb := mustAudit(t, a), mustAudit(t, b)
+	if ra.index.Runs() != 1 || rb.index.Runs() < 2 {
+		t.Fatalf("%d and %d runs: want one for the directory written in key order, several for the one with a copy out of order", ra.index.Runs(), rb.index.Runs())
+	}
+	c, err := Combine(ra, rb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := wantDuplicates(t, c.Files())
+	if c.DuplicateKeys != int64(len(want)) || !reflect.DeepEqual(c.Duplicates, want[:4]) {
+		t.Errorf("duplicates %+v (%d in all), want the first 4 of %+v", c.Duplicates, c.DuplicateKeys, want)
+	}
+	if c.Distinct != 70 || len(c.Problems) != 1 || !slices.ContainsFunc(c.Notes, func(n string) bool { return strings.Contains(n, "not listed") }) {
+		t.Errorf("distinct %d, problems %q, notes %q; want 70, one problem, a note of the keys not listed", c.Distinct, c.Problems, c.Notes)
+	}
+	for i := range 70 {
+		if !has(t, c, sink.Key{ID: strconv.Itoa(i), Sample: i % 2}) {
+			t.Fatalf("combined audit lacks key %d", i)
+		}
+	}
+	if err := ra.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

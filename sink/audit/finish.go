@@ -4,22 +4,24 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/synthgen/synthgen/sink"
 )
 
 // This file derives what needs every part read: the totals, and the keys
 // held more than once.
 
-// finish derives the totals and the problems that need every part read.
-func (a *Audit) finish() {
-	a.Distinct = int64(len(a.keys))
+// finish derives the totals and the problems that need every key: one
+// pass over the sorted key index (scan).
+func (a *Audit) finish() error {
+	if err := a.scan(); err != nil {
+		return err
+	}
 	a.Errors.Keys = len(a.failed)
 	a.Errors.Open = 0
 	a.Errors.ByCause = map[string]int{}
-	for k, cause := range a.failed {
-		if !a.Has(k) {
+	for _, f := range a.failed {
+		if !f.held {
 			a.Errors.Open++
+			cause := f.cause
 			if cause == "" {
 				cause = "unknown"
 			}
@@ -41,62 +43,74 @@ func (a *Audit) finish() {
 				"or the server sent none; a drafter trained on these rows learns no reasoning")
 		}
 	}
-	a.Duplicates = a.duplicates()
-	a.Problems = append(a.Problems, groupDuplicates(a.Duplicates)...)
+	a.Problems = append(a.Problems, a.dups.problems()...)
+	if n := a.DuplicateKeys - int64(len(a.Duplicates)); n > 0 {
+		a.note("%d more duplicate keys are not listed one by one (the first %d are)", n, len(a.Duplicates))
+	}
+	return nil
 }
 
-// duplicates lists every key held by more than one file, in key order.
-func (a *Audit) duplicates() []Duplicate {
-	out := []Duplicate{}
-	for fp, dk := range a.extra {
-		d := Duplicate{ID: dk.key.ID, Sample: dk.key.Sample, Files: []string{a.files[a.keys[fp]]}}
-		for _, fi := range dk.more {
-			d.Files = append(d.Files, a.files[fi])
-		}
-		out = append(out, d)
-	}
-	slices.SortFunc(out, func(x, y Duplicate) int {
-		return sink.CompareKeys(sink.Key{ID: x.ID, Sample: x.Sample}, sink.Key{ID: y.ID, Sample: y.Sample})
-	})
-	return out
+// dupGroups gathers the keys held more than once by the set of files
+// holding them, in the order the sets first appear (key order): one
+// problem per set, so that a part copied whole is one line, not a thousand.
+// With across, only keys held in more than one directory count (the
+// combination of several, whose directories report their own).
+type dupGroups struct {
+	across bool
+	groups map[string]*dupGroup
+	order  []string
 }
 
-// groupDuplicates makes one problem per set of files sharing keys: a part
-// copied whole is one line, not a thousand.
-func groupDuplicates(dups []Duplicate) []string {
-	type group struct {
-		files []string
-		first Duplicate
-		n     int
-	}
-	groups := map[string]*group{}
-	var order []string
-	for _, d := range dups {
-		files := slices.Clone(d.Files)
-		slices.Sort(files)
-		id := strings.Join(files, "\x00")
-		g := groups[id]
-		if g == nil {
-			g = &group{files: files, first: d}
-			groups[id] = g
-			order = append(order, id)
+type dupGroup struct {
+	files []string
+	first Duplicate
+	n     int
+}
+
+func newDupGroups(across bool) *dupGroups {
+	return &dupGroups{across: across, groups: map[string]*dupGroup{}}
+}
+
+func (g *dupGroups) add(d Duplicate) {
+	if g.across {
+		dirs := map[string]bool{}
+		for _, f := range d.Files {
+			dirs[dirOfData(f)] = true
 		}
-		g.n++
+		if len(dirs) < 2 {
+			return
+		}
+	}
+	files := slices.Clone(d.Files)
+	slices.Sort(files)
+	id := strings.Join(files, "\x00")
+	gr := g.groups[id]
+	if gr == nil {
+		gr = &dupGroup{files: files, first: d}
+		g.groups[id] = gr
+		g.order = append(g.order, id)
+	}
+	gr.n++
+}
+
+func (g *dupGroups) problems() []string {
+	if g == nil {
+		return nil
 	}
 	var out []string
-	for _, id := range order {
-		g := groups[id]
-		where := "in " + strings.Join(g.files, " and ")
-		if len(g.files) == 2 && g.files[0] == g.files[1] {
-			where = "twice in " + g.files[0]
+	for _, id := range g.order {
+		gr := g.groups[id]
+		where := "in " + strings.Join(gr.files, " and ")
+		if len(gr.files) == 2 && gr.files[0] == gr.files[1] {
+			where = "twice in " + gr.files[0]
 		}
-		if g.n == 1 {
+		if gr.n == 1 {
 			out = append(out, fmt.Sprintf("duplicate key id=%q sample=%d %s: keep one copy, delete the other (a JSONL line, or the row from a Parquet shard)",
-				g.first.ID, g.first.Sample, where))
+				gr.first.ID, gr.first.Sample, where))
 			continue
 		}
 		out = append(out, fmt.Sprintf("%d duplicate keys %s (first id=%q sample=%d): keep one copy of each; when a whole shard was copied, move the copy away",
-			g.n, where, g.first.ID, g.first.Sample))
+			gr.n, where, gr.first.ID, gr.first.Sample))
 	}
 	return out
 }

@@ -243,3 +243,23 @@ func mustJSON(t testing.TB, rec *sink.Record) string {
 	}
 	return string(line)
 }
+
+// has reports whether the audit's sorted keys hold k, read in full (the
+// audit keeps no lookup of its keys); it checks they come in order.
+func has(t *testing.T, a *Audit, k sink.Key) bool {
+	t.Helper()
+	found := false
+	var prev *sink.Key
+	err := a.EachKey(func(got sink.Key) bool {
+		if prev != nil && sink.CompareKeys(*prev, got) >= 0 {
+			t.Fatalf("EachKey: %v after %v, not in order or repeated", got, *prev)
+		}
+		prev = &got
+		found = found || got == k
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}

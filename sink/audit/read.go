@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/synthgen/synthgen/sink"
-	"github.com/synthgen/synthgen/sink/keyset"
 )
 
 // This file reads and checks what Dir finds on disk: each part of
@@ -126,15 +125,17 @@ func checkRecord(rec *sink.Record) error {
 
 // commit counts a valid part's records and indexes its keys; format is
 // the one the file was read as.
-func (a *Audit) commit(path, format string, acc *partAcc) {
+func (a *Audit) commit(path, format string, acc *partAcc) error {
 	if len(acc.keys) == 0 {
-		return
+		return nil
 	}
 	fi := int32(len(a.files))
 	a.files = append(a.files, path)
 	a.readAs = append(a.readAs, format)
 	for _, k := range acc.keys {
-		a.addKey(keyset.FingerprintOf(k), &k, fi)
+		if err := a.index.Add(keyEntry{id: k.ID, sample: int32(k.Sample), file: fi}); err != nil {
+			return fmt.Errorf("inspect %s: key index: %w", a.Dir, err)
+		}
 	}
 	a.Records += int64(acc.records)
 	a.PromptTokens += acc.prompt
@@ -144,25 +145,7 @@ func (a *Audit) commit(path, format string, acc *partAcc) {
 	for f, n := range acc.finish {
 		a.FinishReasons[f] += n
 	}
-}
-
-// addKey indexes the key of fingerprint fp in file fi. k is the key when
-// the caller has it (nil: Combine, for a key held once in its directory);
-// a duplicate without it is named later by nameDuplicates.
-func (a *Audit) addKey(fp keyset.Fingerprint, k *sink.Key, fi int32) {
-	if _, dup := a.keys[fp]; !dup {
-		a.keys[fp] = fi
-		return
-	}
-	d := a.extra[fp]
-	if d == nil {
-		d = &dupKey{}
-		a.extra[fp] = d
-	}
-	if k != nil && !d.named {
-		d.key, d.named = *k, true
-	}
-	d.more = append(d.more, fi)
+	return nil
 }
 
 // readPart reads one data file. With mayVanish, a file that is gone
@@ -256,8 +239,7 @@ func (a *Audit) readJSONL(path string, temp, mayVanish bool, sh *Part) error {
 	if temp {
 		sh.State = PartOpen
 	}
-	a.commit(path, sink.FormatJSONL, acc)
-	return nil
+	return a.commit(path, sink.FormatJSONL, acc)
 }
 
 // readConverted reads a final part of a converted format (Parquet:
@@ -279,8 +261,7 @@ func (a *Audit) readConverted(path, format string, sh *Part) error {
 		return nil
 	}
 	sh.Records, sh.Valid, sh.State = acc.records, true, PartOK
-	a.commit(path, format, acc)
-	return nil
+	return a.commit(path, format, acc)
 }
 
 // readErrors reads DIR/errors (final and .open files).
@@ -319,7 +300,7 @@ func (a *Audit) readErrors(errDir string) error {
 				return nil
 			}
 			a.Errors.Records++
-			a.failed[e.Key()] = e.Cause
+			a.failed[e.Key()] = failure{cause: e.Cause}
 			return nil
 		})
 		_ = f.Close()

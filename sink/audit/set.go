@@ -1,5 +1,7 @@
 package audit
 
+import "errors"
+
 // Set is the audit of the output directories of one dataset: each on its
 // own and, when there are several (one per --shard i/n), all of them read
 // as one, where a key in two directories is a duplicate like a key in two
@@ -18,11 +20,15 @@ type Set struct {
 // Dirs audits each directory, then all of them as one dataset. It returns
 // an error only when a directory is not an output directory or cannot be
 // read at all (Dir's); that several are not one dataset is NotCombined.
-func Dirs(dirs ...string) (*Set, error) {
+func Dirs(dirs ...string) (*Set, error) { return DirsIn("", dirs...) }
+
+// DirsIn is Dirs with the key indexes spilling into tmp (see DirIn).
+func DirsIn(tmp string, dirs ...string) (*Set, error) {
 	s := &Set{}
 	for _, dir := range dirs {
-		a, err := Dir(dir)
+		a, err := DirIn(tmp, dir)
 		if err != nil {
+			_ = s.Close()
 			return nil, err
 		}
 		s.Dirs = append(s.Dirs, a)
@@ -52,4 +58,13 @@ func (s *Set) Dataset() *Audit {
 		return s.Dirs[0]
 	}
 	return s.Combined
+}
+
+// Close removes the directories' key indexes (see Audit.Close).
+func (s *Set) Close() error {
+	var errs []error
+	for _, a := range s.Dirs {
+		errs = append(errs, a.Close())
+	}
+	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package keyset
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -30,10 +31,16 @@ func TestKeySummaryRoundTrip(t *testing.T) {
 		{"leading zero", []Key{{ID: "05"}}, true},
 		{"too sparse", []Key{{ID: "1"}, {ID: "100000"}}, true},
 		{"second half, descending across words", secondHalfKeys(), false},
+		{"split by file, a part across two files", []Key{{ID: "part-001.jsonl:99998"}, {ID: "part-002.jsonl:1"}, {ID: "part-001.jsonl:99999"},
+			{ID: "part-002.jsonl:0", Sample: 1}, {ID: "7"}}, false},
+		{"file row with a leading zero", []Key{{ID: "a.jsonl:01"}}, true},
+		{"file name alone", []Key{{ID: "a.jsonl:"}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var c Summary
-			c.Add(Key{ID: "no"}) // reset forgets what came before
+			c.Add(Key{ID: "x.jsonl:3"})
+			c.Reset() // forgets what came before
+			c.Add(Key{ID: "no"})
 			c.Reset()
 			for _, k := range tc.keys {
 				c.Add(k)
@@ -72,5 +79,30 @@ func TestKeySummaryRoundTrip(t *testing.T) {
 		if _, err := ForEachSummaryKey(bad, func(Key) error { return nil }); err == nil {
 			t.Errorf("%+v accepted", bad)
 		}
+	}
+}
+
+// TestSummaryPrefixesOrdered: entries come by prefix then sample, and an
+// entry out of that order, or a prefix without its colon, does not read.
+func TestSummaryPrefixesOrdered(t *testing.T) {
+	var c Summary
+	for _, k := range []Key{{ID: "b:1"}, {ID: "a:2", Sample: 1}, {ID: "a:3"}, {ID: "5"}} {
+		c.Add(k)
+	}
+	sum := c.Keys(4)
+	var order []string
+	for _, sk := range sum {
+		order = append(order, sk.Prefix+"/"+strconv.Itoa(sk.Sample))
+	}
+	if got := strings.Join(order, " "); got != "/0 a:/0 a:/1 b:/0" {
+		t.Errorf("entries %s, want by prefix then sample", got)
+	}
+	swapped := append([]SampleKeys{sum[1]}, append([]SampleKeys{sum[0]}, sum[2:]...)...)
+	if _, err := ForEachSummaryKey(swapped, func(Key) error { return nil }); err == nil {
+		t.Error("entries out of order read")
+	}
+	bad := []SampleKeys{{Prefix: "a", Sample: 0, First: 1, Bits: sum[1].Bits}}
+	if _, err := ForEachSummaryKey(bad, func(Key) error { return nil }); err == nil {
+		t.Error("a prefix without its colon read")
 	}
 }

@@ -1,0 +1,142 @@
+package dataset
+
+// Which files a selection reads: every file of the dataset in sorted path
+// order, or, split by file (dataset.shard_by: files), the shard's own.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// dsFile is one file a selection reads.
+type dsFile struct {
+	path  string // where it is read from (a local path; an hf:// file's place in the cache)
+	name  string // its path from the dataset's root (FileNames): its rows' ids split by file
+	place int    // its place in the sorted listing of every file of the dataset
+}
+
+// FileNames are the names of a dataset's files (in sorted path order) as
+// ids split by file use them: each file's path from the deepest directory
+// holding them all, with forward slashes ("train-00000-of-00006.parquet",
+// "en/part-1.jsonl"); a single file's base name. They do not depend on
+// where the dataset is (a relative or absolute path, a moved directory,
+// the Hub cache), only on the files themselves.
+func FileNames(paths []string) []string {
+	names := make([]string, len(paths))
+	if len(paths) == 0 {
+		return names
+	}
+	root := filepath.Dir(paths[0])
+	for _, p := range paths[1:] {
+		for !underDir(p, root) {
+			parent := filepath.Dir(root)
+			if parent == root {
+				break
+			}
+			root = parent
+		}
+	}
+	for i, p := range paths {
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			rel = filepath.Base(p)
+		}
+		names[i] = filepath.ToSlash(rel)
+	}
+	return names
+}
+
+// underDir reports whether path is inside dir (lexically).
+func underDir(path, dir string) bool {
+	if dir == "." {
+		return !filepath.IsAbs(path) && !strings.HasPrefix(filepath.Clean(path), "..")
+	}
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != "." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && rel != ".."
+}
+
+// selectFiles resolves the options' path to the files the selection reads,
+// in order, and the fetcher of an hf:// dataset's. Split by file, a shard
+// that takes no file is an error: the split has more shards than the
+// dataset has files.
+func (o Options) selectFiles() ([]dsFile, fetcher, error) {
+	paths, fetch, err := resolveFiles(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	names := FileNames(paths)
+	files := make([]dsFile, 0, len(paths))
+	for i, p := range paths {
+		if o.ByFile() && !o.TakesFile(i) {
+			continue
+		}
+		files = append(files, dsFile{path: p, name: names[i], place: i})
+	}
+	if len(files) == 0 {
+		return nil, nil, fmt.Errorf("dataset %s: shard %s takes no file: split by file (dataset.shard_by: files) each shard reads whole files, and the dataset has %d; use at most %d shards, or dataset.shard_by: rows",
+			o.Path, o.Shard, len(paths), len(paths))
+	}
+	return files, fetch, nil
+}
+
+// ListedFile is one file of a Listing.
+type ListedFile struct {
+	Name string `json:"name"` // as FileNames gives it
+	Size int64  `json:"size"`
+}
+
+// Listing is every file of a local dataset split by file, by name and size,
+// in sorted path order: the identity the shards of one job share (List).
+// A shard's own files' bytes are its ShardContent.
+type Listing []ListedFile
+
+// Identity is what the job's hash covers: every name and size, in order.
+func (l Listing) Identity() string {
+	var b strings.Builder
+	for _, f := range l {
+		fmt.Fprintf(&b, "%d:%s:%d;", len(f.Name), f.Name, f.Size)
+	}
+	return b.String()
+}
+
+// String sums the listing up for messages: the files, their bytes and a
+// hash of the names and sizes (a listing of thousands of files is not
+// spelled out).
+func (l Listing) String() string {
+	if len(l) == 0 {
+		return "(not recorded)"
+	}
+	var size int64
+	for _, f := range l {
+		size += f.Size
+	}
+	return fmt.Sprintf("%d files, %d bytes, names and sizes xxh64 %016x (first %s, last %s)",
+		len(l), size, xxhash.Sum64String(l.Identity()), l[0].Name, l[len(l)-1].Name)
+}
+
+// List returns the names and sizes of every file of a local dataset (a
+// stat each, no byte read); nil for hf:// datasets, whose pinned revision
+// already names every file.
+func List(opts Options) (Listing, error) {
+	if isHubPath(opts.Path) {
+		return nil, nil
+	}
+	paths, err := resolve(opts.Path)
+	if err != nil {
+		return nil, err
+	}
+	names := FileNames(paths)
+	l := make(Listing, len(paths))
+	for i, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("dataset: %w", err)
+		}
+		l[i] = ListedFile{Name: names[i], Size: st.Size()}
+	}
+	return l, nil
+}
