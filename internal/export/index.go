@@ -85,6 +85,18 @@ func buildIndex(ctx context.Context, o Options, tmpDir, spillPattern string) (*i
 				filters[i].Dropped++
 				return nil
 			}
+			rows := int64(1)
+			if o.Format == FormatSpeculators {
+				if why := speculatorsMissing(rec); why != "" {
+					return errors.New(why)
+				}
+				kept, cut := speculatorsKept(rec, o.KeepTruncated)
+				filters[0].Dropped += int64(cut) // filters[0] is truncated, per turn here
+				if kept == 0 {
+					return nil
+				}
+				rows = int64(kept)
+			}
 			e := entry{id: rec.ID, sample: int32(rec.Sample), src: src, off: at.Offset, n: int32(at.Len)}
 			if parquet {
 				if x.spill == nil {
@@ -107,7 +119,7 @@ func buildIndex(ctx context.Context, o Options, tmpDir, spillPattern string) (*i
 				spillOff += int64(len(line))
 			}
 			x.entries = append(x.entries, e)
-			sum.Exported++
+			sum.Exported += rows
 			sum.PromptTokens += int64(rec.PromptTokens)
 			sum.CompletionTokens += int64(rec.CompletionTokens)
 			sum.FinishReasons[rec.FinishReason]++
