@@ -85,7 +85,7 @@ func buildIndex(ctx context.Context, o Options, tmpDir, spillPattern string) (*i
 				filters[i].Dropped++
 				return nil
 			}
-			rows := int64(1)
+			var rows int64
 			if o.Format == FormatSpeculators {
 				if why := speculatorsMissing(rec); why != "" {
 					return errors.New(why)
@@ -119,7 +119,21 @@ func buildIndex(ctx context.Context, o Options, tmpDir, spillPattern string) (*i
 				spillOff += int64(len(line))
 			}
 			x.entries = append(x.entries, e)
-			sum.Exported += rows
+			if o.Format == FormatSpeculators {
+				// A row is a turn: its tokens, finish reason and reasoning.
+				sum.Exported += rows
+				for _, t := range answersKept(rec, o.KeepTruncated) {
+					sum.PromptTokens += int64(t.PromptTokens)
+					sum.CompletionTokens += int64(t.CompletionTokens)
+					sum.FinishReasons[t.FinishReason]++
+					if t.Reasoning != "" {
+						sum.WithReasoning++
+					}
+					completion = append(completion, int32(t.CompletionTokens))
+				}
+				return nil
+			}
+			sum.Exported++
 			sum.PromptTokens += int64(rec.PromptTokens)
 			sum.CompletionTokens += int64(rec.CompletionTokens)
 			sum.FinishReasons[rec.FinishReason]++

@@ -100,6 +100,17 @@ func speculatorsKept(rec *sink.Record, keepTruncated bool) (kept, truncated int)
 	return kept, truncated
 }
 
+// answersKept are the answers of rec that become speculators rows.
+func answersKept(rec *sink.Record, keepTruncated bool) []sink.Turn {
+	var out []sink.Turn
+	for _, a := range answers(rec) {
+		if a.FinishReason != "length" || keepTruncated {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // speculatorsOf is a record as its rows, one per assistant turn kept.
 func speculatorsOf(j job.Job, keepTruncated bool) func(rec *sink.Record, mode string) []speculatorsRow {
 	sampling := speculatorsSampling{Temperature: j.Sampling.Temperature, TopP: j.Sampling.TopP, MaxTokens: j.Sampling.MaxTokens}
