@@ -201,6 +201,9 @@ func TestExportSpeculatorsRefusesWithoutIDs(t *testing.T) {
 	if r.err == nil || !strings.Contains(r.err.Error(), "generation.return_token_ids: true") {
 		t.Fatalf("export without ids: err %v, want a refusal naming generation.return_token_ids: true\nstderr:\n%s", r.err, r.stderr)
 	}
+	if code := exitCode(r.err); code != exitFailure {
+		t.Errorf("exit %d, want %d", code, exitFailure)
+	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("%s: %v, want nothing written", out, err)
 	}

@@ -1,6 +1,7 @@
 // Package export turns the records of one or several synthgen output
 // directories into one training file: SpecForge's conversations, ShareGPT,
-// OpenAI chat messages or an OpenAI batch output, as JSONL, Parquet or a
+// OpenAI chat messages, an OpenAI batch output or speculators' pre-tokenized
+// rows (one per turn, speculators.go), as JSONL, Parquet or a
 // Hugging Face dataset directory, every record ordered by (id, sample),
 // with filters that drop what should not train a model and count it.
 //
