@@ -54,6 +54,15 @@ Formats (--format):
                 {"status_code", "request_id", "body": <chat.completion>}, "error"}
                 custom_id is the record id; with generation.n > 1 the choice
                 index is the sample.
+  speculators   vllm-project/speculators' pre-tokenized rows, one per assistant
+                turn: {"id": "<id>_turn<k>" (<id>_s<sample>_turn<k> with
+                generation.n > 1; k from 0), "primary_id", "input_ids" (the
+                turn's prompt_token_ids, then its token_ids), "loss_mask" (0
+                over the prompt, 1 over the answer), "conversations" (that
+                turn's messages and answer, for reading), "metadata"
+                {finish_reason, usage, sampling_params}}. Needs a run with
+                generation.return_token_ids: true; a cut turn's row is
+                dropped (truncated counts turns).
 
 Output (--out):
   a file        JSONL; Parquet when PATH ends in .parquet (not openai-batch)
@@ -119,7 +128,7 @@ that is not an output directory, 130 when a signal stopped it.`,
 	}
 	fs := cmd.Flags()
 	fs.SortFlags = false
-	fs.StringVar(&o.Format, "format", "", "specforge | sharegpt | messages | openai-batch (required)")
+	fs.StringVar(&o.Format, "format", "", "specforge | sharegpt | messages | openai-batch | speculators (required)")
 	fs.StringVar(&o.Out, "out", "", "output file (.jsonl, .parquet), - for stdout, or with --hf a new directory (required)")
 	fs.BoolVar(&o.HF, "hf", false, "write --out as a Hugging Face dataset directory: data/train-*.parquet and a README.md card")
 	fs.StringVar(&o.Reasoning, "reasoning", export.ReasoningField, "specforge, sharegpt and messages: field (reasoning_content on the assistant turn) | inline (<think>...</think> before the content) | drop")

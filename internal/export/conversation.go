@@ -42,7 +42,8 @@ func answers(rec *sink.Record) []sink.Turn {
 	if len(rec.Turns) > 0 {
 		return rec.Turns
 	}
-	return []sink.Turn{{Reasoning: rec.Reasoning, Content: rec.Content, FinishReason: rec.FinishReason}}
+	return []sink.Turn{{Reasoning: rec.Reasoning, Content: rec.Content, FinishReason: rec.FinishReason,
+		PromptTokens: rec.PromptTokens, CompletionTokens: rec.CompletionTokens}}
 }
 
 // Reasoning modes for the formats that offer a choice (sharegpt, messages).

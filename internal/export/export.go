@@ -1,6 +1,7 @@
 // Package export turns the records of one or several synthgen output
 // directories into one training file: SpecForge's conversations, ShareGPT,
-// OpenAI chat messages or an OpenAI batch output, as JSONL, Parquet or a
+// OpenAI chat messages, an OpenAI batch output or speculators' pre-tokenized
+// rows (one per turn, speculators.go), as JSONL, Parquet or a
 // Hugging Face dataset directory, every record ordered by (id, sample),
 // with filters that drop what should not train a model and count it.
 //
@@ -78,6 +79,9 @@ type Filter struct {
 	Active  bool   `json:"active"`
 	Dropped int64  `json:"dropped"`
 	Flag    string `json:"flag,omitempty"` // what turns it off
+	// perTurn (speculators' truncated filter): the filter drops a turn's
+	// row, not the record, and Dropped counts turns.
+	perTurn bool
 }
 
 // Summary is what an export read, dropped and wrote.
@@ -149,6 +153,10 @@ func (o *Options) filters() []Filter {
 		{Name: FilterEmpty, Rule: "no content (empty or whitespace only)", Active: true},
 		{Name: FilterThinkTags, Rule: "<think> or </think> in content: the server split no reasoning out", Active: !o.KeepThinkTags, Flag: "--keep-think-tags"},
 	}
+	if o.Format == FormatSpeculators {
+		fs[0].Rule = `finish_reason "length": a turn cut at max_tokens (its row is dropped, the conversation's other turns stay)`
+		fs[0].perTurn = true
+	}
 	if o.Format == FormatSpecForge {
 		fs = append(fs, Filter{Name: FilterSpecForge, Active: true,
 			Rule: "a row SpecForge's validate_regenerated_data.py refuses: a blank id or turn, a role it does not take, turns out of order"})
@@ -168,6 +176,9 @@ func drop(fs []Filter, rec *sink.Record, mode string) int {
 				return i
 			}
 			continue
+		}
+		if f.perTurn {
+			continue // buildIndex counts the turns it drops; the rows leave them out
 		}
 		var hit bool
 		// A whole conversation is judged by every answer in it: one cut
@@ -239,6 +250,8 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		err = write(ctx, o, x, sum, shape[messagesRow]{record: messagesOf})
 	case FormatOpenAIBatch:
 		err = write(ctx, o, x, sum, shape[batchLine]{record: batchOf, failure: batchErrorOf})
+	case FormatSpeculators:
+		err = write(ctx, o, x, sum, shape[speculatorsRow]{records: speculatorsOf(o.Job, o.KeepTruncated)})
 	}
 	if err != nil {
 		return nil, err

@@ -15,10 +15,11 @@ const (
 	FormatShareGPT    = "sharegpt"
 	FormatMessages    = "messages"
 	FormatOpenAIBatch = "openai-batch"
+	FormatSpeculators = "speculators"
 )
 
 // Formats lists the export formats.
-var Formats = []string{FormatSpecForge, FormatShareGPT, FormatMessages, FormatOpenAIBatch}
+var Formats = []string{FormatSpecForge, FormatShareGPT, FormatMessages, FormatOpenAIBatch, FormatSpeculators}
 
 // roleTurn is a turn as SpecForge and OpenAI chat write it. Reasoning is
 // its own field, only on an assistant answer that has some.

@@ -92,6 +92,18 @@ func buildIndex(ctx context.Context, o Options, tmpDir, spillPattern string) (*i
 				filters[i].Dropped++
 				return nil
 			}
+			var rows int64
+			if o.Format == FormatSpeculators {
+				if why := speculatorsMissing(rec); why != "" {
+					return errors.New(why)
+				}
+				kept, cut := speculatorsKept(rec, o.KeepTruncated)
+				filters[0].Dropped += int64(cut) // filters[0] is truncated, per turn here
+				if kept == 0 {
+					return nil
+				}
+				rows = int64(kept)
+			}
 			e := entry{id: rec.ID, sample: int32(rec.Sample), src: src, off: at.Offset, n: int32(at.Len)}
 			if parquet {
 				if x.spill == nil {
@@ -115,6 +127,20 @@ func buildIndex(ctx context.Context, o Options, tmpDir, spillPattern string) (*i
 			}
 			if err := x.sorter.Add(e); err != nil {
 				return err
+			}
+			if o.Format == FormatSpeculators {
+				// A row is a turn: its tokens, finish reason and reasoning.
+				sum.Exported += rows
+				for _, t := range answersKept(rec, o.KeepTruncated) {
+					sum.PromptTokens += int64(t.PromptTokens)
+					sum.CompletionTokens += int64(t.CompletionTokens)
+					sum.FinishReasons[t.FinishReason]++
+					if t.Reasoning != "" {
+						sum.WithReasoning++
+					}
+					completion[int32(t.CompletionTokens)]++
+				}
+				return nil
 			}
 			sum.Exported++
 			sum.PromptTokens += int64(rec.PromptTokens)

@@ -16,9 +16,12 @@ import (
 )
 
 // shape is how a format makes its row of type T from a record and, for the
-// formats that write them, from an error record.
+// formats that write them, from an error record. A format that makes
+// several rows of a record (speculators: one per turn) sets records
+// instead of record.
 type shape[T any] struct {
 	record  func(rec *sink.Record, reasoning string) T
+	records func(rec *sink.Record, reasoning string) []T
 	failure func(e *sink.ErrorRecord) T
 }
 
@@ -104,6 +107,14 @@ func write[T any](ctx context.Context, o Options, x *index, sum *Summary, sh sha
 			var err error
 			if buf, err = x.record(e, &rec, buf); err != nil {
 				return err
+			}
+			if sh.records != nil {
+				for _, row := range sh.records(&rec, o.Reasoning) {
+					if err := yield(row); err != nil {
+						return err
+					}
+				}
+				return nil
 			}
 			return yield(sh.record(&rec, o.Reasoning))
 		})
