@@ -104,7 +104,11 @@ func rawMatchable(needle string) bool {
 }
 
 // indexFoldBytes is indexFold over bytes, for an ASCII needle.
-func indexFoldBytes(s []byte, needle string) int {
+func indexFoldBytes(s []byte, needle string) int { return indexFoldASCII(s, needle) }
+
+// indexFoldASCII is the byte index of the first occurrence of the ASCII
+// needle in s, ignoring case, or -1: one loop for strings and bytes.
+func indexFoldASCII[S ~string | ~[]byte](s S, needle string) int {
 	first := lower(needle[0])
 	for i := 0; i+len(needle) <= len(s); i++ {
 		if lower(s[i]) != first {
@@ -144,20 +148,7 @@ func indexFold(s, needle string) int {
 		}
 		return -1
 	}
-	first := lower(needle[0])
-	for i := 0; i+len(needle) <= len(s); i++ {
-		if lower(s[i]) != first {
-			continue
-		}
-		j := 1
-		for j < len(needle) && lower(s[i+j]) == lower(needle[j]) {
-			j++
-		}
-		if j == len(needle) {
-			return i
-		}
-	}
-	return -1
+	return indexFoldASCII(s, needle)
 }
 
 func lower(c byte) byte {
