@@ -28,6 +28,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
 	"github.com/spf13/cobra"
 
 	"github.com/synthgen/synthgen/dataset"
@@ -590,22 +593,7 @@ func orNone(s string) string {
 }
 
 // inspectNum groups digits by thousands: 1234567 -> 1,234,567.
-func inspectNum(n int64) string {
-	s := fmt.Sprint(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
+func inspectNum(n int64) string { return message.NewPrinter(language.English).Sprintf("%d", n) }
 
 // template prints the job's prompt.messages, each turn's template as
 // written (quoted: newlines as \n).

@@ -23,6 +23,9 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -567,32 +570,14 @@ func (s *Server) showRecord(w http.ResponseWriter, pos int32) {
 	s.render(w, "record.html", v)
 }
 
-// fmtNum writes n with thin groups of three digits.
+// fmtNum writes an integer n with groups of three digits (1,234,567),
+// anything else as fmt does.
 func fmtNum(n any) string {
-	var s string
-	switch v := n.(type) {
-	case int:
-		s = strconv.Itoa(v)
-	case int32:
-		s = strconv.Itoa(int(v))
-	case int64:
-		s = strconv.FormatInt(v, 10)
-	default:
-		return fmt.Sprint(n)
+	switch n.(type) {
+	case int, int32, int64:
+		return message.NewPrinter(language.English).Sprintf("%d", n)
 	}
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
+	return fmt.Sprint(n)
 }
 
 func fmtDur(d time.Duration) string {
