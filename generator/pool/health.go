@@ -16,6 +16,7 @@ package pool
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -137,12 +138,8 @@ func (h *health) describe() string {
 		}
 		counts[c]++
 	}
-	// A stable order: by count, then by first appearance in the ring.
-	for i := 1; i < len(order); i++ {
-		for j := i; j > 0 && counts[order[j]] > counts[order[j-1]]; j-- {
-			order[j], order[j-1] = order[j-1], order[j]
-		}
-	}
+	// By count, ties by first appearance in the ring.
+	slices.SortStableFunc(order, func(a, b string) int { return counts[b] - counts[a] })
 	parts := make([]string, len(order))
 	for i, c := range order {
 		parts[i] = c
