@@ -1,0 +1,179 @@
+package main
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/synthgen/synthgen/config"
+)
+
+// docPages reads every Markdown page a user reads: README.md, ARCHITECTURE.md
+// and everything under docs/, by path relative to the repository's root.
+func docPages(t *testing.T) map[string]string {
+	t.Helper()
+	root := filepath.Join("..", "..")
+	pages := map[string]string{}
+	for _, f := range []string{"README.md", "ARCHITECTURE.md"} {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages[f] = string(b)
+	}
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".md") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		pages[filepath.ToSlash(rel)] = string(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pages
+}
+
+// TestDocsNameEveryRunFlag: every flag `synthgen run --help` lists is named in
+// docs/, so a person who meets one in the help finds what it does. The
+// flags come from the command itself; a config key must also be named in a
+// guide page, not only in the generated docs/config.md, so that each is
+// explained where a person meets it.
+func TestDocsNameEveryRunFlag(t *testing.T) {
+	t.Parallel()
+	pages := docPages(t)
+	var all, guide strings.Builder
+	for path, text := range pages {
+		if !strings.HasPrefix(path, "docs/") {
+			continue
+		}
+		all.WriteString(text)
+		if path != "docs/config.md" {
+			guide.WriteString(text)
+		}
+	}
+	isKey := map[string]bool{}
+	for _, k := range config.Keys() {
+		isKey[k] = true
+	}
+	n := 0
+	newRunCmd().Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name == "help" {
+			return
+		}
+		n++
+		if isKey[f.Name] {
+			if !named(all.String(), f.Name) {
+				t.Errorf("run --help's key %s is named nowhere in docs/ (make docs regenerates docs/config.md)", f.Name)
+			}
+			if !named(guide.String(), f.Name) {
+				t.Errorf("run --help's key %s is named only in the generated docs/config.md: say where it matters in a guide page", f.Name)
+			}
+			return
+		}
+		if !strings.Contains(all.String(), "`--"+f.Name) {
+			t.Errorf("run --help's flag --%s is named nowhere in docs/ (docs/reference.md lists the flags that are not keys)", f.Name)
+		}
+	})
+	if n < len(config.Keys()) {
+		t.Fatalf("run has %d flags, fewer than the %d config keys: the flag set is not the command's", n, len(config.Keys()))
+	}
+}
+
+// named reports whether text names a key as a person writes it: in
+// backticks, alone or with a value (`generation.n: 1`), or as a flag.
+func named(text, key string) bool {
+	return regexp.MustCompile("`(--)?" + regexp.QuoteMeta(key) + "[`:= ]").MatchString(text)
+}
+
+// TestDocsLinksResolve: every relative link of README.md, ARCHITECTURE.md and
+// docs/ names a file that exists, and an anchor names a heading of its page
+// (as a code host makes its anchors), so a page moved or a heading renamed
+// cannot leave a reader at a dead link.
+func TestDocsLinksResolve(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	pages := docPages(t)
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for path, text := range pages {
+		for _, m := range link.FindAllStringSubmatch(stripCode(text), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			resolved := path
+			if file != "" {
+				resolved = filepath.ToSlash(filepath.Join(filepath.Dir(path), file))
+				if _, err := os.Stat(filepath.Join(root, resolved)); err != nil {
+					t.Errorf("%s: link %q: no file %s", path, target, resolved)
+					continue
+				}
+			}
+			if anchor == "" {
+				continue
+			}
+			page, ok := pages[resolved]
+			if !ok {
+				b, err := os.ReadFile(filepath.Join(root, resolved))
+				if err != nil {
+					t.Errorf("%s: link %q: %v", path, target, err)
+					continue
+				}
+				page = string(b)
+			}
+			if !anchors(page)[anchor] {
+				t.Errorf("%s: link %q: %s has no heading with the anchor #%s", path, target, resolved, anchor)
+			}
+		}
+	}
+}
+
+// stripCode blanks fenced code blocks, whose text is no link.
+func stripCode(text string) string {
+	var b strings.Builder
+	in := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			in = !in
+			continue
+		}
+		if !in {
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// anchors lists the anchors a code host gives a page's headings: lowercase,
+// punctuation but - and _ dropped, spaces as -, a repeat suffixed -1, -2.
+func anchors(page string) map[string]bool {
+	out := map[string]bool{}
+	drop := regexp.MustCompile(`[^\p{L}\p{N} _-]`)
+	for _, line := range strings.Split(stripCode(page), "\n") {
+		title, ok := strings.CutPrefix(line, "#")
+		if !ok {
+			continue
+		}
+		title = strings.TrimSpace(strings.TrimLeft(title, "#"))
+		slug := strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(title), ""), " ", "-")
+		a := slug
+		for i := 1; out[a]; i++ {
+			a = slug + "-" + strconv.Itoa(i)
+		}
+		out[a] = true
+	}
+	return out
+}
