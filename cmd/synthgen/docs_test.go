@@ -177,3 +177,20 @@ func anchors(page string) map[string]bool {
 	}
 	return out
 }
+
+// TestDocsStayShort: the README is a door and ARCHITECTURE.md a map (issues
+// 28 and 29); what grows goes to a page of docs/ or docs/decisions/. Words
+// are counted as wc -w counts them.
+func TestDocsStayShort(t *testing.T) {
+	t.Parallel()
+	pages := docPages(t)
+	for page, most := range map[string]int{"README.md": 2000, "ARCHITECTURE.md": 4500} {
+		if n := len(strings.Fields(pages[page])); n >= most {
+			t.Errorf("%s is %d words, the bound is under %d: move the detail to docs/", page, n, most)
+		}
+	}
+	links := regexp.MustCompile(`\]\(docs/[^)#]+\.md`).FindAllString(pages["README.md"], -1)
+	if len(links) < 4 {
+		t.Errorf("README.md links %d pages of docs/, want the guide's pages linked", len(links))
+	}
+}
