@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/synthgen/synthgen/config"
@@ -192,5 +193,44 @@ func TestDocsStayShort(t *testing.T) {
 	links := regexp.MustCompile(`\]\(docs/[^)#]+\.md`).FindAllString(pages["README.md"], -1)
 	if len(links) < 4 {
 		t.Errorf("README.md links %d pages of docs/, want the guide's pages linked", len(links))
+	}
+}
+
+// foreignFlags are other programs' flags the pages name: vLLM's and SGLang's
+// server flags, Slurm's, SpecForge's validator's.
+var foreignFlags = map[string]bool{
+	"reasoning-parser": true, "grammar-backend": true, // vLLM, SGLang
+	"array": true, "signal": true, "requeue": true, // sbatch
+	"expect-reasoning": true, "strict-think-markers": true, // validate_regenerated_data.py
+}
+
+// TestDocsFlagsExist: a flag the pages name (`--name` in backticks) is a flag
+// of one of synthgen's commands, built from the code, or another program's
+// listed above: a flag renamed or removed leaves no page naming it.
+func TestDocsFlagsExist(t *testing.T) {
+	t.Parallel()
+	ours := map[string]bool{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.InitDefaultHelpFlag()
+		c.Flags().VisitAll(func(f *pflag.Flag) { ours[f.Name] = true })
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd())
+	flag := regexp.MustCompile("`--([a-z0-9][a-z0-9._-]*)")
+	for path, text := range docPages(t) {
+		if strings.HasPrefix(path, "docs/decisions/") {
+			continue // dated notes: the flags as they were then
+		}
+		for _, m := range flag.FindAllStringSubmatch(text, -1) {
+			if strings.HasSuffix(m[1], "-") {
+				continue // a family, `--rate-*`
+			}
+			if !ours[m[1]] && !foreignFlags[m[1]] {
+				t.Errorf("%s names --%s, which no synthgen command has", path, m[1])
+			}
+		}
 	}
 }
