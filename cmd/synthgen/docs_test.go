@@ -4,7 +4,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/synthgen/synthgen/config"
+	"github.com/synthgen/synthgen/sink"
 )
 
 // docPages reads every Markdown page a user reads: README.md, ARCHITECTURE.md
@@ -232,5 +235,36 @@ func TestDocsFlagsExist(t *testing.T) {
 				t.Errorf("%s names --%s, which no synthgen command has", path, m[1])
 			}
 		}
+	}
+}
+
+// TestReferenceIsTheCode: docs/reference.md names every field of the record,
+// a turn, the logprobs and the error record as the code writes them (their
+// json names), and its exit-code table is the code's exit codes, each once:
+// the interfaces users' scripts read cannot change without that page.
+func TestReferenceIsTheCode(t *testing.T) {
+	t.Parallel()
+	page := docPages(t)["docs/reference.md"]
+	for _, typ := range []reflect.Type{reflect.TypeFor[sink.Record](), reflect.TypeFor[sink.Turn](), reflect.TypeFor[sink.Logprobs](), reflect.TypeFor[sink.ErrorRecord]()} {
+		for f := range typ.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			if !regexp.MustCompile(`\b` + regexp.QuoteMeta(name) + `\b`).MatchString(page) {
+				t.Errorf("docs/reference.md does not name %s's field %s", typ.Name(), name)
+			}
+		}
+	}
+	_, table, _ := strings.Cut(page, "\n## Exit codes\n")
+	table, _, _ = strings.Cut(table, "\n## ")
+	var rows []int
+	for _, m := range regexp.MustCompile(`(?m)^\| (\d+) \|`).FindAllStringSubmatch(table, -1) {
+		n, _ := strconv.Atoi(m[1])
+		rows = append(rows, n)
+	}
+	codes := []int{exitOK, exitFailure, exitUsage, exitIncomplete, exitPending, exitInterrupted}
+	if !slices.Equal(rows, codes) {
+		t.Errorf("docs/reference.md's exit codes are %v, the code's %v", rows, codes)
 	}
 }
