@@ -10,11 +10,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/synthgen/synthgen/config"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -266,5 +269,30 @@ func TestReferenceIsTheCode(t *testing.T) {
 	codes := []int{exitOK, exitFailure, exitUsage, exitIncomplete, exitPending, exitInterrupted}
 	if !slices.Equal(rows, codes) {
 		t.Errorf("docs/reference.md's exit codes are %v, the code's %v", rows, codes)
+	}
+}
+
+// TestReferenceNamesEveryMetric: every metric --metrics-addr can serve (the
+// collector's own descriptors) is named in docs/reference.md.
+func TestReferenceNamesEveryMetric(t *testing.T) {
+	t.Parallel()
+	page := docPages(t)["docs/reference.md"]
+	ch := make(chan *prometheus.Desc, 64)
+	runstats.NewCollector(runstats.NewStats(time.Now)).Describe(ch)
+	close(ch)
+	name := regexp.MustCompile(`fqName: "([^"]+)"`)
+	n := 0
+	for d := range ch {
+		m := name.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("no name in %s", d)
+		}
+		n++
+		if !strings.Contains(page, "`"+m[1]) {
+			t.Errorf("docs/reference.md does not name the metric %s", m[1])
+		}
+	}
+	if n == 0 {
+		t.Fatal("the collector describes no metric")
 	}
 }
