@@ -296,3 +296,35 @@ func TestReferenceNamesEveryMetric(t *testing.T) {
 		t.Fatal("the collector describes no metric")
 	}
 }
+
+// TestDocsPathsExist: a repository path a user's page puts in backticks
+// (`examples/qa-keep.sql`, `cmd/synthgen/shards_test.go`) exists, and a test
+// it names (`TestFaultSoak`) is declared: those pages send a reader to them.
+func TestDocsPathsExist(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	c := readCodeNames(t, root)
+	testName := regexp.MustCompile(`^(Test|Fuzz|Benchmark)[A-Z]\w*$`)
+	for path, text := range docPages(t) {
+		if path == "ARCHITECTURE.md" || strings.HasPrefix(path, "docs/decisions/") {
+			continue // ARCHITECTURE.md: TestArchitectureNamesAreTheCode; decisions: dated notes
+		}
+		for _, m := range spanInDoc.FindAllStringSubmatch(stripCode(text), -1) {
+			s := m[1]
+			switch {
+			case testName.MatchString(s):
+				if !c.all[s] {
+					t.Errorf("%s names the test %s, which the code does not declare", path, s)
+				}
+			case filePath.MatchString(s) && strings.Contains(s, "/"):
+				first, _, _ := strings.Cut(s, "/")
+				if st, err := os.Stat(filepath.Join(root, first)); err != nil || !st.IsDir() {
+					continue // DIR/errors/, data/train-*.parquet: not the repository's
+				}
+				if m, _ := filepath.Glob(filepath.Join(root, filepath.FromSlash(strings.TrimSuffix(s, "/")))); len(m) == 0 {
+					t.Errorf("%s names %s, which is not in the repository", path, s)
+				}
+			}
+		}
+	}
+}
