@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/synthgen/synthgen/config"
@@ -27,8 +28,22 @@ type codeNames struct {
 	imports map[string]bool            // the names imported packages are used by (http, openai)
 }
 
-func readCodeNames(t *testing.T, root string) codeNames {
+// readCodeNames parses the module (from the repository's root) once for
+// every test that asks.
+func readCodeNames(t *testing.T) codeNames {
 	t.Helper()
+	c, err := parsedCodeNames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+var parsedCodeNames = sync.OnceValues(func() (codeNames, error) {
+	return parseCodeNames(filepath.Join("..", ".."))
+})
+
+func parseCodeNames(root string) (codeNames, error) {
 	c := codeNames{pkgs: map[string]map[string]bool{}, members: map[string]map[string]bool{}, all: map[string]bool{}, files: map[string]bool{}, imports: map[string]bool{}}
 	member := func(typ, name string) {
 		if c.members[typ] == nil {
@@ -106,10 +121,7 @@ func readCodeNames(t *testing.T, root string) codeNames {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return c, err
 }
 
 // receiverType names a method's receiver type: T of (t *T) or (t T[K]).
@@ -239,7 +251,7 @@ func TestArchitectureNamesAreTheCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := readCodeNames(t, root)
+	c := readCodeNames(t)
 	keys := map[string]bool{}
 	for _, k := range config.Keys() {
 		keys[k] = true
@@ -263,7 +275,7 @@ func TestArchitectureNamesAreTheCode(t *testing.T) {
 func TestArchitectureNamesCheck(t *testing.T) {
 	t.Parallel()
 	root := filepath.Join("..", "..")
-	c := readCodeNames(t, root)
+	c := readCodeNames(t)
 	keys := map[string]bool{"generation.n": true}
 	for span, ok := range map[string]bool{
 		"sink.Open": true, "*sink.Record": true, "keyset.Set": true, "Runner.Run": true,

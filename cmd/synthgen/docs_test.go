@@ -303,7 +303,7 @@ func TestReferenceNamesEveryMetric(t *testing.T) {
 func TestDocsPathsExist(t *testing.T) {
 	t.Parallel()
 	root := filepath.Join("..", "..")
-	c := readCodeNames(t, root)
+	c := readCodeNames(t)
 	testName := regexp.MustCompile(`^(Test|Fuzz|Benchmark)[A-Z]\w*$`)
 	for path, text := range docPages(t) {
 		if path == "ARCHITECTURE.md" || strings.HasPrefix(path, "docs/decisions/") {
