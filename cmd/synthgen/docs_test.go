@@ -328,3 +328,27 @@ func TestDocsPathsExist(t *testing.T) {
 		}
 	}
 }
+
+// TestRecipesQueryIsTheExample: the query docs/recipes.md shows is the one
+// examples/qa-keep.sql runs (TestWorkedPipeline runs that file).
+func TestRecipesQueryIsTheExample(t *testing.T) {
+	t.Parallel()
+	_, block, ok := strings.Cut(docPages(t)["docs/recipes.md"], "```sql\n")
+	block, _, _ = strings.Cut(block, "```")
+	if !ok {
+		t.Fatal("docs/recipes.md shows no sql block")
+	}
+	file, err := os.ReadFile(filepath.Join("..", "..", "examples", "qa-keep.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var query []string
+	for _, line := range strings.Split(string(file), "\n") {
+		if !strings.HasPrefix(line, "--") {
+			query = append(query, line)
+		}
+	}
+	if got, want := strings.TrimSpace(block), strings.TrimSpace(strings.Join(query, "\n")); got != want {
+		t.Errorf("docs/recipes.md's query:\n%s\nexamples/qa-keep.sql's:\n%s", got, want)
+	}
+}
