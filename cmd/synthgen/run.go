@@ -196,7 +196,7 @@ func loadRunConfig(cmd *cobra.Command, rf runFlags) (config.Config, dataset.Shar
 		if src, _ := config.Source(cmd.Flags(), rf.configFile, dataset.TemplateKey); src != "" {
 			err = fmt.Errorf("%s: %w", src, err)
 		}
-		return cfg, shard, usageError(err, "prompt.messages holds Go text/template turns: see the README's \"Prompts from any columns\" for the fields and helpers")
+		return cfg, shard, usageError(err, "prompt.messages holds Go text/template turns: see docs/recipes.md, \"Prompts from any columns\", for the fields and helpers")
 	}
 	return cfg, shard, nil
 }
