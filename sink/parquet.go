@@ -84,19 +84,7 @@ func convertJournal(journal, final string) (rows int, err error) {
 		}
 	}()
 
-	// Pages of 64 KiB rather than 256: the writer holds a page buffer per
-	// column, and with the codec below this brought the Parquet run's peak
-	// RSS from 3.0-3.9x the JSONL run's to 1.3x, for files 7% larger.
-	//
-	// The record's only INT32 and FLOAT columns are its tokens' ids and
-	// logprobs: DELTA_BINARY_PACKED packs ids of a 151K vocabulary in 18
-	// bits rather than 32, and BYTE_STREAM_SPLIT puts the logprobs'
-	// sign-and-exponent bytes together, which zstd then compresses. At 20
-	// logprobs a token costs 124 bytes instead of 160 (the README's
-	// figures, sink's TestTokensBytesOnDisk); DuckDB and pyarrow read both
-	// encodings.
-	w := parquet.NewGenericWriter[Record](out, parquet.Compression(partCodec), parquet.PageBufferSize(64<<10),
-		parquet.DefaultEncodingFor(parquet.Int32, &parquet.DeltaBinaryPacked), parquet.DefaultEncodingFor(parquet.Float, &parquet.ByteStreamSplit))
+	w := parquet.NewGenericWriter[Record](out, writerOptions...)
 	batch := make([]Record, convertBatch)
 	n, batchBytes, groupBytes := 0, 0, 0
 	flush := func() error {
@@ -166,6 +154,49 @@ func convertJournal(journal, final string) (rows int, err error) {
 		return rows, fmt.Errorf("remove journal: %w", err)
 	}
 	return rows, nil
+}
+
+// writerOptions are how a part is written.
+//
+// Pages of 64 KiB rather than 256: the writer holds a page buffer per
+// column, and with the codec below this brought the Parquet run's peak
+// RSS from 3.0-3.9x the JSONL run's to 1.3x, for files 7% larger.
+//
+// The record's only INT32 and FLOAT columns are its tokens' ids and
+// logprobs: DELTA_BINARY_PACKED packs ids of a 151K vocabulary in 18
+// bits rather than 32, and BYTE_STREAM_SPLIT puts the logprobs'
+// sign-and-exponent bytes together, which zstd then compresses. At 20
+// logprobs a token costs 124 bytes instead of 160 (the README's
+// figures, sink's TestTokensBytesOnDisk); DuckDB and pyarrow read both
+// encodings.
+//
+// The long text columns get no min/max statistics, neither in the footer
+// (SkipPageBounds) nor in each page's header (SkipPageStatistics):
+// parquet-go keeps them whole, so one 6.5 MB answer made a part of 43 MB
+// with a 13.6 MB footer, and no query prunes on the bounds of an answer
+// (docs/decisions/2026-12-parquet-text-statistics.md). The column index
+// bounds stay, cut to 16 bytes by the library.
+var writerOptions = append([]parquet.WriterOption{
+	parquet.Compression(partCodec), parquet.PageBufferSize(64 << 10),
+	parquet.DefaultEncodingFor(parquet.Int32, &parquet.DeltaBinaryPacked), parquet.DefaultEncodingFor(parquet.Float, &parquet.ByteStreamSplit),
+}, noTextStatistics()...)
+
+// longText names the record's text columns whose values are unbounded: a
+// leaf of one of these names anywhere in the schema (the record's, a
+// message's, a turn's).
+var longText = map[string]bool{"reasoning": true, "content": true, "token_ids_mismatch": true}
+
+// noTextStatistics drops the statistics of every long text column of the
+// record's schema, so that a column added under one of those names is
+// covered too.
+func noTextStatistics() []parquet.WriterOption {
+	var opts []parquet.WriterOption
+	for _, path := range recordSchema.Columns() {
+		if longText[path[len(path)-1]] {
+			opts = append(opts, parquet.SkipPageBounds(path...), parquet.SkipPageStatistics(path...))
+		}
+	}
+	return opts
 }
 
 // partCodec is Zstandard as parquet.Zstd writes it, with a window of
