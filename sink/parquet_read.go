@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -72,13 +73,16 @@ func refuseLZ4(pf *parquet.File) error {
 // scanParquetKeys reads only the id and sample columns of a Parquet part
 // and calls fn for each row's key in file order. A file that does not parse
 // (no footer, bad pages, missing columns) is an error naming it.
-func scanParquetKeys(path string, fn func(k Key, row int) error) (n int, err error) {
-	err = openParquet(path, path, false, func(pf *parquet.File) error {
+func scanParquetKeys(path string, fn func(k Key, row int) error) (int, error) {
+	var n int
+	err := openParquet(path, path, false, func(pf *parquet.File) error {
+		var err error
 		n, err = parquetKeys(path, pf, fn)
 		return err
 	})
-	if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
-		err = fmt.Errorf("read shard: %w", err)
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == path {
+		err = fmt.Errorf("read shard: %w", err) // the file did not open
 	}
 	return n, err
 }
