@@ -40,6 +40,9 @@ type Outputs interface {
 	// built only when called. yield returns false to stop. Errors name
 	// the file (and line).
 	Records(path string, yield func(id string, sample int, row func() map[string]any) bool) error
+	// Lines reports whether the records of the part at path are lines, a
+	// record a line: a row's position then names its line.
+	Lines(path string) bool
 }
 
 // OutputStamp is the identity of an output directory read as a dataset:
@@ -198,7 +201,7 @@ func outputFiles(dir string, s OutputStamp) []string {
 type outputSource struct {
 	path    string
 	samples int
-	jsonl   bool
+	lines   bool // a record a line: positions name lines
 	pull    func() (outputRecord, error, bool)
 	stop    func()
 	fileRow int64
@@ -227,7 +230,7 @@ func openOutputPart(out Outputs, path string, samples int) *outputSource {
 		}
 	}
 	pull, stop := iter.Pull2(seq)
-	return &outputSource{path: path, samples: samples, jsonl: strings.HasSuffix(path, ".jsonl"), pull: pull, stop: stop}
+	return &outputSource{path: path, samples: samples, lines: out.Lines(path), pull: pull, stop: stop}
 }
 
 func (s *outputSource) next(decode bool, skip func([]byte) bool) (row, position, *fieldError, error) {
@@ -239,7 +242,7 @@ func (s *outputSource) next(decode bool, skip func([]byte) bool) (row, position,
 		return nil, position{}, nil, fmt.Errorf("read %s: %w", s.path, err)
 	}
 	pos := position{fileRow: s.fileRow}
-	if s.jsonl {
+	if s.lines {
 		pos.line = s.fileRow + 1 // a record a line, none blank
 	}
 	s.fileRow++

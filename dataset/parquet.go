@@ -6,6 +6,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/synthgen/synthgen/internal/parquetsafe"
 	"github.com/synthgen/synthgen/internal/readcount"
 )
 
@@ -63,10 +64,10 @@ func openParquetFile(path string) (readcount.File, *parquet.File, error) {
 	}
 	// Page indexes and bloom filters serve lookups; a sequential read
 	// needs neither.
-	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	pf, err := parquetsafe.Open(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("dataset %s: not a readable parquet file: %w", path, err)
+		return nil, nil, fmt.Errorf("dataset %s: %w", path, err)
 	}
 	return f, pf, nil
 }
@@ -74,11 +75,7 @@ func openParquetFile(path string) (readcount.File, *parquet.File, error) {
 func (s *parquetSource) next(decode bool, skip func([]byte) bool) (r row, pos position, bad *fieldError, err error) {
 	// parquet-go panics on some malformed files; a bad file must be an
 	// error naming it, not a crash of an eight-hour job.
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("read %s:row %d: %v", s.path, s.fileRow, p)
-		}
-	}()
+	defer parquetsafe.Catch(&err, func() string { return fmt.Sprintf("read %s:row %d", s.path, s.fileRow) })
 	if s.fileRow >= s.rows {
 		return nil, position{}, nil, io.EOF
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/pool"
 	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/promscrape"
 	"github.com/synthgen/synthgen/sink"
@@ -102,11 +103,11 @@ type Setup struct {
 // asks what is left and ends the run; Drain stops intake.
 //
 // The Runner also writes the run's machine-readable files
-// (runstats.StatusWriter): status.json when Run starts, at each Heartbeat
+// (runfiles.StatusWriter): status.json when Run starts, at each Heartbeat
 // and with the state draining on Drain, then status.json and report.json
 // when Run ends.
 type Runner struct {
-	status *runstats.StatusWriter // status.json and report.json
+	status *runfiles.StatusWriter // status.json and report.json
 
 	setup Setup
 	job   job.Job
@@ -272,7 +273,7 @@ func (r *Runner) noReasoning(e *pool.NoReasoningError) {
 	fmt.Fprintf(r.setup.Log, "warning: %s\n", msg)
 	if r.setup.RequireReasoning {
 		fmt.Fprintf(r.setup.Log, "generation.require_reasoning: no new requests; the ones in flight finish, what was written is kept\n")
-		r.status.SetState(runstats.StateDraining)
+		r.status.SetState(runfiles.StateDraining)
 	}
 	r.status.AddWarning(msg)
 }
@@ -293,7 +294,7 @@ func (r *Runner) noTokenIDs(e *pool.NoTokenIDsError) {
 	fmt.Fprintf(r.setup.Log, "warning: %s\n", msg)
 	if r.setup.RequireTokenIDs {
 		fmt.Fprintf(r.setup.Log, "generation.require_token_ids: no new requests; the ones in flight finish, what was written is kept\n")
-		r.status.SetState(runstats.StateDraining)
+		r.status.SetState(runfiles.StateDraining)
 	}
 	r.status.AddWarning(msg)
 }
@@ -304,7 +305,7 @@ func (r *Runner) openStatus() {
 	if r.setup.Auto {
 		r.auto = autoconc.NewState(r.startLimit(), r.setup.Concurrency)
 	}
-	r.status = runstats.NewStatusWriter(r.setup.Dir, r.setup.Started, newReportConfig(r.job, r.setup), r.auto)
+	r.status = runfiles.NewStatusWriter(r.setup.Dir, r.setup.Started, newReportConfig(r.job, r.setup), r.auto)
 	if err := r.status.RemoveLeftovers(); err != nil {
 		fmt.Fprintf(r.setup.Log, "warning: %v\n", err)
 	}
@@ -437,7 +438,7 @@ func (r *Runner) FailedOpen() int { return r.out.FailedCount() }
 // status.json says draining from the next heartbeat on. Safe from any
 // goroutine, before or during Run.
 func (r *Runner) Drain() {
-	r.status.SetState(runstats.StateDraining)
+	r.status.SetState(runfiles.StateDraining)
 	r.eng.Drain()
 }
 
@@ -469,8 +470,8 @@ func (e *DatasetError) Error() string { return e.Err.Error() }
 func (e *DatasetError) Unwrap() error { return e.Err }
 
 // newReportConfig summarizes job (as run: model resolved) run by s.
-func newReportConfig(j job.Job, s Setup) runstats.ReportConfig {
-	return runstats.ReportConfig{
+func newReportConfig(j job.Job, s Setup) runfiles.ReportConfig {
+	return runfiles.ReportConfig{
 		BaseURL:      wire.RedactURLs(s.baseURLs()),
 		Model:        j.Sampling.Model,
 		Dataset:      j.Selection.Path,

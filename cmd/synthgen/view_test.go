@@ -21,7 +21,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/internal/mockserver"
 )
 
@@ -102,7 +102,7 @@ func fetchJSON[T any](t *testing.T, u string) T {
 // historyLines counts the lines of dir's history.jsonl.
 func historyLines(t *testing.T, dir string) int {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, runstats.HistoryFile))
+	f, err := os.Open(filepath.Join(dir, runfiles.HistoryFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func historyLines(t *testing.T, dir string) int {
 // directory is report.json's, as the file spells it.
 func checkFiguresAreTheReport(t *testing.T, page, dir string) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, runstats.ReportFile))
+	raw, err := os.ReadFile(filepath.Join(dir, runfiles.ReportFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,8 +185,8 @@ func TestViewOfTheSampleRun(t *testing.T) {
 	_, page := httpGet(t, url)
 	checkFiguresAreTheReport(t, page, out)
 
-	var rep runstats.ReportRecord
-	raw, _ := os.ReadFile(filepath.Join(out, runstats.ReportFile))
+	var rep runfiles.ReportRecord
+	raw, _ := os.ReadFile(filepath.Join(out, runfiles.ReportFile))
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -244,8 +244,8 @@ func TestViewOfAResumedRunWithARestart(t *testing.T) {
 	if h.Points != historyLines(t, out) || len(h.Runs) != 2 || h.Runs[0].Points != firstRun {
 		t.Fatalf("%d points, runs %+v; history.jsonl has %d lines, %d of run 1", h.Points, h.Runs, historyLines(t, out), firstRun)
 	}
-	var rep runstats.ReportRecord
-	raw, _ := os.ReadFile(filepath.Join(out, runstats.ReportFile))
+	var rep runfiles.ReportRecord
+	raw, _ := os.ReadFile(filepath.Join(out, runfiles.ReportFile))
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -446,8 +446,8 @@ func TestViewOfALiveRun(t *testing.T) {
 	if code := p.wait(t, 2*time.Minute); code != 0 {
 		t.Fatalf("the run exited %d", code)
 	}
-	var rep runstats.ReportRecord
-	raw, _ := os.ReadFile(filepath.Join(out, runstats.ReportFile))
+	var rep runfiles.ReportRecord
+	raw, _ := os.ReadFile(filepath.Join(out, runfiles.ReportFile))
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatal(err)
 	}

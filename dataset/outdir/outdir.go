@@ -132,6 +132,9 @@ func (Reader) Records(path string, yield func(id string, sample int, row func() 
 	return err
 }
 
+// Lines is sink.Lines: a JSONL part's records are its lines.
+func (Reader) Lines(path string) bool { return sink.Lines(path) }
+
 // recordRow is a record as a row: its fields by their JSON names, as a
 // dataset row of a JSON line decodes.
 func recordRow(rec *sink.Record) map[string]any {

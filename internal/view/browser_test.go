@@ -26,7 +26,7 @@ import (
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -231,7 +231,7 @@ func checkRunPage(t *testing.T, b *browser, v *viewDir, records int) {
 	if p := plots["finish"]; p.Total != records+len(v.failed) {
 		t.Errorf("finish reasons: %d, want %d records and %d failed keys", p.Total, records, len(v.failed))
 	}
-	raw, err := os.ReadFile(filepath.Join(v.dir, runstats.ReportFile))
+	raw, err := os.ReadFile(filepath.Join(v.dir, runfiles.ReportFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/generator/job"
-	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -27,12 +27,12 @@ func CheckDir(dir string) error {
 	if !st.IsDir() {
 		return fmt.Errorf("view %s: not a directory", dir)
 	}
-	for _, name := range []string{sink.ManifestName, "data", runstats.StatusFile} {
+	for _, name := range []string{sink.ManifestName, "data", runfiles.StatusFile} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 			return nil
 		}
 	}
-	return fmt.Errorf("view %s: not a synthgen output directory (no %s, no data/, no %s)", dir, sink.ManifestName, runstats.StatusFile)
+	return fmt.Errorf("view %s: not a synthgen output directory (no %s, no data/, no %s)", dir, sink.ManifestName, runfiles.StatusFile)
 }
 
 // Setting is one key of a run's configuration, dotted (generation.max_tokens).
@@ -51,8 +51,8 @@ type DirInfo struct {
 	Job         *job.Job
 	JobErr      string
 	Config      []Setting // the manifest's config, without secrets
-	Status      *runstats.StatusRecord
-	Report      *runstats.ReportRecord
+	Status      *runfiles.StatusRecord
+	Report      *runfiles.ReportRecord
 	Problems    []string // a status or report that does not read
 	Live        bool     // status.json is newer than report.json and says running or draining
 }
@@ -75,9 +75,9 @@ func readDir(i int, dir string) DirInfo {
 		}
 		d.Config = flatten("", m.Config, nil)
 	}
-	d.Status = readJSON[runstats.StatusRecord](dir, runstats.StatusFile, &d.Problems)
-	d.Report = readJSON[runstats.ReportRecord](dir, runstats.ReportFile, &d.Problems)
-	if s := d.Status; s != nil && (s.State == runstats.StateRunning || s.State == runstats.StateDraining) {
+	d.Status = readJSON[runfiles.StatusRecord](dir, runfiles.StatusFile, &d.Problems)
+	d.Report = readJSON[runfiles.ReportRecord](dir, runfiles.ReportFile, &d.Problems)
+	if s := d.Status; s != nil && (s.State == runfiles.StateRunning || s.State == runfiles.StateDraining) {
 		d.Live = d.Report == nil || d.Report.EndedAt.Before(s.Time) || !d.Report.StartedAt.Equal(s.StartedAt)
 	}
 	return d

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -25,8 +25,8 @@ import (
 // history of two runs and a report.json.
 type viewDir struct {
 	*fixture
-	history []runstats.HistoryRecord
-	report  runstats.ReportRecord
+	history []runfiles.HistoryRecord
+	report  runfiles.ReportRecord
 }
 
 func makeViewDir(t testing.TB, format string) *viewDir {
@@ -34,14 +34,14 @@ func makeViewDir(t testing.TB, format string) *viewDir {
 	f, _ := writeFixture(t, t.TempDir(), format, 137, 20, false)
 	v := &viewDir{fixture: f, history: writeHistory(t, f.dir, 20, 10)}
 	last := v.history[len(v.history)-1]
-	v.report = runstats.ReportRecord{Event: "report", ExitCode: 3, Error: "3 requests failed for good", EndedAt: last.Time,
+	v.report = runfiles.ReportRecord{Event: "report", ExitCode: 3, Error: "3 requests failed for good", EndedAt: last.Time,
 		DurationS: 123.5, Written: 137, Failed: 3, StatusRecord: last.StatusRecord}
 	v.report.TokPerS, v.report.CompletionP50, v.report.TruncatedShare = 1371.7, 250, 0.2
 	b, err := json.MarshalIndent(v.report, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(f.dir, runstats.ReportFile), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(f.dir, runfiles.ReportFile), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return v

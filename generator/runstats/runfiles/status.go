@@ -1,4 +1,4 @@
-package runstats
+package runfiles
 
 // The run's machine-readable files in the output directory, for a second
 // shell, a script or a dashboard:
@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/generator/autoconc"
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/internal/durable"
 )
 
@@ -67,7 +68,7 @@ type StatusRecord struct {
 	Event string `json:"event"` // "status"; shadows the progress record's "progress"
 	State State  `json:"state"`
 	RunInfo
-	ProgressRecord
+	runstats.ProgressRecord
 	// Warnings are what the run found wrong without stopping (a server
 	// that sends no reasoning), each said once and kept from then on.
 	Warnings []string `json:"warnings,omitempty"`
@@ -116,7 +117,7 @@ type RunOutcome struct {
 	ExitCode int
 	State    State // StateDone, StateInterrupted or StateFailed
 	Err      error // nil: no error field
-	Summary  Summary
+	Summary  runstats.Summary
 	EndedAt  time.Time // zero: now
 }
 
@@ -133,14 +134,21 @@ type StatusWriter struct {
 	mu       sync.Mutex
 	warnings []string
 
-	auto *autoconc.State // concurrency: auto; nil when fixed
-	hist *History        // history.jsonl; nil: none (tests)
+	auto AutoRecorder // concurrency: auto; nil when fixed
+	hist *History     // history.jsonl; nil: none (tests)
+}
+
+// AutoRecorder is concurrency: auto's state as status.json shows it
+// (autoconc.State): its limit and why it last moved, nil when there is
+// none.
+type AutoRecorder interface {
+	Record() *autoconc.Record
 }
 
 // NewStatusWriter writes dir's status.json and report.json for a run that
 // began at started; auto is concurrency: auto's state (nil: a fixed
 // concurrency).
-func NewStatusWriter(dir string, started time.Time, cfg ReportConfig, auto *autoconc.State) *StatusWriter {
+func NewStatusWriter(dir string, started time.Time, cfg ReportConfig, auto AutoRecorder) *StatusWriter {
 	host, _ := os.Hostname() // an unknown host name leaves the field empty
 	s := &StatusWriter{
 		dir:  dir,
@@ -184,17 +192,20 @@ func (s *StatusWriter) AddWarning(w string) {
 	s.warnings = append(s.warnings, w)
 }
 
-func (s *StatusWriter) status(rec ProgressRecord) StatusRecord {
+func (s *StatusWriter) status(rec runstats.ProgressRecord) StatusRecord {
 	s.mu.Lock()
 	warnings := slices.Clone(s.warnings)
 	s.mu.Unlock()
-	return StatusRecord{ProgressRecord: rec, Event: "status", State: s.state.Load().(State), RunInfo: s.info, Warnings: warnings,
-		ConcurrencyAuto: s.auto.Record()}
+	st := StatusRecord{ProgressRecord: rec, Event: "status", State: s.state.Load().(State), RunInfo: s.info, Warnings: warnings}
+	if s.auto != nil {
+		st.ConcurrencyAuto = s.auto.Record()
+	}
+	return st
 }
 
 // Heartbeat rewrites status.json with rec and the current state, and
 // appends it to history.jsonl.
-func (s *StatusWriter) Heartbeat(rec ProgressRecord) error {
+func (s *StatusWriter) Heartbeat(rec runstats.ProgressRecord) error {
 	st := s.status(rec)
 	err := writeJSON(filepath.Join(s.dir, StatusFile), st)
 	return errors.Join(err, s.hist.Append(HistoryRecord{StatusRecord: st, Concurrency: s.cfg.Concurrency}))
@@ -202,7 +213,7 @@ func (s *StatusWriter) Heartbeat(rec ProgressRecord) error {
 
 // Finish writes the final status.json and report.json from the last
 // progress record and the outcome.
-func (s *StatusWriter) Finish(rec ProgressRecord, o RunOutcome) error {
+func (s *StatusWriter) Finish(rec runstats.ProgressRecord, o RunOutcome) error {
 	if o.EndedAt.IsZero() {
 		o.EndedAt = time.Now()
 	}
@@ -246,31 +257,4 @@ func absPath(p string) string {
 		return a
 	}
 	return p
-}
-
-// Summary counts what one Run did. It is a view of the run's Stats (the
-// one ledger: the writer and the producer report there, and only there),
-// taken when Run returns.
-type Summary struct {
-	Written int   // records written
-	Failed  int   // error records written
-	Skipped int64 // keys already done on disk
-	// SkippedFailed are keys that failed for good in an earlier run and
-	// were not asked again (no RetryErrors): not done.
-	SkippedFailed int64
-	// BadRows are dataset rows skipped as bad (dataset.on_bad_row: skip),
-	// each reported with its file and line; Duplicates of them repeat an
-	// earlier row's id.
-	BadRows int64
-	Drained bool // intake stopped (Drain, or ctx) before the source ended
-	// Canceled are keys whose requests the run abandoned when it stopped
-	// (begun in a slot, then cut or not retried; redone on resume): never
-	// more than were in flight.
-	Canceled int
-	// Lost are records and error records written but taken back: the sink
-	// failed before an fsync made them durable (redone on resume).
-	Lost int
-	// Duplicates counts the bad rows that repeat the id of an earlier row:
-	// each key is asked once, by its first row.
-	Duplicates int
 }

@@ -1,4 +1,4 @@
-package runstats
+package runfiles
 
 // DIR/history.jsonl: the run's figures over time, for `synthgen view`'s
 // plots. Each status.json the StatusWriter writes is also appended to it as

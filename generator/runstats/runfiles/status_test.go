@@ -1,4 +1,4 @@
-package runstats
+package runfiles
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
 
@@ -20,9 +21,9 @@ var updateGolden = flag.Bool("update", false, "rewrite the golden status.json an
 // goldenSnapshot sets every field the progress record reads, each to a
 // value of its own, so a field renamed, moved or read from the wrong
 // figure changes the golden files.
-func goldenSnapshot() Snapshot {
+func goldenSnapshot() runstats.Snapshot {
 	at := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-	return Snapshot{
+	return runstats.Snapshot{
 		At: at, Elapsed: 90 * time.Second,
 		Total: 900, AlreadyDone: 100, AlreadyFailed: 12, Done: 400, Errors: 3, InFlight: 64, Retries: 7,
 		ServerDownSince:  at.Add(-30 * time.Second),
@@ -30,8 +31,8 @@ func goldenSnapshot() Snapshot {
 		RetriesByCause:   map[string]int64{"http_429": 7},
 		CompletionTokens: 123456, PromptTokens: 54321,
 		ReqPerSec: 4.5, TokPerSec: 1371.7, PromptTokPerSec: 603.5,
-		Last10s:       Throughput{ReqPerSec: 5.5, TokPerSec: 1500.25},
-		Last60s:       Throughput{ReqPerSec: 4.75, TokPerSec: 1400.5},
+		Last10s:       runstats.Throughput{ReqPerSec: 5.5, TokPerSec: 1500.25},
+		Last60s:       runstats.Throughput{ReqPerSec: 4.75, TokPerSec: 1400.5},
 		CompletionAvg: 308.64, CompletionP50: 250, CompletionP90: 700, CompletionMax: 2048,
 		TruncatedShare: 0.0125,
 		TTFTP50:        51200 * time.Microsecond, TTFTP90: 55400 * time.Microsecond,
@@ -61,14 +62,14 @@ func TestStatusFilesGolden(t *testing.T) {
 			Stream: true, OutputFormat: "parquet"},
 	}
 	s.state.Store(StateRunning)
-	rec := NewProgressRecord(goldenSnapshot(), goldenRates())
+	rec := runstats.NewProgressRecord(goldenSnapshot(), goldenRates())
 	if err := s.Heartbeat(rec); err != nil {
 		t.Fatal(err)
 	}
 	checkGolden(t, filepath.Join(dir, StatusFile), "status.running.golden.json")
 
 	ended := started.Add(3 * time.Minute)
-	sum := Summary{Written: 400, Failed: 3, Skipped: 100, BadRows: 5, Canceled: 2, Lost: 1}
+	sum := runstats.Summary{Written: 400, Failed: 3, Skipped: 100, BadRows: 5, Canceled: 2, Lost: 1}
 	o := RunOutcome{ExitCode: 3, State: StateDone, Err: errors.New("3 requests failed for good (see out/errors)"), Summary: sum, EndedAt: ended}
 	if err := s.Finish(rec, o); err != nil {
 		t.Fatal(err)
@@ -141,7 +142,7 @@ func TestStatusWriterLife(t *testing.T) {
 		t.Errorf("RemoveLeftovers removed %s: %v", StatusFile, err)
 	}
 
-	rec := NewProgressRecord(Snapshot{Total: 200, InFlight: 4}, nil)
+	rec := runstats.NewProgressRecord(runstats.Snapshot{Total: 200, InFlight: 4}, nil)
 	if err := s.Heartbeat(rec); err != nil {
 		t.Fatal(err)
 	}
@@ -158,8 +159,8 @@ func TestStatusWriterLife(t *testing.T) {
 		t.Errorf("state after SetState = %q, want %q", st.State, StateDraining)
 	}
 
-	final := NewProgressRecord(Snapshot{Total: 200, Done: 37}, nil)
-	o := RunOutcome{ExitCode: 130, State: StateInterrupted, Err: errors.New("interrupted after 37 new records"), Summary: Summary{Written: 37, Canceled: 4}}
+	final := runstats.NewProgressRecord(runstats.Snapshot{Total: 200, Done: 37}, nil)
+	o := RunOutcome{ExitCode: 130, State: StateInterrupted, Err: errors.New("interrupted after 37 new records"), Summary: runstats.Summary{Written: 37, Canceled: 4}}
 	if err := s.Finish(final, o); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package runstats
+package runfiles
 
 import (
 	"bufio"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/synthgen/synthgen/generator/runstats"
 )
 
 // readHistory decodes every line of dir's history; a line that does not
@@ -45,8 +47,8 @@ func TestHistoryHoldsEveryStatus(t *testing.T) {
 	for run := range 2 {
 		s := NewStatusWriter(dir, t0.Add(time.Duration(run)*time.Hour), ReportConfig{Concurrency: 8 * (run + 1)}, nil)
 		for i := range 3 {
-			snap := Snapshot{At: t0.Add(time.Duration(run)*time.Hour + time.Duration(i)*time.Second), Total: 10, Done: int64(i), InFlight: int64(i + 1)}
-			if err := s.Heartbeat(NewProgressRecord(snap, nil)); err != nil {
+			snap := runstats.Snapshot{At: t0.Add(time.Duration(run)*time.Hour + time.Duration(i)*time.Second), Total: 10, Done: int64(i), InFlight: int64(i + 1)}
+			if err := s.Heartbeat(runstats.NewProgressRecord(snap, nil)); err != nil {
 				t.Fatal(err)
 			}
 			got := readHistory(t, dir)
@@ -61,7 +63,7 @@ func TestHistoryHoldsEveryStatus(t *testing.T) {
 				t.Errorf("concurrency %d, want %d", last.Concurrency, 8*(run+1))
 			}
 		}
-		final := NewProgressRecord(Snapshot{At: t0.Add(time.Duration(run)*time.Hour + time.Minute), Total: 10, Done: 5}, nil)
+		final := runstats.NewProgressRecord(runstats.Snapshot{At: t0.Add(time.Duration(run)*time.Hour + time.Minute), Total: 10, Done: 5}, nil)
 		if err := s.Finish(final, RunOutcome{State: StateInterrupted}); err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +120,7 @@ func historyAt(t0 time.Time, i, run int) HistoryRecord {
 	rec := HistoryRecord{Concurrency: 64}
 	rec.Event, rec.State = "status", StateRunning
 	rec.StartedAt = t0.Add(time.Duration(run) * time.Hour)
-	rec.ProgressRecord = NewProgressRecord(Snapshot{At: at, Total: 1 << 30, Done: int64(i), InFlight: 64,
+	rec.ProgressRecord = runstats.NewProgressRecord(runstats.Snapshot{At: at, Total: 1 << 30, Done: int64(i), InFlight: 64,
 		ErrorsByCause: map[string]int64{"timeout": int64(i / 100)}}, nil)
 	return rec
 }
