@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/synthgen/synthgen/internal/view"
@@ -229,7 +230,7 @@ func reportIndex(ctx context.Context, ix *view.Index, stderr io.Writer) {
 		fmt.Fprintf(stderr, "view: index: %s\n", p.Error)
 		return
 	}
-	fmt.Fprintf(stderr, "view: indexed %s (%s) in %s\n", pluralNum(p.Records, "record", "records"), fmtBytes(p.Bytes), p.Took.Round(time.Millisecond))
+	fmt.Fprintf(stderr, "view: indexed %s (%s) in %s\n", pluralNum(p.Records, "record", "records"), humanize.IBytes(uint64(max(p.Bytes, 0))), p.Took.Round(time.Millisecond))
 }
 
 // writeViewReport writes the static report of dirs to path.
@@ -254,19 +255,6 @@ func writeViewReport(ctx context.Context, dirs []string, path string, stderr io.
 	if err != nil {
 		return &exitError{code: exitFailure, err: fmt.Errorf("view: --html: %w", err), hint: "nothing was written to " + path}
 	}
-	fmt.Fprintf(stderr, "view: wrote %s (%s): it opens from disk in a browser, with no server\n", path, fmtBytes(int64(n)))
+	fmt.Fprintf(stderr, "view: wrote %s (%s): it opens from disk in a browser, with no server\n", path, humanize.IBytes(uint64(n)))
 	return nil
-}
-
-// fmtBytes is n in B, KiB, MiB or GiB.
-func fmtBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
@@ -71,7 +72,7 @@ var pageFuncs = template.FuncMap{
 	"num":     fmtNum,
 	"dur":     fmtDur,
 	"pct":     func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "%" },
-	"bytes":   fmtBytes,
+	"bytes":   func(n int64) string { return humanize.IBytes(uint64(max(n, 0))) },
 	"add":     func(a, b int) int { return a + b },
 	"json":    prettyJSON,
 	"ago":     func(t time.Time) string { return ago(t, time.Now()) },
@@ -593,18 +594,6 @@ func fmtDur(d time.Duration) string {
 	default:
 		return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + " s"
 	}
-}
-
-func fmtBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return strconv.FormatFloat(float64(n)/(1<<30), 'f', 1, 64) + " GiB"
-	case n >= 1<<20:
-		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
-	case n >= 1<<10:
-		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KiB"
-	}
-	return strconv.FormatInt(n, 10) + " B"
 }
 
 func prettyJSON(v any) string {
