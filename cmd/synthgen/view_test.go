@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"math"
 	"net"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/sink"
 )
 
 // sampleDataset is the bundled sample `make run` answers.
@@ -468,4 +470,66 @@ func TestViewOfALiveRun(t *testing.T) {
 	if h.Points != historyLines(t, out) {
 		t.Errorf("%d points, history.jsonl has %d lines", h.Points, historyLines(t, out))
 	}
+}
+
+// TestViewReportKeepsWhatExists: --html refuses a file that exists unless
+// --overwrite, refuses a path inside a DIR however it is spelled (through
+// a link to the directory, or a link to a file in it), and leaves no
+// temporary behind.
+func TestViewReportKeepsWhatExists(t *testing.T) {
+	t.Parallel()
+	ds := inspectDataset(t, 6)
+	dir := inspectFixture(t, sink.FormatJSONL, ds, seq(0, 5, 1), []int{5}, "")
+	work := t.TempDir()
+	important := filepath.Join(work, "important.txt")
+	if err := os.WriteFile(important, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := cliRun(t, "view", dir, "--html", important)
+	if code := exitCode(r.err); code != exitUsage || !strings.Contains(r.err.Error(), "exists") || !strings.Contains(r.err.Error()+hintOf(r.err), "--overwrite") {
+		t.Errorf("--html over an existing file: exit %d: %v", code, r.err)
+	}
+	if b, _ := os.ReadFile(important); string(b) != "keep me" {
+		t.Errorf("the existing file now holds %d bytes", len(b))
+	}
+	cliRun(t, "view", dir, "--html", important, "--overwrite").ok(t, "--html --overwrite")
+	if b, _ := os.ReadFile(important); !strings.Contains(string(b), `id="view-data"`) {
+		t.Errorf("--overwrite did not write the report: %.40q", b)
+	}
+
+	link := filepath.Join(work, "hl")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	fileLink := filepath.Join(work, "fl.html")
+	if err := os.Symlink(filepath.Join(dir, "r.html"), fileLink); err != nil {
+		t.Fatal(err)
+	}
+	before := treeState(t, dir)
+	for _, out := range []string{filepath.Join(link, "r.html"), fileLink, filepath.Join(dir, "data", "..", "r.html")} {
+		for _, extra := range [][]string{nil, {"--overwrite"}} {
+			r := cliRun(t, append([]string{"view", dir, "--html", out}, extra...)...)
+			if code := exitCode(r.err); code != exitUsage || !strings.Contains(r.err.Error(), "never writes into an output directory") {
+				t.Errorf("--html %s %v: exit %d: %v", out, extra, code, r.err)
+			}
+		}
+	}
+	if after := treeState(t, dir); after != before {
+		t.Errorf("view wrote into the directory:\n%s\n%s", before, after)
+	}
+	entries, _ := os.ReadDir(work)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			t.Errorf("a temporary was left: %s", e.Name())
+		}
+	}
+}
+
+// hintOf is the hint an exit error carries, or "".
+func hintOf(err error) string {
+	var h interface{ Hint() string }
+	if errors.As(err, &h) {
+		return h.Hint()
+	}
+	return ""
 }
