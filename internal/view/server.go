@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dustin/go-humanize"
 	"golang.org/x/text/language"
@@ -77,6 +78,17 @@ var pageFuncs = template.FuncMap{
 	"json":    prettyJSON,
 	"ago":     func(t time.Time) string { return ago(t, time.Now()) },
 	"figures": Figures,
+	"utc":     utc,
+	"chars":   utf8.RuneCountInString,
+	"status": func(code int) string { // an error record's HTTP status; 0 when no answer had one (a schema failure, a timeout)
+		if code == 0 {
+			return "-"
+		}
+		return strconv.Itoa(code)
+	},
+	"recordURL":     recordURL,
+	"promptPreview": promptPreview,
+	"answerPreview": answerPreview,
 	"rowOf": func(r Row, dirs []DirInfo) tableRow {
 		t := tableRow{Row: r, Multi: len(dirs) > 1}
 		if r.Dir < len(dirs) {
@@ -122,7 +134,7 @@ func NewServer(o Options) (*Server, error) {
 	s := &Server{opts: o, ix: NewIndex(o.Dirs), pages: pages, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /{$}", s.runPage)
 	s.mux.HandleFunc("GET /records", s.recordsPage)
-	s.mux.HandleFunc("GET /record/{pos}", s.recordPage)
+	s.mux.HandleFunc("GET /record/{id...}", s.recordByPath)
 	s.mux.HandleFunc("GET /record", s.recordByKey)
 	s.mux.HandleFunc("GET /api/history", s.apiHistory)
 	s.mux.HandleFunc("GET /api/dist", s.apiDist)
@@ -506,47 +518,61 @@ type recordView struct {
 	Pos     int32
 }
 
-func (s *Server) recordPage(w http.ResponseWriter, r *http.Request) {
-	pos, err := strconv.ParseInt(r.PathValue("pos"), 10, 32)
-	if err != nil || pos < 0 {
-		s.fail(w, http.StatusBadRequest, errors.New("view: a record's number is a whole number"))
-		return
-	}
-	if err := s.ix.Wait(r.Context()); err != nil && !s.ix.Ready() {
-		return
-	}
-	s.showRecord(w, int32(pos))
+// recordURL is the address of the record page of key (id, sample) in
+// directory dir: by the key, which lasts across restarts of the view and
+// new records, not by a position in the index.
+func recordURL(id string, sample, dir int) string {
+	return "/record?" + url.Values{"id": {id}, "sample": {strconv.Itoa(sample)}, "dir": {strconv.Itoa(dir)}}.Encode()
 }
 
-// recordByKey finds a record by dir, id and sample: a link that lasts
-// across restarts of the view.
+// recordByPath is /record/ID: the record of that id (sample 0 unless
+// ?sample=), for an address typed by hand.
+func (s *Server) recordByPath(w http.ResponseWriter, r *http.Request) {
+	s.recordOf(w, r, r.PathValue("id"))
+}
+
+// recordByKey is /record?id=ID&sample=N&dir=D (dir: any directory when
+// not given), the address the table links to.
 func (s *Server) recordByKey(w http.ResponseWriter, r *http.Request) {
+	s.recordOf(w, r, r.URL.Query().Get("id"))
+}
+
+// recordOf shows the record of id, with the sample and directory of r's
+// query.
+func (s *Server) recordOf(w http.ResponseWriter, r *http.Request, id string) {
 	q := r.URL.Query()
-	sample, err := strconv.Atoi(q.Get("sample"))
-	if err != nil {
-		sample = 0
+	sample := 0
+	if v := q.Get("sample"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			s.fail(w, http.StatusBadRequest, fmt.Errorf("view: sample %q: a whole number", v))
+			return
+		}
+		sample = n
 	}
 	dir := -1
 	if d := q.Get("dir"); d != "" {
-		if dir, err = strconv.Atoi(d); err != nil {
-			s.fail(w, http.StatusBadRequest, errors.New("view: dir is a number"))
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 0 || n >= len(s.opts.Dirs) {
+			s.fail(w, http.StatusBadRequest, fmt.Errorf("view: dir %q: 0..%d", d, len(s.opts.Dirs)-1))
 			return
 		}
+		dir = n
 	}
 	if err := s.ix.Wait(r.Context()); err != nil && !s.ix.Ready() {
 		return
 	}
 	s.refresh()
-	pos, err := s.ix.Find(dir, sink.Key{ID: q.Get("id"), Sample: sample})
+	pos, err := s.ix.Find(dir, sink.Key{ID: id, Sample: sample})
 	if err != nil {
 		s.fail(w, http.StatusInternalServerError, err)
 		return
 	}
 	if pos < 0 {
-		s.fail(w, http.StatusNotFound, fmt.Errorf("view: no record of id %q sample %d", q.Get("id"), sample))
+		s.fail(w, http.StatusNotFound, fmt.Errorf("view: no record of id %q sample %d", id, sample))
 		return
 	}
-	http.Redirect(w, r, "/record/"+strconv.Itoa(int(pos)), http.StatusSeeOther)
+	s.showRecord(w, pos)
 }
 
 func (s *Server) showRecord(w http.ResponseWriter, pos int32) {

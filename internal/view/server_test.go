@@ -100,7 +100,7 @@ func TestViewPagesEscapeEverything(t *testing.T) {
 		t.Fatalf("the hostile record: %d, %v", pos, err)
 	}
 	pages := map[string]string{
-		"record":        "/record/" + strconv.Itoa(int(pos)),
+		"record":        "/record/" + url.PathEscape(hostileID),
 		"record by key": "/record?id=" + url.QueryEscape(hostileID) + "&sample=0",
 		"table":         "/records?per=10",
 		"search":        "/records?q=" + url.QueryEscape("alert("),
@@ -120,6 +120,14 @@ func TestViewPagesEscapeEverything(t *testing.T) {
 		}
 		if name != "run" && !strings.Contains(body, "&#34;&gt;&lt;svg onload=alert(7)&gt;") {
 			t.Errorf("%s: the hostile id is not shown as text", name)
+		}
+		if name == "table" {
+			// The previews of the prompt and the answer, as text too.
+			for _, want := range []string{"&lt;/pre&gt;&lt;script&gt;alert(4)&lt;/script&gt;", "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;"} {
+				if !strings.Contains(body, want) {
+					t.Errorf("table: the preview %q not shown as text", want)
+				}
+			}
 		}
 		if strings.HasPrefix(name, "record") {
 			for _, want := range []string{"&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;",
