@@ -60,12 +60,12 @@ runs of manifest.json and the job's config, and the distributions of the
 records on disk: completion tokens (max_tokens marked), reasoning and content
 lengths, latency, time to first token, finish reasons.
 
-The records page is a table of every record (id, sample, source, tokens,
-finish reason, latency), paged, with filters (truncated, empty reasoning, think
+The records page is a table of every record (id, sample, the first words of
+its prompt and its answer, source, tokens, finish reason, latency), paged, with filters (truncated, empty reasoning, think
 tags in content, errors, a completion-token range, a finish reason), sorting by
 length or latency, and a text search of content and reasoning that shows
-matches as they are found (at most 200). A record's page shows the messages as
-sent, reasoning and content side by side, every turn of a whole conversation,
+matches as they are found (at most 200). A record's page (/record?id=ID&sample=N,
+or /record/ID) shows the messages as sent, reasoning and content side by side, every turn of a whole conversation,
 the token figures and the key's error history. Every byte of a record is shown
 as text: nothing in it runs as markup or script.
 

@@ -313,14 +313,32 @@ func browsePlots(t *testing.T, url string, points int) {
 		Title         string
 		Points, Drawn int
 		Gaps          int
+		Labels        []struct {
+			Run         int
+			Text        string
+			Left, Right float64
+			SegLeft     float64 `json:"seg_left"`
+			SegRight    float64 `json:"seg_right"`
+		}
 	}
 	plots, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]plot](`window.synthgenPlots`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"d0-tok", "d0-req", "d0-inflight", "d0-errors"} {
-		if p := plots[id]; p.Points != points || p.Drawn != points+1 || p.Gaps != 1 {
+		p := plots[id]
+		if p.Points != points || p.Drawn != points+1 || p.Gaps != 1 {
 			t.Errorf("plot %s: %+v, want %d points in two runs", id, p, points)
+		}
+		// Each run's label inside its own run's span (issue 28: run 2's
+		// was drawn over run 1).
+		for _, l := range p.Labels {
+			if l.Left < l.SegLeft || l.Right > l.SegRight {
+				t.Errorf("plot %s: the label %q spans %.0f..%.0f px, its run %.0f..%.0f", id, l.Text, l.Left, l.Right, l.SegLeft, l.SegRight)
+			}
+		}
+		if len(p.Labels) == 0 {
+			t.Errorf("plot %s: no run labelled", id)
 		}
 	}
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))

@@ -75,6 +75,52 @@ func resumedViewDir(t *testing.T) *viewDir {
 	return v
 }
 
+// timePlots are the run page's plots of a directory's history.
+var timePlots = []string{"d0-tok", "d0-req", "d0-inflight", "d0-queue", "d0-kv", "d0-errors", "d0-endpoints"}
+
+// checkRunMarks: on every time plot each run's label is drawn inside its
+// own run's span (where it was drawn, by the alignment it was drawn with),
+// both runs are labelled, and no two series share a colour.
+func checkRunMarks(t *testing.T, b *browser) {
+	t.Helper()
+	type plot struct {
+		Series  []string `json:"series"`
+		Strokes []string `json:"strokes"`
+		Labels  []struct {
+			Run      int     `json:"run"`
+			Text     string  `json:"text"`
+			Left     float64 `json:"left"`
+			Right    float64 `json:"right"`
+			SegLeft  float64 `json:"seg_left"`
+			SegRight float64 `json:"seg_right"`
+		} `json:"labels"`
+	}
+	plots := eval[map[string]plot](b, `window.synthgenPlots`)
+	for _, id := range timePlots {
+		p, ok := plots[id]
+		if !ok {
+			continue // a plot without values is not drawn
+		}
+		runs := map[int]bool{}
+		for _, l := range p.Labels {
+			runs[l.Run] = true
+			if l.Left < l.SegLeft || l.Right > l.SegRight {
+				t.Errorf("plot %s: the label %q spans %.0f..%.0f px, its run %.0f..%.0f: over another run", id, l.Text, l.Left, l.Right, l.SegLeft, l.SegRight)
+			}
+		}
+		if !runs[1] || !runs[2] {
+			t.Errorf("plot %s: labels %+v, want both runs'", id, p.Labels)
+		}
+		seen := map[string]string{}
+		for i, c := range p.Strokes {
+			if other, ok := seen[c]; ok {
+				t.Errorf("plot %s: %q and %q share the colour %s", id, other, p.Series[i], c)
+			}
+			seen[c] = p.Series[i]
+		}
+	}
+}
+
 // isoUTC is a time as the CLI prints one.
 var isoUTC = regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$`)
 
@@ -98,42 +144,13 @@ func TestViewBrowserRunPageReadsAsTheCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	checkRunMarks(t, b)
 	type plot struct {
-		Series  []string `json:"series"`
-		Strokes []string `json:"strokes"`
-		Labels  []struct {
-			Run      int     `json:"run"`
-			Text     string  `json:"text"`
-			Left     float64 `json:"left"`
-			Right    float64 `json:"right"`
-			SegLeft  float64 `json:"seg_left"`
-			SegRight float64 `json:"seg_right"`
-		} `json:"labels"`
 		Total int     `json:"total"`
 		High  float64 `json:"high"`
 		YMax  float64 `json:"ymax"`
 	}
 	plots := eval[map[string]plot](b, `window.synthgenPlots`)
-	for _, id := range []string{"d0-tok", "d0-req", "d0-inflight", "d0-queue", "d0-kv", "d0-errors", "d0-endpoints"} {
-		p := plots[id]
-		runs := map[int]bool{}
-		for _, l := range p.Labels {
-			runs[l.Run] = true
-			if l.Left < l.SegLeft || l.Right > l.SegRight {
-				t.Errorf("plot %s: the label %q spans %.0f..%.0f px, its run %.0f..%.0f: over another run", id, l.Text, l.Left, l.Right, l.SegLeft, l.SegRight)
-			}
-		}
-		if !runs[1] || !runs[2] {
-			t.Errorf("plot %s: labels %+v, want both runs'", id, p.Labels)
-		}
-		seen := map[string]string{}
-		for i, c := range p.Strokes {
-			if other, ok := seen[c]; ok {
-				t.Errorf("plot %s: %q and %q share the colour %s", id, other, p.Series[i], c)
-			}
-			seen[c] = p.Series[i]
-		}
-	}
 	if note := eval[string](b, `document.querySelector("#d0-req .legendnote.runs").textContent`); !strings.Contains(note, "run 2 from 2025-06-01 12:04:20Z, resumed (90 done)") {
 		t.Errorf("the runs under a plot: %q", note)
 	}

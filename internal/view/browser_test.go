@@ -212,7 +212,7 @@ type plotInfo struct {
 func checkRunPage(t *testing.T, b *browser, v *viewDir, records int) {
 	t.Helper()
 	plots := eval[map[string]plotInfo](b, `window.synthgenPlots`)
-	for _, id := range []string{"d0-tok", "d0-req", "d0-inflight", "d0-queue", "d0-kv", "d0-errors", "d0-endpoints"} {
+	for _, id := range timePlots {
 		p, ok := plots[id]
 		if !ok {
 			t.Errorf("no plot %s; plots: %v", id, plots)
@@ -222,6 +222,7 @@ func checkRunPage(t *testing.T, b *browser, v *viewDir, records int) {
 			t.Errorf("plot %s (%s): %d points (%d drawn, %d gaps), the history holds %d in two runs", id, p.Title, p.Points, p.Drawn, p.Gaps, len(v.history))
 		}
 	}
+	checkRunMarks(t, b)
 	if s := plots["d0-tok"].Series; !slices.Contains(s, "server (/metrics)") || !slices.Contains(s, "client, last 10 s") {
 		t.Errorf("the tok/s plot shows %v: the client's beside the server's", s)
 	}
