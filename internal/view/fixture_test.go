@@ -157,7 +157,9 @@ func writeHistory(t testing.TB, dir string, run1, run2 int) []runfiles.HistoryRe
 	t0 := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	var out []runfiles.HistoryRecord
 	add := func(run, i int, r runfiles.HistoryRecord) {
-		started := t0.Add(time.Duration(run) * time.Hour)
+		// Run 2 resumes a minute after run 1's last point: both spans
+		// wide enough on a plot for their labels.
+		started := t0.Add(time.Duration(run) * (time.Duration(run1)*10*time.Second + time.Minute))
 		r.Event, r.StartedAt, r.PID, r.Hostname = "status", started, 100+run, "gpu-07"
 		r.Time = started.Add(time.Duration(i) * 10 * time.Second)
 		r.Concurrency = 64
