@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/dataset/outdir"
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/pool"
@@ -75,6 +74,10 @@ type Setup struct {
 	// Remote reads hf:// dataset paths (hub.Remote{} of package
 	// dataset/hub); nil: such a path is an error.
 	Remote dataset.Remote
+	// Outputs reads a first pass's output directory named as the dataset
+	// (outdir.Reader{} of package dataset/outdir), injected as Remote is;
+	// nil: such a path is an error.
+	Outputs dataset.Outputs
 
 	// Started is when the run began, for status.json and report.json
 	// (started_at, duration_s); zero: when Open is called.
@@ -324,7 +327,7 @@ func (r *Runner) pinDataset(ctx context.Context) (dataset.Options, error) {
 		OnIgnored:     s.OnIgnored,
 		OnDownload:    s.OnDownload,
 		Remote:        s.Remote,
-		Outputs:       outdir.Reader{},
+		Outputs:       s.Outputs,
 		Context:       ctx, // Ctrl-C ends a Hub download; it resumes next time
 	}
 	if out, ok, err := dataset.StampOutput(opts); ok || err != nil {

@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/plan"
 )
 
 // completeness is what a set of directories holds of its job.
@@ -74,6 +74,6 @@ func completenessOf(out inspectOutput) completeness {
 	return plan(out.Combined)
 }
 
-func planCompleteness(p *job.Plan) completeness {
+func planCompleteness(p *plan.Plan) completeness {
 	return completeness{Known: true, Selected: p.Selected, Pending: p.Pending, Failed: p.Failed}
 }

@@ -35,7 +35,9 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/dataset/hub"
+	"github.com/synthgen/synthgen/dataset/outdir"
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/plan"
 	"github.com/synthgen/synthgen/sink"
 	"github.com/synthgen/synthgen/sink/audit"
 )
@@ -111,7 +113,7 @@ manifest lists that is gone, ...), 2 when a DIR is not an output directory.`,
 // figures plus the join with the dataset.
 type inspectDir struct {
 	*audit.Audit
-	Dataset *job.Plan `json:"dataset,omitempty"`
+	Dataset *plan.Plan `json:"dataset,omitempty"`
 	// WrittenBy names the run writing the directory as it was read (its
 	// lock held): its figures are what it had finalized by then.
 	WrittenBy string `json:"written_by,omitempty"`
@@ -193,7 +195,7 @@ func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath, tmp string) 
 		return inspectOutput{}, usageError(err, "give the output.dir of a run (the directory holding manifest.json and data/)")
 	}
 	out := inspectOutput{set: set}
-	planner := job.Planner{Remote: hub.Remote{}, TempDir: tmp}
+	planner := plan.Planner{Remote: hub.Remote{}, Outputs: outdir.Reader{}, TempDir: tmp}
 	var jobs []job.Job // of the directories whose manifest names one
 	for _, a := range set.Dirs {
 		if m := a.Manifest; m != nil {
@@ -396,7 +398,7 @@ func (p *inspectPrinter) dir(d inspectDir, title string) {
 }
 
 // planLines: the directory against its job's selection of the dataset.
-func planLines(tw io.Writer, j *job.Plan) {
+func planLines(tw io.Writer, j *plan.Plan) {
 	what := j.Path
 	if j.Shard != "" {
 		what += " shard " + j.Shard
@@ -458,7 +460,7 @@ func finishLines(tw io.Writer, r *audit.Audit) {
 }
 
 // verdict: the notes, then the problems with what to do, or "ok".
-func (p *inspectPrinter) verdict(r *audit.Audit, plan *job.Plan) {
+func (p *inspectPrinter) verdict(r *audit.Audit, plan *plan.Plan) {
 	if len(r.Notes) > 0 {
 		p.printf("notes\n")
 		for _, n := range r.Notes {
@@ -478,7 +480,7 @@ func (p *inspectPrinter) verdict(r *audit.Audit, plan *job.Plan) {
 
 // soundVerdict is the last line of a directory with no problem: "ok" only
 // when its job is known to be done.
-func soundVerdict(plan *job.Plan) string {
+func soundVerdict(plan *plan.Plan) string {
 	switch {
 	case plan == nil:
 		return "sound: no problems; whether its job is complete is unknown (no job to count against)"

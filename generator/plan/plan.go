@@ -1,4 +1,7 @@
-package job
+// Package plan counts a job's selection of the dataset against what output
+// directories hold: done, failed and pending keys, bad rows, a dataset that
+// changed. Run works through the same selection; inspect and export show it.
+package plan
 
 import (
 	"errors"
@@ -7,22 +10,19 @@ import (
 	"slices"
 
 	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/dataset/outdir"
+	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/internal/extsort"
 	"github.com/synthgen/synthgen/sink"
-	"github.com/synthgen/synthgen/sink/audit"
 )
 
 // Holdings is what an output directory holds, as far as a plan needs it.
-// *audit.Audit is one.
+// *audit.Audit (package sink/audit) is one.
 type Holdings interface {
 	// EachKey calls yield with each distinct key that has a record on
 	// disk, in sink.CompareKeys order, until yield returns false.
 	EachKey(yield func(k sink.Key) bool) error
 	Failed(k sink.Key) bool // k failed for good and no record superseded it
 }
-
-var _ Holdings = (*audit.Audit)(nil)
 
 // Plan is a job's selection counted against an output directory: the keys
 // (id, sample) it selects, and of those the done, the failed and the
@@ -60,6 +60,10 @@ type Planner struct {
 	// dataset/hub): set by the caller, so that this package, which export
 	// needs, links no HTTP client. Nil: such a dataset is Unreadable.
 	Remote dataset.Remote
+	// Outputs reads a first pass's output directory named as the dataset
+	// (outdir.Reader{} of package dataset/outdir): set by the caller, as
+	// Remote is. Nil: such a dataset is Unreadable.
+	Outputs dataset.Outputs
 	// TempDir is where ids read out of order are sorted ("": TMPDIR).
 	TempDir string
 
@@ -89,10 +93,10 @@ type planTarget struct {
 
 // Add counts job against held, which holds distinct keys. The returned
 // plan is filled by Count.
-func (p *Planner) Add(job Job, held Holdings, distinct int64) *Plan {
-	sel := job.Selection
-	t := &planTarget{sel: sel, whole: job.Prompt.Whole(), template: job.Prompt.Template, contains: sel.Contains, held: held, distinct: distinct, plan: &Plan{
-		Path: sel.Path, Shard: sel.Shard.String(), Limit: sel.Limit, Samples: job.Samples(),
+func (p *Planner) Add(j job.Job, held Holdings, distinct int64) *Plan {
+	sel := j.Selection
+	t := &planTarget{sel: sel, whole: j.Prompt.Whole(), template: j.Prompt.Template, contains: sel.Contains, held: held, distinct: distinct, plan: &Plan{
+		Path: sel.Path, Shard: sel.Shard.String(), Limit: sel.Limit, Samples: j.Samples(),
 	}}
 	p.targets = append(p.targets, t)
 	return t.plan
@@ -101,7 +105,7 @@ func (p *Planner) Add(job Job, held Holdings, distinct int64) *Plan {
 // AddUnion counts the union of jobs' selections (the shards of one
 // dataset, run into several directories) against held, their combined
 // holdings. The jobs read one dataset with one number of samples.
-func (p *Planner) AddUnion(jobs []Job, held Holdings, distinct int64) *Plan {
+func (p *Planner) AddUnion(jobs []job.Job, held Holdings, distinct int64) *Plan {
 	if len(jobs) == 0 {
 		return nil
 	}
@@ -153,7 +157,7 @@ func (p *Planner) Count(path string) {
 			}
 		}
 		if g == nil {
-			g = &group{opts: dataset.Options{Selection: t.sel, Conversations: t.whole, Template: t.template, OnBadRow: dataset.OnBadRowSkip, Remote: p.Remote, Outputs: outdir.Reader{}}}
+			g = &group{opts: dataset.Options{Selection: t.sel, Conversations: t.whole, Template: t.template, OnBadRow: dataset.OnBadRowSkip, Remote: p.Remote, Outputs: p.Outputs}}
 			g.opts.Shard = dataset.Shard{}
 			groups = append(groups, g)
 		}
