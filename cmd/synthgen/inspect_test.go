@@ -180,7 +180,7 @@ func TestInspectCmdPlanted(t *testing.T) {
 					Duplicates []audit.Duplicate `json:"duplicates"`
 					Shards     []audit.Part      `json:"shards"`
 					Problems   []string          `json:"problems"`
-					Dataset    plan.Plan          `json:"dataset"`
+					Dataset    plan.Plan         `json:"dataset"`
 				} `json:"dirs"`
 			}
 			if err := json.Unmarshal([]byte(out), &doc); err != nil {
