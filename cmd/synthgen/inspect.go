@@ -40,6 +40,7 @@ import (
 	"github.com/synthgen/synthgen/generator/plan"
 	"github.com/synthgen/synthgen/sink"
 	"github.com/synthgen/synthgen/sink/audit"
+	"github.com/synthgen/synthgen/sink/judge"
 )
 
 type inspectFlags struct {
@@ -109,31 +110,6 @@ manifest lists that is gone, ...), 2 when a DIR is not an output directory.`,
 	return cmd
 }
 
-// inspectDir is one directory's report as --json prints it: the audit's
-// figures plus the join with the dataset.
-type inspectDir struct {
-	*audit.Audit
-	Dataset *plan.Plan `json:"dataset,omitempty"`
-	// WrittenBy names the run writing the directory as it was read (its
-	// lock held): its figures are what it had finalized by then.
-	WrittenBy string `json:"written_by,omitempty"`
-}
-
-// inspectOutput is the whole --json document. ok is what the exit status
-// says: true (exit 0) only when nothing is invalid and the job is done or
-// cannot be counted; a pending or failed key is never ok (exit 4), sound
-// as the directories may be. verdict is the words of the exit.
-type inspectOutput struct {
-	OK       bool         `json:"ok"`
-	Sound    bool         `json:"sound"` // nothing invalid: no duplicate, every shard reads, ...
-	Verdict  string       `json:"verdict"`
-	Dirs     []inspectDir `json:"dirs"`
-	Combined *inspectDir  `json:"combined,omitempty"`
-	Notes    []string     `json:"notes,omitempty"`
-
-	set *audit.Set // the audits Dirs and Combined show
-}
-
 func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
 	var forced *dataset.Shard
 	if f.shard != "" {
@@ -146,100 +122,47 @@ func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
 		}
 		forced = &sh
 	}
-	dirs, same := uniqueDirs(dirs)
-	out, err := inspectDirs(dirs, forced, f.dataset, "")
+	dirs, same := judge.Unique(dirs)
+	out, err := inspectDirs(dirs, judge.Options{Shard: forced, DatasetPath: f.dataset})
 	if err != nil {
 		return err
 	}
-	defer out.set.Close()
+	defer out.Close()
 	out.Notes = append(same, out.Notes...)
-	verdict := judgeInspect(&out)
+	judged := judgeInspect(out)
 	if err := printInspect(w, out, f, len(dirs)); err != nil {
 		return err
 	}
-	return verdict
+	return judged
 }
 
-// judgeInspect sets out's ok and verdict and returns the error inspect
-// exits with (nil: exit 0). A directory that is invalid exits 1; a sound
-// one whose job has a pending or failed key exits 4, and is not ok.
-func judgeInspect(out *inspectOutput) error {
-	var err error
-	c := completenessOf(*out)
-	switch {
-	case !out.Sound:
-		err = &exitError{code: exitFailure, err: errors.New(inspectVerdict(*out)),
-			hint: "each problem above says what to do; run inspect again afterwards"}
-	case c.Known && !c.Done():
-		err = &exitError{code: exitPending, err: errors.New(c.String()), hint: c.hint()}
-	}
-	out.OK = err == nil
-	switch {
-	case err != nil:
-		out.Verdict = err.Error()
-	case c.Known:
-		out.Verdict = "ok: " + c.String()
-	default:
-		out.Verdict = "sound: " + c.String()
-	}
-	return err
-}
-
-// inspectDirs audits each directory, then all of them as one dataset
-// (audit.Dirs), and counts each against its job's selection of the dataset
-// (read from datasetPath when it is not empty). The key indexes spill into
-// tmp ("": TMPDIR).
-func inspectDirs(dirs []string, forced *dataset.Shard, datasetPath, tmp string) (inspectOutput, error) {
-	set, err := audit.DirsIn(tmp, dirs...)
+// inspectDirs is judge.Inspect with the readers cmd links (the Hub's,
+// an output directory's) and a usage error for a DIR that is not one.
+func inspectDirs(dirs []string, o judge.Options) (*judge.Report, error) {
+	o.Remote, o.Outputs = hub.Remote{}, outdir.Reader{}
+	out, err := judge.Inspect(dirs, o)
 	if err != nil {
-		return inspectOutput{}, usageError(err, "give the output.dir of a run (the directory holding manifest.json and data/)")
+		return nil, usageError(err, "give the output.dir of a run (the directory holding manifest.json and data/)")
 	}
-	out := inspectOutput{set: set}
-	planner := plan.Planner{Remote: hub.Remote{}, Outputs: outdir.Reader{}, TempDir: tmp}
-	var jobs []job.Job // of the directories whose manifest names one
-	for _, a := range set.Dirs {
-		if m := a.Manifest; m != nil {
-			if n := job.MixedJobs(a.Dir, m.JobHash, m.Jobs, m.Runs); n != "" {
-				a.Notes = append(a.Notes, n)
-			}
-		}
-		d := inspectDir{Audit: a}
-		if h, held, err := sink.HeldBy(a.Dir); err == nil && held {
-			d.WrittenBy = h.String()
-			a.Notes = append(a.Notes, fmt.Sprintf("being written now by %s: these figures are what it had finalized when read (the records in its open part are not in them)", h))
-		}
-		if j, ok := jobOfAudit(a, forced); ok {
-			d.Dataset = planner.Add(j, a, a.Distinct)
-			jobs = append(jobs, j)
-		}
-		out.Dirs = append(out.Dirs, d)
-	}
-	if set.NotCombined != nil {
-		out.Notes = append(out.Notes, fmt.Sprintf("not combined: %v", set.NotCombined))
-	}
-	if c := set.Combined; c != nil {
-		d := &inspectDir{Audit: c}
-		if n := missingShards(jobs); n != "" {
-			out.Notes = append(out.Notes, n)
-		}
-		if len(jobs) == len(set.Dirs) {
-			d.Dataset = planner.AddUnion(jobs, c, c.Distinct)
-		}
-		out.Combined = d
-	}
-	planner.Count(datasetPath)
-	for _, d := range out.Dirs {
-		if d.Dataset != nil && d.Dataset.Changed != "" {
-			d.Problems = append(d.Problems, fmt.Sprintf("the dataset's files are not the ones this directory was made from: %s; "+
-				"its ids now name other rows than the records answer: restore the files, or give the original with --dataset", d.Dataset.Changed))
-		}
-	}
-	out.Sound = set.OK()
 	return out, nil
 }
 
+// judgeInspect judges out and returns the error inspect exits with (nil:
+// exit 0): 1 for a directory that is invalid, 4 for a sound one whose job
+// has a pending or failed key.
+func judgeInspect(out *judge.Report) error {
+	switch out.Judge() {
+	case judge.Invalid:
+		return &exitError{code: exitFailure, err: errors.New(out.Verdict),
+			hint: "each problem above says what to do; run inspect again afterwards"}
+	case judge.Incomplete:
+		return &exitError{code: exitPending, err: errors.New(out.Verdict), hint: out.Completeness().Hint()}
+	}
+	return nil
+}
+
 // printInspect writes the report as text or JSON.
-func printInspect(w io.Writer, out inspectOutput, f inspectFlags, ndirs int) error {
+func printInspect(w io.Writer, out *judge.Report, f inspectFlags, ndirs int) error {
 	if f.json {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -265,37 +188,6 @@ func printInspect(w io.Writer, out inspectOutput, f inspectFlags, ndirs int) err
 	return nil
 }
 
-// inspectVerdict names what is wrong, per directory, in one line.
-func inspectVerdict(out inspectOutput) string {
-	var parts []string
-	add := func(name string, r *audit.Audit) {
-		if r.OK() {
-			return
-		}
-		var what []string
-		if n := r.DuplicateKeys; n == 1 {
-			what = append(what, "1 duplicate key")
-		} else if n > 1 {
-			what = append(what, fmt.Sprintf("%d duplicate keys", n))
-		}
-		if bad := r.InvalidParts(); len(bad) > 0 {
-			what = append(what, fmt.Sprintf("%s (%s)", plural(len(bad), "invalid shard", "invalid shards"), strings.Join(bad, ", ")))
-		}
-		if len(what) == 0 {
-			what = append(what, r.Problems[0])
-		}
-		parts = append(parts, fmt.Sprintf("%s: %s (%s)", name, strings.Join(what, ", "),
-			plural(len(r.Problems), "problem", "problems")))
-	}
-	for _, d := range out.Dirs {
-		add(d.Dir, d.Audit)
-	}
-	if out.Combined != nil {
-		add("combined", out.Combined.Audit)
-	}
-	return strings.Join(parts, "; ")
-}
-
 func plural(n int, one, many string) string { return pluralNum(int64(n), one, many) }
 
 func pluralNum(n int64, one, many string) string {
@@ -303,51 +195,6 @@ func pluralNum(n int64, one, many string) string {
 		return "1 " + one
 	}
 	return inspectNum(n) + " " + many
-}
-
-// jobOfAudit is the job a directory's manifest records, with the shard
-// forced by --shard when given; false when the directory has no manifest
-// or it cannot be read as a job (the audit's Problems say why).
-func jobOfAudit(a *audit.Audit, forced *dataset.Shard) (job.Job, bool) {
-	m := a.Manifest
-	if m == nil {
-		return job.Job{}, false
-	}
-	j, err := job.ManifestJob(a.Dir, m.Job, m.Legacy)
-	if err != nil {
-		a.Problems = append(a.Problems, err.Error())
-		return job.Job{}, false
-	}
-	j.Selection.Limit = m.Limit
-	if forced != nil {
-		j.Selection.Shard = *forced
-	}
-	return j, true
-}
-
-// missingShards says which shards of an i/n split are not among the
-// directories' jobs, when every job names its shard with the same n.
-func missingShards(jobs []job.Job) string {
-	n := 0
-	have := map[int]bool{}
-	for _, job := range jobs {
-		sh := job.Selection.Shard
-		if sh.Whole() || (n != 0 && sh.Count != n) {
-			return ""
-		}
-		n = sh.Count
-		have[sh.Index] = true
-	}
-	var missing []string
-	for i := range n {
-		if !have[i] {
-			missing = append(missing, fmt.Sprintf("%d/%d", i, n))
-		}
-	}
-	if len(missing) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("the combined figures cover only the shards given: %s not among the DIRs", strings.Join(missing, ", "))
 }
 
 // inspectPrinter writes the text report; the first write error sticks.
@@ -363,7 +210,7 @@ func (p *inspectPrinter) printf(format string, args ...any) {
 	}
 }
 
-func (p *inspectPrinter) dir(d inspectDir, title string) {
+func (p *inspectPrinter) dir(d judge.Dir, title string) {
 	r := d.Audit
 	p.printf("== %s ==\n", title)
 	if m := r.Manifest; m != nil && len(r.Dirs) == 0 {
@@ -394,7 +241,7 @@ func (p *inspectPrinter) dir(d inspectDir, title string) {
 		p.shards(r)
 		p.runs(r)
 	}
-	p.verdict(r, d.Dataset)
+	p.verdict(d)
 }
 
 // planLines: the directory against its job's selection of the dataset.
@@ -460,7 +307,8 @@ func finishLines(tw io.Writer, r *audit.Audit) {
 }
 
 // verdict: the notes, then the problems with what to do, or "ok".
-func (p *inspectPrinter) verdict(r *audit.Audit, plan *plan.Plan) {
+func (p *inspectPrinter) verdict(d judge.Dir) {
+	r := d.Audit
 	if len(r.Notes) > 0 {
 		p.printf("notes\n")
 		for _, n := range r.Notes {
@@ -473,24 +321,9 @@ func (p *inspectPrinter) verdict(r *audit.Audit, plan *plan.Plan) {
 			p.printf("  %d. %s\n", i+1, pr)
 		}
 	} else {
-		p.printf("%s\n", soundVerdict(plan))
+		p.printf("%s\n", d.Sound())
 	}
 	p.printf("\n")
-}
-
-// soundVerdict is the last line of a directory with no problem: "ok" only
-// when its job is known to be done.
-func soundVerdict(plan *plan.Plan) string {
-	switch {
-	case plan == nil:
-		return "sound: no problems; whether its job is complete is unknown (no job to count against)"
-	case plan.Unreadable != "":
-		return "sound: no problems; whether its job is complete is unknown (the dataset is not readable from here)"
-	}
-	if c := planCompleteness(plan); !c.Done() {
-		return "sound: no problems, but " + c.String()
-	}
-	return "ok: no problems, every selected key done"
 }
 
 func (p *inspectPrinter) shards(r *audit.Audit) {

@@ -1,0 +1,202 @@
+package judge
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/synthgen/synthgen/generator/plan"
+	"github.com/synthgen/synthgen/sink/audit"
+)
+
+// Outcome is the verdict's kind, in the order of their exit codes' weight.
+type Outcome int
+
+const (
+	// Done: nothing is invalid and every selected key is done.
+	Done Outcome = iota
+	// Unknown: nothing is invalid, but the job cannot be counted from here.
+	Unknown
+	// Incomplete: nothing is invalid, but keys are pending or failed.
+	Incomplete
+	// Invalid: a duplicate key, a part that does not read, ...
+	Invalid
+)
+
+// Judge sets r's OK and Verdict and returns the outcome. Only Done is ok;
+// Unknown is "sound" but not ok either of a job it cannot count.
+func (r *Report) Judge() Outcome {
+	c := r.Completeness()
+	var o Outcome
+	switch {
+	case !r.Sound:
+		o, r.Verdict = Invalid, r.Invalid()
+	case !c.Known:
+		o, r.Verdict = Unknown, "sound: "+c.String()
+	case !c.Done():
+		o, r.Verdict = Incomplete, c.String()
+	default:
+		o, r.Verdict = Done, "ok: "+c.String()
+	}
+	r.OK = o == Done || o == Unknown
+	return o
+}
+
+// Invalid names what is wrong, per directory, in one line ("" when all
+// are sound).
+func (r *Report) Invalid() string {
+	var parts []string
+	add := func(name string, a *audit.Audit) {
+		if a.OK() {
+			return
+		}
+		var what []string
+		if n := a.DuplicateKeys; n == 1 {
+			what = append(what, "1 duplicate key")
+		} else if n > 1 {
+			what = append(what, fmt.Sprintf("%d duplicate keys", n))
+		}
+		if bad := a.InvalidParts(); len(bad) > 0 {
+			what = append(what, fmt.Sprintf("%s (%s)", count(int64(len(bad)), "invalid shard", "invalid shards"), strings.Join(bad, ", ")))
+		}
+		if len(what) == 0 {
+			what = append(what, a.Problems[0])
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s (%s)", name, strings.Join(what, ", "),
+			count(int64(len(a.Problems)), "problem", "problems")))
+	}
+	for _, d := range r.Dirs {
+		add(d.Dir, d.Audit)
+	}
+	if r.Combined != nil {
+		add("combined", r.Combined.Audit)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Completeness is what a set of directories holds of its job.
+type Completeness struct {
+	Known                     bool   // the dataset was counted
+	Why                       string // not known: why
+	Selected, Pending, Failed int64
+}
+
+// Done says the job is known to be answered in full.
+func (c Completeness) Done() bool { return c.Known && c.Pending == 0 && c.Failed == 0 }
+
+// String is the verdict's words: "incomplete: 5,053 of 6,000 keys pending".
+func (c Completeness) String() string {
+	switch {
+	case !c.Known:
+		return "whether the job is complete is unknown: " + c.Why
+	case c.Done():
+		return fmt.Sprintf("complete: all %s keys done", num(c.Selected))
+	}
+	var what []string
+	if c.Pending > 0 {
+		what = append(what, fmt.Sprintf("%s of %s keys pending", num(c.Pending), num(c.Selected)))
+	}
+	if c.Failed > 0 {
+		what = append(what, fmt.Sprintf("%s failed for good", num(c.Failed)))
+	}
+	return "incomplete: " + strings.Join(what, ", ")
+}
+
+// Hint says what finishes the job.
+func (c Completeness) Hint() string {
+	var do []string
+	if c.Pending > 0 {
+		do = append(do, "run the job again (the same command) to answer the pending keys")
+	}
+	if c.Failed > 0 {
+		do = append(do, "rerun with --retry-errors to ask the failed ones again")
+	}
+	return strings.Join(do, "; ")
+}
+
+// Completeness is the job's completeness as the directories hold it: the
+// combined plan of several directories, else the one directory's.
+func (r *Report) Completeness() Completeness {
+	if len(r.Dirs) == 1 {
+		return dirCompleteness(&r.Dirs[0])
+	}
+	if r.Combined == nil {
+		return Completeness{Why: "the directories are not read as one job's (see the notes)"}
+	}
+	return dirCompleteness(r.Combined)
+}
+
+func dirCompleteness(d *Dir) Completeness {
+	switch {
+	case d == nil || d.Dataset == nil:
+		return Completeness{Why: "no job to count against (no manifest, or one that does not read as a job)"}
+	case d.Dataset.Unreadable != "":
+		return Completeness{Why: "the dataset is not readable from here (" + d.Dataset.Unreadable + "); give it with --dataset PATH"}
+	}
+	return planCompleteness(d.Dataset)
+}
+
+func planCompleteness(p *plan.Plan) Completeness {
+	return Completeness{Known: true, Selected: p.Selected, Pending: p.Pending, Failed: p.Failed}
+}
+
+// Sound is the last line of a directory with no problem: "ok" only when
+// its job is known to be done.
+func (d Dir) Sound() string {
+	p := d.Dataset
+	switch {
+	case p == nil:
+		return "sound: no problems; whether its job is complete is unknown (no job to count against)"
+	case p.Unreadable != "":
+		return "sound: no problems; whether its job is complete is unknown (the dataset is not readable from here)"
+	}
+	if c := planCompleteness(p); !c.Done() {
+		return "sound: no problems, but " + c.String()
+	}
+	return "ok: no problems, every selected key done"
+}
+
+// Unique drops a directory named again (another spelling of it, a link,
+// an overlapping glob): one directory read twice would be every key
+// twice. It returns the directories in their first order and a note for
+// each one dropped.
+func Unique(dirs []string) ([]string, []string) {
+	var out, notes []string
+	var seen []os.FileInfo
+	var names []string
+	for _, d := range dirs {
+		st, err := os.Stat(d)
+		if err != nil {
+			out = append(out, d) // the audit says what is wrong with it
+			continue
+		}
+		dup := -1
+		for i, s := range seen {
+			if os.SameFile(st, s) {
+				dup = i
+				break
+			}
+		}
+		if dup >= 0 {
+			notes = append(notes, fmt.Sprintf("%s is %s, given before: read once", d, names[dup]))
+			continue
+		}
+		seen, names = append(seen, st), append(names, d)
+		out = append(out, d)
+	}
+	return out, notes
+}
+
+// count is "1 problem", "12 problems", "1,204 problems".
+func count(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return num(n) + " " + many
+}
+
+// num groups digits by thousands: 1234567 -> 1,234,567.
+func num(n int64) string { return message.NewPrinter(language.English).Sprintf("%d", n) }
