@@ -5,19 +5,25 @@ package export
 // when it is a dataset an export wrote (Dataset); a path inside a synthgen
 // output directory (its manifest, a part: the next run would refuse the
 // directory, or read the export as records) or a file of the dataset being
-// read is refused always. Run checks it first, so no caller can skip it.
-// What a killed export leaves, and who removes it, is temp.go's; the
-// signals that stop an export are signals.go's.
+// read (by path, or by size and hash) is refused always, as is any
+// overwrite while the dataset cannot be found. Run checks it first, so no
+// caller can skip it. What a killed export leaves, and who removes it, is
+// temp.go's; the signals that stop an export are signals.go's.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
-	"github.com/synthgen/synthgen/generator/job"
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -63,9 +69,13 @@ func (o *Options) checkOut() error {
 	case err != nil:
 		return refuse("", "--out %s: %w", out, err)
 	}
-	if f := datasetFile(st, o.Job); f != "" {
+	what, found, err := datasetFile(out, st, o.Job.Selection)
+	if err != nil {
+		return refuse("", "--out %s: %w", out, err)
+	}
+	if what != "" {
 		return refuse("write the export to a new file; the dataset must stay as the job was made from it",
-			"--out %s is %s, a file of the dataset (dataset.path) this job reads", out, f)
+			"--out %s is %s this job reads", out, what)
 	}
 	switch {
 	case st.IsDir() && !o.HF:
@@ -74,6 +84,9 @@ func (o *Options) checkOut() error {
 		return o.replaceable()
 	case !o.Overwrite:
 		return refuse("pass --overwrite to replace it, or give another path", "--out %s exists", out)
+	case !found:
+		return refuse("give --out a new path, or export from where the dataset's path resolves",
+			"--out %s exists and the job's dataset (dataset.path %s) cannot be found from here: it could be the file --overwrite would destroy", out, o.Job.Selection.Path)
 	}
 	return nil
 }
@@ -101,16 +114,64 @@ func within(path, dir string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
-// datasetFile is the file of j's local dataset that st is, or "".
-func datasetFile(st os.FileInfo, j job.Job) string {
-	matches, _ := filepath.Glob(j.Selection.Path)
-	if len(matches) == 0 {
-		matches = []string{j.Selection.Path}
+// datasetFile says which file of sel's local dataset out (st) is, by path
+// or by size and hash ("" when none), and whether any of its files was
+// found from here. The files are sel.Path's, and those the manifest stamped
+// (their absolute paths, sizes and hashes), which a relative dataset.path
+// made in another directory no longer names. A dataset on the Hub or a
+// first pass's output directory is no file --out can be (outputDirAbove
+// guards the latter): found.
+func datasetFile(out string, st os.FileInfo, sel dataset.Selection) (what string, found bool, err error) {
+	if strings.HasPrefix(sel.Path, "hf://") || !sel.Output.IsZero() {
+		return "", true, nil
 	}
-	for _, m := range matches {
-		if ds, err := os.Stat(m); err == nil && os.SameFile(st, ds) {
-			return m
+	paths, _ := filepath.Glob(sel.Path)
+	if len(paths) == 0 {
+		paths = []string{sel.Path}
+	}
+	stamps := append(slices.Clone(sel.Content), sel.ShardContent...)
+	for _, f := range stamps {
+		if f.Path != "" {
+			paths = append(paths, f.Path)
 		}
 	}
-	return ""
+	for _, p := range paths {
+		ds, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		found = true
+		if os.SameFile(st, ds) {
+			return p + ", a file of the dataset (dataset.path)", true, nil
+		}
+	}
+	sum := ""
+	for _, f := range stamps {
+		if f.Size != st.Size() || st.IsDir() {
+			continue
+		}
+		if sum == "" {
+			if sum, err = xxh64File(out); err != nil {
+				return "", found, err
+			}
+		}
+		if sum == f.XXH64 {
+			return fmt.Sprintf("a file of the same size and hash as %s, a file of the dataset (dataset.path)", cmp.Or(f.Path, f.Name)), found, nil
+		}
+	}
+	return "", found, nil
+}
+
+// xxh64File is a file's hash as a dataset.FileStamp records it.
+func xxh64File(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := xxhash.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%016x", h.Sum64()), nil
 }
