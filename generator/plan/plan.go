@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/job"
@@ -148,6 +151,8 @@ func (p *Planner) Count(path string) {
 	for _, t := range p.targets {
 		if path != "" {
 			t.sel.Path, t.sel.Revision, t.plan.Path = path, "", path
+		} else if p := Resolve(t.sel); p != t.sel.Path {
+			t.sel.Path, t.plan.Path = p, p
 		}
 		var g *group
 		for _, h := range groups {
@@ -378,4 +383,34 @@ func compareOutput(opts dataset.Options, t *planTarget) {
 	if now.Identity() != t.sel.Output.Identity() {
 		t.plan.Changed = fmt.Sprintf("%s (made from) -> %s (now): %s", t.sel.Output, now, now.DescribeChange(t.sel.Output))
 	}
+}
+
+// Resolve is where sel's dataset is from here: its path, or, when that is
+// relative to another directory (the run's) and names nothing from here,
+// the same path under the directory its stamps' absolute paths show.
+func Resolve(sel dataset.Selection) string {
+	p := sel.Path
+	if filepath.IsAbs(p) || strings.Contains(p, "://") || !sel.Output.IsZero() {
+		return p
+	}
+	if m, _ := filepath.Glob(p); len(m) > 0 {
+		return p
+	}
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	for _, f := range append(slices.Clone(sel.Content), sel.ShardContent...) {
+		if f.Path == "" {
+			continue
+		}
+		for d := filepath.Dir(f.Path); ; d = filepath.Dir(d) {
+			if ok, _ := filepath.Match(filepath.Join(d, p), f.Path); ok {
+				return filepath.Join(d, p)
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	return p
 }

@@ -349,3 +349,25 @@ func TestPlannerCountsBadRowsAsTheRunDoes(t *testing.T) {
 
 // An audit of a directory is what a plan counts against.
 var _ Holdings = (*audit.Audit)(nil)
+
+// TestPlannerFindsARelativeDatasetByItsStamps: a job made in another
+// directory names its dataset relative to there; from here the path names
+// nothing, but the manifest's stamps hold the files' absolute paths, so the
+// plan is counted, not unknown.
+func TestPlannerFindsARelativeDatasetByItsStamps(t *testing.T) {
+	t.Parallel()
+	path := writeRows(t, 3)
+	j := shardJob(path, 0, 1, 0)
+	content, err := dataset.Stamp(dataset.Options{Selection: j.Selection})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Selection.Path, j.Selection.Content = filepath.Base(path), content
+	held := holdings([]sink.Key{key(0, 0), key(0, 1)}, nil)
+	var pl Planner
+	p := pl.Add(j, held, held.distinct())
+	pl.Count("")
+	if want := (counts{selected: 6, done: 2, pending: 4}); p.Unreadable != "" || got(p) != want {
+		t.Errorf("plan: %+v (unreadable %q), want %+v", got(p), p.Unreadable, want)
+	}
+}
