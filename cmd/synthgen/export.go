@@ -224,6 +224,8 @@ func exportVerdict(stderr io.Writer, out *judge.Report, dirs []string, partial b
 			hint = "a run is writing " + strings.Join(live, ", ") + " now: export when it has ended, or pass --partial to export what it has finalized"
 		}
 		return c, &exitError{code: exitPending, err: errors.New("export: refused: the job is " + c.String()), hint: hint}
+	case judge.Empty:
+		return c, &exitError{code: exitFailure, err: errors.New("export: refused: the job has " + c.String()), hint: c.Hint()}
 	case judge.Unknown:
 		fmt.Fprintf(stderr, "export: %s\n", c)
 	}

@@ -148,8 +148,8 @@ func inspectDirs(dirs []string, o judge.Options) (*judge.Report, error) {
 }
 
 // judgeInspect judges out and returns the error inspect exits with (nil:
-// exit 0): 1 for a directory that is invalid, 4 for a sound one whose job
-// has a pending or failed key.
+// exit 0): 1 for a directory that is invalid or a job of no keys, 4 for a
+// sound one whose job has a pending or failed key.
 func judgeInspect(out *judge.Report) error {
 	switch out.Judge() {
 	case judge.Invalid:
@@ -157,6 +157,8 @@ func judgeInspect(out *judge.Report) error {
 			hint: "each problem above says what to do; run inspect again afterwards"}
 	case judge.Incomplete:
 		return &exitError{code: exitPending, err: errors.New(out.Verdict), hint: out.Completeness().Hint()}
+	case judge.Empty:
+		return &exitError{code: exitFailure, err: errors.New(out.Verdict), hint: out.Completeness().Hint()}
 	}
 	return nil
 }

@@ -22,6 +22,10 @@ const (
 	Unknown
 	// Incomplete: nothing is invalid, but keys are pending or failed.
 	Incomplete
+	// Empty: nothing is invalid, but the job selects no keys (every row
+	// bad, an empty dataset): a run of zero answers is nothing to train on,
+	// and no rerun answers it.
+	Empty
 	// Invalid: a duplicate key, a part that does not read, ...
 	Invalid
 )
@@ -36,6 +40,8 @@ func (r *Report) Judge() Outcome {
 		o, r.Verdict = Invalid, r.Invalid()
 	case !c.Known:
 		o, r.Verdict = Unknown, "sound: "+c.String()
+	case c.Selected == 0:
+		o, r.Verdict = Empty, c.String()
 	case !c.Done():
 		o, r.Verdict = Incomplete, c.String()
 	default:
@@ -82,16 +88,24 @@ type Completeness struct {
 	Known                     bool   // the dataset was counted
 	Why                       string // not known: why
 	Selected, Pending, Failed int64
+	BadRows                   int64 // rows of the selection a run skips
 }
 
-// Done says the job is known to be answered in full.
-func (c Completeness) Done() bool { return c.Known && c.Pending == 0 && c.Failed == 0 }
+// Done says the job is known to be answered in full: every one of its
+// keys, and it has some.
+func (c Completeness) Done() bool {
+	return c.Known && c.Selected > 0 && c.Pending == 0 && c.Failed == 0
+}
 
 // String is the verdict's words: "incomplete: 5,053 of 6,000 keys pending".
 func (c Completeness) String() string {
 	switch {
 	case !c.Known:
 		return "whether the job is complete is unknown: " + c.Why
+	case c.Selected == 0 && c.BadRows > 0:
+		return fmt.Sprintf("no keys: the job selects none, its rows all skipped (%s: none makes a prompt)", count(c.BadRows, "bad row", "bad rows"))
+	case c.Selected == 0:
+		return "no keys: the dataset selects no rows (an empty file, or a limit or shard past its end)"
 	case c.Done():
 		return fmt.Sprintf("complete: all %s keys done", num(c.Selected))
 	}
@@ -107,6 +121,9 @@ func (c Completeness) String() string {
 
 // Hint says what finishes the job.
 func (c Completeness) Hint() string {
+	if c.Known && c.Selected == 0 {
+		return "check the job against the dataset: dataset.path, dataset.limit and --shard, and the fields its rows need (dataset.prompt_field, prompt.messages)"
+	}
 	var do []string
 	if c.Pending > 0 {
 		do = append(do, "run the job again (the same command) to answer the pending keys")
@@ -140,7 +157,7 @@ func dirCompleteness(d *Dir) Completeness {
 }
 
 func planCompleteness(p *plan.Plan) Completeness {
-	return Completeness{Known: true, Selected: p.Selected, Pending: p.Pending, Failed: p.Failed}
+	return Completeness{Known: true, Selected: p.Selected, Pending: p.Pending, Failed: p.Failed, BadRows: p.BadRows}
 }
 
 // Sound is the last line of a directory with no problem: "ok" only when
