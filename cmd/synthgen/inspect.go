@@ -382,6 +382,10 @@ func (p *inspectPrinter) runs(r *audit.Audit) {
 		start := run.StartedAt.UTC().Format("2006-01-02 15:04:05Z")
 		line := fmt.Sprintf("  %d  %s  %s, %s, %s", i+1, start, runEnd(run, i == len(m.Runs)-1),
 			pluralNum(run.RecordsWritten, "record", "records"), pluralNum(run.ErrorsWritten, "error", "errors"))
+		if recs, errs, ok := r.UnendedRun(); ok && i == len(m.Runs)-1 {
+			line = fmt.Sprintf("  %d  %s  %s, %s and %s in its parts", i+1, start, runEnd(run, true),
+				pluralNum(recs, "record", "records"), pluralNum(errs, "error", "errors"))
+		}
 		if run.Limit > 0 {
 			line += fmt.Sprintf(", limit %d", run.Limit)
 		}

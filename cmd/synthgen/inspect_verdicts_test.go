@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,5 +38,44 @@ func TestInspectNeverOKOfAJobWithNoKeys(t *testing.T) {
 				t.Errorf("%s: export %v: exit %d: %v, want refused\n%s", c.name, extra, exitCode(r.err), r.err, r.stderr)
 			}
 		}
+	}
+}
+
+// killRun makes dir's last run one that never ended, as a kill -9 leaves
+// it: the manifest counts a run's records only when it ends.
+func killRun(t *testing.T, dir string) {
+	t.Helper()
+	path := filepath.Join(dir, sink.ManifestName)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	runs := m["runs"].([]any)
+	last := runs[len(runs)-1].(map[string]any)
+	last["ended_at"], last["records_written"], last["errors_written"] = nil, 0, 0
+	delete(last, "outcome")
+	if b, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestInspectCountsAKilledRunsRecords: a run killed before any resume
+// has 0 records in the manifest while its parts hold them: inspect says
+// how many they hold.
+func TestInspectCountsAKilledRunsRecords(t *testing.T) {
+	t.Parallel()
+	ds := inspectDataset(t, 10)
+	dir := inspectFixture(t, sink.FormatJSONL, ds, seq(0, 7, 1), []int{7}, "")
+	killRun(t, dir)
+	out, _ := runInspectCmd(t, dir)
+	if !strings.Contains(out, "not ended (running now, or killed), 7 records and 1 error in its parts") {
+		t.Errorf("the killed run is not said to hold its 7 records and 1 error:\n%s", out)
 	}
 }
