@@ -41,9 +41,8 @@ func TestInspectNeverOKOfAJobWithNoKeys(t *testing.T) {
 	}
 }
 
-// killRun makes dir's last run one that never ended, as a kill -9 leaves
-// it: the manifest counts a run's records only when it ends.
-func killRun(t *testing.T, dir string) {
+// editManifest rewrites dir's manifest.json through edit.
+func editManifest(t *testing.T, dir string, edit func(m map[string]any)) {
 	t.Helper()
 	path := filepath.Join(dir, sink.ManifestName)
 	b, err := os.ReadFile(path)
@@ -54,16 +53,25 @@ func killRun(t *testing.T, dir string) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	runs := m["runs"].([]any)
-	last := runs[len(runs)-1].(map[string]any)
-	last["ended_at"], last["records_written"], last["errors_written"] = nil, 0, 0
-	delete(last, "outcome")
+	edit(m)
 	if b, err = json.Marshal(m); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// killRun makes dir's last run one that never ended, as a kill -9 leaves
+// it: the manifest counts a run's records only when it ends.
+func killRun(t *testing.T, dir string) {
+	t.Helper()
+	editManifest(t, dir, func(m map[string]any) {
+		runs := m["runs"].([]any)
+		last := runs[len(runs)-1].(map[string]any)
+		last["ended_at"], last["records_written"], last["errors_written"] = nil, 0, 0
+		delete(last, "outcome")
+	})
 }
 
 // TestInspectCountsAKilledRunsRecords: a run killed before any resume
@@ -77,5 +85,24 @@ func TestInspectCountsAKilledRunsRecords(t *testing.T) {
 	out, _ := runInspectCmd(t, dir)
 	if !strings.Contains(out, "not ended (running now, or killed), 7 records and 1 error in its parts") {
 		t.Errorf("the killed run is not said to hold its 7 records and 1 error:\n%s", out)
+	}
+}
+
+// TestInspectRecomputesTheJobHash: a manifest whose job was edited by
+// hand, its hash left as it was, is invalid: the records answer another
+// job than the manifest now says.
+func TestInspectRecomputesTheJobHash(t *testing.T) {
+	t.Parallel()
+	ds := inspectDataset(t, 4)
+	dir := inspectFixture(t, sink.FormatJSONL, ds, seq(0, 4, 1), nil, "")
+	if _, err := runInspectCmd(t, dir); err != nil {
+		t.Fatalf("the fixture: %v", err)
+	}
+	editManifest(t, dir, func(m map[string]any) {
+		m["job"].(map[string]any)["sampling"].(map[string]any)["model"] = "another-model"
+	})
+	out, err := runInspectCmd(t, dir)
+	if err == nil || exitCode(err) != exitFailure || !strings.Contains(out, "does not hash to its job_hash") {
+		t.Errorf("an edited job: exit %d: %v, want %d naming the hash\n%s", exitCode(err), err, exitFailure, out)
 	}
 }

@@ -10,6 +10,7 @@ package judge
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/synthgen/synthgen/dataset"
@@ -124,7 +125,8 @@ func Inspect(dirs []string, o Options) (*Report, error) {
 
 // jobOfAudit is the job a directory's manifest records, with the shard
 // forced when given; false when the directory has no manifest or it cannot
-// be read as a job (the audit's Problems say why).
+// be read as a job (the audit's Problems say why). A job that does not
+// hash to the manifest's job_hash is a problem.
 func jobOfAudit(a *audit.Audit, forced *dataset.Shard) (job.Job, bool) {
 	m := a.Manifest
 	if m == nil {
@@ -134,6 +136,14 @@ func jobOfAudit(a *audit.Audit, forced *dataset.Shard) (job.Job, bool) {
 	if err != nil {
 		a.Problems = append(a.Problems, err.Error())
 		return job.Job{}, false
+	}
+	if h := j.Hash(); len(m.Job) > 0 && h != m.JobHash {
+		// run refuses the directory by what differs from its config;
+		// inspect has no config, but a job that no longer hashes to its
+		// hash was edited: the records answer another job than it says.
+		a.Problems = append(a.Problems, fmt.Sprintf("%s: its job does not hash to its job_hash (%.12s recorded, %.12s of the job as it reads now): "+
+			"it was edited by hand, so the records may answer another job than it names; restore the manifest as the run wrote it",
+			filepath.Join(a.Dir, sink.ManifestName), m.JobHash, h))
 	}
 	j.Selection.Limit = m.Limit
 	if forced != nil {
