@@ -7,9 +7,11 @@ package main
 // flags, the refusal and the summary.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -179,6 +181,9 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options, partial, ove
 	o.Overwrite, o.Log = overwrite, stderr
 	sum, err := export.Run(cmd.Context(), o)
 	var refused *export.RefusedError
+	if de := diskError(cmp.Or(tmp, os.TempDir()), err); de != nil {
+		return de // its index spills beside the output too
+	}
 	switch {
 	case errors.As(err, &refused):
 		return usageError(err, refused.Hint())

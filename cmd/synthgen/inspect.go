@@ -19,10 +19,12 @@ package main
 // duplicate. The exit code is 1 when anything is invalid.
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -142,6 +144,11 @@ func inspectDirs(dirs []string, o judge.Options) (*judge.Report, error) {
 	o.Remote, o.Outputs = hub.Remote{}, outdir.Reader{}
 	out, err := judge.Inspect(dirs, o)
 	if err != nil {
+		// The key index spills beside the output (or in TMPDIR): a full
+		// disk there is no fault of the DIRs.
+		if de := diskError(cmp.Or(o.TempDir, os.TempDir()), err); de != nil {
+			return nil, de
+		}
 		return nil, usageError(err, "give the output.dir of a run (the directory holding manifest.json and data/)")
 	}
 	return out, nil

@@ -2,11 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/synthgen/synthgen/internal/diskfault"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -104,5 +108,32 @@ func TestInspectRecomputesTheJobHash(t *testing.T) {
 	out, err := runInspectCmd(t, dir)
 	if err == nil || exitCode(err) != exitFailure || !strings.Contains(out, "does not hash to its job_hash") {
 		t.Errorf("an edited job: exit %d: %v, want %d naming the hash\n%s", exitCode(err), err, exitFailure, out)
+	}
+}
+
+// TestExportDiskFullDuringTheSort: a disk that fills while the audit's key
+// index spills beside --out is a full disk (exit 1, saying so), not a DIR
+// that is no output directory (exit 2). Not parallel: the fault is the
+// process's.
+func TestExportDiskFullDuringTheSort(t *testing.T) {
+	ds := inspectDataset(t, 4)
+	dir := inspectFixture(t, sink.FormatJSONL, ds, seq(0, 4, 1), nil, "")
+	for _, spill := range []string{".synthgen-inspect-"} { // the audit's key index (the export's own spills only past 32 MB)
+		parent := t.TempDir()
+		restore := diskfault.Set(func(op, path string) error {
+			if op == "write" && strings.HasPrefix(path, filepath.Join(parent, spill)) {
+				return &fs.PathError{Op: op, Path: path, Err: syscall.ENOSPC}
+			}
+			return nil
+		})
+		r := cliRun(t, "export", dir, "--format", "messages", "--out", filepath.Join(parent, "train.jsonl"))
+		restore()
+		if exitCode(r.err) != exitFailure || !errors.Is(r.err, syscall.ENOSPC) || !strings.Contains(r.err.Error(), "free on the filesystem") ||
+			strings.Contains(r.hint(), "output.dir") {
+			t.Errorf("a full disk during the sort of %s: exit %d: %v (hint %q), want %d saying the disk is full", spill, exitCode(r.err), r.err, r.hint(), exitFailure)
+		}
+		if got := names(t, parent); len(got) != 0 {
+			t.Errorf("a full disk during the sort of %s left %v", spill, got)
+		}
 	}
 }
