@@ -18,6 +18,7 @@ import (
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/promscrape"
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/audit"
 )
 
 // Setup is one run of a job into an output directory: the job, the server,
@@ -341,6 +342,9 @@ func (r *Runner) pinDataset(ctx context.Context) (dataset.Options, error) {
 		}
 		r.job.Selection.Output = out
 		opts.Selection = r.job.Selection
+		if n := audit.FirstPassNote(opts.Path); n != "" {
+			fmt.Fprintf(s.Log, "note: %s\n", n) // done N/N would not say it
+		}
 		return opts, nil
 	}
 	if !strings.HasPrefix(opts.Path, "hf://") {

@@ -10,7 +10,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/internal/diskfault"
+	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -135,5 +137,28 @@ func TestExportDiskFullDuringTheSort(t *testing.T) {
 		if got := names(t, parent); len(got) != 0 {
 			t.Errorf("a full disk during the sort of %s left %v", spill, got)
 		}
+	}
+}
+
+// TestSecondPassSaysTheFirstPassFailedKeys: a first pass with a key failed
+// for good has no record, so no row, of it; a second pass over it is done
+// with the rest. Its start and inspect say what it lacks, and how to get
+// it.
+func TestSecondPassSaysTheFirstPassFailedKeys(t *testing.T) {
+	t.Parallel()
+	ds := inspectDataset(t, 10)
+	first := inspectFixture(t, sink.FormatJSONL, ds, seq(0, 9, 1), []int{9}, "")
+	m := startMock(t, mockserver.Options{MeanTokens: 5})
+	second := filepath.Join(t.TempDir(), "judged")
+	grade := []dataset.MessageTemplate{{Role: "user", Content: "Grade: {{.content}}"}}
+	r := cliRun(t, passArgs(m.BaseURL, first, second, "jsonl", grade, t)...)
+	r.ok(t, "second pass")
+	const want = "has 1 key failed for good"
+	if !strings.Contains(r.stderr, want) {
+		t.Errorf("the second pass's start does not say the first pass's failed key:\n%s", r.stderr)
+	}
+	out, _ := runInspectCmd(t, second)
+	if !strings.Contains(out, want) {
+		t.Errorf("inspect of the second pass does not say the first pass's failed key:\n%s", out)
 	}
 }

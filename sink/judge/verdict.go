@@ -94,6 +94,11 @@ func Inspect(dirs []string, o Options) (*Report, error) {
 			a.Notes = append(a.Notes, fmt.Sprintf("being written now by %s: these figures are what it had finalized when read (the records in its open part are not in them)", h))
 		}
 		if j, ok := jobOfAudit(a, o.Shard); ok {
+			if !j.Selection.Output.IsZero() && o.DatasetPath == "" {
+				if n := audit.FirstPassNote(plan.Resolve(j.Selection)); n != "" {
+					a.Notes = append(a.Notes, n)
+				}
+			}
 			d.Dataset = planner.Add(j, a, a.Distinct)
 			jobs = append(jobs, j)
 		}
