@@ -163,7 +163,7 @@ func judgeInspect(out *judge.Report) error {
 		return &exitError{code: exitFailure, err: errors.New(out.Verdict),
 			hint: "each problem above says what to do; run inspect again afterwards"}
 	case judge.Incomplete:
-		return &exitError{code: exitPending, err: errors.New(out.Verdict), hint: out.Completeness().Hint()}
+		return &exitError{code: exitPending, err: errors.New(out.Verdict), hint: out.Hint()}
 	case judge.Empty:
 		return &exitError{code: exitFailure, err: errors.New(out.Verdict), hint: out.Completeness().Hint()}
 	}

@@ -134,6 +134,28 @@ func (c Completeness) Hint() string {
 	return strings.Join(do, "; ")
 }
 
+// Live names the runs writing the directories now, each as "synthgen pid
+// 4242 on gpu-01 is writing DIR now"; none when no run holds one.
+func (r *Report) Live() []string {
+	var live []string
+	for _, d := range r.Dirs {
+		if d.WrittenBy != "" {
+			live = append(live, d.WrittenBy+" is writing "+d.Dir+" now")
+		}
+	}
+	return live
+}
+
+// Hint says what finishes the job: while a run is doing it, to wait for
+// that run, not to start another.
+func (r *Report) Hint() string {
+	c := r.Completeness()
+	if live := r.Live(); len(live) > 0 && c.Known && c.Selected > 0 && !c.Done() {
+		return strings.Join(live, "; ") + ": inspect again when it has ended (should it stop before its end, the same command resumes it)"
+	}
+	return c.Hint()
+}
+
 // Completeness is the job's completeness as the directories hold it: the
 // combined plan of several directories, else the one directory's.
 func (r *Report) Completeness() Completeness {
@@ -171,6 +193,9 @@ func (d Dir) Sound() string {
 		return "sound: no problems; whether its job is complete is unknown (the dataset is not readable from here)"
 	}
 	if c := planCompleteness(p); !c.Done() {
+		if d.WrittenBy != "" {
+			return "sound: no problems, but " + c.String() + " (being written now by " + d.WrittenBy + ")"
+		}
 		return "sound: no problems, but " + c.String()
 	}
 	return "ok: no problems, every selected key done"
