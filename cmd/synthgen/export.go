@@ -192,7 +192,7 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options, partial, ove
 	case err != nil:
 		return &exitError{code: exitFailure, err: fmt.Errorf("export: %w", err), hint: "nothing was written under " + o.Out}
 	}
-	printExportSummary(stderr, sum, len(dirs))
+	sum.WriteText(stderr, len(dirs))
 	if c.Known && !c.Done() {
 		fmt.Fprintf(stderr, "export: partial (--partial): the job is %s; their rows are not in %s\n", c, o.Out)
 	}
@@ -253,40 +253,5 @@ func printProblems(w io.Writer, out *judge.Report) {
 	}
 	if out.Combined != nil {
 		list("combined", out.Combined.Audit)
-	}
-}
-
-// printExportSummary says on stderr what was read, written and dropped.
-func printExportSummary(w io.Writer, s *export.Summary, ndirs int) {
-	where := s.Out
-	if where == "-" {
-		where = "stdout"
-	}
-	fmt.Fprintf(w, "export: %s read from %s; %s written to %s (%s)\n",
-		pluralNum(s.Read, "record", "records"), plural(ndirs, "directory", "directories"),
-		pluralNum(s.Exported, "row", "rows"), where, s.Format)
-	for _, f := range s.Filters {
-		if !f.Active {
-			fmt.Fprintf(w, "  kept     %-10s filter off (%s)\n", f.Name, f.Flag)
-			continue
-		}
-		line := fmt.Sprintf("  dropped  %-10s %s: %s", f.Name, inspectNum(f.Dropped), f.Rule)
-		if f.Flag != "" && f.Dropped > 0 {
-			line += "; keep them with " + f.Flag
-		}
-		fmt.Fprintln(w, line)
-	}
-	if s.Failed > 0 {
-		what := "not exported (rerun with --retry-errors to ask them again)"
-		if s.ErrorLines > 0 {
-			what = "written as error lines"
-		}
-		fmt.Fprintf(w, "  failed   %s failed for good, %s\n", pluralNum(s.Failed, "request", "requests"), what)
-	}
-	pm, cm := s.Mean()
-	fmt.Fprintf(w, "  tokens   prompt %s (mean %.0f), completion %s (mean %.0f, p50 %d, p90 %d)\n",
-		inspectNum(s.PromptTokens), pm, inspectNum(s.CompletionTokens), cm, s.CompletionP50, s.CompletionP90)
-	if len(s.Files) > 1 {
-		fmt.Fprintf(w, "  files    %s\n", strings.Join(s.Files, ", "))
 	}
 }

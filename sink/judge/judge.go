@@ -5,10 +5,8 @@ import (
 	"os"
 	"strings"
 
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
-
 	"github.com/synthgen/synthgen/generator/plan"
+	"github.com/synthgen/synthgen/internal/human"
 	"github.com/synthgen/synthgen/sink/audit"
 )
 
@@ -66,13 +64,13 @@ func (r *Report) Invalid() string {
 			what = append(what, fmt.Sprintf("%d duplicate keys", n))
 		}
 		if bad := a.InvalidParts(); len(bad) > 0 {
-			what = append(what, fmt.Sprintf("%s (%s)", count(int64(len(bad)), "invalid shard", "invalid shards"), strings.Join(bad, ", ")))
+			what = append(what, fmt.Sprintf("%s (%s)", human.Count(int64(len(bad)), "invalid shard", "invalid shards"), strings.Join(bad, ", ")))
 		}
 		if len(what) == 0 {
 			what = append(what, a.Problems[0])
 		}
 		parts = append(parts, fmt.Sprintf("%s: %s (%s)", name, strings.Join(what, ", "),
-			count(int64(len(a.Problems)), "problem", "problems")))
+			human.Count(int64(len(a.Problems)), "problem", "problems")))
 	}
 	for _, d := range r.Dirs {
 		add(d.Dir, d.Audit)
@@ -103,18 +101,18 @@ func (c Completeness) String() string {
 	case !c.Known:
 		return "whether the job is complete is unknown: " + c.Why
 	case c.Selected == 0 && c.BadRows > 0:
-		return fmt.Sprintf("no keys: the job selects none, its rows all skipped (%s: none makes a prompt)", count(c.BadRows, "bad row", "bad rows"))
+		return fmt.Sprintf("no keys: the job selects none, its rows all skipped (%s: none makes a prompt)", human.Count(c.BadRows, "bad row", "bad rows"))
 	case c.Selected == 0:
 		return "no keys: the dataset selects no rows (an empty file, or a limit or shard past its end)"
 	case c.Done():
-		return fmt.Sprintf("complete: all %s keys done", num(c.Selected))
+		return fmt.Sprintf("complete: all %s keys done", human.Num(c.Selected))
 	}
 	var what []string
 	if c.Pending > 0 {
-		what = append(what, fmt.Sprintf("%s of %s keys pending", num(c.Pending), num(c.Selected)))
+		what = append(what, fmt.Sprintf("%s of %s keys pending", human.Num(c.Pending), human.Num(c.Selected)))
 	}
 	if c.Failed > 0 {
-		what = append(what, fmt.Sprintf("%s failed for good", num(c.Failed)))
+		what = append(what, fmt.Sprintf("%s failed for good", human.Num(c.Failed)))
 	}
 	return "incomplete: " + strings.Join(what, ", ")
 }
@@ -231,14 +229,3 @@ func Unique(dirs []string) ([]string, []string) {
 	}
 	return out, notes
 }
-
-// count is "1 problem", "12 problems", "1,204 problems".
-func count(n int64, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return num(n) + " " + many
-}
-
-// num groups digits by thousands: 1234567 -> 1,234,567.
-func num(n int64) string { return message.NewPrinter(language.English).Sprintf("%d", n) }
