@@ -19,7 +19,6 @@ import (
 
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/internal/export"
-	"github.com/synthgen/synthgen/sink/audit"
 	"github.com/synthgen/synthgen/sink/judge"
 )
 
@@ -217,7 +216,7 @@ func exportVerdict(stderr io.Writer, out *judge.Report, dirs []string, partial b
 	c := out.Completeness()
 	switch out.Judge() {
 	case judge.Invalid:
-		printProblems(stderr, out)
+		out.WriteProblems(stderr)
 		return c, &exitError{code: exitFailure, err: errors.New("export: refused: " + out.Verdict),
 			hint: "each problem above says what to do; 'synthgen inspect " + strings.Join(dirs, " ") + "' shows the whole report"}
 	case judge.Incomplete:
@@ -239,19 +238,4 @@ func exportVerdict(stderr io.Writer, out *judge.Report, dirs []string, partial b
 			hint: "run synthgen on the directory once (with --force to adopt its shards) to write the manifest"}
 	}
 	return c, nil
-}
-
-// printProblems lists what makes each directory (and their union) invalid.
-func printProblems(w io.Writer, out *judge.Report) {
-	list := func(name string, r *audit.Audit) {
-		for _, p := range r.Problems {
-			fmt.Fprintf(w, "%s: %s\n", name, p)
-		}
-	}
-	for _, d := range out.Dirs {
-		list(d.Dir, d.Audit)
-	}
-	if out.Combined != nil {
-		list("combined", out.Combined.Audit)
-	}
 }

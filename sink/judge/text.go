@@ -33,6 +33,22 @@ import (
 // ones not ok are, after a count (unless all are asked for).
 const ShardTable = 12
 
+// WriteProblems lists, a line each, what makes each directory (and their
+// union) invalid: export's refusal, without the rest of the report.
+func (r *Report) WriteProblems(w io.Writer) {
+	list := func(name string, a *audit.Audit) {
+		for _, p := range a.Problems {
+			fmt.Fprintf(w, "%s: %s\n", name, p)
+		}
+	}
+	for _, d := range r.Dirs {
+		list(d.Dir, d.Audit)
+	}
+	if r.Combined != nil {
+		list("combined", r.Combined.Audit)
+	}
+}
+
 // WriteText writes the report as text: each directory, their combination,
 // the notes. allShards lists every shard, also past ShardTable.
 func (r *Report) WriteText(w io.Writer, allShards bool) error {
