@@ -82,7 +82,8 @@ Filters (what each dropped is printed on stderr and in the card):
 An existing --out is replaced only with --overwrite, and with --hf only when
 it is a dataset an export wrote (a README.md card and data/train-*.parquet,
 nothing else); a path inside an output directory, or a file of the dataset
-the job reads, is refused always. A directory named twice (another
+the job reads (by its recorded path, or by size and hash), is refused always,
+and so is any --overwrite while the dataset cannot be found. A directory named twice (another
 spelling, an overlapping glob) is read once.
 
 The output appears under PATH only when complete: it is written beside it as
@@ -98,8 +99,9 @@ exit 4, naming the counts, unless --partial: a training file of part of the
 job is then written, and what it lacks is said on stderr.
 
 Exit status: 0 when written, 4 when the job is not done (without --partial),
-1 when a directory is invalid or the export failed, 2 for bad flags or a DIR
-that is not an output directory, 130 when a signal stopped it.`
+1 when a directory is invalid, the job has no keys, or the export failed (a
+full disk says so), 2 for bad flags, an --out refused, or a DIR that is not an
+output directory, 130 when a signal stopped it.`
 
 func newExportCmd() *cobra.Command {
 	var (

@@ -63,7 +63,9 @@ not done; "unknown" when the dataset cannot be counted from here.
 Exit status: 0 when nothing is invalid and the job is done (or cannot be
 counted), 4 when nothing is invalid but keys are pending or failed, 1 when
 something is invalid (a duplicate key, a shard that does not read, a shard the
-manifest lists that is gone, ...), 2 when a DIR is not an output directory.`,
+manifest lists that is gone, a job edited without its hash, ...) or the job has
+no keys (every row bad, an empty dataset), 2 when a DIR is not an output
+directory.`,
 		Example: `  synthgen inspect out/run
   synthgen inspect --dataset /data/prompts.jsonl /data/synth/perfectblend-25k
   synthgen inspect out/shard-0 out/shard-1 out/shard-2 out/shard-3
