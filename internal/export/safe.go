@@ -24,6 +24,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/generator/plan"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -125,9 +126,10 @@ func datasetFile(out string, st os.FileInfo, sel dataset.Selection) (what string
 	if strings.HasPrefix(sel.Path, "hf://") || !sel.Output.IsZero() {
 		return "", true, nil
 	}
-	paths, _ := filepath.Glob(sel.Path)
+	where := plan.Resolve(sel) // a relative path made elsewhere, under its stamps' directory
+	paths, _ := filepath.Glob(where)
 	if len(paths) == 0 {
-		paths = []string{sel.Path}
+		paths = []string{where}
 	}
 	stamps := append(slices.Clone(sel.Content), sel.ShardContent...)
 	for _, f := range stamps {

@@ -66,3 +66,33 @@ func TestRunRefusesTheDatasetFromAnywhere(t *testing.T) {
 		}
 	}
 }
+
+// TestRunRefusesAnotherShardsFile: a job split by file stamps only its own
+// files; another shard's file is still found, under the directory its
+// stamps show, by the relative glob the job was made with elsewhere.
+func TestRunRefusesAnotherShardsFile(t *testing.T) {
+	t.Parallel()
+	dir := fixtureDir(t, sink.FormatJSONL)
+	work := t.TempDir()
+	if err := os.Mkdir(filepath.Join(work, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a, b := filepath.Join(work, "data", "a.jsonl"), filepath.Join(work, "data", "b.jsonl")
+	for i, p := range []string{a, b} {
+		if err := os.WriteFile(p, []byte(`{"prompt":"q`+string(rune('0'+i))+`"}`+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	own, err := dataset.Stamp(dataset.Options{Selection: dataset.Selection{Path: a, Format: "auto"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := options(t, FormatSpecForge, b, dir)
+	o.Overwrite = true
+	o.Job.Selection = dataset.Selection{Path: "data/*.jsonl", Format: "auto", ShardBy: dataset.ShardFiles,
+		Shard: dataset.Shard{Index: 0, Count: 2}, ShardContent: own}
+	var refused *RefusedError
+	if _, err := Run(context.Background(), o); !errors.As(err, &refused) || !strings.Contains(err.Error(), "a file of the dataset") {
+		t.Errorf("another shard's file: %v, want refused as a file of the dataset", err)
+	}
+}
