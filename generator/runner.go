@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/dataset/outdir"
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/pool"
@@ -20,6 +19,7 @@ import (
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/promscrape"
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/audit"
 )
 
 // Setup is one run of a job into an output directory: the job, the server,
@@ -76,6 +76,10 @@ type Setup struct {
 	// Remote reads hf:// dataset paths (hub.Remote{} of package
 	// dataset/hub); nil: such a path is an error.
 	Remote dataset.Remote
+	// Outputs reads a first pass's output directory named as the dataset
+	// (outdir.Reader{} of package dataset/outdir), injected as Remote is;
+	// nil: such a path is an error.
+	Outputs dataset.Outputs
 
 	// Started is when the run began, for status.json and report.json
 	// (started_at, duration_s); zero: when Open is called.
@@ -325,7 +329,7 @@ func (r *Runner) pinDataset(ctx context.Context) (dataset.Options, error) {
 		OnIgnored:     s.OnIgnored,
 		OnDownload:    s.OnDownload,
 		Remote:        s.Remote,
-		Outputs:       outdir.Reader{},
+		Outputs:       s.Outputs,
 		Context:       ctx, // Ctrl-C ends a Hub download; it resumes next time
 	}
 	if out, ok, err := dataset.StampOutput(opts); ok || err != nil {
@@ -339,6 +343,9 @@ func (r *Runner) pinDataset(ctx context.Context) (dataset.Options, error) {
 		}
 		r.job.Selection.Output = out
 		opts.Selection = r.job.Selection
+		if n := audit.FirstPassNote(opts.Path); n != "" {
+			fmt.Fprintf(s.Log, "note: %s\n", n) // done N/N would not say it
+		}
 		return opts, nil
 	}
 	if !strings.HasPrefix(opts.Path, "hf://") {

@@ -14,6 +14,7 @@ import (
 	"github.com/synthgen/synthgen/config"
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/dataset/hub"
+	"github.com/synthgen/synthgen/dataset/outdir"
 	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/job"
@@ -359,6 +360,7 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 		},
 		OnDownload: downloadReporter(stderr),
 		Remote:     hub.Remote{},
+		Outputs:    outdir.Reader{},
 		Version:    version,
 		Config:     cfg.Redacted(),
 		Stats:      stats,

@@ -27,6 +27,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/synthgen/synthgen/internal/view"
+	"github.com/synthgen/synthgen/sink"
 )
 
 // defaultViewAddr is where view listens without --addr: loopback, on a
@@ -291,9 +292,9 @@ func reportPath(path string, dirs []string, overwrite bool) (string, error) {
 	if err != nil {
 		return "", usageError(fmt.Errorf("view: --html %s: %w", path, err), "give a file in an existing directory")
 	}
-	inside := outputDirAbove(real)
+	inside := sink.DirAbove(real)
 	for _, d := range dirs {
-		if rd, err := filepath.EvalSymlinks(d); err == nil && within(real, rd) {
+		if rd, err := filepath.EvalSymlinks(d); err == nil && sink.Within(real, rd) {
 			inside = d
 		}
 	}

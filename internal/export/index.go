@@ -96,7 +96,7 @@ func buildIndex(ctx context.Context, o Options, tmpDir, spillPattern string) (*i
 			}
 			var rows int64
 			if o.Format == FormatSpeculators {
-				if why := speculatorsMissing(rec); why != "" {
+				if why := speculatorsMissing(rec, o.Job.Sampling.ReturnTokenIDs); why != "" {
 					return errors.New(why)
 				}
 				kept, cut := speculatorsKept(rec, o.KeepTruncated)

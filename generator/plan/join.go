@@ -1,4 +1,4 @@
-package job
+package plan
 
 // A plan counts a selection's keys against a directory's as a merge of two
 // sorted streams, the selection's ids and the keys held, so that it holds

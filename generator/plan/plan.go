@@ -1,28 +1,31 @@
-package job
+// Package plan counts a job's selection of the dataset against what output
+// directories hold: done, failed and pending keys, bad rows, a dataset that
+// changed. Run works through the same selection; inspect and export show it.
+package plan
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/dataset/outdir"
+	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/internal/extsort"
 	"github.com/synthgen/synthgen/sink"
-	"github.com/synthgen/synthgen/sink/audit"
 )
 
 // Holdings is what an output directory holds, as far as a plan needs it.
-// *audit.Audit is one.
+// *audit.Audit (package sink/audit) is one.
 type Holdings interface {
 	// EachKey calls yield with each distinct key that has a record on
 	// disk, in sink.CompareKeys order, until yield returns false.
 	EachKey(yield func(k sink.Key) bool) error
 	Failed(k sink.Key) bool // k failed for good and no record superseded it
 }
-
-var _ Holdings = (*audit.Audit)(nil)
 
 // Plan is a job's selection counted against an output directory: the keys
 // (id, sample) it selects, and of those the done, the failed and the
@@ -60,6 +63,10 @@ type Planner struct {
 	// dataset/hub): set by the caller, so that this package, which export
 	// needs, links no HTTP client. Nil: such a dataset is Unreadable.
 	Remote dataset.Remote
+	// Outputs reads a first pass's output directory named as the dataset
+	// (outdir.Reader{} of package dataset/outdir): set by the caller, as
+	// Remote is. Nil: such a dataset is Unreadable.
+	Outputs dataset.Outputs
 	// TempDir is where ids read out of order are sorted ("": TMPDIR).
 	TempDir string
 
@@ -89,10 +96,10 @@ type planTarget struct {
 
 // Add counts job against held, which holds distinct keys. The returned
 // plan is filled by Count.
-func (p *Planner) Add(job Job, held Holdings, distinct int64) *Plan {
-	sel := job.Selection
-	t := &planTarget{sel: sel, whole: job.Prompt.Whole(), template: job.Prompt.Template, contains: sel.Contains, held: held, distinct: distinct, plan: &Plan{
-		Path: sel.Path, Shard: sel.Shard.String(), Limit: sel.Limit, Samples: job.Samples(),
+func (p *Planner) Add(j job.Job, held Holdings, distinct int64) *Plan {
+	sel := j.Selection
+	t := &planTarget{sel: sel, whole: j.Prompt.Whole(), template: j.Prompt.Template, contains: sel.Contains, held: held, distinct: distinct, plan: &Plan{
+		Path: sel.Path, Shard: sel.Shard.String(), Limit: sel.Limit, Samples: j.Samples(),
 	}}
 	p.targets = append(p.targets, t)
 	return t.plan
@@ -101,7 +108,7 @@ func (p *Planner) Add(job Job, held Holdings, distinct int64) *Plan {
 // AddUnion counts the union of jobs' selections (the shards of one
 // dataset, run into several directories) against held, their combined
 // holdings. The jobs read one dataset with one number of samples.
-func (p *Planner) AddUnion(jobs []Job, held Holdings, distinct int64) *Plan {
+func (p *Planner) AddUnion(jobs []job.Job, held Holdings, distinct int64) *Plan {
 	if len(jobs) == 0 {
 		return nil
 	}
@@ -144,6 +151,8 @@ func (p *Planner) Count(path string) {
 	for _, t := range p.targets {
 		if path != "" {
 			t.sel.Path, t.sel.Revision, t.plan.Path = path, "", path
+		} else if p := Resolve(t.sel); p != t.sel.Path {
+			t.sel.Path, t.plan.Path = p, p
 		}
 		var g *group
 		for _, h := range groups {
@@ -153,7 +162,7 @@ func (p *Planner) Count(path string) {
 			}
 		}
 		if g == nil {
-			g = &group{opts: dataset.Options{Selection: t.sel, Conversations: t.whole, Template: t.template, OnBadRow: dataset.OnBadRowSkip, Remote: p.Remote, Outputs: outdir.Reader{}}}
+			g = &group{opts: dataset.Options{Selection: t.sel, Conversations: t.whole, Template: t.template, OnBadRow: dataset.OnBadRowSkip, Remote: p.Remote, Outputs: p.Outputs}}
 			g.opts.Shard = dataset.Shard{}
 			groups = append(groups, g)
 		}
@@ -374,4 +383,34 @@ func compareOutput(opts dataset.Options, t *planTarget) {
 	if now.Identity() != t.sel.Output.Identity() {
 		t.plan.Changed = fmt.Sprintf("%s (made from) -> %s (now): %s", t.sel.Output, now, now.DescribeChange(t.sel.Output))
 	}
+}
+
+// Resolve is where sel's dataset is from here: its path, or, when that is
+// relative to another directory (the run's) and names nothing from here,
+// the same path under the directory its stamps' absolute paths show.
+func Resolve(sel dataset.Selection) string {
+	p := sel.Path
+	if filepath.IsAbs(p) || strings.Contains(p, "://") || !sel.Output.IsZero() {
+		return p
+	}
+	if m, _ := filepath.Glob(p); len(m) > 0 {
+		return p
+	}
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	for _, f := range append(slices.Clone(sel.Content), sel.ShardContent...) {
+		if f.Path == "" {
+			continue
+		}
+		for d := filepath.Dir(f.Path); ; d = filepath.Dir(d) {
+			if ok, _ := filepath.Match(filepath.Join(d, p), f.Path); ok {
+				return filepath.Join(d, p)
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	return p
 }

@@ -1,4 +1,4 @@
-package job
+package plan
 
 import (
 	"fmt"
@@ -10,7 +10,9 @@ import (
 	"testing"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/audit"
 )
 
 // fakeHoldings is an output directory's holdings as a plan sees them.
@@ -74,10 +76,10 @@ func writeRows(t *testing.T, n int) string {
 	return path
 }
 
-func shardJob(path string, index, count int, limit int64) Job {
-	return Job{
+func shardJob(path string, index, count int, limit int64) job.Job {
+	return job.Job{
 		Selection: dataset.Selection{Path: path, Format: dataset.FormatPrompt, Limit: limit, Shard: dataset.Shard{Index: index, Count: count}},
-		Sampling:  Sampling{Model: "m", Samples: 2},
+		Sampling:  job.Sampling{Model: "m", Samples: 2},
 	}
 }
 
@@ -106,7 +108,7 @@ func TestPlannerShardsAndUnion(t *testing.T) {
 	var pl Planner
 	p0 := pl.Add(j0, dir0, dir0.distinct())
 	p1 := pl.Add(j1, dir1, dir1.distinct())
-	pu := pl.AddUnion([]Job{j0, j1}, both, both.distinct())
+	pu := pl.AddUnion([]job.Job{j0, j1}, both, both.distinct())
 	// Limits in one dataset's pass: each plan keeps its own, the pass reads
 	// up to the largest, whatever the order they were added in.
 	p0lim := pl.Add(shardJob(path, 0, 2, 3), dir0, dir0.distinct())
@@ -187,7 +189,7 @@ func TestPlannerUnreadable(t *testing.T) {
 		plans := []*Plan{
 			pl.Add(shardJob(path, 0, 2, 0), held, 1),
 			pl.Add(shardJob(path, 1, 2, 0), held, 1),
-			pl.AddUnion([]Job{shardJob(path, 0, 2, 0), shardJob(path, 1, 2, 0)}, held, 1),
+			pl.AddUnion([]job.Job{shardJob(path, 0, 2, 0), shardJob(path, 1, 2, 0)}, held, 1),
 		}
 		pl.Count(missing)
 		for i, p := range plans {
@@ -222,7 +224,7 @@ func TestPlannerUnreadable(t *testing.T) {
 
 	t.Run("no path", func(t *testing.T) {
 		var pl Planner
-		p := pl.Add(Job{Sampling: Sampling{Samples: 1}}, held, 1)
+		p := pl.Add(job.Job{Sampling: job.Sampling{Samples: 1}}, held, 1)
 		pl.Count("")
 		if p.Unreadable == "" {
 			t.Errorf("a job without a dataset path: %+v, want Unreadable", p)
@@ -241,7 +243,7 @@ func TestPlannerDuplicateIDAcrossShards(t *testing.T) {
 	if err := os.WriteFile(path, []byte(rows), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	job := func(index int) Job {
+	mkJob := func(index int) job.Job {
 		j := shardJob(path, index, 2, 0)
 		j.Selection.IDField = "uid"
 		j.Sampling.Samples = 1
@@ -249,7 +251,7 @@ func TestPlannerDuplicateIDAcrossShards(t *testing.T) {
 	}
 	dir1 := holdings([]sink.Key{{ID: "a"}}, nil) // shard 1's run asked row 1, id a
 	var pl Planner
-	p1 := pl.Add(job(1), dir1, dir1.distinct())
+	p1 := pl.Add(mkJob(1), dir1, dir1.distinct())
 	pl.Count("")
 	if p1.Unreadable != "" {
 		t.Fatal(p1.Unreadable)
@@ -312,18 +314,18 @@ func TestPlannerCountsBadRowsAsTheRunDoes(t *testing.T) {
 	if err := os.WriteFile(path, []byte(strings.Join(rows, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	mk := func(turns Turns, index, count int) Job {
-		return Job{
+	mk := func(turns job.Turns, index, count int) job.Job {
+		return job.Job{
 			Selection: dataset.Selection{Path: path, Format: dataset.FormatAuto, Shard: dataset.Shard{Index: index, Count: count}},
-			Prompt:    Prompting{Turns: turns},
-			Sampling:  Sampling{Model: "m", Samples: 1},
+			Prompt:    job.Prompting{Turns: turns},
+			Sampling:  job.Sampling{Model: "m", Samples: 1},
 		}
 	}
 	held := holdings([]sink.Key{{ID: "0"}, {ID: "3"}, {ID: "r"}}, nil)
 	var pl Planner
-	whole := pl.Add(mk(TurnsAll, 0, 1), held, held.distinct())
-	first := pl.Add(mk(TurnsFirst, 0, 1), held, held.distinct())
-	odd := pl.Add(mk(TurnsAll, 1, 2), held, held.distinct()) // rows 1, 3, 5: r once
+	whole := pl.Add(mk(job.TurnsAll, 0, 1), held, held.distinct())
+	first := pl.Add(mk(job.TurnsFirst, 0, 1), held, held.distinct())
+	odd := pl.Add(mk(job.TurnsAll, 1, 2), held, held.distinct()) // rows 1, 3, 5: r once
 	pl.Count("")
 	cases := []struct {
 		name          string
@@ -342,5 +344,30 @@ func TestPlannerCountsBadRowsAsTheRunDoes(t *testing.T) {
 		if g := got(c.plan); g != c.want || c.plan.BadRows != c.bad || c.plan.DupIDs != c.repeated {
 			t.Errorf("%s: %+v, %d bad rows, %d repeating; want %+v, %d, %d", c.name, g, c.plan.BadRows, c.plan.DupIDs, c.want, c.bad, c.repeated)
 		}
+	}
+}
+
+// An audit of a directory is what a plan counts against.
+var _ Holdings = (*audit.Audit)(nil)
+
+// TestPlannerFindsARelativeDatasetByItsStamps: a job made in another
+// directory names its dataset relative to there; from here the path names
+// nothing, but the manifest's stamps hold the files' absolute paths, so the
+// plan is counted, not unknown.
+func TestPlannerFindsARelativeDatasetByItsStamps(t *testing.T) {
+	t.Parallel()
+	path := writeRows(t, 3)
+	j := shardJob(path, 0, 1, 0)
+	content, err := dataset.Stamp(dataset.Options{Selection: j.Selection})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Selection.Path, j.Selection.Content = filepath.Base(path), content
+	held := holdings([]sink.Key{key(0, 0), key(0, 1)}, nil)
+	var pl Planner
+	p := pl.Add(j, held, held.distinct())
+	pl.Count("")
+	if want := (counts{selected: 6, done: 2, pending: 4}); p.Unreadable != "" || got(p) != want {
+		t.Errorf("plan: %+v (unreadable %q), want %+v", got(p), p.Unreadable, want)
 	}
 }
