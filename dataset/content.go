@@ -33,7 +33,12 @@ type FileStamp struct {
 	Path    string    `json:"path,omitempty"` // absolute, when stamped
 	ModTime time.Time `json:"mod_time,omitzero"`
 	Inode   uint64    `json:"inode,omitempty"`
-	Rows    int64     `json:"rows,omitempty"` // physical rows (JSONL, compressed or not; Parquet); 0: not counted
+	// ChangeTime is the file's status change time (ctime; changeTime):
+	// unlike the modification time, no user can set it back after an
+	// in-place edit of the same size. A stamp recorded without one (an older
+	// manifest) is not trusted: the file is hashed once more.
+	ChangeTime time.Time `json:"change_time,omitzero"`
+	Rows       int64     `json:"rows,omitempty"` // physical rows (JSONL, compressed or not; Parquet); 0: not counted
 }
 
 // Identity is what the job's hash covers: sizes and hashes in order.
@@ -69,7 +74,7 @@ func (c Content) String() string {
 // against the Hub's hashes when they are downloaded.
 //
 // A file that Options.Known stamped before, and that has the path, size,
-// modification time and inode it had then, is not read again: its hash and
+// modification time, inode and change time it had then, is not read again: its hash and
 // row count are taken from there (the rule by which a resume trusts a
 // part's key summary). A resume of hundreds of GB that did not change thus
 // starts without reading them; Known empty (--rehash) reads every byte.
@@ -116,8 +121,16 @@ func Stamp(opts Options) (Content, error) {
 }
 
 // trusted is the stamp known has for the file at path, when the file has
-// the path, size, modification time and inode it had then; its rows are
-// remembered for Count.
+// the path, size, modification time, inode and change time it had then;
+// its rows are remembered for Count.
+//
+// This is what git's index (with core.trustctime, its default) and restic
+// trust a file by; rsync and make trust size and modification time alone,
+// which an in-place edit followed by touch -r slips past. The change time
+// moves on every write, chmod and utime and cannot be set back, so only
+// an edit within the clock tick of the stamp's own read (git's "racily
+// clean" case) or a change made with the clock set back is missed:
+// --rehash (Known empty) reads every byte.
 func trusted(path string, known map[string]FileStamp) (FileStamp, bool) {
 	if len(known) == 0 {
 		return FileStamp{}, false
@@ -131,7 +144,8 @@ func trusted(path string, known map[string]FileStamp) (FileStamp, bool) {
 		return FileStamp{}, false
 	}
 	st, err := os.Stat(path)
-	if err != nil || !st.Mode().IsRegular() || st.Size() != k.Size || !st.ModTime().Equal(k.ModTime) || inode(st) != k.Inode {
+	if err != nil || !st.Mode().IsRegular() || st.Size() != k.Size || !st.ModTime().Equal(k.ModTime) || inode(st) != k.Inode ||
+		!changeTime(st).Equal(k.ChangeTime) {
 		return FileStamp{}, false
 	}
 	if k.Rows > 0 {
@@ -197,7 +211,7 @@ func stampFile(path string, buf []byte) (FileStamp, error) {
 	stamp := FileStamp{Size: n, XXH64: fmt.Sprintf("%016x", h.Sum64())}
 	if n == st.Size() {
 		if abs, err := filepath.Abs(path); err == nil {
-			stamp.Path, stamp.ModTime, stamp.Inode = abs, st.ModTime(), inode(st)
+			stamp.Path, stamp.ModTime, stamp.Inode, stamp.ChangeTime = abs, st.ModTime(), inode(st), changeTime(st)
 		}
 		if counted >= 0 {
 			rememberRows(path, st, counted)
