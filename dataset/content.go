@@ -79,7 +79,7 @@ func (c Content) String() string {
 // part's key summary). A resume of hundreds of GB that did not change thus
 // starts without reading them; Known empty (--rehash) reads every byte.
 func Stamp(opts Options) (Content, error) {
-	if isHubPath(opts.Path) || isOutputDir(opts.Path) {
+	if isHubPath(opts.Path) || isOutputDir(opts) {
 		return nil, nil // an output directory's identity is its OutputStamp
 	}
 	if err := opts.Shard.check(); err != nil {

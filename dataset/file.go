@@ -103,7 +103,7 @@ func resolve(path string) ([]string, error) {
 			return nil, fmt.Errorf("dataset: %w", err)
 		}
 		if st.IsDir() {
-			return nil, fmt.Errorf("dataset %s: is a directory, and not a synthgen output directory (no %s); use a glob such as %s", path, outputManifest, filepath.Join(path, "*.jsonl"))
+			return nil, fmt.Errorf("dataset %s: is a directory, and not a synthgen output directory (it holds no manifest); use a glob such as %s", path, filepath.Join(path, "*.jsonl"))
 		}
 		if !st.Mode().IsRegular() {
 			// A FIFO or a device (a link to /dev/zero) never ends: counting

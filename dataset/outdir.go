@@ -17,14 +17,14 @@ import (
 	"strings"
 )
 
-// outputManifest is the file that makes a directory an output directory:
-// the sink's ManifestName (package dataset/outdir checks that they agree).
-const outputManifest = "manifest.json"
-
 // Outputs reads synthgen output directories. outdir.Reader (package
 // dataset/outdir) is the one; generator and generator/job set it in
 // Options.Outputs.
 type Outputs interface {
+	// Manifest is the name of the file that makes a directory an output
+	// directory (the sink's manifest): this package cannot import the
+	// sink, and spells the name nowhere.
+	Manifest() string
 	// Stamp identifies the output directory dir as it is now: its job, its
 	// final parts in the order they are read, their sizes, hashes (of
 	// every byte, checked against the ones recorded when each was
@@ -143,23 +143,33 @@ func KeyID(id string, sample, samples int) string {
 	return id + "#" + strconv.Itoa(sample)
 }
 
-// isOutputDir reports whether path is a directory holding a manifest.
-func isOutputDir(path string) bool {
-	if st, err := os.Stat(path); err != nil || !st.IsDir() {
+// isOutputDir reports whether opts.Path is a directory holding the
+// manifest of opts.Outputs.
+func isOutputDir(opts Options) bool {
+	if opts.Outputs == nil {
 		return false
 	}
-	_, err := os.Stat(filepath.Join(path, outputManifest))
+	if st, err := os.Stat(opts.Path); err != nil || !st.IsDir() {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(opts.Path, opts.Outputs.Manifest()))
 	return err == nil
 }
 
 // StampOutput stamps the output directory opts.Path names (ok false when
 // it names none) through opts.Outputs.
 func StampOutput(opts Options) (s OutputStamp, ok bool, err error) {
-	if isHubPath(opts.Path) || !isOutputDir(opts.Path) {
+	if isHubPath(opts.Path) {
 		return OutputStamp{}, false, nil
 	}
 	if opts.Outputs == nil {
-		return OutputStamp{}, true, fmt.Errorf("dataset %s: a synthgen output directory is read through dataset.Options.Outputs, and this program set none (package dataset/outdir has one)", opts.Path)
+		if st, err := os.Stat(opts.Path); err == nil && st.IsDir() {
+			return OutputStamp{}, true, fmt.Errorf("dataset %s: is a directory: a synthgen output directory is read through dataset.Options.Outputs, and this program set none (package dataset/outdir has one); the files of another are read by a glob such as %s", opts.Path, filepath.Join(opts.Path, "*.jsonl"))
+		}
+		return OutputStamp{}, false, nil
+	}
+	if !isOutputDir(opts) {
+		return OutputStamp{}, false, nil
 	}
 	s, err = opts.Outputs.Stamp(opts.Path)
 	return s, true, err

@@ -22,6 +22,10 @@ type Reader struct{}
 
 var _ dataset.Outputs = Reader{}
 
+// Manifest is the sink's manifest name, which makes a directory an output
+// directory.
+func (Reader) Manifest() string { return sink.ManifestName }
+
 // Stamp identifies dir as dataset.Outputs says: it refuses a directory a
 // live run holds, one whose records are not all in the final parts its
 // manifest lists (a killed run's .open or .journal parts, or a part it
