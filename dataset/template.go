@@ -5,12 +5,12 @@ package dataset
 // columns makes prompts without a script to reshape it first.
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"text/template"
 )
 
@@ -33,6 +33,8 @@ type MessageTemplate struct {
 // rendered per row (render).
 type Template struct {
 	turns []templateTurn
+	mu    sync.Mutex
+	state renderState // the render under way (template_bound.go)
 }
 
 type templateTurn struct {
@@ -54,18 +56,11 @@ type templateTurn struct {
 const noValue = "<no value>"
 
 // templateFuncs are the helpers a template may call besides text/template's
-// own (index, len, printf, eq, ...).
+// own (index, len, printf, eq, ...). Each Template binds json to its render
+// (renderState.json), which keeps a row's nulls.
 var templateFuncs = template.FuncMap{
 	// json writes a value as compact JSON: {{json .messages}}.
-	"json": func(v any) (string, error) {
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(v); err != nil {
-			return "", err
-		}
-		return strings.TrimSuffix(b.String(), "\n"), nil
-	},
+	"json": (*renderState)(nil).json,
 	// trim drops leading and trailing white space: {{trim .question}}.
 	"trim": func(v any) (string, error) {
 		s, err := templateText(v)
@@ -191,7 +186,8 @@ func CompileTemplate(msgs []MessageTemplate) (*Template, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	t := &Template{}
+	t := &Template{state: renderState{decoded: map[uintptr]map[string]any{}}}
+	funcs := t.state.funcs()
 	var errs []error
 	for i, m := range msgs {
 		name := fmt.Sprintf("%s[%d]", TemplateKey, i+1)
@@ -199,10 +195,14 @@ func CompileTemplate(msgs []MessageTemplate) (*Template, error) {
 			errs = append(errs, fmt.Errorf("%s.role: %q is not one of system, user, assistant", name, m.Role))
 			continue
 		}
-		tt, err := template.New(name).Option("missingkey=error").Funcs(templateFuncs).Parse(m.Content)
+		tt, err := template.New(name).Option("missingkey=error").Funcs(funcs).Parse(m.Content)
 		if err != nil {
 			line, col, msg := parseErrorAt(name, m.Content, err)
 			errs = append(errs, &TemplateError{Turn: name, Role: m.Role, Line: line, Col: col, Err: errors.New(msg)})
+			continue
+		}
+		if te := checkTree(tt, name, m.Role, m.Content); te != nil {
+			errs = append(errs, te)
 			continue
 		}
 		turn := templateTurn{role: m.Role, name: name, t: tt}
@@ -210,6 +210,7 @@ func CompileTemplate(msgs []MessageTemplate) (*Template, error) {
 			turn.optional = optionalFields(tt.Tree.Root, true, nil)
 			turn.operands = helperOperands(tt.Tree, tt.Tree.Root, map[string][]string{})
 		}
+		instrument(tt, turn.operands)
 		t.turns = append(t.turns, turn)
 	}
 	if len(errs) == 0 && msgs[len(msgs)-1].Role != "user" {
@@ -246,20 +247,27 @@ func (e *templateFieldError) Unwrap() error { return e.err }
 // bad row. A null field is a missing one. A system turn that renders empty
 // is left out; another turn that does is a bad row.
 func (t *Template) render(r row) ([]Message, *fieldError) {
-	data, _ := templateData(r).(map[string]any)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := &t.state
+	st.reset()
+	data, _ := st.templateData(r).(map[string]any)
 	msgs := make([]Message, 0, len(t.turns))
-	var b strings.Builder
 	for i := range t.turns {
 		turn := &t.turns[i]
 		in := data
 		if len(turn.optional) > 0 {
 			in = withOptional(data, turn.optional)
+			st.decoded[reflect.ValueOf(in).Pointer()] = r
 		}
-		b.Reset()
-		if err := turn.t.Execute(&b, in); err != nil {
+		st.out.b.Reset()
+		if err := turn.t.Execute(&st.out, in); err != nil {
+			if bound := boundError(err); bound != nil {
+				return nil, fieldErr("", fmt.Errorf("%s (%s) %w", turn.name, turn.role, bound))
+			}
 			return nil, turn.execError(err)
 		}
-		out := b.String()
+		out := st.out.b.String()
 		if strings.Contains(out, noValue) && !rowHolds(data, noValue) {
 			return nil, fieldErr("", fmt.Errorf("%s (%s) prints a null value (%s would be sent): give it a value with default", turn.name, turn.role, noValue))
 		}
@@ -277,20 +285,24 @@ func (t *Template) render(r row) ([]Message, *fieldError) {
 // templateData is a row as a template reads it: nulls in objects dropped
 // (a null field is a missing one), bytes as text. The row itself is left
 // as it is: its id and request fields are read from it as decoded.
-func templateData(v any) any {
+//
+// Each object made is remembered with the one it was made of, so that json
+// writes the nulls the template does not see.
+func (st *renderState) templateData(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
 		m := make(map[string]any, len(t))
 		for k, e := range t {
 			if e != nil {
-				m[k] = templateData(e)
+				m[k] = st.templateData(e)
 			}
 		}
+		st.decoded[reflect.ValueOf(m).Pointer()] = t
 		return m
 	case []any:
 		s := make([]any, len(t))
 		for i, e := range t {
-			s[i] = templateData(e)
+			s[i] = st.templateData(e)
 		}
 		return s
 	case []byte:
@@ -420,7 +432,9 @@ func (turn *templateTurn) execError(err error) *fieldError {
 	if path == nil {
 		path = turn.operands[at] // a helper's error: the field it was given
 	}
-	fe.err = errors.New(strings.TrimPrefix(reason, "error calling "))
+	reason = strings.TrimPrefix(reason, "error calling ")
+	reason = strings.TrimPrefix(reason, printFunc+": ")
+	fe.err = errors.New(reason)
 	return fieldErr(strings.Join(path, "."), fe)
 }
 
