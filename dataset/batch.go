@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/synthgen/synthgen/dataset/internal/number"
 )
 
 // The request a batch row may ask for: a chat completion, by POST. Other
@@ -94,7 +96,7 @@ func requestParams(obj map[string]any, at string, p *Prompt) *fieldError {
 			if v == nil {
 				continue
 			}
-			if n, ok := number(v); !ok || n != "1" {
+			if n, ok := number.Decimal(v); !ok || n != "1" {
 				return fieldErr(at+".n", fmt.Errorf("%v: samples per prompt come from generation.n; a row asks for one", v))
 			}
 		default:

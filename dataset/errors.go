@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/synthgen/synthgen/dataset/template"
 )
 
 // RowError is a bad dataset row: one that cannot become a prompt. It names the
@@ -66,7 +68,7 @@ func fieldErr(field string, err error) *fieldError { return &fieldError{field: f
 // The reasons a field is bad. They are values so tests and callers can match
 // them with errors.Is.
 var (
-	ErrMissing      = errors.New("missing")
+	ErrMissing      = template.ErrMissing // one value: a field a template reads is a row's field
 	ErrNotString    = errors.New("not a string")
 	ErrNotList      = errors.New("not a list")
 	ErrNotObject    = errors.New("not an object")

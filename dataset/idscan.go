@@ -11,6 +11,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"unsafe"
+
+	"github.com/synthgen/synthgen/dataset/internal/number"
 )
 
 // topFields finds the last occurrence (encoding/json keeps the last one) of
@@ -161,7 +163,7 @@ func scalarID(v []byte) (string, bool) {
 		if err := json.Unmarshal(v, &n); err != nil {
 			return "", false
 		}
-		return number(n)
+		return number.Decimal(n)
 	}
 	return "", false
 }

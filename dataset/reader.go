@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 	"unsafe"
+
+	"github.com/synthgen/synthgen/dataset/template"
 )
 
 // Options say which rows to read (the Selection, which a job stores) and
@@ -22,7 +24,7 @@ type Options struct {
 	// Template, when set, makes each row's messages from its own fields
 	// (prompt.messages, template.go): the row shape is then rows, whatever
 	// its columns, and Format must be auto or rows.
-	Template []MessageTemplate
+	Template []template.Message
 	// OnBadRow is "skip" (the default: report through OnSkip, count in
 	// Skipped) or "fail" (Next returns the *RowError).
 	OnBadRow string
@@ -291,7 +293,7 @@ func Open(opts Options) (*Reader, error) {
 			paramsField: o.ParamsField,
 		},
 	}
-	if r.conv.tmpl, err = CompileTemplate(o.Template); err != nil {
+	if r.conv.tmpl, err = template.Compile(o.Template); err != nil {
 		return nil, err
 	}
 	if o.reading() {

@@ -1,11 +1,14 @@
 package dataset
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/synthgen/synthgen/dataset/template"
+
+	"github.com/synthgen/synthgen/dataset/internal/number"
 )
 
 // A row is one decoded dataset row: JSON objects decode into it with
@@ -33,7 +36,7 @@ type converter struct {
 	promptField string // "" in auto mode: "prompt"
 	idField     string
 	sourceField string
-	tmpl        *Template // prompt.messages: the messages are rendered from the row (format rows)
+	tmpl        *template.Template // prompt.messages: the messages are rendered from the row (format rows)
 }
 
 // convert fills p with the conversation to send, the row's id (when an id
@@ -68,7 +71,7 @@ func (c *converter) convert(r row, p *Prompt) *fieldError {
 	case FormatAlpaca:
 		msgs, fe = alpaca(r)
 	case FormatRows:
-		msgs, fe = c.tmpl.render(r)
+		msgs, fe = rendered(c.tmpl, r)
 	default:
 		fe = fieldErr("", ErrUnknownShape)
 	}
@@ -374,41 +377,10 @@ func idOf(r row, field string) (string, *fieldError) {
 		}
 		return s, nil
 	}
-	if s, ok := number(v); ok {
+	if s, ok := number.Decimal(v); ok {
 		return s, nil
 	}
 	return "", fieldErr(field, fmt.Errorf("not a string or number"))
-}
-
-// number formats a numeric value in decimal without an exponent.
-func number(v any) (string, bool) {
-	switch n := v.(type) {
-	case json.Number:
-		s := string(n)
-		if !strings.ContainsAny(s, ".eE") {
-			return s, true // integers stay exact, however long
-		}
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return s, true
-		}
-		return strconv.FormatFloat(f, 'f', -1, 64), true
-	case int64:
-		return strconv.FormatInt(n, 10), true
-	case int32:
-		return strconv.FormatInt(int64(n), 10), true
-	case int:
-		return strconv.Itoa(n), true
-	case uint64:
-		return strconv.FormatUint(n, 10), true
-	case uint32:
-		return strconv.FormatUint(uint64(n), 10), true
-	case float64:
-		return strconv.FormatFloat(n, 'f', -1, 64), true
-	case float32:
-		return strconv.FormatFloat(float64(n), 'f', -1, 32), true
-	}
-	return "", false
 }
 
 // scalarString is the source column as text; a column of another type (a
@@ -417,7 +389,7 @@ func scalarString(v any) string {
 	if s, ok := asString(v); ok {
 		return s
 	}
-	if s, ok := number(v); ok {
+	if s, ok := number.Decimal(v); ok {
 		return s
 	}
 	if b, ok := v.(bool); ok {

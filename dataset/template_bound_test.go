@@ -5,37 +5,6 @@ import (
 	"testing"
 )
 
-// TestTemplateRefusedAtCompile: what fails on every row (a template that
-// is not defined, a helper's constant argument it cannot take, a range
-// over a constant past the render's bound) is refused when the template is
-// compiled, before any row, with the key, line and column (of the name or
-// the argument at fault): not a run of bad rows that ends done with no
-// answer.
-func TestTemplateRefusedAtCompile(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct{ name, tmpl, want string }{
-		{"undefined template", `{{template "nope"}}`, `prompt.messages[1] (user).content: line 1, col 12: template "nope" is not defined`},
-		{"undefined template on line 2", "x\n  {{ template \"nope\" .}}", `line 2, col 15: template "nope" is not defined`},
-		{"negative truncate", `{{.q | truncate -1}}`, `line 1, col 17: truncate -1: the length must not be negative`},
-		{"truncate of a word", `{{truncate "x" .q}}`, `line 1, col 12: truncate: argument 1 is "x", want an integer`},
-		{"too many arguments", `{{trim .q .r}}`, `line 1, col 3: trim takes 1 argument, given 2`},
-		{"range over a huge constant", `{{range 100000000000}}{{end}}ok`, `line 1, col 9: range over 100000000000: more than`},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := CompileTemplate(userTurn(tt.tmpl))
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("error %v, want %q", err, tt.want)
-			}
-		})
-	}
-	// What a defined template or a later constant makes right compiles.
-	for _, ok := range []string{`{{define "t"}}x{{end}}{{template "t"}}`, `{{.q | truncate 0}}`, `{{range 3}}{{$.q}}{{end}}`, `{{printf "%d" 3}}`} {
-		if _, err := CompileTemplate(userTurn(ok)); err != nil {
-			t.Errorf("%s: %v", ok, err)
-		}
-	}
-}
-
 // TestTemplateRenderBounds: a row whose prompt grows past the bound, or
 // whose render loops without end, is a bad row naming the bound, its file
 // and line and the turn; the next row is asked.

@@ -35,6 +35,7 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/dataset/hub"
+	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
 	"github.com/synthgen/synthgen/sink/audit"
@@ -366,7 +367,7 @@ func (p *inspectPrinter) dir(d inspectDir, title string) {
 	p.printf("== %s ==\n", title)
 	if m := r.Manifest; m != nil && len(r.Dirs) == 0 {
 		model := ""
-		var template []dataset.MessageTemplate
+		var template []template.Message
 		if job, err := job.ManifestJob(r.Dir, m.Job, m.Legacy); err == nil {
 			model, template = job.Sampling.Model, job.Prompt.Template
 		}
@@ -597,7 +598,7 @@ func inspectNum(n int64) string { return message.NewPrinter(language.English).Sp
 
 // template prints the job's prompt.messages, each turn's template as
 // written (quoted: newlines as \n).
-func (p *inspectPrinter) template(turns []dataset.MessageTemplate) {
+func (p *inspectPrinter) template(turns []template.Message) {
 	if len(turns) == 0 {
 		return
 	}

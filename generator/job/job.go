@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -45,7 +46,7 @@ type Prompting struct {
 	// Template is prompt.messages: the turns sent, each content a
 	// template rendered over the row's own fields (dataset.Template);
 	// empty: the row's own turns.
-	Template []dataset.MessageTemplate `json:"messages,omitempty" key:"prompt.messages,zero"`
+	Template []template.Message `json:"messages,omitempty" key:"prompt.messages,zero"`
 }
 
 // Turns is generation.turns: TurnsFirst answers the conversation up to its

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -424,8 +425,8 @@ func TestTurnsDefault(t *testing.T) {
 }
 
 // qaTemplate is a two-turn prompt.messages.
-func qaTemplate() []dataset.MessageTemplate {
-	return []dataset.MessageTemplate{{Role: "system", Content: "Answer in {{.lang}}."}, {Role: "user", Content: "{{.question}}"}}
+func qaTemplate() []template.Message {
+	return []template.Message{{Role: "system", Content: "Answer in {{.lang}}."}, {Role: "user", Content: "{{.question}}"}}
 }
 
 // TestJobTemplateLeavesOlderHashes: a job without a template (and without

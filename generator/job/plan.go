@@ -8,6 +8,7 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/dataset/outdir"
+	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/internal/extsort"
 	"github.com/synthgen/synthgen/sink"
 	"github.com/synthgen/synthgen/sink/audit"
@@ -67,9 +68,9 @@ type Planner struct {
 }
 
 type planTarget struct {
-	sel      dataset.Selection         // the dataset read and, for one job, its rows
-	whole    bool                      // generation.turns: all: a row's every turn is read
-	template []dataset.MessageTemplate // prompt.messages: a row that does not render is bad
+	sel      dataset.Selection  // the dataset read and, for one job, its rows
+	whole    bool               // generation.turns: all: a row's every turn is read
+	template []template.Message // prompt.messages: a row that does not render is bad
 	contains func(index int64) bool
 	held     Holdings
 	distinct int64 // distinct keys on disk

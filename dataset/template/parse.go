@@ -1,4 +1,4 @@
-package dataset
+package template
 
 // What a compiled template's parse trees say: where a parse error is (its
 // column, which text/template does not give), and which fields a template

@@ -1,4 +1,4 @@
-package dataset
+package template
 
 // The bounds of one row's render. text/template cannot be interrupted: a
 // range over a large number, nested ranges or a template that calls
@@ -15,7 +15,7 @@ package dataset
 //     ends Execute at the next iteration whether the loop writes or not.
 //
 // A range over a constant past the bound fails on every row, so compile
-// refuses it (template_check.go). A step costs text/template 1 to 2 µs,
+// refuses it (check.go). A step costs text/template 1 to 2 µs,
 // so the bound of steps ends a render within about a tenth of a second
 // (below text/template's own depth of 100,000 calls), and SIGTERM is
 // heard at the next row without a context reaching into the render; a

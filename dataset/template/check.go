@@ -1,4 +1,4 @@
-package dataset
+package template
 
 // What a template's parse tree shows to fail on every row is refused when
 // it is compiled, with where it is: a call of a template that is not
@@ -18,12 +18,12 @@ import (
 
 // checkTree walks every tree of tt (the turn's own and those it defines)
 // and returns the first call that cannot succeed, placed in text.
-func checkTree(tt *template.Template, name, role, text string) *TemplateError {
-	var found *TemplateError
+func checkTree(tt *template.Template, name, role, text string) *Error {
+	var found *Error
 	fail := func(n parse.Node, format string, args ...any) {
 		if found == nil {
 			line, col := textPos(text, n.Position())
-			found = &TemplateError{Turn: name, Role: role, Line: line, Col: col, Err: fmt.Errorf(format, args...)}
+			found = &Error{Turn: name, Role: role, Line: line, Col: col, Err: fmt.Errorf(format, args...)}
 		}
 	}
 	pipe := func(p *parse.PipeNode) {
