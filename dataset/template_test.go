@@ -166,7 +166,8 @@ func TestTemplateEmptySystemTurnLeftOut(t *testing.T) {
 }
 
 // TestTemplateParseErrors: a template that does not parse is refused when
-// the reader opens, with its key, line and column.
+// the reader opens, with its key, line and column (of the unknown name; of
+// the action that does not parse).
 func TestTemplateParseErrors(t *testing.T) {
 	tests := []struct {
 		name string
@@ -175,8 +176,8 @@ func TestTemplateParseErrors(t *testing.T) {
 	}{
 		{"unknown function", []template.Message{{Role: "system", Content: "ok"}, {Role: "user", Content: "first line\nsecond {{.a | nofunc}}"}},
 			`prompt.messages[2] (user).content: line 2, col 15: function "nofunc" not defined`},
-		{"unclosed action", userTurn("Hello {{.a}"), `prompt.messages[1] (user).content: line 1, col 11: bad character U+007D '}'`},
-		{"unexpected end", userTurn("a {{if .a}} b"), `prompt.messages[1] (user).content: line 1, col 11: unexpected EOF`},
+		{"unclosed action", userTurn("Hello {{.a}"), `prompt.messages[1] (user).content: line 1, col 7: bad character U+007D '}'`},
+		{"unexpected end", userTurn("a {{if .a}} b"), `prompt.messages[1] (user).content: line 1, col 3: unexpected EOF`},
 		{"unknown role", []template.Message{{Role: "tool", Content: "x"}}, `prompt.messages[1].role: "tool" is not one of system, user, assistant`},
 		{"ends with an answer", []template.Message{{Role: "user", Content: "q"}, {Role: "assistant", Content: "a"}}, `prompt.messages[2].role: "assistant": the last turn must be a user turn`},
 	}

@@ -197,7 +197,7 @@ func Compile(msgs []Message) (*Template, error) {
 		}
 		tt, err := template.New(name).Option("missingkey=error").Funcs(funcs).Parse(m.Content)
 		if err != nil {
-			line, col, msg := parseErrorAt(name, m.Content, err)
+			line, col, msg := parseErrorAt(name, m.Content, err, funcs)
 			errs = append(errs, &Error{Turn: name, Role: m.Role, Line: line, Col: col, Err: errors.New(msg)})
 			continue
 		}

@@ -3,6 +3,7 @@ package template
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -51,20 +52,75 @@ func TestTemplateRefusedAtCompile(t *testing.T) {
 	}
 }
 
-// FuzzTemplateCompile: any template text compiles or is refused with a
-// *Error, never a panic (the column search parses prefixes).
+// FuzzTemplateCompile: any template text compiles or is refused with an
+// *Error, never a panic, whose line is one of the text's and whose column
+// points into that line: at the name it says is unknown (or the action
+// holding it, when the text does not parse without it either), at the
+// argument or the range at fault, or at the action that does not parse.
 func FuzzTemplateCompile(f *testing.F) {
-	for _, s := range []string{"{{.a}}", "Hello {{.a}", "{{if .a}}x", "{{.a | nofunc}}", "{{range .x}}{{.}}{{end}}", "é{{.é", "{{/* c */}}", "{{json .m | truncate 3}}"} {
+	for _, s := range []string{"{{.a}}", "Hello {{.a}", "{{if .a}}x", "{{.a | nofunc}}", "x\n {{ .a | trim | nofunc 3}}", "{{range .x}}{{.}}{{end}}", "é{{.é", "{{/* c */}}", "{{json .m | truncate 3}}",
+		`é {{template "nope"}}`, "{{truncate -1 .a}}", `{{trim "a" "b"}}`, "{{range 99999999}}{{end}}", "{{if .a}}\n{{else}}{{nofunc}}{{end}}", "{{define \"x\"}}{{nofunc .a}}{{end}}", "{{A0", "{{define \"\"}}{{A.A B}}{{end}}"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
-		if _, err := Compile(userTurn(text)); err != nil {
-			var te *Error
-			if !errors.As(err, &te) {
-				t.Fatalf("%q: %T %v", text, err, err)
+		_, err := Compile(userTurn(text))
+		if err == nil {
+			return
+		}
+		var te *Error
+		if !errors.As(err, &te) {
+			t.Fatalf("%q: %T %v", text, err, err)
+		}
+		lines := strings.Split(text, "\n")
+		if te.Line < 0 || te.Line > len(lines) || (te.Line == 0 && te.Col != 0) {
+			t.Fatalf("%q: %v: line %d of %d", text, err, te.Line, len(lines))
+		}
+		if te.Col == 0 {
+			return
+		}
+		line := []rune(lines[te.Line-1])
+		if te.Col > len(line) {
+			t.Fatalf("%q: %v: col %d past the line's %d characters", text, err, te.Col, len(line))
+		}
+		at := string(line[te.Col-1:])
+		msg := te.Err.Error()
+		var want string
+		if q, ok := quotedAfter(msg, "function "); ok && strings.HasSuffix(msg, "not defined") {
+			want = q
+			if strings.HasPrefix(at, "{{") {
+				want = "{{" // the action that holds it, when a syntax error follows
 			}
+		} else if _, ok := quotedAfter(msg, "template "); ok {
+			want = "" // the name as quoted in the text: "x" or `x`
+			if !strings.HasPrefix(at, `"`) && !strings.HasPrefix(at, "`") {
+				t.Fatalf("%q: %v: col %d is at %q, not at the template's name", text, err, te.Col, at)
+			}
+		} else if strings.Contains(msg, "argument") || strings.HasPrefix(msg, "truncate ") || strings.HasPrefix(msg, "range over") {
+			want = "" // an argument, a number or a name: not white space
+			if strings.TrimLeft(at, " \t\r") != at {
+				t.Fatalf("%q: %v: col %d is at white space", text, err, te.Col)
+			}
+		} else {
+			want = "{{"
+		}
+		if !strings.HasPrefix(at, want) {
+			t.Fatalf("%q: %v: col %d is at %q, want %q", text, err, te.Col, at, want)
 		}
 	})
+}
+
+// quotedAfter is the Go-quoted word after prefix in msg.
+func quotedAfter(msg, prefix string) (string, bool) {
+	i := strings.Index(msg, prefix+`"`)
+	if i < 0 {
+		return "", false
+	}
+	q, err := strconv.QuotedPrefix(msg[i+len(prefix):])
+	if err != nil {
+		return "", false
+	}
+	w, err := strconv.Unquote(q)
+	return w, err == nil
 }
 
 // FuzzTemplateRender: any JSON row renders or is a bad row, and what
