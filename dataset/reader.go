@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"github.com/synthgen/synthgen/dataset/template"
+
+	"github.com/synthgen/synthgen/dataset/internal/rawjson"
 )
 
 // Options say which rows to read (the Selection, which a job stores) and
@@ -229,13 +231,13 @@ func (r *Reader) skipRow(raw []byte) bool {
 	if r.idVals == nil {
 		r.idVals = make([][]byte, len(r.ids.fields))
 	}
-	if !topFields(raw, r.ids.fields, r.idVals) {
+	if !rawjson.Fields(raw, r.ids.fields, r.idVals) {
 		return false
 	}
-	if r.ids.auto && (isNull(r.idVals[0]) || isNull(r.idVals[1])) {
+	if r.ids.auto && (rawjson.IsNull(r.idVals[0]) || rawjson.IsNull(r.idVals[1])) {
 		return r.skipByIndex() // not a batch row: its id is its index
 	}
-	id, ok := scalarID(r.idVals[0])
+	id, ok := rawjson.ID(r.idVals[0])
 	if !ok {
 		return false // the decoder reports what is wrong with it
 	}

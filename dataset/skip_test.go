@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/synthgen/synthgen/dataset/internal/rawjson"
 )
 
 // readSkipping reads opts with fn installed and returns the prompts, the
@@ -181,10 +183,10 @@ func FuzzIDScan(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
 		vals := make([][]byte, 1)
-		if !topFields(line, []string{"uid"}, vals) {
+		if !rawjson.Fields(line, []string{"uid"}, vals) {
 			return
 		}
-		id, ok := scalarID(vals[0])
+		id, ok := rawjson.ID(vals[0])
 		if !ok {
 			return
 		}
