@@ -11,6 +11,8 @@ import (
 	"github.com/synthgen/synthgen/dataset/template"
 
 	"github.com/synthgen/synthgen/dataset/internal/rawjson"
+
+	"github.com/synthgen/synthgen/dataset/stamp"
 )
 
 // Options say which rows to read (the Selection, which a job stores) and
@@ -58,7 +60,7 @@ type Options struct {
 	// manifest): Stamp takes a file's from there instead of reading it
 	// when the file has the path, size, modification time and inode it
 	// had then. Empty: every file is read (--rehash).
-	Known Content
+	Known stamp.Content
 }
 
 // Bad-row policies.

@@ -151,7 +151,7 @@ func (s Sampling) MoreRoom(current int, params map[string]any) int {
 func (s Sampling) Count() int { return max(s.Samples, 1) }
 
 // identitier is a field value with its own canonical text for the hash
-// (dataset.Content leaves file names out of it).
+// (dataset/stamp.Content leaves file names out of it).
 type identitier interface{ Identity() string }
 
 // setting is one answer-changing field: its key, the canonical text that is

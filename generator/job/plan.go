@@ -8,6 +8,7 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/dataset/outdir"
+	"github.com/synthgen/synthgen/dataset/stamp"
 	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/internal/extsort"
 	"github.com/synthgen/synthgen/sink"
@@ -182,7 +183,7 @@ func (p *Planner) Count(path string) {
 // a target's own files are stamped (the listing of all, a stat each, for
 // every target).
 func compareContent(opts dataset.Options, targets []*planTarget) {
-	var now dataset.Content
+	var now stamp.Content
 	stamped := false
 	for _, t := range targets {
 		if t.sel.ByFile() {
@@ -367,7 +368,7 @@ func readPass(opts dataset.Options, targets []*planTarget, sorted bool, tmp stri
 // compareOutput stamps the output directory a target's job read (a first
 // pass) and says on it what changed since the job started.
 func compareOutput(opts dataset.Options, t *planTarget) {
-	opts.Output = dataset.OutputStamp{}
+	opts.Output = stamp.Output{}
 	now, ok, err := dataset.StampOutput(opts)
 	if err != nil || !ok {
 		return // countPass reads the parts the job recorded, or says why not
