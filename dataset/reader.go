@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"unsafe"
 
+	"github.com/synthgen/synthgen/dataset/shape"
 	"github.com/synthgen/synthgen/dataset/template"
 
 	"github.com/synthgen/synthgen/dataset/internal/rawjson"
@@ -125,7 +126,7 @@ func (o Options) normalize() (Options, error) {
 // opened.
 type Reader struct {
 	opts     Options
-	conv     converter
+	conv     shape.Converter
 	files    []dsFile
 	fetch    fetcher // downloads an hf:// file before it is opened; nil for local files
 	nextFile int     // index in files of the next file to open
@@ -289,15 +290,15 @@ func Open(opts Options) (*Reader, error) {
 		opts:  o,
 		files: files,
 		fetch: fetch,
-		conv: converter{
-			format:      o.Format,
-			promptField: o.PromptField,
-			idField:     o.IDField,
-			sourceField: o.SourceField,
-			paramsField: o.ParamsField,
+		conv: shape.Converter{
+			Format:      o.Format,
+			PromptField: o.PromptField,
+			IDField:     o.IDField,
+			SourceField: o.SourceField,
+			ParamsField: o.ParamsField,
 		},
 	}
-	if r.conv.tmpl, err = template.Compile(o.Template); err != nil {
+	if r.conv.Template, err = template.Compile(o.Template); err != nil {
 		return nil, err
 	}
 	if o.reading() {
@@ -392,10 +393,7 @@ func (r *Reader) Next() (Prompt, error) {
 		}
 		var p Prompt
 		if bad == nil {
-			bad = r.conv.convert(row, &p)
-		}
-		if bad == nil && r.opts.Conversations {
-			p.Conversation, bad = r.conv.conversation(row)
+			bad = r.convert(row, &p)
 		}
 		if k, ok := r.cur.(keyed); ok {
 			p.ID = k.rowID()
@@ -505,3 +503,21 @@ func (r *Reader) Close() error {
 }
 
 var errClosed = errors.New("dataset: reader closed")
+
+// convert fills p with what the row's shape makes of it (its whole
+// conversation too, when asked), or returns the field that makes it bad.
+func (r *Reader) convert(rw row, p *Prompt) *fieldError {
+	var s shape.Row
+	if fe := r.conv.Convert(rw, &s); fe != nil {
+		return fieldErr(fe.Field, fe.Err)
+	}
+	p.ID, p.Messages, p.Source, p.Params, p.Ignored, p.Model = s.ID, s.Messages, s.Source, s.Params, s.Ignored, s.Model
+	if r.opts.Conversations {
+		conv, fe := r.conv.Conversation(rw)
+		if fe != nil {
+			return fieldErr(fe.Field, fe.Err)
+		}
+		p.Conversation = conv
+	}
+	return nil
+}

@@ -1,18 +1,26 @@
 package dataset
 
-// A row shape of its own fields: the prompt is made by prompt.messages
-// (package dataset/template).
+// The row shapes a reader is asked for, and the one of its own fields whose
+// prompt is made by prompt.messages (package dataset/template).
 
 import (
 	"fmt"
 
+	"github.com/synthgen/synthgen/dataset/shape"
+
 	"github.com/synthgen/synthgen/dataset/template"
 )
 
-// FormatRows is the row shape of a templated job: the row is a bag of
-// fields, and prompt.messages (Options.Template) makes the prompt of them.
-// With a template, auto means rows.
-const FormatRows = "rows"
+// The row shapes Options.Format names (package dataset/shape reads them).
+const (
+	FormatAuto        = shape.FormatAuto
+	FormatShareGPT    = shape.FormatShareGPT
+	FormatMessages    = shape.FormatMessages
+	FormatPrompt      = shape.FormatPrompt
+	FormatAlpaca      = shape.FormatAlpaca
+	FormatOpenAIBatch = shape.FormatOpenAIBatch
+	FormatRows        = shape.FormatRows
+)
 
 // checkTemplate checks that a template and the row shape agree, and makes
 // auto mean rows when a template is set (so that a row's id is its index
@@ -32,18 +40,4 @@ func (o *Options) checkTemplate() error {
 		return fmt.Errorf("%s with generation.turns all: a template makes one prompt per row, and turns all regenerates a dataset's own conversations: use turns first", template.Key)
 	}
 	return nil
-}
-
-// rendered is the messages tmpl makes of row r, or the field that makes it
-// a bad row.
-func rendered(tmpl *template.Template, r row) ([]Message, *fieldError) {
-	turns, fe := tmpl.Render(r)
-	if fe != nil {
-		return nil, fieldErr(fe.Field, fe.Err)
-	}
-	msgs := make([]Message, len(turns))
-	for i, t := range turns {
-		msgs[i] = Message{Role: t.Role, Content: t.Content}
-	}
-	return msgs, nil
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/synthgen/synthgen/dataset/internal/rawjson"
+
+	"github.com/synthgen/synthgen/dataset/shape"
 )
 
 // readSkipping reads opts with fn installed and returns the prompts, the
@@ -195,9 +197,9 @@ func FuzzIDScan(f *testing.F) {
 		if bad != nil {
 			return // a bad row whose id the scan read: decoded, it is reported (see SetSkip)
 		}
-		want, fe := idOf(r, "uid")
+		want, fe := shape.ID(r, "uid")
 		if fe != nil {
-			t.Fatalf("%q: scan read id %q, the decoder finds none: %v", line, id, fe.err)
+			t.Fatalf("%q: scan read id %q, the decoder finds none: %v", line, id, fe.Err)
 		}
 		if id != want {
 			t.Fatalf("%q: scan read id %q, the decoder %q", line, id, want)
