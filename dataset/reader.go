@@ -212,7 +212,7 @@ func (r *Reader) SetSkip(fn SkipFunc) {
 }
 
 // readIDColumn has a Parquet file read its id column alone for skip, when
-// there is a skip and an id column (parquet_ids.go).
+// there is a skip and an id column (package dataset/internal/parquetid).
 func (r *Reader) readIDColumn() {
 	if ps, ok := r.cur.(*parquetSource); ok && r.skip != nil && r.opts.IDField != "" {
 		ps.readIDs(r.opts.IDField)
