@@ -8,6 +8,8 @@ import (
 
 	"github.com/synthgen/synthgen/internal/parquetsafe"
 	"github.com/synthgen/synthgen/internal/readcount"
+
+	"github.com/synthgen/synthgen/dataset/internal/parquetid"
 )
 
 // parquetSource reads a Parquet file row by row. Rows are reconstructed into
@@ -29,15 +31,15 @@ type parquetSource struct {
 	fileRow int64
 	seek    bool // rows were passed over: seek to fileRow before reading
 	pf      *parquet.File
-	ids     *idColumn // the id column read alone, for skip; nil: none
+	ids     *parquetid.Column // the id column read alone, for skip; nil: none
 }
 
 // readIDs makes next hand skip each row's id from column field, read
-// alone, instead of nothing (newIDColumn says which columns can be).
+// alone, instead of nothing (parquetid.New says which columns can be).
 // Only from the first row: the column is read from there.
 func (s *parquetSource) readIDs(field string) {
 	if s.fileRow == 0 && s.ids == nil {
-		s.ids = newIDColumn(s.pf, field)
+		s.ids = parquetid.New(s.pf, field)
 	}
 }
 
@@ -84,8 +86,8 @@ func (s *parquetSource) next(decode bool, skip func([]byte) bool) (r row, pos po
 	if s.ids != nil {
 		// Every row takes its value, so that the column stays in step.
 		var idErr error
-		if raw, idErr = s.ids.next(); idErr != nil {
-			s.ids.close()
+		if raw, idErr = s.ids.Next(); idErr != nil {
+			s.ids.Close()
 			s.ids, raw = nil, nil // the rows are decoded, as without it
 		}
 	}
@@ -116,7 +118,7 @@ func (s *parquetSource) next(decode bool, skip func([]byte) bool) (r row, pos po
 
 func (s *parquetSource) close() error {
 	if s.ids != nil {
-		s.ids.close()
+		s.ids.Close()
 	}
 	err := s.r.Close()
 	if cerr := s.f.Close(); err == nil {

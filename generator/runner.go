@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/dataset/stamp"
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/pool"
@@ -405,7 +406,7 @@ func (r *Runner) resumedRevision(path string) (string, error) {
 // recorded, which Stamp trusts for the files that did not change: a resume
 // does not read hundreds of GB to find them as they were. None for a new
 // directory, or one another dataset made.
-func (r *Runner) resumedStamps() dataset.Content {
+func (r *Runner) resumedStamps() stamp.Content {
 	m, err := sink.ReadManifest(r.setup.Dir)
 	if err != nil {
 		return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/dataset/hub"
 	"github.com/synthgen/synthgen/dataset/outdir"
+	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/job"
@@ -192,9 +193,9 @@ func loadRunConfig(cmd *cobra.Command, rf runFlags) (config.Config, dataset.Shar
 	if err != nil {
 		return cfg, shard, usageError(fmt.Errorf("--shard: %w", err), "")
 	}
-	if _, err := dataset.CompileTemplate(templateOf(cfg)); err != nil {
+	if _, err := template.Compile(templateOf(cfg)); err != nil {
 		// Parsed here, before any work, where the key was set.
-		if src, _ := config.Source(cmd.Flags(), rf.configFile, dataset.TemplateKey); src != "" {
+		if src, _ := config.Source(cmd.Flags(), rf.configFile, template.Key); src != "" {
 			err = fmt.Errorf("%s: %w", src, err)
 		}
 		return cfg, shard, usageError(err, "prompt.messages holds Go text/template turns: see docs/recipes.md, \"Prompts from any columns\", for the fields and helpers")
@@ -203,13 +204,13 @@ func loadRunConfig(cmd *cobra.Command, rf runFlags) (config.Config, dataset.Shar
 }
 
 // templateOf is prompt.messages as the job holds it (nil: none).
-func templateOf(cfg config.Config) []dataset.MessageTemplate {
+func templateOf(cfg config.Config) []template.Message {
 	if len(cfg.Prompt.Messages) == 0 {
 		return nil
 	}
-	out := make([]dataset.MessageTemplate, len(cfg.Prompt.Messages))
+	out := make([]template.Message, len(cfg.Prompt.Messages))
 	for i, m := range cfg.Prompt.Messages {
-		out[i] = dataset.MessageTemplate{Role: m.Role, Content: m.Content}
+		out[i] = template.Message{Role: m.Role, Content: m.Content}
 	}
 	return out
 }

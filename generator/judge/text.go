@@ -21,7 +21,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/plan"
 	"github.com/synthgen/synthgen/internal/human"
@@ -83,12 +83,12 @@ func (p *printer) dir(d Dir, title string) {
 	p.printf("== %s ==\n", title)
 	if m := r.Manifest; m != nil && len(r.Dirs) == 0 {
 		model := ""
-		var template []dataset.MessageTemplate
+		var turns []template.Message
 		if job, err := job.ManifestJob(r.Dir, m.Job, m.Legacy); err == nil {
-			model, template = job.Sampling.Model, job.Prompt.Template
+			model, turns = job.Sampling.Model, job.Prompt.Template
 		}
 		p.printf("made by synthgen %s, identity %.12s, model %s\n", m.Version, m.JobHash, orNone(model))
-		p.template(template)
+		p.template(turns)
 	}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -301,7 +301,7 @@ func orNone(s string) string {
 
 // template prints the job's prompt.messages, each turn's template as
 // written (quoted: newlines as \n).
-func (p *printer) template(turns []dataset.MessageTemplate) {
+func (p *printer) template(turns []template.Message) {
 	if len(turns) == 0 {
 		return
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/dataset/stamp"
+	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/internal/extsort"
 	"github.com/synthgen/synthgen/sink"
@@ -74,9 +76,9 @@ type Planner struct {
 }
 
 type planTarget struct {
-	sel      dataset.Selection         // the dataset read and, for one job, its rows
-	whole    bool                      // generation.turns: all: a row's every turn is read
-	template []dataset.MessageTemplate // prompt.messages: a row that does not render is bad
+	sel      dataset.Selection  // the dataset read and, for one job, its rows
+	whole    bool               // generation.turns: all: a row's every turn is read
+	template []template.Message // prompt.messages: a row that does not render is bad
 	contains func(index int64) bool
 	held     Holdings
 	distinct int64 // distinct keys on disk
@@ -190,7 +192,7 @@ func (p *Planner) Count(path string) {
 // a target's own files are stamped (the listing of all, a stat each, for
 // every target).
 func compareContent(opts dataset.Options, targets []*planTarget) {
-	var now dataset.Content
+	var now stamp.Content
 	stamped := false
 	for _, t := range targets {
 		if t.sel.ByFile() {
@@ -375,7 +377,7 @@ func readPass(opts dataset.Options, targets []*planTarget, sorted bool, tmp stri
 // compareOutput stamps the output directory a target's job read (a first
 // pass) and says on it what changed since the job started.
 func compareOutput(opts dataset.Options, t *planTarget) {
-	opts.Output = dataset.OutputStamp{}
+	opts.Output = stamp.Output{}
 	now, ok, err := dataset.StampOutput(opts)
 	if err != nil || !ok {
 		return // countPass reads the parts the job recorded, or says why not

@@ -1,30 +1,30 @@
-package dataset
-
-// Prompt templates (prompt.messages): the messages sent are rendered per
-// row by text/template over the row's own fields, so that a dataset of any
-// columns makes prompts without a script to reshape it first.
+// Package template makes the messages of a dataset row from prompt.messages:
+// each turn's content is a text/template rendered over the row's own fields,
+// so that a dataset of any columns makes prompts without a script to
+// reshape it first. Compile refuses what fails on every row; Render makes
+// one row's messages or names the field that makes it a bad row, within
+// bounds of size and steps (bound.go).
+package template
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"text/template"
+
+	"github.com/synthgen/synthgen/dataset/internal/number"
 )
 
-// FormatRows is the row shape of a templated job: the row is a bag of
-// fields, and prompt.messages (Options.Template) makes the prompt of them.
-// With a template, auto means rows.
-const FormatRows = "rows"
+// Key is the config key of the message templates, for messages.
+const Key = "prompt.messages"
 
-// TemplateKey is the config key of the message templates, for messages.
-const TemplateKey = "prompt.messages"
-
-// MessageTemplate is one turn of prompt.messages: its role and a
-// text/template of its content, rendered over each row's fields.
-type MessageTemplate struct {
+// Message is one turn of prompt.messages: its role and a text/template of
+// its content, rendered over each row's fields; Render's turns are
+// Messages too, their content rendered.
+type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
 }
@@ -33,6 +33,8 @@ type MessageTemplate struct {
 // rendered per row (render).
 type Template struct {
 	turns []templateTurn
+	mu    sync.Mutex
+	state renderState // the render under way (bound.go)
 }
 
 type templateTurn struct {
@@ -54,18 +56,11 @@ type templateTurn struct {
 const noValue = "<no value>"
 
 // templateFuncs are the helpers a template may call besides text/template's
-// own (index, len, printf, eq, ...).
+// own (index, len, printf, eq, ...). Each Template binds json to its render
+// (renderState.json), which keeps a row's nulls.
 var templateFuncs = template.FuncMap{
 	// json writes a value as compact JSON: {{json .messages}}.
-	"json": func(v any) (string, error) {
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(v); err != nil {
-			return "", err
-		}
-		return strings.TrimSuffix(b.String(), "\n"), nil
-	},
+	"json": (*renderState)(nil).json,
 	// trim drops leading and trailing white space: {{trim .question}}.
 	"trim": func(v any) (string, error) {
 		s, err := templateText(v)
@@ -131,7 +126,7 @@ func templateText(v any) (string, error) {
 	case bool:
 		return strconv.FormatBool(t), nil
 	}
-	if s, ok := number(v); ok {
+	if s, ok := number.Decimal(v); ok {
 		return s, nil
 	}
 	return "", fmt.Errorf("%s, not text (json writes it as JSON)", kindOf(v))
@@ -149,9 +144,9 @@ func kindOf(v any) string {
 	return fmt.Sprintf("a %T", v)
 }
 
-// TemplateError is a prompt.messages entry that cannot be used: a content
+// Error is a prompt.messages entry that cannot be used: a content
 // that does not parse (with where in it), or a role the turns cannot have.
-type TemplateError struct {
+type Error struct {
 	// Turn is the key of the entry: "prompt.messages[2]" (1-based, as the
 	// config numbers list entries), with its role when known.
 	Turn string
@@ -161,7 +156,7 @@ type TemplateError struct {
 	Err       error
 }
 
-func (e *TemplateError) Error() string {
+func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Turn)
 	if e.Role != "" {
@@ -178,31 +173,36 @@ func (e *TemplateError) Error() string {
 	return b.String()
 }
 
-func (e *TemplateError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
 // templateRoles are the roles a turn of prompt.messages may have.
 var templateRoles = map[string]bool{"system": true, "user": true, "assistant": true}
 
-// CompileTemplate parses every turn of msgs (nil: no template, nil). A turn
-// that does not parse is a *TemplateError with the line and column; the
+// Compile parses every turn of msgs (nil: no template, nil). A turn
+// that does not parse is an *Error with the line and column; the
 // roles must be system, user or assistant, and the last turn a user turn
 // (no request ends with an assistant turn).
-func CompileTemplate(msgs []MessageTemplate) (*Template, error) {
+func Compile(msgs []Message) (*Template, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	t := &Template{}
+	t := &Template{state: renderState{decoded: map[uintptr]map[string]any{}}}
+	funcs := t.state.funcs()
 	var errs []error
 	for i, m := range msgs {
-		name := fmt.Sprintf("%s[%d]", TemplateKey, i+1)
+		name := fmt.Sprintf("%s[%d]", Key, i+1)
 		if !templateRoles[m.Role] {
 			errs = append(errs, fmt.Errorf("%s.role: %q is not one of system, user, assistant", name, m.Role))
 			continue
 		}
-		tt, err := template.New(name).Option("missingkey=error").Funcs(templateFuncs).Parse(m.Content)
+		tt, err := template.New(name).Option("missingkey=error").Funcs(funcs).Parse(m.Content)
 		if err != nil {
-			line, col, msg := parseErrorAt(name, m.Content, err)
-			errs = append(errs, &TemplateError{Turn: name, Role: m.Role, Line: line, Col: col, Err: errors.New(msg)})
+			line, col, msg := parseErrorAt(name, m.Content, err, funcs)
+			errs = append(errs, &Error{Turn: name, Role: m.Role, Line: line, Col: col, Err: errors.New(msg)})
+			continue
+		}
+		if te := checkTree(tt, name, m.Role, m.Content); te != nil {
+			errs = append(errs, te)
 			continue
 		}
 		turn := templateTurn{role: m.Role, name: name, t: tt}
@@ -210,16 +210,39 @@ func CompileTemplate(msgs []MessageTemplate) (*Template, error) {
 			turn.optional = optionalFields(tt.Tree.Root, true, nil)
 			turn.operands = helperOperands(tt.Tree, tt.Tree.Root, map[string][]string{})
 		}
+		instrument(tt, turn.operands)
 		t.turns = append(t.turns, turn)
 	}
 	if len(errs) == 0 && msgs[len(msgs)-1].Role != "user" {
-		errs = append(errs, fmt.Errorf("%s[%d].role: %q: the last turn must be a user turn (the answer follows it)", TemplateKey, len(msgs), msgs[len(msgs)-1].Role))
+		errs = append(errs, fmt.Errorf("%s[%d].role: %q: the last turn must be a user turn (the answer follows it)", Key, len(msgs), msgs[len(msgs)-1].Role))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
+
+// FieldError is what makes a row bad: the path of its field ("" for the
+// row as a whole) and what is wrong with it.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Err.Error()
+	}
+	return e.Field + ": " + e.Err.Error()
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+func fieldErr(field string, err error) *FieldError { return &FieldError{Field: field, Err: err} }
+
+// ErrMissing is a field the row lacks (or holds null) that a template
+// reads; package dataset's ErrMissing is this one.
+var ErrMissing = errors.New("missing")
 
 // templateFieldError is a field a template reads that the row lacks, or
 // cannot read as the template says: where the template reads it.
@@ -242,24 +265,32 @@ func (e *templateFieldError) Error() string {
 
 func (e *templateFieldError) Unwrap() error { return e.err }
 
-// render makes the messages of row r, or names the field that makes it a
-// bad row. A null field is a missing one. A system turn that renders empty
+// Render makes the messages of row r (a decoded row: JSON numbers as
+// json.Number, Parquet bytes as []byte), or names the field that makes it
+// a bad row (a *FieldError). A null field is a missing one. A system turn that renders empty
 // is left out; another turn that does is a bad row.
-func (t *Template) render(r row) ([]Message, *fieldError) {
-	data, _ := templateData(r).(map[string]any)
+func (t *Template) Render(r map[string]any) ([]Message, *FieldError) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := &t.state
+	st.reset()
+	data, _ := st.templateData(r).(map[string]any)
 	msgs := make([]Message, 0, len(t.turns))
-	var b strings.Builder
 	for i := range t.turns {
 		turn := &t.turns[i]
 		in := data
 		if len(turn.optional) > 0 {
 			in = withOptional(data, turn.optional)
+			st.decoded[reflect.ValueOf(in).Pointer()] = r
 		}
-		b.Reset()
-		if err := turn.t.Execute(&b, in); err != nil {
+		st.out.b.Reset()
+		if err := turn.t.Execute(&st.out, in); err != nil {
+			if bound := boundError(err); bound != nil {
+				return nil, fieldErr("", fmt.Errorf("%s (%s) %w", turn.name, turn.role, bound))
+			}
 			return nil, turn.execError(err)
 		}
-		out := b.String()
+		out := st.out.b.String()
 		if strings.Contains(out, noValue) && !rowHolds(data, noValue) {
 			return nil, fieldErr("", fmt.Errorf("%s (%s) prints a null value (%s would be sent): give it a value with default", turn.name, turn.role, noValue))
 		}
@@ -277,20 +308,24 @@ func (t *Template) render(r row) ([]Message, *fieldError) {
 // templateData is a row as a template reads it: nulls in objects dropped
 // (a null field is a missing one), bytes as text. The row itself is left
 // as it is: its id and request fields are read from it as decoded.
-func templateData(v any) any {
+//
+// Each object made is remembered with the one it was made of, so that json
+// writes the nulls the template does not see.
+func (st *renderState) templateData(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
 		m := make(map[string]any, len(t))
 		for k, e := range t {
 			if e != nil {
-				m[k] = templateData(e)
+				m[k] = st.templateData(e)
 			}
 		}
+		st.decoded[reflect.ValueOf(m).Pointer()] = t
 		return m
 	case []any:
 		s := make([]any, len(t))
 		for i, e := range t {
-			s[i] = templateData(e)
+			s[i] = st.templateData(e)
 		}
 		return s
 	case []byte:
@@ -383,7 +418,7 @@ func rowHolds(v any, s string) bool {
 // execError turns text/template's execution error into the field it is
 // about. Its text is "template: NAME:LINE:COL: executing "NAME" at <NODE>:
 // REASON"; a missing key's REASON is `map has no entry for key "K"`.
-func (turn *templateTurn) execError(err error) *fieldError {
+func (turn *templateTurn) execError(err error) *FieldError {
 	msg := err.Error()
 	rest, ok := strings.CutPrefix(msg, "template: "+turn.name+":")
 	if !ok {
@@ -420,7 +455,9 @@ func (turn *templateTurn) execError(err error) *fieldError {
 	if path == nil {
 		path = turn.operands[at] // a helper's error: the field it was given
 	}
-	fe.err = errors.New(strings.TrimPrefix(reason, "error calling "))
+	reason = strings.TrimPrefix(reason, "error calling ")
+	reason = strings.TrimPrefix(reason, printFunc+": ")
+	fe.err = errors.New(reason)
 	return fieldErr(strings.Join(path, "."), fe)
 }
 
@@ -438,24 +475,4 @@ func nodePath(node string) []string {
 		}
 	}
 	return parts
-}
-
-// checkTemplate checks that a template and the row shape agree, and makes
-// auto mean rows when a template is set (so that a row's id is its index
-// or id_field, never a batch row's custom_id).
-func (o *Options) checkTemplate() error {
-	switch {
-	case len(o.Template) == 0 && o.Format == FormatRows:
-		return fmt.Errorf("dataset format rows: the prompt is made by %s, and it is empty: set it, or choose the rows' shape", TemplateKey)
-	case len(o.Template) == 0:
-		return nil
-	case o.Format == FormatAuto:
-		o.Format = FormatRows
-	case o.Format != FormatRows:
-		return fmt.Errorf("dataset format %s with %s: a template makes the prompt of a row's fields, the %s shape of its own turns: set dataset.format to auto or rows, or remove %s", o.Format, TemplateKey, o.Format, TemplateKey)
-	}
-	if o.Conversations {
-		return fmt.Errorf("%s with generation.turns all: a template makes one prompt per row, and turns all regenerates a dataset's own conversations: use turns first", TemplateKey)
-	}
-	return nil
 }

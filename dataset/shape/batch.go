@@ -1,9 +1,11 @@
-package dataset
+package shape
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/synthgen/synthgen/dataset/internal/number"
 )
 
 // The request a batch row may ask for: a chat completion, by POST. Other
@@ -34,7 +36,7 @@ var batchRoles = map[string]string{
 // body's other request fields and p.Model with body.model. method and url
 // may be left out (some providers' files do): they can only mean a chat
 // completion by POST, and any other value is a bad row.
-func batchRequest(r row, p *Prompt) ([]Message, *fieldError) {
+func batchRequest(r row, p *Row) ([]Message, *FieldError) {
 	if fe := batchConst(r, "method", batchMethod); fe != nil {
 		return nil, fe
 	}
@@ -72,7 +74,7 @@ func batchRequest(r row, p *Prompt) ([]Message, *fieldError) {
 // server serves one), n (samples come from generation.n: a row asks for
 // one) and those that are null (the job's value applies). A known field
 // with a value no server takes is a bad row (params.go).
-func requestParams(obj map[string]any, at string, p *Prompt) *fieldError {
+func requestParams(obj map[string]any, at string, p *Row) *FieldError {
 	var params map[string]any
 	for k, v := range obj {
 		switch k {
@@ -94,7 +96,7 @@ func requestParams(obj map[string]any, at string, p *Prompt) *fieldError {
 			if v == nil {
 				continue
 			}
-			if n, ok := number(v); !ok || n != "1" {
+			if n, ok := number.Decimal(v); !ok || n != "1" {
 				return fieldErr(at+".n", fmt.Errorf("%v: samples per prompt come from generation.n; a row asks for one", v))
 			}
 		default:
@@ -118,7 +120,7 @@ func requestParams(obj map[string]any, at string, p *Prompt) *fieldError {
 }
 
 // batchConst checks a field that, when present, must have one value.
-func batchConst(r row, key, want string) *fieldError {
+func batchConst(r row, key, want string) *FieldError {
 	v, ok := r[key]
 	if !ok || v == nil {
 		return nil
@@ -141,7 +143,7 @@ func shown(v any) string {
 // text content (a string, or text parts joined with "\n"). A turn carrying
 // more than role and content (tool_calls, tool_call_id, name) is a bad row:
 // a record holds exactly the turns sent, which are role and content only.
-func batchMessages(v any) ([]Message, *fieldError) {
+func batchMessages(v any) ([]Message, *FieldError) {
 	const list = "body.messages"
 	items, fe := turnList(v, list)
 	if fe != nil {
@@ -179,15 +181,15 @@ func batchMessages(v any) ([]Message, *fieldError) {
 // batchContent is a turn's content: a string, or a list of text parts joined
 // with "\n" as vLLM joins them; anything else (an image part, a number) is
 // not text.
-func batchContent(v any, field string) (string, *fieldError) {
+func batchContent(v any, field string) (string, *FieldError) {
 	switch c := v.(type) {
 	case nil:
 		return "", fieldErr(field, ErrMissing)
 	case string, []byte, []any:
 		s, fe := contentOf(c, field, true)
 		if fe != nil {
-			rel := "content" + strings.TrimPrefix(fe.field, field)
-			return "", fieldErr(field, fmt.Errorf("%w: %s: %v", ErrNotText, rel, fe.err))
+			rel := "content" + strings.TrimPrefix(fe.Field, field)
+			return "", fieldErr(field, fmt.Errorf("%w: %s: %v", ErrNotText, rel, fe.Err))
 		}
 		return s, nil
 	}

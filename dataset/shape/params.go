@@ -1,4 +1,4 @@
-package dataset
+package shape
 
 import (
 	"encoding/json"

@@ -1,10 +1,10 @@
-package dataset
-
-// The id column of a Parquet file read alone, page by page, in step with
-// the rows, so that a row whose keys are done is passed over without being
-// read (Reader.SetSkip with dataset.id_field). Only a top-level column of
-// strings or signed integers is read this way; any other id column, or any
-// trouble reading it, leaves the rows to be decoded as before.
+// Package parquetid reads the id column of a Parquet file alone, page by
+// page, in step with the rows, so that a row whose keys are done is passed
+// over without being read (dataset's Reader.SetSkip with dataset.id_field).
+// Only a top-level column of strings or signed integers is read this way;
+// any other id column, or any trouble reading it, leaves the rows to be
+// decoded as before.
+package parquetid
 
 import (
 	"encoding/json"
@@ -17,8 +17,8 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 )
 
-// idColumn yields one value of a column per row, across row groups.
-type idColumn struct {
+// Column yields one value of a column per row, across row groups.
+type Column struct {
 	pf    *parquet.File
 	col   int
 	kind  parquet.Kind
@@ -32,9 +32,9 @@ type idColumn struct {
 	raw   []byte
 }
 
-// newIDColumn returns the reader of column field of pf, or nil when it is
+// New returns the reader of column field of pf, or nil when it is
 // not a top-level, non-repeated column of strings or signed integers.
-func newIDColumn(pf *parquet.File, field string) *idColumn {
+func New(pf *parquet.File, field string) *Column {
 	leaf, ok := pf.Schema().Lookup(field)
 	if !ok || len(leaf.Path) != 1 || leaf.Node.Repeated() || leaf.MaxRepetitionLevel > 0 {
 		return nil
@@ -57,13 +57,13 @@ func newIDColumn(pf *parquet.File, field string) *idColumn {
 		return nil
 	}
 	name, _ := json.Marshal(field)
-	return &idColumn{pf: pf, col: leaf.ColumnIndex, kind: t.Kind(), buf: make([]parquet.Value, 256), name: name}
+	return &Column{pf: pf, col: leaf.ColumnIndex, kind: t.Kind(), buf: make([]parquet.Value, 256), name: name}
 }
 
-// next returns the next row's id as a one-field JSON object, as the JSONL
+// Next returns the next row's id as a one-field JSON object, as the JSONL
 // scan reads it ({"field": value}), or nil when it cannot say (a null, a
 // string that is not UTF-8); err ends the column's use.
-func (c *idColumn) next() (raw []byte, err error) {
+func (c *Column) Next() (raw []byte, err error) {
 	for c.i == c.n {
 		if err := c.fill(); err != nil {
 			return nil, err
@@ -93,7 +93,7 @@ func (c *idColumn) next() (raw []byte, err error) {
 
 // fill reads the next values: from the page, the next page, or the next
 // row group.
-func (c *idColumn) fill() error {
+func (c *Column) fill() error {
 	c.i, c.n = 0, 0
 	if c.vals != nil {
 		n, err := c.vals.ReadValues(c.buf)
@@ -127,7 +127,7 @@ func (c *idColumn) fill() error {
 	return nil
 }
 
-func (c *idColumn) close() {
+func (c *Column) Close() {
 	if c.page != nil {
 		parquet.Release(c.page)
 	}

@@ -1,11 +1,17 @@
-package dataset
+// Package rawjson reads a JSON row without encoding/json's decoder where it
+// can do so with certainty: a flat object decoded (Flat), the raw values of
+// an object's top-level fields found without decoding the rest (Fields), a
+// raw value read as a row's id (ID). What it cannot read it reports as
+// unknown, and package dataset asks encoding/json, which stays the
+// reference.
+package rawjson
 
 import (
 	"encoding/json"
 	"unicode/utf8"
 )
 
-// scanFlatObject decodes the common row, one flat JSON object whose values
+// Flat decodes the common row, one flat JSON object whose values
 // are strings, numbers, true, false or null, into what encoding/json with
 // UseNumber gives for it (json.Number for a number, as written), without
 // its reflection and decoder state: about half of decodeObject's time
@@ -13,12 +19,12 @@ import (
 // nested value, a \u escape, invalid UTF-8, an error): decodeObject then
 // asks encoding/json, whose answer and error messages stay the reference.
 // FuzzScanFlatObject holds the two to the same result.
-func scanFlatObject(b []byte) (row, bool) {
+func Flat(b []byte) (map[string]any, bool) {
 	i := flatWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil, false
 	}
-	r := make(row, 4)
+	r := make(map[string]any, 4)
 	i = flatWS(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		return r, flatWS(b, i+1) == len(b)

@@ -1,7 +1,7 @@
-package dataset
+package template
 
-// What a compiled template's parse trees say: where a parse error is (its
-// column, which text/template does not give), and which fields a template
+// What a template's parse trees say: where a parse error is (its column,
+// which text/template does not give), and which fields a template
 // reads only optionally (the operand of default, the condition of if or
 // with), so that a row lacking one is no bad row.
 
@@ -14,11 +14,18 @@ import (
 )
 
 // parseErrorAt splits text/template's parse error ("template: NAME:LINE:
-// MSG") into the line, the column and the message. text/template gives
-// the line only; the column is where the shortest prefix of that line that
-// fails with the same message ends (at the start of a name the message
-// quotes), which is where the parser stopped.
-func parseErrorAt(name, text string, err error) (line, col int, msg string) {
+// MSG", the line being all it says of where) into the line, the column and
+// the message. The column is taken from a parse tree, not from the
+// message's words:
+//
+//   - parsed again without the check of functions (parse.SkipFuncCheck),
+//     a text that parses failed on a function it does not know: the column
+//     is that of the first name in the tree that text/template does not
+//     know (each name asked of text/template alone), the node's position;
+//   - a text that fails so too has a syntax error: the column is that of
+//     the last action opened ("{{") on the line before the error, where
+//     the action that does not parse starts; 0 when the line opens none.
+func parseErrorAt(name, text string, err error, funcs map[string]any) (line, col int, msg string) {
 	rest, ok := strings.CutPrefix(err.Error(), "template: "+name+":")
 	if !ok {
 		return 0, 0, err.Error()
@@ -31,36 +38,77 @@ func parseErrorAt(name, text string, err error) (line, col int, msg string) {
 	if cerr != nil || line < 1 {
 		return 0, 0, rest
 	}
-	lines := strings.SplitAfter(text, "\n")
-	if line > len(lines) || len(lines[line-1]) > 4096 {
-		return line, 0, msg
+	tr := parse.New(name)
+	tr.Mode = parse.SkipFuncCheck
+	trees := map[string]*parse.Tree{}
+	if _, perr := tr.Parse(text, "", "", trees); perr == nil {
+		if n := unknownFunc(trees, funcs); n != nil {
+			l, c := textPos(text, n.Position())
+			return l, c, msg
+		}
 	}
-	before := strings.Join(lines[:line-1], "")
-	cur := lines[line-1]
-	for k := 1; k <= len(cur); k++ {
-		if k < len(cur) && !utf8.RuneStart(cur[k]) {
-			continue // inside a character
-		}
-		_, perr := template.New(name).Funcs(templateFuncs).Parse(before + cur[:k])
-		if perr == nil {
-			continue
-		}
-		r, ok := strings.CutPrefix(perr.Error(), "template: "+name+":")
-		if !ok {
-			continue
-		}
-		if n, m, _ := strings.Cut(r, ": "); n == num && m == msg {
-			col = utf8.RuneCountInString(cur[:k])
-			if i := strings.IndexByte(msg, '"'); i >= 0 {
-				q, _ := strconv.QuotedPrefix(msg[i:])
-				if word, err := strconv.Unquote(q); err == nil && word != "" && strings.HasSuffix(cur[:k], word) {
-					col -= utf8.RuneCountInString(word) - 1 // at the name's start
+	return line, openedAt(text, line), msg
+}
+
+// unknownFunc is the first identifier (by its place) of the trees that
+// text/template, given funcs, does not know.
+func unknownFunc(trees map[string]*parse.Tree, funcs map[string]any) parse.Node {
+	var first parse.Node
+	known := map[string]bool{}
+	for _, t := range trees {
+		walkTree(t.Root, func(p *parse.PipeNode) {
+			forEachIdent(p, func(id *parse.IdentifierNode) {
+				k, asked := known[id.Ident]
+				if !asked {
+					_, err := template.New("").Funcs(funcs).Parse("{{" + id.Ident + "}}")
+					k = err == nil
+					known[id.Ident] = k
 				}
-			}
-			return line, col, msg
+				if !k && (first == nil || id.Position() < first.Position()) {
+					first = id
+				}
+			})
+		}, func(parse.Node) {})
+	}
+	return first
+}
+
+// forEachIdent calls f on every identifier of p, its sub-pipelines' too.
+func forEachIdent(p *parse.PipeNode, f func(*parse.IdentifierNode)) {
+	if p == nil {
+		return
+	}
+	var arg func(n parse.Node)
+	arg = func(n parse.Node) {
+		switch n := n.(type) {
+		case *parse.IdentifierNode:
+			f(n)
+		case *parse.ChainNode: // A.b: a name with fields
+			arg(n.Node)
+		case *parse.PipeNode:
+			forEachIdent(n, f)
 		}
 	}
-	return line, 0, msg
+	for _, c := range p.Cmds {
+		for _, a := range c.Args {
+			arg(a)
+		}
+	}
+}
+
+// openedAt is the column (1-based, in characters) of the last left
+// delimiter on line (1-based) of text, 0 when it has none.
+func openedAt(text string, line int) int {
+	lines := strings.Split(text, "\n")
+	if line > len(lines) {
+		return 0
+	}
+	cur := lines[line-1]
+	i := strings.LastIndex(cur, "{{")
+	if i < 0 {
+		return 0
+	}
+	return utf8.RuneCountInString(cur[:i]) + 1
 }
 
 // optionalFields lists the field paths of the top-level row that node

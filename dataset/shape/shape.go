@@ -1,20 +1,22 @@
-package dataset
+package shape
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/synthgen/synthgen/dataset/internal/number"
+	"github.com/synthgen/synthgen/dataset/template"
 )
 
 // A row is one decoded dataset row: JSON objects decode into it with
 // json.Number for numbers, Parquet rows with int64/float64, and both give
-// lists as []any and structs as map[string]any. One converter for both keeps
+// lists as []any and structs as map[string]any. One Converter for both keeps
 // the JSON and Parquet readers in agreement about what a prompt is.
 type row = map[string]any
 
-// The row shapes Options.Format names.
+// The row shapes dataset.Options.Format names.
 const (
 	FormatAuto     = "auto"
 	FormatShareGPT = "sharegpt"
@@ -24,37 +26,41 @@ const (
 	// FormatOpenAIBatch is a line of an OpenAI batch input file (what
 	// `vllm run-batch` reads): a custom_id and a chat completion body.
 	FormatOpenAIBatch = "openai-batch"
+	// FormatRows is the row shape of a templated job: the row is a bag of
+	// fields, and prompt.messages (Converter.Template) makes the prompt of
+	// them. With a template, auto means rows.
+	FormatRows = "rows"
 )
 
-// converter turns rows into prompt parts; it holds the resolved options.
-type converter struct {
-	paramsField string // dataset.params_field: the row's own request fields; "" none
-	format      string
-	promptField string // "" in auto mode: "prompt"
-	idField     string
-	sourceField string
-	tmpl        *Template // prompt.messages: the messages are rendered from the row (format rows)
+// Converter turns rows into prompt parts; it holds the resolved options.
+type Converter struct {
+	ParamsField string // dataset.params_field: the row's own request fields; "" none
+	Format      string
+	PromptField string // "" in auto mode: "prompt"
+	IDField     string
+	SourceField string
+	Template    *template.Template // prompt.messages: the messages are rendered from the row (format rows)
 }
 
-// convert fills p with the conversation to send, the row's id (when an id
+// Convert fills p with the conversation to send, the row's id (when an id
 // field is set, or the row names its own: a batch row's custom_id), its
 // source and a request row's own parameters, or returns the field that makes
 // the row bad.
-func (c *converter) convert(r row, p *Prompt) *fieldError {
+func (c *Converter) Convert(r row, p *Row) *FieldError {
 	var (
 		msgs []Message
 		id   string
-		fe   *fieldError
+		fe   *FieldError
 	)
-	if c.idField != "" {
-		if id, fe = idOf(r, c.idField); fe != nil {
+	if c.IDField != "" {
+		if id, fe = ID(r, c.IDField); fe != nil {
 			return fe
 		}
 	}
 	switch c.shape(r) {
 	case FormatOpenAIBatch:
-		if c.idField == "" {
-			if id, fe = idOf(r, "custom_id"); fe != nil {
+		if c.IDField == "" {
+			if id, fe = ID(r, "custom_id"); fe != nil {
 				return fe
 			}
 		}
@@ -68,7 +74,7 @@ func (c *converter) convert(r row, p *Prompt) *fieldError {
 	case FormatAlpaca:
 		msgs, fe = alpaca(r)
 	case FormatRows:
-		msgs, fe = c.tmpl.render(r)
+		msgs, fe = rendered(c.Template, r)
 	default:
 		fe = fieldErr("", ErrUnknownShape)
 	}
@@ -80,44 +86,44 @@ func (c *converter) convert(r row, p *Prompt) *fieldError {
 			return fe
 		}
 	}
-	p.Messages, p.ID, p.Source = msgs, id, scalarString(r[c.sourceField])
+	p.Messages, p.ID, p.Source = msgs, id, scalarString(r[c.SourceField])
 	return nil
 }
 
 // rowParams reads the dataset.params_field column: an object of the row's
 // own request fields (temperature, max_tokens, seed, ...), which replace
 // the job's for that row as a batch row's body does. Absent or null: none.
-func (c *converter) rowParams(r row, p *Prompt) *fieldError {
-	if c.paramsField == "" {
+func (c *Converter) rowParams(r row, p *Row) *FieldError {
+	if c.ParamsField == "" {
 		return nil
 	}
-	v, ok := r[c.paramsField]
+	v, ok := r[c.ParamsField]
 	if !ok || v == nil {
 		return nil
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return fieldErr(c.paramsField, ErrNotObject)
+		return fieldErr(c.ParamsField, ErrNotObject)
 	}
 	if _, has := obj["messages"]; has {
-		return fieldErr(c.paramsField+".messages", errors.New("the prompt comes from the row's shape, not from its request fields"))
+		return fieldErr(c.ParamsField+".messages", errors.New("the prompt comes from the row's shape, not from its request fields"))
 	}
-	return requestParams(obj, c.paramsField, p)
+	return requestParams(obj, c.ParamsField, p)
 }
 
-func (c *converter) promptFieldName() string {
-	if c.promptField == "" {
+func (c *Converter) promptFieldName() string {
+	if c.PromptField == "" {
 		return "prompt"
 	}
-	return c.promptField
+	return c.PromptField
 }
 
 // shape is the forced format, or the first shape whose field the row has (a
 // null column counts as absent: merged Parquet datasets carry every shape's
 // columns with nulls).
-func (c *converter) shape(r row) string {
-	if c.format != FormatAuto {
-		return c.format
+func (c *Converter) shape(r row) string {
+	if c.Format != FormatAuto {
+		return c.Format
 	}
 	switch {
 	case r["custom_id"] != nil && r["body"] != nil:
@@ -145,11 +151,11 @@ var roles = map[string]string{
 	"developer": "system", // OpenAI's newer name; chat templates know only system
 }
 
-// conversation reads every turn of a multi-turn row, assistant turns
+// Conversation reads every turn of a multi-turn row, assistant turns
 // included (their content is left empty: a job that regenerates whole
 // conversations replaces them with the model's own answers); nil for the
 // shapes that hold a single prompt.
-func (c *converter) conversation(r row) ([]Message, *fieldError) {
+func (c *Converter) Conversation(r row) ([]Message, *FieldError) {
 	switch c.shape(r) {
 	case FormatShareGPT:
 		return turns(r, "conversations", "from", "value", true)
@@ -169,7 +175,7 @@ func (c *converter) conversation(r row) ([]Message, *fieldError) {
 // the model answers once where they stand. Asked once more, the second
 // answer would follow the model's own turn with nothing new to answer, a
 // conversation no chat (and no draft model trained on the data) sees.
-func turns(r row, list, roleKey, contentKey string, whole bool) ([]Message, *fieldError) {
+func turns(r row, list, roleKey, contentKey string, whole bool) ([]Message, *FieldError) {
 	items, fe := turnList(r[list], list)
 	if fe != nil {
 		return nil, fe
@@ -233,7 +239,7 @@ func turns(r row, list, roleKey, contentKey string, whole bool) ([]Message, *fie
 }
 
 // turnList is a list of turns, present and not empty.
-func turnList(v any, field string) ([]any, *fieldError) {
+func turnList(v any, field string) ([]any, *FieldError) {
 	if v == nil {
 		return nil, fieldErr(field, ErrMissing)
 	}
@@ -271,7 +277,7 @@ func altContentKey(k string) string {
 // contentOf reads a turn's content: a string, or (for OpenAI's "content",
 // when parts are allowed) a list of parts of which only text parts can be sent
 // by a text-only job. Parts are joined with "\n" as vLLM joins them.
-func contentOf(v any, field string, parts bool) (string, *fieldError) {
+func contentOf(v any, field string, parts bool) (string, *FieldError) {
 	switch c := v.(type) {
 	case nil:
 		return "", fieldErr(field, ErrMissing)
@@ -307,7 +313,7 @@ func contentOf(v any, field string, parts bool) (string, *fieldError) {
 	return "", fieldErr(field, ErrNotString)
 }
 
-func promptColumn(r row, field string) ([]Message, *fieldError) {
+func promptColumn(r row, field string) ([]Message, *FieldError) {
 	s, fe := stringField(r, field, field)
 	if fe != nil {
 		return nil, fe
@@ -319,7 +325,7 @@ func promptColumn(r row, field string) ([]Message, *fieldError) {
 }
 
 // alpaca makes one user turn of instruction and, when present, input.
-func alpaca(r row) ([]Message, *fieldError) {
+func alpaca(r row) ([]Message, *FieldError) {
 	inst, fe := stringField(r, "instruction", "instruction")
 	if fe != nil {
 		return nil, fe
@@ -339,7 +345,7 @@ func alpaca(r row) ([]Message, *fieldError) {
 	return []Message{{Role: "user", Content: inst}}, nil
 }
 
-func stringField(m map[string]any, key, field string) (string, *fieldError) {
+func stringField(m map[string]any, key, field string) (string, *FieldError) {
 	v, ok := m[key]
 	if !ok || v == nil {
 		return "", fieldErr(field, ErrMissing)
@@ -361,9 +367,9 @@ func asString(v any) (string, bool) {
 	return "", false
 }
 
-// idOf reads the id column: a non-empty string, or a number in plain decimal
+// ID reads the id column: a non-empty string, or a number in plain decimal
 // so that 1e3 and 1000 name the same row.
-func idOf(r row, field string) (string, *fieldError) {
+func ID(r row, field string) (string, *FieldError) {
 	v := r[field]
 	if v == nil {
 		return "", fieldErr(field, ErrMissing)
@@ -374,41 +380,10 @@ func idOf(r row, field string) (string, *fieldError) {
 		}
 		return s, nil
 	}
-	if s, ok := number(v); ok {
+	if s, ok := number.Decimal(v); ok {
 		return s, nil
 	}
 	return "", fieldErr(field, fmt.Errorf("not a string or number"))
-}
-
-// number formats a numeric value in decimal without an exponent.
-func number(v any) (string, bool) {
-	switch n := v.(type) {
-	case json.Number:
-		s := string(n)
-		if !strings.ContainsAny(s, ".eE") {
-			return s, true // integers stay exact, however long
-		}
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return s, true
-		}
-		return strconv.FormatFloat(f, 'f', -1, 64), true
-	case int64:
-		return strconv.FormatInt(n, 10), true
-	case int32:
-		return strconv.FormatInt(int64(n), 10), true
-	case int:
-		return strconv.Itoa(n), true
-	case uint64:
-		return strconv.FormatUint(n, 10), true
-	case uint32:
-		return strconv.FormatUint(uint64(n), 10), true
-	case float64:
-		return strconv.FormatFloat(n, 'f', -1, 64), true
-	case float32:
-		return strconv.FormatFloat(float64(n), 'f', -1, 32), true
-	}
-	return "", false
 }
 
 // scalarString is the source column as text; a column of another type (a
@@ -417,11 +392,25 @@ func scalarString(v any) string {
 	if s, ok := asString(v); ok {
 		return s
 	}
-	if s, ok := number(v); ok {
+	if s, ok := number.Decimal(v); ok {
 		return s
 	}
 	if b, ok := v.(bool); ok {
 		return strconv.FormatBool(b)
 	}
 	return ""
+}
+
+// rendered is the messages tmpl makes of row r, or the field that makes it
+// a bad row.
+func rendered(tmpl *template.Template, r row) ([]Message, *FieldError) {
+	turns, fe := tmpl.Render(r)
+	if fe != nil {
+		return nil, fieldErr(fe.Field, fe.Err)
+	}
+	msgs := make([]Message, len(turns))
+	for i, t := range turns {
+		msgs[i] = Message{Role: t.Role, Content: t.Content}
+	}
+	return msgs, nil
 }

@@ -1,4 +1,4 @@
-package dataset
+package rawjson
 
 // Reading a JSON row's id without decoding the row: the top-level fields of
 // one object are walked, every value skipped but the ones asked for. What
@@ -11,13 +11,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"unsafe"
+
+	"github.com/synthgen/synthgen/dataset/internal/number"
 )
 
-// topFields finds the last occurrence (encoding/json keeps the last one) of
+// Fields finds the last occurrence (encoding/json keeps the last one) of
 // each of the named top-level fields of the object in b and returns the
 // raw bytes of their values (nil: absent). ok is false when b is not a
 // well-formed-looking object or a name holds an escape.
-func topFields(b []byte, names []string, vals [][]byte) (ok bool) {
+func Fields(b []byte, names []string, vals [][]byte) (ok bool) {
 	for i := range vals {
 		vals[i] = nil
 	}
@@ -138,11 +140,11 @@ func skipString(b []byte, i int) (int, bool) {
 	}
 }
 
-// scalarID turns a raw JSON value into an id as idOf does: a non-empty
+// ID turns a raw JSON value into an id as idOf does: a non-empty
 // string, or a number. ok is false for anything else (null, empty,
 // another type, a value that is not valid JSON): the decoder decides. A
 // string without escapes shares v's bytes (see SkipFunc: valid while v is).
-func scalarID(v []byte) (string, bool) {
+func ID(v []byte) (string, bool) {
 	if len(v) == 0 {
 		return "", false
 	}
@@ -161,7 +163,7 @@ func scalarID(v []byte) (string, bool) {
 		if err := json.Unmarshal(v, &n); err != nil {
 			return "", false
 		}
-		return number(n)
+		return number.Decimal(n)
 	}
 	return "", false
 }
@@ -176,5 +178,5 @@ func plainASCII(b []byte) bool {
 	return true
 }
 
-// isNull reports whether a raw value is absent or JSON null.
-func isNull(v []byte) bool { return v == nil || string(v) == "null" }
+// IsNull reports whether a raw value is absent or JSON null.
+func IsNull(v []byte) bool { return v == nil || string(v) == "null" }
