@@ -21,6 +21,7 @@ import (
 // during the outage used up its attempts within seconds), every prompt is
 // answered once, and the stats say the server was down while it was.
 func TestServerRestartLosesNoPrompt(t *testing.T) {
+	t.Parallel()
 	const rows, n = 300, 20
 	srv := &countingServer{hook: func(string) { time.Sleep(2 * time.Millisecond) }}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
