@@ -223,7 +223,8 @@ func TestRunSignalWhileServerAway(t *testing.T) {
 	if code := runExitCode(err); code != exitInterrupted {
 		t.Fatalf("exit %d (%v), want %d", code, err, exitInterrupted)
 	}
-	if took := time.Since(first); took > 3*time.Second {
+	// Not the grace's minute: a bound no loaded machine reaches otherwise.
+	if took := time.Since(first); took > 20*time.Second {
 		t.Errorf("took %v to stop with nothing in flight", took)
 	}
 	if n := errorRecords(t, cj.dir); n != 0 {
