@@ -245,7 +245,7 @@ func TestTokensPartInRowGroups(t *testing.T) {
 // Parquet (zstd), over the same records without tokens. It fails when a
 // figure passes the bound that page promises.
 func TestTokensBytesOnDisk(t *testing.T) {
-	const n, records = 8192, 12
+	const n, records = 8192, 4
 	bounds := map[string]float64{ // bytes a token, at most
 		"jsonl ids": 7, "jsonl logprobs": 380, "parquet ids": 3, "parquet logprobs": 135,
 	}

@@ -35,11 +35,14 @@ func kneeDataset(t *testing.T, n, words int) string {
 	return path
 }
 
-// The knee model both auto tests run against: prompts of kneePrompt
-// tokens, answers of at most kneeMaxTokens, 40 ms a token slowing with the
+// The mock's batch model the auto runs go against: prompts of kneePrompt
+// tokens, answers of at most kneeMaxTokens, 10 ms a token slowing with the
 // batch, and a KV budget of knee x (prompt + answer) tokens, so that up to
-// knee requests are never preempted and more are (see
-// TestAutoConcurrencyFindsTheKnee).
+// knee requests are never preempted and more are. Where the limit settles
+// on such a server is judged in generator/autoconc (knee_test.go), on a
+// clock and servers that test controls: here, on the machine's clock and
+// CPU, only what does not depend on them is checked: the loop is wired
+// into a real run.
 const (
 	kneePrompt    = 400
 	kneeMaxTokens = 24
@@ -47,7 +50,7 @@ const (
 
 func kneeMock(knee int) mockserver.Options {
 	return mockserver.Options{
-		TokenDelay: 40 * time.Millisecond, BatchScale: 400, MeanTokens: 20, Seed: 7,
+		TokenDelay: 10 * time.Millisecond, BatchScale: 400, MeanTokens: 20, Seed: 7,
 		KVBudget: knee * (kneePrompt + kneeMaxTokens), MaxRunning: 512,
 	}
 }
@@ -64,30 +67,11 @@ func kneeRun(t *testing.T, base, data, dir, concurrency string, extra ...string)
 		"--output.format", "jsonl",
 		"--output.sync_interval", "200ms",
 		"--generation.max_tokens", strconv.Itoa(kneeMaxTokens),
-		// Plain answers: the client parses one body per answer instead
-		// of a chunk per token, so on a loaded machine under -race the
-		// server's pace, not the client's CPU, sets the throughput (the
-		// controller reads the client's count of each answer at its end).
 		"--generation.stream=false",
 		"--concurrency", concurrency,
 		"--progress.interval", "500ms",
 	}
 	return cliRunFor(t, 3*time.Minute, append(args, extra...)...)
-}
-
-// settledAt is when the limit last entered lo..hi and stayed there to the
-// end; -1: it ended outside.
-func settledAt(moves []autoMove, lo, hi int) time.Duration {
-	settled := time.Duration(-1)
-	for _, m := range moves {
-		switch {
-		case m.to < lo || m.to > hi:
-			settled = -1
-		case settled < 0:
-			settled = m.at
-		}
-	}
-	return settled
 }
 
 // autoMove is one "concurrency A -> B at T: why" line.
@@ -113,143 +97,59 @@ func autoMoves(t *testing.T, stderr string) []autoMove {
 	return moves
 }
 
-// TestAutoConcurrencyFindsTheKnee is the judged test of concurrency: auto.
-//
-// The mock's batch model is set so that its throughput peaks at K = 100 in
-// flight, by its formula: every prompt is 400 tokens and every answer at
-// most 24, and the KV budget is 100 x (400 + 24) tokens, so up to 100
-// requests can never be preempted; above that, admission lets in about
-// budget/400 = 106 and their growth preempts the newest ones, which redo
-// their work, while the rest queue. Below 100, per-token time
-// 40ms x (1 + running/400) makes throughput rise almost in proportion
-// (TestBatchModelKnee in internal/mockserver shows the shape on counters).
-// The time scale keeps the whole test near 30 s, and the client's work low
-// enough (about 2,000 tokens/s at the knee, answers not streamed) that the
-// server, not the client under -race on a loaded machine, sets the
-// throughput.
-//
-// A run with concurrency: auto:400 must have its limit within 20% of K
-// (80..120) from some moment in the first minute of its own elapsed time to
-// its end, and cause fewer preemptions (the mock's counter) than a run of
-// the same prompts at a fixed 200. The fixed run preempts for certain: its
-// first 106 requests are admitted together, prompts filling the budget,
-// and their first tokens overflow it.
-func TestAutoConcurrencyFindsTheKnee(t *testing.T) {
-	if testing.Short() {
-		t.Skip("about 30 s of load: not with -short")
-	}
-	const (
-		knee    = 100
-		prompts = 1500
-	)
-	opts := kneeMock(knee)
-	data := kneeDataset(t, prompts, kneePrompt)
-	runAt := func(concurrency string) (cliResult, mockserver.Stats, string) {
-		m := mockserver.New(opts)
-		ts := httptest.NewServer(m)
-		defer ts.Close()
-		dir := filepath.Join(t.TempDir(), "out")
-		res := kneeRun(t, ts.URL+"/v1", data, dir, concurrency)
-		res.ok(t, "concurrency "+concurrency)
-		return res, m.Stats(), dir
-	}
+// autoReport is what report.json says of concurrency: auto.
+type autoReport struct {
+	ConcurrencyAuto *autoconc.Record `json:"concurrency_auto"`
+	Endpoints       []runstats.EndpointRecord
+}
 
-	auto, autoStats, autoDir := runAt("auto:400")
-	moves := autoMoves(t, auto.stderr)
-	for _, m := range moves {
-		t.Logf("auto: -> %d at %s: %s", m.to, m.at, m.why)
-	}
-	if len(moves) == 0 {
-		t.Fatalf("concurrency: auto never moved the limit; stderr:\n%s", auto.stderr)
-	}
-	// settled is when the limit last entered 80..120 and stayed there.
-	lo, hi := knee*8/10, knee*12/10
-	settled := settledAt(moves, lo, hi)
-	var rep struct {
-		DurationS       float64          `json:"duration_s"`
-		ConcurrencyAuto *autoconc.Record `json:"concurrency_auto"`
-	}
-	b, err := os.ReadFile(filepath.Join(autoDir, runfiles.ReportFile))
+func readAutoReport(t *testing.T, dir string) autoReport {
+	t.Helper()
+	var rep autoReport
+	b, err := os.ReadFile(filepath.Join(dir, runfiles.ReportFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("auto: %d answers in %.1f s, %d preemptions, settled within 20%% of %d at %s; report: %+v",
-		autoStats.Completed, rep.DurationS, autoStats.Preemptions, knee, settled, rep.ConcurrencyAuto)
-	switch {
-	case settled < 0:
-		t.Errorf("the limit ended outside %d..%d: moves %+v", lo, hi, moves)
-	case settled > time.Minute:
-		t.Errorf("the limit settled within %d..%d only at %s of the run, after the first minute", lo, hi, settled)
-	}
-	if rep.ConcurrencyAuto == nil || rep.ConcurrencyAuto.Limit != moves[len(moves)-1].to {
-		t.Errorf("report.json's concurrency_auto %+v, want the last move's limit %d", rep.ConcurrencyAuto, moves[len(moves)-1].to)
-	}
-	if !strings.Contains(auto.stdout, " | concurrency ") {
-		t.Errorf("the progress lines do not show the limit:\n%s", auto.stdout)
-	}
-
-	_, fixedStats, _ := runAt("200")
-	t.Logf("fixed 200: %d answers, %d preemptions, %d tokens recomputed; auto: %d tokens recomputed",
-		fixedStats.Completed, fixedStats.Preemptions, fixedStats.Recomputed, autoStats.Recomputed)
-	if autoStats.Preemptions >= fixedStats.Preemptions {
-		t.Errorf("preemptions: auto %d, fixed 200 %d; want fewer with auto", autoStats.Preemptions, fixedStats.Preemptions)
-	}
-	if autoStats.Completed != prompts || fixedStats.Completed != prompts {
-		t.Errorf("answers: auto %d, fixed %d; want %d each", autoStats.Completed, fixedStats.Completed, prompts)
-	}
+	return rep
 }
 
-// TestAutoKneeWhenTheServerCountsAtEnd is the judged test of a server that
-// counts generated tokens only when a request finishes, with no counter
-// before the first one (llm-d-inference-sim; the mock with
-// CountTokensAtEnd). The same batch-model mock, with a knee at K = 40 (the
-// knee test's model at a smaller KV budget, so that streamed answers cost
-// the client little), is run once counting per token and once at the
-// end, answers streamed (the default). concurrency: auto starts against
-// both and must end within 20% of K in both, and the two limits within 20%
-// of each other: auto's throughput is the client's own streamed count, and
-// the server's counter steers nothing.
-func TestAutoKneeWhenTheServerCountsAtEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("about 25 s of load: not with -short")
+// TestAutoConcurrencyRun: a run with concurrency: auto against the batch
+// model: the loop starts at 16 and moves the limit (a server far from its
+// knee lets it grow), each move a line on stderr; report.json's
+// concurrency_auto holds the last move's limit, the progress lines show
+// the limit, and every prompt is answered.
+func TestAutoConcurrencyRun(t *testing.T) {
+	t.Parallel()
+	const prompts = 300
+	ts := httptest.NewServer(mockserver.New(kneeMock(100)))
+	t.Cleanup(ts.Close)
+	dir := filepath.Join(t.TempDir(), "out")
+	// Streamed: the controller judges a reading's tokens as they come, so
+	// the limit moves within the first readings.
+	res := kneeRun(t, ts.URL+"/v1", kneeDataset(t, prompts, kneePrompt), dir, "auto:400", "--generation.stream=true")
+	res.ok(t, "concurrency auto:400")
+	if !strings.Contains(res.stderr, "concurrency: auto, starting at 16, up to 400, from "+ts.URL+"/metrics every 500ms") {
+		t.Errorf("no start line naming the start, the ceiling, the metrics and the interval:\n%s", res.stderr)
 	}
-	const (
-		knee    = 40
-		prompts = 600
-	)
-	data := kneeDataset(t, prompts, kneePrompt)
-	final := map[bool]int{}
-	for _, atEnd := range []bool{false, true} {
-		opts := kneeMock(knee)
-		opts.CountTokensAtEnd = atEnd
-		m := mockserver.New(opts)
-		ts := httptest.NewServer(m)
-		dir := filepath.Join(t.TempDir(), "out")
-		res := kneeRun(t, ts.URL+"/v1", data, dir, "auto:400", "--generation.stream=true")
-		ts.Close()
-		res.ok(t, fmt.Sprintf("concurrency auto:400, tokens counted at the end %v", atEnd))
-		moves := autoMoves(t, res.stderr)
-		if len(moves) == 0 {
-			t.Fatalf("tokens counted at the end %v: the limit never moved; stderr:\n%s", atEnd, res.stderr)
-		}
-		var why []string
-		for _, mv := range moves {
-			why = append(why, fmt.Sprintf("%d at %s (%s)", mv.to, mv.at, mv.why))
-		}
-		final[atEnd] = moves[len(moves)-1].to
-		lo, hi := knee*8/10, knee*12/10
-		settled := settledAt(moves, lo, hi)
-		t.Logf("tokens counted at the end %v: %d answers, %d preemptions, ended at %d, within 20%% of %d from %s; moves: %s",
-			atEnd, m.Stats().Completed, m.Stats().Preemptions, final[atEnd], knee, settled, strings.Join(why, " | "))
-		if settled < 0 {
-			t.Errorf("tokens counted at the end %v: the limit ended outside %d..%d: %s", atEnd, lo, hi, strings.Join(why, " | "))
-		}
+	moves := autoMoves(t, res.stderr)
+	for _, m := range moves {
+		t.Logf("auto: -> %d at %s: %s", m.to, m.at, m.why)
 	}
-	if a, b := final[true], final[false]; 5*a < 4*b || 5*a > 6*b {
-		t.Errorf("the limit ended at %d against the server counting at the end, %d against the one counting per token: more than 20%% apart", a, b)
+	if len(moves) == 0 {
+		t.Fatalf("concurrency: auto never moved the limit; stderr:\n%s", res.stderr)
+	}
+	rep := readAutoReport(t, dir)
+	if rep.ConcurrencyAuto == nil || rep.ConcurrencyAuto.Limit != moves[len(moves)-1].to || rep.ConcurrencyAuto.Moves != len(moves) {
+		t.Errorf("report.json's concurrency_auto %+v, want the last move's limit %d after %d moves", rep.ConcurrencyAuto, moves[len(moves)-1].to, len(moves))
+	}
+	if !strings.Contains(res.stdout, " | concurrency ") {
+		t.Errorf("the progress lines do not show the limit:\n%s", res.stdout)
+	}
+	if n := len(readRecords(t, dir)); n != prompts {
+		t.Errorf("%d records, want %d", n, prompts)
 	}
 }
 
@@ -328,53 +228,50 @@ func TestAutoShown(t *testing.T) {
 }
 
 // TestAutoPerEndpoint: with two replicas, concurrency: auto steers each by
-// its own metrics. Both mocks peak at 40 in flight (the knee test's model at
-// a smaller KV budget); each endpoint's limit is set (report.json's
-// endpoints), stays near its own knee rather than the ceiling, and the
-// run's limit is their sum.
+// its own metrics: the start line names both, each endpoint's limit is set
+// (report.json's endpoints) and the run's limit is their sum. The second
+// counts generated tokens only when a request ends, with no counter before
+// the first (llm-d-inference-sim): auto starts against it all the same,
+// its throughput being the client's own count. (Where each limit settles:
+// generator/autoconc's TestAutoPerEndpoint and
+// TestAutoKneeWhenTheServerCountsAtEnd.)
 func TestAutoPerEndpoint(t *testing.T) {
-	if testing.Short() {
-		t.Skip("about 20 s of load: not with -short")
-	}
+	t.Parallel()
 	const (
 		knee    = 40
-		prompts = 900
+		prompts = 200
 	)
 	var urls []string
-	for range 2 {
-		ts := httptest.NewServer(mockserver.New(kneeMock(knee)))
+	for i := range 2 {
+		o := kneeMock(knee)
+		o.CountTokensAtEnd = i == 1
+		ts := httptest.NewServer(mockserver.New(o))
 		t.Cleanup(ts.Close)
 		urls = append(urls, ts.URL+"/v1")
 	}
 	dir := filepath.Join(t.TempDir(), "out")
-	res := kneeRun(t, strings.Join(urls, ","), kneeDataset(t, prompts, kneePrompt), dir, "auto:400")
+	res := kneeRun(t, strings.Join(urls, ","), kneeDataset(t, prompts, kneePrompt), dir, "auto:400", "--generation.stream=true")
 	res.ok(t, "concurrency auto:400 on two endpoints")
 	if !strings.Contains(res.stderr, urls[0]) || !strings.Contains(res.stderr, urls[1]) {
 		t.Errorf("the start line does not name both metrics sources:\n%s", res.stderr)
 	}
-	var rep struct {
-		ConcurrencyAuto *autoconc.Record `json:"concurrency_auto"`
-		Endpoints       []runstats.EndpointRecord
-	}
-	b, err := os.ReadFile(filepath.Join(dir, runfiles.ReportFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readAutoReport(t, dir)
 	if rep.ConcurrencyAuto == nil || len(rep.Endpoints) != 2 {
 		t.Fatalf("report.json: concurrency_auto %+v, endpoints %+v", rep.ConcurrencyAuto, rep.Endpoints)
 	}
-	sum := int64(0)
+	sum, answers := int64(0), int64(0)
 	for _, ep := range rep.Endpoints {
 		t.Logf("%s: limit %d, %d answers", ep.URL, ep.Limit, ep.Completed)
-		if ep.Limit < knee/2 || ep.Limit > 2*knee {
-			t.Errorf("%s ended at limit %d: not steered to its own knee %d (within %d..%d)", ep.URL, ep.Limit, knee, knee/2, 2*knee)
+		if ep.Limit < 1 || ep.Limit > 400 {
+			t.Errorf("%s ended at limit %d: not a limit of 1..400", ep.URL, ep.Limit)
 		}
 		sum += ep.Limit
+		answers += ep.Completed
 	}
 	if int64(rep.ConcurrencyAuto.Limit) != sum {
 		t.Errorf("the run's limit %d is not the sum %d of the endpoints'", rep.ConcurrencyAuto.Limit, sum)
+	}
+	if answers != prompts {
+		t.Errorf("%d answers from the endpoints, want %d", answers, prompts)
 	}
 }

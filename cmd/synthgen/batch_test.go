@@ -105,7 +105,7 @@ func TestRunAnswersAnOpenAIBatchFile(t *testing.T) {
 	clearSynthgenEnv(t)
 	for _, format := range []string{"openai-batch", "auto"} {
 		t.Run(format, func(t *testing.T) {
-			const n = 300
+			const n = 120 // each row shape (i mod 3, 4, 5, 6, 7) twice or more
 			data, rows := batchRows(t, n)
 			srv := &recordingServer{}
 			ts := httptest.NewServer(srv)
@@ -122,7 +122,7 @@ func TestRunAnswersAnOpenAIBatchFile(t *testing.T) {
 			res.ok(t, "run")
 			// The one bad row is the repeat: every shape above makes a request.
 			if c := strings.Count(res.stderr, "skip row "); c != 1 ||
-				!strings.Contains(res.stderr, "skip row "+data+`:301: custom_id: repeats the id "req-005" of `+data+":6") {
+				!strings.Contains(res.stderr, fmt.Sprintf("skip row %s:%d: custom_id: repeats the id \"req-005\" of %s:6", data, n+1, data)) {
 				t.Errorf("stderr should name the repeated custom_id as the one bad row (%d skipped):\n%s", c, res.stderr)
 			}
 			if c := strings.Count(res.stderr, "ask for model"); c != 1 || !strings.Contains(res.stderr, `model "gpt-4o-mini"`) {

@@ -2,8 +2,7 @@ package main
 
 // Helpers for the end-to-end tests of the built binary (chaos_test.go,
 // e2e_test.go): the binary is built once per test process, without -race
-// (the race detector instruments this test process, which hosts the mock,
-// not the program under test), and run as a child process against an
+// (prebuild_test.go), and run as a child process against an
 // in-process mock on loopback, with real files in t.TempDir().
 
 import (
@@ -22,35 +21,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
-	"go.uber.org/goleak"
 
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
-
-var (
-	binOnce sync.Once
-	binDir  string // removed by TestMain
-	binPath string
-	binErr  error
-)
-
-// TestMain removes the built binary and fails the run when a goroutine
-// outlives the tests: the in-process runs must stop everything they start.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		if binDir != "" {
-			_ = os.RemoveAll(binDir)
-		}
-		os.Exit(code)
-	}))
-}
 
 // goTool is the go command of the toolchain running the tests, else the
 // one on PATH.
@@ -69,33 +48,11 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-// synthgenBinary builds this package into a temporary directory once per
-// test process and returns the binary's path.
+// synthgenBinary returns the path of this package built once per test
+// process (prebuild_test.go).
 func synthgenBinary(t testing.TB) string {
 	t.Helper()
-	binOnce.Do(func() {
-		gobin, err := goTool()
-		if err != nil {
-			binErr = fmt.Errorf("find the go command: %w", err)
-			return
-		}
-		if binDir, err = os.MkdirTemp("", "synthgen-e2e-"); err != nil {
-			binErr = err
-			return
-		}
-		out := filepath.Join(binDir, "synthgen")
-		// The package directory is the test's working directory.
-		cmd := exec.Command(gobin, "build", "-o", out, ".")
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %w\n%s", err, msg)
-			return
-		}
-		binPath = out
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
+	return e2eBinary.wait(t)
 }
 
 // mock is an in-process mock server on a loopback port.

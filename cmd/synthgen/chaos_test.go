@@ -70,6 +70,7 @@ func chaosSeed(t *testing.T) int64 {
 }
 
 func TestChaosKill9(t *testing.T) {
+	t.Parallel() // its own mocks, directories and processes
 	seed := chaosSeed(t)
 	t.Logf("chaos seed %d (replay: SYNTHGEN_TEST_CHAOS_SEED=%d go test -run TestChaosKill9 ./cmd/synthgen)", seed, seed)
 	synthgenBinary(t) // once, before the subtests run in parallel
@@ -109,6 +110,7 @@ func TestChaosKill9(t *testing.T) {
 // turn answered, each asked with the model's own earlier answers) and
 // exactly once; a kill never leaves half of one.
 func TestChaosKill9WholeConversations(t *testing.T) {
+	t.Parallel() // its own mocks, directories and processes
 	seed := chaosSeed(t)
 	t.Logf("chaos seed %d (replay: SYNTHGEN_TEST_CHAOS_SEED=%d go test -run TestChaosKill9WholeConversations ./cmd/synthgen)", seed, seed)
 	synthgenBinary(t)

@@ -41,9 +41,19 @@ type dockerfile struct {
 
 func readDockerfile(t *testing.T) dockerfile {
 	t.Helper()
-	f, err := os.Open("../../Dockerfile")
+	d, err := parseDockerfile()
 	if err != nil {
 		t.Fatal(err)
+	}
+	return d
+}
+
+// parseDockerfile reads ../../Dockerfile (also before the tests run: its
+// build is started by TestMain).
+func parseDockerfile() (dockerfile, error) {
+	f, err := os.Open("../../Dockerfile")
+	if err != nil {
+		return dockerfile{}, err
 	}
 	defer f.Close()
 	var d dockerfile
@@ -67,7 +77,10 @@ func readDockerfile(t *testing.T) dockerfile {
 		case "ENTRYPOINT":
 			d.entrypoint = rest
 		case "RUN":
-			words := shellWords(t, rest)
+			words, err := shellWords(rest)
+			if err != nil {
+				return dockerfile{}, err
+			}
 			for i := 0; i+1 < len(words); i++ {
 				if words[i] != "go" || words[i+1] != "build" {
 					continue
@@ -86,20 +99,19 @@ func readDockerfile(t *testing.T) dockerfile {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+		return dockerfile{}, err
 	}
 	if builds != 1 {
-		t.Fatalf("the Dockerfile has %d RUN lines with go build, want 1 (continued lines are not read here)", builds)
+		return dockerfile{}, fmt.Errorf("the Dockerfile has %d RUN lines with go build, want 1 (continued lines are not read here)", builds)
 	}
-	return d
+	return d, nil
 }
 
 // shellWords splits a RUN line as sh would for the plain words and double
-// quotes the Dockerfile uses; anything fancier fails the test.
-func shellWords(t *testing.T, s string) []string {
-	t.Helper()
+// quotes the Dockerfile uses; anything fancier is an error.
+func shellWords(s string) ([]string, error) {
 	if strings.ContainsAny(s, "'\\`;&|") {
-		t.Fatalf("RUN %s: quoting this test does not read", s)
+		return nil, fmt.Errorf("RUN %s: quoting this test does not read", s)
 	}
 	var words []string
 	var cur strings.Builder
@@ -120,12 +132,12 @@ func shellWords(t *testing.T, s string) []string {
 		}
 	}
 	if in {
-		t.Fatalf("RUN %s: unbalanced quote", s)
+		return nil, fmt.Errorf("RUN %s: unbalanced quote", s)
 	}
 	if cur.Len() > 0 || quoted {
 		words = append(words, cur.String())
 	}
-	return words
+	return words, nil
 }
 
 // TestDockerfileBuildsStatic: the Dockerfile's final stage has no libc, so
@@ -196,22 +208,12 @@ func TestDockerfileBuildsStatic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	gobin, err := goTool()
-	if err != nil {
-		t.Fatal(err)
-	}
-	const ver = "v9.9.9-dockerfile"
-	bin := filepath.Join(t.TempDir(), "synthgen")
-	args := []string{"build"}
-	for _, a := range d.buildArgs[:len(d.buildArgs)-1] {
-		args = append(args, strings.ReplaceAll(a, "${VERSION}", ver))
-	}
-	args = append(args, "-o", bin, ".") // ./cmd/synthgen, from here
-	cmd := exec.Command(gobin, args...)
-	cmd.Env = append(os.Environ(), d.buildEnv...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	// Built with the Dockerfile's line (prebuild_test.go), started before
+	// the tests: the build shares no cache with the others. Waited for
+	// among the parallel tests, so the sequential ones need not.
+	t.Parallel()
+	const ver = dockerVersion
+	bin := dockerBinary.wait(t)
 
 	f, err := elf.Open(bin)
 	if err != nil {

@@ -159,6 +159,7 @@ func TestNohupLinesAppend(t *testing.T) {
 // with its commit even on a machine whose GOFLAGS holds -buildvcs=false, so
 // that `synthgen version` and every manifest name what made them.
 func TestREADMEBuildStampsTheCommit(t *testing.T) {
+	t.Parallel() // its build shares nothing with the tests that need none
 	git, err := exec.LookPath("git")
 	if err != nil {
 		t.Skip("no git")

@@ -33,6 +33,7 @@ type verdict struct {
 }
 
 func TestWorkedPipeline(t *testing.T) {
+	t.Parallel()      // its own mocks, directories and processes
 	synthgenBinary(t) // the runs are the binary's, with no SYNTHGEN_* of this shell (childEnv)
 	examples, err := filepath.Abs(filepath.Join("..", "..", "examples"))
 	if err != nil {

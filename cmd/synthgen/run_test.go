@@ -553,7 +553,8 @@ func TestRunInterruptedWhileWaitingForServer(t *testing.T) {
 	if code := exitCode(err); code != exitInterrupted {
 		t.Fatalf("exit %d (%v), want %d", code, err, exitInterrupted)
 	}
-	if took := time.Since(start); took > 5*time.Second {
+	// Not the minutes of the wait: a bound no loaded machine reaches otherwise.
+	if took := time.Since(start); took > 20*time.Second {
 		t.Errorf("took %v to stop after SIGINT while waiting for the server", took)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {

@@ -16,6 +16,7 @@ import (
 // figures and its kind, what llama.cpp does not report is said once, and
 // llama-server's context (meta.n_ctx) reaches the job.
 func TestRunServerViewKinds(t *testing.T) {
+	t.Parallel() // its own mocks, directories and processes
 	tests := []struct {
 		flavor, kind, name string
 		lacks              string

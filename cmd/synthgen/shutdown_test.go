@@ -85,21 +85,21 @@ func TestRunShutdown(t *testing.T) {
 	const prompts, inFlight = 12, 4
 	tests := []struct {
 		name       string
-		tokenDelay time.Duration // 250 tokens each: 20 ms makes a 5 s answer
+		tokenDelay time.Duration // 250 tokens each: 240 ms makes a minute's answer, which a cut must not wait for
 		grace      string
 		signals    []syscall.Signal
 		say        string        // on stderr
 		within     time.Duration // from the first signal to the end
 		wantCut    bool          // requests in flight were cancelled
 	}{
-		{"second SIGINT stops now", 20 * time.Millisecond, "1m", []syscall.Signal{syscall.SIGINT, syscall.SIGINT},
-			"stopping now: requests in flight are cancelled", 3 * time.Second, true},
-		{"grace expires", 20 * time.Millisecond, "300ms", []syscall.Signal{syscall.SIGINT},
-			"stopping now: shutdown.grace (300ms) is over", 3 * time.Second, true},
+		{"second SIGINT stops now", 240 * time.Millisecond, "1m", []syscall.Signal{syscall.SIGINT, syscall.SIGINT},
+			"stopping now: requests in flight are cancelled", 20 * time.Second, true},
+		{"grace expires", 240 * time.Millisecond, "300ms", []syscall.Signal{syscall.SIGINT},
+			"stopping now: shutdown.grace (300ms) is over", 20 * time.Second, true},
 		{"SIGTERM drains", 4 * time.Millisecond, "1m", []syscall.Signal{syscall.SIGTERM},
 			"stopping: no new requests", 10 * time.Second, false},
-		{"SIGTERM then SIGINT", 20 * time.Millisecond, "1m", []syscall.Signal{syscall.SIGTERM, syscall.SIGINT},
-			"stopping now: requests in flight are cancelled", 3 * time.Second, true},
+		{"SIGTERM then SIGINT", 240 * time.Millisecond, "1m", []syscall.Signal{syscall.SIGTERM, syscall.SIGINT},
+			"stopping now: requests in flight are cancelled", 20 * time.Second, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -223,7 +223,8 @@ func TestRunSignalWhileServerAway(t *testing.T) {
 	if code := runExitCode(err); code != exitInterrupted {
 		t.Fatalf("exit %d (%v), want %d", code, err, exitInterrupted)
 	}
-	if took := time.Since(first); took > 3*time.Second {
+	// Not the grace's minute: a bound no loaded machine reaches otherwise.
+	if took := time.Since(first); took > 20*time.Second {
 		t.Errorf("took %v to stop with nothing in flight", took)
 	}
 	if n := errorRecords(t, cj.dir); n != 0 {

@@ -19,6 +19,7 @@ import (
 // grown to 64 MiB (mount -o remount: the space freed), the same command
 // completes the job with every key on disk once.
 func TestRunFullTmpfs(t *testing.T) {
+	t.Parallel() // its own mocks, directories and processes
 	mnt := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", mnt).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount a small tmpfs to fill (needs root or CAP_SYS_ADMIN): %v: %s", err, strings.TrimSpace(string(out)))

@@ -324,6 +324,7 @@ func emptyNil(l *sink.Logprobs) {
 // whole conversations, holds the mock's ids for its prompt and answer, as
 // many as its completion_tokens, and their logprobs, each key once.
 func TestChaosKill9TokenIDs(t *testing.T) {
+	t.Parallel() // its own mocks, directories and processes
 	seed := chaosSeed(t)
 	t.Logf("chaos seed %d (replay: SYNTHGEN_TEST_CHAOS_SEED=%d go test -run TestChaosKill9TokenIDs ./cmd/synthgen)", seed, seed)
 	synthgenBinary(t)

@@ -88,6 +88,7 @@ func TestResolveVersion(t *testing.T) {
 // repository and built there: a git worktree's .git is a file, which the
 // go command does not stamp from.
 func TestPlainGoBuildNamesItsCommit(t *testing.T) {
+	t.Parallel() // its builds share nothing with the tests that need none
 	if testing.Short() {
 		t.Skip("builds the module in a new repository")
 	}

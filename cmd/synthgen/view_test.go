@@ -180,6 +180,7 @@ func checkRampUp(t *testing.T, h viewHistory, from, n int, limit float64) {
 // records on disk agree with the run's own figures, every history line is
 // a point, and the plots show the ramp-up.
 func TestViewOfTheSampleRun(t *testing.T) {
+	t.Parallel() // its own mocks, directories and processes
 	m := startMock(t, mockserver.Options{TokenDelay: 2 * time.Millisecond, TTFT: 50 * time.Millisecond})
 	out := filepath.Join(t.TempDir(), "sample")
 	if code := runSample(t, "run", m.BaseURL, out).wait(t, 2*time.Minute); code != 0 {
@@ -214,6 +215,7 @@ func TestViewOfTheSampleRun(t *testing.T) {
 // the second; each run ramps up; the page's figures are report.json's;
 // in a browser each plot holds every point (screenshot in the artifacts).
 func TestViewOfAResumedRunWithARestart(t *testing.T) {
+	t.Parallel() // its own mocks, directories and processes
 	out := filepath.Join(t.TempDir(), "resumed")
 	// Run 1: ~300 tokens an answer at 5 ms, 1.5 s a wave of 64; stopped
 	// by Ctrl-C once the first answers are in.
@@ -452,6 +454,7 @@ func treeState(t *testing.T, dir string) string {
 // so far, and follows the run to its end: every record once, as many as
 // report.json says are done.
 func TestViewOfALiveRun(t *testing.T) {
+	t.Parallel() // its own mocks, directories and processes
 	// ~300 tokens an answer at 10 ms: 3 s a wave of 64, five waves; the
 	// view starts after the first.
 	m := startMock(t, mockserver.Options{TokenDelay: 10 * time.Millisecond, TTFT: 50 * time.Millisecond})

@@ -56,7 +56,9 @@ type LoopOptions struct {
 	// TokensAtEnd: the client learns an answer's tokens only when it ends
 	// (the run does not stream); see Options.TokensAtEnd.
 	TokensAtEnd bool
-	// Now is the clock the client's counts are taken on; nil: time.Now.
+	// Now is the clock of the loop: when the client's counts are taken,
+	// when the limit moved and the run's elapsed time in the move lines;
+	// nil: time.Now. (A test steps the loop with Step on a clock of its own.)
 	Now func() time.Time
 	// OnWarning, when set, is also handed each warning (status.json's
 	// warnings), without the "warning: " prefix and the newline.
@@ -126,7 +128,7 @@ func Prepare(ctx context.Context, eps []Endpoint, o LoopOptions) (*Loop, error) 
 		o.Now = time.Now
 	}
 	hint := "set concurrency to a number (e.g. 64), or endpoint.metrics_url to where the server serves vLLM's /metrics"
-	l := &Loop{o: o, started: time.Now()}
+	l := &Loop{o: o, started: o.Now()}
 	start := StartLimit(o.Ceiling)
 	var down []string
 	view, at := o.Client(), o.Now()
@@ -171,7 +173,7 @@ func Prepare(ctx context.Context, eps []Endpoint, o LoopOptions) (*Loop, error) 
 		}
 	}
 	if l.several() {
-		o.Target.SetLimit(min(len(eps)*start, o.Ceiling), fmt.Sprintf("start: %d per endpoint", start), time.Now())
+		o.Target.SetLimit(min(len(eps)*start, o.Ceiling), fmt.Sprintf("start: %d per endpoint", start), o.Now())
 	}
 	fmt.Fprintf(o.Log, "concurrency: auto, starting at %d, up to %d, from %s every %s\n", o.Target.Limit(), o.Ceiling, strings.Join(urls, ", "), o.Every)
 	return l, nil
@@ -233,8 +235,9 @@ func (l *Loop) Step(ctx context.Context) {
 	}
 	from := l.o.Target.Limit()
 	why := strings.Join(reasons, "; ")
-	to := l.o.Target.SetLimit(limit, why, time.Now())
-	fmt.Fprintf(l.o.Log, "concurrency %d -> %d at %s: %s\n", from, to, time.Since(l.started).Round(100*time.Millisecond), why)
+	now := l.o.Now()
+	to := l.o.Target.SetLimit(limit, why, now)
+	fmt.Fprintf(l.o.Log, "concurrency %d -> %d at %s: %s\n", from, to, now.Sub(l.started).Round(100*time.Millisecond), why)
 }
 
 // observe hands endpoint i's controller its sample and the client's counts

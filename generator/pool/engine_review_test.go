@@ -183,16 +183,16 @@ func TestDrainStartsNoNewAttempt(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			r := startRun(ctx, eng, newSliceSource(numberedIDs(10)...), out)
-			waitFor(t, 5*time.Second, "every slot waiting between attempts", func() bool { return tc.waiting(stats) })
+			waitFor(t, 15*time.Second, "every slot waiting between attempts", func() bool { return tc.waiting(stats) })
 			sent := requests.Load()
 			drained := time.Now()
 			eng.Drain()
 			select {
 			case <-r.done:
-			case <-time.After(2 * time.Second):
+			case <-time.After(10 * time.Second): // its context ends at 20 s
 				cancel()
 				<-r.done
-				t.Fatalf("Run still waiting 2 s after Drain with nothing in flight (it ended only when its context was cancelled)")
+				t.Fatalf("Run still waiting 10 s after Drain with nothing in flight (it ended only when its context was cancelled)")
 			}
 			if r.err != nil {
 				t.Fatal(r.err)
@@ -290,7 +290,7 @@ func TestDrainedMeansIntakeStopped(t *testing.T) {
 			r := startRun(ctx, eng, src, discardSink{})
 			select {
 			case <-tc.drainAfter(src, srv):
-			case <-time.After(5 * time.Second):
+			case <-time.After(15 * time.Second): // its context ends at 20 s
 				t.Fatal("the run never reached the moment to drain")
 			}
 			eng.Drain()
@@ -335,7 +335,7 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 			eng, _ := New(wire.New(wire.Options{BaseURL: "http://" + deadAddr(t) + "/v1", HTTPClient: &http.Client{Transport: tr}}), stats, testOptions(4))
 			ctx, cancel := context.WithCancel(context.Background())
 			r := startRun(ctx, eng, newSliceSource(numberedIDs(20)...), discardSink{})
-			waitFor(t, 5*time.Second, "the server shown down", func() bool { return !stats.Snapshot().ServerDownSince.IsZero() })
+			waitFor(t, 15*time.Second, "the server shown down", func() bool { return !stats.Snapshot().ServerDownSince.IsZero() })
 			cancel()
 			<-r.done
 			if r.err != nil {
@@ -345,10 +345,10 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 		{"drained during an outage", func(t *testing.T, tr *http.Transport) {
 			stats := runstats.NewStats(nil)
 			eng, _ := New(wire.New(wire.Options{BaseURL: "http://" + deadAddr(t) + "/v1", HTTPClient: &http.Client{Transport: tr}}), stats, testOptions(4))
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			r := startRun(ctx, eng, newSliceSource(numberedIDs(20)...), discardSink{})
-			waitFor(t, 5*time.Second, "the server shown down", func() bool { return !stats.Snapshot().ServerDownSince.IsZero() })
+			waitFor(t, 15*time.Second, "the server shown down", func() bool { return !stats.Snapshot().ServerDownSince.IsZero() })
 			eng.Drain()
 			<-r.done
 			if r.err != nil {

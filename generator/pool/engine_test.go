@@ -273,6 +273,7 @@ func TestInFlightIsSlotsHeld(t *testing.T) {
 // cancellation), resumes, and checks every id is on disk exactly once and
 // the server was asked at most rows + N times in all.
 func TestResumeWritesEveryIDOnce(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"drain", "cancel"} {
 		t.Run(mode, func(t *testing.T) {
 			const rows, n = 1000, 50

@@ -194,6 +194,7 @@ func TestSameModel(t *testing.T) {
 // retried on the others, uncharged), the bad replica gets a bounded share of
 // the requests, and it is shown down with its cause.
 func TestThreeReplicasOneBad(t *testing.T) {
+	t.Parallel()
 	const rows, conc = 400, 12
 	base := mockserver.Options{Model: "test-model", MeanTokens: 300, TokenDelay: 100 * time.Microsecond, Seed: 5}
 	for _, tc := range []struct {

@@ -719,7 +719,7 @@ func TestConnectionResetBehindGatewayWithoutModels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a bound for a run that would wait for ever
 	defer cancel()
 	start := time.Now()
 	sum, err := eng.Run(ctx, newSliceSource("r", "s"), out)

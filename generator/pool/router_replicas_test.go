@@ -91,6 +91,7 @@ func within10(a, b int64) bool {
 // endpoint's figures. Kill and restart are driven by the servers' counters
 // and the gate's state, not by time.
 func TestThreeEndpointsOneRestarts(t *testing.T) {
+	t.Parallel()
 	const rows, conc, killAt = 1500, 12, 600
 	stats := runstats.NewStats(nil)
 	var restarted atomic.Bool

@@ -17,7 +17,7 @@ import (
 // The memory a streamed answer's tokens hold while it is in flight: the
 // figure of docs/training-data.md. SYNTHGEN_TEST_TOKENS_MEMORY=full measures the issue's
 // case, 200 answers of 8,192 tokens at 20 logprobs in flight at once;
-// without it, 20 in flight (a request's memory does not depend on how
+// without it, 5 in flight (a request's memory does not depend on how
 // many others there are).
 //
 //	SYNTHGEN_TEST_TOKENS_MEMORY=full go test -run TestTokensMemoryInFlight -v ./generator/wire/
@@ -108,11 +108,11 @@ func inFlight(t *testing.T, n int, payload string, ids bool) (during, after floa
 // append's growth is the rest) while it streams, and its record's nested
 // lists 48 bytes a token more (two slice headers) once it is whole.
 func TestTokensMemoryInFlight(t *testing.T) {
-	n := 20
+	n := 5
 	if os.Getenv("SYNTHGEN_TEST_TOKENS_MEMORY") == "full" {
 		n = 200
 	} else if testing.Short() {
-		t.Skip("-short: streams 160K chunks")
+		t.Skip("-short: streams 80K chunks")
 	}
 	text := tokenStreamPayload(memTokens, 0)
 	text = text[:strings.LastIndex(text, "data: {\"id\":\"chatcmpl-9c1d5e0f2a7b4c3d\",\"object\":\"chat.completion.chunk\",\"created\":1767593900,\"model\":\"Qwen/Qwen3-8B\",\"choices\":[{\"index\":0,\"delta\":{},")]

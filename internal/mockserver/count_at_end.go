@@ -9,16 +9,17 @@ func (s *Server) afterFirstEnd(c prometheus.Collector) prometheus.Collector {
 	if !s.opts.CountTokensAtEnd {
 		return c
 	}
-	return &untilFirstEnd{Collector: c, s: s}
+	return &untilFirstEnd{Collector: c, ended: func() bool { return s.completed.Load() > 0 }}
 }
 
+// untilFirstEnd collects its Collector once ended says an answer ended.
 type untilFirstEnd struct {
 	prometheus.Collector
-	s *Server
+	ended func() bool
 }
 
 func (u *untilFirstEnd) Collect(ch chan<- prometheus.Metric) {
-	if u.s.completed.Load() > 0 {
+	if u.ended() {
 		u.Collector.Collect(ch)
 	}
 }

@@ -542,10 +542,11 @@ func TestMetricsCountServedTokens(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds or a few seconds pass.
+// waitFor polls cond until it holds, or fails after 30 s (a bound for a
+// failure, not a wait: a loaded machine may take seconds).
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

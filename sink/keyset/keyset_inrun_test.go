@@ -197,8 +197,8 @@ func TestKeySetAddMergesTailExactly(t *testing.T) {
 		rng := rand.New(rand.NewPCG(7, 8))
 		s := &Set{tailMin: 97, heapRegions: heap}
 		want := map[Key]bool{}
-		pool := mixedKeys(rng, 100_000)
-		for step := range 250_000 {
+		pool := mixedKeys(rng, 40_000)
+		for step := range 100_000 {
 			var k Key
 			if step%3 == 0 && len(want) > 0 {
 				k = pool[rng.IntN(min(len(pool), step+1))] // likely held already

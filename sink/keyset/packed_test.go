@@ -40,8 +40,8 @@ func testPackedSetAgreesWithMap(t *testing.T, mode string, heap bool) {
 		}
 	}
 	for round := range 12 {
-		c := make([]Fingerprint, 0, 40000)
-		for range 40000 {
+		c := make([]Fingerprint, 0, 16000)
+		for range 16000 {
 			c = append(c, Fingerprint{hi: rng.Uint64(), lo: rng.Uint64()})
 		}
 		for i := range 50 { // edges and one crowded bucket

@@ -131,6 +131,7 @@ func historyAt(t0 time.Time, i, run int) HistoryRecord {
 // start survive the thinning; the older lines are spread over the whole
 // span; and a compaction happens at most once every old-1 appends.
 func TestHistoryBounded(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	h := NewHistory(dir)
 	h.recent, h.old, h.max = 64, 32, 128
@@ -210,6 +211,7 @@ func TestHistoryBounded(t *testing.T) {
 // a few MiB with the real bounds. The bound is in lines, so a week's file is
 // no larger (TestHistoryBounded runs many compactions).
 func TestHistoryDayBound(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short")
 	}
