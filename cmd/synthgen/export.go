@@ -18,8 +18,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/synthgen/synthgen/generator/job"
-	"github.com/synthgen/synthgen/internal/export"
 	"github.com/synthgen/synthgen/generator/judge"
+	"github.com/synthgen/synthgen/internal/export"
 )
 
 // exportHelp is export's --help.
