@@ -26,6 +26,9 @@ type exitError struct {
 	code int
 	err  error
 	hint string
+	// asked marks an end the person asked for (a Ctrl-C): main says it as
+	// what it is, without "Error:", and keeps the exit code.
+	asked bool
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -34,6 +37,12 @@ func (e *exitError) Hint() string  { return e.hint }
 
 func usageError(err error, hint string) error {
 	return &exitError{code: exitUsage, err: err, hint: hint}
+}
+
+// askedFor reports whether err is an end the person asked for.
+func askedFor(err error) bool {
+	var ee *exitError
+	return errors.As(err, &ee) && ee.asked
 }
 
 func exitCode(err error) int {

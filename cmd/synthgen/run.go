@@ -514,8 +514,8 @@ func runResult(cfg config.Config, res generator.Result, stderr io.Writer) error 
 		}
 		return fmt.Errorf("close output %s: %w", cfg.Output.Dir, closeErr)
 	case res.Interrupted:
-		return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted after %d new records", sum.Written),
-			hint: "run the same command again to resume"}
+		return &exitError{code: exitInterrupted, asked: true,
+			err: fmt.Errorf("interrupted: %d new records written; run the same command to resume", sum.Written)}
 	}
 	if sum.Written == 0 && sum.Failed == 0 && (sum.Skipped > 0 || sum.SkippedFailed > 0) {
 		switch {
