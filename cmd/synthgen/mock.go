@@ -73,7 +73,7 @@ off (llama-server: 501 with the flag to add).`,
   synthgen mock --max-running 4 --headers-when-running --rate-close-after 0.3 --abandon-on-term --grace 30s
   synthgen mock --flavor llamacpp --max-model-len 4096
   synthgen run --endpoint.base_url http://127.0.0.1:8000/v1 ...`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := opts.Validate(); err != nil {
 				return usageError(err, "see 'synthgen mock --help'")

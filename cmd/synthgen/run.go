@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -45,6 +46,11 @@ concurrency requests in flight and writes one record per (id, sample) under
 output.dir. Running it again on the same output.dir resumes: prompts already
 answered are skipped, nothing is written twice.
 
+A bare run needs a dataset (dataset.path has no default) and a server
+(endpoint.base_url, default http://localhost:8000/v1): try
+'synthgen run --config examples/sample.yaml' beside 'synthgen mock', or
+'make run' in the repository.
+
 Settings come from --config FILE (YAML, TOML or JSON), then SYNTHGEN_* environment
 variables (SYNTHGEN_ENDPOINT_BASE_URL, SYNTHGEN_CONCURRENCY, ...), then flags; a
 flag wins. Every config key is also a flag with its dotted name.
@@ -55,7 +61,7 @@ ignored, so the job survives the closing of its terminal under nohup.`,
 		Example: `  synthgen run --config examples/sample.yaml
   synthgen run --config my.yaml --concurrency 64 --dataset.limit 1000
   nohup synthgen run --config my.yaml >> gen.log 2>&1 &   # >>: a resume appends`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRun(cmd, rf)
 		},
@@ -232,23 +238,18 @@ func configHint(err error) string {
 	return "fix the config file where named above (it is YAML, TOML or JSON by its extension)"
 }
 
-// datasetGiven refuses a run whose dataset.path nobody set when its default,
-// the bundled sample's path relative to the repository, is not there: the
-// person named no dataset, and an error about a file they never named would
-// not say so.
+// datasetGiven refuses a run without a dataset: dataset.path has no
+// default, and the error says where to set it (or where it was set empty).
 func datasetGiven(cmd *cobra.Command, rf runFlags, cfg config.Config) error {
 	const key = "dataset.path"
-	if cfg.Dataset.Path != config.Default().Dataset.Path {
+	if strings.TrimSpace(cfg.Dataset.Path) != "" {
 		return nil
 	}
-	if _, err := os.Stat(cfg.Dataset.Path); !errors.Is(err, fs.ErrNotExist) {
-		return nil
+	hint := "dataset.path is a file, a glob or hf://owner/name; see 'synthgen run --help'"
+	if src, _ := config.Source(cmd.Flags(), rf.configFile, key); src != "" {
+		return usageError(fmt.Errorf("%s: %s is empty: no dataset given", src, key), hint)
 	}
-	if src, err := config.Source(cmd.Flags(), rf.configFile, key); err != nil || src != "" {
-		return nil // set on purpose: opening it says what is wrong
-	}
-	return usageError(fmt.Errorf("no dataset given: set %s (in --config FILE, %s or --%s)", key, config.EnvName(key), key),
-		"dataset.path is a file, a glob or hf://owner/name; see 'synthgen run --help'")
+	return usageError(fmt.Errorf("no dataset given: set %s (in --config FILE, %s or --%s)", key, config.EnvName(key), key), hint)
 }
 
 // otherEnv are the SYNTHGEN_* variables read that are not config keys:

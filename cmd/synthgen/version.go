@@ -103,7 +103,7 @@ func newVersionCmd() *cobra.Command {
 DIR/manifest.json and in DIR/report.json: the Makefile's (git describe), else
 the release it was installed at (go install ...@v1.2.0), else the commit a
 plain 'go build' in a checkout recorded ("-dirty": with uncommitted changes).`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := io.WriteString(cmd.OutOrStdout(), versionText())
 			return err
