@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -48,5 +49,29 @@ func TestBoolFlagValueAfterASpace(t *testing.T) {
 	r = cliRun(t, "version", "extra")
 	if code := exitCode(r.err); code != exitUsage || strings.Contains(r.err.Error(), "--flag") {
 		t.Errorf("version extra: exit %d, %v; want %d and no word of boolean flags", code, r.err, exitUsage)
+	}
+}
+
+// TestQuietPrintsTheSummaryAlone: --quiet prints one summary line on stdout
+// and nothing on stderr (no start lines, no "resuming", no "nothing to
+// do"), while a warning is still said.
+func TestQuietPrintsTheSummaryAlone(t *testing.T) {
+	_, url := cliMock(t, nil)
+	cj := cliJob{baseURL: url, data: cliDataset(t, 6, 0), dir: filepath.Join(t.TempDir(), "out")}
+	for _, what := range []string{"first run", "rerun with nothing to do"} {
+		r := cliRun(t, cj.args("--quiet")...)
+		r.ok(t, what)
+		if lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "done 6/6 ") {
+			t.Errorf("%s: --quiet printed on stdout %q, want one summary line", what, r.stdout)
+		}
+		if r.stderr != "" {
+			t.Errorf("%s: --quiet printed on stderr %q, want nothing", what, r.stderr)
+		}
+	}
+	t.Setenv("SYNTHGEN_CONCURENCY", "5")
+	r := cliRun(t, cj.args("--quiet")...)
+	r.ok(t, "run with a mistyped variable")
+	if !strings.HasPrefix(r.stderr, "warning: environment variable SYNTHGEN_CONCURENCY") {
+		t.Errorf("--quiet hid a warning: stderr %q", r.stderr)
 	}
 }

@@ -117,7 +117,9 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	if err != nil {
 		return rs.sd.early(openError(err))
 	}
-	printHeader(rs.stderr, cfg, r, metrics)
+	if !rf.quiet {
+		printHeader(rs.stderr, cfg, r, metrics)
+	}
 	metrics.registerAuto(r.Auto())
 	return rs.run(r)
 }
@@ -148,7 +150,7 @@ func (rs *runSession) run(r *generator.Runner) error {
 	res, err := r.Run(rs.sd.ctx, generator.Hooks{
 		Progress:    func(ctx context.Context) { rep.Run(ctx, rs.stats) },
 		Interrupted: rs.sd.interrupted,
-		Verdict:     func(res generator.Result) error { return runResult(rs.cfg, res, rs.stderr) },
+		Verdict:     func(res generator.Result) error { return runResult(rs.cfg, res, rs.stderr, rs.notes()) },
 		ExitCode:    runExitCode,
 		Final:       func() runstats.ProgressRecord { return rep.Record(rs.stats.Snapshot()) },
 	})
@@ -161,6 +163,18 @@ func (rs *runSession) run(r *generator.Runner) error {
 			res.Summary.Duplicates, idName(rs.cfg))
 	}
 	return err
+}
+
+// notes is where what is neither a warning nor an error goes (the start
+// lines, "nothing to do", a download's progress): nowhere with --quiet,
+// which prints the summary alone.
+func (rs *runSession) notes() io.Writer { return notesOf(rs.rf, rs.stderr) }
+
+func notesOf(rf runFlags, stderr io.Writer) io.Writer {
+	if rf.quiet {
+		return io.Discard
+	}
+	return stderr
 }
 
 // idName is where the dataset's ids come from, for a message.
@@ -358,7 +372,7 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 		OnSkip: func(e *dataset.RowError) {
 			fmt.Fprintf(stderr, "skip row %s (dataset.on_bad_row: skip)\n", e)
 		},
-		OnDownload: downloadReporter(stderr),
+		OnDownload: downloadReporter(notesOf(rf, stderr)),
 		Remote:     hub.Remote{},
 		Version:    version,
 		Config:     cfg.Redacted(),
@@ -379,10 +393,7 @@ func metricsSetup(s *generator.Setup, cfg config.Config, rf runFlags, stderr io.
 		s.AutoInterval = autoInterval(cfg.Progress.Interval)
 		s.MetricsInterval = min(s.MetricsInterval, s.AutoInterval)
 	}
-	s.AutoLog = stderr
-	if rf.quiet {
-		s.AutoLog = io.Discard
-	}
+	s.AutoLog = notesOf(rf, stderr)
 }
 
 // openError turns why a run could not start into what main prints: the
@@ -475,7 +486,7 @@ func (rs *runSession) newReporter(r *generator.Runner) *reporter {
 // runResult turns how the engine and the sink ended into the error run
 // returns (nil: every selected key is done), saying "nothing to do" when
 // that was the case.
-func runResult(cfg config.Config, res generator.Result, stderr io.Writer) error {
+func runResult(cfg config.Config, res generator.Result, stderr, notes io.Writer) error {
 	runErr, closeErr, sum, onDisk, failed := res.Err, res.CloseErr, res.Summary, res.OnDisk, res.Failed
 	// A sink that failed on a full disk fails to close with the same error:
 	// the message below says it once.
@@ -521,19 +532,20 @@ func runResult(cfg config.Config, res generator.Result, stderr io.Writer) error 
 	if sum.Written == 0 && sum.Failed == 0 && (sum.Skipped > 0 || sum.SkippedFailed > 0) {
 		switch {
 		case sum.SkippedFailed > 0:
-			// Failed keys are not done: say them apart, and how to ask them.
+			// Failed keys are not done: say them apart, and how to ask them
+			// (a warning: said with --quiet too).
 			fmt.Fprintf(stderr, "nothing to do without --retry-errors: %d selected keys are done, %d failed for good in earlier runs\n",
 				sum.Skipped, sum.SkippedFailed)
 		case cfg.Dataset.Limit > 0 && int64(onDisk) > sum.Skipped:
 			// A limit shrunk below what an earlier run wrote: say why the
 			// rest is not touched, so it does not look like lost records.
-			fmt.Fprintf(stderr, "nothing to do: all %d keys selected by dataset.limit %d are done; %d records are in %s\n",
+			fmt.Fprintf(notes, "nothing to do: all %d keys selected by dataset.limit %d are done; %d records are in %s\n",
 				sum.Skipped, cfg.Dataset.Limit, onDisk, cfg.Output.Dir)
 		case int64(onDisk) > sum.Skipped:
-			fmt.Fprintf(stderr, "nothing to do: all %d selected keys are done; %d records are in %s\n",
+			fmt.Fprintf(notes, "nothing to do: all %d selected keys are done; %d records are in %s\n",
 				sum.Skipped, onDisk, cfg.Output.Dir)
 		default:
-			fmt.Fprintf(stderr, "nothing to do: all %d selected keys are already in %s\n", sum.Skipped, cfg.Output.Dir)
+			fmt.Fprintf(notes, "nothing to do: all %d selected keys are already in %s\n", sum.Skipped, cfg.Output.Dir)
 		}
 	}
 	if failed > 0 {
