@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -73,5 +75,55 @@ func TestQuietPrintsTheSummaryAlone(t *testing.T) {
 	r.ok(t, "run with a mistyped variable")
 	if !strings.HasPrefix(r.stderr, "warning: environment variable SYNTHGEN_CONCURENCY") {
 		t.Errorf("--quiet hid a warning: stderr %q", r.stderr)
+	}
+}
+
+// writeFiles writes n one-prompt JSONL files into a new directory and
+// returns its glob.
+func writeFiles(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	for i := range n {
+		row := fmt.Sprintf(`{"messages":[{"role":"user","content":"question %d"}]}`+"\n", i)
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("part-%02d.jsonl", i)), []byte(row), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "*.jsonl")
+}
+
+// TestRefusalsNameTheirCause: a resume with only the shard count changed
+// names the shard, not edited files; 9 shards over 8 files split by file
+// says there are more workers than files and what to run; a changed
+// setting says whether it came from the file, the environment or a flag.
+func TestRefusalsNameTheirCause(t *testing.T) {
+	m, url := cliMock(t, nil)
+	data := writeFiles(t, 8)
+	dir := filepath.Join(t.TempDir(), "out")
+	run := func(extra ...string) cliResult {
+		return cliRun(t, append([]string{"run", "--endpoint.base_url", url, "--dataset.path", data,
+			"--dataset.shard_by", "files", "--output.dir", dir, "--output.format", "jsonl", "--quiet"}, extra...)...)
+	}
+	run("--shard", "1/4").ok(t, "shard 1/4")
+
+	r := run("--shard", "1/5")
+	if code := exitCode(r.err); code != exitUsage || !strings.Contains(r.err.Error(), "this directory holds shard 1/4 and this run asks for shard 1/5") ||
+		strings.Contains(r.err.Error(), "edited, reordered") || !strings.Contains(r.err.Error(), "(now) from flag --shard") {
+		t.Errorf("resume of 1/4 as 1/5: exit %d, %v; want %d and the shard named as the change", code, r.err, exitUsage)
+	}
+
+	t.Setenv("SYNTHGEN_GENERATION_TEMPERATURE", "0.9")
+	r = run("--shard", "1/4")
+	if code := exitCode(r.err); code != exitUsage || !strings.Contains(r.err.Error(), "generation.temperature: 0.6 (on disk) -> 0.9 (now) from env SYNTHGEN_GENERATION_TEMPERATURE") {
+		t.Errorf("resume with another temperature from the environment: exit %d, %v; want the variable named", code, r.err)
+	}
+
+	before := m.Stats().Requests
+	r = run("--shard", "8/9", "--output.dir", filepath.Join(t.TempDir(), "nine"))
+	if code := exitCode(r.err); code != exitUsage || !strings.Contains(r.hint(), "more workers than files") || !strings.Contains(r.hint(), "--array=0-7") {
+		t.Errorf("shard 8/9 over 8 files: exit %d, %v, hint %q; want %d and a hint about more workers than files", code, r.err, r.hint(), exitUsage)
+	}
+	if n := m.Stats().Requests - before; n != 0 {
+		t.Errorf("shard 8/9 over 8 files sent %d requests", n)
 	}
 }

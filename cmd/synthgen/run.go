@@ -81,7 +81,7 @@ ignored, so the job survives the closing of its terminal under nohup.`,
 }
 
 func runRun(cmd *cobra.Command, rf runFlags) error {
-	cfg, shard, err := loadRunConfig(cmd, rf)
+	cfg, from, shard, err := loadRunConfig(cmd, rf)
 	if err != nil {
 		return err
 	}
@@ -115,6 +115,10 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 		return rs.sd.early(de)
 	}
 	if err != nil {
+		var mm *job.MismatchError
+		if errors.As(err, &mm) {
+			mm.From = changeSources(mm.Changes, from, cfg, rf)
+		}
 		return rs.sd.early(openError(err))
 	}
 	if !rf.quiet {
@@ -195,30 +199,52 @@ func runExitCode(err error) int {
 
 // loadRunConfig reads the configuration and the run flags that are not
 // config keys, naming what is wrong.
-func loadRunConfig(cmd *cobra.Command, rf runFlags) (config.Config, dataset.Shard, error) {
-	cfg, err := config.Load(cmd.Flags(), rf.configFile)
+func loadRunConfig(cmd *cobra.Command, rf runFlags) (config.Config, config.Sources, dataset.Shard, error) {
+	cfg, from, err := config.LoadWithSources(cmd.Flags(), rf.configFile)
 	if err != nil {
-		return cfg, dataset.Shard{}, usageError(err, configHint(err))
+		return cfg, from, dataset.Shard{}, usageError(err, configHint(err))
 	}
 	warnUnknownEnv(cmd.ErrOrStderr(), cfg)
-	if err := datasetGiven(cmd, rf, cfg); err != nil {
-		return cfg, dataset.Shard{}, err
+	if err := datasetGiven(cfg, from); err != nil {
+		return cfg, from, dataset.Shard{}, err
 	}
 	if rf.logFormat != "text" && rf.logFormat != "json" {
-		return cfg, dataset.Shard{}, usageError(fmt.Errorf("--log-format: %q is not one of text, json", rf.logFormat), "")
+		return cfg, from, dataset.Shard{}, usageError(fmt.Errorf("--log-format: %q is not one of text, json", rf.logFormat), "")
 	}
 	shard, err := dataset.ParseShard(rf.shard)
 	if err != nil {
-		return cfg, shard, usageError(fmt.Errorf("--shard: %w", err), "")
+		return cfg, from, shard, usageError(fmt.Errorf("--shard: %w", err), "")
 	}
 	if _, err := dataset.CompileTemplate(templateOf(cfg)); err != nil {
 		// Parsed here, before any work, where the key was set.
-		if src, _ := config.Source(cmd.Flags(), rf.configFile, dataset.TemplateKey); src != "" {
+		if src := from[dataset.TemplateKey]; src != "" {
 			err = fmt.Errorf("%s: %w", src, err)
 		}
-		return cfg, shard, usageError(err, "prompt.messages holds Go text/template turns: see the README's \"Prompts from any columns\" for the fields and helpers")
+		return cfg, from, shard, usageError(err, "prompt.messages holds Go text/template turns: see the README's \"Prompts from any columns\" for the fields and helpers")
 	}
-	return cfg, shard, nil
+	return cfg, from, shard, nil
+}
+
+// changeSources says where each changed setting's new value came from, for
+// the refusal of a resume: the config keys by their source, the shard by
+// --shard (none without: "all" says it); the dataset's files have none.
+func changeSources(changes []job.Change, from config.Sources, cfg config.Config, rf runFlags) map[string]string {
+	keys := map[string]bool{}
+	for _, k := range config.Keys() {
+		keys[k] = true
+	}
+	out := map[string]string{}
+	for _, c := range changes {
+		switch {
+		case c.Key == "shard" && rf.shard != "":
+			out[c.Key] = "flag --shard"
+		case c.Key == "endpoint.model" && cfg.Endpoint.Model == "":
+			out[c.Key] = "the server's first model, endpoint.model being empty"
+		case keys[c.Key]:
+			out[c.Key] = from.Of(c.Key)
+		}
+	}
+	return out
 }
 
 // templateOf is prompt.messages as the job holds it (nil: none).
@@ -254,13 +280,13 @@ func configHint(err error) string {
 
 // datasetGiven refuses a run without a dataset: dataset.path has no
 // default, and the error says where to set it (or where it was set empty).
-func datasetGiven(cmd *cobra.Command, rf runFlags, cfg config.Config) error {
+func datasetGiven(cfg config.Config, from config.Sources) error {
 	const key = "dataset.path"
 	if strings.TrimSpace(cfg.Dataset.Path) != "" {
 		return nil
 	}
 	hint := "dataset.path is a file, a glob or hf://owner/name; see 'synthgen run --help'"
-	if src, _ := config.Source(cmd.Flags(), rf.configFile, key); src != "" {
+	if src := from[key]; src != "" {
 		return usageError(fmt.Errorf("%s: %s is empty: no dataset given", src, key), hint)
 	}
 	return usageError(fmt.Errorf("no dataset given: set %s (in --config FILE, %s or --%s)", key, config.EnvName(key), key), hint)
@@ -404,10 +430,16 @@ func openError(err error) error {
 		me *wire.ModelError
 		se *wire.ServerError
 		mm *job.MismatchError
+		sf *dataset.ShardFilesError
 	)
 	switch {
 	case errors.As(err, &de) && de.Hub:
 		return usageError(err, hubHint(err))
+	case errors.As(err, &sf):
+		n := sf.Files
+		return usageError(err, fmt.Sprintf("there are more workers than files: split by file, %d files make at most %d shards, and shard %s has none. "+
+			"Run %d (--shard 0/%d to %d/%d: a Slurm --array=0-%d, a Kubernetes Indexed Job of completions: %d), or set dataset.shard_by: rows to split the rows among any number",
+			n, n, sf.Shard, n, n, n-1, n, n-1, n))
 	case errors.As(err, &de):
 		return usageError(err, "check dataset.path and dataset.format")
 	case errors.As(err, &me) && len(me.Served) > 0:
