@@ -1,7 +1,7 @@
 # synthgen's front door. `make help` lists the targets.
 GO        ?= go
 BIN       := bin/synthgen
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION   ?= $(shell git describe --tags --always --dirty --abbrev=12 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 
 .DEFAULT_GOAL := help
