@@ -78,6 +78,11 @@ fuzz:
 image:
 	docker build --build-arg VERSION=$(VERSION) -t synthgen:$(VERSION) .
 
+## docs: regenerate docs/config.md, the reference of every config key, from config/keys.go
+.PHONY: docs
+docs:
+	$(GO) test ./config -run TestConfigReference -count=1 -update
+
 ## clean: remove build output and the sample run
 .PHONY: clean
 clean:

@@ -1,5 +1,5 @@
 // Package config holds synthgen's one typed configuration: its defaults, the
-// keys users and scripts depend on (ARCHITECTURE.md, "The config"), loading from a
+// keys users and scripts depend on (docs/config.md), loading from a
 // YAML/TOML/JSON file, SYNTHGEN_* environment variables and flags, and
 // validation that names the bad key. Only cmd reads a Config; the other
 // packages take small option structs built from it.
@@ -123,7 +123,7 @@ type ShutdownConfig struct {
 	Grace time.Duration `mapstructure:"grace"`
 }
 
-// Default returns the configuration of ARCHITECTURE.md's table. Each call returns
+// Default returns the configuration of docs/config.md. Each call returns
 // its own ExtraBody map, so callers may modify the result freely.
 func Default() Config {
 	return Config{

@@ -87,7 +87,7 @@ var keys = []key{
 // would lowercase the keys inside it).
 const extraBodyKey = "generation.extra_body"
 
-// Keys returns every config key's dotted name, in the order of ARCHITECTURE.md.
+// Keys returns every config key's dotted name, in the order of docs/config.md.
 func Keys() []string {
 	names := make([]string, len(keys))
 	for i, k := range keys {

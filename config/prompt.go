@@ -114,7 +114,7 @@ func promptMessagesText(msgs []PromptMessage) string {
 var promptRoles = []string{"system", "user", "assistant"}
 
 // validatePrompt checks prompt.messages and the keys it works with. The
-// contents are parsed as templates by package dataset (CompileTemplate),
+// contents are parsed as templates by package dataset/template (Compile),
 // which knows the helpers they may call.
 func (c Config) validatePrompt(add func(key string, v any, reason string, related ...string)) {
 	msgs := c.Prompt.Messages

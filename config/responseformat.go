@@ -9,18 +9,14 @@ import (
 	"os"
 	"regexp"
 	"strings"
+
+	"github.com/synthgen/synthgen/generator/job"
 )
 
 // responseFormatKey may hold a mapping in a file (a JSON Schema written
 // inline): the file check turns it into its JSON text, keys in the order
 // written, before viper sees it.
 const responseFormatKey = "generation.response_format"
-
-// The types of a ResponseFormat, as OpenAI names them.
-const (
-	FormatJSONObject = "json_object"
-	FormatJSONSchema = "json_schema"
-)
 
 // DefaultSchemaRetries is generation.schema_retries' default: an answer
 // not in the shape asked is asked twice more before it is an error.
@@ -41,7 +37,8 @@ type ResponseFormat struct {
 	// File is the schema file Value names (@path), as written; "" when
 	// inline. The schema's content, not this path, is the job's.
 	File string
-	// Type is FormatJSONObject, FormatJSONSchema, or "" for none.
+	// Type is job.FormatJSONObject, job.FormatJSONSchema (the job's one
+	// definition of OpenAI's names), or "" for none.
 	Type string
 	// Name, Schema and Strict are json_schema's: Schema is compact, its
 	// keys in the order written.
@@ -64,8 +61,8 @@ func ParseResponseFormat(s string) (ResponseFormat, error) {
 	switch {
 	case s == "":
 		return f, nil
-	case s == FormatJSONObject:
-		f.Type = FormatJSONObject
+	case s == job.FormatJSONObject:
+		f.Type = job.FormatJSONObject
 		return f, nil
 	case strings.HasPrefix(s, "@"):
 		f.File = strings.TrimSpace(s[1:])
@@ -104,10 +101,10 @@ func (f *ResponseFormat) object(b []byte) error {
 	}
 	_ = json.Unmarshal(b, &outer) // a schema's "type" may be a list: then it is no OpenAI form
 	switch {
-	case outer.Type != nil && *outer.Type == FormatJSONObject && len(keys) == 1:
-		f.Type = FormatJSONObject
+	case outer.Type != nil && *outer.Type == job.FormatJSONObject && len(keys) == 1:
+		f.Type = job.FormatJSONObject
 		return nil
-	case outer.Type != nil && *outer.Type == FormatJSONSchema:
+	case outer.Type != nil && *outer.Type == job.FormatJSONSchema:
 		if len(outer.JSONSchema) == 0 {
 			return errors.New(`"type": "json_schema" without "json_schema": {"name": ..., "schema": {...}}`)
 		}
@@ -122,7 +119,7 @@ func (f *ResponseFormat) object(b []byte) error {
 		if oneObject(inner.Schema) != nil {
 			return errors.New(`json_schema: "schema" must be a JSON Schema object`)
 		}
-		f.Type, f.Strict = FormatJSONSchema, inner.Strict == nil || *inner.Strict
+		f.Type, f.Strict = job.FormatJSONSchema, inner.Strict == nil || *inner.Strict
 		if inner.Name != nil {
 			if !schemaNameRE.MatchString(*inner.Name) {
 				return fmt.Errorf("json_schema: name %q: OpenAI allows 1 to 64 letters, digits, _ and -", *inner.Name)
@@ -134,7 +131,7 @@ func (f *ResponseFormat) object(b []byte) error {
 		f.Schema = compact(inner.Schema)
 		return nil
 	}
-	f.Type, f.Strict = FormatJSONSchema, true
+	f.Type, f.Strict = job.FormatJSONSchema, true
 	f.Name = schemaName(b)
 	f.Schema = compact(b)
 	return nil

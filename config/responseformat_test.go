@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/synthgen/synthgen/generator/job"
 )
 
 // judgeSchema is a schema whose keys are not in sorted order: a server's
@@ -33,22 +35,22 @@ generation:
       score: {type: integer, minimum: 1, maximum: 10}
       reason: {type: string}
     required: [score, reason]
-`, want: ResponseFormat{Type: FormatJSONSchema, Name: "response", Schema: []byte(judgeSchema), Strict: true}},
+`, want: ResponseFormat{Type: job.FormatJSONSchema, Name: "response", Schema: []byte(judgeSchema), Strict: true}},
 		{name: "json object", file: "c.json", body: `{"generation": {"response_format": ` + judgeSchema + `}}`,
-			want: ResponseFormat{Type: FormatJSONSchema, Name: "response", Schema: []byte(judgeSchema), Strict: true}},
+			want: ResponseFormat{Type: job.FormatJSONSchema, Name: "response", Schema: []byte(judgeSchema), Strict: true}},
 		{name: "toml table, sorted", file: "c.toml", body: "[generation.response_format]\ntype = \"object\"\nrequired = [\"a\"]\n",
-			want: ResponseFormat{Type: FormatJSONSchema, Name: "response", Schema: []byte(`{"required":["a"],"type":"object"}`), Strict: true}},
+			want: ResponseFormat{Type: job.FormatJSONSchema, Name: "response", Schema: []byte(`{"required":["a"],"type":"object"}`), Strict: true}},
 		{name: "flag", flag: judgeSchema,
-			want: ResponseFormat{Value: judgeSchema, Type: FormatJSONSchema, Name: "response", Schema: []byte(judgeSchema), Strict: true}},
+			want: ResponseFormat{Value: judgeSchema, Type: job.FormatJSONSchema, Name: "response", Schema: []byte(judgeSchema), Strict: true}},
 		{name: "env, spaced", env: " { \"type\" : \"object\" } ",
-			want: ResponseFormat{Value: `{ "type" : "object" }`, Type: FormatJSONSchema, Name: "response", Schema: []byte(`{"type":"object"}`), Strict: true}},
+			want: ResponseFormat{Value: `{ "type" : "object" }`, Type: job.FormatJSONSchema, Name: "response", Schema: []byte(`{"type":"object"}`), Strict: true}},
 		{name: "file, named by its title", flag: "@" + schemaFile,
-			want: ResponseFormat{Value: "@" + schemaFile, File: schemaFile, Type: FormatJSONSchema, Name: "Judge_verdict",
+			want: ResponseFormat{Value: "@" + schemaFile, File: schemaFile, Type: job.FormatJSONSchema, Name: "Judge_verdict",
 				Schema: []byte(`{"title":"Judge verdict","type":"object","properties":{"score":{"type":"integer"}}}`), Strict: true}},
 		{name: "json_object", file: "c.yaml", body: "generation:\n  response_format: json_object\n",
-			want: ResponseFormat{Value: "json_object", Type: FormatJSONObject}},
+			want: ResponseFormat{Value: "json_object", Type: job.FormatJSONObject}},
 		{name: "OpenAI's json_object", flag: `{"type":"json_object"}`,
-			want: ResponseFormat{Value: `{"type":"json_object"}`, Type: FormatJSONObject}},
+			want: ResponseFormat{Value: `{"type":"json_object"}`, Type: job.FormatJSONObject}},
 		{name: "OpenAI's json_schema", file: "c.yaml", body: `
 generation:
   response_format:
@@ -57,7 +59,7 @@ generation:
       name: verdict
       strict: false
       schema: {type: object, properties: {ok: {type: boolean}}}
-`, want: ResponseFormat{Type: FormatJSONSchema, Name: "verdict", Schema: []byte(`{"type":"object","properties":{"ok":{"type":"boolean"}}}`)}},
+`, want: ResponseFormat{Type: job.FormatJSONSchema, Name: "verdict", Schema: []byte(`{"type":"object","properties":{"ok":{"type":"boolean"}}}`)}},
 		{name: "none", file: "c.yaml", body: "generation:\n  response_format:\n", want: ResponseFormat{}},
 	}
 	for _, tt := range tests {

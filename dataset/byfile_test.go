@@ -241,3 +241,59 @@ func TestFileNames(t *testing.T) {
 		}
 	}
 }
+
+// TestStampDistrustsAnInPlaceEdit: a file rewritten in place with bytes of
+// the same size, its modification time set back (touch -r), has the path,
+// size, modification time and inode it had; its change time moved, which
+// no user can set back, so it is hashed again and its new identity found.
+func TestStampDistrustsAnInPlaceEdit(t *testing.T) {
+	glob, paths := fileDataset(t, 2, 3)
+	o := Options{Selection: Selection{Path: glob, Format: FormatPrompt}}
+	first, err := Stamp(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(b), "row 0", "row X", 1)
+	// Written in place (the same inode) until the change time moved: the
+	// kernel's file clock ticks every few milliseconds, and an edit within
+	// the tick of the file's creation is not one this test can show.
+	for changed := false; !changed; {
+		f, err := os.OpenFile(paths[0], os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(edited); err != nil {
+			t.Fatal(err)
+		}
+		now, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		changed = !changeTime(now).Equal(changeTime(st)) || changeTime(now).IsZero()
+	}
+	if err := os.Chtimes(paths[0], st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	o.Known = first
+	again, err := Stamp(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again[0].XXH64 == first[0].XXH64 {
+		t.Errorf("the edited file kept its hash %s: its stamp was trusted", first[0].XXH64)
+	}
+	if again[1].XXH64 != first[1].XXH64 {
+		t.Errorf("the untouched file's hash changed")
+	}
+}

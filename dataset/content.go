@@ -7,58 +7,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
-	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/synthgen/synthgen/dataset/stamp"
 )
-
-// Content is the identity of a local dataset: each file's size and a hash
-// of its bytes, in the order the files are read. Names are kept for people
-// but are not part of the identity, so the same file given by a relative
-// and by an absolute path (or moved) is the same dataset, and a file edited
-// in place is another one.
-type Content []FileStamp
-
-// FileStamp is one file of a Content.
-type FileStamp struct {
-	Name  string `json:"name"` // base name, for messages; split by file, the name of FileNames
-	Size  int64  `json:"size"`
-	XXH64 string `json:"xxh64"` // hex xxHash64 of the file's bytes as stored (compressed or not)
-	// What a later Stamp takes the hash on trust by, without reading the
-	// file (Options.Known), and the rows counted on the way; none of it
-	// is part of the identity.
-	Path    string    `json:"path,omitempty"` // absolute, when stamped
-	ModTime time.Time `json:"mod_time,omitzero"`
-	Inode   uint64    `json:"inode,omitempty"`
-	Rows    int64     `json:"rows,omitempty"` // physical rows (JSONL, compressed or not; Parquet); 0: not counted
-}
-
-// Identity is what the job's hash covers: sizes and hashes in order.
-func (c Content) Identity() string {
-	var b strings.Builder
-	for i, f := range c {
-		if i > 0 {
-			b.WriteString(";")
-		}
-		fmt.Fprintf(&b, "%d:%s", f.Size, f.XXH64)
-	}
-	return b.String()
-}
-
-// String names each file with its size and hash, for messages.
-func (c Content) String() string {
-	if len(c) == 0 {
-		return "(not recorded)"
-	}
-	parts := make([]string, len(c))
-	for i, f := range c {
-		parts[i] = fmt.Sprintf("%s (%d bytes, xxh64 %s)", f.Name, f.Size, f.XXH64)
-	}
-	return strings.Join(parts, ", ")
-}
 
 // Stamp reads the files of a local dataset that the selection reads (split
 // by file, the shard's own) and returns their Content. A hash of every byte
@@ -69,13 +24,13 @@ func (c Content) String() string {
 // against the Hub's hashes when they are downloaded.
 //
 // A file that Options.Known stamped before, and that has the path, size,
-// modification time and inode it had then, is not read again: its hash and
+// modification time, inode and change time it had then, is not read again: its hash and
 // row count are taken from there (the rule by which a resume trusts a
 // part's key summary). A resume of hundreds of GB that did not change thus
 // starts without reading them; Known empty (--rehash) reads every byte.
-func Stamp(opts Options) (Content, error) {
-	if isHubPath(opts.Path) || isOutputDir(opts.Path) {
-		return nil, nil // an output directory's identity is its OutputStamp
+func Stamp(opts Options) (stamp.Content, error) {
+	if isHubPath(opts.Path) || isOutputDir(opts) {
+		return nil, nil // an output directory's identity is its stamp.Output
 	}
 	if err := opts.Shard.check(); err != nil {
 		return nil, err
@@ -84,13 +39,13 @@ func Stamp(opts Options) (Content, error) {
 	if err != nil {
 		return nil, err
 	}
-	known := map[string]FileStamp{}
+	known := map[string]stamp.File{}
 	for _, k := range opts.Known {
 		if k.Path != "" && k.XXH64 != "" {
 			known[k.Path] = k
 		}
 	}
-	c := make(Content, 0, len(files))
+	c := make(stamp.Content, 0, len(files))
 	var buf []byte
 	for _, f := range files {
 		name := filepath.Base(f.path)
@@ -116,23 +71,32 @@ func Stamp(opts Options) (Content, error) {
 }
 
 // trusted is the stamp known has for the file at path, when the file has
-// the path, size, modification time and inode it had then; its rows are
-// remembered for Count.
-func trusted(path string, known map[string]FileStamp) (FileStamp, bool) {
+// the path, size, modification time, inode and change time it had then;
+// its rows are remembered for Count.
+//
+// This is what git's index (with core.trustctime, its default) and restic
+// trust a file by; rsync and make trust size and modification time alone,
+// which an in-place edit followed by touch -r slips past. The change time
+// moves on every write, chmod and utime and cannot be set back, so only
+// an edit within the clock tick of the stamp's own read (git's "racily
+// clean" case) or a change made with the clock set back is missed:
+// --rehash (Known empty) reads every byte.
+func trusted(path string, known map[string]stamp.File) (stamp.File, bool) {
 	if len(known) == 0 {
-		return FileStamp{}, false
+		return stamp.File{}, false
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return FileStamp{}, false
+		return stamp.File{}, false
 	}
 	k, ok := known[abs]
 	if !ok {
-		return FileStamp{}, false
+		return stamp.File{}, false
 	}
 	st, err := os.Stat(path)
-	if err != nil || !st.Mode().IsRegular() || st.Size() != k.Size || !st.ModTime().Equal(k.ModTime) || inode(st) != k.Inode {
-		return FileStamp{}, false
+	if err != nil || !st.Mode().IsRegular() || st.Size() != k.Size || !st.ModTime().Equal(k.ModTime) || inode(st) != k.Inode ||
+		!changeTime(st).Equal(k.ChangeTime) {
+		return stamp.File{}, false
 	}
 	if k.Rows > 0 {
 		rememberRows(path, st, k.Rows)
@@ -140,15 +104,15 @@ func trusted(path string, known map[string]FileStamp) (FileStamp, bool) {
 	return k, true
 }
 
-func stampFile(path string, buf []byte) (FileStamp, error) {
+func stampFile(path string, buf []byte) (stamp.File, error) {
 	f, err := openFile(path)
 	if err != nil {
-		return FileStamp{}, err
+		return stamp.File{}, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return FileStamp{}, fmt.Errorf("dataset: %w", err)
+		return stamp.File{}, fmt.Errorf("dataset: %w", err)
 	}
 	h := xxhash.New()
 	var w io.Writer = h
@@ -162,7 +126,7 @@ func stampFile(path string, buf []byte) (FileStamp, error) {
 		head := buf[:min(3, len(buf))]
 		k, err := io.ReadFull(f, head)
 		if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
-			return FileStamp{}, fmt.Errorf("dataset %s: read: %w", path, err)
+			return stamp.File{}, fmt.Errorf("dataset %s: read: %w", path, err)
 		}
 		head, headLen = head[:k], int64(k)
 		h.Write(head)
@@ -181,7 +145,7 @@ func stampFile(path string, buf []byte) (FileStamp, error) {
 		n, err = io.CopyBuffer(w, f, buf)
 	}
 	if err != nil {
-		return FileStamp{}, fmt.Errorf("dataset %s: read: %w", path, err)
+		return stamp.File{}, fmt.Errorf("dataset %s: read: %w", path, err)
 	}
 	n += headLen
 	if rows != nil {
@@ -194,17 +158,17 @@ func stampFile(path string, buf []byte) (FileStamp, error) {
 			pf.Close()
 		}
 	}
-	stamp := FileStamp{Size: n, XXH64: fmt.Sprintf("%016x", h.Sum64())}
+	fs := stamp.File{Size: n, XXH64: fmt.Sprintf("%016x", h.Sum64())}
 	if n == st.Size() {
 		if abs, err := filepath.Abs(path); err == nil {
-			stamp.Path, stamp.ModTime, stamp.Inode = abs, st.ModTime(), inode(st)
+			fs.Path, fs.ModTime, fs.Inode, fs.ChangeTime = abs, st.ModTime(), inode(st), changeTime(st)
 		}
 		if counted >= 0 {
 			rememberRows(path, st, counted)
 		}
-		stamp.Rows = max(counted, 0)
+		fs.Rows = max(counted, 0)
 	}
-	return stamp, nil
+	return fs, nil
 }
 
 // hashAndCount hashes every byte of a compressed JSONL file into h and

@@ -4,9 +4,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/synthgen/synthgen/dataset/stamp"
 )
 
-func stamp(t *testing.T, path string) Content {
+func stampOf(t *testing.T, path string) stamp.Content {
 	t.Helper()
 	c, err := Stamp(Options{Selection: Selection{Path: path}})
 	if err != nil {
@@ -22,21 +24,21 @@ func TestStampIdentityIsTheBytes(t *testing.T) {
 	dir := t.TempDir()
 	const rows = `{"prompt":"one"}` + "\n" + `{"prompt":"two"}` + "\n"
 	abs := writeFile(t, dir, "rows.jsonl", rows)
-	base := stamp(t, abs)
+	base := stampOf(t, abs)
 	if len(base) != 1 || base[0].Size != int64(len(rows)) || base[0].Name != "rows.jsonl" {
 		t.Fatalf("Stamp = %+v, want one file rows.jsonl of %d bytes", base, len(rows))
 	}
 
 	t.Run("relative path", func(t *testing.T) {
 		t.Chdir(dir)
-		rel := stamp(t, "rows.jsonl")
+		rel := stampOf(t, "rows.jsonl")
 		if rel.Identity() != base.Identity() {
 			t.Errorf("relative %q, absolute %q", rel.Identity(), base.Identity())
 		}
 	})
 	t.Run("moved under another name", func(t *testing.T) {
 		other := writeFile(t, t.TempDir(), "renamed.jsonl", rows)
-		if got := stamp(t, other); got.Identity() != base.Identity() {
+		if got := stampOf(t, other); got.Identity() != base.Identity() {
 			t.Errorf("same bytes under another name: %q, want %q", got.Identity(), base.Identity())
 		}
 	})
@@ -52,7 +54,7 @@ func TestStampIdentityIsTheBytes(t *testing.T) {
 	for _, e := range edits {
 		t.Run(e.name, func(t *testing.T) {
 			p := writeFile(t, t.TempDir(), "rows.jsonl", e.data)
-			got := stamp(t, p)
+			got := stampOf(t, p)
 			if got.Identity() == base.Identity() {
 				t.Errorf("identity %q did not change", got.Identity())
 			}
@@ -71,7 +73,7 @@ func TestStampGlobInReadOrder(t *testing.T) {
 	writeFile(t, dir, "c.jsonl", `{"prompt":"c"}`+"\n")
 	writeFile(t, dir, "a.jsonl", `{"prompt":"a"}`+"\n")
 	writeFile(t, dir, "b.jsonl", `{"prompt":"bb"}`+"\n")
-	c := stamp(t, filepath.Join(dir, "*.jsonl"))
+	c := stampOf(t, filepath.Join(dir, "*.jsonl"))
 	var names []string
 	for _, f := range c {
 		names = append(names, f.Name)
@@ -83,7 +85,7 @@ func TestStampGlobInReadOrder(t *testing.T) {
 	if len(parts) != 3 {
 		t.Fatalf("Identity %q: want 3 files", c.Identity())
 	}
-	a := stamp(t, filepath.Join(dir, "a.jsonl"))
+	a := stampOf(t, filepath.Join(dir, "a.jsonl"))
 	if parts[0] != a.Identity() {
 		t.Errorf("first file of the glob %q, a.jsonl alone %q", parts[0], a.Identity())
 	}
@@ -91,7 +93,7 @@ func TestStampGlobInReadOrder(t *testing.T) {
 	// Swapping two files' contents keeps the set of bytes but moves rows.
 	writeFile(t, dir, "a.jsonl", `{"prompt":"c"}`+"\n")
 	writeFile(t, dir, "c.jsonl", `{"prompt":"a"}`+"\n")
-	if got := stamp(t, filepath.Join(dir, "*.jsonl")); got.Identity() == c.Identity() {
+	if got := stampOf(t, filepath.Join(dir, "*.jsonl")); got.Identity() == c.Identity() {
 		t.Errorf("files swapped, identity unchanged %q", got.Identity())
 	}
 }
@@ -122,7 +124,7 @@ func TestContentString(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "a.jsonl", `{"prompt":"a"}`+"\n")
 	writeFile(t, dir, "b.jsonl", `{"prompt":"b"}`+"\n")
-	c := stamp(t, filepath.Join(dir, "*.jsonl"))
+	c := stampOf(t, filepath.Join(dir, "*.jsonl"))
 	s := c.String()
 	for _, f := range c {
 		if !strings.Contains(s, f.Name) || !strings.Contains(s, f.XXH64) {
@@ -132,7 +134,7 @@ func TestContentString(t *testing.T) {
 	if strings.Contains(s, dir) {
 		t.Errorf("String() = %q names the directory; names are base names", s)
 	}
-	if got := Content(nil).String(); got == "" {
+	if got := stamp.Content(nil).String(); got == "" {
 		t.Error("empty Content has an empty String(); a message would show nothing")
 	}
 }

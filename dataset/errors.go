@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/synthgen/synthgen/dataset/shape"
 )
 
 // RowError is a bad dataset row: one that cannot become a prompt. It names the
@@ -64,20 +66,18 @@ type fieldError struct {
 func fieldErr(field string, err error) *fieldError { return &fieldError{field: field, err: err} }
 
 // The reasons a field is bad. They are values so tests and callers can match
-// them with errors.Is.
+// them with errors.Is; a row shape's are package shape's.
 var (
-	ErrMissing      = errors.New("missing")
-	ErrNotString    = errors.New("not a string")
-	ErrNotList      = errors.New("not a list")
-	ErrNotObject    = errors.New("not an object")
-	ErrEmpty        = errors.New("empty")
-	ErrNoUserTurn   = errors.New("no user turn before the first assistant turn")
-	ErrUnknownShape = errors.New("no conversations, messages, prompt, instruction, or custom_id and body field")
-	ErrNotText      = errors.New("not text")
-	ErrLineTooLong  = errors.New("line too long")
-	// ErrEndsWithAnswer: a request row whose last turn is an assistant
-	// turn, without body.continue_final_message (vLLM's prefill).
-	ErrEndsWithAnswer = errors.New(`"assistant" is the last turn: the answer would follow the model's own turn; drop the turn to have it answered anew, or set body.continue_final_message: true to continue it`)
+	ErrMissing        = shape.ErrMissing
+	ErrNotString      = shape.ErrNotString
+	ErrNotList        = shape.ErrNotList
+	ErrNotObject      = shape.ErrNotObject
+	ErrEmpty          = shape.ErrEmpty
+	ErrNoUserTurn     = shape.ErrNoUserTurn
+	ErrUnknownShape   = shape.ErrUnknownShape
+	ErrNotText        = shape.ErrNotText
+	ErrEndsWithAnswer = shape.ErrEndsWithAnswer
+	ErrLineTooLong    = errors.New("line too long")
 	// ErrRepeatedID: an earlier row had the row's id (RepeatedIDError).
 	ErrRepeatedID = errors.New("repeats the id of an earlier row")
 )

@@ -15,6 +15,12 @@ import (
 	"github.com/synthgen/synthgen/internal/readcount"
 )
 
+// A row is one decoded dataset row: JSON objects decode into it with
+// json.Number for numbers, Parquet rows with int64/float64, and both give
+// lists as []any and structs as map[string]any; package dataset/shape makes
+// the prompt of it, whatever the file.
+type row = map[string]any
+
 // source reads the physical rows of one file in order.
 type source interface {
 	// next reads the next physical row; io.EOF at the end of the file. When
@@ -103,7 +109,7 @@ func resolve(path string) ([]string, error) {
 			return nil, fmt.Errorf("dataset: %w", err)
 		}
 		if st.IsDir() {
-			return nil, fmt.Errorf("dataset %s: is a directory, and not a synthgen output directory (no %s); use a glob such as %s", path, outputManifest, filepath.Join(path, "*.jsonl"))
+			return nil, fmt.Errorf("dataset %s: is a directory, and not a synthgen output directory (it holds no manifest); use a glob such as %s", path, filepath.Join(path, "*.jsonl"))
 		}
 		if !st.Mode().IsRegular() {
 			// A FIFO or a device (a link to /dev/zero) never ends: counting

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/synthgen/synthgen/dataset/stamp"
 )
 
 // dsFile is one file a selection reads.
@@ -95,45 +95,10 @@ func (e *ShardFilesError) Error() string {
 		e.Path, e.Shard, e.Files, e.Files)
 }
 
-// ListedFile is one file of a Listing.
-type ListedFile struct {
-	Name string `json:"name"` // as FileNames gives it
-	Size int64  `json:"size"`
-}
-
-// Listing is every file of a local dataset split by file, by name and size,
-// in sorted path order: the identity the shards of one job share (List).
-// A shard's own files' bytes are its ShardContent.
-type Listing []ListedFile
-
-// Identity is what the job's hash covers: every name and size, in order.
-func (l Listing) Identity() string {
-	var b strings.Builder
-	for _, f := range l {
-		fmt.Fprintf(&b, "%d:%s:%d;", len(f.Name), f.Name, f.Size)
-	}
-	return b.String()
-}
-
-// String sums the listing up for messages: the files, their bytes and a
-// hash of the names and sizes (a listing of thousands of files is not
-// spelled out).
-func (l Listing) String() string {
-	if len(l) == 0 {
-		return "(not recorded)"
-	}
-	var size int64
-	for _, f := range l {
-		size += f.Size
-	}
-	return fmt.Sprintf("%d files, %d bytes, names and sizes xxh64 %016x (first %s, last %s)",
-		len(l), size, xxhash.Sum64String(l.Identity()), l[0].Name, l[len(l)-1].Name)
-}
-
 // List returns the names and sizes of every file of a local dataset (a
 // stat each, no byte read); nil for hf:// datasets, whose pinned revision
 // already names every file.
-func List(opts Options) (Listing, error) {
+func List(opts Options) (stamp.Listing, error) {
 	if isHubPath(opts.Path) {
 		return nil, nil
 	}
@@ -142,13 +107,13 @@ func List(opts Options) (Listing, error) {
 		return nil, err
 	}
 	names := FileNames(paths)
-	l := make(Listing, len(paths))
+	l := make(stamp.Listing, len(paths))
 	for i, p := range paths {
 		st, err := os.Stat(p)
 		if err != nil {
 			return nil, fmt.Errorf("dataset: %w", err)
 		}
-		l[i] = ListedFile{Name: names[i], Size: st.Size()}
+		l[i] = stamp.ListedFile{Name: names[i], Size: st.Size()}
 	}
 	return l, nil
 }

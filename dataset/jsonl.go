@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/synthgen/synthgen/dataset/internal/rawjson"
 )
 
 // maxLineBytes bounds one JSONL line. Rows of long conversations reach
@@ -113,14 +115,14 @@ func (s *jsonlSource) close() error { return s.closeFn() }
 // decodeObject decodes one JSON object with numbers kept as json.Number, so
 // that ids keep every digit.
 func decodeObject(rd *bytes.Reader, b []byte) (row, *fieldError) {
-	if r, ok := scanFlatObject(b); ok {
+	if r, ok := rawjson.Flat(b); ok {
 		return r, nil
 	}
 	return decodeObjectJSON(rd, b)
 }
 
 // decodeObjectJSON is decodeObject by encoding/json: every row that
-// scanFlatObject does not take, and the reference it is tested against.
+// rawjson.Flat does not take, and the reference it is tested against.
 func decodeObjectJSON(rd *bytes.Reader, b []byte) (row, *fieldError) {
 	rd.Reset(b)
 	dec := json.NewDecoder(rd)

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/synthgen/synthgen/dataset/shape"
 )
 
 // FuzzJSONLRow feeds arbitrary bytes to the JSONL reader as the content of
@@ -33,7 +35,7 @@ func FuzzJSONLRow(f *testing.F) {
 		var skipped []*RowError
 		r := &Reader{
 			opts: Options{OnBadRow: OnBadRowSkip, Selection: Selection{Shard: Shard{Count: 1}}, OnSkip: func(e *RowError) { skipped = append(skipped, e) }},
-			conv: converter{format: FormatAuto, sourceField: "source"},
+			conv: shape.Converter{Format: FormatAuto, SourceField: "source"},
 		}
 		br := bufio.NewReader(bytes.NewReader(data))
 		if err := skipBOM(br); err != nil {

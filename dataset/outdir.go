@@ -4,7 +4,7 @@ package dataset
 // directory a run wrote (a first pass), whose records are then the rows of
 // a second pass (judge, score, rewrite). Package dataset/outdir reads the
 // directory through the sink's own readers; this package holds the seam
-// (Outputs), the identity of such a dataset (OutputStamp) and the source
+// (Outputs), the identity of such a dataset (stamp.Output) and the source
 // that turns its records into rows, as it cannot import the sink.
 
 import (
@@ -14,24 +14,25 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-)
 
-// outputManifest is the file that makes a directory an output directory:
-// the sink's ManifestName (package dataset/outdir checks that they agree).
-const outputManifest = "manifest.json"
+	"github.com/synthgen/synthgen/dataset/stamp"
+)
 
 // Outputs reads synthgen output directories. outdir.Reader (package
 // dataset/outdir) is the one; generator and generator/job set it in
 // Options.Outputs.
 type Outputs interface {
+	// Manifest is the name of the file that makes a directory an output
+	// directory (the sink's manifest): this package cannot import the
+	// sink, and spells the name nowhere.
+	Manifest() string
 	// Stamp identifies the output directory dir as it is now: its job, its
 	// final parts in the order they are read, their sizes, hashes (of
 	// every byte, checked against the ones recorded when each was
 	// written) and records. It refuses a directory a live run holds,
 	// naming its pid, and one whose records are not all in final parts
 	// (a run was killed: resume it to its end first).
-	Stamp(dir string) (OutputStamp, error)
+	Stamp(dir string) (stamp.Output, error)
 	// Records calls yield for each record of the final part at path, in
 	// file order, with its key and its row: the record's fields by their
 	// JSON names (id, sample, source, messages, reasoning, content,
@@ -40,96 +41,9 @@ type Outputs interface {
 	// built only when called. yield returns false to stop. Errors name
 	// the file (and line).
 	Records(path string, yield func(id string, sample int, row func() map[string]any) bool) error
-}
-
-// OutputStamp is the identity of an output directory read as a dataset:
-// the job that made its records and its final parts, which a resume
-// compares with the directory as it is then.
-type OutputStamp struct {
-	// JobHash is the directory's job (its manifest's job_hash).
-	JobHash string `json:"job_hash"`
-	// Samples is the largest generation.n of the jobs that wrote it: above
-	// 1 a row's id carries its sample (KeyID).
-	Samples int         `json:"n"`
-	Parts   []PartStamp `json:"parts"`
-}
-
-// PartStamp is one final part of an OutputStamp.
-type PartStamp struct {
-	Name    string `json:"name"` // under DIR/data
-	Records int    `json:"records"`
-	Size    int64  `json:"size"`
-	XXH64   string `json:"xxh64"`
-}
-
-// IsZero reports whether s names no output directory.
-func (s OutputStamp) IsZero() bool { return s.JobHash == "" && len(s.Parts) == 0 && s.Samples == 0 }
-
-// Identity is what a job's hash covers: the job, n, and each part's name,
-// size and hash in order ("" for none).
-func (s OutputStamp) Identity() string {
-	if s.IsZero() {
-		return ""
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "job %s;n %d", s.JobHash, s.Samples)
-	for _, p := range s.Parts {
-		fmt.Fprintf(&b, ";%s:%d:%d:%s", p.Name, p.Records, p.Size, p.XXH64)
-	}
-	return b.String()
-}
-
-// Records is the number of records, the rows the directory holds.
-func (s OutputStamp) Records() int64 {
-	var n int64
-	for _, p := range s.Parts {
-		n += int64(p.Records)
-	}
-	return n
-}
-
-// String is the stamp for a person: "job 1a2b3c4d5e6f, 3 parts, 2400 records".
-func (s OutputStamp) String() string {
-	if s.IsZero() {
-		return "(none)"
-	}
-	return fmt.Sprintf("job %.12s, %d parts, %d records", s.JobHash, len(s.Parts), s.Records())
-}
-
-// DescribeChange says what changed from old to s, part by part.
-func (s OutputStamp) DescribeChange(old any) string {
-	o, ok := old.(OutputStamp)
-	if !ok {
-		return ""
-	}
-	var out []string
-	if o.JobHash != s.JobHash {
-		out = append(out, fmt.Sprintf("its job %.12s -> %.12s (a forced run of another job wrote into it)", o.JobHash, s.JobHash))
-	}
-	if o.Samples != s.Samples {
-		out = append(out, fmt.Sprintf("its generation.n %d -> %d", o.Samples, s.Samples))
-	}
-	was := map[string]PartStamp{}
-	for _, p := range o.Parts {
-		was[p.Name] = p
-	}
-	for _, p := range s.Parts {
-		w, ok := was[p.Name]
-		switch {
-		case !ok:
-			out = append(out, fmt.Sprintf("data/%s is new (%d records)", p.Name, p.Records))
-		case w != p:
-			out = append(out, fmt.Sprintf("data/%s changed (%d records, %d bytes, xxh64 %s; %d, %d, %s when this job started)",
-				p.Name, p.Records, p.Size, p.XXH64, w.Records, w.Size, w.XXH64))
-		}
-		delete(was, p.Name)
-	}
-	for _, p := range o.Parts {
-		if _, gone := was[p.Name]; gone {
-			out = append(out, fmt.Sprintf("data/%s is gone (it held %d records)", p.Name, p.Records))
-		}
-	}
-	return strings.Join(out, "; ")
+	// Lines reports whether the records of the part at path are lines, a
+	// record a line: a row's position then names its line.
+	Lines(path string) bool
 }
 
 // KeyID is the id of a second pass's row made of the first pass's record
@@ -143,23 +57,33 @@ func KeyID(id string, sample, samples int) string {
 	return id + "#" + strconv.Itoa(sample)
 }
 
-// isOutputDir reports whether path is a directory holding a manifest.
-func isOutputDir(path string) bool {
-	if st, err := os.Stat(path); err != nil || !st.IsDir() {
+// isOutputDir reports whether opts.Path is a directory holding the
+// manifest of opts.Outputs.
+func isOutputDir(opts Options) bool {
+	if opts.Outputs == nil {
 		return false
 	}
-	_, err := os.Stat(filepath.Join(path, outputManifest))
+	if st, err := os.Stat(opts.Path); err != nil || !st.IsDir() {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(opts.Path, opts.Outputs.Manifest()))
 	return err == nil
 }
 
 // StampOutput stamps the output directory opts.Path names (ok false when
 // it names none) through opts.Outputs.
-func StampOutput(opts Options) (s OutputStamp, ok bool, err error) {
-	if isHubPath(opts.Path) || !isOutputDir(opts.Path) {
-		return OutputStamp{}, false, nil
+func StampOutput(opts Options) (s stamp.Output, ok bool, err error) {
+	if isHubPath(opts.Path) {
+		return stamp.Output{}, false, nil
 	}
 	if opts.Outputs == nil {
-		return OutputStamp{}, true, fmt.Errorf("dataset %s: a synthgen output directory is read through dataset.Options.Outputs, and this program set none (package dataset/outdir has one)", opts.Path)
+		if st, err := os.Stat(opts.Path); err == nil && st.IsDir() {
+			return stamp.Output{}, true, fmt.Errorf("dataset %s: is a directory: a synthgen output directory is read through dataset.Options.Outputs, and this program set none (package dataset/outdir has one); the files of another are read by a glob such as %s", opts.Path, filepath.Join(opts.Path, "*.jsonl"))
+		}
+		return stamp.Output{}, false, nil
+	}
+	if !isOutputDir(opts) {
+		return stamp.Output{}, false, nil
 	}
 	s, err = opts.Outputs.Stamp(opts.Path)
 	return s, true, err
@@ -185,7 +109,7 @@ func (o *Options) checkOutput() error {
 }
 
 // outputFiles are the paths of the parts s reads, in order.
-func outputFiles(dir string, s OutputStamp) []string {
+func outputFiles(dir string, s stamp.Output) []string {
 	files := make([]string, len(s.Parts))
 	for i, p := range s.Parts {
 		files[i] = filepath.Join(dir, "data", p.Name)
@@ -198,7 +122,7 @@ func outputFiles(dir string, s OutputStamp) []string {
 type outputSource struct {
 	path    string
 	samples int
-	jsonl   bool
+	lines   bool // a record a line: positions name lines
 	pull    func() (outputRecord, error, bool)
 	stop    func()
 	fileRow int64
@@ -227,7 +151,7 @@ func openOutputPart(out Outputs, path string, samples int) *outputSource {
 		}
 	}
 	pull, stop := iter.Pull2(seq)
-	return &outputSource{path: path, samples: samples, jsonl: strings.HasSuffix(path, ".jsonl"), pull: pull, stop: stop}
+	return &outputSource{path: path, samples: samples, lines: out.Lines(path), pull: pull, stop: stop}
 }
 
 func (s *outputSource) next(decode bool, skip func([]byte) bool) (row, position, *fieldError, error) {
@@ -239,7 +163,7 @@ func (s *outputSource) next(decode bool, skip func([]byte) bool) (row, position,
 		return nil, position{}, nil, fmt.Errorf("read %s: %w", s.path, err)
 	}
 	pos := position{fileRow: s.fileRow}
-	if s.jsonl {
+	if s.lines {
 		pos.line = s.fileRow + 1 // a record a line, none blank
 	}
 	s.fileRow++

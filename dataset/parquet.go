@@ -6,7 +6,10 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/synthgen/synthgen/internal/parquetsafe"
 	"github.com/synthgen/synthgen/internal/readcount"
+
+	"github.com/synthgen/synthgen/dataset/internal/parquetid"
 )
 
 // parquetSource reads a Parquet file row by row. Rows are reconstructed into
@@ -28,15 +31,15 @@ type parquetSource struct {
 	fileRow int64
 	seek    bool // rows were passed over: seek to fileRow before reading
 	pf      *parquet.File
-	ids     *idColumn // the id column read alone, for skip; nil: none
+	ids     *parquetid.Column // the id column read alone, for skip; nil: none
 }
 
 // readIDs makes next hand skip each row's id from column field, read
-// alone, instead of nothing (newIDColumn says which columns can be).
+// alone, instead of nothing (parquetid.New says which columns can be).
 // Only from the first row: the column is read from there.
 func (s *parquetSource) readIDs(field string) {
 	if s.fileRow == 0 && s.ids == nil {
-		s.ids = newIDColumn(s.pf, field)
+		s.ids = parquetid.New(s.pf, field)
 	}
 }
 
@@ -63,10 +66,10 @@ func openParquetFile(path string) (readcount.File, *parquet.File, error) {
 	}
 	// Page indexes and bloom filters serve lookups; a sequential read
 	// needs neither.
-	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	pf, err := parquetsafe.Open(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("dataset %s: not a readable parquet file: %w", path, err)
+		return nil, nil, fmt.Errorf("dataset %s: %w", path, err)
 	}
 	return f, pf, nil
 }
@@ -74,11 +77,7 @@ func openParquetFile(path string) (readcount.File, *parquet.File, error) {
 func (s *parquetSource) next(decode bool, skip func([]byte) bool) (r row, pos position, bad *fieldError, err error) {
 	// parquet-go panics on some malformed files; a bad file must be an
 	// error naming it, not a crash of an eight-hour job.
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("read %s:row %d: %v", s.path, s.fileRow, p)
-		}
-	}()
+	defer parquetsafe.Catch(&err, func() string { return fmt.Sprintf("read %s:row %d", s.path, s.fileRow) })
 	if s.fileRow >= s.rows {
 		return nil, position{}, nil, io.EOF
 	}
@@ -87,8 +86,8 @@ func (s *parquetSource) next(decode bool, skip func([]byte) bool) (r row, pos po
 	if s.ids != nil {
 		// Every row takes its value, so that the column stays in step.
 		var idErr error
-		if raw, idErr = s.ids.next(); idErr != nil {
-			s.ids.close()
+		if raw, idErr = s.ids.Next(); idErr != nil {
+			s.ids.Close()
 			s.ids, raw = nil, nil // the rows are decoded, as without it
 		}
 	}
@@ -119,7 +118,7 @@ func (s *parquetSource) next(decode bool, skip func([]byte) bool) (r row, pos po
 
 func (s *parquetSource) close() error {
 	if s.ids != nil {
-		s.ids.close()
+		s.ids.Close()
 	}
 	err := s.r.Close()
 	if cerr := s.f.Close(); err == nil {

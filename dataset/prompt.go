@@ -6,12 +6,12 @@
 // (package dataset/hub); this package itself links no HTTP client.
 package dataset
 
+import "github.com/synthgen/synthgen/dataset/shape"
+
 // Message is one chat turn with an OpenAI role (system, user, assistant;
-// tool only in a batch request, whose turns are sent as given).
-type Message struct {
-	Role    string
-	Content string
-}
+// tool only in a batch request, whose turns are sent as given): the turn a
+// row shape makes (package dataset/shape), by its name here.
+type Message = shape.Message
 
 // Prompt is one dataset row turned into the conversation to send: the turns
 // up to (not including) the first assistant turn.

@@ -7,6 +7,13 @@ import (
 	"io"
 	"strconv"
 	"unsafe"
+
+	"github.com/synthgen/synthgen/dataset/shape"
+	"github.com/synthgen/synthgen/dataset/template"
+
+	"github.com/synthgen/synthgen/dataset/internal/rawjson"
+
+	"github.com/synthgen/synthgen/dataset/stamp"
 )
 
 // Options say which rows to read (the Selection, which a job stores) and
@@ -22,7 +29,7 @@ type Options struct {
 	// Template, when set, makes each row's messages from its own fields
 	// (prompt.messages, template.go): the row shape is then rows, whatever
 	// its columns, and Format must be auto or rows.
-	Template []MessageTemplate
+	Template []template.Message
 	// OnBadRow is "skip" (the default: report through OnSkip, count in
 	// Skipped) or "fail" (Next returns the *RowError).
 	OnBadRow string
@@ -54,7 +61,7 @@ type Options struct {
 	// manifest): Stamp takes a file's from there instead of reading it
 	// when the file has the path, size, modification time and inode it
 	// had then. Empty: every file is read (--rehash).
-	Known Content
+	Known stamp.Content
 }
 
 // Bad-row policies.
@@ -119,7 +126,7 @@ func (o Options) normalize() (Options, error) {
 // opened.
 type Reader struct {
 	opts     Options
-	conv     converter
+	conv     shape.Converter
 	files    []dsFile
 	fetch    fetcher // downloads an hf:// file before it is opened; nil for local files
 	nextFile int     // index in files of the next file to open
@@ -205,7 +212,7 @@ func (r *Reader) SetSkip(fn SkipFunc) {
 }
 
 // readIDColumn has a Parquet file read its id column alone for skip, when
-// there is a skip and an id column (parquet_ids.go).
+// there is a skip and an id column (package dataset/internal/parquetid).
 func (r *Reader) readIDColumn() {
 	if ps, ok := r.cur.(*parquetSource); ok && r.skip != nil && r.opts.IDField != "" {
 		ps.readIDs(r.opts.IDField)
@@ -227,13 +234,13 @@ func (r *Reader) skipRow(raw []byte) bool {
 	if r.idVals == nil {
 		r.idVals = make([][]byte, len(r.ids.fields))
 	}
-	if !topFields(raw, r.ids.fields, r.idVals) {
+	if !rawjson.Fields(raw, r.ids.fields, r.idVals) {
 		return false
 	}
-	if r.ids.auto && (isNull(r.idVals[0]) || isNull(r.idVals[1])) {
+	if r.ids.auto && (rawjson.IsNull(r.idVals[0]) || rawjson.IsNull(r.idVals[1])) {
 		return r.skipByIndex() // not a batch row: its id is its index
 	}
-	id, ok := scalarID(r.idVals[0])
+	id, ok := rawjson.ID(r.idVals[0])
 	if !ok {
 		return false // the decoder reports what is wrong with it
 	}
@@ -283,15 +290,15 @@ func Open(opts Options) (*Reader, error) {
 		opts:  o,
 		files: files,
 		fetch: fetch,
-		conv: converter{
-			format:      o.Format,
-			promptField: o.PromptField,
-			idField:     o.IDField,
-			sourceField: o.SourceField,
-			paramsField: o.ParamsField,
+		conv: shape.Converter{
+			Format:      o.Format,
+			PromptField: o.PromptField,
+			IDField:     o.IDField,
+			SourceField: o.SourceField,
+			ParamsField: o.ParamsField,
 		},
 	}
-	if r.conv.tmpl, err = CompileTemplate(o.Template); err != nil {
+	if r.conv.Template, err = template.Compile(o.Template); err != nil {
 		return nil, err
 	}
 	if o.reading() {
@@ -386,10 +393,7 @@ func (r *Reader) Next() (Prompt, error) {
 		}
 		var p Prompt
 		if bad == nil {
-			bad = r.conv.convert(row, &p)
-		}
-		if bad == nil && r.opts.Conversations {
-			p.Conversation, bad = r.conv.conversation(row)
+			bad = r.convert(row, &p)
 		}
 		if k, ok := r.cur.(keyed); ok {
 			p.ID = k.rowID()
@@ -499,3 +503,21 @@ func (r *Reader) Close() error {
 }
 
 var errClosed = errors.New("dataset: reader closed")
+
+// convert fills p with what the row's shape makes of it (its whole
+// conversation too, when asked), or returns the field that makes it bad.
+func (r *Reader) convert(rw row, p *Prompt) *fieldError {
+	var s shape.Row
+	if fe := r.conv.Convert(rw, &s); fe != nil {
+		return fieldErr(fe.Field, fe.Err)
+	}
+	p.ID, p.Messages, p.Source, p.Params, p.Ignored, p.Model = s.ID, s.Messages, s.Source, s.Params, s.Ignored, s.Model
+	if r.opts.Conversations {
+		conv, fe := r.conv.Conversation(rw)
+		if fe != nil {
+			return fieldErr(fe.Field, fe.Err)
+		}
+		p.Conversation = conv
+	}
+	return nil
+}

@@ -366,11 +366,11 @@ func TestWholeConversations(t *testing.T) {
 	if len(ps) != 3 || len(skipped) != 1 || skipped[0].Row != 3 || skipped[0].Field != "conversations" {
 		t.Fatalf("prompts %+v, skipped %v", ps, skipped)
 	}
-	want := []Message{{"system", "sys"}, {"user", "q1"}, {"assistant", ""}, {"user", "q2"}, {"assistant", ""}}
+	want := []Message{{Role: "system", Content: "sys"}, {Role: "user", Content: "q1"}, {Role: "assistant", Content: ""}, {Role: "user", Content: "q2"}, {Role: "assistant", Content: ""}}
 	if !slices.Equal(ps[0].Conversation, want) || !slices.Equal(ps[0].Messages, want[:2]) {
 		t.Errorf("sharegpt: conversation %+v, messages %+v", ps[0].Conversation, ps[0].Messages)
 	}
-	want = []Message{{"user", "m1"}, {"assistant", ""}, {"user", "m2"}}
+	want = []Message{{Role: "user", Content: "m1"}, {Role: "assistant", Content: ""}, {Role: "user", Content: "m2"}}
 	if !slices.Equal(ps[1].Conversation, want) {
 		t.Errorf("messages: conversation %+v", ps[1].Conversation)
 	}

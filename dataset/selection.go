@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/synthgen/synthgen/dataset/stamp"
 )
 
 // Selection is which rows of which dataset a job reads and how a row is
@@ -26,22 +28,22 @@ type Selection struct {
 	// under the same name are not. Empty when the job is split by file
 	// (ShardBy): each shard knows only its own files' bytes (ShardContent),
 	// and the job's identity is the listing of every file (Files).
-	Content Content `json:"content,omitempty" key:"dataset.content"`
+	Content stamp.Content `json:"content,omitempty" key:"dataset.content"`
 	// ShardBy is how Shard splits the dataset: by row (empty, the
 	// default) or by file (ShardFiles).
 	ShardBy ShardBy `json:"shard_by,omitempty" key:"dataset.shard_by,zero"`
 	// Files, split by file, is every file of a local dataset by name and
 	// size (List): what all the shards of the job share, so that they
 	// hash alike and combine, without any of them reading another's files.
-	Files Listing `json:"files,omitempty" key:"dataset.files,zero"`
+	Files stamp.Listing `json:"files,omitempty" key:"dataset.files,zero"`
 	// ShardContent, split by file, is what this shard's own files held
 	// when the job started (Stamp reads only those): compared on resume,
 	// no part of the hash.
-	ShardContent Content `json:"shard_content,omitempty" key:"dataset.shard_content,part"`
+	ShardContent stamp.Content `json:"shard_content,omitempty" key:"dataset.shard_content,part"`
 	// Output is what a synthgen output directory that Path names held when
 	// the job started (outdir.go): its records are the rows. Zero for
 	// any other dataset.
-	Output OutputStamp `json:"output,omitzero" key:"dataset.output,zero"`
+	Output stamp.Output `json:"output,omitzero" key:"dataset.output,zero"`
 	// Format is the row shape: auto (per row), sharegpt, messages, prompt
 	// or alpaca. Empty means auto.
 	Format string `json:"format" key:"dataset.format"`

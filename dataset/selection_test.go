@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/synthgen/synthgen/dataset/stamp"
 )
 
 // TestSelectionContainsAgreesWithCountAndReader holds the three places that
@@ -180,7 +182,7 @@ func TestSelectionJSONRoundTrip(t *testing.T) {
 		{Path: "rows.jsonl", Format: FormatAuto},
 		{
 			Path:        "data/*.jsonl.zst",
-			Content:     Content{{Name: "a.jsonl.zst", Size: 10, XXH64: "00000000000000ff"}, {Name: "b.jsonl.zst", Size: 0, XXH64: "ef46db3751d8e999"}},
+			Content:     stamp.Content{{Name: "a.jsonl.zst", Size: 10, XXH64: "00000000000000ff"}, {Name: "b.jsonl.zst", Size: 0, XXH64: "ef46db3751d8e999"}},
 			Format:      FormatPrompt,
 			PromptField: "question",
 			IDField:     "uid",

@@ -12,6 +12,10 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/synthgen/synthgen/dataset/internal/rawjson"
+
+	"github.com/synthgen/synthgen/dataset/shape"
 )
 
 // readSkipping reads opts with fn installed and returns the prompts, the
@@ -181,10 +185,10 @@ func FuzzIDScan(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
 		vals := make([][]byte, 1)
-		if !topFields(line, []string{"uid"}, vals) {
+		if !rawjson.Fields(line, []string{"uid"}, vals) {
 			return
 		}
-		id, ok := scalarID(vals[0])
+		id, ok := rawjson.ID(vals[0])
 		if !ok {
 			return
 		}
@@ -193,9 +197,9 @@ func FuzzIDScan(f *testing.F) {
 		if bad != nil {
 			return // a bad row whose id the scan read: decoded, it is reported (see SetSkip)
 		}
-		want, fe := idOf(r, "uid")
+		want, fe := shape.ID(r, "uid")
 		if fe != nil {
-			t.Fatalf("%q: scan read id %q, the decoder finds none: %v", line, id, fe.err)
+			t.Fatalf("%q: scan read id %q, the decoder finds none: %v", line, id, fe.Err)
 		}
 		if id != want {
 			t.Fatalf("%q: scan read id %q, the decoder %q", line, id, want)

@@ -1,7 +1,6 @@
 package dataset
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,11 +9,13 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/synthgen/synthgen/dataset/template"
 )
 
 // qaTemplate is the two-turn template of the judged case: a system turn
 // naming the language, a user turn with the context and the question.
-var qaTemplate = []MessageTemplate{
+var qaTemplate = []template.Message{
 	{Role: "system", Content: "Answer in {{.lang}}."},
 	{Role: "user", Content: "Context:\n{{.context}}\n\nQuestion: {{.question}}"},
 }
@@ -56,14 +57,14 @@ func TestTemplateRendersEveryRow(t *testing.T) {
 		if e.File != path || e.Line != line || e.Field != "context" || !errors.Is(e.Err, ErrMissing) {
 			t.Errorf("bad row %d: %+v, want %s:%d field context missing", i, e, path, line)
 		}
-		if msg := e.Error(); !strings.Contains(msg, "context: missing") || !strings.Contains(msg, "prompt.messages[2]") || strings.Contains(msg, noValue) {
-			t.Errorf("message %q: want the field, the turn that reads it, and no %s", msg, noValue)
+		if msg := e.Error(); !strings.Contains(msg, "context: missing") || !strings.Contains(msg, "prompt.messages[2]") || strings.Contains(msg, "<no value>") {
+			t.Errorf("message %q: want the field, the turn that reads it, and no %s", msg, "<no value>")
 		}
 	}
 }
 
 // renderOne renders one JSON row through a real file.
-func renderOne(t *testing.T, tmpl []MessageTemplate, line string) ([]Message, *RowError) {
+func renderOne(t *testing.T, tmpl []template.Message, line string) ([]Message, *RowError) {
 	t.Helper()
 	path := writeFile(t, t.TempDir(), "rows.jsonl", line+"\n")
 	got, bad := readAll(t, Options{Selection: Selection{Path: path}, Template: tmpl})
@@ -77,8 +78,8 @@ func renderOne(t *testing.T, tmpl []MessageTemplate, line string) ([]Message, *R
 	return nil, nil
 }
 
-func userTurn(content string) []MessageTemplate {
-	return []MessageTemplate{{Role: "user", Content: content}}
+func userTurn(content string) []template.Message {
+	return []template.Message{{Role: "user", Content: content}}
 }
 
 func TestTemplateHelpers(t *testing.T) {
@@ -158,26 +159,27 @@ func TestTemplateBadRows(t *testing.T) {
 }
 
 func TestTemplateEmptySystemTurnLeftOut(t *testing.T) {
-	got, bad := renderOne(t, []MessageTemplate{{Role: "system", Content: "{{.sys | default \"\"}}"}, {Role: "user", Content: "{{.q}}"}}, `{"q":"x"}`)
+	got, bad := renderOne(t, []template.Message{{Role: "system", Content: "{{.sys | default \"\"}}"}, {Role: "user", Content: "{{.q}}"}}, `{"q":"x"}`)
 	if bad != nil || !reflect.DeepEqual(got, []Message{u("x")}) {
 		t.Errorf("got %q, %v", got, bad)
 	}
 }
 
 // TestTemplateParseErrors: a template that does not parse is refused when
-// the reader opens, with its key, line and column.
+// the reader opens, with its key, line and column (of the unknown name; of
+// the action that does not parse).
 func TestTemplateParseErrors(t *testing.T) {
 	tests := []struct {
 		name string
-		msgs []MessageTemplate
+		msgs []template.Message
 		want string
 	}{
-		{"unknown function", []MessageTemplate{{Role: "system", Content: "ok"}, {Role: "user", Content: "first line\nsecond {{.a | nofunc}}"}},
+		{"unknown function", []template.Message{{Role: "system", Content: "ok"}, {Role: "user", Content: "first line\nsecond {{.a | nofunc}}"}},
 			`prompt.messages[2] (user).content: line 2, col 15: function "nofunc" not defined`},
-		{"unclosed action", userTurn("Hello {{.a}"), `prompt.messages[1] (user).content: line 1, col 11: bad character U+007D '}'`},
-		{"unexpected end", userTurn("a {{if .a}} b"), `prompt.messages[1] (user).content: line 1, col 11: unexpected EOF`},
-		{"unknown role", []MessageTemplate{{Role: "tool", Content: "x"}}, `prompt.messages[1].role: "tool" is not one of system, user, assistant`},
-		{"ends with an answer", []MessageTemplate{{Role: "user", Content: "q"}, {Role: "assistant", Content: "a"}}, `prompt.messages[2].role: "assistant": the last turn must be a user turn`},
+		{"unclosed action", userTurn("Hello {{.a}"), `prompt.messages[1] (user).content: line 1, col 7: bad character U+007D '}'`},
+		{"unexpected end", userTurn("a {{if .a}} b"), `prompt.messages[1] (user).content: line 1, col 3: unexpected EOF`},
+		{"unknown role", []template.Message{{Role: "tool", Content: "x"}}, `prompt.messages[1].role: "tool" is not one of system, user, assistant`},
+		{"ends with an answer", []template.Message{{Role: "user", Content: "q"}, {Role: "assistant", Content: "a"}}, `prompt.messages[2].role: "assistant": the last turn must be a user turn`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -187,10 +189,6 @@ func TestTemplateParseErrors(t *testing.T) {
 				t.Fatalf("error %v, want %q", err, tt.want)
 			}
 		})
-	}
-	var te *TemplateError
-	if _, err := CompileTemplate(userTurn("{{.a")); !errors.As(err, &te) || te.Line != 1 || te.Col == 0 {
-		t.Errorf("CompileTemplate: %#v, want a *TemplateError with line and column", err)
 	}
 }
 
@@ -273,52 +271,4 @@ func TestTemplateParquetRows(t *testing.T) {
 	if len(bad) != 1 || bad[0].Field != "context" || bad[0].FileRow != 1 || !strings.Contains(bad[0].Error(), "rows.parquet:row 1: context: missing") {
 		t.Errorf("bad rows %v: want row 1's null context named", bad)
 	}
-}
-
-// FuzzTemplateCompile: any template text compiles or is refused with a
-// *TemplateError, never a panic (the column search parses prefixes).
-func FuzzTemplateCompile(f *testing.F) {
-	for _, s := range []string{"{{.a}}", "Hello {{.a}", "{{if .a}}x", "{{.a | nofunc}}", "{{range .x}}{{.}}{{end}}", "é{{.é", "{{/* c */}}", "{{json .m | truncate 3}}"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, text string) {
-		if _, err := CompileTemplate(userTurn(text)); err != nil {
-			var te *TemplateError
-			if !errors.As(err, &te) {
-				t.Fatalf("%q: %T %v", text, err, err)
-			}
-		}
-	})
-}
-
-// FuzzTemplateRender: any JSON row renders or is a bad row, and what
-// renders never holds <no value> unless the row's own text does.
-func FuzzTemplateRender(f *testing.F) {
-	for _, s := range []string{`{"q":"x","context":"c","lang":"en"}`, `{"q":null}`, `{"xs":["a",null]}`, `{"meta":{"lang":3}}`, `{"q":"<no value>"}`, `{"messages":[{"role":"user"}]}`} {
-		f.Add(s)
-	}
-	tmpl, err := CompileTemplate([]MessageTemplate{
-		{Role: "system", Content: `{{.lang | default "en"}} {{if .context}}{{.context}}{{end}}`},
-		{Role: "user", Content: `{{.q}} {{range .xs}}{{.}}{{end}} {{json .meta}} {{.meta.lang | default 1}} {{range .messages}}{{.role}}{{end}} {{truncate 5 (trim (printf "%v" .q))}}`},
-	})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Fuzz(func(t *testing.T, line string) {
-		dec := json.NewDecoder(strings.NewReader(line))
-		dec.UseNumber()
-		var r map[string]any
-		if dec.Decode(&r) != nil || r == nil {
-			return
-		}
-		msgs, fe := tmpl.render(r)
-		if fe != nil {
-			return
-		}
-		for _, m := range msgs {
-			if strings.Contains(m.Content, noValue) && !rowHolds(r, noValue) {
-				t.Fatalf("%s rendered %q", line, m.Content)
-			}
-		}
-	})
 }

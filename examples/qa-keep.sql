@@ -1,4 +1,4 @@
--- The worked pipeline's last step (README: "A worked pipeline"): keep the
+-- The worked pipeline's last step (docs/recipes.md, "A worked pipeline"): keep the
 -- answers the judge scored 8 or more. out/qa-all.jsonl is the first pass
 -- exported as training rows (synthgen export out/qa-answers --format
 -- messages --reasoning drop --out out/qa-all.jsonl); the judge's records

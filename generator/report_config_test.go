@@ -5,7 +5,7 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/job"
-	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 )
 
 // The config summary of report.json is the job as run (model resolved)
@@ -17,7 +17,7 @@ func TestReportConfig(t *testing.T) {
 	}
 	setup := Setup{BaseURL: "http://user:hunter2@gpu-07:8000/v1", Concurrency: 64, Stream: false, Format: "jsonl"}
 	got := newReportConfig(j, setup)
-	want := runstats.ReportConfig{BaseURL: "http://user:xxxxx@gpu-07:8000/v1", Model: "resolved-model", Dataset: "prompts.jsonl",
+	want := runfiles.ReportConfig{BaseURL: "http://user:xxxxx@gpu-07:8000/v1", Model: "resolved-model", Dataset: "prompts.jsonl",
 		Format: "messages", Limit: 1000, Shard: "1/4", Concurrency: 64, Samples: 2, MaxTokens: 2048,
 		Stream: false, OutputFormat: "jsonl"}
 	if got != want {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
@@ -111,7 +112,7 @@ func (r *Runner) end(res Result, h Hooks) (Result, error) {
 		res.Outcome = OutcomeFailed
 	}
 	err := h.Verdict(res)
-	o := runstats.RunOutcome{ExitCode: h.ExitCode(err), State: res.Outcome.state(), Err: err, Summary: res.Summary, EndedAt: time.Now()}
+	o := runfiles.RunOutcome{ExitCode: h.ExitCode(err), State: res.Outcome.state(), Err: err, Summary: res.Summary, EndedAt: time.Now()}
 	if ferr := r.status.Finish(h.Final(), o); ferr != nil {
 		fmt.Fprintf(r.setup.Log, "warning: %v\n", ferr)
 	}
@@ -132,14 +133,14 @@ func (res Result) outcome() Outcome {
 }
 
 // state is the final state status.json gives an outcome.
-func (o Outcome) state() runstats.State {
+func (o Outcome) state() runfiles.State {
 	switch o {
 	case OutcomeDone, OutcomeIncomplete:
-		return runstats.StateDone
+		return runfiles.StateDone
 	case OutcomeInterrupted:
-		return runstats.StateInterrupted
+		return runfiles.StateInterrupted
 	}
-	return runstats.StateFailed
+	return runfiles.StateFailed
 }
 
 func (h Hooks) withDefaults() Hooks {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 )
 
 // TestOutcome: a run is done only when it answered every key; a failure
@@ -14,12 +14,12 @@ func TestOutcome(t *testing.T) {
 	for _, tc := range []struct {
 		res   Result
 		want  Outcome
-		state runstats.State
+		state runfiles.State
 	}{
-		{Result{}, OutcomeDone, runstats.StateDone},
-		{Result{Failed: 2}, OutcomeIncomplete, runstats.StateDone},
-		{Result{Interrupted: true, Failed: 2}, OutcomeInterrupted, runstats.StateInterrupted},
-		{Result{Err: errors.New("disk full"), Interrupted: true}, OutcomeFailed, runstats.StateFailed},
+		{Result{}, OutcomeDone, runfiles.StateDone},
+		{Result{Failed: 2}, OutcomeIncomplete, runfiles.StateDone},
+		{Result{Interrupted: true, Failed: 2}, OutcomeInterrupted, runfiles.StateInterrupted},
+		{Result{Err: errors.New("disk full"), Interrupted: true}, OutcomeFailed, runfiles.StateFailed},
 	} {
 		got := tc.res.outcome()
 		if got != tc.want || got.state() != tc.state {

@@ -11,14 +11,16 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/dataset/outdir"
+	"github.com/synthgen/synthgen/dataset/stamp"
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/pool"
 	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/promscrape"
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/audit"
 )
 
 // Setup is one run of a job into an output directory: the job, the server,
@@ -75,6 +77,10 @@ type Setup struct {
 	// Remote reads hf:// dataset paths (hub.Remote{} of package
 	// dataset/hub); nil: such a path is an error.
 	Remote dataset.Remote
+	// Outputs reads a first pass's output directory named as the dataset
+	// (outdir.Reader{} of package dataset/outdir), injected as Remote is;
+	// nil: such a path is an error.
+	Outputs dataset.Outputs
 
 	// Started is when the run began, for status.json and report.json
 	// (started_at, duration_s); zero: when Open is called.
@@ -102,11 +108,11 @@ type Setup struct {
 // asks what is left and ends the run; Drain stops intake.
 //
 // The Runner also writes the run's machine-readable files
-// (runstats.StatusWriter): status.json when Run starts, at each Heartbeat
+// (runfiles.StatusWriter): status.json when Run starts, at each Heartbeat
 // and with the state draining on Drain, then status.json and report.json
 // when Run ends.
 type Runner struct {
-	status *runstats.StatusWriter // status.json and report.json
+	status *runfiles.StatusWriter // status.json and report.json
 
 	setup Setup
 	job   job.Job
@@ -272,7 +278,7 @@ func (r *Runner) noReasoning(e *pool.NoReasoningError) {
 	fmt.Fprintf(r.setup.Log, "warning: %s\n", msg)
 	if r.setup.RequireReasoning {
 		fmt.Fprintf(r.setup.Log, "generation.require_reasoning: no new requests; the ones in flight finish, what was written is kept\n")
-		r.status.SetState(runstats.StateDraining)
+		r.status.SetState(runfiles.StateDraining)
 	}
 	r.status.AddWarning(msg)
 }
@@ -293,7 +299,7 @@ func (r *Runner) noTokenIDs(e *pool.NoTokenIDsError) {
 	fmt.Fprintf(r.setup.Log, "warning: %s\n", msg)
 	if r.setup.RequireTokenIDs {
 		fmt.Fprintf(r.setup.Log, "generation.require_token_ids: no new requests; the ones in flight finish, what was written is kept\n")
-		r.status.SetState(runstats.StateDraining)
+		r.status.SetState(runfiles.StateDraining)
 	}
 	r.status.AddWarning(msg)
 }
@@ -304,7 +310,7 @@ func (r *Runner) openStatus() {
 	if r.setup.Auto {
 		r.auto = autoconc.NewState(r.startLimit(), r.setup.Concurrency)
 	}
-	r.status = runstats.NewStatusWriter(r.setup.Dir, r.setup.Started, newReportConfig(r.job, r.setup), r.auto)
+	r.status = runfiles.NewStatusWriter(r.setup.Dir, r.setup.Started, newReportConfig(r.job, r.setup), r.auto)
 	if err := r.status.RemoveLeftovers(); err != nil {
 		fmt.Fprintf(r.setup.Log, "warning: %v\n", err)
 	}
@@ -324,7 +330,7 @@ func (r *Runner) pinDataset(ctx context.Context) (dataset.Options, error) {
 		OnIgnored:     s.OnIgnored,
 		OnDownload:    s.OnDownload,
 		Remote:        s.Remote,
-		Outputs:       outdir.Reader{},
+		Outputs:       s.Outputs,
 		Context:       ctx, // Ctrl-C ends a Hub download; it resumes next time
 	}
 	if out, ok, err := dataset.StampOutput(opts); ok || err != nil {
@@ -338,6 +344,9 @@ func (r *Runner) pinDataset(ctx context.Context) (dataset.Options, error) {
 		}
 		r.job.Selection.Output = out
 		opts.Selection = r.job.Selection
+		if n := audit.FirstPassNote(opts.Path); n != "" {
+			fmt.Fprintf(s.Log, "note: %s\n", n) // done N/N would not say it
+		}
 		return opts, nil
 	}
 	if !strings.HasPrefix(opts.Path, "hf://") {
@@ -397,7 +406,7 @@ func (r *Runner) resumedRevision(path string) (string, error) {
 // recorded, which Stamp trusts for the files that did not change: a resume
 // does not read hundreds of GB to find them as they were. None for a new
 // directory, or one another dataset made.
-func (r *Runner) resumedStamps() dataset.Content {
+func (r *Runner) resumedStamps() stamp.Content {
 	m, err := sink.ReadManifest(r.setup.Dir)
 	if err != nil {
 		return nil
@@ -437,7 +446,7 @@ func (r *Runner) FailedOpen() int { return r.out.FailedCount() }
 // status.json says draining from the next heartbeat on. Safe from any
 // goroutine, before or during Run.
 func (r *Runner) Drain() {
-	r.status.SetState(runstats.StateDraining)
+	r.status.SetState(runfiles.StateDraining)
 	r.eng.Drain()
 }
 
@@ -469,8 +478,8 @@ func (e *DatasetError) Error() string { return e.Err.Error() }
 func (e *DatasetError) Unwrap() error { return e.Err }
 
 // newReportConfig summarizes job (as run: model resolved) run by s.
-func newReportConfig(j job.Job, s Setup) runstats.ReportConfig {
-	return runstats.ReportConfig{
+func newReportConfig(j job.Job, s Setup) runfiles.ReportConfig {
+	return runfiles.ReportConfig{
 		BaseURL:      wire.RedactURLs(s.baseURLs()),
 		Model:        j.Sampling.Model,
 		Dataset:      j.Selection.Path,

@@ -229,6 +229,65 @@ func fastLineKey(line []byte) (Key, bool) {
 	return Key{ID: string(id), Sample: sample}, true
 }
 
+// FormatJSONL is the format whose parts are the appended JSON lines
+// themselves: a part-N.jsonl.open renamed part-N.jsonl once full.
+const FormatJSONL = "jsonl"
+
+// jsonlFormat is FormatJSONL's partFormat.
+type jsonlFormat struct{}
+
+var _ partFormat = jsonlFormat{}
+
+func init() { register(jsonlFormat{}) }
+
+func (jsonlFormat) name() string { return FormatJSONL }
+func (jsonlFormat) lines() bool  { return true }
+
+func (jsonlFormat) convert(journal, _ string) (int, error) {
+	return 0, fmt.Errorf("convert %s: a JSONL part is renamed, not converted", journal)
+}
+
+func (jsonlFormat) keys(path string, visit func(k Key, line int) error) (int, error) {
+	return scanJSONLKeys(path, visit)
+}
+
+// records reads a file of lines up to its last complete line (a writer
+// may be appending) and up to NUL bytes a power loss left.
+func (jsonlFormat) records(path string, fn func(rec *Record, at Span) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var off int64
+	_, err = ForEachLine(f, func(line []byte, n int) error {
+		at := Span{Offset: off, Len: len(line)}
+		off += int64(len(line)) + 1
+		if bytes.IndexByte(line, 0) >= 0 {
+			return errZeroFill
+		}
+		var rec Record
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		return fn(&rec, at)
+	})
+	if errors.Is(err, errZeroFill) {
+		return nil
+	}
+	return err
+}
+
+func (jsonlFormat) readAt(path string, locs []int64, order []int, fn func(i int, rec *Record) error) error {
+	return readLinesAt(path, locs, order, func(i int, off int64, line []byte) error {
+		var rec Record
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return fmt.Errorf("%s: offset %d: %w", path, off, err)
+		}
+		return fn(i, &rec)
+	})
+}
+
 // scanJSONLKeys reads the keys of a final JSONL file (a data part or an
 // errors part) in file order. A final file is complete by construction, so
 // a torn or undecodable line is corruption: an error naming file:line.

@@ -20,14 +20,26 @@ func partName(i int, format string) string {
 	return fmt.Sprintf("part-%06d.%s", i, format)
 }
 
-var partNamePattern = regexp.MustCompile(`^part-(\d{6,})\.(` + strings.Join(formatNames(), "|") + `)(\.open|\.journal|\.tmp)?$`)
+// The suffixes of part file names. A temporary's (Part.Suffix) follows the
+// final name it becomes.
+const (
+	suffixJSONL   = ".jsonl"
+	SuffixOpen    = ".open"    // JSONL part or errors part being appended
+	SuffixJournal = ".journal" // rows of a converted (Parquet) part being filled
+	SuffixTmp     = ".tmp"     // converted part being written
+)
+
+// partNamePattern matches a part name of any extension; ParsePart then
+// keeps those of a format (the formats register at init, after this is
+// compiled).
+var partNamePattern = regexp.MustCompile(`^part-(\d{6,})\.([a-z0-9]+)(\.open|\.journal|\.tmp)?$`)
 
 // Part is one file of DIR/data or DIR/errors, by the pieces
 // of its name: part-000007.parquet.journal is part 7 of format
 // Parquet, being filled.
 type Part struct {
 	Index  int
-	Format string // a key of formats: FormatJSONL or FormatParquet
+	Format string // an output format: FormatJSONL or FormatParquet
 	Suffix string // "" (final), SuffixOpen, SuffixJournal or SuffixTmp
 }
 
@@ -43,8 +55,12 @@ func ParsePart(name string) (Part, bool) {
 		return Part{}, false
 	}
 	p := Part{Index: i, Format: m[2], Suffix: m[3]}
+	f, ok := formats[p.Format]
+	if !ok {
+		return Part{}, false
+	}
 	// Only the combinations the sink makes; anything else is not ours.
-	converted := formats[p.Format].convert != nil
+	converted := !f.lines()
 	switch {
 	case p.Suffix == SuffixOpen && converted,
 		p.Suffix == SuffixJournal && !converted,

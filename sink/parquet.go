@@ -4,15 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 
-	"github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/format"
 )
 
 // A Parquet part cannot be appended to (its footer comes last), yet its
@@ -29,15 +24,35 @@ import (
 // complete (it appears only by rename of an fsynced file) and the journal is
 // dropped; journal (+ a .tmp) means the conversion is redone from the journal.
 
-// The suffixes of part file names. A temporary's (Part.Suffix) follows the
-// final name it becomes.
-const (
-	suffixJSONL   = ".jsonl"
-	suffixParquet = ".parquet"
-	SuffixOpen    = ".open"    // JSONL part or errors part being appended
-	SuffixJournal = ".journal" // rows of the Parquet part being filled
-	SuffixTmp     = ".tmp"     // Parquet file being converted
-)
+// FormatParquet is the format whose parts are converted to Parquet from
+// their journal.
+const FormatParquet = "parquet"
+
+// parquetFormat is FormatParquet's partFormat.
+type parquetFormat struct{}
+
+var _ partFormat = parquetFormat{}
+
+func init() { register(parquetFormat{}) }
+
+func (parquetFormat) name() string { return FormatParquet }
+func (parquetFormat) lines() bool  { return false }
+
+func (parquetFormat) convert(journal, final string) (int, error) {
+	return convertJournal(journal, final)
+}
+
+func (parquetFormat) keys(path string, visit func(k Key, row int) error) (int, error) {
+	return scanParquetKeys(path, visit)
+}
+
+func (parquetFormat) records(path string, fn func(rec *Record, at Span) error) error {
+	return eachParquetRecord(path, func(rec *Record) error { return fn(rec, Span{}) })
+}
+
+func (parquetFormat) readAt(path string, locs []int64, order []int, fn func(i int, rec *Record) error) error {
+	return readParquetRows(path, locs, order, fn)
+}
 
 // convertBatch is how many journal rows are decoded before they are handed
 // to the Parquet writer: enough to amortize the call, small in memory. A
@@ -84,19 +99,7 @@ func convertJournal(journal, final string) (rows int, err error) {
 		}
 	}()
 
-	// Pages of 64 KiB rather than 256: the writer holds a page buffer per
-	// column, and with the codec below this brought the Parquet run's peak
-	// RSS from 3.0-3.9x the JSONL run's to 1.3x, for files 7% larger.
-	//
-	// The record's only INT32 and FLOAT columns are its tokens' ids and
-	// logprobs: DELTA_BINARY_PACKED packs ids of a 151K vocabulary in 18
-	// bits rather than 32, and BYTE_STREAM_SPLIT puts the logprobs'
-	// sign-and-exponent bytes together, which zstd then compresses. At 20
-	// logprobs a token costs 124 bytes instead of 160 (the README's
-	// figures, sink's TestTokensBytesOnDisk); DuckDB and pyarrow read both
-	// encodings.
-	w := parquet.NewGenericWriter[Record](out, parquet.Compression(partCodec), parquet.PageBufferSize(64<<10),
-		parquet.DefaultEncodingFor(parquet.Int32, &parquet.DeltaBinaryPacked), parquet.DefaultEncodingFor(parquet.Float, &parquet.ByteStreamSplit))
+	w := parquet.NewGenericWriter[Record](out, writerOptions...)
 	batch := make([]Record, convertBatch)
 	n, batchBytes, groupBytes := 0, 0, 0
 	flush := func() error {
@@ -168,162 +171,45 @@ func convertJournal(journal, final string) (rows int, err error) {
 	return rows, nil
 }
 
-// partCodec is Zstandard as parquet.Zstd writes it, with a window of
-// 1 MiB instead of the library's 8 MiB: a page is far smaller than either,
-// so the files are the same size, and the encoder's history buffers are an
-// eighth (see ARCHITECTURE.md, "Measured decisions"). One encoder serves
-// every conversion; EncodeAll may be called concurrently.
-var partCodec = &zstdCodec{}
+// writerOptions are how a part is written.
+//
+// Pages of 64 KiB rather than 256: the writer holds a page buffer per
+// column, and with the codec below this brought the Parquet run's peak
+// RSS from 3.0-3.9x the JSONL run's to 1.3x, for files 7% larger.
+//
+// The record's only INT32 and FLOAT columns are its tokens' ids and
+// logprobs: DELTA_BINARY_PACKED packs ids of a 151K vocabulary in 18
+// bits rather than 32, and BYTE_STREAM_SPLIT puts the logprobs'
+// sign-and-exponent bytes together, which zstd then compresses. At 20
+// logprobs a token costs 124 bytes instead of 160 (the README's
+// figures, sink's TestTokensBytesOnDisk); DuckDB and pyarrow read both
+// encodings.
+//
+// The long text columns get no min/max statistics, neither in the footer
+// (SkipPageBounds) nor in each page's header (SkipPageStatistics):
+// parquet-go keeps them whole, so one 6.5 MB answer made a part of 43 MB
+// with a 13.6 MB footer, and no query prunes on the bounds of an answer
+// (docs/decisions/2026-12-parquet-text-statistics.md). The column index
+// bounds stay, cut to 16 bytes by the library.
+var writerOptions = append([]parquet.WriterOption{
+	parquet.Compression(partCodec), parquet.PageBufferSize(64 << 10),
+	parquet.DefaultEncodingFor(parquet.Int32, &parquet.DeltaBinaryPacked), parquet.DefaultEncodingFor(parquet.Float, &parquet.ByteStreamSplit),
+}, noTextStatistics()...)
 
-type zstdCodec struct {
-	once sync.Once
-	enc  *zstd.Encoder
-	err  error
-}
+// longText names the record's text columns whose values are unbounded: a
+// leaf of one of these names anywhere in the schema (the record's, a
+// message's, a turn's).
+var longText = map[string]bool{"reasoning": true, "content": true, "token_ids_mismatch": true}
 
-func (c *zstdCodec) String() string { return parquet.Zstd.String() }
-func (c *zstdCodec) CompressionCodec() format.CompressionCodec {
-	return parquet.Zstd.CompressionCodec()
-}
-func (c *zstdCodec) Decode(dst, src []byte) ([]byte, error) { return parquet.Zstd.Decode(dst, src) }
-
-func (c *zstdCodec) Encode(dst, src []byte) ([]byte, error) {
-	c.once.Do(func() {
-		c.enc, c.err = zstd.NewWriter(nil,
-			zstd.WithEncoderConcurrency(1),
-			zstd.WithWindowSize(1<<20),
-			zstd.WithZeroFrames(true),
-			zstd.WithEncoderCRC(false),
-		)
-	})
-	if c.err != nil {
-		return nil, fmt.Errorf("zstd encoder: %w", c.err)
-	}
-	return c.enc.EncodeAll(src, dst[:0]), nil
-}
-
-// scanParquetKeys reads only the id and sample columns of a Parquet part
-// and calls fn for each row's key in file order. A file that does not parse
-// (no footer, bad pages, missing columns) is an error naming it.
-// refuseLZ4 rejects a file with LZ4 columns before any page is read.
-// parquet-go's LZ4 decoder doubles its buffer until a block decodes, so a
-// corrupt LZ4 page allocates without bound and kills the process, which no
-// recover catches (found by sink/audit's FuzzInspectParquet). The sink never
-// writes LZ4.
-func refuseLZ4(pf *parquet.File) error {
-	for g, rg := range pf.Metadata().RowGroups {
-		for _, cc := range rg.Columns {
-			if c := cc.MetaData.Codec; c == format.Lz4Raw || c == format.Lz4 {
-				return fmt.Errorf("row group %d: column %s: %s compression is not read (the sink never writes it)",
-					g, strings.Join(cc.MetaData.PathInSchema, "."), c)
-			}
+// noTextStatistics drops the statistics of every long text column of the
+// record's schema, so that a column added under one of those names is
+// covered too.
+func noTextStatistics() []parquet.WriterOption {
+	var opts []parquet.WriterOption
+	for _, path := range recordSchema.Columns() {
+		if longText[path[len(path)-1]] {
+			opts = append(opts, parquet.SkipPageBounds(path...), parquet.SkipPageStatistics(path...))
 		}
 	}
-	return nil
-}
-
-func scanParquetKeys(path string, fn func(k Key, row int) error) (n int, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, fmt.Errorf("read shard: %w", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return 0, fmt.Errorf("read shard: %w", err)
-	}
-	// parquet-go panics on some malformed pages: a corrupt part is an
-	// error naming it, not a crash of the resume.
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%s: unreadable parquet file: %v", path, p)
-		}
-	}()
-	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
-	if err != nil {
-		return 0, fmt.Errorf("%s: not a readable parquet file: %w", path, err)
-	}
-	if err := refuseLZ4(pf); err != nil {
-		return 0, fmt.Errorf("%s: %w", path, err)
-	}
-	idCol, ok := pf.Schema().Lookup("id")
-	if !ok {
-		return 0, fmt.Errorf("%s: no id column", path)
-	}
-	sampleCol, ok := pf.Schema().Lookup("sample")
-	if !ok {
-		return 0, fmt.Errorf("%s: no sample column", path)
-	}
-	row := 0
-	var ids []string
-	var samples []int64
-	for g, rg := range pf.RowGroups() {
-		chunks := rg.ColumnChunks()
-		ids = ids[:0]
-		samples = samples[:0]
-		if err := readColumn(chunks[idCol.ColumnIndex], func(v parquet.Value) error {
-			ids = append(ids, string(v.ByteArray()))
-			return nil
-		}); err != nil {
-			return row, fmt.Errorf("%s: row group %d: id: %w", path, g, err)
-		}
-		if err := readColumn(chunks[sampleCol.ColumnIndex], func(v parquet.Value) error {
-			samples = append(samples, v.Int64())
-			return nil
-		}); err != nil {
-			return row, fmt.Errorf("%s: row group %d: sample: %w", path, g, err)
-		}
-		if len(ids) != len(samples) || int64(len(ids)) != rg.NumRows() {
-			return row, fmt.Errorf("%s: row group %d: %d ids, %d samples, %d rows",
-				path, g, len(ids), len(samples), rg.NumRows())
-		}
-		for i := range ids {
-			if err := fn(Key{ID: ids[i], Sample: int(samples[i])}, row); err != nil {
-				return row, err
-			}
-			row++
-		}
-	}
-	return row, nil
-}
-
-func readColumn(chunk parquet.ColumnChunk, fn func(parquet.Value) error) error {
-	pages := chunk.Pages()
-	defer pages.Close()
-	buf := make([]parquet.Value, 512)
-	for {
-		p, err := pages.ReadPage()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		err = readPage(p, buf, fn)
-		parquet.Release(p)
-		if err != nil {
-			return err
-		}
-	}
-}
-
-func readPage(p parquet.Page, buf []parquet.Value, fn func(parquet.Value) error) error {
-	vr := p.Values()
-	for {
-		n, err := vr.ReadValues(buf)
-		for _, v := range buf[:n] {
-			if v.IsNull() {
-				return errors.New("null value")
-			}
-			if err := fn(v); err != nil {
-				return err
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
+	return opts
 }

@@ -4,41 +4,23 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
-	"strings"
-
-	"github.com/parquet-go/parquet-go"
 )
 
 // ReadRecordsAt calls fn(i, rec) for the record at locs[i] of the data file
-// path, for every i, in the order of the file (locs ascending): a JSONL
-// file's (final, .open or .journal) record at byte offset locs[i] (its
-// Span.Offset from ForEachRecord), a Parquet file's row locs[i] (0-based,
-// in file order). The file is opened once and read forward, so that a
+// path, for every i, in the order of the file (locs ascending): in a file
+// of lines (Lines: a JSONL part, .open or .journal) the record at byte
+// offset locs[i] (its Span.Offset from ForEachRecord), in a converted part
+// (Parquet) row locs[i] (0-based, in file order). The file is opened once and read forward, so that a
 // viewer reads a page of records, or every record of a file, without
 // reading the rest. A location that holds no complete record is an error
 // naming the file and the location.
 func ReadRecordsAt(path string, locs []int64, fn func(i int, rec *Record) error) error {
-	order := make([]int, len(locs))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(locs[a], locs[b]) })
-	if strings.HasSuffix(path, suffixParquet) {
-		return readParquetRows(path, locs, order, fn)
-	}
-	return readLinesAt(path, locs, order, func(i int, off int64, line []byte) error {
-		var rec Record
-		if err := json.Unmarshal(line, &rec); err != nil {
-			return fmt.Errorf("%s: offset %d: %w", path, off, err)
-		}
-		return fn(i, &rec)
-	})
+	return formatOf(path).readAt(path, locs, fileOrder(locs), fn)
 }
 
 // ReadLinesAt calls fn(i, line) for the line at byte offset locs[i] of the
@@ -47,12 +29,18 @@ func ReadRecordsAt(path string, locs []int64, fn func(i int, rec *Record) error)
 // a reader that looks at them first (a search). The line is only valid
 // during the call.
 func ReadLinesAt(path string, locs []int64, fn func(i int, line []byte) error) error {
+	return readLinesAt(path, locs, fileOrder(locs), func(i int, _ int64, line []byte) error { return fn(i, line) })
+}
+
+// fileOrder is the indices of locs in the order of the file: locs
+// ascending, equal ones as given.
+func fileOrder(locs []int64) []int {
 	order := make([]int, len(locs))
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(locs[a], locs[b]) })
-	return readLinesAt(path, locs, order, func(i int, _ int64, line []byte) error { return fn(i, line) })
+	return order
 }
 
 // readLinesAt reads the lines at locs[order[0]], locs[order[1]], ...,
@@ -110,86 +98,6 @@ func readLinesAt(path string, locs []int64, order []int, fn func(i int, off int6
 			return fmt.Errorf("%s: offset %d: NUL bytes (a power loss's tail)", path, off)
 		}
 		if err := fn(i, off, line); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// readParquetRows reads the rows locs[order[0]], locs[order[1]], ... of a
-// Parquet part, skipping forward (parquet-go's SeekToRow) between them.
-// parquet-go panics on some malformed pages: the panic becomes an error
-// naming the file.
-func readParquetRows(path string, locs []int64, order []int, fn func(i int, rec *Record) error) (err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%s: unreadable: %v", path, p)
-		}
-	}()
-	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipBloomFilters(true))
-	if err != nil {
-		return fmt.Errorf("%s: not a readable parquet file: %w", path, err)
-	}
-	if err := refuseLZ4(pf); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	groups := pf.RowGroups()
-	var (
-		g      = -1                           // the row group rd reads
-		rd     *parquet.GenericReader[Record] // nil: none open
-		first  int64                          // the first row of group g
-		next   int64                          // the row rd is at
-		starts = make([]int64, len(groups)+1) // starts[k]: the first row of group k
-	)
-	for k, rg := range groups {
-		starts[k+1] = starts[k] + rg.NumRows()
-	}
-	defer func() {
-		if rd != nil {
-			_ = rd.Close()
-		}
-	}()
-	rows := make([]Record, 1)
-	for _, i := range order {
-		row := locs[i]
-		if row < 0 || row >= starts[len(groups)] {
-			return fmt.Errorf("%s: row %d: the file has %d", path, row, starts[len(groups)])
-		}
-		if g < 0 || row < first || row >= starts[g+1] {
-			if rd != nil {
-				_ = rd.Close()
-			}
-			g, _ = slices.BinarySearch(starts, row+1)
-			g--
-			first, next = starts[g], starts[g]
-			rd = parquet.NewGenericRowGroupReader[Record](groups[g])
-		}
-		if row != next {
-			if err := rd.SeekToRow(row - first); err != nil {
-				return fmt.Errorf("%s: row %d: %w", path, row, err)
-			}
-		}
-		clear(rows)
-		n, err := rd.Read(rows)
-		if n != 1 {
-			if err == nil || errors.Is(err, io.EOF) {
-				err = errors.New("no row read")
-			}
-			return fmt.Errorf("%s: row %d: %w", path, row, err)
-		}
-		next = row + 1
-		rec := rows[0]
-		rec.emptyTokensNil() // as ForEachRecord reads it
-		if err := fn(i, &rec); err != nil {
 			return err
 		}
 	}

@@ -17,7 +17,7 @@ type Message struct {
 }
 
 // Record is one answer: one row per (ID, Sample) in every output format.
-// Field names and types are an interface (ARCHITECTURE.md, "The record"): users'
+// Field names and types are an interface (docs/reference.md, "The record"): users'
 // scripts read them, so they change only with that page.
 type Record struct {
 	ID               string    `json:"id" parquet:"id"`

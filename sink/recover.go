@@ -208,7 +208,7 @@ func (s *Sink) findDuplicate(finals []string, match func(Key) bool) error {
 	for _, name := range finals {
 		path := filepath.Join(s.dataDir, name)
 		var found error
-		_, err := formats[strings.TrimPrefix(filepath.Ext(name), ".")].keys(path, func(k Key, _ int) error {
+		_, err := formatOf(name).keys(path, func(k Key, _ int) error {
 			if !match(k) {
 				return nil
 			}

@@ -239,11 +239,11 @@ func TestTokensPartInRowGroups(t *testing.T) {
 	}
 }
 
-// TestTokensBytesOnDisk measures what a token costs on disk (the README's
-// figures): records of 8,192 tokens, ids alone and with 20 logprobs, the
+// TestTokensBytesOnDisk measures what a token costs on disk (the figures of
+// docs/training-data.md): records of 8,192 tokens, ids alone and with 20 logprobs, the
 // values spread as a real answer's (bigTokenRecord), in JSONL and in
 // Parquet (zstd), over the same records without tokens. It fails when a
-// figure passes the bound the README promises.
+// figure passes the bound that page promises.
 func TestTokensBytesOnDisk(t *testing.T) {
 	const n, records = 8192, 12
 	bounds := map[string]float64{ // bytes a token, at most

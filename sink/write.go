@@ -205,8 +205,8 @@ func (s *Sink) finalizePart() error {
 	if err := cur.close(); err != nil {
 		return err
 	}
-	if convert := formats[s.curFmt].convert; convert != nil {
-		rows, err := convert(cur.path, s.curFinal)
+	if f := formats[s.curFmt]; !f.lines() {
+		rows, err := f.convert(cur.path, s.curFinal)
 		if err != nil {
 			return err
 		}

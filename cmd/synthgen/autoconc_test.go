@@ -16,6 +16,7 @@ import (
 
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/internal/mockserver"
 )
 
@@ -168,7 +169,7 @@ func TestAutoConcurrencyFindsTheKnee(t *testing.T) {
 		DurationS       float64          `json:"duration_s"`
 		ConcurrencyAuto *autoconc.Record `json:"concurrency_auto"`
 	}
-	b, err := os.ReadFile(filepath.Join(autoDir, runstats.ReportFile))
+	b, err := os.ReadFile(filepath.Join(autoDir, runfiles.ReportFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +287,7 @@ func TestAutoRefusedWithoutVLLMMetrics(t *testing.T) {
 	if chats != 0 || m.Stats().Requests != 0 {
 		t.Errorf("%d requests sent before the refusal", chats)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, runstats.ReportFile))
+	b, err := os.ReadFile(filepath.Join(dir, runfiles.ReportFile))
 	if err != nil || !strings.Contains(string(b), "concurrency: auto") {
 		t.Errorf("report.json does not say why: %v %s", err, b)
 	}
@@ -355,7 +356,7 @@ func TestAutoPerEndpoint(t *testing.T) {
 		ConcurrencyAuto *autoconc.Record `json:"concurrency_auto"`
 		Endpoints       []runstats.EndpointRecord
 	}
-	b, err := os.ReadFile(filepath.Join(dir, runstats.ReportFile))
+	b, err := os.ReadFile(filepath.Join(dir, runfiles.ReportFile))
 	if err != nil {
 		t.Fatal(err)
 	}

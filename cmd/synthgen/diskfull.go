@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"syscall"
+
+	"github.com/dustin/go-humanize"
 )
 
 // diskError turns a write of the output that the disk refused (full, over
@@ -31,7 +33,7 @@ func diskError(dir string, err error) error {
 	}
 	free := "unknown space"
 	if n, ok := freeSpace(dir); ok {
-		free = formatSize(n)
+		free = humanize.IBytes(n)
 	}
 	return &exitError{code: exitFailure, err: &diskFullError{
 		msg: fmt.Sprintf("%v writing %s: %s free on the filesystem of %s; %s", errno, path, free, dir, todo),
@@ -48,21 +50,3 @@ type diskFullError struct {
 
 func (e *diskFullError) Error() string { return e.msg }
 func (e *diskFullError) Unwrap() error { return e.err }
-
-// formatSize is n bytes in binary units: "0 B", "812 KiB", "1.4 GiB".
-func formatSize(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	v := float64(n) / float64(div)
-	if v >= 10 {
-		return fmt.Sprintf("%.0f %ciB", v, "KMGTPE"[exp])
-	}
-	return fmt.Sprintf("%.1f %ciB", v, "KMGTPE"[exp])
-}

@@ -124,12 +124,13 @@ func TestREADMEBuildOutputIgnored(t *testing.T) {
 }
 
 // TestNohupLinesAppend: a job is resumed by running the same line again, so
-// every nohup line we show (the README, run --help, examples/nohup-run.sh)
+// every nohup line we show (the README, docs/getting-started.md, run --help,
+// examples/nohup-run.sh)
 // appends to its log: '> gen.log' would wipe the first run's lines, and
 // with them the record of what happened overnight, on every resume.
 func TestNohupLinesAppend(t *testing.T) {
 	texts := map[string]string{"run --help": newRunCmd().Example}
-	for _, f := range []string{"../../README.md", "../../examples/nohup-run.sh"} {
+	for _, f := range []string{"../../README.md", "../../docs/getting-started.md", "../../examples/nohup-run.sh"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

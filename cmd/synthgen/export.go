@@ -1,15 +1,17 @@
 package main
 
 // synthgen export DIR... --format F --out PATH: the records of output
-// directories as one training file. The directories are checked as inspect
-// checks them (inspectDirs) and refused when invalid; the export itself is
-// internal/export. This file holds the flags, the refusal and the summary.
+// directories as one training file. The directories are judged as inspect
+// judges them (package generator/judge) and refused when invalid; the export,
+// and what it may overwrite, is internal/export's. This file holds the
+// flags, the refusal and the summary.
 
 import (
-	"context"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -17,18 +19,11 @@ import (
 
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/internal/export"
-	"github.com/synthgen/synthgen/sink/audit"
+	"github.com/synthgen/synthgen/generator/judge"
 )
 
-func newExportCmd() *cobra.Command {
-	var (
-		o                  export.Options
-		partial, overwrite bool
-	)
-	cmd := &cobra.Command{
-		Use:   "export DIR... --format F --out PATH",
-		Short: "Write the records of output directories as one training file (SpecForge, ShareGPT, messages, OpenAI batch)",
-		Long: `export reads one or several output directories (the --shard i/n directories of a
+// exportHelp is export's --help.
+const exportHelp = `export reads one or several output directories (the --shard i/n directories of a
 multi-node run too) and writes every record, ordered by id (decimal ids as
 numbers) then sample, as one training file.
 
@@ -87,7 +82,8 @@ Filters (what each dropped is printed on stderr and in the card):
 An existing --out is replaced only with --overwrite, and with --hf only when
 it is a dataset an export wrote (a README.md card and data/train-*.parquet,
 nothing else); a path inside an output directory, or a file of the dataset
-the job reads, is refused always. A directory named twice (another
+the job reads (by its recorded path, or by size and hash), is refused always,
+and so is any --overwrite while the dataset cannot be found. A directory named twice (another
 spelling, an overlapping glob) is read once.
 
 The output appears under PATH only when complete: it is written beside it as
@@ -103,8 +99,19 @@ exit 4, naming the counts, unless --partial: a training file of part of the
 job is then written, and what it lacks is said on stderr.
 
 Exit status: 0 when written, 4 when the job is not done (without --partial),
-1 when a directory is invalid or the export failed, 2 for bad flags or a DIR
-that is not an output directory, 130 when a signal stopped it.`,
+1 when a directory is invalid, the job has no keys, or the export failed (a
+full disk says so), 2 for bad flags, an --out refused, or a DIR that is not an
+output directory, 130 when a signal stopped it.`
+
+func newExportCmd() *cobra.Command {
+	var (
+		o                  export.Options
+		partial, overwrite bool
+	)
+	cmd := &cobra.Command{
+		Use:   "export DIR... --format F --out PATH",
+		Short: "Write the records of output directories as one training file (SpecForge, ShareGPT, messages, OpenAI batch)",
+		Long:  exportHelp,
 		Example: `  synthgen export out/run --format specforge --out train.jsonl
   synthgen export out/shard-0 out/shard-1 out/shard-2 out/shard-3 --format sharegpt --out train.parquet
   synthgen export out/run --format messages --reasoning inline --out - | head -1
@@ -145,129 +152,92 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options, partial, ove
 	if err := o.Check(); err != nil {
 		return usageError(err, "see 'synthgen export --help'")
 	}
-	dirs, same := uniqueDirs(dirs)
+	stderr := cmd.ErrOrStderr()
+	dirs, same := judge.Unique(dirs)
 	for _, n := range same {
-		fmt.Fprintf(cmd.ErrOrStderr(), "export: %s\n", n)
+		fmt.Fprintf(stderr, "export: %s\n", n)
 	}
 	tmp := "" // the audit's key index spills beside the output, as the export's own index does
 	if o.Out != "-" {
 		tmp = filepath.Dir(o.Out)
 	}
-	out, err := inspectDirs(dirs, nil, "", tmp)
+	out, err := inspectDirs(dirs, judge.Options{TempDir: tmp})
 	if err != nil {
 		return err
 	}
-	defer out.set.Close()
-	var live []string
-	for _, d := range out.Dirs {
-		if d.WrittenBy != "" {
-			live = append(live, d.Dir)
-			fmt.Fprintf(cmd.ErrOrStderr(), "export: warning: %s is being written now by %s: only what it has finalized can be exported\n", d.Dir, d.WrittenBy)
-		}
+	defer out.Close()
+	c, err := exportVerdict(stderr, out, dirs, partial)
+	if err != nil {
+		return err
 	}
-	rep := out.set.Dataset()
-	if rep == nil {
-		return &exitError{code: exitFailure, err: fmt.Errorf("export: not combined: %w", out.set.NotCombined),
-			hint: "export the directories of one job together; each of another job on its own"}
-	}
-	if !out.Sound {
-		printProblems(cmd.ErrOrStderr(), out)
-		return &exitError{code: exitFailure, err: errors.New("export: refused: " + inspectVerdict(out)),
-			hint: "each problem above says what to do; 'synthgen inspect " + strings.Join(dirs, " ") + "' shows the whole report"}
-	}
-	c := completenessOf(out)
-	switch {
-	case c.Known && !c.Done() && !partial:
-		hint := c.hint() + "; or pass --partial to export the records there are"
-		if len(live) > 0 {
-			hint = "a run is writing " + strings.Join(live, ", ") + " now: export when it has ended, or pass --partial to export what it has finalized"
-		}
-		return &exitError{code: exitPending, err: errors.New("export: refused: the job is " + c.String()), hint: hint}
-	case !c.Known:
-		fmt.Fprintf(cmd.ErrOrStderr(), "export: %s\n", c)
-	}
-	if rep.Manifest == nil {
-		return &exitError{code: exitFailure, err: fmt.Errorf("export: %s has no manifest.json: nothing says which model and settings made the records", dirs[0]),
-			hint: "run synthgen on the directory once (with --force to adopt its shards) to write the manifest"}
-	}
-	job, err := job.ManifestJob(rep.Dir, rep.Manifest.Job, rep.Manifest.Legacy)
+	rep := out.Dataset()
+	j, err := job.ManifestJob(rep.Dir, rep.Manifest.Job, rep.Manifest.Legacy)
 	if err != nil {
 		return &exitError{code: exitFailure, err: err}
 	}
-	if err := checkExportOut(o.Out, o.HF, overwrite, dirs, job); err != nil {
-		return err
-	}
-	o.Report, o.Dirs, o.Job, o.Version = rep, dirs, job, rep.Manifest.Version
+	o.Report, o.Dirs, o.Job, o.Version = rep, dirs, j, rep.Manifest.Version
 	// The audit's sorted key index has done its work (duplicates, the
 	// plan): its disk goes before the export's own index takes as much.
-	_ = out.set.Close()
-	o.Overwrite, o.Log = overwrite, cmd.ErrOrStderr()
-	ctx, stop := exportSignals(cmd.Context(), cmd.ErrOrStderr())
-	defer stop()
-	sum, err := export.Run(ctx, o)
-	if cause := context.Cause(ctx); err != nil && errors.Is(cause, errInterrupted) {
-		what := "nothing was written under " + o.Out + ", and no temporary is left"
-		if o.Out == "-" {
-			what = "stdout holds the rows before it, not all of them"
-		}
-		return &exitError{code: exitInterrupted, err: fmt.Errorf("export: %w: %s", cause, what), hint: "run the same export again"}
+	_ = out.Close()
+	o.Overwrite, o.Log = overwrite, stderr
+	sum, err := export.Run(cmd.Context(), o)
+	var refused *export.RefusedError
+	if de := diskError(cmp.Or(tmp, os.TempDir()), err); de != nil {
+		return de // its index spills beside the output too
 	}
-	if err != nil {
+	switch {
+	case errors.As(err, &refused):
+		return usageError(err, refused.Hint())
+	case errors.Is(err, export.ErrInterrupted):
+		return &exitError{code: exitInterrupted, err: fmt.Errorf("export: %w", err), hint: "run the same export again"}
+	case err != nil:
 		return &exitError{code: exitFailure, err: fmt.Errorf("export: %w", err), hint: "nothing was written under " + o.Out}
 	}
-	printExportSummary(cmd.ErrOrStderr(), sum, len(dirs))
+	sum.WriteText(stderr, len(dirs))
 	if c.Known && !c.Done() {
-		fmt.Fprintf(cmd.ErrOrStderr(), "export: partial (--partial): the job is %s; their rows are not in %s\n", c, o.Out)
+		fmt.Fprintf(stderr, "export: partial (--partial): the job is %s; their rows are not in %s\n", c, o.Out)
 	}
 	return nil
 }
 
-// printProblems lists what makes each directory (and their union) invalid.
-func printProblems(w io.Writer, out inspectOutput) {
-	list := func(name string, r *audit.Audit) {
-		for _, p := range r.Problems {
-			fmt.Fprintf(w, "%s: %s\n", name, p)
-		}
-	}
+// exportVerdict refuses directories that are invalid, not one job's, or
+// (without partial) whose job is not done, and says what it warns of.
+func exportVerdict(stderr io.Writer, out *judge.Report, dirs []string, partial bool) (judge.Completeness, error) {
+	var live []string
 	for _, d := range out.Dirs {
-		list(d.Dir, d.Audit)
-	}
-	if out.Combined != nil {
-		list("combined", out.Combined.Audit)
-	}
-}
-
-// printExportSummary says on stderr what was read, written and dropped.
-func printExportSummary(w io.Writer, s *export.Summary, ndirs int) {
-	where := s.Out
-	if where == "-" {
-		where = "stdout"
-	}
-	fmt.Fprintf(w, "export: %s read from %s; %s written to %s (%s)\n",
-		pluralNum(s.Read, "record", "records"), plural(ndirs, "directory", "directories"),
-		pluralNum(s.Exported, "row", "rows"), where, s.Format)
-	for _, f := range s.Filters {
-		if !f.Active {
-			fmt.Fprintf(w, "  kept     %-10s filter off (%s)\n", f.Name, f.Flag)
-			continue
+		if d.WrittenBy != "" {
+			live = append(live, d.Dir)
+			fmt.Fprintf(stderr, "export: warning: %s is being written now by %s: only what it has finalized can be exported\n", d.Dir, d.WrittenBy)
 		}
-		line := fmt.Sprintf("  dropped  %-10s %s: %s", f.Name, inspectNum(f.Dropped), f.Rule)
-		if f.Flag != "" && f.Dropped > 0 {
-			line += "; keep them with " + f.Flag
+	}
+	rep := out.Dataset()
+	if rep == nil {
+		return judge.Completeness{}, &exitError{code: exitFailure, err: fmt.Errorf("export: not combined: %w", out.NotCombined()),
+			hint: "export the directories of one job together; each of another job on its own"}
+	}
+	c := out.Completeness()
+	switch out.Judge() {
+	case judge.Invalid:
+		out.WriteProblems(stderr)
+		return c, &exitError{code: exitFailure, err: errors.New("export: refused: " + out.Verdict),
+			hint: "each problem above says what to do; 'synthgen inspect " + strings.Join(dirs, " ") + "' shows the whole report"}
+	case judge.Incomplete:
+		if partial {
+			break
 		}
-		fmt.Fprintln(w, line)
-	}
-	if s.Failed > 0 {
-		what := "not exported (rerun with --retry-errors to ask them again)"
-		if s.ErrorLines > 0 {
-			what = "written as error lines"
+		hint := c.Hint() + "; or pass --partial to export the records there are"
+		if len(live) > 0 {
+			hint = "a run is writing " + strings.Join(live, ", ") + " now: export when it has ended, or pass --partial to export what it has finalized"
 		}
-		fmt.Fprintf(w, "  failed   %s failed for good, %s\n", pluralNum(s.Failed, "request", "requests"), what)
+		return c, &exitError{code: exitPending, err: errors.New("export: refused: the job is " + c.String()), hint: hint}
+	case judge.Empty:
+		return c, &exitError{code: exitFailure, err: errors.New("export: refused: the job has " + c.String()), hint: c.Hint()}
+	case judge.Unknown:
+		fmt.Fprintf(stderr, "export: %s\n", c)
 	}
-	pm, cm := s.Mean()
-	fmt.Fprintf(w, "  tokens   prompt %s (mean %.0f), completion %s (mean %.0f, p50 %d, p90 %d)\n",
-		inspectNum(s.PromptTokens), pm, inspectNum(s.CompletionTokens), cm, s.CompletionP50, s.CompletionP90)
-	if len(s.Files) > 1 {
-		fmt.Fprintf(w, "  files    %s\n", strings.Join(s.Files, ", "))
+	if rep.Manifest == nil {
+		return c, &exitError{code: exitFailure, err: fmt.Errorf("export: %s has no manifest.json: nothing says which model and settings made the records", dirs[0]),
+			hint: "run synthgen on the directory once (with --force to adopt its shards) to write the manifest"}
 	}
+	return c, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/plan"
 	"github.com/synthgen/synthgen/sink"
 	"github.com/synthgen/synthgen/sink/audit"
 )
@@ -179,7 +180,7 @@ func TestInspectCmdPlanted(t *testing.T) {
 					Duplicates []audit.Duplicate `json:"duplicates"`
 					Shards     []audit.Part      `json:"shards"`
 					Problems   []string          `json:"problems"`
-					Dataset    job.Plan          `json:"dataset"`
+					Dataset    plan.Plan         `json:"dataset"`
 				} `json:"dirs"`
 			}
 			if err := json.Unmarshal([]byte(out), &doc); err != nil {

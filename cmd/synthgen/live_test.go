@@ -43,6 +43,13 @@ func TestLiveDirectoryIsSaid(t *testing.T) {
 	if !strings.Contains(r.stdout, "being written now by synthgen pid 4242 on gpu-01") {
 		t.Errorf("inspect of a live directory does not say so:\n%s", r.stdout)
 	}
+	// The job is not done because a run is doing it: the hint says so,
+	// not to run it again.
+	if exitCode(r.err) != exitPending || strings.Contains(r.hint(), "run the job again") ||
+		!strings.Contains(r.hint(), "synthgen pid 4242 on gpu-01 is writing "+dir+" now") ||
+		!strings.Contains(r.stdout, "(being written now by synthgen pid 4242 on gpu-01)") {
+		t.Errorf("inspect of a live, incomplete job: exit %d, hint %q, want %d and the run named as running\n%s", exitCode(r.err), r.hint(), exitPending, r.stdout)
+	}
 	r = cliRun(t, "inspect", "--json", dir)
 	if !strings.Contains(r.stdout, `"written_by": "synthgen pid 4242 on gpu-01"`) {
 		t.Errorf("inspect --json of a live directory has no written_by:\n%s", r.stdout)

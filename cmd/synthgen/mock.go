@@ -11,24 +11,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/synthgen/synthgen/internal/mockserver"
 )
 
-// newMockCmd is `synthgen mock`: the built-in vLLM-like server, for trying
-// synthgen without a GPU and for load tests on loopback.
-func newMockCmd() *cobra.Command {
-	var (
-		addr          string
-		addrFile      string
-		grace         time.Duration
-		abandonOnTerm bool
-		opts          mockserver.Options
-	)
-	cmd := &cobra.Command{
-		Use:   "mock",
-		Short: "Serve a vLLM-like OpenAI-compatible mock server (no GPU needed)",
-		Long: `mock serves /v1/models, /v1/chat/completions (plain and streamed, with
+// mockHelp is mock's --help.
+const mockHelp = `mock serves /v1/models, /v1/chat/completions (plain and streamed, with
 reasoning and content in vLLM's shapes) and a Prometheus /metrics with vLLM's
 metric names. Answers are word pieces with long-tailed lengths that depend only
 on --seed and the prompt, so a retried or resumed request gets the same answer.
@@ -66,7 +55,21 @@ a client sees them differ: /metrics under their names (sglang:*, llamacpp:*),
 and, with --max-model-len, llama-server's refusal of a prompt that fills the
 context and its answers that stop with finish_reason length where prompt and
 answer fill it. --no-metrics answers /metrics as a server whose metrics are
-off (llama-server: 501 with the flag to add).`,
+off (llama-server: 501 with the flag to add).`
+
+// newMockCmd is `synthgen mock`: the built-in vLLM-like server, for trying
+// synthgen without a GPU and for load tests on loopback.
+func newMockCmd() *cobra.Command {
+	var (
+		listen        mockListen
+		grace         time.Duration
+		abandonOnTerm bool
+		opts          mockserver.Options
+	)
+	cmd := &cobra.Command{
+		Use:   "mock",
+		Short: "Serve a vLLM-like OpenAI-compatible mock server (no GPU needed)",
+		Long:  mockHelp,
 		Example: `  synthgen mock --token-delay 20ms --ttft 300ms --max-running 64
   synthgen mock --token-delay 4ms --batch-scale 100 --max-running 256 --kv-budget 44800
   synthgen mock --rate-429 0.05 --retry-after 2s --rate-500 0.02 --rate-reset-mid 0.01 --restart-at 5m --restart-for 30s
@@ -93,12 +96,18 @@ off (llama-server: 501 with the flag to add).`,
 			}
 			ctx, stop := signal.NotifyContext(ctx, stopSigs...)
 			defer stop()
-			return serveMock(ctx, mockListen{addr: addr, addrFile: addrFile}, grace, opts, term, cmd.ErrOrStderr())
+			return serveMock(ctx, listen, grace, opts, term, cmd.ErrOrStderr())
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&addr, "addr", "127.0.0.1:8000", "HOST:PORT to listen on (loopback by default; port 0 picks a free one)")
-	f.StringVar(&addrFile, "addr-file", "", "once listening, write the HOST:PORT it listens on to this file (written whole, by a rename; removed when the mock stops), so a script that gave --addr HOST:0 knows where to send; empty: none")
+	mockFlags(cmd.Flags(), &listen, &grace, &abandonOnTerm, &opts)
+	return cmd
+}
+
+// mockFlags declares mock's flags: the server's options, where it
+// listens and how it stops.
+func mockFlags(f *pflag.FlagSet, listen *mockListen, grace *time.Duration, abandonOnTerm *bool, opts *mockserver.Options) {
+	f.StringVar(&listen.addr, "addr", "127.0.0.1:8000", "HOST:PORT to listen on (loopback by default; port 0 picks a free one)")
+	f.StringVar(&listen.addrFile, "addr-file", "", "once listening, write the HOST:PORT it listens on to this file (written whole, by a rename; removed when the mock stops), so a script that gave --addr HOST:0 knows where to send; empty: none")
 	f.StringVar(&opts.Model, "model", mockserver.DefaultModel, "model name served in /v1/models and checked in requests")
 	f.StringVar(&opts.ReasoningField, "reasoning-field", mockserver.FieldReasoning,
 		"where the reasoning goes: reasoning (vLLM >= 0.11), reasoning_content (older vLLM, SGLang), both, or none (no reasoning parser: the thought inside content, in <think> tags)")
@@ -129,12 +138,11 @@ off (llama-server: 501 with the flag to add).`,
 	f.DurationVar(&opts.RestartFor, "restart-for", time.Second, "how long a restart keeps the port closed")
 	f.BoolVar(&opts.HeadersWhenRunning, "headers-when-running", false, "send a queued stream no byte, not even its status line and headers, until it runs, as llama.cpp does (default: vLLM's way, headers as soon as it is accepted)")
 	f.Float64Var(&opts.RateCloseAfter, "rate-close-after", 0, "share of complete answers (0 to 1) after which the kept-alive connection is closed without \"Connection: close\", as llama.cpp does with some: the client's next request on it reads EOF before any byte (which answers depends only on --seed and the order of arrival)")
-	f.BoolVar(&abandonOnTerm, "abandon-on-term", false, "on SIGTERM, stop listening at once (a new server may take the port) and hold every queued request's connection open without a byte for --grace while running requests go on, then exit, as an old llama.cpp process does; Ctrl-C (SIGINT) still stops gracefully, and exits at once while holding")
+	f.BoolVar(abandonOnTerm, "abandon-on-term", false, "on SIGTERM, stop listening at once (a new server may take the port) and hold every queued request's connection open without a byte for --grace while running requests go on, then exit, as an old llama.cpp process does; Ctrl-C (SIGINT) still stops gracefully, and exits at once while holding")
 	f.BoolVar(&opts.IgnoreTokenIDs, "ignore-token-ids", false, "answer without token ids although a request asks for them (return_token_ids), as a server that does not know the field (vLLM before 0.10.2); logprobs are still answered")
-	f.DurationVar(&grace, "grace", 5*time.Second, "on shutdown, how long requests in flight may take to finish (with --abandon-on-term, how long a SIGTERM holds the queued requests)")
+	f.DurationVar(grace, "grace", 5*time.Second, "on shutdown, how long requests in flight may take to finish (with --abandon-on-term, how long a SIGTERM holds the queued requests)")
 	f.StringVar(&opts.Flavor, "flavor", mockserver.FlavorVLLM, "the server to be like in /metrics names, /v1/models and the context refusal: vllm, sglang or llamacpp")
 	f.BoolVar(&opts.NoMetrics, "no-metrics", false, "answer /metrics as a server whose metrics are off (llamacpp: llama-server's 501; otherwise a 404)")
-	return cmd
 }
 
 // mockListen is where the mock listens and where it says so.

@@ -1,6 +1,6 @@
 package main
 
-// The worked pipeline of examples/ (README: "A worked pipeline"), run as a
+// The worked pipeline of examples/ (docs/recipes.md, "A worked pipeline"), run as a
 // person runs it, against the mock: answer a dataset of its own columns
 // (examples/qa-answer.yaml), judge every answer with a second pass whose
 // verdicts have a declared shape (examples/qa-judge.yaml), killed with

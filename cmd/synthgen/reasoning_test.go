@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/internal/mockserver"
 )
 
@@ -22,13 +22,13 @@ func noParserMock(t *testing.T) (*mockserver.Server, string) {
 	return m, ts.URL + "/v1"
 }
 
-func readStatus(t *testing.T, dir string) runstats.StatusRecord {
+func readStatus(t *testing.T, dir string) runfiles.StatusRecord {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, runstats.StatusFile))
+	b, err := os.ReadFile(filepath.Join(dir, runfiles.StatusFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st runstats.StatusRecord
+	var st runfiles.StatusRecord
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestRunWarnsWithoutReasoningParser(t *testing.T) {
 	if len(st.Warnings) != 1 || !strings.Contains(st.Warnings[0], "--reasoning-parser") {
 		t.Errorf("status.json warnings %q, want the one about --reasoning-parser", st.Warnings)
 	}
-	if st.State != runstats.StateDone {
+	if st.State != runfiles.StateDone {
 		t.Errorf("status.json state %q, want done", st.State)
 	}
 
@@ -69,7 +69,7 @@ func TestRunWarnsWithoutReasoningParser(t *testing.T) {
 	if strings.Contains(r.stderr, "warning") {
 		t.Errorf("a server with a reasoning parser got a warning:\n%s", r.stderr)
 	}
-	if b, _ := os.ReadFile(filepath.Join(job2.dir, runstats.StatusFile)); strings.Contains(string(b), "warnings") {
+	if b, _ := os.ReadFile(filepath.Join(job2.dir, runfiles.StatusFile)); strings.Contains(string(b), "warnings") {
 		t.Errorf("status.json has warnings:\n%s", b)
 	}
 }
@@ -98,7 +98,7 @@ func TestRunRequireReasoning(t *testing.T) {
 		t.Errorf("%d records kept, want the first 20 answers at least", len(written))
 	}
 	st := readStatus(t, cj.dir)
-	if st.State != runstats.StateFailed || len(st.Warnings) != 1 {
+	if st.State != runfiles.StateFailed || len(st.Warnings) != 1 {
 		t.Errorf("status.json state %q warnings %q, want failed with the warning", st.State, st.Warnings)
 	}
 

@@ -12,7 +12,7 @@ import (
 	"github.com/synthgen/synthgen/config"
 )
 
-// Exit codes, documented in the README: scripts that chain on synthgen read them.
+// Exit codes, documented in docs/reference.md: scripts that chain on synthgen read them.
 const (
 	exitOK          = 0
 	exitFailure     = 1   // the run could not go on (I/O, server unreachable, ...)

@@ -15,6 +15,8 @@ import (
 	"github.com/synthgen/synthgen/config"
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/dataset/hub"
+	"github.com/synthgen/synthgen/dataset/outdir"
+	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/job"
@@ -215,12 +217,12 @@ func loadRunConfig(cmd *cobra.Command, rf runFlags) (config.Config, config.Sourc
 	if err != nil {
 		return cfg, from, shard, usageError(fmt.Errorf("--shard: %w", err), "")
 	}
-	if _, err := dataset.CompileTemplate(templateOf(cfg)); err != nil {
+	if _, err := template.Compile(templateOf(cfg)); err != nil {
 		// Parsed here, before any work, where the key was set.
-		if src := from[dataset.TemplateKey]; src != "" {
+		if src := from[template.Key]; src != "" {
 			err = fmt.Errorf("%s: %w", src, err)
 		}
-		return cfg, from, shard, usageError(err, "prompt.messages holds Go text/template turns: see the README's \"Prompts from any columns\" for the fields and helpers")
+		return cfg, from, shard, usageError(err, "prompt.messages holds Go text/template turns: see docs/recipes.md, \"Prompts from any columns\", for the fields and helpers")
 	}
 	return cfg, from, shard, nil
 }
@@ -248,13 +250,13 @@ func changeSources(changes []job.Change, from config.Sources, cfg config.Config,
 }
 
 // templateOf is prompt.messages as the job holds it (nil: none).
-func templateOf(cfg config.Config) []dataset.MessageTemplate {
+func templateOf(cfg config.Config) []template.Message {
 	if len(cfg.Prompt.Messages) == 0 {
 		return nil
 	}
-	out := make([]dataset.MessageTemplate, len(cfg.Prompt.Messages))
+	out := make([]template.Message, len(cfg.Prompt.Messages))
 	for i, m := range cfg.Prompt.Messages {
-		out[i] = dataset.MessageTemplate{Role: m.Role, Content: m.Content}
+		out[i] = template.Message{Role: m.Role, Content: m.Content}
 	}
 	return out
 }
@@ -400,6 +402,7 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 		},
 		OnDownload: downloadReporter(notesOf(rf, stderr)),
 		Remote:     hub.Remote{},
+		Outputs:    outdir.Reader{},
 		Version:    version,
 		Config:     cfg.Redacted(),
 		Stats:      stats,

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/internal/promscrape"
@@ -199,7 +200,7 @@ func TestRunSeveralEndpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep runstats.ReportRecord
+	var rep runfiles.ReportRecord
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}

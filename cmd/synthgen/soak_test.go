@@ -37,7 +37,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -200,8 +200,8 @@ func runSoak(t *testing.T, prompts int, format string, stream bool) {
 	if code != want {
 		t.Errorf("exit %d with %d error records, want %d; stderr:\n%s", code, len(failed), want, p.stderr(t))
 	}
-	var rep runstats.ReportRecord
-	b, err := os.ReadFile(filepath.Join(out, runstats.ReportFile))
+	var rep runfiles.ReportRecord
+	b, err := os.ReadFile(filepath.Join(out, runfiles.ReportFile))
 	if err != nil {
 		t.Fatal(err)
 	}

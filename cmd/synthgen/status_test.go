@@ -23,19 +23,20 @@ import (
 	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
 
 // The names the CLI tests use for what the runner writes.
 const (
-	statusFile       = runstats.StatusFile
-	reportFile       = runstats.ReportFile
-	stateRunning     = runstats.StateRunning
-	stateDraining    = runstats.StateDraining
-	stateDone        = runstats.StateDone
-	stateInterrupted = runstats.StateInterrupted
-	stateFailed      = runstats.StateFailed
+	statusFile       = runfiles.StatusFile
+	reportFile       = runfiles.ReportFile
+	stateRunning     = runfiles.StateRunning
+	stateDraining    = runfiles.StateDraining
+	stateDone        = runfiles.StateDone
+	stateInterrupted = runfiles.StateInterrupted
+	stateFailed      = runfiles.StateFailed
 )
 
 // lockedBuffer is a bytes.Buffer the run may write while the test reads.
@@ -109,16 +110,16 @@ func startStatusMock(t *testing.T, opts mockserver.Options) (*mockserver.Server,
 	return m, srv
 }
 
-func readStatusFile(t *testing.T, path string) (runstats.StatusRecord, bool) {
+func readStatusFile(t *testing.T, path string) (runfiles.StatusRecord, bool) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return runstats.StatusRecord{}, false
+		return runfiles.StatusRecord{}, false
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st runstats.StatusRecord
+	var st runfiles.StatusRecord
 	// Atomic rewrites: every read sees a whole file, never a torn one.
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatalf("%s is not whole JSON: %v\n%s", path, err, b)
@@ -127,7 +128,7 @@ func readStatusFile(t *testing.T, path string) (runstats.StatusRecord, bool) {
 }
 
 // waitForState polls status.json until its state is want.
-func waitForState(t *testing.T, r *inProcessRun, path string, want runstats.State) runstats.StatusRecord {
+func waitForState(t *testing.T, r *inProcessRun, path string, want runfiles.State) runfiles.StatusRecord {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
@@ -141,16 +142,16 @@ func waitForState(t *testing.T, r *inProcessRun, path string, want runstats.Stat
 		}
 	}
 	t.Fatalf("status.json never said %q; stderr:\n%s", want, r.stderr.String())
-	return runstats.StatusRecord{}
+	return runfiles.StatusRecord{}
 }
 
-func readReport(t *testing.T, dir string) runstats.ReportRecord {
+func readReport(t *testing.T, dir string) runfiles.ReportRecord {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, reportFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep runstats.ReportRecord
+	var rep runfiles.ReportRecord
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("report.json: %v\n%s", err, b)
 	}

@@ -193,3 +193,28 @@ func TestRunRefusesTemplateThatDoesNotParse(t *testing.T) {
 		t.Errorf("the output directory was made")
 	}
 }
+
+// TestRunRefusesTemplateThatFailsEveryRow: a template call that is not
+// defined, or a helper's constant argument it cannot take, made every row
+// bad and the run "done 0/0", exit 0; it is refused at start, exit 2, with
+// the key and the place in the template, and nothing is sent.
+func TestRunRefusesTemplateThatFailsEveryRow(t *testing.T) {
+	clearSynthgenEnv(t)
+	srv := &recordingServer{}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	data := writeJSONL(t, filepath.Join(t.TempDir(), "qa.jsonl"), qaRows)
+	for _, tt := range []struct{ content, want string }{
+		{`{{template \"nope\"}}`, `prompt.messages[1] (user).content: line 1, col 12: template "nope" is not defined`},
+		{`{{.question | truncate -1}}`, `prompt.messages[1] (user).content: line 1, col 24: truncate -1: the length must not be negative`},
+	} {
+		cj := cliJob{baseURL: ts.URL + "/v1", data: data, dir: filepath.Join(t.TempDir(), "out")}
+		r := cliRun(t, cj.args("--prompt.messages", `[{"role":"user","content":"`+tt.content+`"}]`)...)
+		if exitCode(r.err) != exitUsage || r.err == nil || !strings.Contains(r.err.Error(), tt.want) {
+			t.Errorf("%s: exit %d, %v\nwant %s", tt.content, exitCode(r.err), r.err, tt.want)
+		}
+	}
+	if n := len(srv.requests()); n > 0 {
+		t.Errorf("%d requests sent", n)
+	}
+}

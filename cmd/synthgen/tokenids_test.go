@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -200,7 +200,7 @@ func TestRunWarnsWhenServerIgnoresTokenIDs(t *testing.T) {
 		}
 	}
 	st := readStatus(t, cj.dir)
-	if len(st.Warnings) != 1 || !strings.Contains(st.Warnings[0], "return_token_ids") || st.State != runstats.StateDone {
+	if len(st.Warnings) != 1 || !strings.Contains(st.Warnings[0], "return_token_ids") || st.State != runfiles.StateDone {
 		t.Errorf("status.json state %q warnings %q", st.State, st.Warnings)
 	}
 
@@ -234,7 +234,7 @@ func TestRunRequireTokenIDs(t *testing.T) {
 		t.Errorf("%d records kept, want the first 20 answers at least", n)
 	}
 	st := readStatus(t, cj.dir)
-	if st.State != runstats.StateFailed || len(st.Warnings) != 1 {
+	if st.State != runfiles.StateFailed || len(st.Warnings) != 1 {
 		t.Errorf("status.json state %q warnings %q, want failed with the warning", st.State, st.Warnings)
 	}
 	_, good := cliMock(t, nil)

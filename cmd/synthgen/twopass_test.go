@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -45,7 +45,7 @@ func qaDataset(t testing.TB, dir string, n int) string {
 	return path
 }
 
-func templateFlag(t testing.TB, turns ...dataset.MessageTemplate) string {
+func templateFlag(t testing.TB, turns ...template.Message) string {
 	t.Helper()
 	b, err := json.Marshal(turns)
 	if err != nil {
@@ -55,11 +55,11 @@ func templateFlag(t testing.TB, turns ...dataset.MessageTemplate) string {
 }
 
 var (
-	answerTemplate = []dataset.MessageTemplate{
+	answerTemplate = []template.Message{
 		{Role: "system", Content: "Answer in {{.lang}}."},
 		{Role: "user", Content: "Context: {{.context}}\nQuestion: {{.question}}"},
 	}
-	judgeTemplate = []dataset.MessageTemplate{
+	judgeTemplate = []template.Message{
 		{Role: "system", Content: "You grade answers from 1 to 10."},
 		{Role: "user", Content: "{{(index .messages 1).content}}\nAnswer ({{.finish_reason}}): {{.content}}"},
 	}
@@ -74,7 +74,7 @@ func judgeSent(r sink.Record) []sink.Message {
 }
 
 // passArgs are one pass's flags.
-func passArgs(baseURL, data, out, format string, turns []dataset.MessageTemplate, t testing.TB, extra ...string) []string {
+func passArgs(baseURL, data, out, format string, turns []template.Message, t testing.TB, extra ...string) []string {
 	return append([]string{"run",
 		"--dataset.path", data,
 		"--endpoint.base_url", baseURL,

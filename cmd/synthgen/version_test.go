@@ -12,7 +12,7 @@ import (
 )
 
 // TestUnknownCommandIsUsage: a mistyped command is bad usage (exit 2, as
-// the README's table says), with the nearest command named.
+// docs/reference.md's table says), with the nearest command named.
 func TestUnknownCommandIsUsage(t *testing.T) {
 	for _, c := range []struct{ arg, want string }{
 		{"verison", `did you mean "version"?`},

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -22,9 +23,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/synthgen/synthgen/internal/view"
+	"github.com/synthgen/synthgen/sink"
 )
 
 // defaultViewAddr is where view listens without --addr: loopback, on a
@@ -37,8 +40,8 @@ const viewMemoryLimit = 32 << 20
 
 func newViewCmd() *cobra.Command {
 	var (
-		addr, html string
-		public     bool
+		addr, html        string
+		public, overwrite bool
 	)
 	cmd := &cobra.Command{
 		Use:   "view DIR... [--addr HOST:PORT [--public]] [--html FILE]",
@@ -58,12 +61,12 @@ runs of manifest.json and the job's config, and the distributions of the
 records on disk: completion tokens (max_tokens marked), reasoning and content
 lengths, latency, time to first token, finish reasons.
 
-The records page is a table of every record (id, sample, source, tokens,
-finish reason, latency), paged, with filters (truncated, empty reasoning, think
+The records page is a table of every record (id, sample, the first words of
+its prompt and its answer, source, tokens, finish reason, latency), paged, with filters (truncated, empty reasoning, think
 tags in content, errors, a completion-token range, a finish reason), sorting by
 length or latency, and a text search of content and reasoning that shows
-matches as they are found (at most 200). A record's page shows the messages as
-sent, reasoning and content side by side, every turn of a whole conversation,
+matches as they are found (at most 200). A record's page (/record?id=ID&sample=N,
+or /record/ID) shows the messages as sent, reasoning and content side by side, every turn of a whole conversation,
 the token figures and the key's error history. Every byte of a record is shown
 as text: nothing in it runs as markup or script.
 
@@ -82,7 +85,10 @@ Flags:
                     serving: the plots, the figures, the job and a few records of
                     each finish reason, opened from disk with no server and no
                     network (for a run under nohup: copy the file off the box).
-                    FILE may not be inside a DIR: view never writes there.
+                    FILE may not be inside a DIR (links resolved): view never
+                    writes there. An existing FILE is kept unless --overwrite;
+                    the report is written beside it and renamed into place.
+  --overwrite       with --html: replace FILE if it exists
 
 Stop the server with Ctrl-C. Exit status: 0, 2 for bad flags or a DIR that is
 not an output directory, 1 when the address cannot be listened on or the
@@ -114,7 +120,10 @@ report cannot be written.`,
 				if cmd.Flags().Changed("addr") || public {
 					return usageError(errors.New("view: --html writes a file and serves nothing: --addr and --public do not go with it"), "see 'synthgen view --help'")
 				}
-				return writeViewReport(ctx, dirs, html, cmd.ErrOrStderr())
+				return writeViewReport(ctx, dirs, html, overwrite, cmd.ErrOrStderr())
+			}
+			if overwrite {
+				return usageError(errors.New("view: --overwrite goes with --html"), "see 'synthgen view --help'")
 			}
 			token := ""
 			if err := checkViewAddr(addr, public); err != nil {
@@ -131,6 +140,7 @@ report cannot be written.`,
 	fs.StringVar(&addr, "addr", defaultViewAddr, "HOST:PORT to listen on; loopback only unless --public; port 0 picks a free one")
 	fs.BoolVar(&public, "public", false, "allow a non-loopback --addr; every URL then needs the random token printed with it")
 	fs.StringVar(&html, "html", "", "write one self-contained HTML report to FILE (outside every DIR) instead of serving")
+	fs.BoolVar(&overwrite, "overwrite", false, "with --html: replace FILE if it exists")
 	return cmd
 }
 
@@ -229,23 +239,18 @@ func reportIndex(ctx context.Context, ix *view.Index, stderr io.Writer) {
 		fmt.Fprintf(stderr, "view: index: %s\n", p.Error)
 		return
 	}
-	fmt.Fprintf(stderr, "view: indexed %s (%s) in %s\n", pluralNum(p.Records, "record", "records"), fmtBytes(p.Bytes), p.Took.Round(time.Millisecond))
+	fmt.Fprintf(stderr, "view: indexed %s (%s) in %s\n", pluralNum(p.Records, "record", "records"), humanize.IBytes(uint64(max(p.Bytes, 0))), p.Took.Round(time.Millisecond))
 }
 
-// writeViewReport writes the static report of dirs to path.
-func writeViewReport(ctx context.Context, dirs []string, path string, stderr io.Writer) error {
-	abs, err := filepath.Abs(path)
+// writeViewReport writes the static report of dirs to path (see
+// reportPath).
+func writeViewReport(ctx context.Context, dirs []string, path string, overwrite bool, stderr io.Writer) error {
+	real, err := reportPath(path, dirs, overwrite)
 	if err != nil {
-		return usageError(fmt.Errorf("view: --html %s: %w", path, err), "")
-	}
-	for _, d := range dirs {
-		if ad, err := filepath.Abs(d); err == nil && (abs == ad || strings.HasPrefix(abs, ad+string(filepath.Separator))) {
-			return usageError(fmt.Errorf("view: --html %s is inside %s: view never writes into an output directory", path, d),
-				"write the report beside the directory, e.g. --html "+filepath.Base(filepath.Clean(d))+"-report.html")
-		}
+		return err
 	}
 	last := time.Now()
-	n, err := view.WriteReport(ctx, view.ReportOptions{Dirs: dirs, Out: path, Progress: func(p view.Progress) {
+	n, err := view.WriteReport(ctx, view.ReportOptions{Dirs: dirs, Out: real, Progress: func(p view.Progress) {
 		if time.Since(last) >= 5*time.Second {
 			last = time.Now()
 			fmt.Fprintf(stderr, "view: indexing %.0f%% (%s)\n", p.Percent(), pluralNum(p.Records, "record", "records"))
@@ -254,19 +259,59 @@ func writeViewReport(ctx context.Context, dirs []string, path string, stderr io.
 	if err != nil {
 		return &exitError{code: exitFailure, err: fmt.Errorf("view: --html: %w", err), hint: "nothing was written to " + path}
 	}
-	fmt.Fprintf(stderr, "view: wrote %s (%s): it opens from disk in a browser, with no server\n", path, fmtBytes(int64(n)))
+	fmt.Fprintf(stderr, "view: wrote %s (%s): it opens from disk in a browser, with no server\n", path, humanize.IBytes(uint64(n)))
 	return nil
 }
 
-// fmtBytes is n in B, KiB, MiB or GiB.
-func fmtBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+// reportPath is the file --html path names, its links resolved: the
+// path the checks are about is the one written. It refuses a path inside
+// a DIR or any other output directory (however it is spelled: a link to
+// the directory, or to a file in it), a directory, and an existing file
+// unless overwrite, as export refuses its --out.
+func reportPath(path string, dirs []string, overwrite bool) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", usageError(fmt.Errorf("view: --html %s: %w", path, err), "")
 	}
-	return fmt.Sprintf("%d B", n)
+	// A link (to a file or not yet one) is followed; a file that does not
+	// exist is resolved by its directory.
+	real, err := filepath.EvalSymlinks(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		target := abs
+		if t, lerr := os.Readlink(abs); lerr == nil { // a link to a file not yet written
+			if !filepath.IsAbs(t) {
+				t = filepath.Join(filepath.Dir(abs), t)
+			}
+			target = t
+		}
+		var dir string
+		if dir, err = filepath.EvalSymlinks(filepath.Dir(target)); err == nil {
+			real = filepath.Join(dir, filepath.Base(target))
+		}
+	}
+	if err != nil {
+		return "", usageError(fmt.Errorf("view: --html %s: %w", path, err), "give a file in an existing directory")
+	}
+	inside := sink.DirAbove(real)
+	for _, d := range dirs {
+		if rd, err := filepath.EvalSymlinks(d); err == nil && sink.Within(real, rd) {
+			inside = d
+		}
+	}
+	if inside != "" {
+		return "", usageError(fmt.Errorf("view: --html %s is inside %s: view never writes into an output directory", path, inside),
+			"write the report beside the directory, e.g. --html "+filepath.Base(filepath.Clean(inside))+"-report.html")
+	}
+	st, err := os.Stat(real)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return real, nil
+	case err != nil:
+		return "", usageError(fmt.Errorf("view: --html %s: %w", path, err), "")
+	case st.IsDir():
+		return "", usageError(fmt.Errorf("view: --html %s is a directory", path), "give the path of a file, e.g. "+filepath.Join(path, "report.html"))
+	case !overwrite:
+		return "", usageError(fmt.Errorf("view: --html %s exists", path), "pass --overwrite to replace it, or give another path")
+	}
+	return real, nil
 }

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"html"
 	"io"
 	"math"
 	"net"
@@ -21,8 +23,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/sink"
 )
 
 // sampleDataset is the bundled sample `make run` answers.
@@ -102,7 +105,7 @@ func fetchJSON[T any](t *testing.T, u string) T {
 // historyLines counts the lines of dir's history.jsonl.
 func historyLines(t *testing.T, dir string) int {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, runstats.HistoryFile))
+	f, err := os.Open(filepath.Join(dir, runfiles.HistoryFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,10 +120,11 @@ func historyLines(t *testing.T, dir string) int {
 }
 
 // checkFiguresAreTheReport: every figure the run page shows for the
-// directory is report.json's, as the file spells it.
+// directory is report.json's, as the file spells it (the cell's
+// data-value; its text is the number rounded for a person).
 func checkFiguresAreTheReport(t *testing.T, page, dir string) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, runstats.ReportFile))
+	raw, err := os.ReadFile(filepath.Join(dir, runfiles.ReportFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +132,7 @@ func checkFiguresAreTheReport(t *testing.T, page, dir string) {
 	if err := json.Unmarshal(raw, &report); err != nil {
 		t.Fatal(err)
 	}
-	rows := regexp.MustCompile(`<tr data-key="([a-z0-9_]+)"><th>[^<]*<code>[^<]*</code></th><td class="v">([^<]*)</td></tr>`).FindAllStringSubmatch(page, -1)
+	rows := regexp.MustCompile(`<tr data-key="([a-z0-9_]+)"><th>[^<]*<code>[^<]*</code></th><td class="v" data-value="([^"]*)"`).FindAllStringSubmatch(page, -1)
 	if len(rows) < 20 {
 		t.Fatalf("the run page shows %d figures", len(rows))
 	}
@@ -137,8 +141,8 @@ func checkFiguresAreTheReport(t *testing.T, page, dir string) {
 		if s, err := strconv.Unquote(want); err == nil {
 			want = s
 		}
-		if r[2] != want {
-			t.Errorf("figure %s: the page shows %q, report.json %q", r[1], r[2], want)
+		if got := html.UnescapeString(r[2]); got != want {
+			t.Errorf("figure %s: the page holds %q, report.json %q", r[1], got, want)
 		}
 	}
 }
@@ -185,8 +189,8 @@ func TestViewOfTheSampleRun(t *testing.T) {
 	_, page := httpGet(t, url)
 	checkFiguresAreTheReport(t, page, out)
 
-	var rep runstats.ReportRecord
-	raw, _ := os.ReadFile(filepath.Join(out, runstats.ReportFile))
+	var rep runfiles.ReportRecord
+	raw, _ := os.ReadFile(filepath.Join(out, runfiles.ReportFile))
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -244,8 +248,8 @@ func TestViewOfAResumedRunWithARestart(t *testing.T) {
 	if h.Points != historyLines(t, out) || len(h.Runs) != 2 || h.Runs[0].Points != firstRun {
 		t.Fatalf("%d points, runs %+v; history.jsonl has %d lines, %d of run 1", h.Points, h.Runs, historyLines(t, out), firstRun)
 	}
-	var rep runstats.ReportRecord
-	raw, _ := os.ReadFile(filepath.Join(out, runstats.ReportFile))
+	var rep runfiles.ReportRecord
+	raw, _ := os.ReadFile(filepath.Join(out, runfiles.ReportFile))
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -309,14 +313,32 @@ func browsePlots(t *testing.T, url string, points int) {
 		Title         string
 		Points, Drawn int
 		Gaps          int
+		Labels        []struct {
+			Run         int
+			Text        string
+			Left, Right float64
+			SegLeft     float64 `json:"seg_left"`
+			SegRight    float64 `json:"seg_right"`
+		}
 	}
 	plots, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]plot](`window.synthgenPlots`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"d0-tok", "d0-req", "d0-inflight", "d0-errors"} {
-		if p := plots[id]; p.Points != points || p.Drawn != points+1 || p.Gaps != 1 {
+		p := plots[id]
+		if p.Points != points || p.Drawn != points+1 || p.Gaps != 1 {
 			t.Errorf("plot %s: %+v, want %d points in two runs", id, p, points)
+		}
+		// Each run's label inside its own run's span (issue 28: run 2's
+		// was drawn over run 1).
+		for _, l := range p.Labels {
+			if l.Left < l.SegLeft || l.Right > l.SegRight {
+				t.Errorf("plot %s: the label %q spans %.0f..%.0f px, its run %.0f..%.0f", id, l.Text, l.Left, l.Right, l.SegLeft, l.SegRight)
+			}
+		}
+		if len(p.Labels) == 0 {
+			t.Errorf("plot %s: no run labelled", id)
 		}
 	}
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
@@ -446,8 +468,8 @@ func TestViewOfALiveRun(t *testing.T) {
 	if code := p.wait(t, 2*time.Minute); code != 0 {
 		t.Fatalf("the run exited %d", code)
 	}
-	var rep runstats.ReportRecord
-	raw, _ := os.ReadFile(filepath.Join(out, runstats.ReportFile))
+	var rep runfiles.ReportRecord
+	raw, _ := os.ReadFile(filepath.Join(out, runfiles.ReportFile))
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -468,4 +490,66 @@ func TestViewOfALiveRun(t *testing.T) {
 	if h.Points != historyLines(t, out) {
 		t.Errorf("%d points, history.jsonl has %d lines", h.Points, historyLines(t, out))
 	}
+}
+
+// TestViewReportKeepsWhatExists: --html refuses a file that exists unless
+// --overwrite, refuses a path inside a DIR however it is spelled (through
+// a link to the directory, or a link to a file in it), and leaves no
+// temporary behind.
+func TestViewReportKeepsWhatExists(t *testing.T) {
+	t.Parallel()
+	ds := inspectDataset(t, 6)
+	dir := inspectFixture(t, sink.FormatJSONL, ds, seq(0, 5, 1), []int{5}, "")
+	work := t.TempDir()
+	important := filepath.Join(work, "important.txt")
+	if err := os.WriteFile(important, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := cliRun(t, "view", dir, "--html", important)
+	if code := exitCode(r.err); code != exitUsage || !strings.Contains(r.err.Error(), "exists") || !strings.Contains(r.err.Error()+hintOf(r.err), "--overwrite") {
+		t.Errorf("--html over an existing file: exit %d: %v", code, r.err)
+	}
+	if b, _ := os.ReadFile(important); string(b) != "keep me" {
+		t.Errorf("the existing file now holds %d bytes", len(b))
+	}
+	cliRun(t, "view", dir, "--html", important, "--overwrite").ok(t, "--html --overwrite")
+	if b, _ := os.ReadFile(important); !strings.Contains(string(b), `id="view-data"`) {
+		t.Errorf("--overwrite did not write the report: %.40q", b)
+	}
+
+	link := filepath.Join(work, "hl")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	fileLink := filepath.Join(work, "fl.html")
+	if err := os.Symlink(filepath.Join(dir, "r.html"), fileLink); err != nil {
+		t.Fatal(err)
+	}
+	before := treeState(t, dir)
+	for _, out := range []string{filepath.Join(link, "r.html"), fileLink, filepath.Join(dir, "data", "..", "r.html")} {
+		for _, extra := range [][]string{nil, {"--overwrite"}} {
+			r := cliRun(t, append([]string{"view", dir, "--html", out}, extra...)...)
+			if code := exitCode(r.err); code != exitUsage || !strings.Contains(r.err.Error(), "never writes into an output directory") {
+				t.Errorf("--html %s %v: exit %d: %v", out, extra, code, r.err)
+			}
+		}
+	}
+	if after := treeState(t, dir); after != before {
+		t.Errorf("view wrote into the directory:\n%s\n%s", before, after)
+	}
+	entries, _ := os.ReadDir(work)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			t.Errorf("a temporary was left: %s", e.Name())
+		}
+	}
+}
+
+// hintOf is the hint an exit error carries, or "".
+func hintOf(err error) string {
+	var h interface{ Hint() string }
+	if errors.As(err, &h) {
+		return h.Hint()
+	}
+	return ""
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/synthgen/synthgen/dataset"
 )
 
@@ -247,19 +249,7 @@ func listFiles(files []hubFile, max int) string {
 			parts = append(parts, fmt.Sprintf("and %d more", len(files)-max))
 			break
 		}
-		parts = append(parts, fmt.Sprintf("%s (%s)", f.Path, byteSize(f.size())))
+		parts = append(parts, fmt.Sprintf("%s (%s)", f.Path, humanize.IBytes(uint64(f.size()))))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func byteSize(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

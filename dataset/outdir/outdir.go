@@ -14,6 +14,7 @@ import (
 	"strconv"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/dataset/stamp"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -22,22 +23,26 @@ type Reader struct{}
 
 var _ dataset.Outputs = Reader{}
 
+// Manifest is the sink's manifest name, which makes a directory an output
+// directory.
+func (Reader) Manifest() string { return sink.ManifestName }
+
 // Stamp identifies dir as dataset.Outputs says: it refuses a directory a
 // live run holds, one whose records are not all in the final parts its
 // manifest lists (a killed run's .open or .journal parts, or a part it
 // finalized and did not list), and a part whose bytes are not the ones
 // recorded when it was written.
-func (Reader) Stamp(dir string) (dataset.OutputStamp, error) {
+func (Reader) Stamp(dir string) (stamp.Output, error) {
 	h, held, err := sink.HeldBy(dir)
 	if err != nil {
-		return dataset.OutputStamp{}, fmt.Errorf("dataset %s: %w", dir, err)
+		return stamp.Output{}, fmt.Errorf("dataset %s: %w", dir, err)
 	}
 	if held {
-		return dataset.OutputStamp{}, fmt.Errorf("dataset %s is being written by %s: a pass reads an output directory whose run has ended; wait for it to end, or stop it", dir, h)
+		return stamp.Output{}, fmt.Errorf("dataset %s is being written by %s: a pass reads an output directory whose run has ended; wait for it to end, or stop it", dir, h)
 	}
 	m, err := sink.ReadManifest(dir)
 	if err != nil {
-		return dataset.OutputStamp{}, fmt.Errorf("dataset %s: %w", dir, err)
+		return stamp.Output{}, fmt.Errorf("dataset %s: %w", dir, err)
 	}
 	listed := map[string]sink.PartInfo{}
 	for _, p := range m.Parts {
@@ -46,7 +51,7 @@ func (Reader) Stamp(dir string) (dataset.OutputStamp, error) {
 	dataDir := filepath.Join(dir, "data")
 	entries, err := os.ReadDir(dataDir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return dataset.OutputStamp{}, fmt.Errorf("dataset %s: %w", dir, err)
+		return stamp.Output{}, fmt.Errorf("dataset %s: %w", dir, err)
 	}
 	for _, e := range entries {
 		p, ok := sink.ParsePart(e.Name())
@@ -54,9 +59,9 @@ func (Reader) Stamp(dir string) (dataset.OutputStamp, error) {
 		case !ok:
 			continue
 		case p.Suffix != "":
-			return dataset.OutputStamp{}, fmt.Errorf("dataset %s: data/%s is not final: the run that wrote the directory did not end (killed?); run it again to its end (it resumes), then start this pass", dir, e.Name())
+			return stamp.Output{}, fmt.Errorf("dataset %s: data/%s is not final: the run that wrote the directory did not end (killed?); run it again to its end (it resumes), then start this pass", dir, e.Name())
 		case listed[e.Name()].Name == "":
-			return dataset.OutputStamp{}, fmt.Errorf("dataset %s: data/%s is not in its manifest: the run that wrote the directory did not end (killed?); run it again to its end (it resumes), then start this pass", dir, e.Name())
+			return stamp.Output{}, fmt.Errorf("dataset %s: data/%s is not in its manifest: the run that wrote the directory did not end (killed?); run it again to its end (it resumes), then start this pass", dir, e.Name())
 		}
 	}
 	parts := slices.Clone(m.Parts)
@@ -65,21 +70,21 @@ func (Reader) Stamp(dir string) (dataset.OutputStamp, error) {
 		pb, _ := sink.ParsePart(b.Name)
 		return pa.Index - pb.Index
 	})
-	s := dataset.OutputStamp{JobHash: m.Hash(), Samples: samples(m)}
+	s := stamp.Output{JobHash: m.Hash(), Samples: samples(m)}
 	for _, p := range parts {
 		path := filepath.Join(dataDir, p.Name)
 		st, err := os.Stat(path)
 		if err != nil {
-			return dataset.OutputStamp{}, fmt.Errorf("dataset %s: its manifest lists data/%s: %w", dir, p.Name, err)
+			return stamp.Output{}, fmt.Errorf("dataset %s: its manifest lists data/%s: %w", dir, p.Name, err)
 		}
 		sum, err := sink.PartHash(path)
 		if err != nil {
-			return dataset.OutputStamp{}, fmt.Errorf("dataset %s: %w", dir, err)
+			return stamp.Output{}, fmt.Errorf("dataset %s: %w", dir, err)
 		}
 		if p.XXH64 != "" && (sum != p.XXH64 || st.Size() != p.Size) {
-			return dataset.OutputStamp{}, fmt.Errorf("dataset %s: data/%s is not what was written (%d bytes, xxh64 %s; %d, %s when written): run synthgen inspect %s", dir, p.Name, st.Size(), sum, p.Size, p.XXH64, dir)
+			return stamp.Output{}, fmt.Errorf("dataset %s: data/%s is not what was written (%d bytes, xxh64 %s; %d, %s when written): run synthgen inspect %s", dir, p.Name, st.Size(), sum, p.Size, p.XXH64, dir)
 		}
-		s.Parts = append(s.Parts, dataset.PartStamp{Name: p.Name, Records: p.Records, Size: st.Size(), XXH64: sum})
+		s.Parts = append(s.Parts, stamp.Part{Name: p.Name, Records: p.Records, Size: st.Size(), XXH64: sum})
 	}
 	return s, nil
 }
@@ -131,6 +136,9 @@ func (Reader) Records(path string, yield func(id string, sample int, row func() 
 	}
 	return err
 }
+
+// Lines is sink.Lines: a JSONL part's records are its lines.
+func (Reader) Lines(path string) bool { return sink.Lines(path) }
 
 // recordRow is a record as a row: its fields by their JSON names, as a
 // dataset row of a JSON line decodes.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -68,7 +69,7 @@ func readRows(t *testing.T, opts dataset.Options) ([]dataset.Prompt, []*dataset.
 	}
 }
 
-var judge = []dataset.MessageTemplate{
+var judge = []template.Message{
 	{Role: "system", Content: "You grade answers."},
 	{Role: "user", Content: "Q: {{(index .messages 0).content}} ({{.source}}, {{.finish_reason}}, {{.completion_tokens}} tokens)\nA: {{.content}}\nThought: {{.reasoning}}\n{{json .messages}}"},
 }

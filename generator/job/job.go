@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -45,7 +46,7 @@ type Prompting struct {
 	// Template is prompt.messages: the turns sent, each content a
 	// template rendered over the row's own fields (dataset.Template);
 	// empty: the row's own turns.
-	Template []dataset.MessageTemplate `json:"messages,omitempty" key:"prompt.messages,zero"`
+	Template []template.Message `json:"messages,omitempty" key:"prompt.messages,zero"`
 }
 
 // Turns is generation.turns: TurnsFirst answers the conversation up to its
@@ -150,7 +151,7 @@ func (s Sampling) MoreRoom(current int, params map[string]any) int {
 func (s Sampling) Count() int { return max(s.Samples, 1) }
 
 // identitier is a field value with its own canonical text for the hash
-// (dataset.Content leaves file names out of it).
+// (dataset/stamp.Content leaves file names out of it).
 type identitier interface{ Identity() string }
 
 // setting is one answer-changing field: its key, the canonical text that is

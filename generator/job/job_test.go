@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/dataset/stamp"
+	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -21,7 +23,7 @@ func baseJob() Job {
 	return Job{
 		Selection: dataset.Selection{
 			Path:        "rows.jsonl",
-			Content:     dataset.Content{{Name: "rows.jsonl", Size: 120, XXH64: "0123456789abcdef"}},
+			Content:     stamp.Content{{Name: "rows.jsonl", Size: 120, XXH64: "0123456789abcdef"}},
 			Format:      dataset.FormatAuto,
 			PromptField: "question",
 			IDField:     "uid",
@@ -61,10 +63,10 @@ var answerChanges = map[string]func(j *Job){
 	"dataset.content":             func(j *Job) { j.Selection.Content[0].XXH64 = "fedcba9876543210" },
 	"dataset.revision":            func(j *Job) { j.Selection.Revision = "hf://o/n@abc" },
 	"dataset.shard_by":            func(j *Job) { j.Selection.ShardBy = dataset.ShardFiles },
-	"dataset.files":               func(j *Job) { j.Selection.Files = dataset.Listing{{Name: "a.jsonl", Size: 120}} },
+	"dataset.files":               func(j *Job) { j.Selection.Files = stamp.Listing{{Name: "a.jsonl", Size: 120}} },
 	"prompt.messages":             func(j *Job) { j.Prompt.Template = qaTemplate() },
 	"dataset.output": func(j *Job) {
-		j.Selection.Output = dataset.OutputStamp{JobHash: "h", Samples: 1, Parts: []dataset.PartStamp{{Name: "part-000000.jsonl", Records: 2, Size: 9, XXH64: "00"}}}
+		j.Selection.Output = stamp.Output{JobHash: "h", Samples: 1, Parts: []stamp.Part{{Name: "part-000000.jsonl", Records: 2, Size: 9, XXH64: "00"}}}
 	},
 }
 
@@ -72,7 +74,7 @@ var answerChanges = map[string]func(j *Job){
 var partChanges = map[string]func(j *Job){
 	"shard": func(j *Job) { j.Selection.Shard = dataset.Shard{Index: 1, Count: 2} },
 	"dataset.shard_content": func(j *Job) {
-		j.Selection.ShardContent = dataset.Content{{Name: "a.jsonl", Size: 120, XXH64: "0123456789abcdef"}}
+		j.Selection.ShardContent = stamp.Content{{Name: "a.jsonl", Size: 120, XXH64: "0123456789abcdef"}}
 	},
 }
 
@@ -276,7 +278,7 @@ func TestJobDiffNamesOldAndNew(t *testing.T) {
 	old.Sampling.Temperature = 0.6
 	cur := cloneJob(old)
 	cur.Sampling.Temperature = 0.9
-	cur.Selection.Content = dataset.Content{{Name: "rows.jsonl", Size: 121, XXH64: "1111111111111111"}}
+	cur.Selection.Content = stamp.Content{{Name: "rows.jsonl", Size: 121, XXH64: "1111111111111111"}}
 	d := cur.Diff(old)
 	if len(d) != 2 {
 		t.Fatalf("Diff = %+v, want dataset.content and generation.temperature", d)
@@ -424,8 +426,8 @@ func TestTurnsDefault(t *testing.T) {
 }
 
 // qaTemplate is a two-turn prompt.messages.
-func qaTemplate() []dataset.MessageTemplate {
-	return []dataset.MessageTemplate{{Role: "system", Content: "Answer in {{.lang}}."}, {Role: "user", Content: "{{.question}}"}}
+func qaTemplate() []template.Message {
+	return []template.Message{{Role: "system", Content: "Answer in {{.lang}}."}, {Role: "user", Content: "{{.question}}"}}
 }
 
 // TestJobTemplateLeavesOlderHashes: a job without a template (and without
@@ -466,10 +468,10 @@ func TestJobTemplateLeavesOlderHashes(t *testing.T) {
 // TestJobOutputChangeSaysWhat: a first pass that grew since the job
 // started is refused with the part that is new.
 func TestJobOutputChangeSaysWhat(t *testing.T) {
-	part := func(name string, n int) dataset.PartStamp {
-		return dataset.PartStamp{Name: name, Records: n, Size: int64(10 * n), XXH64: fmt.Sprintf("%016x", n)}
+	part := func(name string, n int) stamp.Part {
+		return stamp.Part{Name: name, Records: n, Size: int64(10 * n), XXH64: fmt.Sprintf("%016x", n)}
 	}
-	old := Job{Selection: dataset.Selection{Path: "first", Output: dataset.OutputStamp{JobHash: "abc", Samples: 1, Parts: []dataset.PartStamp{part("part-000000.jsonl", 5)}}}}
+	old := Job{Selection: dataset.Selection{Path: "first", Output: stamp.Output{JobHash: "abc", Samples: 1, Parts: []stamp.Part{part("part-000000.jsonl", 5)}}}}
 	now := old
 	now.Selection.Output.Parts = append(slices.Clone(old.Selection.Output.Parts), part("part-000001.jsonl", 3))
 	sj, err := old.ManifestEntry("test", nil)
@@ -496,10 +498,10 @@ func TestMismatchNamesTheShard(t *testing.T) {
 	old := baseJob()
 	old.Selection.ShardBy = dataset.ShardFiles
 	old.Selection.Shard = dataset.Shard{Index: 1, Count: 4}
-	old.Selection.ShardContent = dataset.Content{{Name: "b.jsonl", Size: 120, XXH64: "0123456789abcdef"}}
+	old.Selection.ShardContent = stamp.Content{{Name: "b.jsonl", Size: 120, XXH64: "0123456789abcdef"}}
 	cur := cloneJob(old)
 	cur.Selection.Shard = dataset.Shard{Index: 1, Count: 5}
-	cur.Selection.ShardContent = dataset.Content{{Name: "c.jsonl", Size: 99, XXH64: "fedcba9876543210"}}
+	cur.Selection.ShardContent = stamp.Content{{Name: "c.jsonl", Size: 99, XXH64: "fedcba9876543210"}}
 	msg := (&MismatchError{Dir: "out", Changes: cur.Diff(old), From: map[string]string{"shard": "flag --shard"}}).Error()
 	for _, s := range []string{"shard: 1/4 (on disk) -> 1/5 (now) from flag --shard", "holds shard 1/4 and this run asks for shard 1/5", "--shard 1/4 here"} {
 		if !strings.Contains(msg, s) {
@@ -511,7 +513,7 @@ func TestMismatchNamesTheShard(t *testing.T) {
 	}
 
 	edited := cloneJob(old)
-	edited.Selection.ShardContent = dataset.Content{{Name: "b.jsonl", Size: 121, XXH64: "fedcba9876543210"}}
+	edited.Selection.ShardContent = stamp.Content{{Name: "b.jsonl", Size: 121, XXH64: "fedcba9876543210"}}
 	if msg := (&MismatchError{Dir: "out", Changes: edited.Diff(old)}).Error(); !strings.Contains(msg, "edited, reordered") {
 		t.Errorf("MismatchError for an edited file of the same shard does not say so: %q", msg)
 	}

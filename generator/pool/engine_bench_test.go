@@ -36,7 +36,7 @@ func (discardSink) Write(*sink.Record) error           { return nil }
 func (discardSink) WriteError(*sink.ErrorRecord) error { return nil }
 func (discardSink) Flush() error                       { return nil }
 
-// BenchmarkThroughput measures the performance bar (README, "Performance"): against a
+// BenchmarkThroughput measures the performance bar (docs/performance.md): against a
 // server whose every answer takes exactly latency, Little's law says N in
 // flight complete N/latency requests per second. ideal_ratio is the measured
 // steady-state rate over that ideal (1.00 = the Engine adds nothing);

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/sink"
@@ -214,18 +215,18 @@ func TestThreeEndpointsOneRestarts(t *testing.T) {
 	}
 
 	// status.json: each endpoint's figures, named with passwords masked.
-	sw := runstats.NewStatusWriter(dir, time.Now(), runstats.ReportConfig{}, nil)
+	sw := runfiles.NewStatusWriter(dir, time.Now(), runfiles.ReportConfig{}, nil)
 	if err := sw.Heartbeat(runstats.NewProgressRecord(stats.Snapshot(), nil)); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, runstats.StatusFile))
+	b, err := os.ReadFile(filepath.Join(dir, runfiles.StatusFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(b), "hunter2") {
 		t.Errorf("status.json holds the password:\n%s", b)
 	}
-	var st runstats.StatusRecord
+	var st runfiles.StatusRecord
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatal(err)
 	}

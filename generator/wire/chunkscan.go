@@ -8,7 +8,7 @@ import (
 
 // This file is decodeChunk's fast path. A long answer is thousands of
 // chunks, and encoding/json's reflection made decoding them most of the
-// cost of a stream (the README's "Performance"). scanChunk walks the chunk
+// cost of a stream (docs/performance.md). scanChunk walks the chunk
 // once, by hand, and extracts what decodeChunk returns; it allocates one
 // string for all the text of a chunk.
 //

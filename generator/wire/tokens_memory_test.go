@@ -15,7 +15,7 @@ import (
 )
 
 // The memory a streamed answer's tokens hold while it is in flight: the
-// README's figure. SYNTHGEN_TEST_TOKENS_MEMORY=full measures the issue's
+// figure of docs/training-data.md. SYNTHGEN_TEST_TOKENS_MEMORY=full measures the issue's
 // case, 200 answers of 8,192 tokens at 20 logprobs in flight at once;
 // without it, 20 in flight (a request's memory does not depend on how
 // many others there are).

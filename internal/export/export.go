@@ -5,8 +5,9 @@
 // Hugging Face dataset directory, every record ordered by (id, sample),
 // with filters that drop what should not train a model and count it.
 //
-// The directories are checked by the caller (inspect's audit); Run reads
-// the files that audit counted.
+// The directories are checked by the caller (inspect's audit, package
+// sink/verdict); Run reads the files that audit counted, and refuses an
+// output that would destroy data (safe.go).
 package export
 
 import (
@@ -35,9 +36,9 @@ type Options struct {
 	Out    string
 	HF     bool
 	Stdout io.Writer
-	// Overwrite lets an HF export replace the directory under Out when it
-	// is one an export wrote (Dataset); a file under Out is replaced by
-	// the caller's leave (cmd's --overwrite check).
+	// Overwrite lets an export replace the file under Out, or with HF the
+	// directory when it is one an export wrote (Dataset); never a file of
+	// the job's dataset nor one inside an output directory (safe.go).
 	Overwrite bool
 	// Log takes the notes of an export that are no part of its summary:
 	// the leftovers of killed exports it removed or had to leave. Nil:
@@ -200,10 +201,12 @@ func drop(fs []Filter, rec *sink.Record, mode string) int {
 	return -1
 }
 
-// Run exports (see Options) and returns what it did. Nothing appears under
-// Out unless the whole export succeeded, and no temporary is left unless
-// the process is killed (temp.go). ctx stops it between records and before
-// the output takes its name.
+// Run exports (see Options) and returns what it did. It refuses an Out it
+// would destroy (a *RefusedError, safe.go). Nothing appears under Out
+// unless the whole export succeeded, and no temporary is left unless the
+// process is killed (temp.go). ctx, or SIGINT or SIGTERM (an error
+// wrapping ErrInterrupted), stops it between records and before the output
+// takes its name.
 func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
@@ -214,6 +217,28 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	if err := o.checkOut(); err != nil {
+		return nil, err
+	}
+	ctx, stop := watchSignals(ctx, o.Log)
+	defer stop()
+	sum, err := o.run(ctx)
+	if err == nil {
+		return sum, nil
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, ErrInterrupted) {
+		what := "nothing was written under " + o.Out + ", and no temporary is left"
+		if o.Out == "-" {
+			what = "stdout holds the rows before it, not all of them"
+		}
+		return nil, fmt.Errorf("%w: %s", cause, what)
+	}
+	return nil, err
+}
+
+// run is Run once its output is known to be safe to write and the
+// signals are watched.
+func (o Options) run(ctx context.Context) (*Summary, error) {
 	tmpDir, spill := os.TempDir(), spillPattern("")
 	if o.Out != "-" {
 		if o.HF {

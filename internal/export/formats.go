@@ -80,7 +80,7 @@ func roleTurns(rec *sink.Record, mode string) []roleTurn {
 
 // specforgeOf is a record as a SpecForge row. Which SpecForge chat
 // templates read reasoning_content and which need it inline in content is
-// in README.md ("From run to a training file").
+// in docs/training-data.md ("SpecForge's templates and reasoning").
 func specforgeOf(rec *sink.Record, mode string) specforgeRow {
 	return specforgeRow{ID: rec.ID, Conversations: roleTurns(rec, mode), Status: specforgeSuccess}
 }

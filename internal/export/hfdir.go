@@ -74,13 +74,14 @@ func (o *Options) replaceable() error {
 	case err != nil:
 		return fmt.Errorf("--out %s: %w", o.Out, err)
 	case !st.IsDir():
-		return fmt.Errorf("--out %s exists and is not a directory: give --hf a new directory", o.Out)
+		return refuse("give --hf the path of a new directory", "--out %s exists and is not a directory", o.Out)
 	}
 	if ok, why := Dataset(o.Out); !ok {
-		return fmt.Errorf("--out %s exists and is no dataset an export wrote (%s): give --hf a new directory, or remove this one first", o.Out, why)
+		return refuse("give --hf a new directory, or remove this one first (--overwrite replaces only a dataset an export wrote)",
+			"--out %s exists and is no dataset an export wrote (%s)", o.Out, why)
 	}
 	if !o.Overwrite {
-		return fmt.Errorf("--out %s exists (a dataset an earlier export wrote): pass --overwrite to replace it, or give another path", o.Out)
+		return refuse("pass --overwrite to replace it, or give another path", "--out %s exists (a dataset an earlier export wrote)", o.Out)
 	}
 	return nil
 }

@@ -82,8 +82,10 @@ func buildIndex(ctx context.Context, o Options, tmpDir, spillPattern string) (*i
 			return x, nil, err
 		}
 		src := int32(len(x.srcs))
-		parquet := strings.HasSuffix(path, ".parquet")
-		if !parquet {
+		// A record of a file of lines is read again at its line; one of
+		// a converted part (a Parquet row) is spilled as a line of its own.
+		spill := !sink.Lines(path)
+		if !spill {
 			x.srcs = append(x.srcs, path)
 		}
 		err := sink.ForEachRecord(path, func(rec *sink.Record, at sink.Span) error {
@@ -94,7 +96,7 @@ func buildIndex(ctx context.Context, o Options, tmpDir, spillPattern string) (*i
 			}
 			var rows int64
 			if o.Format == FormatSpeculators {
-				if why := speculatorsMissing(rec); why != "" {
+				if why := speculatorsMissing(rec, o.Job.Sampling.ReturnTokenIDs); why != "" {
 					return errors.New(why)
 				}
 				kept, cut := speculatorsKept(rec, o.KeepTruncated)
@@ -105,7 +107,7 @@ func buildIndex(ctx context.Context, o Options, tmpDir, spillPattern string) (*i
 				rows = int64(kept)
 			}
 			e := entry{id: rec.ID, sample: int32(rec.Sample), src: src, off: at.Offset, n: int32(at.Len)}
-			if parquet {
+			if spill {
 				if x.spill == nil {
 					f, err := os.CreateTemp(tmpDir, spillPattern)
 					if err != nil {

@@ -78,11 +78,19 @@ func tokenTurns(rec *sink.Record) []tokenTurn {
 }
 
 // speculatorsMissing says what a record lacks for the format, or "".
-func speculatorsMissing(rec *sink.Record) string {
+// asked is the job's generation.return_token_ids: when it was on, the
+// server ignored it (the run warned of it), and turning it on is no fix.
+func speculatorsMissing(rec *sink.Record, asked bool) string {
 	for k, t := range tokenTurns(rec) {
-		if len(t.promptIDs) == 0 || len(t.ids) == 0 {
-			return fmt.Sprintf("id %q sample %d turn %d carries no prompt_token_ids or token_ids: --format speculators needs the ids the server tokenized; run the job with generation.return_token_ids: true (--generation.return_token_ids)", rec.ID, rec.Sample, k)
+		if len(t.promptIDs) > 0 && len(t.ids) > 0 {
+			continue
 		}
+		what := fmt.Sprintf("id %q sample %d turn %d carries no prompt_token_ids or token_ids: --format speculators needs the ids the server tokenized; ", rec.ID, rec.Sample, k)
+		if asked {
+			return what + "the job asked for them (generation.return_token_ids: true), but the server ignored return_token_ids and answered without them: " +
+				"run the job again into a new output.dir against a server that returns them (vLLM 0.10.2 or later), with generation.require_token_ids: true to stop at once if it does not"
+		}
+		return what + "run the job with generation.return_token_ids: true (--generation.return_token_ids)"
 	}
 	return ""
 }

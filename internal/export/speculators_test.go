@@ -185,3 +185,18 @@ func TestSpeculatorsSingleTurn(t *testing.T) {
 		t.Errorf("row %+v", got)
 	}
 }
+
+// TestSpeculatorsRefusalSaysTheServerIgnoredIDs: a job that asked for ids
+// (generation.return_token_ids: true) whose records carry none was
+// answered by a server that ignored the option: the refusal says so, and
+// does not tell the user to turn on what was on.
+func TestSpeculatorsRefusalSaysTheServerIgnoredIDs(t *testing.T) {
+	t.Parallel()
+	dir := fixtureDir(t, sink.FormatJSONL)
+	o := options(t, FormatSpeculators, filepath.Join(t.TempDir(), "train.jsonl"), dir)
+	o.Job.Sampling.ReturnTokenIDs = true
+	_, err := Run(t.Context(), o)
+	if err == nil || !strings.Contains(err.Error(), "the server ignored return_token_ids") || strings.Contains(err.Error(), "run the job with generation.return_token_ids: true") {
+		t.Fatalf("err %v, want the refusal saying the server ignored return_token_ids", err)
+	}
+}

@@ -152,7 +152,9 @@ func TestHFReplace(t *testing.T) {
 	o := options(t, FormatSpecForge, out, dir)
 	o.HF = true
 	run(t, o)
-	if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), out+" exists (a dataset an earlier export wrote): pass --overwrite to replace it, or give another path") {
+	var refused *RefusedError
+	if _, err := Run(context.Background(), o); !errors.As(err, &refused) || !strings.Contains(err.Error(), out+" exists (a dataset an earlier export wrote)") ||
+		refused.Hint() != "pass --overwrite to replace it, or give another path" {
 		t.Errorf("an earlier export's dataset without Overwrite: %v", err)
 	}
 	o.Overwrite, o.Format = true, FormatMessages

@@ -25,6 +25,8 @@ import (
 	"io"
 	"os"
 	"slices"
+
+	"github.com/synthgen/synthgen/internal/diskfault"
 )
 
 // Codec says how a Sorter orders, weighs and stores items of type T.
@@ -157,6 +159,9 @@ func (s *Sorter[T]) spill() error {
 		s.runs = append(s.runs, run{off: s.end})
 	}
 	r := &s.runs[len(s.runs)-1]
+	if err := diskfault.Check("write", s.file.Name()); err != nil {
+		return fmt.Errorf("sort spill %s: %w", s.file.Name(), err) // a test's full disk
+	}
 	for _, v := range s.batch {
 		s.buf = s.c.Append(s.buf[:0], v)
 		var hdr [binary.MaxVarintLen64]byte

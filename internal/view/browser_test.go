@@ -9,10 +9,12 @@ package view
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,7 +28,7 @@ import (
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -205,12 +207,12 @@ type plotInfo struct {
 
 // checkRunPage: the run page's plots hold every point of the history (a
 // gap between the two runs, not a point), the distributions every record,
-// and its figures are report.json's, byte for byte as the file spells
-// them.
+// and its figures are report.json's: byte for byte as the file spells
+// them in the cell's data-value, and as a person reads them in its text.
 func checkRunPage(t *testing.T, b *browser, v *viewDir, records int) {
 	t.Helper()
 	plots := eval[map[string]plotInfo](b, `window.synthgenPlots`)
-	for _, id := range []string{"d0-tok", "d0-req", "d0-inflight", "d0-queue", "d0-kv", "d0-errors", "d0-endpoints"} {
+	for _, id := range timePlots {
 		p, ok := plots[id]
 		if !ok {
 			t.Errorf("no plot %s; plots: %v", id, plots)
@@ -220,6 +222,7 @@ func checkRunPage(t *testing.T, b *browser, v *viewDir, records int) {
 			t.Errorf("plot %s (%s): %d points (%d drawn, %d gaps), the history holds %d in two runs", id, p.Title, p.Points, p.Drawn, p.Gaps, len(v.history))
 		}
 	}
+	checkRunMarks(t, b)
 	if s := plots["d0-tok"].Series; !slices.Contains(s, "server (/metrics)") || !slices.Contains(s, "client, last 10 s") {
 		t.Errorf("the tok/s plot shows %v: the client's beside the server's", s)
 	}
@@ -231,7 +234,7 @@ func checkRunPage(t *testing.T, b *browser, v *viewDir, records int) {
 	if p := plots["finish"]; p.Total != records+len(v.failed) {
 		t.Errorf("finish reasons: %d, want %d records and %d failed keys", p.Total, records, len(v.failed))
 	}
-	raw, err := os.ReadFile(filepath.Join(v.dir, runstats.ReportFile))
+	raw, err := os.ReadFile(filepath.Join(v.dir, runfiles.ReportFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +242,7 @@ func checkRunPage(t *testing.T, b *browser, v *viewDir, records int) {
 	if err := json.Unmarshal(raw, &report); err != nil {
 		t.Fatal(err)
 	}
-	shown := eval[map[string]string](b, `Object.fromEntries([...document.querySelectorAll("#dir-0 table.figures tr[data-key]")].map(tr => [tr.dataset.key, tr.querySelector("td").textContent]))`)
+	shown := eval[map[string][2]string](b, `Object.fromEntries([...document.querySelectorAll("#dir-0 table.figures tr[data-key]")].map(tr => [tr.dataset.key, [tr.querySelector("td").dataset.value, tr.querySelector("td").textContent]]))`)
 	if len(shown) < 15 {
 		t.Errorf("the page shows %d figures of report.json", len(shown))
 	}
@@ -248,9 +251,32 @@ func checkRunPage(t *testing.T, b *browser, v *viewDir, records int) {
 		if s, err := strconv.Unquote(want); err == nil {
 			want = s
 		}
-		if got != want {
-			t.Errorf("figure %s: the page shows %q, report.json holds %q", k, got, want)
+		if got[0] != want {
+			t.Errorf("figure %s: the page holds %q, report.json %q", k, got[0], want)
 		}
+		checkFigureText(t, k, got[1], want)
+	}
+}
+
+// checkFigureText: a figure reads as a person reads one: a number with
+// its digits grouped and at most three decimals, within a rounding of
+// the file's; anything else as the file spells it.
+func checkFigureText(t *testing.T, key, text, raw string) {
+	t.Helper()
+	want, err := strconv.ParseFloat(raw, 64)
+	if err != nil {
+		if text != raw {
+			t.Errorf("figure %s: the page shows %q, the file %q", key, text, raw)
+		}
+		return
+	}
+	if !regexp.MustCompile(`^-?\d{1,3}(,\d{3})*(\.\d{1,3})?$`).MatchString(text) {
+		t.Errorf("figure %s: the page shows %q for %s: not a number a person reads", key, text, raw)
+		return
+	}
+	got, _ := strconv.ParseFloat(strings.ReplaceAll(text, ",", ""), 64)
+	if math.Abs(got-want) > 0.05+0.005*math.Abs(want) {
+		t.Errorf("figure %s: the page shows %q, the file %s", key, text, raw)
 	}
 }
 
@@ -330,11 +356,7 @@ func TestViewBrowserHostileRecord(t *testing.T) {
 	if err := s.Index().Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	pos, err := s.Index().Find(0, sink.Key{ID: hostileID})
-	if err != nil || pos < 0 {
-		t.Fatal(pos, err)
-	}
-	b.open(ts.URL+"/record/"+strconv.Itoa(int(pos)), false)
+	b.open(ts.URL+recordURL(hostileID, 0, 0), false)
 	if got := eval[string](b, `document.querySelector("pre.content").textContent`); got != hostileContent {
 		t.Errorf("the content shows as %q, want the text %q", got, hostileContent)
 	}

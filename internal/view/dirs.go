@@ -6,14 +6,19 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
 	"github.com/synthgen/synthgen/generator/job"
-	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -27,12 +32,12 @@ func CheckDir(dir string) error {
 	if !st.IsDir() {
 		return fmt.Errorf("view %s: not a directory", dir)
 	}
-	for _, name := range []string{sink.ManifestName, "data", runstats.StatusFile} {
+	for _, name := range []string{sink.ManifestName, "data", runfiles.StatusFile} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 			return nil
 		}
 	}
-	return fmt.Errorf("view %s: not a synthgen output directory (no %s, no data/, no %s)", dir, sink.ManifestName, runstats.StatusFile)
+	return fmt.Errorf("view %s: not a synthgen output directory (no %s, no data/, no %s)", dir, sink.ManifestName, runfiles.StatusFile)
 }
 
 // Setting is one key of a run's configuration, dotted (generation.max_tokens).
@@ -51,8 +56,8 @@ type DirInfo struct {
 	Job         *job.Job
 	JobErr      string
 	Config      []Setting // the manifest's config, without secrets
-	Status      *runstats.StatusRecord
-	Report      *runstats.ReportRecord
+	Status      *runfiles.StatusRecord
+	Report      *runfiles.ReportRecord
 	Problems    []string // a status or report that does not read
 	Live        bool     // status.json is newer than report.json and says running or draining
 }
@@ -75,9 +80,9 @@ func readDir(i int, dir string) DirInfo {
 		}
 		d.Config = flatten("", m.Config, nil)
 	}
-	d.Status = readJSON[runstats.StatusRecord](dir, runstats.StatusFile, &d.Problems)
-	d.Report = readJSON[runstats.ReportRecord](dir, runstats.ReportFile, &d.Problems)
-	if s := d.Status; s != nil && (s.State == runstats.StateRunning || s.State == runstats.StateDraining) {
+	d.Status = readJSON[runfiles.StatusRecord](dir, runfiles.StatusFile, &d.Problems)
+	d.Report = readJSON[runfiles.ReportRecord](dir, runfiles.ReportFile, &d.Problems)
+	if s := d.Status; s != nil && (s.State == runfiles.StateRunning || s.State == runfiles.StateDraining) {
 		d.Live = d.Report == nil || d.Report.EndedAt.Before(s.Time) || !d.Report.StartedAt.Equal(s.StartedAt)
 	}
 	return d
@@ -122,12 +127,14 @@ func flatten(prefix string, m map[string]any, out []Setting) []Setting {
 	return out
 }
 
-// Figure is one figure of status.json or report.json, by its JSON key,
-// with the value as the file spells it.
+// Figure is one figure of status.json or report.json, by its JSON key:
+// Value as a person reads it (digits grouped, a rate to a tenth), Raw as
+// the file spells it.
 type Figure struct {
 	Key   string
 	Label string
 	Value string
+	Raw   string
 }
 
 // figureKeys are the figures the run page shows, in order, with a label.
@@ -183,9 +190,75 @@ func Figures(v any) []Figure {
 		if json.Unmarshal(raw, &s) == nil {
 			val = s
 		}
-		out = append(out, Figure{Key: f.key, Label: f.label, Value: val})
+		out = append(out, Figure{Key: f.key, Label: f.label, Value: figureValue(val), Raw: val})
 	}
 	return out
+}
+
+// figureValue is a figure as a person reads it: a whole number with its
+// digits grouped (10,000), a fraction to a tenth from 100 up (6,067.9),
+// to a hundredth from 1 (1.25), else to three significant digits (0.213);
+// anything that is not a number as it is.
+func figureValue(v string) string {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return fmtNum(n)
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return v
+	}
+	p := message.NewPrinter(language.English)
+	switch a := math.Abs(f); {
+	case a >= 100:
+		return p.Sprintf("%.1f", f)
+	case a >= 1:
+		return p.Sprintf("%.2f", f)
+	}
+	return strconv.FormatFloat(f, 'g', 3, 64)
+}
+
+// RunRow is one run of the manifest as the run page lists it.
+type RunRow struct {
+	N               int
+	Started, Ended  time.Time // Ended zero: the run never ended
+	Outcome         string
+	Records, Errors int64
+}
+
+// Runs are the manifest's runs, each with how it ended as inspect says it:
+// a run that never closed the directory and was followed by another was
+// killed (kill -9, OOM, a reboot); the last one may be running still.
+func (d DirInfo) Runs() []RunRow {
+	if d.Manifest == nil {
+		return nil
+	}
+	runs := d.Manifest.Runs
+	out := make([]RunRow, len(runs))
+	for i, r := range runs {
+		row := RunRow{N: i + 1, Started: r.StartedAt, Outcome: r.Outcome, Records: r.RecordsWritten, Errors: r.ErrorsWritten}
+		switch {
+		case r.EndedAt == nil && i < len(runs)-1:
+			row.Outcome = "killed"
+		case r.EndedAt == nil && d.Live:
+			row.Outcome = "running"
+		case r.EndedAt == nil:
+			row.Outcome = "not ended: running, or killed"
+		case r.Outcome == "":
+			row.Ended, row.Outcome = *r.EndedAt, "ended" // a version that recorded no outcome
+		default:
+			row.Ended = *r.EndedAt
+		}
+		out[i] = row
+	}
+	return out
+}
+
+// utc is t as the CLI prints a time: ISO 8601, in UTC.
+func utc(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
 }
 
 // ago says how long ago t was, roughly.

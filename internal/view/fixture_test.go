@@ -14,6 +14,7 @@ import (
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -150,13 +151,15 @@ func writeFixture(t testing.TB, dir, format string, n, partSize int, open bool) 
 // nothing in flight to 64 under concurrency: auto (two moves), loses the
 // server for three heartbeats and is interrupted; run 2 resumes with the
 // keys run 1 did. It returns the lines.
-func writeHistory(t testing.TB, dir string, run1, run2 int) []runstats.HistoryRecord {
+func writeHistory(t testing.TB, dir string, run1, run2 int) []runfiles.HistoryRecord {
 	t.Helper()
-	h := runstats.NewHistory(dir)
+	h := runfiles.NewHistory(dir)
 	t0 := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-	var out []runstats.HistoryRecord
-	add := func(run, i int, r runstats.HistoryRecord) {
-		started := t0.Add(time.Duration(run) * time.Hour)
+	var out []runfiles.HistoryRecord
+	add := func(run, i int, r runfiles.HistoryRecord) {
+		// Run 2 resumes a minute after run 1's last point: both spans
+		// wide enough on a plot for their labels.
+		started := t0.Add(time.Duration(run) * (time.Duration(run1)*10*time.Second + time.Minute))
 		r.Event, r.StartedAt, r.PID, r.Hostname = "status", started, 100+run, "gpu-07"
 		r.Time = started.Add(time.Duration(i) * 10 * time.Second)
 		r.Concurrency = 64
@@ -168,10 +171,10 @@ func writeHistory(t testing.TB, dir string, run1, run2 int) []runstats.HistoryRe
 	kv := func(v float64) *float64 { return &v }
 	done := int64(0)
 	for i := range run1 {
-		var r runstats.HistoryRecord
-		r.State = runstats.StateRunning
+		var r runfiles.HistoryRecord
+		r.State = runfiles.StateRunning
 		if i == run1-1 {
-			r.State = runstats.StateInterrupted
+			r.State = runfiles.StateInterrupted
 		}
 		inFlight := min(int64(i*8), 64)
 		r.InFlight = inFlight
@@ -197,10 +200,10 @@ func writeHistory(t testing.TB, dir string, run1, run2 int) []runstats.HistoryRe
 		add(0, i, r)
 	}
 	for i := range run2 {
-		var r runstats.HistoryRecord
-		r.State = runstats.StateRunning
+		var r runfiles.HistoryRecord
+		r.State = runfiles.StateRunning
 		if i == run2-1 {
-			r.State = runstats.StateDone
+			r.State = runfiles.StateDone
 		}
 		r.AlreadyDone = done
 		r.InFlight = min(int64(i*16), 64)

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 )
 
 // FuzzViewHistory: whatever history.jsonl holds (torn lines, other JSON,
@@ -18,7 +18,7 @@ func FuzzViewHistory(f *testing.F) {
 	f.Add([]byte("\x00\x00\n\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, runstats.HistoryFile), data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, runfiles.HistoryFile), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		s, err := ReadHistory(dir)

@@ -1,6 +1,6 @@
 package view
 
-// A directory's history.jsonl (runstats.History) as the series the run
+// A directory's history.jsonl (runfiles.History) as the series the run
 // page plots: one value per line for each figure, and the marks on the
 // time axis (where each run starts and ends, the server's outages,
 // concurrency: auto's moves).
@@ -17,7 +17,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -108,19 +108,19 @@ func ReadHistory(dir string) (*Series, error) {
 	for _, n := range lineNames {
 		s.Lines[n] = []num{}
 	}
-	path := filepath.Join(dir, runstats.HistoryFile)
+	path := filepath.Join(dir, runfiles.HistoryFile)
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		s.Note = "no " + runstats.HistoryFile + ": the directory was written by a synthgen without it, or no run has started"
+		s.Note = "no " + runfiles.HistoryFile + ": the directory was written by a synthgen without it, or no run has started"
 		return s, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("view: %w", err)
 	}
 	defer f.Close()
-	var recs []runstats.HistoryRecord
+	var recs []runfiles.HistoryRecord
 	_, err = sink.ForEachLine(f, func(line []byte, _ int) error {
-		var r runstats.HistoryRecord
+		var r runfiles.HistoryRecord
 		if json.Unmarshal(line, &r) != nil || r.Time.IsZero() {
 			s.Skipped++
 			return nil
@@ -136,14 +136,14 @@ func ReadHistory(dir string) (*Series, error) {
 }
 
 // fill makes the series of recs, in the order written.
-func (s *Series) fill(recs []runstats.HistoryRecord) {
+func (s *Series) fill(recs []runfiles.HistoryRecord) {
 	n := len(recs)
 	s.Points = n
 	s.T = make([]float64, n)
 	for _, name := range lineNames {
 		s.Lines[name] = make([]num, n)
 	}
-	causes := func(m map[string][]num, get func(r *runstats.HistoryRecord) map[string]int64) {
+	causes := func(m map[string][]num, get func(r *runfiles.HistoryRecord) map[string]int64) {
 		names := map[string]bool{}
 		for i := range recs {
 			for c := range get(&recs[i]) {
@@ -158,8 +158,8 @@ func (s *Series) fill(recs []runstats.HistoryRecord) {
 			m[c] = vals
 		}
 	}
-	causes(s.ErrorsByCause, func(r *runstats.HistoryRecord) map[string]int64 { return r.ErrorsByCause })
-	causes(s.RetriesByCause, func(r *runstats.HistoryRecord) map[string]int64 { return r.RetriesByCause })
+	causes(s.ErrorsByCause, func(r *runfiles.HistoryRecord) map[string]int64 { return r.ErrorsByCause })
+	causes(s.RetriesByCause, func(r *runfiles.HistoryRecord) map[string]int64 { return r.RetriesByCause })
 
 	urls := []string{}
 	for i := range recs {

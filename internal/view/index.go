@@ -59,7 +59,7 @@ const (
 type segment struct {
 	dir     int
 	name    string // under DIR/data; "" for DIR/errors
-	format  string // what a location is: sink.FormatJSONL (an offset) or sink.FormatParquet (a row)
+	lines   bool   // what a location is: a byte offset (sink.Lines), or a row
 	final   bool
 	read    int64 // JSONL: bytes of complete lines read; Parquet: rows
 	size    int64 // the file when read

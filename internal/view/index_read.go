@@ -150,7 +150,7 @@ func (ix *Index) refreshData(d int, dir string, files []dataFile, first bool) er
 			ix.killLocked(s)
 			delete(ix.segOf, segName(d, f.name))
 			ix.mu.Unlock()
-		case hadTemp && f.part.Format == sink.FormatJSONL && f.size >= seg.read:
+		case hadTemp && sink.Lines(f.name) && f.size >= seg.read:
 			// .open renamed: the same bytes, read on from where they were.
 			ix.mu.Lock()
 			delete(ix.segOf, segName(d, ix.segs[prev].name))
@@ -162,13 +162,13 @@ func (ix *Index) refreshData(d int, dir string, files []dataFile, first bool) er
 				errs = append(errs, err)
 			}
 			continue
-		case hadTemp && f.part.Format == sink.FormatParquet:
+		case hadTemp && !sink.Lines(f.name):
 			// The journal converted: its lines are the part's first rows.
 			ix.mu.Lock()
 			rows := int64(ix.segs[prev].rows)
 			ix.relabelLocked(prev)
 			delete(ix.segOf, segName(d, ix.segs[prev].name))
-			ix.segs[prev].name, ix.segs[prev].final, ix.segs[prev].format = f.name, true, sink.FormatParquet
+			ix.segs[prev].name, ix.segs[prev].final, ix.segs[prev].lines = f.name, true, false
 			ix.segs[prev].read = rows
 			ix.segOf[segName(d, f.name)] = prev
 			ix.mu.Unlock()
@@ -188,11 +188,7 @@ func (ix *Index) refreshData(d int, dir string, files []dataFile, first bool) er
 			return fmt.Errorf("view %s: more than %d parts", dir, maxSegs)
 		}
 		s = len(ix.segs)
-		format := sink.FormatJSONL
-		if f.final() {
-			format = f.part.Format
-		}
-		ix.segs = append(ix.segs, &segment{dir: d, name: f.name, format: format, final: f.final()})
+		ix.segs = append(ix.segs, &segment{dir: d, name: f.name, lines: sink.Lines(f.name), final: f.final()})
 		ix.segOf[segName(d, f.name)] = s
 		ix.mu.Unlock()
 		if err := ix.readSegment(s, path, f, 0, first); err != nil {
@@ -221,7 +217,7 @@ const batchLen = 4096
 // from (an offset, or a row), adding their entries.
 func (ix *Index) readSegment(s int, path string, f dataFile, from int64, first bool) error {
 	ix.mu.RLock()
-	format := ix.segs[s].format
+	lines := ix.segs[s].lines
 	ix.mu.RUnlock()
 	var batch []entry
 	flush := func() {
@@ -237,7 +233,7 @@ func (ix *Index) readSegment(s int, path string, f dataFile, from int64, first b
 	var problem string
 	var read int64
 	var err error
-	if format == sink.FormatParquet {
+	if !lines {
 		row := int64(0)
 		err = sink.ForEachRecord(path, func(rec *sink.Record, _ sink.Span) error {
 			if row >= from {

@@ -131,6 +131,12 @@ func TestViewFilters(t *testing.T) {
 		{"errors", q(func(q *Query) { q.Errors = true }), append(slices.Clone(f.failed), pick(func(r sink.Record) bool { return answered(r.Key()) })...)},
 		{"tokens 500..1000", q(func(q *Query) { q.MinTokens, q.MaxTokens = 500, 1000 }),
 			pick(func(r sink.Record) bool { return r.CompletionTokens >= 500 && r.CompletionTokens <= 1000 })},
+		// A record exactly at a bound is inside it: the cut ones hold
+		// max_tokens itself.
+		{"tokens 2000..2048", q(func(q *Query) { q.MinTokens, q.MaxTokens = 2000, 2048 }),
+			pick(func(r sink.Record) bool { return r.CompletionTokens >= 2000 && r.CompletionTokens <= 2048 })},
+		{"tokens exactly 507", q(func(q *Query) { q.MinTokens, q.MaxTokens = 507, 507 }),
+			pick(func(r sink.Record) bool { return r.CompletionTokens == 507 })},
 		{"finish stop", q(func(q *Query) { q.Finish = "stop" }), pick(func(r sink.Record) bool { return r.FinishReason == "stop" })},
 		{"truncated with think tags", q(func(q *Query) { q.Truncated, q.ThinkTags = true, true }),
 			pick(func(r sink.Record) bool { return r.FinishReason == "length" && sink.ThinkTags(r.Content) })},

@@ -77,11 +77,11 @@ var errPartMoved = errors.New("the part moved since the index was read (a live r
 func (ix *Index) rows(positions []int32, keep func(line []byte) bool) ([]Row, error) {
 	out := make([]Row, len(positions))
 	type want struct {
-		seg  int
-		path string
-		fmt  string
-		idx  []int // into out
-		locs []int64
+		seg   int
+		path  string
+		lines bool  // the part's records are lines: a search looks at them first
+		idx   []int // into out
+		locs  []int64
 	}
 	var groups []*want
 	ix.mu.RLock()
@@ -109,7 +109,7 @@ func (ix *Index) rows(positions []int32, keep func(line []byte) bool) ([]Row, er
 		out[k] = r
 		g := bySeg[s]
 		if g == nil {
-			g = &want{seg: s, path: filepath.Join(ix.dirs[seg.dir], "data", seg.name), fmt: seg.format}
+			g = &want{seg: s, path: filepath.Join(ix.dirs[seg.dir], "data", seg.name), lines: seg.lines}
 			bySeg[s] = g
 			groups = append(groups, g)
 		}
@@ -119,7 +119,7 @@ func (ix *Index) rows(positions []int32, keep func(line []byte) bool) ([]Row, er
 	ix.mu.RUnlock()
 	for _, g := range groups {
 		var err error
-		if keep != nil && g.fmt == sink.FormatJSONL {
+		if keep != nil && g.lines {
 			err = sink.ReadLinesAt(g.path, g.locs, func(i int, line []byte) error {
 				if !keep(line) {
 					out[g.idx[i]].skipped = true

@@ -108,7 +108,7 @@ func WriteReport(ctx context.Context, o ReportOptions) (int, error) {
 		return 0, err
 	}
 	v := reportView{page: page{Title: "report", Static: true, Progress: ix.Progress(), Now: o.Now()}}
-	v.Generated = o.Now().Format("2006-01-02 15:04:05 MST")
+	v.Generated = utc(o.Now())
 	maxTokens := 0
 	for i, d := range o.Dirs {
 		info := readDir(i, d)

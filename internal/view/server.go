@@ -22,11 +22,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/dustin/go-humanize"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
-
-	"github.com/synthgen/synthgen/sink"
 )
 
 //go:embed assets
@@ -71,11 +71,22 @@ var pageFuncs = template.FuncMap{
 	"num":     fmtNum,
 	"dur":     fmtDur,
 	"pct":     func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "%" },
-	"bytes":   fmtBytes,
+	"bytes":   func(n int64) string { return humanize.IBytes(uint64(max(n, 0))) },
 	"add":     func(a, b int) int { return a + b },
 	"json":    prettyJSON,
 	"ago":     func(t time.Time) string { return ago(t, time.Now()) },
 	"figures": Figures,
+	"utc":     utc,
+	"chars":   utf8.RuneCountInString,
+	"status": func(code int) string { // an error record's HTTP status; 0 when no answer had one (a schema failure, a timeout)
+		if code == 0 {
+			return "-"
+		}
+		return strconv.Itoa(code)
+	},
+	"recordURL":     recordURL,
+	"promptPreview": promptPreview,
+	"answerPreview": answerPreview,
 	"rowOf": func(r Row, dirs []DirInfo) tableRow {
 		t := tableRow{Row: r, Multi: len(dirs) > 1}
 		if r.Dir < len(dirs) {
@@ -121,7 +132,7 @@ func NewServer(o Options) (*Server, error) {
 	s := &Server{opts: o, ix: NewIndex(o.Dirs), pages: pages, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /{$}", s.runPage)
 	s.mux.HandleFunc("GET /records", s.recordsPage)
-	s.mux.HandleFunc("GET /record/{pos}", s.recordPage)
+	s.mux.HandleFunc("GET /record/{id...}", s.recordByPath)
 	s.mux.HandleFunc("GET /record", s.recordByKey)
 	s.mux.HandleFunc("GET /api/history", s.apiHistory)
 	s.mux.HandleFunc("GET /api/dist", s.apiDist)
@@ -174,9 +185,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if given != "" && subtle.ConstantTimeCompare([]byte(given), []byte(s.opts.Token)) == 1 {
 			http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: s.opts.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 			q.Del("token")
-			u := *r.URL
-			u.RawQuery = q.Encode()
-			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+			// The same origin only: a path of leading slashes
+			// ("//evil.com/") is another host to a browser.
+			to := "/" + strings.TrimLeft(r.URL.EscapedPath(), "/")
+			if len(q) > 0 {
+				to += "?" + q.Encode()
+			}
+			http.Redirect(w, r, to, http.StatusSeeOther)
 			return
 		}
 		c, err := r.Cookie(tokenCookie)
@@ -490,86 +505,6 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, v recordsView) {
 	_ = s.pages.ExecuteTemplate(w, "search_end", end)
 }
 
-// recordView is the record page's data.
-type recordView struct {
-	page
-	Row     Row
-	DirPath string
-	History []sink.ErrorRecord
-	HistErr string
-	Raw     string
-	Pos     int32
-}
-
-func (s *Server) recordPage(w http.ResponseWriter, r *http.Request) {
-	pos, err := strconv.ParseInt(r.PathValue("pos"), 10, 32)
-	if err != nil || pos < 0 {
-		s.fail(w, http.StatusBadRequest, errors.New("view: a record's number is a whole number"))
-		return
-	}
-	if err := s.ix.Wait(r.Context()); err != nil && !s.ix.Ready() {
-		return
-	}
-	s.showRecord(w, int32(pos))
-}
-
-// recordByKey finds a record by dir, id and sample: a link that lasts
-// across restarts of the view.
-func (s *Server) recordByKey(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	sample, err := strconv.Atoi(q.Get("sample"))
-	if err != nil {
-		sample = 0
-	}
-	dir := -1
-	if d := q.Get("dir"); d != "" {
-		if dir, err = strconv.Atoi(d); err != nil {
-			s.fail(w, http.StatusBadRequest, errors.New("view: dir is a number"))
-			return
-		}
-	}
-	if err := s.ix.Wait(r.Context()); err != nil && !s.ix.Ready() {
-		return
-	}
-	s.refresh()
-	pos, err := s.ix.Find(dir, sink.Key{ID: q.Get("id"), Sample: sample})
-	if err != nil {
-		s.fail(w, http.StatusInternalServerError, err)
-		return
-	}
-	if pos < 0 {
-		s.fail(w, http.StatusNotFound, fmt.Errorf("view: no record of id %q sample %d", q.Get("id"), sample))
-		return
-	}
-	http.Redirect(w, r, "/record/"+strconv.Itoa(int(pos)), http.StatusSeeOther)
-}
-
-func (s *Server) showRecord(w http.ResponseWriter, pos int32) {
-	if int(pos) >= s.ix.Len() {
-		s.fail(w, http.StatusNotFound, fmt.Errorf("view: no record %d", pos))
-		return
-	}
-	rows, err := s.ix.Rows([]int32{pos})
-	if err != nil {
-		s.fail(w, http.StatusInternalServerError, err)
-		return
-	}
-	v := recordView{page: s.basePage("record"), Row: rows[0], Pos: pos}
-	v.DirPath = s.opts.Dirs[v.Row.Dir]
-	if v.Row.Record != nil {
-		v.Title = "record " + v.Row.Record.ID
-		b, _ := json.MarshalIndent(v.Row.Record, "", "  ")
-		v.Raw = string(b)
-	}
-	if v.Row.Errors > 0 || v.Row.Failed != nil {
-		v.History, err = ErrorHistory(v.DirPath, sink.Key{ID: v.Row.ID(), Sample: v.Row.Sample()})
-		if err != nil {
-			v.HistErr = err.Error()
-		}
-	}
-	s.render(w, "record.html", v)
-}
-
 // fmtNum writes an integer n with groups of three digits (1,234,567),
 // anything else as fmt does.
 func fmtNum(n any) string {
@@ -589,18 +524,6 @@ func fmtDur(d time.Duration) string {
 	default:
 		return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + " s"
 	}
-}
-
-func fmtBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return strconv.FormatFloat(float64(n)/(1<<30), 'f', 1, 64) + " GiB"
-	case n >= 1<<20:
-		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
-	case n >= 1<<10:
-		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KiB"
-	}
-	return strconv.FormatInt(n, 10) + " B"
 }
 
 func prettyJSON(v any) string {

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -17,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -25,8 +26,8 @@ import (
 // history of two runs and a report.json.
 type viewDir struct {
 	*fixture
-	history []runstats.HistoryRecord
-	report  runstats.ReportRecord
+	history []runfiles.HistoryRecord
+	report  runfiles.ReportRecord
 }
 
 func makeViewDir(t testing.TB, format string) *viewDir {
@@ -34,14 +35,14 @@ func makeViewDir(t testing.TB, format string) *viewDir {
 	f, _ := writeFixture(t, t.TempDir(), format, 137, 20, false)
 	v := &viewDir{fixture: f, history: writeHistory(t, f.dir, 20, 10)}
 	last := v.history[len(v.history)-1]
-	v.report = runstats.ReportRecord{Event: "report", ExitCode: 3, Error: "3 requests failed for good", EndedAt: last.Time,
+	v.report = runfiles.ReportRecord{Event: "report", ExitCode: 3, Error: "3 requests failed for good", EndedAt: last.Time,
 		DurationS: 123.5, Written: 137, Failed: 3, StatusRecord: last.StatusRecord}
 	v.report.TokPerS, v.report.CompletionP50, v.report.TruncatedShare = 1371.7, 250, 0.2
 	b, err := json.MarshalIndent(v.report, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(f.dir, runstats.ReportFile), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(f.dir, runfiles.ReportFile), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return v
@@ -99,7 +100,7 @@ func TestViewPagesEscapeEverything(t *testing.T) {
 		t.Fatalf("the hostile record: %d, %v", pos, err)
 	}
 	pages := map[string]string{
-		"record":        "/record/" + strconv.Itoa(int(pos)),
+		"record":        "/record/" + url.PathEscape(hostileID),
 		"record by key": "/record?id=" + url.QueryEscape(hostileID) + "&sample=0",
 		"table":         "/records?per=10",
 		"search":        "/records?q=" + url.QueryEscape("alert("),
@@ -119,6 +120,14 @@ func TestViewPagesEscapeEverything(t *testing.T) {
 		}
 		if name != "run" && !strings.Contains(body, "&#34;&gt;&lt;svg onload=alert(7)&gt;") {
 			t.Errorf("%s: the hostile id is not shown as text", name)
+		}
+		if name == "table" {
+			// The previews of the prompt and the answer, as text too.
+			for _, want := range []string{"&lt;/pre&gt;&lt;script&gt;alert(4)&lt;/script&gt;", "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;"} {
+				if !strings.Contains(body, want) {
+					t.Errorf("table: the preview %q not shown as text", want)
+				}
+			}
 		}
 		if strings.HasPrefix(name, "record") {
 			for _, want := range []string{"&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;",
@@ -141,6 +150,19 @@ func TestViewTokenAndHost(t *testing.T) {
 	for _, p := range []string{"/", "/records", "/api/history?dir=0", "/assets/view.js", "/?token=wrong"} {
 		if resp, _ := get(t, noRedirect, ts.URL+p); resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("%s without the token: %s", p, resp.Status)
+		}
+	}
+	// A cookie of the right name but not the token opens nothing.
+	for _, wrong := range []string{"wrong", "s3cret-toke", "s3cret-token-and-more"} {
+		req, _ := http.NewRequest(http.MethodGet, ts.URL+"/records", nil)
+		req.AddCookie(&http.Cookie{Name: tokenCookie, Value: wrong})
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("with the cookie %s=%s: %s, want 401", tokenCookie, wrong, resp.Status)
 		}
 	}
 	resp, _ := get(t, noRedirect, ts.URL+"/records?truncated=1&token=s3cret-token")
@@ -175,7 +197,9 @@ func TestViewTokenAndHost(t *testing.T) {
 	defer func() { local.Close(); ls.Close() }()
 	port := strconv.Itoa(local.Listener.Addr().(*net.TCPAddr).Port)
 	for host, want := range map[string]int{"attacker.example:" + port: http.StatusMisdirectedRequest,
-		"localhost:" + port: http.StatusOK, "127.0.0.1:" + port: http.StatusOK} {
+		"localhost:" + port: http.StatusOK, "127.0.0.1:" + port: http.StatusOK,
+		// A host name is not case-sensitive (RFC 4343).
+		"LOCALHOST:" + port: http.StatusOK, "LocalHost:" + port: http.StatusOK} {
 		req, _ := http.NewRequest(http.MethodGet, local.URL+"/assets/view.css", nil)
 		req.Host = host
 		resp, err := http.DefaultClient.Do(req)
@@ -194,6 +218,41 @@ func TestViewTokenAndHost(t *testing.T) {
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST: %s", resp.Status)
+	}
+}
+
+// TestViewTokenRedirectStaysHome: the redirect that takes the token out of
+// the URL goes to a path of the view itself, whatever the path asked:
+// "//evil.com/" is another origin to a browser; "/%5Cevil.com/" is not.
+func TestViewTokenRedirectStaysHome(t *testing.T) {
+	t.Parallel()
+	v := makeViewDir(t, sink.FormatJSONL)
+	_, ts := serve(t, Options{Dirs: []string{v.dir}, Token: "s3cret-token"})
+	for path, want := range map[string]string{
+		"//evil.com/?token=s3cret-token":          "/evil.com/",
+		"///evil.com/x?token=s3cret-token&a=1":    "/evil.com/x?a=1",
+		`/\evil.com/?token=s3cret-token`:          "/%5Cevil.com/",
+		"/records?truncated=1&token=s3cret-token": "/records?truncated=1",
+	} {
+		conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Written by hand: a client would clean the path first.
+		if _, err := io.WriteString(conn, "GET "+path+" HTTP/1.1\r\nHost: "+ts.Listener.Addr().String()+"\r\nConnection: close\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		_ = conn.Close()
+		loc := resp.Header.Get("Location")
+		u, err := url.Parse(loc)
+		if resp.StatusCode != http.StatusSeeOther || err != nil || u.Host != "" || u.Scheme != "" || loc != want {
+			t.Errorf("GET %s: %s to %q, want %q on the same origin", path, resp.Status, loc, want)
+		}
 	}
 }
 

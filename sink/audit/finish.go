@@ -114,3 +114,22 @@ func (g *dupGroups) problems() []string {
 	}
 	return out
 }
+
+// UnendedRun is what the last run of the manifest's history holds on disk
+// when it never ended (killed, or running now), and ok: a run counts its
+// records and errors in the manifest only when it ends, so a killed one
+// says 0 of each there while its parts hold them. They are what the
+// directory holds beyond what the runs before it counted; a run that
+// adopted parts with --force may make that more than it wrote.
+func (a *Audit) UnendedRun() (records, errs int64, ok bool) {
+	m := a.Manifest
+	if m == nil || len(m.Runs) == 0 || m.Runs[len(m.Runs)-1].EndedAt != nil {
+		return 0, 0, false
+	}
+	records, errs = a.Records, a.Errors.Records
+	for _, r := range m.Runs[:len(m.Runs)-1] {
+		records -= r.RecordsWritten
+		errs -= r.ErrorsWritten
+	}
+	return max(records, 0), max(errs, 0), true
+}

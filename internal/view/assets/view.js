@@ -39,6 +39,31 @@
     return Number(v).toLocaleString("en-US", { maximumFractionDigits: digits == null ? 1 : digits });
   }
 
+  // utc is a time (seconds) as the CLI prints one: ISO 8601, in UTC.
+  function utc(sec) {
+    return new Date(sec * 1000).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+  }
+  // The time axis in UTC, as the CLI and the tables say it: the date where
+  // it starts or changes, the time of day at every mark.
+  const tzUTC = function (ts) { return uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"); };
+  function timeValues(u, splits) {
+    let day = "";
+    return splits.map(function (v) {
+      if (v == null) return "";
+      const s = utc(v), d = s.slice(0, 10), tod = s.slice(11, 19) + "Z";
+      if (d === day) return tod;
+      day = d;
+      return tod + "\n" + d;
+    });
+  }
+
+  // yUpTo is a count axis from 0 to a little above the highest count: a
+  // plot of equal counts would otherwise run to twice them.
+  function yUpTo(counts) {
+    const hi = counts.reduce(function (a, b) { return Math.max(a, b); }, 0);
+    return [0, Math.max(1, hi) * 1.08];
+  }
+
   function widthOf(box) { return Math.max(320, box.clientWidth - 16); }
 
   window.addEventListener("resize", function () {
@@ -48,7 +73,11 @@
   // The marks on a time axis: each run's start (a resumed run says how
   // many keys it found done), the server's outages shaded, and, on the
   // in-flight plot, concurrency: auto's moves.
-  function marks(h, withMoves) {
+  // A run's label is drawn right of its line, inside its own run's span:
+  // shortened ("run 2", then "2") where the whole does not fit, left out
+  // where not even that does (the plot's note lists every run). What was
+  // drawn, and where, is kept in labels (CSS pixels, for a test).
+  function marks(h, withMoves, labels) {
     return {
       hooks: {
         draw: [function (u) {
@@ -68,14 +97,28 @@
           ctx.fillStyle = "#344054";
           ctx.lineWidth = dpr;
           ctx.setLineDash([4 * dpr, 3 * dpr]);
+          // uPlot leaves the context as its last axis drew: the labels
+          // start where they are put.
+          ctx.textAlign = "left";
+          ctx.textBaseline = "alphabetic";
+          labels.length = 0;
+          const right = u.bbox.left + u.bbox.width;
           h.runs.forEach(function (r, i) {
             const a = x(r.from);
             ctx.beginPath();
             ctx.moveTo(a, top);
             ctx.lineTo(a, top + hgt);
             ctx.stroke();
-            const label = "run " + r.run + (r.already_done > 0 ? " · resumed (" + r.already_done + " done)" : "");
-            ctx.fillText(label, a + 4 * dpr, top + (12 + 12 * (i % 2)) * dpr);
+            const end = i + 1 < h.runs.length ? Math.min(x(h.runs[i + 1].from), right) : right;
+            const from = Math.max(a, u.bbox.left);
+            const texts = ["run " + r.run + (r.already_done > 0 ? " · resumed (" + fmt(r.already_done, 0) + " done)" : ""), "run " + r.run, String(r.run)];
+            const text = texts.find(function (t) { return from + 4 * dpr + ctx.measureText(t).width + 2 * dpr <= end; });
+            if (text == null) return;
+            const at = from + 4 * dpr, w = ctx.measureText(text).width;
+            ctx.fillText(text, at, top + (12 + 12 * (i % 2)) * dpr);
+            // Where the text went, by the alignment it was drawn with.
+            const left = { right: at - w, end: at - w, center: at - w / 2 }[ctx.textAlign] || at;
+            labels.push({ run: r.run, text: text, left: left / dpr, right: (left + w) / dpr, seg_left: a / dpr, seg_right: end / dpr });
           });
           if (h.outages.length) {
             ctx.fillStyle = "#b42318";
@@ -146,20 +189,38 @@
       axes.push({ scale: "y2", side: 1, size: 64, label: opt.y2 || "", grid: { show: false } });
     }
     if (opt.percent) scales.y = { range: [0, 100] };
+    axes[0] = { values: timeValues, space: 80 };
+    // Each series its own colour: the ones given, then the palette's
+    // that no given one took.
+    const given = series.map(function (s) { return s.color; }).filter(Boolean);
+    const free = colors.filter(function (c) { return given.indexOf(c) < 0; });
+    let k = 0;
+    const strokes = series.map(function (s) { return s.color || free[k++ % free.length]; });
+    const labels = [];
     const u = new uPlot({
-      width: widthOf(box), height: 230,
+      width: widthOf(box), height: 230, tzDate: tzUTC,
       scales: scales, axes: axes,
-      series: [{}].concat(series.map(function (s, i) {
+      series: [{ label: "time (UTC)", value: function (_, v) { return v == null ? "-" : utc(v); } }].concat(series.map(function (s, i) {
         return {
-          label: s.label, scale: s.scale || "y", stroke: s.color || colors[i % colors.length],
+          label: s.label, scale: s.scale || "y", stroke: strokes[i],
           width: 1.5, dash: s.dash, spanGaps: false, points: { show: false },
         };
       })),
-      plugins: [marks(h, opt.moves)],
+      plugins: [marks(h, opt.moves, labels)],
     }, g.data, box);
+    if (h.runs.length > 1) {
+      box.appendChild(el("p", "legendnote runs", h.runs.map(function (r) {
+        return "run " + r.run + " from " + utc(r.from) + (r.already_done > 0 ? ", resumed (" + fmt(r.already_done, 0) + " done)" : "");
+      }).join(" · ")));
+    }
     drawn.push({ u: u, box: box });
     box.setAttribute("data-points", String(h.points));
-    info[id] = { title: title, points: h.points, drawn: g.data[0].length, gaps: g.gaps, series: series.map(function (s) { return s.label; }) };
+    info[id] = {
+      title: title, points: h.points, drawn: g.data[0].length, gaps: g.gaps, series: series.map(function (s) { return s.label; }),
+      labels: labels,
+      // The colours uPlot draws with, as it holds them.
+      get strokes() { return u.series.slice(1).map(function (s, i) { return typeof s.stroke === "function" ? s.stroke(u, i + 1) : s.stroke; }); },
+    };
     if (opt.moves && h.moves.length) {
       const t = el("table", "moves");
       const head = el("tr");
@@ -167,7 +228,7 @@
       t.appendChild(head);
       h.moves.slice(-12).forEach(function (m) {
         const tr = el("tr");
-        tr.appendChild(el("td", null, new Date(m.t * 1000).toLocaleString()));
+        tr.appendChild(el("td", null, utc(m.t)));
         tr.appendChild(el("td", null, m.limit));
         tr.appendChild(el("td", null, m.reason));
         t.appendChild(tr);
@@ -254,7 +315,7 @@
     const hi = Math.max(hist.width * hist.counts.length, mark ? mark.at * 1.02 : 0);
     const u = new uPlot({
       width: widthOf(box), height: 200,
-      scales: { x: { time: false, range: [0, hi] } },
+      scales: { x: { time: false, range: [0, hi] }, y: { range: yUpTo(hist.counts) } },
       axes: [{ label: hist.unit }, { size: 60, label: "records" }],
       series: [{ label: hist.unit }, {
         label: "records", stroke: colors[0], fill: "rgba(31, 119, 180, 0.35)",
@@ -267,7 +328,7 @@
     const total = hist.counts.reduce(function (a, b) { return a + b; }, 0);
     box.setAttribute("data-points", String(hist.counts.length));
     box.setAttribute("data-total", String(total));
-    info[id] = { title: title, points: hist.counts.length, total: total };
+    info[id] = { title: title, points: hist.counts.length, total: total, high: yUpTo(hist.counts)[1] / 1.08, get ymax() { return u.scales.y.max; } };
   }
 
   function finishPlot(container, d) {
@@ -278,7 +339,7 @@
     const xs = names.map(function (_, i) { return i; });
     const u = new uPlot({
       width: widthOf(box), height: 200,
-      scales: { x: { time: false, range: [-0.5, names.length - 0.5] } },
+      scales: { x: { time: false, range: [-0.5, names.length - 0.5] }, y: { range: yUpTo(counts) } },
       axes: [{ splits: function () { return xs; }, values: function (_, splits) { return splits.map(function (v) { return names[v] == null ? "" : names[v]; }); } },
         { size: 60, label: "records" }],
       series: [{}, { label: "records", stroke: colors[2], fill: "rgba(44, 160, 44, 0.35)", paths: uPlot.paths.bars({ size: [0.7, 120] }), points: { show: false } }],
@@ -286,7 +347,7 @@
     }, [xs, counts], box);
     drawn.push({ u: u, box: box });
     box.setAttribute("data-points", String(names.length));
-    info.finish = { title: "finish reasons", points: names.length, total: counts.reduce(function (a, b) { return a + b; }, 0) };
+    info.finish = { title: "finish reasons", points: names.length, total: counts.reduce(function (a, b) { return a + b; }, 0), high: yUpTo(counts)[1] / 1.08, get ymax() { return u.scales.y.max; } };
   }
 
   function drawDist(d) {

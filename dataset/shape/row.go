@@ -1,0 +1,67 @@
+// Package shape turns a decoded dataset row into the conversation to send,
+// by its row shape: ShareGPT conversations, OpenAI messages, a prompt
+// column, Alpaca, an OpenAI batch request line, or a row of its own fields
+// made a prompt by prompt.messages (package dataset/template). It reads
+// rows, not files: package dataset decodes them and says where each is.
+package shape
+
+import (
+	"errors"
+
+	"github.com/synthgen/synthgen/dataset/template"
+)
+
+// Message is one chat turn with an OpenAI role (system, user, assistant;
+// tool only in a batch request, whose turns are sent as given).
+type Message struct {
+	Role    string
+	Content string
+}
+
+// Row is what a row's shape makes of it (dataset.Prompt holds each).
+type Row struct {
+	// ID is the id the row names (its id field, a batch row's custom_id);
+	// "" when it names none.
+	ID       string
+	Messages []Message
+	Source   string
+	// Params, Ignored and Model are a request row's own request fields,
+	// the ones synthgen decides for itself, and the model it names.
+	Params  map[string]any
+	Ignored []string
+	Model   string
+}
+
+// FieldError is what makes a row bad: the path of its field ("" for the
+// row as a whole) and the reason.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Err.Error()
+	}
+	return e.Field + ": " + e.Err.Error()
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+func fieldErr(field string, err error) *FieldError { return &FieldError{Field: field, Err: err} }
+
+// The reasons a field is bad. They are values so tests and callers can match
+// them with errors.Is.
+var (
+	ErrMissing      = template.ErrMissing // one value: a field a template reads is a row's field
+	ErrNotString    = errors.New("not a string")
+	ErrNotList      = errors.New("not a list")
+	ErrNotObject    = errors.New("not an object")
+	ErrEmpty        = errors.New("empty")
+	ErrNoUserTurn   = errors.New("no user turn before the first assistant turn")
+	ErrUnknownShape = errors.New("no conversations, messages, prompt, instruction, or custom_id and body field")
+	ErrNotText      = errors.New("not text")
+	// ErrEndsWithAnswer: a request row whose last turn is an assistant
+	// turn, without body.continue_final_message (vLLM's prefill).
+	ErrEndsWithAnswer = errors.New(`"assistant" is the last turn: the answer would follow the model's own turn; drop the turn to have it answered anew, or set body.continue_final_message: true to continue it`)
+)

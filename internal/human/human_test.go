@@ -1,0 +1,24 @@
+package human
+
+import (
+	"testing"
+	"time"
+)
+
+func TestFigures(t *testing.T) {
+	t.Parallel()
+	for got, want := range map[string]string{
+		Num(1234567):                             "1,234,567",
+		Count(1, "record", "records"):            "1 record",
+		Count(1204, "record", "records"):         "1,204 records",
+		Counts(map[string]int64{"b": 1, "a": 2}): "a 2, b 1",
+		Duration(45 * time.Second):               "45s",
+		Duration(12*time.Minute + 5*time.Second): "12m05s",
+		Duration(2*time.Hour + 41*time.Minute):   "2h41m",
+		Duration(76 * time.Hour):                 "3d04h",
+	} {
+		if got != want {
+			t.Errorf("%q, want %q", got, want)
+		}
+	}
+}
