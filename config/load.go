@@ -176,21 +176,6 @@ func loadExtraBody(fs *pflag.FlagSet, tree *fileTree) (raw any, body map[string]
 	return nil, map[string]any{}, nil
 }
 
-// Source names where Load takes key's value from, with its precedence:
-// "flag --dataset.path", "env SYNTHGEN_DATASET_PATH", "my.yaml:3" (the file,
-// read again), or "" when none sets it and the default applies.
-func Source(fs *pflag.FlagSet, file, key string) (string, error) {
-	src := sources{fs: fs}
-	if file != "" {
-		t, err := readFile(file)
-		if err != nil {
-			return "", err
-		}
-		src.tree = t
-	}
-	return src.of(key), nil
-}
-
 // sources says where a key's effective value came from, for error messages.
 type sources struct {
 	fs   *pflag.FlagSet

@@ -88,7 +88,7 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 		return err
 	}
 	j := jobOf(cfg, shard)
-	if err := checkResponseFormat(cmd, rf, cfg, j); err != nil {
+	if err := checkResponseFormat(cfg, from, j); err != nil {
 		return err
 	}
 	rs := &runSession{cfg: cfg, rf: rf, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), stats: runstats.NewStats(nil)}
@@ -350,14 +350,14 @@ func jobOf(cfg config.Config, shard dataset.Shard) job.Job {
 // checkResponseFormat compiles the job's response format before anything
 // starts: a schema that is no valid JSON Schema is a config error naming
 // the key, where it was set and the schema's file.
-func checkResponseFormat(cmd *cobra.Command, rf runFlags, cfg config.Config, j job.Job) error {
+func checkResponseFormat(cfg config.Config, from config.Sources, j job.Job) error {
 	const key = "generation.response_format"
 	if _, err := shape.Compile(j.Sampling.ResponseFormat); err != nil {
 		where := key
 		if file := cfg.Generation.ResponseFormat.File; file != "" {
 			where += " (schema file " + file + ")"
 		}
-		if src, serr := config.Source(cmd.Flags(), rf.configFile, key); serr == nil && src != "" {
+		if src := from[key]; src != "" {
 			where = src + ": " + where
 		}
 		return usageError(fmt.Errorf("%s: %w", where, err),
