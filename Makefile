@@ -1,9 +1,8 @@
 # synthgen's front door. `make help` lists the targets.
 GO        ?= go
 BIN       := bin/synthgen
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION   ?= $(shell git describe --tags --always --dirty --abbrev=12 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
-MOCK_ADDR ?= 127.0.0.1:18080
 
 .DEFAULT_GOAL := help
 
@@ -18,12 +17,24 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/synthgen
 
 ## run: generate answers for the bundled sample against the built-in mock server (out/sample)
+# The mock listens on a port of its own choosing (MOCK_ADDR's port 0) and
+# writes the address it bound to a file only once it listens; the run is
+# sent there and nowhere else, so a process that holds some port (another
+# mock, a real server) never gets the sample. No file while the mock lives
+# means it is still starting; no mock, that it failed: nothing is sent.
+MOCK_ADDR ?= 127.0.0.1:0
 .PHONY: run
 run: build
-	@set -e; \
-	$(BIN) mock --addr $(MOCK_ADDR) --token-delay 2ms --ttft 50ms & mock=$$!; \
-	trap 'kill $$mock 2>/dev/null; wait $$mock 2>/dev/null' EXIT; \
-	$(BIN) run --config examples/sample.yaml --endpoint.base_url http://$(MOCK_ADDR)/v1
+	@set -e; tmp=$$(mktemp -d); \
+	$(BIN) mock --addr $(MOCK_ADDR) --addr-file $$tmp/addr --token-delay 2ms --ttft 50ms & mock=$$!; \
+	trap 'kill $$mock 2>/dev/null; wait $$mock 2>/dev/null; rm -rf $$tmp' EXIT; \
+	until [ -s $$tmp/addr ]; do \
+	  if ! kill -0 $$mock 2>/dev/null; then \
+	    echo "make run: the mock server did not start (its error is above); nothing was sent" >&2; exit 1; \
+	  fi; \
+	  sleep 0.1; \
+	done; \
+	$(BIN) run --config examples/sample.yaml --endpoint.base_url http://$$(cat $$tmp/addr)/v1
 
 ## test: the whole test suite with the race detector (a few minutes; TEST_TIMEOUT bounds each package)
 # TEST_TIMEOUT is per package: the slowest, cmd/synthgen, took 3 min 40 s

@@ -134,7 +134,6 @@ func Default() Config {
 			StallTimeout: 2 * time.Minute,
 		},
 		Dataset: DatasetConfig{
-			Path:     "examples/data/sample.jsonl",
 			Format:   "auto",
 			OnBadRow: "skip",
 			ShardBy:  "rows",

@@ -22,11 +22,30 @@ import (
 // where the bad value came from: "my.yaml:7: output.format: ...",
 // "env SYNTHGEN_CONCURRENCY: concurrency: ...", "flag --dataset.limit: ...".
 func Load(fs *pflag.FlagSet, file string) (Config, error) {
+	cfg, _, err := LoadWithSources(fs, file)
+	return cfg, err
+}
+
+// Sources records, as Load takes each key, where its value came from:
+// "flag --generation.temperature", "env SYNTHGEN_GENERATION_TEMPERATURE",
+// "job.yaml:7". A key none of them set is absent: its default applies.
+type Sources map[string]string
+
+// Of names where key's value came from, or "the default".
+func (s Sources) Of(key string) string {
+	if w := s[key]; w != "" {
+		return w
+	}
+	return "the default"
+}
+
+// LoadWithSources is Load, with where each key's value came from.
+func LoadWithSources(fs *pflag.FlagSet, file string) (Config, Sources, error) {
 	var tree *fileTree
 	if file != "" {
 		t, err := readFile(file)
 		if err != nil {
-			return Config{}, err
+			return Config{}, nil, err
 		}
 		tree = t
 	}
@@ -44,24 +63,28 @@ func Load(fs *pflag.FlagSet, file string) (Config, error) {
 		// One binding per key rather than AutomaticEnv: with AutomaticEnv an
 		// unrelated SYNTHGEN_OUTPUT variable would hide every output.* key.
 		if err := v.BindEnv(k.name); err != nil {
-			return Config{}, fmt.Errorf("bind env %s: %w", EnvName(k.name), err)
+			return Config{}, nil, fmt.Errorf("bind env %s: %w", EnvName(k.name), err)
 		}
 		if f := lookupFlag(fs, k.name); f != nil {
 			if err := v.BindPFlag(k.name, f); err != nil {
-				return Config{}, fmt.Errorf("bind flag --%s: %w", k.name, err)
+				return Config{}, nil, fmt.Errorf("bind flag --%s: %w", k.name, err)
 			}
 		}
 	}
 	if tree != nil {
 		if err := v.MergeConfigMap(viperTree(tree)); err != nil {
-			return Config{}, fmt.Errorf("%s: %w", file, err)
+			return Config{}, nil, fmt.Errorf("%s: %w", file, err)
 		}
 	}
 
 	src := sources{fs: fs, tree: tree}
 	cfg := Default()
+	from := Sources{}
 	var errs []error
 	for _, k := range keys {
+		if w := src.of(k.name); w != "" {
+			from[k.name] = w
+		}
 		var raw any
 		var err error
 		switch k.name {
@@ -78,12 +101,12 @@ func Load(fs *pflag.FlagSet, file string) (Config, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return Config{}, errors.Join(errs...)
+		return Config{}, nil, errors.Join(errs...)
 	}
 	if err := cfg.Validate(); err != nil {
-		return Config{}, src.annotateAll(err)
+		return Config{}, nil, src.annotateAll(err)
 	}
-	return cfg, nil
+	return cfg, from, nil
 }
 
 func lookupFlag(fs *pflag.FlagSet, name string) *pflag.Flag {
@@ -151,21 +174,6 @@ func loadExtraBody(fs *pflag.FlagSet, tree *fileTree) (raw any, body map[string]
 		}
 	}
 	return nil, map[string]any{}, nil
-}
-
-// Source names where Load takes key's value from, with its precedence:
-// "flag --dataset.path", "env SYNTHGEN_DATASET_PATH", "my.yaml:3" (the file,
-// read again), or "" when none sets it and the default applies.
-func Source(fs *pflag.FlagSet, file, key string) (string, error) {
-	src := sources{fs: fs}
-	if file != "" {
-		t, err := readFile(file)
-		if err != nil {
-			return "", err
-		}
-		src.tree = t
-	}
-	return src.of(key), nil
 }
 
 // sources says where a key's effective value came from, for error messages.

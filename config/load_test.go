@@ -649,24 +649,3 @@ func TestUnknownEnv(t *testing.T) {
 		t.Errorf("message %q", msg)
 	}
 }
-
-func TestSource(t *testing.T) {
-	file := writeFile(t, "c.yaml", "concurrency: 4\ndataset:\n  path: d.jsonl\n")
-	fs := cmdFlags(t)
-	if err := fs.Parse([]string{"--output.dir", "o"}); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("SYNTHGEN_DATASET_LIMIT", "3")
-	for _, c := range []struct{ file, key, want string }{
-		{file, "dataset.path", file + ":3"},
-		{file, "output.dir", "flag --output.dir"},
-		{file, "dataset.limit", "env SYNTHGEN_DATASET_LIMIT"},
-		{file, "output.format", ""},
-		{"", "dataset.path", ""},
-	} {
-		got, err := Source(fs, c.file, c.key)
-		if err != nil || got != c.want {
-			t.Errorf("Source(%q, %s) = %q, %v; want %q", c.file, c.key, got, err, c.want)
-		}
-	}
-}

@@ -140,10 +140,10 @@ func (c Config) Validate() error {
 		add("endpoint.stall_timeout", e.StallTimeout, fmt.Sprintf("%s is negative (0 turns the stall check off)", e.StallTimeout))
 	}
 
+	// An empty dataset.path (the default: there is none) is run's to
+	// refuse, as "no dataset given": a config without one is still a
+	// config, and the message is about the run.
 	d := c.Dataset
-	if strings.TrimSpace(d.Path) == "" {
-		add("dataset.path", d.Path, "must not be empty")
-	}
 	oneOf("dataset.format", d.Format, DatasetFormats)
 	if d.Format == "prompt" && d.PromptField == "" {
 		add("dataset.prompt_field", d.PromptField, `required when dataset.format is "prompt"`, "dataset.format")

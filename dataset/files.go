@@ -77,10 +77,22 @@ func (o Options) selectFiles() ([]dsFile, fetcher, error) {
 		files = append(files, dsFile{path: p, name: names[i], place: i})
 	}
 	if len(files) == 0 {
-		return nil, nil, fmt.Errorf("dataset %s: shard %s takes no file: split by file (dataset.shard_by: files) each shard reads whole files, and the dataset has %d; use at most %d shards, or dataset.shard_by: rows",
-			o.Path, o.Shard, len(paths), len(paths))
+		return nil, nil, &ShardFilesError{Path: o.Path, Shard: o.Shard, Files: len(paths)}
 	}
 	return files, fetch, nil
+}
+
+// ShardFilesError is a shard of a split by file that takes no file: there
+// are more shards than the dataset has files.
+type ShardFilesError struct {
+	Path  string
+	Shard Shard
+	Files int // the dataset's files
+}
+
+func (e *ShardFilesError) Error() string {
+	return fmt.Sprintf("dataset %s: shard %s takes no file: split by file (dataset.shard_by: files) each shard reads whole files, and the dataset has %d; use at most %d shards, or dataset.shard_by: rows",
+		e.Path, e.Shard, e.Files, e.Files)
 }
 
 // List returns the names and sizes of every file of a local dataset (a

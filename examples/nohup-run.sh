@@ -10,9 +10,14 @@ set -euo pipefail
 config=$(realpath "${1:?usage: $0 CONFIG.yaml [flags...]}")
 shift
 here=$(cd "$(dirname "$(realpath "$0")")/.." && pwd)
-bin=${SYNTHGEN_BIN:-$here/bin/synthgen}
-if [[ ! -x $bin ]]; then
-  (cd "$here" && make build)
+# Built every time (go build is incremental: a moment when nothing changed),
+# so that after a git pull the old bin/synthgen never runs silently.
+# SYNTHGEN_BIN names a binary to run as it is instead.
+if [[ -n ${SYNTHGEN_BIN:-} ]]; then
+  bin=$SYNTHGEN_BIN
+else
+  (cd "$here" && make --no-print-directory build >&2)
+  bin=$here/bin/synthgen
 fi
 log=${SYNTHGEN_LOG:-${config%.*}.log}   # default: beside the config, job.yaml -> job.log
 mkdir -p "$(dirname "$log")"

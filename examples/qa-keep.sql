@@ -4,6 +4,9 @@
 -- messages --reasoning drop --out out/qa-all.jsonl); the judge's records
 -- carry the first pass's ids, and their content is {"score", "reason"}.
 -- Run from the directory holding out/: duckdb -c ".read examples/qa-keep.sql"
+-- (DuckDB is one binary, not part of synthgen: https://duckdb.org/docs/installation,
+-- e.g. `pip install duckdb-cli`, `brew install duckdb`, or the release's
+-- duckdb_cli-linux-amd64.zip unpacked onto PATH.)
 COPY (
   SELECT a.*
   FROM read_json('out/qa-all.jsonl') a

@@ -653,11 +653,22 @@ func TestSlurmArray(t *testing.T) {
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("task %d: %v\n%s", i, err, msg)
 		}
-		logs, _ := filepath.Glob(filepath.Join(out, "*.log"))
+		logs, _ := filepath.Glob(filepath.Join(out, "logs", "*.log"))
 		if len(logs) != i+1 {
 			t.Fatalf("task %d: logs %q, want one per task so far", i, logs)
 		}
-		b, err := os.ReadFile(filepath.Join(out, fmt.Sprintf("shard-%d.log", i)))
+		// The script's own follow-up, synthgen inspect OUT/shard-*, must
+		// find the shard directories and nothing else.
+		if err := os.MkdirAll(filepath.Join(out, fmt.Sprintf("shard-%d", i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		shards, _ := filepath.Glob(filepath.Join(out, "shard-*"))
+		for _, p := range shards {
+			if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+				t.Errorf("task %d: %s matches OUT/shard-*, the glob of the shard directories, and is not one", i, p)
+			}
+		}
+		b, err := os.ReadFile(filepath.Join(out, "logs", fmt.Sprintf("shard-%d.log", i)))
 		if err != nil {
 			t.Fatalf("task %d: its log: %v", i, err)
 		}

@@ -104,7 +104,7 @@ func TestRunSameDatasetTwoPaths(t *testing.T) {
 	before := m.Stats().Requests
 
 	cj.data = data
-	r := cliRun(t, cj.args()...)
+	r := cliRun(t, cj.args("--quiet=false")...) // "nothing to do" is no summary line
 	r.ok(t, "absolute path")
 	if got := m.Stats().Requests - before; got != 0 {
 		t.Errorf("the same file by its absolute path asked %d requests, want none", got)
@@ -139,7 +139,7 @@ func TestRunResumesDirectoryOfEarlierVersion(t *testing.T) {
 					"--output.dir", "out-" + format, "--output.format", format, "--output.shard_size", "3",
 					"--concurrency", "4", "--generation.max_tokens", "64", "--quiet"}, extra...)
 			}
-			r := cliRun(t, args("--dataset.limit", "8")...)
+			r := cliRun(t, args("--dataset.limit", "8", "--quiet=false")...)
 			r.ok(t, "same job")
 			if m.Stats().Requests != 0 || !strings.Contains(r.stderr, "nothing to do") {
 				t.Errorf("the same job asked %d requests:\n%s", m.Stats().Requests, r.stderr)

@@ -16,7 +16,11 @@ func main() {
 	if err == nil {
 		return
 	}
-	fmt.Fprintf(os.Stderr, "Error: %v\n", err)
+	if askedFor(err) {
+		fmt.Fprintln(os.Stderr, err)
+	} else {
+		fmt.Fprintf(os.Stderr, "Error: %v\n", err)
+	}
 	var he interface{ Hint() string }
 	if errors.As(err, &he) && he.Hint() != "" {
 		fmt.Fprintf(os.Stderr, "Hint: %s\n", he.Hint())

@@ -61,7 +61,7 @@ off (llama-server: 501 with the flag to add).`
 // synthgen without a GPU and for load tests on loopback.
 func newMockCmd() *cobra.Command {
 	var (
-		addr          string
+		listen        mockListen
 		grace         time.Duration
 		abandonOnTerm bool
 		opts          mockserver.Options
@@ -76,7 +76,7 @@ func newMockCmd() *cobra.Command {
   synthgen mock --max-running 4 --headers-when-running --rate-close-after 0.3 --abandon-on-term --grace 30s
   synthgen mock --flavor llamacpp --max-model-len 4096
   synthgen run --endpoint.base_url http://127.0.0.1:8000/v1 ...`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := opts.Validate(); err != nil {
 				return usageError(err, "see 'synthgen mock --help'")
@@ -96,17 +96,18 @@ func newMockCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(ctx, stopSigs...)
 			defer stop()
-			return serveMock(ctx, addr, grace, opts, term, cmd.ErrOrStderr())
+			return serveMock(ctx, listen, grace, opts, term, cmd.ErrOrStderr())
 		},
 	}
-	mockFlags(cmd.Flags(), &addr, &grace, &abandonOnTerm, &opts)
+	mockFlags(cmd.Flags(), &listen, &grace, &abandonOnTerm, &opts)
 	return cmd
 }
 
 // mockFlags declares mock's flags: the server's options, where it
 // listens and how it stops.
-func mockFlags(f *pflag.FlagSet, addr *string, grace *time.Duration, abandonOnTerm *bool, opts *mockserver.Options) {
-	f.StringVar(addr, "addr", "127.0.0.1:8000", "HOST:PORT to listen on (loopback by default; port 0 picks a free one)")
+func mockFlags(f *pflag.FlagSet, listen *mockListen, grace *time.Duration, abandonOnTerm *bool, opts *mockserver.Options) {
+	f.StringVar(&listen.addr, "addr", "127.0.0.1:8000", "HOST:PORT to listen on (loopback by default; port 0 picks a free one)")
+	f.StringVar(&listen.addrFile, "addr-file", "", "once listening, write the HOST:PORT it listens on to this file (written whole, by a rename; removed when the mock stops), so a script that gave --addr HOST:0 knows where to send; empty: none")
 	f.StringVar(&opts.Model, "model", mockserver.DefaultModel, "model name served in /v1/models and checked in requests")
 	f.StringVar(&opts.ReasoningField, "reasoning-field", mockserver.FieldReasoning,
 		"where the reasoning goes: reasoning (vLLM >= 0.11), reasoning_content (older vLLM, SGLang), both, or none (no reasoning parser: the thought inside content, in <think> tags)")
@@ -144,16 +145,31 @@ func mockFlags(f *pflag.FlagSet, addr *string, grace *time.Duration, abandonOnTe
 	f.BoolVar(&opts.NoMetrics, "no-metrics", false, "answer /metrics as a server whose metrics are off (llamacpp: llama-server's 501; otherwise a 404)")
 }
 
-// serveMock serves the mock on addr until ctx ends, then shuts down
+// mockListen is where the mock listens and where it says so.
+type mockListen struct {
+	addr     string // HOST:PORT; port 0 picks a free one
+	addrFile string // "" or the file the bound HOST:PORT is written to
+}
+
+// serveMock serves the mock on l.addr until ctx ends, then shuts down
 // gracefully within grace. A signal on term (nil: never) abandons the
 // server instead (see mockserver.Server.Abandon): the port is closed at
 // once and the queued requests are held silent until grace has passed or
 // ctx ends, then everything is closed.
-func serveMock(ctx context.Context, addr string, grace time.Duration, opts mockserver.Options, term <-chan os.Signal, stderr io.Writer) error {
+func serveMock(ctx context.Context, l mockListen, grace time.Duration, opts mockserver.Options, term <-chan os.Signal, stderr io.Writer) error {
 	s := mockserver.New(opts)
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", l.addr)
 	if err != nil {
 		return fmt.Errorf("mock: listen: %w", err)
+	}
+	if l.addrFile != "" {
+		// Only once the port is ours: a script waiting for the file then
+		// sends to this mock and to no other process.
+		if err := writeAddrFile(l.addrFile, ln.Addr().String()); err != nil {
+			ln.Close()
+			return fmt.Errorf("mock: --addr-file: %w", err)
+		}
+		defer os.Remove(l.addrFile)
 	}
 	// The listener's address, not the flag: --addr :0 shows the port it got.
 	fmt.Fprintf(stderr, "mock: serving %s on http://%s/v1\n", s.Options().Model, ln.Addr())
@@ -178,4 +194,18 @@ func serveMock(ctx context.Context, addr string, grace time.Duration, opts mocks
 		}()
 	}
 	return s.Serve(ctx, ln, grace)
+}
+
+// writeAddrFile writes addr and a newline to path by a rename, so that a
+// reader polling for the file never sees half an address.
+func writeAddrFile(path, addr string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
 }

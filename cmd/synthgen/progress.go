@@ -73,7 +73,7 @@ func reportInterval(configured time.Duration) time.Duration {
 type reporterOptions struct {
 	TTY      bool          // draw a progress bar (the caller checked the file descriptor)
 	Interval time.Duration // one line (or JSON object) per Interval; the server is scraped at this pace too
-	Quiet    bool          // no progress output at all; Summary is still there for the caller
+	Quiet    bool          // no progress output at all; Summary is its one line (and the errors' causes)
 	JSON     bool          // --log-format json: one JSON object per Interval, even on a terminal
 	// Scrape fetches the server's /metrics; nil: no server view.
 	Scrape func(ctx context.Context) (promscrape.Sample, error)
@@ -438,6 +438,12 @@ func (r *reporter) Summary(stats *runstats.Stats, outcome string) string {
 	if n := s.ErrorsByCause[wire.CauseTooLong]; n > 0 {
 		// Under the errors it explains: no retry makes these fit.
 		fmt.Fprintf(tw, "  \t%s\n", tooLongLine(n, s.MaxModelLen))
+	}
+	if r.opts.Quiet {
+		// --quiet: the one line, and what failed; the figures are in
+		// report.json.
+		_ = tw.Flush()
+		return b.String()
 	}
 	if len(s.RetriesByCause) > 0 {
 		fmt.Fprintf(tw, "  retries\t%s\n", formatCounts(s.RetriesByCause))

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -26,6 +27,9 @@ type exitError struct {
 	code int
 	err  error
 	hint string
+	// asked marks an end the person asked for (a Ctrl-C): main says it as
+	// what it is, without "Error:", and keeps the exit code.
+	asked bool
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -34,6 +38,12 @@ func (e *exitError) Hint() string  { return e.hint }
 
 func usageError(err error, hint string) error {
 	return &exitError{code: exitUsage, err: err, hint: hint}
+}
+
+// askedFor reports whether err is an end the person asked for.
+func askedFor(err error) bool {
+	var ee *exitError
+	return errors.As(err, &ee) && ee.asked
 }
 
 func exitCode(err error) int {
@@ -86,6 +96,31 @@ func unknownCommand(c *cobra.Command, args []string) error {
 		err = fmt.Errorf("%w (did you mean %s?)", err, quotedOr(s))
 	}
 	return usageError(err, fmt.Sprintf("see '%s --help' for the commands", c.CommandPath()))
+}
+
+// noArgs is cobra.NoArgs as a usage error (exit 2). A stray "true" or
+// "false" is almost always a boolean flag's value given after a space
+// (--generation.return_token_ids true), which pflag does not take: that is
+// said, with the flag set on the same line.
+func noArgs(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	hint := fmt.Sprintf("see '%s --help'", c.CommandPath())
+	if _, err := strconv.ParseBool(args[0]); err == nil {
+		var set []string
+		c.Flags().Visit(func(f *pflag.Flag) {
+			if f.Value.Type() == "bool" {
+				set = append(set, fmt.Sprintf("--%s=%s", f.Name, args[0]))
+			}
+		})
+		err := fmt.Errorf("unexpected argument %q for %q: a boolean flag takes its value as --flag=%s, not after a space (--flag alone is true)", args[0], c.CommandPath(), args[0])
+		if len(set) > 0 {
+			err = fmt.Errorf("%w; did you mean %s?", err, strings.Join(set, " or "))
+		}
+		return usageError(err, hint)
+	}
+	return usageError(fmt.Errorf("unexpected argument %q for %q: it takes none, only flags", args[0], c.CommandPath()), hint)
 }
 
 // quotedOr lists names as `"a"`, `"a" or "b"`, `"a", "b" or "c"`.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -47,6 +48,11 @@ concurrency requests in flight and writes one record per (id, sample) under
 output.dir. Running it again on the same output.dir resumes: prompts already
 answered are skipped, nothing is written twice.
 
+A bare run needs a dataset (dataset.path has no default) and a server
+(endpoint.base_url, default http://localhost:8000/v1): try
+'synthgen run --config examples/sample.yaml' beside 'synthgen mock', or
+'make run' in the repository.
+
 Settings come from --config FILE (YAML, TOML or JSON), then SYNTHGEN_* environment
 variables (SYNTHGEN_ENDPOINT_BASE_URL, SYNTHGEN_CONCURRENCY, ...), then flags; a
 flag wins. Every config key is also a flag with its dotted name.
@@ -57,7 +63,7 @@ ignored, so the job survives the closing of its terminal under nohup.`,
 		Example: `  synthgen run --config examples/sample.yaml
   synthgen run --config my.yaml --concurrency 64 --dataset.limit 1000
   nohup synthgen run --config my.yaml >> gen.log 2>&1 &   # >>: a resume appends`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRun(cmd, rf)
 		},
@@ -77,12 +83,12 @@ ignored, so the job survives the closing of its terminal under nohup.`,
 }
 
 func runRun(cmd *cobra.Command, rf runFlags) error {
-	cfg, shard, err := loadRunConfig(cmd, rf)
+	cfg, from, shard, err := loadRunConfig(cmd, rf)
 	if err != nil {
 		return err
 	}
 	j := jobOf(cfg, shard)
-	if err := checkResponseFormat(cmd, rf, cfg, j); err != nil {
+	if err := checkResponseFormat(cfg, from, j); err != nil {
 		return err
 	}
 	rs := &runSession{cfg: cfg, rf: rf, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), stats: runstats.NewStats(nil)}
@@ -111,9 +117,15 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 		return rs.sd.early(de)
 	}
 	if err != nil {
+		var mm *job.MismatchError
+		if errors.As(err, &mm) {
+			mm.From = changeSources(mm.Changes, from, cfg, rf)
+		}
 		return rs.sd.early(openError(err))
 	}
-	printHeader(rs.stderr, cfg, r, metrics)
+	if !rf.quiet {
+		printHeader(rs.stderr, cfg, r, metrics)
+	}
 	metrics.registerAuto(r.Auto())
 	return rs.run(r)
 }
@@ -144,7 +156,7 @@ func (rs *runSession) run(r *generator.Runner) error {
 	res, err := r.Run(rs.sd.ctx, generator.Hooks{
 		Progress:    func(ctx context.Context) { rep.Run(ctx, rs.stats) },
 		Interrupted: rs.sd.interrupted,
-		Verdict:     func(res generator.Result) error { return runResult(rs.cfg, res, rs.stderr) },
+		Verdict:     func(res generator.Result) error { return runResult(rs.cfg, res, rs.stderr, rs.notes()) },
 		ExitCode:    runExitCode,
 		Final:       func() runstats.ProgressRecord { return rep.Record(rs.stats.Snapshot()) },
 	})
@@ -157,6 +169,18 @@ func (rs *runSession) run(r *generator.Runner) error {
 			res.Summary.Duplicates, idName(rs.cfg))
 	}
 	return err
+}
+
+// notes is where what is neither a warning nor an error goes (the start
+// lines, "nothing to do", a download's progress): nowhere with --quiet,
+// which prints the summary alone.
+func (rs *runSession) notes() io.Writer { return notesOf(rs.rf, rs.stderr) }
+
+func notesOf(rf runFlags, stderr io.Writer) io.Writer {
+	if rf.quiet {
+		return io.Discard
+	}
+	return stderr
 }
 
 // idName is where the dataset's ids come from, for a message.
@@ -177,30 +201,52 @@ func runExitCode(err error) int {
 
 // loadRunConfig reads the configuration and the run flags that are not
 // config keys, naming what is wrong.
-func loadRunConfig(cmd *cobra.Command, rf runFlags) (config.Config, dataset.Shard, error) {
-	cfg, err := config.Load(cmd.Flags(), rf.configFile)
+func loadRunConfig(cmd *cobra.Command, rf runFlags) (config.Config, config.Sources, dataset.Shard, error) {
+	cfg, from, err := config.LoadWithSources(cmd.Flags(), rf.configFile)
 	if err != nil {
-		return cfg, dataset.Shard{}, usageError(err, configHint(err))
+		return cfg, from, dataset.Shard{}, usageError(err, configHint(err))
 	}
 	warnUnknownEnv(cmd.ErrOrStderr(), cfg)
-	if err := datasetGiven(cmd, rf, cfg); err != nil {
-		return cfg, dataset.Shard{}, err
+	if err := datasetGiven(cfg, from); err != nil {
+		return cfg, from, dataset.Shard{}, err
 	}
 	if rf.logFormat != "text" && rf.logFormat != "json" {
-		return cfg, dataset.Shard{}, usageError(fmt.Errorf("--log-format: %q is not one of text, json", rf.logFormat), "")
+		return cfg, from, dataset.Shard{}, usageError(fmt.Errorf("--log-format: %q is not one of text, json", rf.logFormat), "")
 	}
 	shard, err := dataset.ParseShard(rf.shard)
 	if err != nil {
-		return cfg, shard, usageError(fmt.Errorf("--shard: %w", err), "")
+		return cfg, from, shard, usageError(fmt.Errorf("--shard: %w", err), "")
 	}
 	if _, err := template.Compile(templateOf(cfg)); err != nil {
 		// Parsed here, before any work, where the key was set.
-		if src, _ := config.Source(cmd.Flags(), rf.configFile, template.Key); src != "" {
+		if src := from[template.Key]; src != "" {
 			err = fmt.Errorf("%s: %w", src, err)
 		}
-		return cfg, shard, usageError(err, "prompt.messages holds Go text/template turns: see docs/recipes.md, \"Prompts from any columns\", for the fields and helpers")
+		return cfg, from, shard, usageError(err, "prompt.messages holds Go text/template turns: see docs/recipes.md, \"Prompts from any columns\", for the fields and helpers")
 	}
-	return cfg, shard, nil
+	return cfg, from, shard, nil
+}
+
+// changeSources says where each changed setting's new value came from, for
+// the refusal of a resume: the config keys by their source, the shard by
+// --shard (none without: "all" says it); the dataset's files have none.
+func changeSources(changes []job.Change, from config.Sources, cfg config.Config, rf runFlags) map[string]string {
+	keys := map[string]bool{}
+	for _, k := range config.Keys() {
+		keys[k] = true
+	}
+	out := map[string]string{}
+	for _, c := range changes {
+		switch {
+		case c.Key == "shard" && rf.shard != "":
+			out[c.Key] = "flag --shard"
+		case c.Key == "endpoint.model" && cfg.Endpoint.Model == "":
+			out[c.Key] = "the server's first model, endpoint.model being empty"
+		case keys[c.Key]:
+			out[c.Key] = from.Of(c.Key)
+		}
+	}
+	return out
 }
 
 // templateOf is prompt.messages as the job holds it (nil: none).
@@ -234,23 +280,18 @@ func configHint(err error) string {
 	return "fix the config file where named above (it is YAML, TOML or JSON by its extension)"
 }
 
-// datasetGiven refuses a run whose dataset.path nobody set when its default,
-// the bundled sample's path relative to the repository, is not there: the
-// person named no dataset, and an error about a file they never named would
-// not say so.
-func datasetGiven(cmd *cobra.Command, rf runFlags, cfg config.Config) error {
+// datasetGiven refuses a run without a dataset: dataset.path has no
+// default, and the error says where to set it (or where it was set empty).
+func datasetGiven(cfg config.Config, from config.Sources) error {
 	const key = "dataset.path"
-	if cfg.Dataset.Path != config.Default().Dataset.Path {
+	if strings.TrimSpace(cfg.Dataset.Path) != "" {
 		return nil
 	}
-	if _, err := os.Stat(cfg.Dataset.Path); !errors.Is(err, fs.ErrNotExist) {
-		return nil
+	hint := "dataset.path is a file, a glob or hf://owner/name; see 'synthgen run --help'"
+	if src := from[key]; src != "" {
+		return usageError(fmt.Errorf("%s: %s is empty: no dataset given", src, key), hint)
 	}
-	if src, err := config.Source(cmd.Flags(), rf.configFile, key); err != nil || src != "" {
-		return nil // set on purpose: opening it says what is wrong
-	}
-	return usageError(fmt.Errorf("no dataset given: set %s (in --config FILE, %s or --%s)", key, config.EnvName(key), key),
-		"dataset.path is a file, a glob or hf://owner/name; see 'synthgen run --help'")
+	return usageError(fmt.Errorf("no dataset given: set %s (in --config FILE, %s or --%s)", key, config.EnvName(key), key), hint)
 }
 
 // otherEnv are the SYNTHGEN_* variables read that are not config keys:
@@ -309,14 +350,14 @@ func jobOf(cfg config.Config, shard dataset.Shard) job.Job {
 // checkResponseFormat compiles the job's response format before anything
 // starts: a schema that is no valid JSON Schema is a config error naming
 // the key, where it was set and the schema's file.
-func checkResponseFormat(cmd *cobra.Command, rf runFlags, cfg config.Config, j job.Job) error {
+func checkResponseFormat(cfg config.Config, from config.Sources, j job.Job) error {
 	const key = "generation.response_format"
 	if _, err := shape.Compile(j.Sampling.ResponseFormat); err != nil {
 		where := key
 		if file := cfg.Generation.ResponseFormat.File; file != "" {
 			where += " (schema file " + file + ")"
 		}
-		if src, serr := config.Source(cmd.Flags(), rf.configFile, key); serr == nil && src != "" {
+		if src := from[key]; src != "" {
 			where = src + ": " + where
 		}
 		return usageError(fmt.Errorf("%s: %w", where, err),
@@ -359,7 +400,7 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 		OnSkip: func(e *dataset.RowError) {
 			fmt.Fprintf(stderr, "skip row %s (dataset.on_bad_row: skip)\n", e)
 		},
-		OnDownload: downloadReporter(stderr),
+		OnDownload: downloadReporter(notesOf(rf, stderr)),
 		Remote:     hub.Remote{},
 		Outputs:    outdir.Reader{},
 		Version:    version,
@@ -381,10 +422,7 @@ func metricsSetup(s *generator.Setup, cfg config.Config, rf runFlags, stderr io.
 		s.AutoInterval = autoInterval(cfg.Progress.Interval)
 		s.MetricsInterval = min(s.MetricsInterval, s.AutoInterval)
 	}
-	s.AutoLog = stderr
-	if rf.quiet {
-		s.AutoLog = io.Discard
-	}
+	s.AutoLog = notesOf(rf, stderr)
 }
 
 // openError turns why a run could not start into what main prints: the
@@ -395,10 +433,16 @@ func openError(err error) error {
 		me *wire.ModelError
 		se *wire.ServerError
 		mm *job.MismatchError
+		sf *dataset.ShardFilesError
 	)
 	switch {
 	case errors.As(err, &de) && de.Hub:
 		return usageError(err, hubHint(err))
+	case errors.As(err, &sf):
+		n := sf.Files
+		return usageError(err, fmt.Sprintf("there are more workers than files: split by file, %d files make at most %d shards, and shard %s has none. "+
+			"Run %d (--shard 0/%d to %d/%d: a Slurm --array=0-%d, a Kubernetes Indexed Job of completions: %d), or set dataset.shard_by: rows to split the rows among any number",
+			n, n, sf.Shard, n, n, n-1, n, n-1, n))
 	case errors.As(err, &de):
 		return usageError(err, "check dataset.path and dataset.format")
 	case errors.As(err, &me) && len(me.Served) > 0:
@@ -477,7 +521,7 @@ func (rs *runSession) newReporter(r *generator.Runner) *reporter {
 // runResult turns how the engine and the sink ended into the error run
 // returns (nil: every selected key is done), saying "nothing to do" when
 // that was the case.
-func runResult(cfg config.Config, res generator.Result, stderr io.Writer) error {
+func runResult(cfg config.Config, res generator.Result, stderr, notes io.Writer) error {
 	runErr, closeErr, sum, onDisk, failed := res.Err, res.CloseErr, res.Summary, res.OnDisk, res.Failed
 	// A sink that failed on a full disk fails to close with the same error:
 	// the message below says it once.
@@ -517,25 +561,26 @@ func runResult(cfg config.Config, res generator.Result, stderr io.Writer) error 
 		}
 		return fmt.Errorf("close output %s: %w", cfg.Output.Dir, closeErr)
 	case res.Interrupted:
-		return &exitError{code: exitInterrupted, err: fmt.Errorf("interrupted after %d new records", sum.Written),
-			hint: "run the same command again to resume"}
+		return &exitError{code: exitInterrupted, asked: true,
+			err: fmt.Errorf("interrupted: %d new records written; run the same command to resume", sum.Written)}
 	}
 	if sum.Written == 0 && sum.Failed == 0 && (sum.Skipped > 0 || sum.SkippedFailed > 0) {
 		switch {
 		case sum.SkippedFailed > 0:
-			// Failed keys are not done: say them apart, and how to ask them.
+			// Failed keys are not done: say them apart, and how to ask them
+			// (a warning: said with --quiet too).
 			fmt.Fprintf(stderr, "nothing to do without --retry-errors: %d selected keys are done, %d failed for good in earlier runs\n",
 				sum.Skipped, sum.SkippedFailed)
 		case cfg.Dataset.Limit > 0 && int64(onDisk) > sum.Skipped:
 			// A limit shrunk below what an earlier run wrote: say why the
 			// rest is not touched, so it does not look like lost records.
-			fmt.Fprintf(stderr, "nothing to do: all %d keys selected by dataset.limit %d are done; %d records are in %s\n",
+			fmt.Fprintf(notes, "nothing to do: all %d keys selected by dataset.limit %d are done; %d records are in %s\n",
 				sum.Skipped, cfg.Dataset.Limit, onDisk, cfg.Output.Dir)
 		case int64(onDisk) > sum.Skipped:
-			fmt.Fprintf(stderr, "nothing to do: all %d selected keys are done; %d records are in %s\n",
+			fmt.Fprintf(notes, "nothing to do: all %d selected keys are done; %d records are in %s\n",
 				sum.Skipped, onDisk, cfg.Output.Dir)
 		default:
-			fmt.Fprintf(stderr, "nothing to do: all %d selected keys are already in %s\n", sum.Skipped, cfg.Output.Dir)
+			fmt.Fprintf(notes, "nothing to do: all %d selected keys are already in %s\n", sum.Skipped, cfg.Output.Dir)
 		}
 	}
 	if failed > 0 {

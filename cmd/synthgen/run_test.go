@@ -249,7 +249,7 @@ func TestRunLimitGrowsAndShrinks(t *testing.T) {
 	t.Logf("limit 20: %v", r.took)
 
 	before := m.Stats().Requests
-	r = cliRun(t, cj.args("--dataset.limit", "50")...)
+	r = cliRun(t, cj.args("--dataset.limit", "50", "--quiet=false")...) // the start lines
 	r.ok(t, "limit 50")
 	if got := m.Stats().Requests - before; got != 30 {
 		t.Errorf("limit 20 -> 50: %d requests, want only the 30 new rows", got)
@@ -261,7 +261,7 @@ func TestRunLimitGrowsAndShrinks(t *testing.T) {
 	t.Logf("limit 50: %v", r.took)
 
 	before = m.Stats().Requests
-	r = cliRun(t, cj.args("--dataset.limit", "10")...)
+	r = cliRun(t, cj.args("--dataset.limit", "10", "--quiet=false")...)
 	r.ok(t, "limit 10")
 	if got := m.Stats().Requests - before; got != 0 {
 		t.Errorf("limit 50 -> 10: %d requests, want none", got)
@@ -475,7 +475,7 @@ func TestRunFailedRequestThenRetryErrors(t *testing.T) {
 	wantIDs(t, "after --retry-errors", cliRecords(t, cj.dir), idRange(0, 8)...)
 
 	before = m.Stats().Requests
-	r = cliRun(t, cj.args()...)
+	r = cliRun(t, cj.args("--quiet=false")...) // "nothing to do" is no summary line
 	r.ok(t, "rerun")
 	if got := m.Stats().Requests - before; got != 0 {
 		t.Errorf("rerun after everything is done: %d requests, want none", got)

@@ -177,7 +177,7 @@ func TestRunSchemaChangeRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	same := writeText(t, "same.json", compact.String()+"\n")
-	r := cliRun(t, cj.args(append(base, "--generation.response_format", "@"+same)...)...)
+	r := cliRun(t, cj.args(append(base, "--generation.response_format", "@"+same, "--quiet=false")...)...)
 	r.ok(t, "the same schema from another file")
 	if !strings.Contains(r.stderr, "nothing to do") {
 		t.Errorf("the same job did not resume:\n%s", r.stderr)

@@ -174,7 +174,7 @@ func TestRunSeveralEndpoints(t *testing.T) {
 	first := cliRun(t, cj.args("--dataset.limit", "30")...)
 	first.ok(t, "two endpoints")
 	cj.baseURL = strings.Join(urls, ",")
-	second := cliRun(t, cj.args()...)
+	second := cliRun(t, cj.args("--quiet=false")...) // the start lines
 	second.ok(t, "three endpoints, resumed")
 	wantIDs(t, "records", cliRecords(t, cj.dir), idRange(0, 60)...)
 	if !strings.Contains(second.stderr, "resuming: 30 records") {

@@ -82,8 +82,8 @@ func (s *shutdown) interrupted() bool {
 // early is err, unless a signal stopped the run before it started.
 func (s *shutdown) early(err error) error {
 	if s.interrupted() {
-		return &exitError{code: exitInterrupted, err: errors.New("interrupted before the run started"),
-			hint: "nothing was asked yet; run the same command to start"}
+		return &exitError{code: exitInterrupted, asked: true,
+			err: errors.New("interrupted before the run started: nothing was asked yet; run the same command to start")}
 	}
 	return err
 }

@@ -390,7 +390,7 @@ func TestVerdictAgreesWithOutcome(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := runResult(cfg, tc.res, io.Discard)
+			err := runResult(cfg, tc.res, io.Discard, io.Discard)
 			if got := runExitCode(err); got != tc.code {
 				t.Errorf("exit code %d (%v), want %d for outcome %s", got, err, tc.code, tc.res.Outcome)
 			}
@@ -414,7 +414,7 @@ func TestRunStatusResumeKnowsWhatIsDone(t *testing.T) {
 	}
 	// No heartbeat of the reporter comes before the end: what status.json
 	// says is the runner's own first write.
-	r := startRunInProcess(append(args, "--progress.interval", "1h")...)
+	r := startRunInProcess(append(args, "--progress.interval", "1h", "--quiet=false")...) // the start lines
 	st := waitForState(t, r, filepath.Join(dir, statusFile), stateRunning)
 	if err := r.wait(t); err != nil {
 		t.Fatalf("resumed run: %v\n%s", err, r.stderr.String())

@@ -48,9 +48,7 @@ func resolveVersion(ldflags string, info *debug.BuildInfo, ok bool) string {
 		return mod
 	}
 	if rev := buildSetting(info, "vcs.revision"); rev != "" {
-		if len(rev) > 12 {
-			rev = rev[:12]
-		}
+		rev = shortRev(rev)
 		if buildSetting(info, "vcs.modified") == "true" {
 			rev += "-dirty"
 		}
@@ -60,6 +58,18 @@ func resolveVersion(ldflags string, info *debug.BuildInfo, ok bool) string {
 		return mod
 	}
 	return "dev"
+}
+
+// revLen is how many hex digits name a commit everywhere synthgen shows
+// one: the header, the manifest, report.json, `synthgen version` and the
+// Makefile's git describe --abbrev=12, as a Go pseudo-version does.
+const revLen = 12
+
+func shortRev(rev string) string {
+	if len(rev) > revLen {
+		return rev[:revLen]
+	}
+	return rev
 }
 
 func buildSetting(info *debug.BuildInfo, key string) string {
@@ -73,21 +83,23 @@ func buildSetting(info *debug.BuildInfo, key string) string {
 
 // versionText is what `synthgen version` and `synthgen --version` print: the
 // version, then the commit it was built from when known, and the toolchain.
-func versionText() string {
+func versionText() string { return versionTextOf(version, buildInfo, haveBuildInfo) }
+
+func versionTextOf(version string, info *debug.BuildInfo, ok bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "synthgen %s\n", version)
-	if haveBuildInfo && buildInfo != nil {
-		if rev := buildSetting(buildInfo, "vcs.revision"); rev != "" {
-			fmt.Fprintf(&b, "commit   %s", rev)
-			if t := buildSetting(buildInfo, "vcs.time"); t != "" {
+	if ok && info != nil {
+		if rev := buildSetting(info, "vcs.revision"); rev != "" {
+			fmt.Fprintf(&b, "commit   %s", shortRev(rev))
+			if t := buildSetting(info, "vcs.time"); t != "" {
 				fmt.Fprintf(&b, " (%s)", t)
 			}
-			if buildSetting(buildInfo, "vcs.modified") == "true" {
+			if buildSetting(info, "vcs.modified") == "true" {
 				b.WriteString(", with uncommitted changes")
 			}
 			b.WriteString("\n")
 		}
-		if m := buildInfo.Main; m.Path != "" && m.Version != "" && m.Version != "(devel)" {
+		if m := info.Main; m.Path != "" && m.Version != "" && m.Version != "(devel)" {
 			fmt.Fprintf(&b, "module   %s %s\n", m.Path, m.Version)
 		}
 	}
@@ -103,7 +115,7 @@ func newVersionCmd() *cobra.Command {
 DIR/manifest.json and in DIR/report.json: the Makefile's (git describe), else
 the release it was installed at (go install ...@v1.2.0), else the commit a
 plain 'go build' in a checkout recorded ("-dirty": with uncommitted changes).`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := io.WriteString(cmd.OutOrStdout(), versionText())
 			return err

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -160,5 +161,47 @@ func TestPlainGoBuildNamesItsCommit(t *testing.T) {
 	}
 	if got, want := build("-ldflags", "-X main.version=v9.9.9-test"), "synthgen v9.9.9-test"; got != want {
 		t.Errorf("go build -ldflags: %q, want %q", got, want)
+	}
+}
+
+// TestOneCommitForm: a commit is named by the same 12 hex digits wherever
+// synthgen shows it: the version a plain go build takes (the header, the
+// manifest, report.json), the commit line of `synthgen version`, and the
+// Makefile's git describe (-ldflags).
+func TestOneCommitForm(t *testing.T) {
+	const full = "3318c3a1c849d2f0e6b7a9c5d4e3f2a1b0c9d8e7"
+	info := &debug.BuildInfo{Main: debug.Module{Path: "github.com/synthgen/synthgen", Version: "(devel)"},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: full}}}
+	v := resolveVersion("", info, true)
+	if v != full[:12] {
+		t.Errorf("version of a plain go build: %q, want %q", v, full[:12])
+	}
+	if text := versionTextOf(v, info, true); !strings.Contains(text, "commit   "+full[:12]+"\n") || strings.Contains(text, full) {
+		t.Errorf("synthgen version:\n%s\nwant the commit as %s", text, full[:12])
+	}
+
+	makefile, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	describe := regexp.MustCompile(`(?m)^VERSION\s*\?=\s*\$\(shell git (describe[^)]*?) 2>`).FindSubmatch(makefile)
+	if describe == nil {
+		t.Fatal("the Makefile's VERSION is no git describe")
+	}
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	head, err := exec.Command(git, "-C", "../..", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skip("not a git checkout")
+	}
+	out, err := exec.Command(git, append([]string{"-C", "../.."}, strings.Fields(string(describe[1]))...)...).Output()
+	if err != nil {
+		t.Fatalf("git %s: %v", describe[1], err)
+	}
+	got := strings.TrimSuffix(strings.TrimSpace(string(out)), "-dirty")
+	if want := string(head[:12]); !strings.HasSuffix(got, want) || strings.HasSuffix(got, string(head[:13])) {
+		t.Errorf("the Makefile's version %q does not end in the commit's 12 digits %s", got, want)
 	}
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One Slurm array task per shard: task I runs `synthgen run --shard I/N` into
-# its own directory OUT/shard-I, against the vLLM server at $VLLM_URL. The
+# its own directory OUT/shard-I, logging to OUT/logs/shard-I.log (not beside
+# the shard directories, where OUT/shard-* would take a log for one), against
+# the vLLM server at $VLLM_URL. The
 # default job (examples/perfectblend-by-file.yaml) is split by file
 # (dataset.shard_by: files): task I downloads and reads only file I of the
 # dataset's six, so N is at most six; for a job split by rows give another
@@ -48,7 +50,8 @@ config=${JOB_CONFIG:-${SLURM_SUBMIT_DIR:-.}/examples/perfectblend-by-file.yaml}
 out=${JOB_OUT:-/data/synth/perfectblend}
 bin=${SYNTHGEN_BIN:-synthgen}
 dir=$out/shard-${SLURM_ARRAY_TASK_ID}
-mkdir -p "$out"
+log=$out/logs/shard-${SLURM_ARRAY_TASK_ID}.log
+mkdir -p "$out/logs"
 # One Hub download cache per task: two processes fetching the same file into
 # one cache would write the same partial file.
 export SYNTHGEN_CACHE_DIR=${SYNTHGEN_CACHE_DIR:-$out/cache}/shard-${SLURM_ARRAY_TASK_ID}
@@ -60,4 +63,4 @@ exec "$bin" run --config "$config" \
   --concurrency "${JOB_CONCURRENCY:-50}" \
   --shard "${SLURM_ARRAY_TASK_ID}/${SLURM_ARRAY_TASK_COUNT}" \
   --output.dir "$dir" \
-  >>"$dir.log" 2>&1
+  >>"$log" 2>&1

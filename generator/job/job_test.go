@@ -488,3 +488,33 @@ func TestJobOutputChangeSaysWhat(t *testing.T) {
 		}
 	}
 }
+
+// TestMismatchNamesTheShard: a resume with only the shard count changed
+// (1/4 -> 1/5; by files, the shard's own files change with it) is told
+// that the shard differs and what to run, not that the dataset's files
+// were edited; a changed file of the same shard still is. Where a new
+// value came from is said when the caller knows it.
+func TestMismatchNamesTheShard(t *testing.T) {
+	old := baseJob()
+	old.Selection.ShardBy = dataset.ShardFiles
+	old.Selection.Shard = dataset.Shard{Index: 1, Count: 4}
+	old.Selection.ShardContent = stamp.Content{{Name: "b.jsonl", Size: 120, XXH64: "0123456789abcdef"}}
+	cur := cloneJob(old)
+	cur.Selection.Shard = dataset.Shard{Index: 1, Count: 5}
+	cur.Selection.ShardContent = stamp.Content{{Name: "c.jsonl", Size: 99, XXH64: "fedcba9876543210"}}
+	msg := (&MismatchError{Dir: "out", Changes: cur.Diff(old), From: map[string]string{"shard": "flag --shard"}}).Error()
+	for _, s := range []string{"shard: 1/4 (on disk) -> 1/5 (now) from flag --shard", "holds shard 1/4 and this run asks for shard 1/5", "--shard 1/4 here"} {
+		if !strings.Contains(msg, s) {
+			t.Errorf("MismatchError %q does not say %q", msg, s)
+		}
+	}
+	if strings.Contains(msg, "edited, reordered") {
+		t.Errorf("MismatchError for a new shard count says the files were edited: %q", msg)
+	}
+
+	edited := cloneJob(old)
+	edited.Selection.ShardContent = stamp.Content{{Name: "b.jsonl", Size: 121, XXH64: "fedcba9876543210"}}
+	if msg := (&MismatchError{Dir: "out", Changes: edited.Diff(old)}).Error(); !strings.Contains(msg, "edited, reordered") {
+		t.Errorf("MismatchError for an edited file of the same shard does not say so: %q", msg)
+	}
+}

@@ -137,19 +137,38 @@ func legacyShard(dir string) dataset.Shard {
 type MismatchError struct {
 	Dir     string
 	Changes []Change
+	// From says where a changed setting's new value came from, by key
+	// ("flag --generation.temperature", "env SYNTHGEN_...", "job.yaml:7",
+	// "the default"), as the caller knows it; a key not in it is shown
+	// without.
+	From map[string]string
 }
 
 func (e *MismatchError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "output dir %s holds answers made with other settings:", e.Dir)
 	content, output := false, false
-	for _, c := range e.Changes {
+	var shard *Change
+	for i, c := range e.Changes {
 		fmt.Fprintf(&b, "\n  %s: %s (on disk) -> %s (now)", c.Key, c.Old, c.New)
+		if from := e.From[c.Key]; from != "" {
+			fmt.Fprintf(&b, " from %s", from)
+		}
 		if c.Detail != "" {
 			fmt.Fprintf(&b, ": %s", c.Detail)
 		}
-		content = content || c.Key == "dataset.content" || c.Key == "dataset.files" || c.Key == "dataset.shard_content"
-		output = output || c.Key == "dataset.output"
+		switch c.Key {
+		case "shard":
+			shard = &e.Changes[i]
+		case "dataset.content", "dataset.files":
+			content = true
+		case "dataset.shard_content":
+			// A shard of other files follows from another --shard; alone,
+			// the files of the same shard changed.
+			content = content || !e.changed("shard")
+		case "dataset.output":
+			output = true
+		}
 	}
 	if output {
 		b.WriteString("\nthe output directory this job reads (dataset.path, a first pass) is not what it was when this job started: " +
@@ -163,8 +182,40 @@ func (e *MismatchError) Error() string {
 		b.WriteString("\n(--force resumes anyway: the records already made keep their ids and the old rows' answers)")
 		return b.String()
 	}
+	if shard != nil {
+		fmt.Fprintf(&b, "\nthis directory holds %s and this run asks for %s: each shard has its own output.dir. "+
+			"Run with %s here, or give %s a new output.dir (a new number of shards makes other shards: start them all in new directories)",
+			shardPhrase(shard.Old), shardPhrase(shard.New), shardFlag(shard.Old), shardPhrase(shard.New))
+		return b.String()
+	}
 	b.WriteString("\nresume anyway with --force (the dataset will mix both settings), or choose a new output.dir")
 	return b.String()
+}
+
+// shardPhrase names a shard as Diff shows it ("1/4", "all").
+func shardPhrase(s string) string {
+	if s == "all" {
+		return "the whole dataset"
+	}
+	return "shard " + s
+}
+
+// shardFlag is how a run asks for a shard as Diff shows it.
+func shardFlag(s string) string {
+	if s == "all" {
+		return "no --shard"
+	}
+	return "--shard " + s
+}
+
+// changed reports whether the setting key is among the changes.
+func (e *MismatchError) changed(key string) bool {
+	for _, c := range e.Changes {
+		if c.Key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // Check is sink.Options.Check for a run of j: a directory made by the same
