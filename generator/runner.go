@@ -155,8 +155,12 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	targets := make([]pool.Endpoint, len(urls))
 	clients := make([]*wire.Client, len(urls))
 	shown := make([]string, len(urls))
+	var replicas *wire.Replicas // a replica silent while the others answer loses its streams
+	if len(urls) > 1 {
+		replicas = wire.NewReplicas()
+	}
 	for i, u := range urls {
-		clients[i] = wire.New(wire.Options{BaseURL: u, APIKey: s.APIKey, Timeout: s.Timeout, StallTimeout: s.StallTimeout, TLS: s.TLS, MaxConns: s.Concurrency, OnAwait: s.Stats.AddAwaiting})
+		clients[i] = wire.New(wire.Options{BaseURL: u, APIKey: s.APIKey, Timeout: s.Timeout, StallTimeout: s.StallTimeout, TLS: s.TLS, MaxConns: s.Concurrency, OnAwait: s.Stats.AddAwaiting, Replicas: replicas})
 		shown[i] = wire.RedactURL(u)
 		targets[i] = pool.Endpoint{URL: shown[i], Client: clients[i]}
 	}

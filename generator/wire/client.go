@@ -65,6 +65,11 @@ type Options struct {
 	// HTTPClient, when set, is used as is (its transport included); nil
 	// builds one from the options.
 	HTTPClient *http.Client
+	// Replicas, when set, is the group of the clients of the other
+	// replicas of one model (NewReplicas): with StallTimeout, a stream to
+	// a server silent StallTimeout while another replica answered is cut
+	// (stranded.go).
+	Replicas *Replicas
 }
 
 // defaultMaxConns is the pool size when ClientOptions.MaxConns is 0.
@@ -138,7 +143,7 @@ func New(opts Options) *Client {
 	}
 	c := &Client{hc: hc, base: strings.TrimRight(opts.BaseURL, "/"), timeout: opts.Timeout, stall: opts.StallTimeout, key: apiKey(opts.APIKey), replay: newReplayKeys()}
 	if opts.StallTimeout > 0 {
-		c.await = newAwaiting(opts.StallTimeout, opts.OnAwait)
+		c.await = newAwaiting(opts.StallTimeout, opts.OnAwait, opts.Replicas)
 	}
 	return c
 }
@@ -329,6 +334,9 @@ func (c *Client) complete(ctx context.Context, req Request, onDelta func(n int))
 	if stall > 0 {
 		watched := watchIdle(resp.Body, stall, func() { abort(errStalled) })
 		defer watched.Close()
+		if c.await != nil {
+			defer c.await.reads(watched)()
+		}
 		events = watched
 	}
 	return c.completeStream(ctx, events, stall, start, newAnswerBound(req), onDelta)
@@ -494,6 +502,11 @@ func (c *Client) failStall(ctx context.Context, stall time.Duration, err error) 
 		return &Error{Cause: CauseStall, Retryable: true,
 			Message: fmt.Sprintf("no answer, not even headers, %s (endpoint.stall_timeout) after a request sent later to this server had its own: the server lost it (an old process still holding its queue?)", stall),
 			Err:     fmt.Errorf("%w: %v", errStranded, err)}
+	}
+	if errors.Is(context.Cause(ctx), errSilent) {
+		return &Error{Cause: CauseStall, Retryable: true,
+			Message: fmt.Sprintf("no answer, not even headers, for %s (endpoint.stall_timeout) while other replicas answered: this server takes requests and says nothing", stall),
+			Err:     fmt.Errorf("%w: %v", errSilent, err)}
 	}
 	if errors.Is(context.Cause(ctx), errStalled) {
 		return &Error{Cause: CauseStall, Retryable: true,

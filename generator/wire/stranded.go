@@ -23,9 +23,23 @@ import (
 	"time"
 )
 
+// Among replicas (Options.Replicas) a stream is also lost when its own
+// server has sent nothing at all, no headers to any request and no byte on
+// any stream, for StallTimeout since it was sent, while another replica
+// has: a replica that accepts connections and never answers (a black hole,
+// a hung process whose listener lives) would else hold its requests for
+// endpoint.timeout, shown up with no failure. Cut with cause stall, it is
+// the replica's failure, and the pool sends the request to another one.
+// A busy server is not silent: its running streams send bytes, and its
+// queue moves (an earlier request has its headers).
+
 // errStranded is the cause with which the watch cancels a stream that was
 // overtaken and then waited StallTimeout more for its first byte.
 var errStranded = errors.New("no answer while later requests were answered")
+
+// errSilent is the cause with which the watch cancels a stream whose
+// server said nothing for StallTimeout while another replica answered.
+var errSilent = errors.New("no answer while other replicas answered")
 
 // awaiting is one client's streams that have had no headers yet.
 type awaiting struct {
@@ -38,6 +52,10 @@ type awaiting struct {
 	answered uint64              // the latest-sent stream that has had its headers
 	waiting  map[uint64]*awaiter // by seq
 	timer    *time.Timer         // armed while any waits
+
+	peers   *Replicas              // the other replicas' clients; nil: none
+	sign    time.Time              // the server's latest headers, or the last byte of a stream that ended
+	reading map[*idleBody]struct{} // streams being read: their bytes are signs too
 }
 
 type awaiter struct {
@@ -52,8 +70,14 @@ type awaiter struct {
 // count of those would only flicker on the progress line.
 const awaitShown = time.Second
 
-func newAwaiting(stall time.Duration, onWait func(int)) *awaiting {
-	return &awaiting{stall: stall, now: time.Now, onWait: onWait, waiting: map[uint64]*awaiter{}}
+func newAwaiting(stall time.Duration, onWait func(int), peers *Replicas) *awaiting {
+	a := &awaiting{stall: stall, now: time.Now, onWait: onWait, waiting: map[uint64]*awaiter{}, peers: peers, reading: map[*idleBody]struct{}{}}
+	if peers != nil {
+		peers.mu.Lock()
+		peers.members = append(peers.members, a)
+		peers.mu.Unlock()
+	}
+	return a
 }
 
 // interval is how often the watch looks while a stream waits: a quarter of
@@ -79,8 +103,9 @@ func (a *awaiting) sent(cut context.CancelCauseFunc) (done func(headers bool)) {
 		a.mu.Lock()
 		w, still := a.waiting[seq] // not if check cut it
 		delete(a.waiting, seq)
-		if headers && seq > a.answered {
-			a.answered = seq
+		if headers {
+			a.answered = max(a.answered, seq)
+			a.sign = a.now()
 		}
 		a.mu.Unlock()
 		if still && w.shown && a.onWait != nil {
@@ -90,12 +115,14 @@ func (a *awaiting) sent(cut context.CancelCauseFunc) (done func(headers bool)) {
 }
 
 // check counts the streams that have waited awaitShown, marks those a
-// later one overtook, and cuts those overtaken StallTimeout ago. It rearms
-// itself while any stream waits.
+// later one overtook, and cuts those overtaken StallTimeout ago, and, among
+// replicas, those sent StallTimeout ago to a server silent since while
+// another replica answered. It rearms itself while any stream waits.
 func (a *awaiting) check() {
 	now := a.now()
 	a.mu.Lock()
 	var cut []context.CancelCauseFunc
+	var silent []uint64 // waited StallTimeout: is their server silent?
 	shown := 0
 	for seq, w := range a.waiting {
 		if !w.shown && now.Sub(w.sent) >= awaitShown {
@@ -111,18 +138,100 @@ func (a *awaiting) check() {
 			if w.shown {
 				shown--
 			}
+			continue
+		}
+		if a.peers != nil && now.Sub(w.sent) >= a.stall {
+			silent = append(silent, seq)
 		}
 	}
-	if shown != 0 && a.onWait != nil {
-		defer a.onWait(shown)
+	a.mu.Unlock()
+	// The peers are asked with no lock held: each takes its own.
+	for _, seq := range silent {
+		a.mu.Lock()
+		w, still := a.waiting[seq]
+		a.mu.Unlock()
+		if !still || a.signSince(w.sent) || !a.peers.signSince(a, w.sent) {
+			continue
+		}
+		a.mu.Lock()
+		if _, still := a.waiting[seq]; still {
+			delete(a.waiting, seq)
+			if w.shown {
+				shown--
+			}
+			cut = append(cut, func(error) { w.cut(errSilent) })
+		}
+		a.mu.Unlock()
 	}
+	a.mu.Lock()
 	if len(a.waiting) > 0 {
 		a.timer.Reset(a.interval())
 	} else {
 		a.timer = nil
 	}
 	a.mu.Unlock()
+	if shown != 0 && a.onWait != nil {
+		a.onWait(shown)
+	}
 	for _, c := range cut {
 		c(errStranded)
 	}
+}
+
+// signSince reports whether the server said anything after t: headers to
+// any request, or a byte on any stream.
+func (a *awaiting) signSince(t time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sign.After(t) {
+		return true
+	}
+	for b := range a.reading {
+		if b.lastByte().After(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// reads registers a stream's body being read, whose bytes show that its
+// server is alive; the func returned, called once the body is done with,
+// ends that.
+func (a *awaiting) reads(b *idleBody) (done func()) {
+	a.mu.Lock()
+	a.reading[b] = struct{}{}
+	a.mu.Unlock()
+	return func() {
+		a.mu.Lock()
+		delete(a.reading, b)
+		if last := b.lastByte(); last.After(a.sign) {
+			a.sign = last
+		}
+		a.mu.Unlock()
+	}
+}
+
+// Replicas groups the clients of one model's replicas (Options.Replicas):
+// a stream without headers StallTimeout after it was sent, to a server
+// that has said nothing since while another of the group has, is cut as
+// that server's loss (cause stall), and the caller sends it elsewhere.
+type Replicas struct {
+	mu      sync.Mutex
+	members []*awaiting
+}
+
+// NewReplicas returns an empty group; each New with it joins.
+func NewReplicas() *Replicas { return &Replicas{} }
+
+// signSince reports whether a member other than self said anything after t.
+func (r *Replicas) signSince(self *awaiting, t time.Time) bool {
+	r.mu.Lock()
+	members := r.members
+	r.mu.Unlock()
+	for _, m := range members {
+		if m != self && m.signSince(t) {
+			return true
+		}
+	}
+	return false
 }

@@ -98,7 +98,7 @@ func TestQueuedStreamsWaitTheirTurn(t *testing.T) {
 	var clock atomic.Int64 // the watch's own timer may look too
 	clock.Store(1e18)
 	advance := func(d time.Duration) { clock.Add(int64(d)) }
-	a := newAwaiting(time.Second, nil)
+	a := newAwaiting(time.Second, nil, nil)
 	a.now = func() time.Time { return time.Unix(0, clock.Load()) }
 	var cuts atomic.Int64
 	cut := func(error) { cuts.Add(1) }
@@ -130,6 +130,73 @@ func TestQueuedStreamsWaitTheirTurn(t *testing.T) {
 	defer a.mu.Unlock()
 	if a.timer != nil {
 		a.timer.Stop()
+	}
+}
+
+// TestSilentReplicaStreamsAreCut: among replicas, a stream without headers
+// a StallTimeout after it was sent, to a server that has said nothing since
+// while another replica answered, is cut with errSilent; not while no
+// replica answered, nor while its own server shows life: headers to an
+// earlier request, or bytes on a stream being read.
+func TestSilentReplicaStreamsAreCut(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(1e18)
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	advance := func(d time.Duration) { clock.Add(int64(d)) }
+	group := NewReplicas()
+	a, b := newAwaiting(time.Second, nil, group), newAwaiting(time.Second, nil, group)
+	a.now, b.now = now, now
+	t.Cleanup(func() {
+		for _, w := range []*awaiting{a, b} {
+			w.mu.Lock()
+			if w.timer != nil {
+				w.timer.Stop()
+			}
+			w.mu.Unlock()
+		}
+	})
+	var silent, other atomic.Int64
+	cut := func(cause error) {
+		if errors.Is(cause, errSilent) {
+			silent.Add(1)
+		} else {
+			other.Add(1)
+		}
+	}
+	_ = a.sent(cut)
+	advance(time.Hour)
+	a.check()
+	if silent.Load()+other.Load() != 0 {
+		t.Fatal("cut while no replica answered: the fault may be anyone's")
+	}
+	b.sent(func(error) {})(true) // the other replica answers
+	a.check()
+	if silent.Load() != 1 || other.Load() != 0 {
+		t.Fatalf("silent %d, other %d: want the silent replica's stream cut as errSilent", silent.Load(), other.Load())
+	}
+
+	// A busy server: its stream being read sends bytes.
+	body := &idleBody{began: now()}
+	doneReading := a.reads(body)
+	_ = a.sent(cut)
+	advance(2 * time.Second)
+	body.last.Store(int64(2 * time.Second))
+	b.sent(func(error) {})(true)
+	a.check()
+	if silent.Load() != 1 {
+		t.Fatal("cut a stream of a server whose other stream sends bytes")
+	}
+	doneReading()
+	// Its queue moves: an earlier request has its headers.
+	earlier := a.sent(func(error) {})
+	_ = a.sent(cut)
+	advance(2 * time.Second)
+	earlier(true)
+	advance(2 * time.Second)
+	b.sent(func(error) {})(true)
+	a.check()
+	if silent.Load() != 1 {
+		t.Fatal("cut a stream of a server whose queue moves")
 	}
 }
 
