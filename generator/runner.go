@@ -118,7 +118,7 @@ type Runner struct {
 	// server is the kind of server, as /v1/models named it (owned_by).
 	server  promscrape.Kind
 	out     *sink.Sink
-	src     *dataset.Reader
+	src     *badRowGuard // the dataset, stopping a run whose rows are all bad
 	eng     *pool.Engine
 	auto    *autoconc.State     // concurrency: auto's limit and why; nil when fixed
 	metrics []autoconc.Endpoint // Setup.Metrics, each scrape shared by its readers
@@ -238,7 +238,9 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.src, err = dataset.Open(opts); err != nil {
+	r.src = &badRowGuard{}
+	opts.OnSkip = r.src.onSkip(opts.OnSkip)
+	if r.src.Reader, err = dataset.Open(opts); err != nil {
 		return nil, &DatasetError{Err: err}
 	}
 	r.openStatus()
