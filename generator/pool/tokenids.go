@@ -68,6 +68,14 @@ func (c *tokenIDsCheck) end() *NoTokenIDsError {
 	return &NoTokenIDsError{Checked: c.seen}
 }
 
+// refusedNoIDs reports whether rec is an answer without the ids that
+// generation.require_token_ids requires: it is not written, so that no
+// record of the directory lacks them (export --format speculators needs
+// every one) and a resume asks the key again.
+func (e *Engine) refusedNoIDs(rec *sink.Record) bool {
+	return e.opts.TokenIDs.Require && e.opts.Sampling.ReturnTokenIDs && !hasTokenIDs(rec)
+}
+
 // hasTokenIDs reports whether any answer of rec came with ids.
 func hasTokenIDs(rec *sink.Record) bool {
 	if rec.TokenIDs != nil || rec.PromptTokenIDs != nil {

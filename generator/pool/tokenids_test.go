@@ -161,9 +161,31 @@ func TestRequireTokenIDs(t *testing.T) {
 			}
 			// Intake stopped at the fifth answer: after it, at most the
 			// results buffered for the writer (2) and the requests in
-			// flight (2).
-			if written < 5 || c.requests.Load() > 5+2+2 {
-				t.Errorf("%d written, %d asked: want the run stopped at the fifth answer", written, c.requests.Load())
+			// flight (2). None of the answers it refused is a record: a
+			// resume asks them again.
+			if written != 0 || c.requests.Load() > 5+2+2 {
+				t.Errorf("%d written, %d asked: want none written, the run stopped at the fifth answer", written, c.requests.Load())
+			}
+			// Resumed against a server that sends ids: every record has them.
+			eng, err = New(&idTalker{}, nil, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = openSink(t, dir)
+			if _, err := eng.Run(context.Background(), newSliceSource(numberedIDs(100)...), out); err != nil {
+				t.Fatalf("resume: %v", err)
+			}
+			if err := out.Close(); err != nil {
+				t.Fatal(err)
+			}
+			recs := recordsByID(t, dir)
+			for id, r := range recs {
+				if r.TokenIDs == nil {
+					t.Errorf("id %s: a record without the ids required", id)
+				}
+			}
+			if len(recs) != 100 {
+				t.Errorf("resumed: %d records, want 100", len(recs))
 			}
 		})
 	}

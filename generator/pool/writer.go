@@ -50,6 +50,12 @@ func (e *Engine) write(cancel context.CancelCauseFunc, out Output, results <-cha
 				return nil
 			}
 			switch {
+			case r.rec != nil && e.refusedNoIDs(r.rec):
+				// Not a done key: the resume asks it again, of a
+				// server that sends the ids.
+				e.foundNoIDs(e.tokenIDs.observe(r.rec))
+				r.tr.Cancel()
+				e.stats.AddCanceled()
 			case r.rec != nil:
 				if err := out.Write(r.rec); err != nil {
 					return fail(fmt.Errorf("write record %s/%d: %w", r.rec.ID, r.rec.Sample, err), r)
