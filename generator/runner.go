@@ -289,13 +289,13 @@ func (r *Runner) tokenIDsPolicy() pool.TokenIDsPolicy {
 	if !r.job.Sampling.ReturnTokenIDs {
 		return pool.TokenIDsPolicy{}
 	}
-	return pool.TokenIDsPolicy{Sample: r.reasoningSample(), Require: r.setup.RequireTokenIDs, OnFound: r.noTokenIDs}
+	return pool.TokenIDsPolicy{Sample: r.reasoningSample(), Require: r.setup.RequireTokenIDs, OnFound: r.noTokenIDs, Server: r.server}
 }
 
 // noTokenIDs says, once, that the server sends no token ids: on Log and in
 // status.json's warnings (the writer goroutine calls it).
 func (r *Runner) noTokenIDs(e *pool.NoTokenIDsError) {
-	msg := fmt.Sprintf("%v; %s", e, pool.TokenIDsHint)
+	msg := fmt.Sprintf("%v; %s", e, e.Hint())
 	fmt.Fprintf(r.setup.Log, "warning: %s\n", msg)
 	if r.setup.RequireTokenIDs {
 		fmt.Fprintf(r.setup.Log, "generation.require_token_ids: no new requests; the ones in flight finish, what was written is kept\n")

@@ -499,7 +499,7 @@ func runResult(cfg config.Config, res generator.Result, stderr io.Writer) error 
 		var ni *pool.NoTokenIDsError
 		if errors.As(runErr, &ni) {
 			return &exitError{code: exitFailure, err: fmt.Errorf("generation.require_token_ids: %w (what was written is kept)", runErr),
-				hint: pool.TokenIDsHint + "; then rerun to resume (or set generation.require_token_ids: false to only warn)"}
+				hint: ni.Hint() + "; then rerun to resume (or set generation.require_token_ids: false to only warn)"}
 		}
 		if errors.As(runErr, &re) {
 			return usageError(runErr, "fix the row, or set dataset.on_bad_row: skip to skip bad rows; what was written is kept, rerun to resume")

@@ -198,7 +198,7 @@ func New(client Completer, stats *runstats.Stats, opts Options) (*Engine, error)
 		e.reasoning = &reasoningCheck{want: opts.Reasoning.Sample, server: opts.Reasoning.Server}
 	}
 	if opts.TokenIDs.Sample > 0 {
-		e.tokenIDs = &tokenIDsCheck{want: opts.TokenIDs.Sample}
+		e.tokenIDs = &tokenIDsCheck{want: opts.TokenIDs.Sample, server: opts.TokenIDs.Server}
 	}
 	return e, nil
 }

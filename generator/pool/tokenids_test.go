@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/synthgen/synthgen/generator/wire"
+	"github.com/synthgen/synthgen/internal/promscrape"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -188,5 +190,34 @@ func TestRequireTokenIDs(t *testing.T) {
 				t.Errorf("resumed: %d records, want 100", len(recs))
 			}
 		})
+	}
+}
+
+// TestTokenIDsHintPerKind: the warning names the server that answered, not
+// vLLM's upgrade to a llama.cpp user; the error carries the kind.
+func TestTokenIDsHintPerKind(t *testing.T) {
+	for _, tc := range []struct {
+		kind promscrape.Kind
+		want []string
+		not  string
+	}{
+		{promscrape.KindLlamaCpp, []string{"llama.cpp", "generation.return_token_ids: false"}, "vLLM 0.10.2 or later, which"},
+		{promscrape.KindSGLang, []string{"SGLang", "generation.return_token_ids: false"}, "vLLM 0.10.2 or later, which"},
+		{promscrape.KindVLLM, []string{"vLLM before 0.10.2", "generation.return_token_ids: false"}, "llama"},
+		{promscrape.KindUnknown, []string{"vLLM 0.10.2 or later", "generation.return_token_ids: false"}, ""},
+	} {
+		hint := TokenIDsHint(tc.kind)
+		for _, w := range tc.want {
+			if !strings.Contains(hint, w) {
+				t.Errorf("%q: hint %q lacks %q", tc.kind, hint, w)
+			}
+		}
+		if tc.not != "" && strings.Contains(hint, tc.not) {
+			t.Errorf("%q: hint %q says %q", tc.kind, hint, tc.not)
+		}
+	}
+	c := &tokenIDsCheck{want: 1, server: promscrape.KindLlamaCpp}
+	if e := c.observe(&sink.Record{Content: "4"}); e == nil || e.Server != promscrape.KindLlamaCpp || e.Hint() != TokenIDsHint(promscrape.KindLlamaCpp) {
+		t.Fatalf("error %+v, want one of a llama.cpp server with its hint", e)
 	}
 }
