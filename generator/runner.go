@@ -250,11 +250,28 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	if every <= 0 {
 		every = autoconc.DefaultInterval
 	}
-	for _, m := range s.Metrics {
+	for i, m := range s.Metrics {
+		if len(s.Metrics) == len(clients) {
+			m.Scrape = observeLoad(m.Scrape, clients[i])
+		}
 		m.Scrape = promscrape.NewShared(m.Scrape, every/2).Scrape
 		r.metrics = append(r.metrics, m)
 	}
 	return r, nil
+}
+
+// observeLoad tells c what each scrape of its server counted running and
+// waiting: a server that shows neither while requests sent to it earlier
+// than one it answered still wait has lost them (wire.Client.ObserveLoad).
+func observeLoad(scrape func(context.Context) (promscrape.Sample, error), c *wire.Client) func(context.Context) (promscrape.Sample, error) {
+	return func(ctx context.Context) (promscrape.Sample, error) {
+		at := time.Now()
+		smp, err := scrape(ctx)
+		if err == nil && smp.HasRunning && smp.HasWaiting {
+			c.ObserveLoad(at, smp.Running, smp.Waiting)
+		}
+		return smp, err
+	}
 }
 
 // baseURLs are the endpoints the run sends to: BaseURLs, else BaseURL.

@@ -308,8 +308,13 @@ func (c *Client) complete(ctx context.Context, req Request, onDelta func(n int))
 		defer abort(nil)
 	}
 	var waited func(headers bool)
-	if stall > 0 && c.await != nil {
-		waited = c.await.sent(abort)
+	if c.await != nil {
+		if abort == nil {
+			// A plain request: only the idle rule cuts it (stranded.go).
+			ctx, abort = context.WithCancelCause(ctx)
+			defer abort(nil)
+		}
+		waited = c.await.sent(abort, !req.Stream)
 	}
 	resp, err := c.send(ctx, http.MethodPost, "/chat/completions", body, req.Stream)
 	if waited != nil {
@@ -340,6 +345,17 @@ func (c *Client) complete(ctx context.Context, req Request, onDelta func(n int))
 		events = watched
 	}
 	return c.completeStream(ctx, events, stall, start, newAnswerBound(req), onDelta)
+}
+
+// ObserveLoad tells the client what a scrape of its server's /metrics,
+// begun at at, counted running and waiting: a scrape that shows neither,
+// after a request sent later than one still waiting was answered, cuts
+// that one (cause stall), plain or streamed (stranded.go). Without
+// StallTimeout it does nothing.
+func (c *Client) ObserveLoad(at time.Time, running, waiting float64) {
+	if c.await != nil {
+		c.await.load(at, running, waiting)
+	}
 }
 
 // answerBound is how much text a streamed answer may bring while no
@@ -502,6 +518,11 @@ func (c *Client) failStall(ctx context.Context, stall time.Duration, err error) 
 		return &Error{Cause: CauseStall, Retryable: true,
 			Message: fmt.Sprintf("no answer, not even headers, %s (endpoint.stall_timeout) after a request sent later to this server had its own: the server lost it (an old process still holding its queue?)", stall),
 			Err:     fmt.Errorf("%w: %v", errStranded, err)}
+	}
+	if errors.Is(context.Cause(ctx), errIdle) {
+		return &Error{Cause: CauseStall, Retryable: true,
+			Message: "no answer, not even headers, after a request sent later to this server had its own, and its /metrics shows nothing running or waiting: the server lost it (an old process still holding its connections?)",
+			Err:     fmt.Errorf("%w: %v", errIdle, err)}
 	}
 	if errors.Is(context.Cause(ctx), errSilent) {
 		return &Error{Cause: CauseStall, Retryable: true,

@@ -33,9 +33,22 @@ import (
 // A busy server is not silent: its running streams send bytes, and its
 // queue moves (an earlier request has its headers).
 
+// A plain request has no byte before its whole answer, and a server answers
+// plain requests out of order (the short ones first), so being overtaken
+// says nothing of it alone. What does is the server's own count: once a
+// later request to it was answered, a scrape of its /metrics (ObserveLoad)
+// that shows nothing running and nothing waiting says it does not hold
+// this one (a server restarted on its port while the old process keeps the
+// accepted connections open): the request is cut at once, plain or
+// streamed, instead of after endpoint.timeout (or a stream's StallTimeout).
+
 // errStranded is the cause with which the watch cancels a stream that was
 // overtaken and then waited StallTimeout more for its first byte.
 var errStranded = errors.New("no answer while later requests were answered")
+
+// errIdle is the cause with which the watch cancels a request that was
+// overtaken while its server then showed nothing running or waiting.
+var errIdle = errors.New("no answer while later requests were answered and the server shows none running or waiting")
 
 // errSilent is the cause with which the watch cancels a stream whose
 // server said nothing for StallTimeout while another replica answered.
@@ -48,12 +61,16 @@ type awaiting struct {
 	onWait func(delta int) // Options.OnAwait; nil: none
 
 	mu       sync.Mutex
-	seq      uint64              // streams sent
-	answered uint64              // the latest-sent stream that has had its headers
-	waiting  map[uint64]*awaiter // by seq
-	timer    *time.Timer         // armed while any waits
+	seq      uint64 // streams sent
+	answered uint64 // the latest-sent stream that has had its headers
+	// answeredAt is when answered last moved: a request it overtook was
+	// overtaken by then at the latest.
+	answeredAt time.Time
+	waiting    map[uint64]*awaiter // by seq
+	timer      *time.Timer         // armed while any waits
 
 	peers   *Replicas              // the other replicas' clients; nil: none
+	idleAt  time.Time              // the latest scrape that showed nothing running or waiting (ObserveLoad)
 	sign    time.Time              // the server's latest headers, or the last byte of a stream that ended
 	reading map[*idleBody]struct{} // streams being read: their bytes are signs too
 }
@@ -63,6 +80,7 @@ type awaiter struct {
 	overtaken time.Time // when a later stream first had its headers; zero: not yet
 	cut       context.CancelCauseFunc
 	shown     bool // counted by onWait: it has waited awaitShown
+	plain     bool // a plain request: its headers come with its whole answer
 }
 
 // awaitShown is how long a stream waits for its headers before onWait
@@ -88,13 +106,15 @@ func (a *awaiting) interval() time.Duration {
 	return min(max(a.stall/4, 100*time.Millisecond), awaitShown)
 }
 
-// sent registers a stream about to be sent, which cut cancels; done,
+// sent registers a request about to be sent, which cut cancels; done,
 // called once its headers came or it failed without them, ends the wait.
-func (a *awaiting) sent(cut context.CancelCauseFunc) (done func(headers bool)) {
+// plain marks a request that is not streamed: its headers come with its
+// whole answer, so only the idle rule cuts it.
+func (a *awaiting) sent(cut context.CancelCauseFunc, plain bool) (done func(headers bool)) {
 	a.mu.Lock()
 	a.seq++
 	seq := a.seq
-	a.waiting[seq] = &awaiter{sent: a.now(), cut: cut}
+	a.waiting[seq] = &awaiter{sent: a.now(), cut: cut, plain: plain}
 	if a.timer == nil {
 		a.timer = time.AfterFunc(a.interval(), a.check)
 	}
@@ -104,8 +124,10 @@ func (a *awaiting) sent(cut context.CancelCauseFunc) (done func(headers bool)) {
 		w, still := a.waiting[seq] // not if check cut it
 		delete(a.waiting, seq)
 		if headers {
-			a.answered = max(a.answered, seq)
 			a.sign = a.now()
+			if seq > a.answered {
+				a.answered, a.answeredAt = seq, a.sign
+			}
 		}
 		a.mu.Unlock()
 		if still && w.shown && a.onWait != nil {
@@ -124,23 +146,29 @@ func (a *awaiting) check() {
 	var cut []context.CancelCauseFunc
 	var silent []uint64 // waited StallTimeout: is their server silent?
 	shown := 0
+	var idle []context.CancelCauseFunc
 	for seq, w := range a.waiting {
-		if !w.shown && now.Sub(w.sent) >= awaitShown {
+		if !w.plain && !w.shown && now.Sub(w.sent) >= awaitShown {
 			w.shown = true
 			shown++
 		}
 		if seq < a.answered && w.overtaken.IsZero() {
-			w.overtaken = now
+			w.overtaken = a.answeredAt
 		}
-		if !w.overtaken.IsZero() && now.Sub(w.overtaken) >= a.stall {
-			cut = append(cut, w.cut)
+		lost := !w.overtaken.IsZero() && a.idleAt.After(w.overtaken)
+		if lost || !w.plain && !w.overtaken.IsZero() && now.Sub(w.overtaken) >= a.stall {
+			if lost {
+				idle = append(idle, w.cut)
+			} else {
+				cut = append(cut, w.cut)
+			}
 			delete(a.waiting, seq)
 			if w.shown {
 				shown--
 			}
 			continue
 		}
-		if a.peers != nil && now.Sub(w.sent) >= a.stall {
+		if !w.plain && a.peers != nil && now.Sub(w.sent) >= a.stall {
 			silent = append(silent, seq)
 		}
 	}
@@ -176,6 +204,22 @@ func (a *awaiting) check() {
 	for _, c := range cut {
 		c(errStranded)
 	}
+	for _, c := range idle {
+		c(errIdle)
+	}
+}
+
+// load is a scrape of the server's /metrics taken at at: with nothing
+// running and nothing waiting, the requests overtaken before it are lost.
+func (a *awaiting) load(at time.Time, running, waiting float64) {
+	if running != 0 || waiting != 0 {
+		return
+	}
+	a.mu.Lock()
+	if at.After(a.idleAt) {
+		a.idleAt = at
+	}
+	a.mu.Unlock()
 }
 
 // signSince reports whether the server said anything after t: headers to
