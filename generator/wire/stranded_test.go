@@ -232,8 +232,8 @@ func TestIdleServerCutsOvertakenRequests(t *testing.T) {
 	before := now()
 	advance(time.Second)
 	a.sent(func(error) {}, true)(true) // a later one answered
-	a.check()                           // both marked overtaken
-	a.load(before, 0, 0)                // a scrape from before: proves nothing
+	a.check()                          // both marked overtaken
+	a.load(before, 0, 0)               // a scrape from before: proves nothing
 	advance(time.Millisecond)
 	a.load(now(), 1, 0) // busy
 	advance(time.Hour / 2)
