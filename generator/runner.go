@@ -16,6 +16,7 @@ import (
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/pool"
 	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/shape"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/promscrape"
 	"github.com/synthgen/synthgen/sink"
@@ -67,6 +68,10 @@ type Setup struct {
 	// *NoTokenIDsError. Else it is a warning on Log and in status.json.
 	// Only a job that asks for ids (Sampling.ReturnTokenIDs) is checked.
 	RequireTokenIDs bool
+	// Shape is Job.Sampling.ResponseFormat compiled, when the caller has
+	// checked it so (a large schema is compiled once); nil: the pool
+	// compiles it.
+	Shape *shape.Validator
 
 	OnBadRow   string                               // dataset.on_bad_row
 	OnSkip     func(*dataset.RowError)              // a skipped bad row
@@ -233,6 +238,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 			Server:  r.server,
 		},
 		SchemaRetries: s.SchemaRetries,
+		Shape:         s.Shape,
 		TokenIDs:      r.tokenIDsPolicy(),
 	})
 	if err != nil {

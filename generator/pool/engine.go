@@ -106,6 +106,10 @@ type Options struct {
 	// the shape Sampling.ResponseFormat asks is asked again before it is
 	// recorded as a failure (cause "schema"; shape.go).
 	SchemaRetries int
+	// Shape is Sampling.ResponseFormat compiled (shape.Compile), when the
+	// caller has it: a large schema takes long to compile, and is compiled
+	// once. Nil: New compiles it.
+	Shape *shape.Validator
 	// OnIntake is called once, from the producer, when it starts its first
 	// request or ends without one: the keys found done or failed on disk
 	// before the first one still to ask are counted by then (all of them
@@ -191,8 +195,10 @@ func New(client Completer, stats *runstats.Stats, opts Options) (*Engine, error)
 	}
 	e := &Engine{client: client, opts: opts, stats: stats, drain: make(chan struct{}), lim: newLimiter(opts.Limit)}
 	var err error
-	if e.shape, err = shape.Compile(opts.Sampling.ResponseFormat); err != nil {
-		return nil, fmt.Errorf("generation.response_format: %w", err)
+	if e.shape = opts.Shape; e.shape == nil {
+		if e.shape, err = shape.Compile(opts.Sampling.ResponseFormat); err != nil {
+			return nil, fmt.Errorf("generation.response_format: %w", err)
+		}
 	}
 	if opts.Reasoning.Sample > 0 {
 		e.reasoning = &reasoningCheck{want: opts.Reasoning.Sample, server: opts.Reasoning.Server}

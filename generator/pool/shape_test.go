@@ -220,3 +220,22 @@ func TestSchemaCutAnswerKept(t *testing.T) {
 		t.Errorf("errors %+v, want one of cause schema saying the JSON was cut", errs)
 	}
 }
+
+// TestShapeCompiledOnce: a Shape the caller compiled is the one used; the
+// schema is not compiled again (here it could not be: New would fail).
+func TestShapeCompiledOnce(t *testing.T) {
+	v, err := shape.Compile(job.ResponseFormat{Type: job.FormatJSONObject})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := testOptions(1)
+	opts.Sampling.ResponseFormat = job.ResponseFormat{Type: job.FormatJSONSchema, Schema: []byte(`not json`)}
+	opts.Shape = v
+	eng, err := New(&idTalker{}, nil, opts)
+	if err != nil {
+		t.Fatalf("New compiled the schema again: %v", err)
+	}
+	if eng.shape != v {
+		t.Error("the engine checks answers with another validator than the one given")
+	}
+}
