@@ -273,7 +273,9 @@ func observeLoad(scrape func(context.Context) (promscrape.Sample, error), c *wir
 	return func(ctx context.Context) (promscrape.Sample, error) {
 		at := time.Now()
 		smp, err := scrape(ctx)
-		if err == nil && smp.HasRunning && smp.HasWaiting {
+		// Only a sample taken by this call: an earlier one handed out
+		// again says nothing of the requests overtaken since.
+		if err == nil && smp.HasRunning && smp.HasWaiting && !smp.At.Before(at) {
 			c.ObserveLoad(at, smp.Running, smp.Waiting)
 		}
 		return smp, err
