@@ -314,6 +314,34 @@ func TestPlainRequestsLostToARestartAreCut(t *testing.T) {
 	}
 }
 
+// TestFailedStreamOvertakesNone: a later stream that failed without its
+// headers (refused, reset) says nothing of the queue: an earlier one still
+// waiting is not cut for it, however long it waits.
+func TestFailedStreamOvertakesNone(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(1e18)
+	a := newAwaiting(time.Second, nil, nil)
+	a.now = func() time.Time { return time.Unix(0, clock.Load()) }
+	t.Cleanup(func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.timer != nil {
+			a.timer.Stop()
+		}
+	})
+	var cuts atomic.Int64
+	_ = a.sent(func(error) { cuts.Add(1) }, false)
+	a.sent(func(error) {}, false)(false) // failed without headers
+	a.check()
+	clock.Add(int64(time.Hour))
+	a.check()
+	a.load(a.now(), 0, 0)
+	a.check()
+	if n := cuts.Load(); n != 0 {
+		t.Fatalf("%d cut: a stream that failed without headers overtook the one waiting", n)
+	}
+}
+
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
