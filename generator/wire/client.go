@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	openai "github.com/sashabaranov/go-openai"
-
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -24,8 +22,8 @@ import (
 // drops temperature 0 (omitempty) and has no room for extra_body or a row's
 // own fields, its response types drop vLLM's `reasoning`, and its stream
 // reader costs 1.43x our CPU per chunk (docs/decisions/, "wire client").
-// go-openai's own types still say what an error status was (send.go): the
-// rest of the program classifies failures by *openai.APIError and
+// go-openai's own types still say what an error status was (openai.go,
+// the one file that imports it): Classify reads *openai.APIError and
 // *openai.RequestError, as go-openai reports them.
 
 // Message is one chat turn as sent: the record's type, so that what was
@@ -212,12 +210,13 @@ type Model struct {
 	OwnedBy string `json:"owned_by,omitempty"`
 }
 
-// modelsJSON is a models list as servers send it: go-openai's Model (its
-// id and owned_by) with what vLLM and SGLang (max_model_len) and llama.cpp
-// (meta) add to it.
+// modelsJSON is a models list as servers send it: OpenAI's model entry
+// (its id and owned_by) with what vLLM and SGLang (max_model_len) and
+// llama.cpp (meta) add to it.
 type modelsJSON struct {
 	Data []struct {
-		openai.Model
+		ID          string          `json:"id"`
+		OwnedBy     string          `json:"owned_by"`
 		MaxModelLen json.RawMessage `json:"max_model_len"`
 		Meta        json.RawMessage `json:"meta"`
 	} `json:"data"`

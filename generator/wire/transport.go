@@ -6,15 +6,12 @@ package wire
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	openai "github.com/sashabaranov/go-openai"
 )
 
 // readAllSized is io.ReadAll into one buffer of the size the server
@@ -278,14 +275,10 @@ func (s *sseReader) keep(line []byte) {
 }
 
 // bodyError decodes the kept lines as go-openai decodes an error in a
-// stream: an {"error":{...}} whose error is not null.
-func (s *sseReader) bodyError() *openai.APIError {
+// stream (openai.go: streamError); nil when they are none.
+func (s *sseReader) bodyError() error {
 	if len(s.errBuf) == 0 {
 		return nil
 	}
-	var resp openai.ErrorResponse
-	if json.Unmarshal(s.errBuf, &resp) != nil {
-		return nil
-	}
-	return resp.Error
+	return streamError(s.errBuf)
 }
