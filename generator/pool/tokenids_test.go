@@ -86,7 +86,7 @@ func (c *idTalker) Complete(_ context.Context, req wire.Request, _ func(int)) (w
 		r.PromptTokenIDs = append(r.PromptTokenIDs, int32(len(m.Content)))
 	}
 	r.TokenIDs = []int32{int32(len(req.Messages)), 1, 2}
-	r.Logprobs = &sink.Logprobs{TokenLogprobs: []float32{-1, -2, -3}, TopIDs: [][]int32{{1}, {2}, {3}}, TopLogprobs: [][]float32{{-1}, {-2}, {-3}}}
+	r.Logprobs = &wire.Logprobs{TokenLogprobs: []float32{-1, -2, -3}, TopIDs: [][]int32{{1}, {2}, {3}}, TopLogprobs: [][]float32{{-1}, {-2}, {-3}}}
 	return r, nil
 }
 

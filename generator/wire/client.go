@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/generator/job"
-	"github.com/synthgen/synthgen/sink"
 )
 
 // This file is the client's face: one chat completion, plain or streamed,
@@ -26,9 +25,24 @@ import (
 // the one file that imports it): Classify reads *openai.APIError and
 // *openai.RequestError, as go-openai reports them.
 
-// Message is one chat turn as sent: the record's type, so that what was
-// sent is what the record holds, with no copy on the way to disk.
-type Message = sink.Message
+// Message is one chat turn as sent. It has the record's fields
+// (sink.Message) in their order, so that the caller passes the record's
+// messages as they are (pool's wireMessages), with no copy per request.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Logprobs are an answer's per-token logprobs: the record's fields
+// (sink.Logprobs) in their order, so that the record takes them by a
+// conversion, with no copy. TopIDs or TopTokens: the alternatives by id,
+// or by text when the server named them so.
+type Logprobs struct {
+	TokenLogprobs []float32
+	TopIDs        [][]int32
+	TopTokens     [][]string
+	TopLogprobs   [][]float32
+}
 
 // Options configure a Client.
 type Options struct {
@@ -114,7 +128,7 @@ type Response struct {
 	// them disagrees with usage ("" when nothing, or nothing to check).
 	PromptTokenIDs   []int32
 	TokenIDs         []int32
-	Logprobs         *sink.Logprobs
+	Logprobs         *Logprobs
 	TokenIDsMismatch string
 }
 

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/synthgen/synthgen/sink"
 )
 
 // The answer's tokens: with Request.ReturnTokenIDs the request asks for
@@ -203,14 +201,14 @@ func (t *tokenAcc) tokens() (ids, logprobs, alternatives int) {
 }
 
 // fill sets r's tokens: the ids as they came, the logprobs as the record
-// keeps them (sink.Logprobs: each token's alternatives a slice of the flat
+// keeps them (Logprobs: each token's alternatives a slice of the flat
 // arrays, not a copy).
 func (t *tokenAcc) fill(r *Response) {
 	r.PromptTokenIDs, r.TokenIDs = t.prompt, t.ids
 	if len(t.lp) == 0 {
 		return
 	}
-	l := &sink.Logprobs{TokenLogprobs: t.lp, TopLogprobs: make([][]float32, len(t.topEnd))}
+	l := &Logprobs{TokenLogprobs: t.lp, TopLogprobs: make([][]float32, len(t.topEnd))}
 	if t.topText != nil {
 		l.TopTokens = make([][]string, len(t.topEnd))
 	} else {
