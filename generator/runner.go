@@ -258,7 +258,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	}
 	for i, m := range s.Metrics {
 		if len(s.Metrics) == len(clients) {
-			m.Scrape = observeLoad(m.Scrape, clients[i])
+			m.Scrape = observeLoad(m.Scrape, clients[i], func() { r.eng.ServerSeen(i) })
 		}
 		m.Scrape = promscrape.NewShared(m.Scrape, every/2).Scrape
 		r.metrics = append(r.metrics, m)
@@ -269,10 +269,15 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 // observeLoad tells c what each scrape of its server counted running and
 // waiting: a server that shows neither while requests sent to it earlier
 // than one it answered still wait has lost them (wire.Client.ObserveLoad).
-func observeLoad(scrape func(context.Context) (promscrape.Sample, error), c *wire.Client) func(context.Context) (promscrape.Sample, error) {
+// And it tells seen of every answer: a server whose gate is closed is
+// probed at once (pool.Engine.ServerSeen).
+func observeLoad(scrape func(context.Context) (promscrape.Sample, error), c *wire.Client, seen func()) func(context.Context) (promscrape.Sample, error) {
 	return func(ctx context.Context) (promscrape.Sample, error) {
 		at := time.Now()
 		smp, err := scrape(ctx)
+		if err == nil && !smp.At.Before(at) {
+			seen()
+		}
 		// Only a sample taken by this call: an earlier one handed out
 		// again says nothing of the requests overtaken since.
 		if err == nil && smp.HasRunning && smp.HasWaiting && !smp.At.Before(at) {

@@ -154,6 +154,10 @@ type Engine struct {
 	// (pending.go); the producer adds, the writer removes.
 	pending pendingKeys
 
+	// route is the running Run's router (nil before it): ServerSeen
+	// reaches its gates.
+	route atomic.Pointer[router]
+
 	// probeMin, when set (tests), replaces the outage gates' probe
 	// interval (1 s doubling to 30 s).
 	probeMin time.Duration
@@ -283,6 +287,7 @@ func (e *Engine) Run(ctx context.Context, src Source, out Output) (runstats.Summ
 	reqCtx, cancelReqs := context.WithCancelCause(ctx)
 	defer cancelReqs(nil)
 	gate := e.newRouter(reqCtx) // every endpoint with its own outage gate
+	e.route.Store(gate)
 	// Waits between attempts end on Drain as well: a slot waiting there has
 	// nothing in flight, and a drain starts nothing new.
 	waitCtx, stopWaits := context.WithCancel(reqCtx)
@@ -348,6 +353,16 @@ func (e *Engine) Run(ctx context.Context, src Source, out Output) (runstats.Summ
 
 // summary reads the run's figures from its stats.
 func (e *Engine) summary(drained bool) runstats.Summary { return e.stats.Summary(drained) }
+
+// ServerSeen tells the engine that endpoint i (in Options.Endpoints
+// order) answered its /metrics: when its gate is closed, its prober asks
+// it now rather than at its next wait. Safe from any goroutine; before or
+// after a Run it does nothing.
+func (e *Engine) ServerSeen(i int) {
+	if r := e.route.Load(); r != nil && i >= 0 && i < len(r.eps) {
+		r.eps[i].gate.nudge()
+	}
+}
 
 func (e *Engine) draining() bool {
 	select {
