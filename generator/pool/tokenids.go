@@ -88,6 +88,18 @@ func (c *tokenIDsCheck) end() *NoTokenIDsError {
 	return &NoTokenIDsError{Checked: c.seen, Server: c.server}
 }
 
+// RefusedTokenIDsError says a run left answers unwritten because they came
+// without the ids generation.require_token_ids requires (after the first
+// answers had them: a replica that ignores return_token_ids among others
+// that do): the run is not done, and a resume asks them again.
+type RefusedTokenIDsError struct {
+	Answers int
+}
+
+func (e *RefusedTokenIDsError) Error() string {
+	return fmt.Sprintf("%d answers came without token ids although generation.require_token_ids requires them: not written, a resume asks them again", e.Answers)
+}
+
 // refusedNoIDs reports whether rec is an answer without the ids that
 // generation.require_token_ids requires: it is not written, so that no
 // record of the directory lacks them (export --format speculators needs

@@ -221,3 +221,46 @@ func TestTokenIDsHintPerKind(t *testing.T) {
 		t.Fatalf("error %+v, want one of a llama.cpp server with its hint", e)
 	}
 }
+
+// mixedIDs answers with ids but for the prompts in without, as replicas
+// of which one ignores return_token_ids.
+type mixedIDs struct {
+	idTalker
+	without map[string]bool
+}
+
+func (c *mixedIDs) Complete(ctx context.Context, req wire.Request, d func(int)) (wire.Response, error) {
+	r, err := c.idTalker.Complete(ctx, req, d)
+	if c.without[req.Messages[len(req.Messages)-1].Content] {
+		r.PromptTokenIDs, r.TokenIDs, r.Logprobs = nil, nil, nil
+	}
+	return r, err
+}
+
+// TestRequiredIDsMissingLater: under require_token_ids, answers without
+// ids after the first ones had them are not written either, and the run
+// does not end as if done: it returns a *RefusedTokenIDsError.
+func TestRequiredIDsMissingLater(t *testing.T) {
+	opts := testOptions(1)
+	opts.Sampling.ReturnTokenIDs = true
+	opts.TokenIDs = TokenIDsPolicy{Sample: 5, Require: true}
+	c := &mixedIDs{without: map[string]bool{"prompt 7": true, "prompt 9": true}}
+	eng, err := New(c, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := openSink(t, dir)
+	_, err = eng.Run(context.Background(), newSliceSource(numberedIDs(12)...), out)
+	if cerr := out.Close(); cerr != nil {
+		t.Fatal(cerr)
+	}
+	var re *RefusedTokenIDsError
+	if !errors.As(err, &re) || re.Answers != 2 {
+		t.Fatalf("Run returned %v, want a *RefusedTokenIDsError of 2 answers", err)
+	}
+	recs := recordsByID(t, dir)
+	if _, ok := recs["7"]; ok || len(recs) != 10 {
+		t.Errorf("%d records (7 among them: %v), want the 10 with ids", len(recs), ok)
+	}
+}
