@@ -17,6 +17,7 @@ import (
 	"github.com/synthgen/synthgen/generator/pool"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
+	"github.com/synthgen/synthgen/generator/shape"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/promscrape"
 	"github.com/synthgen/synthgen/sink"
@@ -69,6 +70,10 @@ type Setup struct {
 	// *NoTokenIDsError. Else it is a warning on Log and in status.json.
 	// Only a job that asks for ids (Sampling.ReturnTokenIDs) is checked.
 	RequireTokenIDs bool
+	// Shape is Job.Sampling.ResponseFormat compiled, when the caller has
+	// checked it so (a large schema is compiled once); nil: the pool
+	// compiles it.
+	Shape *shape.Validator
 
 	OnBadRow   string                               // dataset.on_bad_row
 	OnSkip     func(*dataset.RowError)              // a skipped bad row
@@ -124,7 +129,7 @@ type Runner struct {
 	// server is the kind of server, as /v1/models named it (owned_by).
 	server  promscrape.Kind
 	out     *sink.Sink
-	src     *dataset.Reader
+	src     *badRowGuard // the dataset, stopping a run whose rows are all bad
 	eng     *pool.Engine
 	auto    *autoconc.State     // concurrency: auto's limit and why; nil when fixed
 	metrics []autoconc.Endpoint // Setup.Metrics, each scrape shared by its readers
@@ -161,8 +166,12 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	targets := make([]pool.Endpoint, len(urls))
 	clients := make([]*wire.Client, len(urls))
 	shown := make([]string, len(urls))
+	var replicas *wire.Replicas // a replica silent while the others answer loses its streams
+	if len(urls) > 1 {
+		replicas = wire.NewReplicas()
+	}
 	for i, u := range urls {
-		clients[i] = wire.New(wire.Options{BaseURL: u, APIKey: s.APIKey, Timeout: s.Timeout, StallTimeout: s.StallTimeout, TLS: s.TLS, MaxConns: s.Concurrency, OnAwait: s.Stats.AddAwaiting})
+		clients[i] = wire.New(wire.Options{BaseURL: u, APIKey: s.APIKey, Timeout: s.Timeout, StallTimeout: s.StallTimeout, TLS: s.TLS, MaxConns: s.Concurrency, OnAwait: s.Stats.AddAwaiting, Replicas: replicas})
 		shown[i] = wire.RedactURL(u)
 		targets[i] = pool.Endpoint{URL: shown[i], Client: clients[i]}
 	}
@@ -235,12 +244,15 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 			Server:  r.server,
 		},
 		SchemaRetries: s.SchemaRetries,
+		Shape:         s.Shape,
 		TokenIDs:      r.tokenIDsPolicy(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	if r.src, err = dataset.Open(opts); err != nil {
+	r.src = &badRowGuard{}
+	opts.OnSkip = r.src.onSkip(opts.OnSkip)
+	if r.src.Reader, err = dataset.Open(opts); err != nil {
 		return nil, &DatasetError{Err: err}
 	}
 	r.openStatus()
@@ -250,11 +262,35 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	if every <= 0 {
 		every = autoconc.DefaultInterval
 	}
-	for _, m := range s.Metrics {
+	for i, m := range s.Metrics {
+		if len(s.Metrics) == len(clients) {
+			m.Scrape = observeLoad(m.Scrape, clients[i], func() { r.eng.ServerSeen(i) })
+		}
 		m.Scrape = promscrape.NewShared(m.Scrape, every/2).Scrape
 		r.metrics = append(r.metrics, m)
 	}
 	return r, nil
+}
+
+// observeLoad tells c what each scrape of its server counted running and
+// waiting: a server that shows neither while requests sent to it earlier
+// than one it answered still wait has lost them (wire.Client.ObserveLoad).
+// And it tells seen of every answer: a server whose gate is closed is
+// probed at once (pool.Engine.ServerSeen).
+func observeLoad(scrape func(context.Context) (promscrape.Sample, error), c *wire.Client, seen func()) func(context.Context) (promscrape.Sample, error) {
+	return func(ctx context.Context) (promscrape.Sample, error) {
+		at := time.Now()
+		smp, err := scrape(ctx)
+		if err == nil && !smp.At.Before(at) {
+			seen()
+		}
+		// Only a sample taken by this call: an earlier one handed out
+		// again says nothing of the requests overtaken since.
+		if err == nil && smp.HasRunning && smp.HasWaiting && !smp.At.Before(at) {
+			c.ObserveLoad(at, smp.Running, smp.Waiting)
+		}
+		return smp, err
+	}
 }
 
 // baseURLs are the endpoints the run sends to: BaseURLs, else BaseURL.
@@ -289,13 +325,13 @@ func (r *Runner) tokenIDsPolicy() pool.TokenIDsPolicy {
 	if !r.job.Sampling.ReturnTokenIDs {
 		return pool.TokenIDsPolicy{}
 	}
-	return pool.TokenIDsPolicy{Sample: r.reasoningSample(), Require: r.setup.RequireTokenIDs, OnFound: r.noTokenIDs}
+	return pool.TokenIDsPolicy{Sample: r.reasoningSample(), Require: r.setup.RequireTokenIDs, OnFound: r.noTokenIDs, Server: r.server}
 }
 
 // noTokenIDs says, once, that the server sends no token ids: on Log and in
 // status.json's warnings (the writer goroutine calls it).
 func (r *Runner) noTokenIDs(e *pool.NoTokenIDsError) {
-	msg := fmt.Sprintf("%v; %s", e, pool.TokenIDsHint)
+	msg := fmt.Sprintf("%v; %s", e, e.Hint())
 	fmt.Fprintf(r.setup.Log, "warning: %s\n", msg)
 	if r.setup.RequireTokenIDs {
 		fmt.Fprintf(r.setup.Log, "generation.require_token_ids: no new requests; the ones in flight finish, what was written is kept\n")

@@ -542,3 +542,11 @@ func TestReporterServerFiguresAcrossOutage(t *testing.T) {
 		t.Errorf("Server() after the run = %+v, want none: its window began before the last outage", got)
 	}
 }
+
+// TestETAInAnOutage: while the server is down the line says so, not an ETA
+// that grows as the rate falls.
+func TestETAInAnOutage(t *testing.T) {
+	if got := fmtETA(runstats.Snapshot{ETAOutage: true, Done: 3}); got != "-- (outage)" {
+		t.Errorf("fmtETA in an outage = %q, want \"-- (outage)\"", got)
+	}
+}

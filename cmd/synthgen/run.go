@@ -88,11 +88,13 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 		return err
 	}
 	j := jobOf(cfg, shard)
-	if err := checkResponseFormat(cfg, from, j); err != nil {
+	shaped, err := checkResponseFormat(cfg, from, j)
+	if err != nil {
 		return err
 	}
 	rs := &runSession{cfg: cfg, rf: rf, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), stats: runstats.NewStats(nil)}
 	setup := runSetup(cfg, rf, j, rs.stats, rs.stderr)
+	setup.Shape = shaped // compiled once
 	metricsSetup(&setup, cfg, rf, rs.stderr)
 	if setup.TLS, err = wire.ClientTLS(cfg.Endpoint.CAFile, cfg.Endpoint.InsecureSkipVerify); err != nil {
 		return usageError(err, "endpoint.ca_file is a PEM file of the CA certificates that signed the server's certificate")
@@ -350,9 +352,10 @@ func jobOf(cfg config.Config, shard dataset.Shard) job.Job {
 // checkResponseFormat compiles the job's response format before anything
 // starts: a schema that is no valid JSON Schema is a config error naming
 // the key, where it was set and the schema's file.
-func checkResponseFormat(cfg config.Config, from config.Sources, j job.Job) error {
+func checkResponseFormat(cfg config.Config, from config.Sources, j job.Job) (*shape.Validator, error) {
 	const key = "generation.response_format"
-	if _, err := shape.Compile(j.Sampling.ResponseFormat); err != nil {
+	v, err := shape.Compile(j.Sampling.ResponseFormat)
+	if err != nil {
 		where := key
 		if file := cfg.Generation.ResponseFormat.File; file != "" {
 			where += " (schema file " + file + ")"
@@ -360,10 +363,10 @@ func checkResponseFormat(cfg config.Config, from config.Sources, j job.Job) erro
 		if src := from[key]; src != "" {
 			where = src + ": " + where
 		}
-		return usageError(fmt.Errorf("%s: %w", where, err),
+		return nil, usageError(fmt.Errorf("%s: %w", where, err),
 			"fix the schema (a JSON Schema, draft 2020-12 unless its $schema says another), or set generation.response_format: json_object for any one JSON object")
 	}
-	return nil
+	return v, nil
 }
 
 // runSetup is how the configuration runs job.
@@ -546,7 +549,7 @@ func runResult(cfg config.Config, res generator.Result, stderr, notes io.Writer)
 		var ni *pool.NoTokenIDsError
 		if errors.As(runErr, &ni) {
 			return &exitError{code: exitFailure, err: fmt.Errorf("generation.require_token_ids: %w (what was written is kept)", runErr),
-				hint: pool.TokenIDsHint + "; then rerun to resume (or set generation.require_token_ids: false to only warn)"}
+				hint: ni.Hint() + "; then rerun to resume (or set generation.require_token_ids: false to only warn)"}
 		}
 		if errors.As(runErr, &re) {
 			return usageError(runErr, "fix the row, or set dataset.on_bad_row: skip to skip bad rows; what was written is kept, rerun to resume")

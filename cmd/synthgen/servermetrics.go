@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/synthgen/synthgen/config"
 	"github.com/synthgen/synthgen/generator/autoconc"
@@ -54,14 +56,72 @@ func serverMetrics(cfg config.Config) []autoconc.Endpoint {
 			return nil
 		}
 		scraper := promscrape.NewScraper(u, hc)
-		out = append(out, autoconc.Endpoint{URL: wire.RedactURL(u), Scrape: func(ctx context.Context) (promscrape.Sample, error) {
+		async := &asyncScrape{scrape: func(ctx context.Context) (promscrape.Sample, error) {
 			s, err := scraper.Scrape(ctx)
 			if err != nil {
 				// The scrape error names the URL, which may carry a password.
 				err = wire.RedactURLIn(err, u)
 			}
 			return s, err
-		}})
+		}}
+		out = append(out, autoconc.Endpoint{URL: wire.RedactURL(u), Scrape: async.Scrape})
 	}
 	return out
+}
+
+// scrapeWait is how long a reader waits for a scrape under way before it
+// takes the latest result instead: a /metrics that hangs (up to
+// promscrape.DefaultTimeout) never holds the progress line, which read
+// every replica's in turn and came every 4 s, two at once.
+const scrapeWait = 100 * time.Millisecond
+
+// asyncScrape runs one server's scrapes in the background, one at a time:
+// a reader starts one when none is under way and waits for it at most
+// scrapeWait, then has the latest result, which a stale sample's At tells.
+// Only the first, before any result, is waited for whole (its own bound,
+// promscrape.DefaultTimeout): there is nothing else to give.
+type asyncScrape struct {
+	scrape func(context.Context) (promscrape.Sample, error)
+
+	mu   sync.Mutex
+	done chan struct{} // the scrape under way's, closed when it ends; nil: none
+	have bool
+	s    promscrape.Sample
+	err  error
+}
+
+// Scrape is the latest result once the scrape it starts or finds under way
+// ended, or scrapeWait passed, or ctx ended.
+func (a *asyncScrape) Scrape(ctx context.Context) (promscrape.Sample, error) {
+	a.mu.Lock()
+	if a.done == nil {
+		done := make(chan struct{})
+		a.done = done
+		// Not the reader's context: the scrape outlives a reader that
+		// stopped waiting, and its result is the next reader's.
+		go func() {
+			s, err := a.scrape(context.WithoutCancel(ctx))
+			a.mu.Lock()
+			a.have, a.s, a.err, a.done = true, s, err, nil
+			a.mu.Unlock()
+			close(done)
+		}()
+	}
+	done, have := a.done, a.have
+	a.mu.Unlock()
+	var bound <-chan time.Time
+	if have {
+		t := time.NewTimer(scrapeWait)
+		defer t.Stop()
+		bound = t.C
+	}
+	select {
+	case <-done:
+	case <-bound:
+	case <-ctx.Done():
+		return promscrape.Sample{}, ctx.Err()
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.s, a.err
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -291,5 +292,39 @@ func TestReporterLeavesOutAReplicaThatIsDown(t *testing.T) {
 	}
 	if s := rec.Endpoints[2].Server; s != nil {
 		t.Errorf("the gone replica's server = %+v, want none (its last rates are of a server that is gone)", s)
+	}
+}
+
+// TestHangingMetricsHoldNoReader: a /metrics that answered once and then
+// hangs does not hold its readers (the progress line): each gets the
+// latest sample while the hanging scrape is under way, not the scrape's
+// timeout, and the one scrape under way is not started again.
+func TestHangingMetricsHoldNoReader(t *testing.T) {
+	t.Parallel()
+	m := mockserver.New(mockserver.Options{})
+	release := make(chan struct{})
+	var scrapes atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if scrapes.Add(1) > 1 {
+			<-release
+		}
+		m.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() { close(release) })
+	sc := promscrape.NewScraper(ts.URL+"/metrics", nil)
+	a := &asyncScrape{scrape: sc.Scrape}
+	first, err := a.Scrape(context.Background())
+	if err != nil || !first.HasRunning {
+		t.Fatalf("first scrape: %+v, %v", first, err)
+	}
+	for i := range 3 {
+		s, err := a.Scrape(context.Background())
+		if err != nil || !s.At.Equal(first.At) {
+			t.Fatalf("read %d while the scrape hangs: at %v, %v; want the first sample at once", i, s.At, err)
+		}
+	}
+	if n := scrapes.Load(); n != 2 {
+		t.Errorf("%d scrapes, want the first and the one hanging", n)
 	}
 }

@@ -214,8 +214,9 @@ func TestRunWarnsWhenServerIgnoresTokenIDs(t *testing.T) {
 
 // TestRunRequireTokenIDs: with generation.require_token_ids the same
 // server stops the run after its first answers: exit 1 with the fix as the
-// hint, what was written kept, status.json failed; against a server with
-// ids the same command resumes.
+// hint, none of the answers it refused written (they are no done keys),
+// status.json failed; against a server with ids the same command resumes
+// and every record carries ids.
 func TestRunRequireTokenIDs(t *testing.T) {
 	m, url := ignoringMock(t)
 	cj := cliJob{baseURL: url, data: cliDataset(t, 200, 0), dir: filepath.Join(t.TempDir(), "out")}
@@ -230,8 +231,8 @@ func TestRunRequireTokenIDs(t *testing.T) {
 	if got := m.Stats().Requests; got >= 200 || got < 20 {
 		t.Errorf("%d requests: want the run stopped soon after 20 of 200", got)
 	}
-	if n := len(cliRecords(t, cj.dir)); n < 20 {
-		t.Errorf("%d records kept, want the first 20 answers at least", n)
+	if n := len(cliRecords(t, cj.dir)); n != 0 {
+		t.Errorf("%d records kept, want none: an answer without the ids required is not done", n)
 	}
 	st := readStatus(t, cj.dir)
 	if st.State != runfiles.StateFailed || len(st.Warnings) != 1 {
@@ -241,6 +242,11 @@ func TestRunRequireTokenIDs(t *testing.T) {
 	cj.baseURL = good
 	cliRun(t, cj.args("--generation.return_token_ids", "--generation.require_token_ids")...).ok(t, "fixed server")
 	wantIDs(t, "resumed", cliRecords(t, cj.dir), idRange(0, 200)...)
+	for _, rec := range readAllRecords(t, cj.dir) {
+		if rec.TokenIDs == nil {
+			t.Errorf("id %s: resumed, a record without token ids", rec.ID)
+		}
+	}
 }
 
 // duckdbTokens is what testdata/duckdb_tokens.mjs prints.

@@ -71,7 +71,7 @@ func (c *conversation) answered(msgs []sink.Message, resp wire.Response, attempt
 			PromptTokenIDs:   resp.PromptTokenIDs,
 			TokenIDs:         resp.TokenIDs,
 			TokenIDsMismatch: resp.TokenIDsMismatch,
-			Logprobs:         resp.Logprobs,
+			Logprobs:         recordLogprobs(resp.Logprobs),
 		})
 	}
 	if c.answers == 0 {

@@ -22,7 +22,7 @@ import (
 // whether it fails (and how).
 type talker struct {
 	mu   sync.Mutex
-	sent [][]sink.Message
+	sent [][]wire.Message
 	fail func(last string, nth int) error // nth: how often this last turn was asked before
 	seen map[string]int
 }
@@ -122,13 +122,13 @@ func TestWholeConversation(t *testing.T) {
 	if !slices.Equal(r.Messages, want) {
 		t.Errorf("the last turn was sent\n%+v\nwant\n%+v", r.Messages, want)
 	}
-	var asked [][]sink.Message
+	var asked [][]wire.Message
 	for _, m := range c.sent {
 		if strings.HasPrefix(m[len(m)-1].Content, "a/") {
 			asked = append(asked, m)
 		}
 	}
-	if len(asked) != 3 || !slices.Equal(asked[0], want[:2]) || !slices.Equal(asked[1], want[:4]) || !slices.Equal(asked[2], want) {
+	if len(asked) != 3 || !slices.Equal(asked[0], wireMessages(want[:2])) || !slices.Equal(asked[1], wireMessages(want[:4])) || !slices.Equal(asked[2], wireMessages(want)) {
 		t.Errorf("requests for a:\n%+v\nwant the conversation grown by the model's own answers, turn by turn", asked)
 	}
 	for _, m := range r.Messages {

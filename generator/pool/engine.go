@@ -106,6 +106,10 @@ type Options struct {
 	// the shape Sampling.ResponseFormat asks is asked again before it is
 	// recorded as a failure (cause "schema"; shape.go).
 	SchemaRetries int
+	// Shape is Sampling.ResponseFormat compiled (shape.Compile), when the
+	// caller has it: a large schema takes long to compile, and is compiled
+	// once. Nil: New compiles it.
+	Shape *shape.Validator
 	// OnIntake is called once, from the producer, when it starts its first
 	// request or ends without one: the keys found done or failed on disk
 	// before the first one still to ask are counted by then (all of them
@@ -150,6 +154,10 @@ type Engine struct {
 	// (pending.go); the producer adds, the writer removes.
 	pending pendingKeys
 
+	// route is the running Run's router (nil before it): ServerSeen
+	// reaches its gates.
+	route atomic.Pointer[router]
+
 	// probeMin, when set (tests), replaces the outage gates' probe
 	// interval (1 s doubling to 30 s).
 	probeMin time.Duration
@@ -191,14 +199,16 @@ func New(client Completer, stats *runstats.Stats, opts Options) (*Engine, error)
 	}
 	e := &Engine{client: client, opts: opts, stats: stats, drain: make(chan struct{}), lim: newLimiter(opts.Limit)}
 	var err error
-	if e.shape, err = shape.Compile(opts.Sampling.ResponseFormat); err != nil {
-		return nil, fmt.Errorf("generation.response_format: %w", err)
+	if e.shape = opts.Shape; e.shape == nil {
+		if e.shape, err = shape.Compile(opts.Sampling.ResponseFormat); err != nil {
+			return nil, fmt.Errorf("generation.response_format: %w", err)
+		}
 	}
 	if opts.Reasoning.Sample > 0 {
 		e.reasoning = &reasoningCheck{want: opts.Reasoning.Sample, server: opts.Reasoning.Server}
 	}
 	if opts.TokenIDs.Sample > 0 {
-		e.tokenIDs = &tokenIDsCheck{want: opts.TokenIDs.Sample}
+		e.tokenIDs = &tokenIDsCheck{want: opts.TokenIDs.Sample, server: opts.TokenIDs.Server}
 	}
 	return e, nil
 }
@@ -277,6 +287,7 @@ func (e *Engine) Run(ctx context.Context, src Source, out Output) (runstats.Summ
 	reqCtx, cancelReqs := context.WithCancelCause(ctx)
 	defer cancelReqs(nil)
 	gate := e.newRouter(reqCtx) // every endpoint with its own outage gate
+	e.route.Store(gate)
 	// Waits between attempts end on Drain as well: a slot waiting there has
 	// nothing in flight, and a drain starts nothing new.
 	waitCtx, stopWaits := context.WithCancel(reqCtx)
@@ -342,6 +353,16 @@ func (e *Engine) Run(ctx context.Context, src Source, out Output) (runstats.Summ
 
 // summary reads the run's figures from its stats.
 func (e *Engine) summary(drained bool) runstats.Summary { return e.stats.Summary(drained) }
+
+// ServerSeen tells the engine that endpoint i (in Options.Endpoints
+// order) answered its /metrics: when its gate is closed, its prober asks
+// it now rather than at its next wait. Safe from any goroutine; before or
+// after a Run it does nothing.
+func (e *Engine) ServerSeen(i int) {
+	if r := e.route.Load(); r != nil && i >= 0 && i < len(r.eps) {
+		r.eps[i].gate.nudge()
+	}
+}
 
 func (e *Engine) draining() bool {
 	select {

@@ -109,7 +109,7 @@ func BenchmarkThroughput(b *testing.B) {
 	})
 	b.Run("minimal", func(b *testing.B) {
 		hc := &http.Client{Transport: wire.NewTransport(n, nil)}
-		body, _ := wire.EncodeRequest(wire.Request{Sampling: job.Sampling{Model: "test-model", MaxTokens: 64}, Messages: []sink.Message{{Role: "user", Content: "prompt 1"}}})
+		body, _ := wire.EncodeRequest(wire.Request{Sampling: job.Sampling{Model: "test-model", MaxTokens: 64}, Messages: []wire.Message{{Role: "user", Content: "prompt 1"}}})
 		measure(b, func(stop <-chan struct{}) {
 			var wg sync.WaitGroup
 			for range n {

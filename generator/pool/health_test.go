@@ -49,6 +49,22 @@ func TestHealthWindow(t *testing.T) {
 	if got, want := h.describe(), "9 of the last 10 attempts failed (connection 7, http_429 2)"; got != want {
 		t.Errorf("reason %q, want %q", got, want)
 	}
+	// The share is inclusive: exactly healthSick (8 of 10) is failing,
+	// one success more (7 of 10) is not.
+	h = health{}
+	for _, c := range []string{"http_500", "", "http_500", "http_500", "", "http_500", "http_500", "http_500", "http_500", "http_500"} {
+		h.note(c)
+	}
+	if !h.failing() {
+		t.Errorf("%d of %d failed, exactly the share that takes it out: not failing", h.fails, h.n)
+	}
+	h = health{}
+	for _, c := range []string{"http_500", "", "http_500", "", "", "http_500", "http_500", "http_500", "http_500", "http_500"} {
+		h.note(c)
+	}
+	if h.failing() {
+		t.Errorf("%d of %d failed, under the share: failing", h.fails, h.n)
+	}
 }
 
 // fakeClock is a router's clock a test moves by hand.

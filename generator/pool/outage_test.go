@@ -182,3 +182,47 @@ func TestOutageEndsAtTheFirstAnswer(t *testing.T) {
 		t.Errorf("%d probes, want the slot's one", n)
 	}
 }
+
+// TestOutageNudgedByMetrics: a server seen again (its /metrics answered)
+// is probed at once, not at the prober's next wait, up to 30 s away: the
+// gate opens with no answer to any request.
+func TestOutageNudgedByMetrics(t *testing.T) {
+	stats := runstats.NewStats(nil)
+	life, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var up atomic.Bool
+	o := &outage{
+		life: life,
+		probe: func(context.Context) error {
+			if up.Load() {
+				return nil
+			}
+			return errors.New("connection refused")
+		},
+		minBackoff: time.Hour, // the prober would wait an hour
+		maxBackoff: time.Hour,
+		now:        time.Now,
+		onChange:   stats.SetServerDown,
+		kick:       make(chan struct{}, 1),
+	}
+	o.nudge() // up: a nudge then is not kept for the next outage
+	waited := make(chan bool)
+	go func() {
+		wasDown, err := o.check(context.Background())
+		if err != nil {
+			t.Errorf("check: %v", err)
+		}
+		waited <- wasDown
+	}()
+	for stats.Snapshot().ServerDownSince.IsZero() {
+		time.Sleep(time.Millisecond) // until the slot found the server down
+	}
+	up.Store(true)
+	o.nudge()
+	if !<-waited {
+		t.Error("the waiting slot was not told the server had been down")
+	}
+	if since := stats.Snapshot().ServerDownSince; !since.IsZero() {
+		t.Errorf("still down since %v after the nudge", since)
+	}
+}

@@ -155,6 +155,7 @@ func newOutage(life context.Context, c Completer, model string, onChange func(do
 		maxBackoff: 30 * time.Second,
 		now:        time.Now,
 		onChange:   onChange,
+		kick:       make(chan struct{}, 1),
 	}
 }
 

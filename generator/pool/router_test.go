@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -206,3 +207,55 @@ func TestProbeWantsTheModel(t *testing.T) {
 
 // setInFlight sets an endpoint's count in flight, as if n requests were sent to it.
 func setInFlight(es *runstats.Endpoint, n int64) { es.AddInFlight(n - es.InFlight()) }
+
+// failingFirst fails the first fails requests of each prompt, on whichever
+// endpoint it is, with a 500, then answers; every endpoint shares it.
+type failingFirst struct {
+	fails int
+	mu    sync.Mutex
+	seen  map[string]int
+}
+
+func (f *failingFirst) Complete(_ context.Context, req wire.Request, _ func(int)) (wire.Response, error) {
+	last := req.Messages[len(req.Messages)-1].Content
+	f.mu.Lock()
+	f.seen[last]++
+	n := f.seen[last]
+	f.mu.Unlock()
+	if n <= f.fails {
+		return wire.Response{}, &wire.Error{Cause: "http_500", Status: 500, Retryable: true, Message: "boom"}
+	}
+	return wire.Response{Model: req.Model, Content: "answer to " + last, FinishReason: "stop", UsageKnown: true, CompletionTokens: 1}, nil
+}
+
+// TestMoveIsUncharged: with max_attempts 2 and two replicas, a prompt that
+// fails on one (moved to the other, uncharged) and then on the other (its
+// one charged attempt) is asked a third time and answered: the move was
+// not the prompt's attempt. Its record counts the two attempts that were.
+func TestMoveIsUncharged(t *testing.T) {
+	f := &failingFirst{fails: 2, seen: map[string]int{}}
+	o := testOptions(1)
+	o.Retry = RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}
+	o.Endpoints = []Endpoint{{URL: "a", Client: f}, {URL: "b", Client: f}}
+	stats := runstats.NewStats(nil)
+	stats.SetEndpoints([]string{"a", "b"})
+	eng, err := New(f, stats, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := openSink(t, dir)
+	sum, err := eng.Run(context.Background(), newSliceSource("x"), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Written != 1 || sum.Failed != 0 {
+		t.Fatalf("written %d, failed %d: want the prompt answered at its third request", sum.Written, sum.Failed)
+	}
+	if r := recordsByID(t, dir)["x"]; r.Attempts != 2 {
+		t.Errorf("attempts %d, want 2 (the move not counted)", r.Attempts)
+	}
+}

@@ -220,3 +220,54 @@ func TestSchemaCutAnswerKept(t *testing.T) {
 		t.Errorf("errors %+v, want one of cause schema saying the JSON was cut", errs)
 	}
 }
+
+// TestShapeCompiledOnce: a Shape the caller compiled is the one used; the
+// schema is not compiled again (here it could not be: New would fail).
+func TestShapeCompiledOnce(t *testing.T) {
+	v, err := shape.Compile(job.ResponseFormat{Type: job.FormatJSONObject})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := testOptions(1)
+	opts.Sampling.ResponseFormat = job.ResponseFormat{Type: job.FormatJSONSchema, Schema: []byte(`not json`)}
+	opts.Shape = v
+	eng, err := New(&idTalker{}, nil, opts)
+	if err != nil {
+		t.Fatalf("New compiled the schema again: %v", err)
+	}
+	if eng.shape != v {
+		t.Error("the engine checks answers with another validator than the one given")
+	}
+}
+
+// TestSchemaFailureKeepsItsSample: with n > 1, each sample never in the
+// shape is its own error record, under its own sample, so that a resume
+// finds every one failed rather than sample 0 three times.
+func TestSchemaFailureKeepsItsSample(t *testing.T) {
+	srv := &shapeServer{bad: map[string]int{"never": -1}, seen: map[string]int{}}
+	o := testOptions(3)
+	o.Sampling.ResponseFormat = verdictFormat()
+	o.Sampling.Samples = 3
+	eng, err := New(srv, runstats.NewStats(nil), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := openSink(t, dir)
+	if _, err := eng.Run(context.Background(), newSliceSource("never"), out); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	samples := map[int]bool{}
+	for _, e := range readJSONL[sink.ErrorRecord](t, dir, "errors") {
+		if e.ID != "never" || e.Cause != shape.Cause {
+			t.Errorf("error record %+v, want never's, cause schema", e)
+		}
+		samples[e.Sample] = true
+	}
+	if len(samples) != 3 || !samples[0] || !samples[1] || !samples[2] {
+		t.Errorf("error records of samples %v, want 0, 1 and 2", samples)
+	}
+}

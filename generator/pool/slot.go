@@ -50,7 +50,7 @@ func (e *Engine) do(ctx, wait context.Context, route *router, j task) result {
 // an allocation per request.
 // Each attempt goes to the endpoint route picks (router.go).
 func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Tracker, j task, msgs []sink.Message) (resp wire.Response, attempts int, fail *sink.ErrorRecord) {
-	req := wire.Request{Sampling: e.opts.Sampling, Messages: msgs, Params: j.prompt.Params, Stream: e.opts.Stream}
+	req := wire.Request{Sampling: e.opts.Sampling, Messages: wireMessages(msgs), Params: j.prompt.Params, Stream: e.opts.Stream}
 	var onDelta func(int) // a plain answer has no deltas: no closure to allocate
 	if req.Stream {
 		onDelta = tr.Delta
@@ -254,7 +254,7 @@ func (e *Engine) record(j task, c *conversation, latency time.Duration) *sink.Re
 		PromptTokenIDs:   resp.PromptTokenIDs,
 		TokenIDs:         resp.TokenIDs,
 		TokenIDsMismatch: resp.TokenIDsMismatch,
-		Logprobs:         resp.Logprobs,
+		Logprobs:         recordLogprobs(resp.Logprobs),
 		Turns:            c.turns,
 	}
 }

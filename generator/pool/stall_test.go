@@ -1,11 +1,19 @@
 package pool
 
 import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/mockserver"
 )
@@ -94,3 +102,143 @@ func TestStallRetried(t *testing.T) {
 		}
 	})
 }
+
+// silentListener accepts connections and never reads nor writes: a raw TCP
+// black hole in the place of a replica.
+func silentListener(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var held []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	return "http://" + ln.Addr().String() + "/v1"
+}
+
+// TestSilentReplicasAreRoutedAround: beside a well replica, one that
+// accepts connections and never answers and one whose handler lists its
+// model and never writes a POST's headers. Their streams, headerless a
+// stall_timeout while the well one answers, are their failures: each is
+// sent to the well one uncharged (every record at its first attempt), both
+// silent replicas are taken out naming stall, and the run ends with every
+// row written, not at endpoint.timeout.
+func TestSilentReplicasAreRoutedAround(t *testing.T) {
+	t.Parallel()
+	const rows, conc = 60, 6
+	// The well one holds its first two streams, sending their headers and
+	// keep-alive comments, until both silent ones are out, so the run
+	// cannot end before they are (30 s at most: then the test fails on
+	// their state).
+	var ledgers []*runstats.Endpoint
+	var held atomic.Int64
+	hold := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/chat/completions") && held.Add(1) <= 2 {
+				// Read before any write: net/http may refuse a body
+				// read after the headers went.
+				body, err := io.ReadAll(r.Body)
+				if err != nil {
+					return
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.WriteHeader(http.StatusOK)
+				for deadline := time.Now().Add(30 * time.Second); !(ledgers[1].Down() && ledgers[2].Down()) && time.Now().Before(deadline); {
+					_, _ = w.Write([]byte(": keep-alive\n\n"))
+					w.(http.Flusher).Flush()
+					time.Sleep(10 * time.Millisecond)
+				}
+				w = headersSent{w}
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	well := startReplica(t, mockserver.New(mockserver.Options{MeanTokens: 8, Seed: 1}), hold)
+	quit := make(chan struct{})
+	mute := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/models") {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"object":"list","data":[{"id":"` + mockserver.DefaultModel + `","object":"model"}]}`))
+			return
+		}
+		select {
+		case <-r.Context().Done():
+		case <-quit:
+		}
+	}))
+	t.Cleanup(mute.Close)
+	t.Cleanup(func() { close(quit) }) // first: the test's end frees the handlers
+	urls := []string{well.url(), silentListener(t), mute.URL + "/v1"}
+	group := wire.NewReplicas()
+	targets := make([]Endpoint, len(urls))
+	for i, u := range urls {
+		targets[i] = Endpoint{URL: u, Client: wire.New(wire.Options{BaseURL: u, MaxConns: conc, Timeout: 10 * time.Minute, StallTimeout: 200 * time.Millisecond, Replicas: group})}
+	}
+	stats := runstats.NewStats(nil)
+	stats.SetEndpoints(urls)
+	ledgers = stats.EndpointLedgers(len(urls))
+	eo := mockOptions(conc, 2)
+	eo.Sampling.MaxTokens = 8
+	eo.Endpoints = targets
+	eng, err := New(targets[0].Client, stats, eo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := openRetrySink(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sum, err := eng.Run(ctx, newSliceSource(numberedIDs(rows)...), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := stats.Snapshot()
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stats.Stop()
+	if sum.Written != rows || sum.Failed != 0 {
+		t.Fatalf("written %d, failed %d; want %d and 0", sum.Written, sum.Failed, rows)
+	}
+	for id, r := range recordsByID(t, dir) {
+		if r.Attempts != 1 {
+			t.Errorf("id %s: attempts %d, want 1: a silent replica's loss is not the prompt's", id, r.Attempts)
+		}
+	}
+	if snap.RetriesByCause[wire.CauseStall] == 0 {
+		t.Errorf("retries by cause %v: want the silent replicas' streams retried as stall", snap.RetriesByCause)
+	}
+	t.Logf("retries %v; endpoints %+v", snap.RetriesByCause, snap.Endpoints)
+	for _, i := range []int{1, 2} {
+		if ep := snap.Endpoints[i]; ep.State == runstats.EndpointUp || !strings.Contains(ep.Reason, wire.CauseStall) {
+			t.Errorf("silent replica %d shown %s %q, want out naming stall", i, ep.State, ep.Reason)
+		}
+	}
+}
+
+// headersSent is a response whose headers were written: the handler's own
+// are dropped.
+type headersSent struct{ http.ResponseWriter }
+
+func (w headersSent) WriteHeader(int) {}
+func (w headersSent) Flush()          { w.ResponseWriter.(http.Flusher).Flush() }

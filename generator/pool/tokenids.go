@@ -3,6 +3,7 @@ package pool
 import (
 	"fmt"
 
+	"github.com/synthgen/synthgen/internal/promscrape"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -12,14 +13,31 @@ import (
 // check (reasoning.go), the Engine looks at a run's first answers and says
 // so once, early; generation.require_token_ids makes it fatal.
 
-// TokenIDsHint is what to do about a *NoTokenIDsError.
-const TokenIDsHint = "serve the model with vLLM 0.10.2 or later, which answers return_token_ids with prompt_token_ids and token_ids, or set generation.return_token_ids: false to keep the text alone"
+// TokenIDsHint is what to do about a *NoTokenIDsError on a server of kind
+// k: vLLM's ids came in 0.10.2; the other servers' chat answers do not
+// carry them at all.
+func TokenIDsHint(k promscrape.Kind) string {
+	const off = "or set generation.return_token_ids: false to keep the text alone"
+	switch k {
+	case promscrape.KindVLLM:
+		return "vLLM before 0.10.2 ignores return_token_ids: serve the model with vLLM 0.10.2 or later, which answers with prompt_token_ids and token_ids, " + off
+	case promscrape.KindSGLang:
+		return "SGLang does not answer vLLM's return_token_ids: serve the model with vLLM 0.10.2 or later for the ids, " + off
+	case promscrape.KindLlamaCpp:
+		return "llama.cpp's llama-server does not answer vLLM's return_token_ids: serve the model with vLLM 0.10.2 or later for the ids, " + off
+	}
+	return "serve the model with vLLM 0.10.2 or later, which answers return_token_ids with prompt_token_ids and token_ids, " + off
+}
 
 // NoTokenIDsError says a run's first answers came without token ids
 // although the requests asked for them.
 type NoTokenIDsError struct {
-	Checked int // answers looked at, none with ids
+	Checked int             // answers looked at, none with ids
+	Server  promscrape.Kind // the kind of server that answered (TokenIDsPolicy.Server)
 }
+
+// Hint is what to do about it on its kind of server.
+func (e *NoTokenIDsError) Hint() string { return TokenIDsHint(e.Server) }
 
 func (e *NoTokenIDsError) Error() string {
 	return fmt.Sprintf("none of the first %d answers carries token ids (prompt_token_ids, token_ids) although generation.return_token_ids asks for them: the server ignores return_token_ids", e.Checked)
@@ -31,6 +49,7 @@ type TokenIDsPolicy struct {
 	Sample  int                    // first answers to read; 0: no check (no ids asked)
 	Require bool                   // fatal: drain, and Run returns the error
 	OnFound func(*NoTokenIDsError) // told once, from the writer goroutine
+	Server  promscrape.Kind        // the run's server, named in the hint
 }
 
 // tokenIDsCheck reads the first want answers a run writes (or all, when
@@ -39,6 +58,7 @@ type TokenIDsPolicy struct {
 type tokenIDsCheck struct {
 	want, seen int
 	decided    bool
+	server     promscrape.Kind // told to the error
 }
 
 // observe counts rec; it returns the error once want answers came without
@@ -56,7 +76,7 @@ func (c *tokenIDsCheck) observe(rec *sink.Record) *NoTokenIDsError {
 		return nil
 	}
 	c.decided = true
-	return &NoTokenIDsError{Checked: c.seen}
+	return &NoTokenIDsError{Checked: c.seen, Server: c.server}
 }
 
 // end decides on the answers seen when the run wrote fewer than want.
@@ -65,7 +85,27 @@ func (c *tokenIDsCheck) end() *NoTokenIDsError {
 		return nil
 	}
 	c.decided = true
-	return &NoTokenIDsError{Checked: c.seen}
+	return &NoTokenIDsError{Checked: c.seen, Server: c.server}
+}
+
+// RefusedTokenIDsError says a run left answers unwritten because they came
+// without the ids generation.require_token_ids requires (after the first
+// answers had them: a replica that ignores return_token_ids among others
+// that do): the run is not done, and a resume asks them again.
+type RefusedTokenIDsError struct {
+	Answers int
+}
+
+func (e *RefusedTokenIDsError) Error() string {
+	return fmt.Sprintf("%d answers came without token ids although generation.require_token_ids requires them: not written, a resume asks them again", e.Answers)
+}
+
+// refusedNoIDs reports whether rec is an answer without the ids that
+// generation.require_token_ids requires: it is not written, so that no
+// record of the directory lacks them (export --format speculators needs
+// every one) and a resume asks the key again.
+func (e *Engine) refusedNoIDs(rec *sink.Record) bool {
+	return e.opts.TokenIDs.Require && e.opts.Sampling.ReturnTokenIDs && !hasTokenIDs(rec)
 }
 
 // hasTokenIDs reports whether any answer of rec came with ids.

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/synthgen/synthgen/generator/wire"
+	"github.com/synthgen/synthgen/internal/promscrape"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -84,7 +86,7 @@ func (c *idTalker) Complete(_ context.Context, req wire.Request, _ func(int)) (w
 		r.PromptTokenIDs = append(r.PromptTokenIDs, int32(len(m.Content)))
 	}
 	r.TokenIDs = []int32{int32(len(req.Messages)), 1, 2}
-	r.Logprobs = &sink.Logprobs{TokenLogprobs: []float32{-1, -2, -3}, TopIDs: [][]int32{{1}, {2}, {3}}, TopLogprobs: [][]float32{{-1}, {-2}, {-3}}}
+	r.Logprobs = &wire.Logprobs{TokenLogprobs: []float32{-1, -2, -3}, TopIDs: [][]int32{{1}, {2}, {3}}, TopLogprobs: [][]float32{{-1}, {-2}, {-3}}}
 	return r, nil
 }
 
@@ -161,10 +163,104 @@ func TestRequireTokenIDs(t *testing.T) {
 			}
 			// Intake stopped at the fifth answer: after it, at most the
 			// results buffered for the writer (2) and the requests in
-			// flight (2).
-			if written < 5 || c.requests.Load() > 5+2+2 {
-				t.Errorf("%d written, %d asked: want the run stopped at the fifth answer", written, c.requests.Load())
+			// flight (2). None of the answers it refused is a record: a
+			// resume asks them again.
+			if written != 0 || c.requests.Load() > 5+2+2 {
+				t.Errorf("%d written, %d asked: want none written, the run stopped at the fifth answer", written, c.requests.Load())
+			}
+			// Resumed against a server that sends ids: every record has them.
+			eng, err = New(&idTalker{}, nil, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = openSink(t, dir)
+			if _, err := eng.Run(context.Background(), newSliceSource(numberedIDs(100)...), out); err != nil {
+				t.Fatalf("resume: %v", err)
+			}
+			if err := out.Close(); err != nil {
+				t.Fatal(err)
+			}
+			recs := recordsByID(t, dir)
+			for id, r := range recs {
+				if r.TokenIDs == nil {
+					t.Errorf("id %s: a record without the ids required", id)
+				}
+			}
+			if len(recs) != 100 {
+				t.Errorf("resumed: %d records, want 100", len(recs))
 			}
 		})
+	}
+}
+
+// TestTokenIDsHintPerKind: the warning names the server that answered, not
+// vLLM's upgrade to a llama.cpp user; the error carries the kind.
+func TestTokenIDsHintPerKind(t *testing.T) {
+	for _, tc := range []struct {
+		kind promscrape.Kind
+		want []string
+		not  string
+	}{
+		{promscrape.KindLlamaCpp, []string{"llama.cpp", "generation.return_token_ids: false"}, "vLLM 0.10.2 or later, which"},
+		{promscrape.KindSGLang, []string{"SGLang", "generation.return_token_ids: false"}, "vLLM 0.10.2 or later, which"},
+		{promscrape.KindVLLM, []string{"vLLM before 0.10.2", "generation.return_token_ids: false"}, "llama"},
+		{promscrape.KindUnknown, []string{"vLLM 0.10.2 or later", "generation.return_token_ids: false"}, ""},
+	} {
+		hint := TokenIDsHint(tc.kind)
+		for _, w := range tc.want {
+			if !strings.Contains(hint, w) {
+				t.Errorf("%q: hint %q lacks %q", tc.kind, hint, w)
+			}
+		}
+		if tc.not != "" && strings.Contains(hint, tc.not) {
+			t.Errorf("%q: hint %q says %q", tc.kind, hint, tc.not)
+		}
+	}
+	c := &tokenIDsCheck{want: 1, server: promscrape.KindLlamaCpp}
+	if e := c.observe(&sink.Record{Content: "4"}); e == nil || e.Server != promscrape.KindLlamaCpp || e.Hint() != TokenIDsHint(promscrape.KindLlamaCpp) {
+		t.Fatalf("error %+v, want one of a llama.cpp server with its hint", e)
+	}
+}
+
+// mixedIDs answers with ids but for the prompts in without, as replicas
+// of which one ignores return_token_ids.
+type mixedIDs struct {
+	idTalker
+	without map[string]bool
+}
+
+func (c *mixedIDs) Complete(ctx context.Context, req wire.Request, d func(int)) (wire.Response, error) {
+	r, err := c.idTalker.Complete(ctx, req, d)
+	if c.without[req.Messages[len(req.Messages)-1].Content] {
+		r.PromptTokenIDs, r.TokenIDs, r.Logprobs = nil, nil, nil
+	}
+	return r, err
+}
+
+// TestRequiredIDsMissingLater: under require_token_ids, answers without
+// ids after the first ones had them are not written either, and the run
+// does not end as if done: it returns a *RefusedTokenIDsError.
+func TestRequiredIDsMissingLater(t *testing.T) {
+	opts := testOptions(1)
+	opts.Sampling.ReturnTokenIDs = true
+	opts.TokenIDs = TokenIDsPolicy{Sample: 5, Require: true}
+	c := &mixedIDs{without: map[string]bool{"prompt 7": true, "prompt 9": true}}
+	eng, err := New(c, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := openSink(t, dir)
+	_, err = eng.Run(context.Background(), newSliceSource(numberedIDs(12)...), out)
+	if cerr := out.Close(); cerr != nil {
+		t.Fatal(cerr)
+	}
+	var re *RefusedTokenIDsError
+	if !errors.As(err, &re) || re.Answers != 2 {
+		t.Fatalf("Run returned %v, want a *RefusedTokenIDsError of 2 answers", err)
+	}
+	recs := recordsByID(t, dir)
+	if _, ok := recs["7"]; ok || len(recs) != 10 {
+		t.Errorf("%d records (7 among them: %v), want the 10 with ids", len(recs), ok)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -69,7 +70,7 @@ func TestNoAnswerFollowsAnAnswer(t *testing.T) {
 					t.Fatalf("request %d: %+v, want %+v", i, c.sent[i], want[i])
 				}
 				for j := range want[i] {
-					if c.sent[i][j] != want[i][j] {
+					if c.sent[i][j] != wire.Message(want[i][j]) {
 						t.Errorf("request %d: %+v, want %+v", i, c.sent[i], want[i])
 					}
 				}

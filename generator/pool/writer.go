@@ -23,6 +23,7 @@ func (e *Engine) write(cancel context.CancelCauseFunc, out Output, results <-cha
 	// What this writer counted as done and failed: when the sink fails,
 	// the part of it no fsync made durable is taken back (see retract).
 	var counted, countedErrs int
+	refused := 0 // answers without the ids required, not written
 	fail := func(err error, r result) error {
 		cancel(err)
 		e.retract(out, counted, countedErrs)
@@ -47,9 +48,19 @@ func (e *Engine) write(cancel context.CancelCauseFunc, out Output, results <-cha
 				}
 				e.found(e.reasoning.end())
 				e.foundNoIDs(e.tokenIDs.end())
+				if refused > 0 && e.fatal == nil {
+					e.fatal = &RefusedTokenIDsError{Answers: refused}
+				}
 				return nil
 			}
 			switch {
+			case r.rec != nil && e.refusedNoIDs(r.rec):
+				// Not a done key: the resume asks it again, of a
+				// server that sends the ids.
+				e.foundNoIDs(e.tokenIDs.observe(r.rec))
+				r.tr.Cancel()
+				e.stats.AddCanceled()
+				refused++
 			case r.rec != nil:
 				if err := out.Write(r.rec); err != nil {
 					return fail(fmt.Errorf("write record %s/%d: %w", r.rec.ID, r.rec.Sample, err), r)

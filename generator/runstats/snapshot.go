@@ -109,6 +109,10 @@ type Snapshot struct {
 	ETAKnown   bool
 	ETAError   time.Duration
 	Confidence string
+	// ETAOutage: the ETA is unknown because the server is down (every
+	// endpoint away): the rate falls while nothing moves, and an ETA from
+	// it would only grow.
+	ETAOutage bool
 
 	// Endpoints are each endpoint's figures, in base_url order: one per
 	// replica (stats_endpoint.go); empty when no run named them.
@@ -298,6 +302,10 @@ func etaOf(snap *Snapshot, flight []inFlight, residual []float64) {
 	rate := snap.Last60s.TokPerSec
 	if snap.Total > 0 && notStarted == 0 && len(flight) == 0 {
 		snap.ETAKnown = true // nothing left
+		return
+	}
+	if !snap.ServerDownSince.IsZero() {
+		snap.ETAOutage = true
 		return
 	}
 	if rate <= 0 || l <= 0 {

@@ -462,6 +462,28 @@ func TestStatsETAStates(t *testing.T) {
 			t.Errorf("no tokens yet, ETAKnown = true (ETA %v)", snap.ETA)
 		}
 	})
+	t.Run("outage", func(t *testing.T) {
+		// Answers came, then the server went away: the ETA does not
+		// grow with the falling rate, it says the outage.
+		clk := newFakeClock()
+		s := NewStats(clk.now)
+		s.SetTotal(10)
+		r := s.Begin()
+		clk.advance(time.Second)
+		r.Done(Outcome{CompletionTokens: 100, UsageKnown: true})
+		if snap := s.Snapshot(); !snap.ETAKnown || snap.ETAOutage {
+			t.Fatalf("answering: ETAKnown=%v ETAOutage=%v, want known", snap.ETAKnown, snap.ETAOutage)
+		}
+		s.SetServerDown(true, clk.now())
+		clk.advance(time.Minute)
+		if snap := s.Snapshot(); snap.ETAKnown || !snap.ETAOutage {
+			t.Errorf("down: ETAKnown=%v (ETA %v) ETAOutage=%v, want unknown for the outage", snap.ETAKnown, snap.ETA, snap.ETAOutage)
+		}
+		s.SetServerDown(false, clk.now())
+		if snap := s.Snapshot(); snap.ETAOutage {
+			t.Error("back: ETAOutage still set")
+		}
+	})
 	t.Run("confidence", func(t *testing.T) {
 		for _, c := range []struct {
 			done int64

@@ -44,6 +44,41 @@ const (
 	schemaURL  = schemaBase + "schema.json"
 )
 
+// MaxSchemaBytes and MaxSchemaDepth bound the schema Compile takes: the
+// compiler's time grows past linear with either (a 5.5 MB schema took 96 s,
+// one 3000 levels deep more than 120 s, neither stoppable), and a schema a
+// server can enforce is far smaller and shallower.
+const (
+	MaxSchemaBytes = 256 << 10 // 0.3 s to compile on a loaded 2-core box; 1 MiB took 7.7 s
+	MaxSchemaDepth = 128
+)
+
+// checkBounds refuses a schema past MaxSchemaBytes or nested (objects and
+// arrays) deeper than MaxSchemaDepth, before any parse.
+func checkBounds(schema []byte) error {
+	if len(schema) > MaxSchemaBytes {
+		return fmt.Errorf("the schema is %d bytes, more than the %d allowed (MaxSchemaBytes): a schema a server enforces is far smaller", len(schema), MaxSchemaBytes)
+	}
+	depth, in, esc := 0, false, false
+	for _, c := range schema {
+		switch {
+		case esc:
+			esc = false
+		case in:
+			esc, in = c == '\\', c != '"'
+		case c == '"':
+			in = true
+		case c == '{' || c == '[':
+			if depth++; depth > MaxSchemaDepth {
+				return fmt.Errorf("the schema nests objects and arrays more than %d deep (MaxSchemaDepth)", MaxSchemaDepth)
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return nil
+}
+
 // Validator checks answers against one ResponseFormat. It holds no state
 // that a check changes: one Validator serves every slot at once.
 type Validator struct {
@@ -62,6 +97,9 @@ func Compile(f job.ResponseFormat) (*Validator, error) {
 	case job.FormatJSONSchema:
 	default:
 		return nil, fmt.Errorf("response format type %q: want %s or %s", f.Type, job.FormatJSONObject, job.FormatJSONSchema)
+	}
+	if err := checkBounds(f.Schema); err != nil {
+		return nil, err
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(f.Schema))
 	if err != nil {

@@ -178,3 +178,37 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	}
 }
+
+// TestCompileBounds: a schema past MaxSchemaBytes or nested past
+// MaxSchemaDepth is refused at once, saying which bound; brackets inside
+// strings are no nesting, and a schema within both bounds compiles.
+func TestCompileBounds(t *testing.T) {
+	nested := func(levels int) []byte {
+		var b strings.Builder
+		for range levels {
+			b.WriteString(`{"type":"array","items":`)
+		}
+		b.WriteString(`{"type":"string"}`)
+		b.WriteString(strings.Repeat("}", levels))
+		return []byte(b.String())
+	}
+	big := []byte(`{"description":"` + strings.Repeat("x", MaxSchemaBytes) + `"}`)
+	for _, tc := range []struct {
+		name   string
+		schema []byte
+		want   string // "": compiles
+	}{
+		{"too big", big, "more than the 262144 allowed"},
+		{"too deep", nested(3000), "more than 128 deep"},
+		{"deep in strings only", []byte(`{"description":"` + strings.Repeat(`[{\"`, 500) + `"}`), ""},
+		{"within", nested(MaxSchemaDepth - 1), ""},
+	} {
+		_, err := Compile(job.ResponseFormat{Type: job.FormatJSONSchema, Schema: tc.schema})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v, want it compiled", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -12,10 +12,7 @@ import (
 	"strings"
 	"time"
 
-	openai "github.com/sashabaranov/go-openai"
-
 	"github.com/synthgen/synthgen/generator/job"
-	"github.com/synthgen/synthgen/sink"
 )
 
 // This file is the client's face: one chat completion, plain or streamed,
@@ -24,13 +21,28 @@ import (
 // drops temperature 0 (omitempty) and has no room for extra_body or a row's
 // own fields, its response types drop vLLM's `reasoning`, and its stream
 // reader costs 1.43x our CPU per chunk (docs/decisions/, "wire client").
-// go-openai's own types still say what an error status was (send.go): the
-// rest of the program classifies failures by *openai.APIError and
+// go-openai's own types still say what an error status was (openai.go,
+// the one file that imports it): Classify reads *openai.APIError and
 // *openai.RequestError, as go-openai reports them.
 
-// Message is one chat turn as sent: the record's type, so that what was
-// sent is what the record holds, with no copy on the way to disk.
-type Message = sink.Message
+// Message is one chat turn as sent. It has the record's fields
+// (sink.Message) in their order, so that the caller passes the record's
+// messages as they are (pool's wireMessages), with no copy per request.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Logprobs are an answer's per-token logprobs: the record's fields
+// (sink.Logprobs) in their order, so that the record takes them by a
+// conversion, with no copy. TopIDs or TopTokens: the alternatives by id,
+// or by text when the server named them so.
+type Logprobs struct {
+	TokenLogprobs []float32
+	TopIDs        [][]int32
+	TopTokens     [][]string
+	TopLogprobs   [][]float32
+}
 
 // Options configure a Client.
 type Options struct {
@@ -65,6 +77,11 @@ type Options struct {
 	// HTTPClient, when set, is used as is (its transport included); nil
 	// builds one from the options.
 	HTTPClient *http.Client
+	// Replicas, when set, is the group of the clients of the other
+	// replicas of one model (NewReplicas): with StallTimeout, a stream to
+	// a server silent StallTimeout while another replica answered is cut
+	// (stranded.go).
+	Replicas *Replicas
 }
 
 // defaultMaxConns is the pool size when ClientOptions.MaxConns is 0.
@@ -111,7 +128,7 @@ type Response struct {
 	// them disagrees with usage ("" when nothing, or nothing to check).
 	PromptTokenIDs   []int32
 	TokenIDs         []int32
-	Logprobs         *sink.Logprobs
+	Logprobs         *Logprobs
 	TokenIDsMismatch string
 }
 
@@ -138,7 +155,7 @@ func New(opts Options) *Client {
 	}
 	c := &Client{hc: hc, base: strings.TrimRight(opts.BaseURL, "/"), timeout: opts.Timeout, stall: opts.StallTimeout, key: apiKey(opts.APIKey), replay: newReplayKeys()}
 	if opts.StallTimeout > 0 {
-		c.await = newAwaiting(opts.StallTimeout, opts.OnAwait)
+		c.await = newAwaiting(opts.StallTimeout, opts.OnAwait, opts.Replicas)
 	}
 	return c
 }
@@ -207,12 +224,13 @@ type Model struct {
 	OwnedBy string `json:"owned_by,omitempty"`
 }
 
-// modelsJSON is a models list as servers send it: go-openai's Model (its
-// id and owned_by) with what vLLM and SGLang (max_model_len) and llama.cpp
-// (meta) add to it.
+// modelsJSON is a models list as servers send it: OpenAI's model entry
+// (its id and owned_by) with what vLLM and SGLang (max_model_len) and
+// llama.cpp (meta) add to it.
 type modelsJSON struct {
 	Data []struct {
-		openai.Model
+		ID          string          `json:"id"`
+		OwnedBy     string          `json:"owned_by"`
 		MaxModelLen json.RawMessage `json:"max_model_len"`
 		Meta        json.RawMessage `json:"meta"`
 	} `json:"data"`
@@ -303,8 +321,13 @@ func (c *Client) complete(ctx context.Context, req Request, onDelta func(n int))
 		defer abort(nil)
 	}
 	var waited func(headers bool)
-	if stall > 0 && c.await != nil {
-		waited = c.await.sent(abort)
+	if c.await != nil {
+		if abort == nil {
+			// A plain request: only the idle rule cuts it (stranded.go).
+			ctx, abort = context.WithCancelCause(ctx)
+			defer abort(nil)
+		}
+		waited = c.await.sent(abort, !req.Stream)
 	}
 	resp, err := c.send(ctx, http.MethodPost, "/chat/completions", body, req.Stream)
 	if waited != nil {
@@ -329,9 +352,23 @@ func (c *Client) complete(ctx context.Context, req Request, onDelta func(n int))
 	if stall > 0 {
 		watched := watchIdle(resp.Body, stall, func() { abort(errStalled) })
 		defer watched.Close()
+		if c.await != nil {
+			defer c.await.reads(watched)()
+		}
 		events = watched
 	}
 	return c.completeStream(ctx, events, stall, start, newAnswerBound(req), onDelta)
+}
+
+// ObserveLoad tells the client what a scrape of its server's /metrics,
+// begun at at, counted running and waiting: a scrape that shows neither,
+// after a request sent later than one still waiting was answered, cuts
+// that one (cause stall), plain or streamed (stranded.go). Without
+// StallTimeout it does nothing.
+func (c *Client) ObserveLoad(at time.Time, running, waiting float64) {
+	if c.await != nil {
+		c.await.load(at, running, waiting)
+	}
 }
 
 // answerBound is how much text a streamed answer may bring while no
@@ -494,6 +531,16 @@ func (c *Client) failStall(ctx context.Context, stall time.Duration, err error) 
 		return &Error{Cause: CauseStall, Retryable: true,
 			Message: fmt.Sprintf("no answer, not even headers, %s (endpoint.stall_timeout) after a request sent later to this server had its own: the server lost it (an old process still holding its queue?)", stall),
 			Err:     fmt.Errorf("%w: %v", errStranded, err)}
+	}
+	if errors.Is(context.Cause(ctx), errIdle) {
+		return &Error{Cause: CauseStall, Retryable: true,
+			Message: "no answer, not even headers, after a request sent later to this server had its own, and its /metrics shows nothing running or waiting: the server lost it (an old process still holding its connections?)",
+			Err:     fmt.Errorf("%w: %v", errIdle, err)}
+	}
+	if errors.Is(context.Cause(ctx), errSilent) {
+		return &Error{Cause: CauseStall, Retryable: true,
+			Message: fmt.Sprintf("no answer, not even headers, for %s (endpoint.stall_timeout) while other replicas answered: this server takes requests and says nothing", stall),
+			Err:     fmt.Errorf("%w: %v", errSilent, err)}
 	}
 	if errors.Is(context.Cause(ctx), errStalled) {
 		return &Error{Cause: CauseStall, Retryable: true,

@@ -352,7 +352,9 @@ func (a *answer) add(d *chunkDelta) bool {
 	if d.UsageKnown {
 		a.resp.PromptTokens, a.resp.CompletionTokens, a.resp.UsageKnown = d.PromptTokens, d.CompletionTokens, true
 	}
-	a.toks.add(d)
+	if d.PromptTokenIDs != nil || d.TokenIDs != nil || d.Logprobs.Logprob != nil {
+		a.toks.add(d) // a job that asks no ids has none: no call per chunk
+	}
 	if !d.hasText() {
 		return false
 	}

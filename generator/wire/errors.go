@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
-
-	openai "github.com/sashabaranov/go-openai"
 )
 
 // Causes: the short classes of a failure, as written to DIR/errors/ and
@@ -76,7 +74,7 @@ func (e *Error) Error() string {
 }
 
 // Unwrap returns the underlying error, so errors.Is(err, context.Canceled)
-// and errors.As(err, **openai.APIError) see through an *Error.
+// and errors.As(err, **openai.APIError) see through an *Error (openai.go).
 func (e *Error) Unwrap() error { return e.Err }
 
 // errStreamCut is the underlying error of a stream that ended (io.EOF, with or
@@ -100,37 +98,13 @@ func Classify(err error) *Error {
 		return ce
 	}
 	e := &Error{Err: err, Message: err.Error()}
-	var apiErr *openai.APIError
-	var reqErr *openai.RequestError
+	var body []byte // an error status's body, for markTooLong
 	switch {
 	case errors.Is(err, context.Canceled):
 		e.Cause = CauseCanceled
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		e.Cause, e.Retryable = CauseTimeout, true
-	case errors.As(err, &apiErr):
-		status := apiErr.HTTPStatusCode
-		if status == 0 {
-			// An error event inside a 200 stream: vLLM puts its status in
-			// "code" (a number), OpenAI may put a string there.
-			if c, ok := apiErr.Code.(int); ok && c >= 400 && c <= 599 {
-				status = c
-			}
-		}
-		e.Status = status
-		if apiErr.Message != "" {
-			e.Message = apiErr.Message
-		}
-		if status == 0 {
-			e.Cause, e.Retryable = CauseStreamErr, true
-		} else {
-			e.Cause, e.Retryable = httpCause(status), retryableStatus(status)
-		}
-	case errors.As(err, &reqErr):
-		e.Status = reqErr.HTTPStatusCode
-		e.Cause, e.Retryable = httpCause(e.Status), retryableStatus(e.Status)
-		if m := errorMessage(reqErr.Body); m != "" {
-			e.Message = m
-		}
+	case classifyStatus(err, e, &body):
 	case IsCertificateError(err):
 		// No retry makes a certificate trusted: say so at once.
 		e.Cause = CauseTLS
@@ -142,10 +116,6 @@ func Classify(err error) *Error {
 		e.Cause, e.Retryable = CauseConnection, true
 	default:
 		e.Cause = CauseOther
-	}
-	var body []byte
-	if reqErr != nil {
-		body = reqErr.Body
 	}
 	markTooLong(e, body)
 	return e

@@ -5,14 +5,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"sync/atomic"
-
-	openai "github.com/sashabaranov/go-openai"
 )
 
 // statusError is an answer with an error status (below 200, or 400 and
@@ -25,7 +22,7 @@ type statusError struct {
 	header http.Header
 	body   []byte // the first maxErrorBody bytes
 	cut    int64  // the body was longer than body: its size, -1 when unknown; 0: body is whole
-	err    error  // *openai.APIError or *openai.RequestError
+	err    error  // go-openai's type of it (openai.go: apiError)
 }
 
 func (e *statusError) Error() string { return e.err.Error() }
@@ -93,19 +90,6 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte, str
 	}
 	se.err = apiError(resp, se.body)
 	return nil, se
-}
-
-// apiError is an error status as go-openai reports it: an *openai.APIError
-// when the body is an OpenAI error object, else an *openai.RequestError
-// with the body.
-func apiError(resp *http.Response, body []byte) error {
-	var er openai.ErrorResponse
-	err := json.Unmarshal(body, &er)
-	if err != nil || er.Error == nil {
-		return &openai.RequestError{HTTPStatus: resp.Status, HTTPStatusCode: resp.StatusCode, Err: err, Body: body}
-	}
-	er.Error.HTTPStatus, er.Error.HTTPStatusCode = resp.Status, resp.StatusCode
-	return er.Error
 }
 
 // replayKeys makes the Idempotency-Key of each request a client sends: a

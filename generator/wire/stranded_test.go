@@ -98,12 +98,12 @@ func TestQueuedStreamsWaitTheirTurn(t *testing.T) {
 	var clock atomic.Int64 // the watch's own timer may look too
 	clock.Store(1e18)
 	advance := func(d time.Duration) { clock.Add(int64(d)) }
-	a := newAwaiting(time.Second, nil)
+	a := newAwaiting(time.Second, nil, nil)
 	a.now = func() time.Time { return time.Unix(0, clock.Load()) }
 	var cuts atomic.Int64
 	cut := func(error) { cuts.Add(1) }
-	doneFirst := a.sent(cut)
-	_ = a.sent(cut)
+	doneFirst := a.sent(cut, false)
+	_ = a.sent(cut, false)
 	advance(time.Hour)
 	a.check()
 	if cuts.Load() != 0 {
@@ -115,7 +115,7 @@ func TestQueuedStreamsWaitTheirTurn(t *testing.T) {
 	if cuts.Load() != 0 {
 		t.Fatal("the second stream was cut though only an earlier one was answered")
 	}
-	doneThird := a.sent(cut)
+	doneThird := a.sent(cut, false)
 	doneThird(true) // a later one overtook the second
 	a.check()       // marks it overtaken
 	if cuts.Load() != 0 {
@@ -130,6 +130,215 @@ func TestQueuedStreamsWaitTheirTurn(t *testing.T) {
 	defer a.mu.Unlock()
 	if a.timer != nil {
 		a.timer.Stop()
+	}
+}
+
+// TestSilentReplicaStreamsAreCut: among replicas, a stream without headers
+// a StallTimeout after it was sent, to a server that has said nothing since
+// while another replica answered, is cut with errSilent; not while no
+// replica answered, nor while its own server shows life: headers to an
+// earlier request, or bytes on a stream being read.
+func TestSilentReplicaStreamsAreCut(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(1e18)
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	advance := func(d time.Duration) { clock.Add(int64(d)) }
+	group := NewReplicas()
+	a, b := newAwaiting(time.Second, nil, group), newAwaiting(time.Second, nil, group)
+	a.now, b.now = now, now
+	t.Cleanup(func() {
+		for _, w := range []*awaiting{a, b} {
+			w.mu.Lock()
+			if w.timer != nil {
+				w.timer.Stop()
+			}
+			w.mu.Unlock()
+		}
+	})
+	var silent, other atomic.Int64
+	cut := func(cause error) {
+		if errors.Is(cause, errSilent) {
+			silent.Add(1)
+		} else {
+			other.Add(1)
+		}
+	}
+	_ = a.sent(cut, false)
+	advance(time.Hour)
+	a.check()
+	if silent.Load()+other.Load() != 0 {
+		t.Fatal("cut while no replica answered: the fault may be anyone's")
+	}
+	b.sent(func(error) {}, false)(true) // the other replica answers
+	a.check()
+	if silent.Load() != 1 || other.Load() != 0 {
+		t.Fatalf("silent %d, other %d: want the silent replica's stream cut as errSilent", silent.Load(), other.Load())
+	}
+
+	// A busy server: its stream being read sends bytes.
+	body := &idleBody{began: now()}
+	doneReading := a.reads(body)
+	_ = a.sent(cut, false)
+	advance(2 * time.Second)
+	body.last.Store(int64(2 * time.Second))
+	b.sent(func(error) {}, false)(true)
+	a.check()
+	if silent.Load() != 1 {
+		t.Fatal("cut a stream of a server whose other stream sends bytes")
+	}
+	doneReading()
+	// Its queue moves: an earlier request has its headers.
+	earlier := a.sent(func(error) {}, false)
+	_ = a.sent(cut, false)
+	advance(2 * time.Second)
+	earlier(true)
+	advance(2 * time.Second)
+	b.sent(func(error) {}, false)(true)
+	a.check()
+	if silent.Load() != 1 {
+		t.Fatal("cut a stream of a server whose queue moves")
+	}
+}
+
+// TestIdleServerCutsOvertakenRequests: a request overtaken by a later
+// answer is cut at once (errIdle) by a scrape begun after that showing
+// nothing running or waiting, plain or streamed; a plain request overtaken
+// is not cut without it (a server answers plain requests out of order),
+// nor by a busy scrape or one begun before it was overtaken.
+func TestIdleServerCutsOvertakenRequests(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(1e18)
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	advance := func(d time.Duration) { clock.Add(int64(d)) }
+	a := newAwaiting(time.Second, nil, nil)
+	a.now = now
+	t.Cleanup(func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.timer != nil {
+			a.timer.Stop()
+		}
+	})
+	var idle, other atomic.Int64
+	cut := func(cause error) {
+		if errors.Is(cause, errIdle) {
+			idle.Add(1)
+		} else {
+			other.Add(1)
+		}
+	}
+	_ = a.sent(cut, true)  // plain
+	_ = a.sent(cut, false) // streamed
+	before := now()
+	advance(time.Second)
+	a.sent(func(error) {}, true)(true) // a later one answered
+	a.check()                          // both marked overtaken
+	a.load(before, 0, 0)               // a scrape from before: proves nothing
+	advance(time.Millisecond)
+	a.load(now(), 1, 0) // busy
+	advance(time.Hour / 2)
+	a.check()
+	if idle.Load() != 0 || other.Load() != 1 {
+		t.Fatalf("idle %d, other %d: want the stream cut by the stall rule alone, the plain request left", idle.Load(), other.Load())
+	}
+	a.load(now(), 0, 0)
+	a.check()
+	if idle.Load() != 1 {
+		t.Fatalf("idle %d: want the plain request cut by an idle scrape after it was overtaken", idle.Load())
+	}
+}
+
+// TestPlainRequestsLostToARestartAreCut: plain requests queued at a server
+// that is replaced on its port (the old process holds their connections)
+// are cut once a later request was answered by the new one and its
+// /metrics shows it idle, not after endpoint.timeout.
+func TestPlainRequestsLostToARestartAreCut(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	old := mockserver.New(mockserver.Options{Model: "m", MeanTokens: 2000, TokenDelay: 100 * time.Millisecond, MaxRunning: 1, Seed: 1})
+	oldCtx, stopOld := context.WithCancel(context.Background())
+	oldDone := make(chan error, 1)
+	go func() { oldDone <- old.Serve(oldCtx, ln, time.Second) }()
+	t.Cleanup(func() { stopOld(); <-oldDone })
+
+	c := New(Options{BaseURL: "http://" + addr + "/v1", StallTimeout: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req := Request{Messages: []Message{{Role: "user", Content: "a long answer please"}}}
+	req.Model, req.MaxTokens = "m", 30
+	first := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := c.Complete(ctx, req, nil)
+			first <- err
+		}()
+	}
+	waitUntil(t, "1 running and 2 queued on the old server", func() bool {
+		st := old.Stats()
+		return st.Running == 1 && st.Waiting == 2
+	})
+	old.Abandon()
+	ln2, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := mockserver.New(mockserver.Options{Model: "m", MeanTokens: 20, Seed: 2})
+	newCtx, stopNew := context.WithCancel(context.Background())
+	newDone := make(chan error, 1)
+	go func() { newDone <- fresh.Serve(newCtx, ln2, time.Second) }()
+	t.Cleanup(func() { stopNew(); <-newDone })
+
+	if _, err := c.Complete(ctx, req, nil); err != nil {
+		t.Fatalf("a new request to the new server: %v", err)
+	}
+	at := time.Now()
+	st := fresh.Stats()
+	c.ObserveLoad(at, float64(st.Running), float64(st.Waiting))
+	lost := 0
+	for range 3 {
+		err := <-first
+		ce := Classify(err)
+		switch {
+		case err == nil:
+		case ce.Cause == CauseStall && errors.Is(err, errIdle) && strings.Contains(ce.Message, "/metrics shows nothing running or waiting"):
+			lost++
+		default:
+			t.Errorf("a first request ended with %v", err)
+		}
+	}
+	if lost < 2 {
+		t.Errorf("%d cut as lost, want at least the 2 queued", lost)
+	}
+}
+
+// TestFailedStreamOvertakesNone: a later stream that failed without its
+// headers (refused, reset) says nothing of the queue: an earlier one still
+// waiting is not cut for it, however long it waits.
+func TestFailedStreamOvertakesNone(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(1e18)
+	a := newAwaiting(time.Second, nil, nil)
+	a.now = func() time.Time { return time.Unix(0, clock.Load()) }
+	t.Cleanup(func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.timer != nil {
+			a.timer.Stop()
+		}
+	})
+	var cuts atomic.Int64
+	_ = a.sent(func(error) { cuts.Add(1) }, false)
+	a.sent(func(error) {}, false)(false) // failed without headers
+	a.check()
+	clock.Add(int64(time.Hour))
+	a.check()
+	a.load(a.now(), 0, 0)
+	a.check()
+	if n := cuts.Load(); n != 0 {
+		t.Fatalf("%d cut: a stream that failed without headers overtook the one waiting", n)
 	}
 }
 

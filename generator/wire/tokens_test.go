@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/synthgen/synthgen/sink"
 )
 
 // The answers of testdata/*token_ids_logprobs*: what the server tokenized
@@ -25,8 +23,8 @@ var (
 
 // wantLogprobs is the record's logprobs of those answers: by id, or (text)
 // by the alternatives' text.
-func wantLogprobs(text bool) *sink.Logprobs {
-	l := &sink.Logprobs{}
+func wantLogprobs(text bool) *Logprobs {
+	l := &Logprobs{}
 	texts := []string{"Okay", ",", " easy", ".\n", "\n\n", "2", " +", " 2", " =", " 4"}
 	others := []string{" the", "\n", "é"}
 	for i, id := range wantIDs[:10] {

@@ -19,6 +19,7 @@ func (s *chunkScanner) int32s(dst *[]int32) bool {
 	if s.null() {
 		return true
 	}
+	s.tb.used = true
 	if !s.consume('[') {
 		return false
 	}
@@ -65,6 +66,7 @@ func (s *chunkScanner) logprobs() bool {
 	if s.null() {
 		return true
 	}
+	s.tb.used = true
 	if !s.consume('{') {
 		return false
 	}

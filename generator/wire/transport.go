@@ -6,15 +6,12 @@ package wire
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	openai "github.com/sashabaranov/go-openai"
 )
 
 // readAllSized is io.ReadAll into one buffer of the size the server
@@ -81,6 +78,7 @@ const maxSizedBody = 64 << 20
 type idleBody struct {
 	io.ReadCloser
 	limit time.Duration
+	began time.Time
 	now   func() time.Duration // monotonic time since the watch began
 	last  atomic.Int64         // now() at the last byte, in ns
 	timer *time.Timer
@@ -91,7 +89,7 @@ type idleBody struct {
 
 func watchIdle(body io.ReadCloser, limit time.Duration, abort func()) *idleBody {
 	began := time.Now()
-	b := &idleBody{ReadCloser: body, limit: limit, abort: abort, now: func() time.Duration { return time.Since(began) }}
+	b := &idleBody{ReadCloser: body, limit: limit, abort: abort, began: began, now: func() time.Duration { return time.Since(began) }}
 	// Armed after the field is set: check reads b.timer.
 	b.timer = time.AfterFunc(time.Duration(math.MaxInt64), b.check)
 	b.rearm = func(d time.Duration) { b.timer.Reset(d) }
@@ -106,6 +104,9 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// lastByte is when the last byte came; the watch's start before any.
+func (b *idleBody) lastByte() time.Time { return b.began.Add(time.Duration(b.last.Load())) }
 
 // check runs when the timer fires: the stream stalled if nothing came for
 // limit, else the timer waits for what is left of limit since the last byte.
@@ -274,14 +275,10 @@ func (s *sseReader) keep(line []byte) {
 }
 
 // bodyError decodes the kept lines as go-openai decodes an error in a
-// stream: an {"error":{...}} whose error is not null.
-func (s *sseReader) bodyError() *openai.APIError {
+// stream (openai.go: streamError); nil when they are none.
+func (s *sseReader) bodyError() error {
 	if len(s.errBuf) == 0 {
 		return nil
 	}
-	var resp openai.ErrorResponse
-	if json.Unmarshal(s.errBuf, &resp) != nil {
-		return nil
-	}
-	return resp.Error
+	return streamError(s.errBuf)
 }
