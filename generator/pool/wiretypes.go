@@ -1,15 +1,12 @@
 package pool
 
 // wire speaks in its own types, not the record's: what was sent and the
-// logprobs that came reach the record here, where it is built, without a
-// copy. Each pair has the same fields in the same order, which the
-// conversions below check at compile time (a struct converts to another
-// only when their fields are identical, tags aside), so one's memory is the
-// other's.
+// logprobs that came reach the record here, where it is built. Each pair
+// has the same fields, which the conversions below check at compile time (a
+// struct converts to another only when their fields are identical, tags
+// aside).
 
 import (
-	"unsafe"
-
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -19,10 +16,18 @@ var (
 	_ = sink.Logprobs(wire.Logprobs{})
 )
 
-// wireMessages is msgs as the request's messages: the same memory, so a
-// request costs no copy of its conversation.
+// wireMessages is msgs as the request's messages. A copy of a few string
+// headers a request, next to an HTTP round trip, is not worth an unsafe
+// view of the record's memory.
 func wireMessages(msgs []sink.Message) []wire.Message {
-	return unsafe.Slice((*wire.Message)(unsafe.Pointer(unsafe.SliceData(msgs))), len(msgs))
+	if msgs == nil {
+		return nil
+	}
+	out := make([]wire.Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = wire.Message(m)
+	}
+	return out
 }
 
 // recordLogprobs is an answer's logprobs as the record holds them.
