@@ -6,8 +6,6 @@ package main
 // metrics sources).
 
 import (
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,17 +31,6 @@ func autoRecordOf(r *generator.Runner) func() *autoconc.Record {
 		return nil
 	}
 	return a.Record
-}
-
-// autoText is the plain line's field: " | concurrency 98 (back off: KV cache 99% full)".
-func autoText(rec *autoconc.Record) string {
-	return fmt.Sprintf(" | concurrency %d (%s)", rec.Limit, rec.Reason)
-}
-
-// autoBar is the bar's short field: "limit 98 back off".
-func autoBar(rec *autoconc.Record) string {
-	verb, _, _ := strings.Cut(rec.Reason, ":")
-	return fmt.Sprintf("limit %d %s", rec.Limit, verb)
 }
 
 // registerAuto adds concurrency: auto's gauges to synthgen's own metrics.

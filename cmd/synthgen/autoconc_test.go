@@ -18,6 +18,7 @@ import (
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/internal/progress"
 )
 
 // kneeDataset writes n prompts of exactly words words each (the mock
@@ -199,10 +200,10 @@ func TestAutoShown(t *testing.T) {
 	a := autoconc.NewState(16, 400)
 	a.Moved(24, "grow: queue empty, throughput +41%", time.Unix(10, 0))
 	rec := a.Record()
-	if got := autoText(rec); got != " | concurrency 24 (grow: queue empty, throughput +41%)" {
+	if got := progress.AutoText(rec); got != " | concurrency 24 (grow: queue empty, throughput +41%)" {
 		t.Errorf("plain line field %q", got)
 	}
-	if got := autoBar(rec); got != "limit 24 grow" {
+	if got := progress.AutoBar(rec); got != "limit 24 grow" {
 		t.Errorf("bar field %q", got)
 	}
 	if rec.Moves != 1 || rec.Ceiling != 400 || !rec.MovedAt.Equal(time.Unix(10, 0)) {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/internal/progress"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -82,8 +83,8 @@ func TestProgressLinesToFile(t *testing.T) {
 		if total := mm[2]; total != strconv.Itoa(prompts) {
 			t.Errorf("progress line total %s, want %d: %q", total, prompts, line)
 		}
-		if pct := mm[3] + "%"; pct != fmtPercent(done, prompts) {
-			t.Errorf("progress line says %s done, want %s: %q", pct, fmtPercent(done, prompts), line)
+		if pct := mm[3] + "%"; pct != progress.Percent(done, prompts) {
+			t.Errorf("progress line says %s done, want %s: %q", pct, progress.Percent(done, prompts), line)
 		}
 		if done < last {
 			t.Errorf("done went back from %d to %d: %q", last, done, line)

@@ -24,6 +24,7 @@ import (
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/shape"
 	"github.com/synthgen/synthgen/generator/wire"
+	"github.com/synthgen/synthgen/internal/progress"
 )
 
 // runFlags are the run flags that are not config keys.
@@ -420,7 +421,7 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 // auto's moves are said on stderr unless --quiet.
 func metricsSetup(s *generator.Setup, cfg config.Config, rf runFlags, stderr io.Writer) {
 	s.Metrics = serverMetrics(cfg)
-	s.MetricsInterval = reportInterval(cfg.Progress.Interval)
+	s.MetricsInterval = progress.Interval(cfg.Progress.Interval)
 	if cfg.ConcurrencyAuto {
 		s.AutoInterval = autoInterval(cfg.Progress.Interval)
 		s.MetricsInterval = min(s.MetricsInterval, s.AutoInterval)
@@ -496,9 +497,9 @@ func severalURLs(urls []string) []string {
 
 // newReporter is the run's reporter: the bar or the plain lines, each
 // record handed to r for status.json, the server's view from its /metrics.
-func (rs *runSession) newReporter(r *generator.Runner) *reporter {
-	opts := reporterOptions{
-		TTY:      isTerminal(os.Stdout) && rs.stdout == io.Writer(os.Stdout),
+func (rs *runSession) newReporter(r *generator.Runner) *progress.Reporter {
+	opts := progress.Options{
+		TTY:      progress.IsTerminal(os.Stdout) && rs.stdout == io.Writer(os.Stdout),
 		Interval: rs.cfg.Progress.Interval,
 		Quiet:    rs.rf.quiet,
 		JSON:     rs.rf.logFormat == "json",
@@ -518,7 +519,7 @@ func (rs *runSession) newReporter(r *generator.Runner) *reporter {
 	} else {
 		opts.ScrapeEach = scrapes
 	}
-	return newReporter(rs.stdout, opts)
+	return progress.New(rs.stdout, opts)
 }
 
 // runResult turns how the engine and the sink ended into the error run

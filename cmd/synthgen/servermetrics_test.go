@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,7 +11,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
@@ -21,45 +18,6 @@ import (
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
-
-// TestProgressNamesEndpoints: with several endpoints the line and the bar
-// say how many are up and name a replica that is away (password masked,
-// as the snapshot holds it); with one endpoint nothing changes.
-func TestProgressNamesEndpoints(t *testing.T) {
-	stats, clk := rampStats()
-	snap := stats.Snapshot()
-	one := formatLine(snap, nil, nil)
-	if strings.Contains(one, "eps") {
-		t.Errorf("one endpoint: the line speaks of endpoints: %q", one)
-	}
-	snap.Endpoints = []runstats.EndpointSnapshot{
-		{URL: "http://a:8000/v1", State: runstats.EndpointUp},
-		{URL: "http://b:8000/v1", State: runstats.EndpointUp},
-		{URL: "http://u:xxxxx@c:8000/v1", State: runstats.EndpointUp},
-	}
-	if got := formatLine(snap, nil, nil); !strings.HasSuffix(got, " | eps 3/3 up") {
-		t.Errorf("three up: line %q, want it to end in \" | eps 3/3 up\"", got)
-	}
-	snap.Endpoints[2].State = runstats.EndpointProbing
-	snap.Endpoints[2].DownSince = clk.now().Add(-12 * time.Second)
-	want := "eps 2/3 up, down: http://u:xxxxx@c:8000/v1 12s"
-	if got := formatLine(snap, nil, nil); !strings.HasSuffix(got, " | "+want) {
-		t.Errorf("one down: line %q, want it to end in %q", got, want)
-	}
-	if got := barLine(snap, nil, nil, 160); !strings.Contains(got, want) {
-		t.Errorf("one down, wide bar %q: want %q in it", got, want)
-	}
-	// Narrow: the short form, before the less important fields.
-	if got := barLine(snap, nil, nil, 60); !strings.Contains(got, "eps 2/3 up") {
-		t.Errorf("one down, narrow bar %q: want \"eps 2/3 up\" in it", got)
-	}
-	// Taken out for its answers: the line says why.
-	snap.Endpoints[2].Reason = "20 of the last 20 attempts failed (http_500)"
-	want = "eps 2/3 up, down: http://u:xxxxx@c:8000/v1 12s (20 of the last 20 attempts failed (http_500))"
-	if got := formatLine(snap, nil, nil); !strings.HasSuffix(got, " | "+want) {
-		t.Errorf("one taken out: line %q, want it to end in %q", got, want)
-	}
-}
 
 // TestSelfMetricsPerEndpoint: with several endpoints --metrics-addr serves
 // each one's series under the label endpoint (its URL, password masked);
@@ -109,52 +67,6 @@ func TestSelfMetricsPerEndpoint(t *testing.T) {
 // TestReporterSumsEndpointServers: with several endpoints the reporter
 // scrapes each one's /metrics; the line shows their sum, the JSON record
 // (status.json's figures) the sum and each endpoint's own.
-func TestReporterSumsEndpointServers(t *testing.T) {
-	stats, _ := rampStats()
-	stats.SetEndpoints([]string{"http://a:8000/v1", "http://b:8000/v1"})
-	base := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-	replica := func(tokPerTenSec, running float64, kv float64) func(context.Context) (promscrape.Sample, error) {
-		calls := 0
-		return func(context.Context) (promscrape.Sample, error) {
-			calls++
-			at := base.Add(time.Duration(calls) * 10 * time.Second)
-			return promscrape.Sample{At: at, GenerationTokens: float64(calls) * tokPerTenSec, Running: running, HasKV: true, KVCacheUsage: kv, HasPreemptions: true}, nil
-		}
-	}
-	var status []runstats.ProgressRecord
-	var buf bytes.Buffer
-	rep := newReporter(&buf, reporterOptions{
-		ScrapeEach: []func(context.Context) (promscrape.Sample, error){replica(10000, 60, 0.25), replica(30000, 100, 0.75)},
-		Status:     func(rec runstats.ProgressRecord, _ bool) { status = append(status, rec) },
-	})
-	d := drive(rep, stats)
-	d.tick() // the second sample of each: rates
-	d.stop()
-	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
-	if last := lines[len(lines)-1]; !strings.Contains(last, "| server 4000 tok/s running 160 waiting 0 kv 50% preemptions 0") {
-		t.Errorf("last line = %q, want the sum: 4000 tok/s, running 160, kv 50%%", last)
-	}
-	rec := status[len(status)-1]
-	if rec.Server == nil || rec.Server.GenTokPerS != 4000 {
-		t.Fatalf("record's server = %+v, want 4000 tok/s", rec.Server)
-	}
-	if len(rec.Endpoints) != 2 {
-		t.Fatalf("record lists %d endpoints, want 2", len(rec.Endpoints))
-	}
-	for i, want := range []float64{1000, 3000} {
-		if s := rec.Endpoints[i].Server; s == nil || s.GenTokPerS != want || s.URL != "" {
-			t.Errorf("endpoint %d server = %+v, want %v tok/s", i+1, s, want)
-		}
-	}
-	js, err := json.Marshal(rep.Record(stats.Snapshot()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(js), `"endpoints":[{"url":"http://a:8000/v1","state":"up"`) {
-		t.Errorf("final record = %s, want each endpoint with its url and state", js)
-	}
-}
-
 // TestRunSeveralEndpoints: `synthgen run` with endpoint.base_url a list.
 // The endpoint list is no part of the job: a resume with a replica added
 // is not refused and asks only what is missing. report.json names the
@@ -255,46 +167,6 @@ func TestRunEndpointsModelCheck(t *testing.T) {
 // TestReporterLeavesOutAReplicaThatIsDown: with one of three replicas
 // gone, the server's view is the sum of the two that answered their last
 // scrape, and says so; the gone one's last rates are nowhere.
-func TestReporterLeavesOutAReplicaThatIsDown(t *testing.T) {
-	stats, _ := rampStats()
-	stats.SetEndpoints([]string{"http://a:8000/v1", "http://b:8000/v1", "http://c:8000/v1"})
-	base := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-	replica := func(tokPerTenSec float64, diesAfter int) func(context.Context) (promscrape.Sample, error) {
-		calls := 0
-		return func(context.Context) (promscrape.Sample, error) {
-			calls++
-			if diesAfter > 0 && calls > diesAfter {
-				return promscrape.Sample{}, errors.New("dial tcp: connection refused")
-			}
-			at := base.Add(time.Duration(calls) * 10 * time.Second)
-			return promscrape.Sample{At: at, GenerationTokens: float64(calls) * tokPerTenSec, Running: 50}, nil
-		}
-	}
-	var status []runstats.ProgressRecord
-	var buf bytes.Buffer
-	rep := newReporter(&buf, reporterOptions{
-		ScrapeEach: []func(context.Context) (promscrape.Sample, error){replica(10000, 0), replica(20000, 0), replica(30000, 2)},
-		Status:     func(rec runstats.ProgressRecord, _ bool) { status = append(status, rec) },
-	})
-	d := drive(rep, stats)
-	d.tick() // every replica's second sample: 1000 + 2000 + 3000 tok/s
-	d.tick() // c is gone
-	d.tick() // received only once the tick before is handled
-	d.stop()
-	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
-	last := lines[len(lines)-1]
-	if !strings.Contains(last, "| server 3000 tok/s running 100 ") || !strings.Contains(last, "(2 of 3 replicas)") {
-		t.Errorf("last line = %q, want the two live replicas summed (3000 tok/s, running 100) and said: 2 of 3", last)
-	}
-	rec := status[len(status)-1]
-	if rec.Server == nil || rec.Server.GenTokPerS != 3000 || rec.Server.ReplicasSummed != 2 || rec.Server.Replicas != 3 {
-		t.Fatalf("record's server = %+v, want 3000 tok/s from 2 of 3 replicas", rec.Server)
-	}
-	if s := rec.Endpoints[2].Server; s != nil {
-		t.Errorf("the gone replica's server = %+v, want none (its last rates are of a server that is gone)", s)
-	}
-}
-
 // TestHangingMetricsHoldNoReader: a /metrics that answered once and then
 // hangs does not hold its readers (the progress line): each gets the
 // latest sample while the hanging scrape is under way, not the scrape's

@@ -11,6 +11,7 @@ import (
 
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/internal/progress"
 )
 
 // TestRunPromptsTooLong: against a server with max_model_len 100 and
@@ -83,7 +84,7 @@ func TestTooLongLine(t *testing.T) {
 		{1, 4096, "1 prompt too long for the model's context (max_model_len 4096)"},
 		{2, 0, "2 prompts too long for the model's context"},
 	} {
-		if got := tooLongLine(c.n, c.ctx); got != c.want {
+		if got := progress.TooLongLine(c.n, c.ctx); got != c.want {
 			t.Errorf("tooLongLine(%d, %d) = %q, want %q", c.n, c.ctx, got, c.want)
 		}
 	}

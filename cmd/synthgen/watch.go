@@ -18,6 +18,8 @@ import (
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/backoff"
+	"github.com/synthgen/synthgen/internal/human"
+	"github.com/synthgen/synthgen/internal/progress"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
 
@@ -260,13 +262,13 @@ func printWatch(stdout io.Writer, read []watchRead, all int, o watchOptions) err
 	several := all > 1
 	if !o.json {
 		if !several {
-			fmt.Fprintf(stdout, "%s (%s window, %s)\n", formatServer(sum), fmtDuration(sum.Window), urls[0])
+			fmt.Fprintf(stdout, "%s (%s window, %s)\n", progress.ServerText(sum), human.Duration(sum.Window), urls[0])
 			return nil
 		}
-		fmt.Fprintf(stdout, "%s (%s window, %d/%d servers)\n", formatServer(sum), fmtDuration(sum.Window), len(read), all)
+		fmt.Fprintf(stdout, "%s (%s window, %d/%d servers)\n", progress.ServerText(sum), human.Duration(sum.Window), len(read), all)
 		if o.each {
 			for _, r := range read {
-				fmt.Fprintf(stdout, "  %s: %s\n", r.url, formatServer(r.rates))
+				fmt.Fprintf(stdout, "  %s: %s\n", r.url, progress.ServerText(r.rates))
 			}
 		}
 		return nil

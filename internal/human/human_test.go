@@ -22,3 +22,19 @@ func TestFigures(t *testing.T) {
 		}
 	}
 }
+
+func TestDuration(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0s"}, {45 * time.Second, "45s"}, {12*time.Minute + 5*time.Second, "12m05s"},
+		{2*time.Hour + 41*time.Minute + 10*time.Second, "2h41m"}, {76 * time.Hour, "3d04h"},
+		{200 * 24 * time.Hour, ">99d"},
+	}
+	for _, tc := range tests {
+		if got := Duration(tc.d); got != tc.want {
+			t.Errorf("Duration(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}

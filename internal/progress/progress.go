@@ -1,4 +1,8 @@
-package main
+// Package progress renders runstats.Stats for a person: a progress bar on
+// a terminal, one grep-friendly line per interval otherwise (nohup, a log
+// file), or one JSON object per interval with --log-format json, and the
+// summary when a run ends. It writes to the writer it is given.
+package progress
 
 // Rendering runstats.Stats for a person: a progress bar on a terminal, one
 // grep-friendly line per interval otherwise (nohup, a log file), or one JSON
@@ -53,6 +57,7 @@ import (
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
+	"github.com/synthgen/synthgen/internal/human"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
 
@@ -63,14 +68,14 @@ const barRefresh = 200 * time.Millisecond
 const defaultInterval = 10 * time.Second
 
 // reportInterval is the plain-line interval progress.interval gives.
-func reportInterval(configured time.Duration) time.Duration {
+func Interval(configured time.Duration) time.Duration {
 	if configured <= 0 {
 		return defaultInterval
 	}
 	return configured
 }
 
-type reporterOptions struct {
+type Options struct {
 	TTY      bool          // draw a progress bar (the caller checked the file descriptor)
 	Interval time.Duration // one line (or JSON object) per Interval; the server is scraped at this pace too
 	Quiet    bool          // no progress output at all; Summary is its one line (and the errors' causes)
@@ -90,13 +95,13 @@ type reporterOptions struct {
 	Status func(rec runstats.ProgressRecord, final bool)
 }
 
-// reporter renders the progress of one run. Run is its only goroutine; all
+// Reporter renders the progress of one run. Run is its only goroutine; all
 // its state is owned by it.
-type reporter struct {
+type Reporter struct {
 	w    io.Writer
-	opts reporterOptions
+	opts Options
 
-	// ticks makes the line interval; tests replace it to drive the reporter
+	// ticks makes the line interval; tests replace it to drive the Reporter
 	// tick by tick.
 	ticks func(time.Duration) (<-chan time.Time, func())
 
@@ -118,16 +123,16 @@ type drainState struct {
 	grace time.Duration
 }
 
-// Draining tells the reporter that the run stopped taking new requests
+// Draining tells the Reporter that the run stopped taking new requests
 // at since (by the stats' clock) and waits up to grace for those in
 // flight: from then on the lines show the drain instead of the job's ETA.
-func (r *reporter) Draining(since time.Time, grace time.Duration) {
+func (r *Reporter) Draining(since time.Time, grace time.Duration) {
 	r.drainMu.Lock()
 	defer r.drainMu.Unlock()
 	r.drain = &drainState{since: since, grace: grace}
 }
 
-func (r *reporter) draining() *drainState {
+func (r *Reporter) draining() *drainState {
 	r.drainMu.Lock()
 	defer r.drainMu.Unlock()
 	return r.drain
@@ -136,19 +141,19 @@ func (r *reporter) draining() *drainState {
 // drainText says what the drain waits for and how long it may still wait:
 // "draining: 37 in flight, 1m12s of grace left".
 func drainText(s runstats.Snapshot, d *drainState) string {
-	return fmt.Sprintf("draining: %d in flight, %s of grace left", s.InFlight, fmtDuration(d.left(s.At)))
+	return fmt.Sprintf("draining: %d in flight, %s of grace left", s.InFlight, human.Duration(d.left(s.At)))
 }
 
 // left is what remains of the grace at at; 0 once it is over.
 func (d *drainState) left(at time.Time) time.Duration { return max(d.grace-at.Sub(d.since), 0) }
 
-func newReporter(w io.Writer, opts reporterOptions) *reporter {
-	opts.Interval = reportInterval(opts.Interval)
+func New(w io.Writer, opts Options) *Reporter {
+	opts.Interval = Interval(opts.Interval)
 	scrapes := opts.ScrapeEach
 	if len(scrapes) == 0 && opts.Scrape != nil {
 		scrapes = append(scrapes, opts.Scrape)
 	}
-	return &reporter{w: w, opts: opts, ticks: realTicks, server: runstats.NewServerView(scrapes)}
+	return &Reporter{w: w, opts: opts, ticks: realTicks, server: runstats.NewServerView(scrapes)}
 }
 
 func realTicks(d time.Duration) (<-chan time.Time, func()) {
@@ -156,11 +161,11 @@ func realTicks(d time.Duration) (<-chan time.Time, func()) {
 	return t.C, t.Stop
 }
 
-func (r *reporter) barMode() bool { return r.opts.TTY && !r.opts.JSON && !r.opts.Quiet }
+func (r *Reporter) barMode() bool { return r.opts.TTY && !r.opts.JSON && !r.opts.Quiet }
 
 // Run reports until ctx is done, then renders once more (the final state)
 // and returns.
-func (r *reporter) Run(ctx context.Context, stats *runstats.Stats) {
+func (r *Reporter) Run(ctx context.Context, stats *runstats.Stats) {
 	// The first sample is the baseline of the server's rates, so the first
 	// line already shows the server's tok/s.
 	r.server.Update(ctx, r.warn)
@@ -189,7 +194,7 @@ func (r *reporter) Run(ctx context.Context, stats *runstats.Stats) {
 
 // report writes the status record and, unless quiet, one line, JSON object
 // or bar redraw.
-func (r *reporter) report(snap runstats.Snapshot, final bool) {
+func (r *Reporter) report(snap runstats.Snapshot, final bool) {
 	server := r.server.At(snap)
 	rec := runstats.NewProgressRecord(snap, server)
 	rec.SetEndpointServers(r.server.Each())
@@ -213,9 +218,9 @@ func (r *reporter) report(snap runstats.Snapshot, final bool) {
 			r.barDrawn = false
 		}
 	default:
-		line := formatLine(snap, server, r.draining())
+		line := Line(snap, server, r.draining())
 		if r.opts.Auto != nil {
-			line += autoText(r.opts.Auto())
+			line += AutoText(r.opts.Auto())
 		}
 		fmt.Fprintln(r.w, line)
 	}
@@ -224,16 +229,16 @@ func (r *reporter) report(snap runstats.Snapshot, final bool) {
 // Server returns the server's rates as of the last scrape, nil when there
 // were none or they began before the latest outage. Call it after Run has
 // returned: Run owns them until then.
-func (r *reporter) Server() *promscrape.Rates { return r.server.Latest() }
+func (r *Reporter) Server() *promscrape.Rates { return r.server.Latest() }
 
 // Record is the progress record of snap with the server's view: summed,
 // and each endpoint's with several. Call it after Run has returned, as
 // Server.
-func (r *reporter) Record(snap runstats.Snapshot) runstats.ProgressRecord {
+func (r *Reporter) Record(snap runstats.Snapshot) runstats.ProgressRecord {
 	return r.server.Record(snap)
 }
 
-func (r *reporter) warn(msg string) {
+func (r *Reporter) warn(msg string) {
 	switch {
 	case r.opts.Quiet:
 	case r.opts.JSON:
@@ -253,7 +258,7 @@ func (r *reporter) warn(msg string) {
 }
 
 // formatLine renders the plain progress line (see the top of this file).
-func formatLine(s runstats.Snapshot, server *promscrape.Rates, drain *drainState) string {
+func Line(s runstats.Snapshot, server *promscrape.Rates, drain *drainState) string {
 	var b strings.Builder
 	total := "?"
 	if s.Planned() > 0 {
@@ -264,7 +269,7 @@ func formatLine(s runstats.Snapshot, server *promscrape.Rates, drain *drainState
 		eta = drainText(s, drain)
 	}
 	fmt.Fprintf(&b, "%s progress %d/%s (%s) (%d errors, %d failed earlier) %s req/s %s tok/s avg completion %s tok in flight %d %s",
-		s.At.UTC().Format(time.RFC3339), s.Completed(), total, fmtPercent(s.Completed(), s.Planned()), s.Errors, s.AlreadyFailed, fmtRate(s.ReqPerSec), fmtTok(s.TokPerSec), fmtAvg(s), s.InFlight, eta)
+		s.At.UTC().Format(time.RFC3339), s.Completed(), total, Percent(s.Completed(), s.Planned()), s.Errors, s.AlreadyFailed, fmtRate(s.ReqPerSec), fmtTok(s.TokPerSec), fmtAvg(s), s.InFlight, eta)
 	fmt.Fprintf(&b, " | 10s %s tok/s %s req/s | 60s %s tok/s %s req/s | retries %d",
 		fmtTok(s.Last10s.TokPerSec), fmtRate(s.Last10s.ReqPerSec),
 		fmtTok(s.Last60s.TokPerSec), fmtRate(s.Last60s.ReqPerSec), s.Retries)
@@ -281,7 +286,7 @@ func formatLine(s runstats.Snapshot, server *promscrape.Rates, drain *drainState
 	}
 	if server != nil {
 		b.WriteString(" | server ")
-		b.WriteString(formatServer(*server))
+		b.WriteString(ServerText(*server))
 	}
 	return b.String()
 }
@@ -289,7 +294,7 @@ func formatLine(s runstats.Snapshot, server *promscrape.Rates, drain *drainState
 // formatServer renders the server's view: generation tok/s first, after
 // the server's name when it is SGLang or llama.cpp (vLLM's line is as it
 // always was), and only the figures the server reports.
-func formatServer(r promscrape.Rates) string {
+func ServerText(r promscrape.Rates) string {
 	var b strings.Builder
 	if r.Kind == promscrape.KindSGLang || r.Kind == promscrape.KindLlamaCpp {
 		b.WriteString(r.Kind.Name() + " ")
@@ -316,7 +321,7 @@ func serverDown(s runstats.Snapshot) string {
 	if s.ServerDownSince.IsZero() {
 		return ""
 	}
-	return "server unreachable for " + fmtDuration(s.At.Sub(s.ServerDownSince)) + ", waiting for it"
+	return "server unreachable for " + human.Duration(s.At.Sub(s.ServerDownSince)) + ", waiting for it"
 }
 
 // endpointsText is the endpoints' state with several (endpoint.base_url a
@@ -335,7 +340,7 @@ func endpointsText(s runstats.Snapshot) string {
 		}
 		d := e.URL
 		if !e.DownSince.IsZero() {
-			d += " " + fmtDuration(s.At.Sub(e.DownSince))
+			d += " " + human.Duration(s.At.Sub(e.DownSince))
 		}
 		if e.Reason != "" {
 			d += " (" + clip(e.Reason, 120) + ")"
@@ -383,11 +388,11 @@ func fmtETA(s runstats.Snapshot) string {
 	case s.Done == 0 && s.ETA > 0:
 		// No answer has finished: the length estimate is the longest
 		// answer so far, so the ETA is a lower bound.
-		return ">" + fmtDuration(s.ETA)
+		return ">" + human.Duration(s.ETA)
 	}
-	out := fmtDuration(s.ETA)
+	out := human.Duration(s.ETA)
 	if s.ETAError > 0 {
-		out += " ±" + fmtDuration(s.ETAError)
+		out += " ±" + human.Duration(s.ETAError)
 	}
 	if s.Confidence == "low" && s.ETA > 0 {
 		out += " (low confidence)"
@@ -395,29 +400,12 @@ func fmtETA(s runstats.Snapshot) string {
 	return out
 }
 
-// fmtDuration is a compact duration: 2h41m, 12m05s, 45s, 3d04h.
-func fmtDuration(d time.Duration) string {
-	d = d.Round(time.Second)
-	switch {
-	case d >= 100*24*time.Hour:
-		return ">99d"
-	case d >= 24*time.Hour:
-		return fmt.Sprintf("%dd%02dh", d/(24*time.Hour), d%(24*time.Hour)/time.Hour)
-	case d >= time.Hour:
-		return fmt.Sprintf("%dh%02dm", d/time.Hour, d%time.Hour/time.Minute)
-	case d >= time.Minute:
-		return fmt.Sprintf("%dm%02ds", d/time.Minute, d%time.Minute/time.Second)
-	default:
-		return fmt.Sprintf("%ds", d/time.Second)
-	}
-}
-
 // Summary is the small table printed when a run ends. Its first word is
 // the outcome (outcomeWord): done, incomplete, interrupted or failed.
-func (r *reporter) Summary(stats *runstats.Stats, outcome string) string {
+func (r *Reporter) Summary(stats *runstats.Stats, outcome string) string {
 	s := stats.Snapshot()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %d/%d in %s", outcome, s.Completed(), s.Planned(), fmtDuration(s.Elapsed))
+	fmt.Fprintf(&b, "%s %d/%d in %s", outcome, s.Completed(), s.Planned(), human.Duration(s.Elapsed))
 	if s.AlreadyDone > 0 {
 		fmt.Fprintf(&b, " (%d before this run)", s.AlreadyDone)
 	}
@@ -435,11 +423,11 @@ func (r *reporter) Summary(stats *runstats.Stats, outcome string) string {
 	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	if len(s.ErrorsByCause) > 0 {
-		fmt.Fprintf(tw, "  errors\t%s\n", formatCounts(s.ErrorsByCause))
+		fmt.Fprintf(tw, "  errors\t%s\n", human.Counts(s.ErrorsByCause))
 	}
 	if n := s.ErrorsByCause[wire.CauseTooLong]; n > 0 {
 		// Under the errors it explains: no retry makes these fit.
-		fmt.Fprintf(tw, "  \t%s\n", tooLongLine(n, s.MaxModelLen))
+		fmt.Fprintf(tw, "  \t%s\n", TooLongLine(n, s.MaxModelLen))
 	}
 	if r.opts.Quiet {
 		// --quiet: the one line, and what failed; the figures are in
@@ -448,7 +436,7 @@ func (r *reporter) Summary(stats *runstats.Stats, outcome string) string {
 		return b.String()
 	}
 	if len(s.RetriesByCause) > 0 {
-		fmt.Fprintf(tw, "  retries\t%s\n", formatCounts(s.RetriesByCause))
+		fmt.Fprintf(tw, "  retries\t%s\n", human.Counts(s.RetriesByCause))
 		// What each cause was, the last time: "connection" alone does not
 		// say whether the server refused, reset or closed a connection.
 		for _, cause := range slices.Sorted(maps.Keys(s.RetryLast)) {
@@ -469,7 +457,7 @@ func (r *reporter) Summary(stats *runstats.Stats, outcome string) string {
 
 // tooLongLine says how many prompts can never be answered by this model,
 // and its context when the server listed it.
-func tooLongLine(n, maxModelLen int64) string {
+func TooLongLine(n, maxModelLen int64) string {
 	what := "prompts"
 	if n == 1 {
 		what = "prompt"
@@ -478,15 +466,6 @@ func tooLongLine(n, maxModelLen int64) string {
 		return fmt.Sprintf("%d %s too long for the model's context (max_model_len %d)", n, what, maxModelLen)
 	}
 	return fmt.Sprintf("%d %s too long for the model's context", n, what)
-}
-
-func formatCounts(m map[string]int64) string {
-	keys := slices.Sorted(maps.Keys(m))
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %d", k, m[k])
-	}
-	return strings.Join(parts, ", ")
 }
 
 func fmtLatency(d time.Duration) string {
@@ -505,7 +484,7 @@ func fmtLatency(d time.Duration) string {
 
 // fmtPercent is the share of the job done, cut (never rounded up) to one
 // decimal, so that 100.0% means every key is done; "--" for a job of no key.
-func fmtPercent(done, planned int64) string {
+func Percent(done, planned int64) string {
 	if planned <= 0 {
 		return "--"
 	}

@@ -1,4 +1,4 @@
-package main
+package progress
 
 // The terminal bar: progressbar/v3 draws the percentage and the bar, and
 // barLine lays out as many of the line's fields as the terminal's width
@@ -16,13 +16,14 @@ import (
 	"golang.org/x/term"
 
 	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/internal/human"
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
 
 // renderBar redraws the terminal bar in place with progressbar/v3: the
 // fields that fit the terminal (barLine) as its description, then its
 // percentage and bar.
-func (r *reporter) renderBar(snap runstats.Snapshot) {
+func (r *Reporter) renderBar(snap runstats.Snapshot) {
 	planned := snap.Planned()
 	if planned <= 0 {
 		return
@@ -46,7 +47,7 @@ func (r *reporter) renderBar(snap runstats.Snapshot) {
 	}
 	desc := barLine(snap, r.server.At(snap), r.draining(), width-barOverhead)
 	if r.opts.Auto != nil {
-		auto := autoBar(r.opts.Auto())
+		auto := AutoBar(r.opts.Auto())
 		desc = barLine(snap, r.server.At(snap), r.draining(), width-barOverhead-utf8.RuneCountInString(auto)-1) + " " + auto
 	}
 	r.bar.Describe(desc)
@@ -102,7 +103,7 @@ func barLine(s runstats.Snapshot, server *promscrape.Rates, drain *drainState, w
 	if drain != nil {
 		// The job's ETA means nothing once no new request starts.
 		fields = append(fields, barField{0, []string{drainText(s, drain),
-			fmt.Sprintf("draining: %d, %s left", s.InFlight, fmtDuration(drain.left(s.At)))}})
+			fmt.Sprintf("draining: %d, %s left", s.InFlight, human.Duration(drain.left(s.At)))}})
 	} else {
 		add(2, "eta %s", fmtETA(s))
 	}
@@ -173,4 +174,4 @@ func terminalWidth(w io.Writer) int {
 }
 
 // isTerminal reports whether f is a terminal: only one gets the bar.
-func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+func IsTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

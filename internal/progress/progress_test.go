@@ -1,4 +1,4 @@
-package main
+package progress
 
 import (
 	"bytes"
@@ -35,8 +35,8 @@ func (c *testClock) advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// driven runs a reporter whose line ticks the test sends one by one. Each
-// send returns once the reporter has taken the tick, so the previous tick's
+// driven runs a Reporter whose line ticks the test sends one by one. Each
+// send returns once the Reporter has taken the tick, so the previous tick's
 // output is complete; stop ends Run and waits for its final render.
 type driven struct {
 	ticks  chan time.Time
@@ -44,7 +44,7 @@ type driven struct {
 	done   chan struct{}
 }
 
-func drive(r *reporter, stats *runstats.Stats) *driven {
+func drive(r *Reporter, stats *runstats.Stats) *driven {
 	d := &driven{ticks: make(chan time.Time), done: make(chan struct{})}
 	r.ticks = func(time.Duration) (<-chan time.Time, func()) { return d.ticks, func() {} }
 	ctx, cancel := context.WithCancel(context.Background())
@@ -92,7 +92,7 @@ func TestProgressPercent(t *testing.T) {
 	}{
 		{0, 25000, "0.0%"}, {150, 25000, "0.6%"}, {9999, 10000, "99.9%"}, {10000, 10000, "100.0%"}, {0, 0, "--"},
 	} {
-		if got := fmtPercent(tc.done, tc.planned); got != tc.want {
+		if got := Percent(tc.done, tc.planned); got != tc.want {
 			t.Errorf("fmtPercent(%d, %d) = %q, want %q", tc.done, tc.planned, got, tc.want)
 		}
 	}
@@ -100,7 +100,7 @@ func TestProgressPercent(t *testing.T) {
 
 func TestFormatLineRamp(t *testing.T) {
 	stats, _ := rampStats()
-	got := formatLine(stats.Snapshot(), nil, nil)
+	got := Line(stats.Snapshot(), nil, nil)
 	want := "2025-06-01T12:00:05Z progress 0/25000 (0.0%) (0 errors, 0 failed earlier) 0.0 req/s 6000 tok/s avg completion -- tok in flight 200 eta >10m20s" +
 		" | 10s 6000 tok/s 0.0 req/s | 60s 6000 tok/s 0.0 req/s | retries 0"
 	if got != want {
@@ -114,14 +114,14 @@ func TestFormatLineServerDown(t *testing.T) {
 	stats, clk := rampStats()
 	stats.SetServerDown(true, clk.now().Add(-3*time.Minute))
 	snap := stats.Snapshot()
-	if got := formatLine(snap, nil, nil); !strings.HasSuffix(got, " | server unreachable for 3m00s, waiting for it") {
+	if got := Line(snap, nil, nil); !strings.HasSuffix(got, " | server unreachable for 3m00s, waiting for it") {
 		t.Errorf("formatLine while the server is down = %q", got)
 	}
 	if got := barLine(snap, nil, nil, 160); !strings.Contains(got, "server unreachable for 3m00s") {
 		t.Errorf("bar while the server is down = %q", got)
 	}
 	stats.SetServerDown(false, time.Time{})
-	if got := formatLine(stats.Snapshot(), nil, nil); strings.Contains(got, "unreachable") {
+	if got := Line(stats.Snapshot(), nil, nil); strings.Contains(got, "unreachable") {
 		t.Errorf("formatLine after the server came back = %q", got)
 	}
 }
@@ -140,7 +140,7 @@ func TestFormatLineWithServer(t *testing.T) {
 	clk.advance(20 * time.Second)
 	server := &promscrape.Rates{GenTokPerSec: 1234.4, Running: 9, Waiting: 1, HasKV: true, KVCacheUsage: 0.873,
 		Preemptions: 2, HasPreemptions: true, HasSpec: true, AcceptanceRate: 0.72, MeanAcceptanceLength: 3.1, Window: 10 * time.Second}
-	got := formatLine(stats.Snapshot(), server, nil)
+	got := Line(stats.Snapshot(), server, nil)
 	// 9 keys left × 500 tokens at 20000/20 s = 1000 tok/s: 4.5 s; the SE is 0
 	// (all lengths equal).
 	want := "2025-06-01T12:00:20Z progress 140/150 (93.3%) (1 errors, 0 failed earlier) 2.0 req/s 1000 tok/s avg completion 500 tok in flight 0 eta 5s" +
@@ -148,22 +148,6 @@ func TestFormatLineWithServer(t *testing.T) {
 		" | server 1234 tok/s running 9 waiting 1 kv 87% preemptions 2 spec acceptance 72% length 3.10"
 	if got != want {
 		t.Errorf("formatLine =\n%s\nwant\n%s", got, want)
-	}
-}
-
-func TestFmtDuration(t *testing.T) {
-	tests := []struct {
-		d    time.Duration
-		want string
-	}{
-		{0, "0s"}, {45 * time.Second, "45s"}, {12*time.Minute + 5*time.Second, "12m05s"},
-		{2*time.Hour + 41*time.Minute + 10*time.Second, "2h41m"}, {76 * time.Hour, "3d04h"},
-		{200 * 24 * time.Hour, ">99d"},
-	}
-	for _, tc := range tests {
-		if got := fmtDuration(tc.d); got != tc.want {
-			t.Errorf("fmtDuration(%v) = %q, want %q", tc.d, got, tc.want)
-		}
 	}
 }
 
@@ -178,7 +162,7 @@ func TestReporterPlainLines(t *testing.T) {
 	var finals []bool
 	// Status runs inside each report, after the snapshot: advancing the
 	// clock there puts exactly one second between consecutive lines.
-	r := newReporter(&buf, reporterOptions{Interval: time.Second, Status: func(rec runstats.ProgressRecord, final bool) {
+	r := New(&buf, Options{Interval: time.Second, Status: func(rec runstats.ProgressRecord, final bool) {
 		statuses = append(statuses, rec)
 		finals = append(finals, final)
 		clk.advance(time.Second)
@@ -226,7 +210,7 @@ func TestReporterQuietAndJSON(t *testing.T) {
 		stats, _ := rampStats()
 		var buf bytes.Buffer
 		calls := 0
-		r := newReporter(&buf, reporterOptions{Quiet: true, TTY: true, Status: func(runstats.ProgressRecord, bool) { calls++ },
+		r := New(&buf, Options{Quiet: true, TTY: true, Status: func(runstats.ProgressRecord, bool) { calls++ },
 			Scrape: func(context.Context) (promscrape.Sample, error) { return promscrape.Sample{}, errors.New("down") }})
 		d := drive(r, stats)
 		d.tick()
@@ -245,7 +229,7 @@ func TestReporterQuietAndJSON(t *testing.T) {
 	t.Run("json", func(t *testing.T) {
 		stats, _ := rampStats()
 		var buf bytes.Buffer
-		r := newReporter(&buf, reporterOptions{JSON: true, TTY: true})
+		r := New(&buf, Options{JSON: true, TTY: true})
 		d := drive(r, stats)
 		d.tick()
 		d.stop()
@@ -291,7 +275,7 @@ func TestReporterServerView(t *testing.T) {
 		return f()
 	}
 	var buf bytes.Buffer
-	d := drive(newReporter(&buf, reporterOptions{Scrape: scrape}), stats)
+	d := drive(New(&buf, Options{Scrape: scrape}), stats)
 	d.tick() // second failure: silent
 	d.tick() // first sample: no rate yet
 	d.tick() // rate
@@ -314,7 +298,7 @@ func TestReporterServerView(t *testing.T) {
 func TestReporterTTY(t *testing.T) {
 	stats, _ := rampStats()
 	var buf bytes.Buffer
-	d := drive(newReporter(&buf, reporterOptions{TTY: true}), stats)
+	d := drive(New(&buf, Options{TTY: true}), stats)
 	d.tick()
 	d.stop()
 	out := buf.String()
@@ -337,7 +321,7 @@ func TestSummary(t *testing.T) {
 	}
 	stats.Begin().Fail("timeout")
 	clk.advance(100 * time.Second)
-	got := newReporter(&bytes.Buffer{}, reporterOptions{}).Summary(stats, "incomplete")
+	got := New(&bytes.Buffer{}, Options{}).Summary(stats, "incomplete")
 	want := "incomplete 12/13 in 1m40s (10 before this run), 1 errors, 2 retries\n" +
 		"  errors      timeout 1\n" +
 		"  retries     http_429 2\n" +
@@ -357,12 +341,12 @@ func TestSummaryNothingAsked(t *testing.T) {
 	stats.SetTotal(300)
 	stats.AddAlreadyDone(300)
 	stats.Stop()
-	r := newReporter(&bytes.Buffer{}, reporterOptions{Interval: time.Second})
+	r := New(&bytes.Buffer{}, Options{Interval: time.Second})
 	got := r.Summary(stats, "done")
 	if want := "done 300/300 in 0s (300 before this run), 0 errors, 0 retries\n"; got != want {
 		t.Errorf("Summary = %q, want %q", got, want)
 	}
-	if line := formatLine(stats.Snapshot(), nil, nil); !strings.Contains(line, " progress 300/300 (100.0%) ") {
+	if line := Line(stats.Snapshot(), nil, nil); !strings.Contains(line, " progress 300/300 (100.0%) ") {
 		t.Errorf("formatLine = %q, want it to start with progress 300/300", line)
 	}
 }
@@ -430,7 +414,7 @@ func TestBarLineWidths(t *testing.T) {
 func TestReporterDraining(t *testing.T) {
 	stats, clk := rampStats()
 	var buf bytes.Buffer
-	rep := newReporter(&buf, reporterOptions{})
+	rep := New(&buf, Options{})
 	rep.Draining(clk.now(), 2*time.Minute)
 	clk.advance(48 * time.Second)
 	d := drive(rep, stats)
@@ -440,7 +424,7 @@ func TestReporterDraining(t *testing.T) {
 		t.Errorf("draining line = %q, want %q and no eta", l, want)
 	}
 	over := &drainState{since: clk.now().Add(-5 * time.Minute), grace: 2 * time.Minute}
-	if l := formatLine(stats.Snapshot(), nil, over); !strings.Contains(l, " draining: 200 in flight, 0s of grace left |") {
+	if l := Line(stats.Snapshot(), nil, over); !strings.Contains(l, " draining: 200 in flight, 0s of grace left |") {
 		t.Errorf("draining past the grace = %q, want 0s left", l)
 	}
 
@@ -466,7 +450,7 @@ var serverFiguresRe = regexp.MustCompile(`\| server \d`)
 // an outage began are not shown beside "unreachable", nor after it (the
 // first rates after it are measured from a sample of the server that went
 // away); an outage that began and ended between two lines hides them too.
-// The fake scrape moves the clock and the outage itself, in the reporter's
+// The fake scrape moves the clock and the outage itself, in the Reporter's
 // goroutine, so each line's state is exact.
 func TestReporterServerFiguresAcrossOutage(t *testing.T) {
 	stats, clk := rampStats()
@@ -504,7 +488,7 @@ func TestReporterServerFiguresAcrossOutage(t *testing.T) {
 		return f()
 	}
 	var buf bytes.Buffer
-	rep := newReporter(&buf, reporterOptions{Scrape: scrape})
+	rep := New(&buf, Options{Scrape: scrape})
 	d := drive(rep, stats)
 	for range len(steps) - 1 {
 		d.tick()
@@ -548,5 +532,130 @@ func TestReporterServerFiguresAcrossOutage(t *testing.T) {
 func TestETAInAnOutage(t *testing.T) {
 	if got := fmtETA(runstats.Snapshot{ETAOutage: true, Done: 3}); got != "-- (outage)" {
 		t.Errorf("fmtETA in an outage = %q, want \"-- (outage)\"", got)
+	}
+}
+
+// TestProgressNamesEndpoints: with several endpoints the line and the bar
+// say how many are up and name a replica that is away (password masked,
+// as the snapshot holds it); with one endpoint nothing changes.
+func TestProgressNamesEndpoints(t *testing.T) {
+	stats, clk := rampStats()
+	snap := stats.Snapshot()
+	one := Line(snap, nil, nil)
+	if strings.Contains(one, "eps") {
+		t.Errorf("one endpoint: the line speaks of endpoints: %q", one)
+	}
+	snap.Endpoints = []runstats.EndpointSnapshot{
+		{URL: "http://a:8000/v1", State: runstats.EndpointUp},
+		{URL: "http://b:8000/v1", State: runstats.EndpointUp},
+		{URL: "http://u:xxxxx@c:8000/v1", State: runstats.EndpointUp},
+	}
+	if got := Line(snap, nil, nil); !strings.HasSuffix(got, " | eps 3/3 up") {
+		t.Errorf("three up: line %q, want it to end in \" | eps 3/3 up\"", got)
+	}
+	snap.Endpoints[2].State = runstats.EndpointProbing
+	snap.Endpoints[2].DownSince = clk.now().Add(-12 * time.Second)
+	want := "eps 2/3 up, down: http://u:xxxxx@c:8000/v1 12s"
+	if got := Line(snap, nil, nil); !strings.HasSuffix(got, " | "+want) {
+		t.Errorf("one down: line %q, want it to end in %q", got, want)
+	}
+	if got := barLine(snap, nil, nil, 160); !strings.Contains(got, want) {
+		t.Errorf("one down, wide bar %q: want %q in it", got, want)
+	}
+	// Narrow: the short form, before the less important fields.
+	if got := barLine(snap, nil, nil, 60); !strings.Contains(got, "eps 2/3 up") {
+		t.Errorf("one down, narrow bar %q: want \"eps 2/3 up\" in it", got)
+	}
+	// Taken out for its answers: the line says why.
+	snap.Endpoints[2].Reason = "20 of the last 20 attempts failed (http_500)"
+	want = "eps 2/3 up, down: http://u:xxxxx@c:8000/v1 12s (20 of the last 20 attempts failed (http_500))"
+	if got := Line(snap, nil, nil); !strings.HasSuffix(got, " | "+want) {
+		t.Errorf("one taken out: line %q, want it to end in %q", got, want)
+	}
+}
+
+func TestReporterSumsEndpointServers(t *testing.T) {
+	stats, _ := rampStats()
+	stats.SetEndpoints([]string{"http://a:8000/v1", "http://b:8000/v1"})
+	base := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	replica := func(tokPerTenSec, running float64, kv float64) func(context.Context) (promscrape.Sample, error) {
+		calls := 0
+		return func(context.Context) (promscrape.Sample, error) {
+			calls++
+			at := base.Add(time.Duration(calls) * 10 * time.Second)
+			return promscrape.Sample{At: at, GenerationTokens: float64(calls) * tokPerTenSec, Running: running, HasKV: true, KVCacheUsage: kv, HasPreemptions: true}, nil
+		}
+	}
+	var status []runstats.ProgressRecord
+	var buf bytes.Buffer
+	rep := New(&buf, Options{
+		ScrapeEach: []func(context.Context) (promscrape.Sample, error){replica(10000, 60, 0.25), replica(30000, 100, 0.75)},
+		Status:     func(rec runstats.ProgressRecord, _ bool) { status = append(status, rec) },
+	})
+	d := drive(rep, stats)
+	d.tick() // the second sample of each: rates
+	d.stop()
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, "| server 4000 tok/s running 160 waiting 0 kv 50% preemptions 0") {
+		t.Errorf("last line = %q, want the sum: 4000 tok/s, running 160, kv 50%%", last)
+	}
+	rec := status[len(status)-1]
+	if rec.Server == nil || rec.Server.GenTokPerS != 4000 {
+		t.Fatalf("record's server = %+v, want 4000 tok/s", rec.Server)
+	}
+	if len(rec.Endpoints) != 2 {
+		t.Fatalf("record lists %d endpoints, want 2", len(rec.Endpoints))
+	}
+	for i, want := range []float64{1000, 3000} {
+		if s := rec.Endpoints[i].Server; s == nil || s.GenTokPerS != want || s.URL != "" {
+			t.Errorf("endpoint %d server = %+v, want %v tok/s", i+1, s, want)
+		}
+	}
+	js, err := json.Marshal(rep.Record(stats.Snapshot()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(js), `"endpoints":[{"url":"http://a:8000/v1","state":"up"`) {
+		t.Errorf("final record = %s, want each endpoint with its url and state", js)
+	}
+}
+
+func TestReporterLeavesOutAReplicaThatIsDown(t *testing.T) {
+	stats, _ := rampStats()
+	stats.SetEndpoints([]string{"http://a:8000/v1", "http://b:8000/v1", "http://c:8000/v1"})
+	base := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	replica := func(tokPerTenSec float64, diesAfter int) func(context.Context) (promscrape.Sample, error) {
+		calls := 0
+		return func(context.Context) (promscrape.Sample, error) {
+			calls++
+			if diesAfter > 0 && calls > diesAfter {
+				return promscrape.Sample{}, errors.New("dial tcp: connection refused")
+			}
+			at := base.Add(time.Duration(calls) * 10 * time.Second)
+			return promscrape.Sample{At: at, GenerationTokens: float64(calls) * tokPerTenSec, Running: 50}, nil
+		}
+	}
+	var status []runstats.ProgressRecord
+	var buf bytes.Buffer
+	rep := New(&buf, Options{
+		ScrapeEach: []func(context.Context) (promscrape.Sample, error){replica(10000, 0), replica(20000, 0), replica(30000, 2)},
+		Status:     func(rec runstats.ProgressRecord, _ bool) { status = append(status, rec) },
+	})
+	d := drive(rep, stats)
+	d.tick() // every replica's second sample: 1000 + 2000 + 3000 tok/s
+	d.tick() // c is gone
+	d.tick() // received only once the tick before is handled
+	d.stop()
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	last := lines[len(lines)-1]
+	if !strings.Contains(last, "| server 3000 tok/s running 100 ") || !strings.Contains(last, "(2 of 3 replicas)") {
+		t.Errorf("last line = %q, want the two live replicas summed (3000 tok/s, running 100) and said: 2 of 3", last)
+	}
+	rec := status[len(status)-1]
+	if rec.Server == nil || rec.Server.GenTokPerS != 3000 || rec.Server.ReplicasSummed != 2 || rec.Server.Replicas != 3 {
+		t.Fatalf("record's server = %+v, want 3000 tok/s from 2 of 3 replicas", rec.Server)
+	}
+	if s := rec.Endpoints[2].Server; s != nil {
+		t.Errorf("the gone replica's server = %+v, want none (its last rates are of a server that is gone)", s)
 	}
 }
