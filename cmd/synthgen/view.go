@@ -38,15 +38,74 @@ const defaultViewAddr = "127.0.0.1:8765"
 // (runtime/debug.SetMemoryLimit), the index not included.
 const viewMemoryLimit = 32 << 20
 
+// viewFlags are view's flags.
+type viewFlags struct {
+	addr, html        string
+	public, overwrite bool
+}
+
 func newViewCmd() *cobra.Command {
-	var (
-		addr, html        string
-		public, overwrite bool
-	)
+	var o viewFlags
 	cmd := &cobra.Command{
 		Use:   "view DIR... [--addr HOST:PORT [--public]] [--html FILE]",
 		Short: "See a run and its answers: a local web page of plots and records, or one static HTML file",
-		Long: `view serves a web page about one or several output directories (the --shard i/n
+		Long:  viewHelp,
+		Example: `  synthgen view out/run
+  synthgen view out/shard-0 out/shard-1 --addr 127.0.0.1:0
+  synthgen view out/run --addr 0.0.0.0:8765 --public
+  synthgen view out/run --html run-report.html`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError(errors.New("view: no DIR given"), "see 'synthgen view --help'")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, dirs []string) error { return runView(cmd, dirs, o) },
+	}
+	fs := cmd.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&o.addr, "addr", defaultViewAddr, "HOST:PORT to listen on; loopback only unless --public; port 0 picks a free one")
+	fs.BoolVar(&o.public, "public", false, "allow a non-loopback --addr; every URL then needs the random token printed with it")
+	fs.StringVar(&o.html, "html", "", "write one self-contained HTML report to FILE (outside every DIR) instead of serving")
+	fs.BoolVar(&o.overwrite, "overwrite", false, "with --html: replace FILE if it exists")
+	return cmd
+}
+
+// runView serves dirs' page, or writes its report with --html.
+func runView(cmd *cobra.Command, dirs []string, o viewFlags) error {
+	// The index lives outside the Go heap; what the heap holds is
+	// records being read and selections being sorted, garbage
+	// soon: a soft limit makes the collector return it to the
+	// system rather than let it grow to twice the live heap.
+	debug.SetMemoryLimit(viewMemoryLimit)
+	for _, d := range dirs {
+		if err := view.CheckDir(d); err != nil {
+			return usageError(err, "give the output.dir of a run")
+		}
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if o.html != "" {
+		if cmd.Flags().Changed("addr") || o.public {
+			return usageError(errors.New("view: --html writes a file and serves nothing: --addr and --public do not go with it"), "see 'synthgen view --help'")
+		}
+		return writeViewReport(ctx, dirs, o.html, o.overwrite, cmd.ErrOrStderr())
+	}
+	if o.overwrite {
+		return usageError(errors.New("view: --overwrite goes with --html"), "see 'synthgen view --help'")
+	}
+	token := ""
+	if err := checkViewAddr(o.addr, o.public); err != nil {
+		return usageError(err, "listen on 127.0.0.1 and use an SSH tunnel, or add --public (the URL then carries a token)")
+	}
+	if o.public {
+		token = newToken()
+	}
+	return serveView(ctx, dirs, o.addr, token, cmd.OutOrStdout(), cmd.ErrOrStderr())
+}
+
+// viewHelp is view --help's text.
+const viewHelp = `view serves a web page about one or several output directories (the --shard i/n
 directories of one job too) and prints its URL. It only reads the directories,
 and works while a run is writing them (what is finalized, and the live run's
 progress) as well as after.
@@ -92,57 +151,7 @@ Flags:
 
 Stop the server with Ctrl-C. Exit status: 0, 2 for bad flags or a DIR that is
 not an output directory, 1 when the address cannot be listened on or the
-report cannot be written.`,
-		Example: `  synthgen view out/run
-  synthgen view out/shard-0 out/shard-1 --addr 127.0.0.1:0
-  synthgen view out/run --addr 0.0.0.0:8765 --public
-  synthgen view out/run --html run-report.html`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usageError(errors.New("view: no DIR given"), "see 'synthgen view --help'")
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, dirs []string) error {
-			// The index lives outside the Go heap; what the heap holds is
-			// records being read and selections being sorted, garbage
-			// soon: a soft limit makes the collector return it to the
-			// system rather than let it grow to twice the live heap.
-			debug.SetMemoryLimit(viewMemoryLimit)
-			for _, d := range dirs {
-				if err := view.CheckDir(d); err != nil {
-					return usageError(err, "give the output.dir of a run")
-				}
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			if html != "" {
-				if cmd.Flags().Changed("addr") || public {
-					return usageError(errors.New("view: --html writes a file and serves nothing: --addr and --public do not go with it"), "see 'synthgen view --help'")
-				}
-				return writeViewReport(ctx, dirs, html, overwrite, cmd.ErrOrStderr())
-			}
-			if overwrite {
-				return usageError(errors.New("view: --overwrite goes with --html"), "see 'synthgen view --help'")
-			}
-			token := ""
-			if err := checkViewAddr(addr, public); err != nil {
-				return usageError(err, "listen on 127.0.0.1 and use an SSH tunnel, or add --public (the URL then carries a token)")
-			}
-			if public {
-				token = newToken()
-			}
-			return serveView(ctx, dirs, addr, token, cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
-	}
-	fs := cmd.Flags()
-	fs.SortFlags = false
-	fs.StringVar(&addr, "addr", defaultViewAddr, "HOST:PORT to listen on; loopback only unless --public; port 0 picks a free one")
-	fs.BoolVar(&public, "public", false, "allow a non-loopback --addr; every URL then needs the random token printed with it")
-	fs.StringVar(&html, "html", "", "write one self-contained HTML report to FILE (outside every DIR) instead of serving")
-	fs.BoolVar(&overwrite, "overwrite", false, "with --html: replace FILE if it exists")
-	return cmd
-}
+report cannot be written.`
 
 // checkViewAddr refuses an address that is not loopback, unless public.
 func checkViewAddr(addr string, public bool) error {

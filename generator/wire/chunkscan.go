@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"reflect"
 	"strings"
+
+	"github.com/synthgen/synthgen/internal/jsonlex"
 )
 
 // This file is decodeChunk's fast path. A long answer is thousands of
@@ -75,26 +77,11 @@ func jsonKeys(t reflect.Type) []string {
 	return keys
 }
 
-// maxSkipDepth bounds the nesting scanChunk validates in a skipped value;
-// deeper input goes to the reference, which has its own (larger) limit.
-const maxSkipDepth = 256
-
-// strSpan is a JSON string's contents, between its quotes, in the input.
-// Absent and null are the empty span, which is what the reference's plain
-// string fields make of them.
-type strSpan struct {
-	lo, hi int
-	esc    bool // contains a backslash escape
-	high   bool // contains a byte >= 0x80 (maybe invalid UTF-8)
-}
-
-func (s strSpan) empty() bool { return s.lo == s.hi }
-
 // chunkChoice is what one choices[] entry carries.
 type chunkChoice struct {
 	index                         int
-	content, reasoning, reasonAlt strSpan // reasonAlt: reasoning_content
-	finish                        strSpan
+	content, reasoning, reasonAlt jsonlex.Span // reasonAlt: reasoning_content
+	finish                        jsonlex.Span
 }
 
 // answerShape is where a choice keeps its text: a streamed chunk's
@@ -124,16 +111,16 @@ func scanChunk(data []byte) (chunkDelta, bool) {
 // slices of it.
 func scanAnswer(data []byte, shape answerShape, tb *tokenBuf) (d chunkDelta, picked, ok bool) {
 	tb.reset()
-	s := chunkScanner{b: data, shape: shape, tb: tb}
+	s := chunkScanner{Cursor: jsonlex.Cursor{B: data}, shape: shape, tb: tb}
 	var (
-		model, object strSpan
+		model, object jsonlex.Span
 		pick          chunkChoice
 		usage         bool
 		prompt, compl int
 		seen          uint8
 	)
-	s.ws()
-	if !s.consume('{') {
+	s.WS()
+	if !s.Consume('{') {
 		return chunkDelta{}, false, false
 	}
 	for first := true; ; first = false {
@@ -168,7 +155,7 @@ func scanAnswer(data []byte, shape answerShape, tb *tokenBuf) (d chunkDelta, pic
 			}
 			// An error body is the reference's to classify; an escaped
 			// value is compared there too, rather than unquoted here.
-			if object.esc || string(data[object.lo:object.hi]) == "error" {
+			if object.Esc || string(data[object.Lo:object.Hi]) == "error" {
 				return chunkDelta{}, false, false
 			}
 		case "error":
@@ -179,7 +166,7 @@ func scanAnswer(data []byte, shape answerShape, tb *tokenBuf) (d chunkDelta, pic
 			}
 		case "message":
 			bit = 1 << 5
-			if !s.skipValue() {
+			if !s.SkipValue() {
 				return chunkDelta{}, false, false
 			}
 		case "prompt_token_ids":
@@ -197,15 +184,15 @@ func scanAnswer(data []byte, shape answerShape, tb *tokenBuf) (d chunkDelta, pic
 		}
 		seen |= bit
 	}
-	s.ws()
-	if s.i != len(data) {
+	s.WS()
+	if s.I != len(data) {
 		return chunkDelta{}, false, false
 	}
 
 	d = chunkDelta{PromptTokens: prompt, CompletionTokens: compl, UsageKnown: usage}
 	tb.fill(&d)
 	reasoning := pick.reasoning
-	if reasoning.empty() { // pickReasoning: an empty `reasoning` does not count
+	if reasoning.Empty() { // pickReasoning: an empty `reasoning` does not count
 		reasoning = pick.reasonAlt
 	}
 	// One allocation for all the text: the fields are slices of one string,
@@ -214,8 +201,8 @@ func scanAnswer(data []byte, shape answerShape, tb *tokenBuf) (d chunkDelta, pic
 	var arr [512]byte
 	buf := arr[:0]
 	var ends [4]int
-	for i, sp := range [4]strSpan{model, reasoning, pick.content, pick.finish} {
-		buf = appendSpan(buf, data, sp)
+	for i, sp := range [4]jsonlex.Span{model, reasoning, pick.content, pick.finish} {
+		buf = jsonlex.AppendSpan(buf, data, sp)
 		ends[i] = len(buf)
 	}
 	if len(buf) == 0 {
@@ -231,61 +218,39 @@ func scanAnswer(data []byte, shape answerShape, tb *tokenBuf) (d chunkDelta, pic
 
 // chunkScanner is a cursor over one chunk.
 type chunkScanner struct {
-	b     []byte
-	i     int
+	jsonlex.Cursor
 	shape answerShape
 	tb    *tokenBuf // where the picked choice's token ids and logprobs go
-}
-
-func (s *chunkScanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-// consume skips c (after whitespace) and reports whether it was there.
-func (s *chunkScanner) consume(c byte) bool {
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == c {
-		s.i++
-		return true
-	}
-	return false
 }
 
 // member steps to the next key of an object whose '{' was consumed: it
 // returns the key (raw, between its quotes) with the cursor after the ':',
 // or done with the cursor after the '}'.
 func (s *chunkScanner) member(first bool) (key strKey, done, ok bool) {
-	s.ws()
-	if s.i >= len(s.b) {
+	s.WS()
+	if s.I >= len(s.B) {
 		return strKey{}, false, false
 	}
-	if s.b[s.i] == '}' {
-		s.i++
+	if s.B[s.I] == '}' {
+		s.I++
 		return strKey{}, true, true
 	}
 	if !first {
-		if s.b[s.i] != ',' {
+		if s.B[s.I] != ',' {
 			return strKey{}, false, false
 		}
-		s.i++
-		s.ws()
+		s.I++
+		s.WS()
 	}
-	sp, ok := s.str()
-	if !ok || sp.esc {
+	sp, ok := s.Str()
+	if !ok || sp.Esc {
 		return strKey{}, false, false // an escaped key may spell a known one
 	}
-	if !s.consume(':') {
+	if !s.Consume(':') {
 		return strKey{}, false, false
 	}
-	s.ws()
-	return strKey{s.b[sp.lo:sp.hi], sp.high}, false, true
+	s.WS()
+	return strKey{s.B[sp.Lo:sp.Hi], sp.High}, false, true
 }
 
 // strKey is an object key as it appears in the input (it has no escapes).
@@ -303,7 +268,7 @@ func (s *chunkScanner) unknown(key strKey, known []string) bool {
 			return false
 		}
 	}
-	return s.skipValue()
+	return s.SkipValue()
 }
 
 // foldMatch reports whether encoding/json would match key to the field
@@ -333,14 +298,14 @@ func lower(c byte) byte {
 }
 
 // null consumes a null literal.
-func (s *chunkScanner) null() bool { return s.literal("null") }
+func (s *chunkScanner) null() bool { return s.Literal("null") }
 
 // stringOrNull reads what a plain string field accepts without error.
-func (s *chunkScanner) stringOrNull() (strSpan, bool) {
-	if s.i < len(s.b) && s.b[s.i] == '"' {
-		return s.str()
+func (s *chunkScanner) stringOrNull() (jsonlex.Span, bool) {
+	if s.I < len(s.B) && s.B[s.I] == '"' {
+		return s.Str()
 	}
-	return strSpan{}, s.null()
+	return jsonlex.Span{}, s.null()
 }
 
 // intOrNull reads what an int field accepts: null (no change: 0) or a
@@ -351,20 +316,20 @@ func (s *chunkScanner) intOrNull() (int, bool) {
 		return 0, true
 	}
 	neg := false
-	if s.i < len(s.b) && s.b[s.i] == '-' {
+	if s.I < len(s.B) && s.B[s.I] == '-' {
 		neg = true
-		s.i++
+		s.I++
 	}
-	start, n := s.i, 0
-	for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
-		n = n*10 + int(s.b[s.i]-'0')
-		s.i++
+	start, n := s.I, 0
+	for s.I < len(s.B) && '0' <= s.B[s.I] && s.B[s.I] <= '9' {
+		n = n*10 + int(s.B[s.I]-'0')
+		s.I++
 	}
-	digits := s.i - start
-	if digits == 0 || digits > 18 || (digits > 1 && s.b[start] == '0') {
+	digits := s.I - start
+	if digits == 0 || digits > 18 || (digits > 1 && s.B[start] == '0') {
 		return 0, false
 	}
-	if s.i < len(s.b) && (s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+	if s.I < len(s.B) && (s.B[s.I] == '.' || s.B[s.I] == 'e' || s.B[s.I] == 'E') {
 		return 0, false
 	}
 	if neg {
@@ -379,14 +344,14 @@ func (s *chunkScanner) choices(pick *chunkChoice, picked *bool) bool {
 	if s.null() {
 		return true
 	}
-	if !s.consume('[') {
+	if !s.Consume('[') {
 		return false
 	}
-	if s.consume(']') {
+	if s.Consume(']') {
 		return true
 	}
 	for {
-		s.ws()
+		s.WS()
 		var c chunkChoice
 		m := s.tb.mark()
 		if !s.null() && !s.choice(&c) {
@@ -398,17 +363,17 @@ func (s *chunkScanner) choices(pick *chunkChoice, picked *bool) bool {
 		} else {
 			s.tb.truncate(m) // another choice's tokens are not recorded
 		}
-		if s.consume(']') {
+		if s.Consume(']') {
 			return true
 		}
-		if !s.consume(',') {
+		if !s.Consume(',') {
 			return false
 		}
 	}
 }
 
 func (s *chunkScanner) choice(c *chunkChoice) bool {
-	if !s.consume('{') {
+	if !s.Consume('{') {
 		return false
 	}
 	var seen uint8
@@ -450,7 +415,7 @@ func (s *chunkScanner) choice(c *chunkChoice) bool {
 }
 
 func (s *chunkScanner) delta(c *chunkChoice) bool {
-	if !s.consume('{') {
+	if !s.Consume('{') {
 		return false
 	}
 	var seen uint8
@@ -492,7 +457,7 @@ func (s *chunkScanner) usage() (known bool, prompt, compl int, ok bool) {
 	if s.null() {
 		return false, 0, 0, true
 	}
-	if !s.consume('{') {
+	if !s.Consume('{') {
 		return false, 0, 0, false
 	}
 	var seen uint8

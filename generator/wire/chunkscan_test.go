@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/synthgen/synthgen/internal/jsonlex"
 )
 
 // chunkSeeds is every streamed chunk and body in testdata, the chunk shape
@@ -359,7 +361,7 @@ func TestScannerKeysFromDeclarations(t *testing.T) {
 		t.Fatalf("keys of a struct with a new field: %q, want %q", keys, want)
 	}
 	// A chunk whose delta carries the new key is the reference's.
-	s := chunkScanner{b: []byte(`[1,2]`)}
+	s := chunkScanner{Cursor: jsonlex.Cursor{B: []byte(`[1,2]`)}}
 	if s.unknown(strKey{b: []byte("tool_calls")}, keys) {
 		t.Error("the scanner skipped a declared key it does not read; the reference must decode it")
 	}

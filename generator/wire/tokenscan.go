@@ -3,6 +3,8 @@ package wire
 import (
 	"math"
 	"strconv"
+
+	"github.com/synthgen/synthgen/internal/jsonlex"
 )
 
 // The chunk scanner's reading of token ids and logprobs (chunkscan.go),
@@ -20,23 +22,23 @@ func (s *chunkScanner) int32s(dst *[]int32) bool {
 		return true
 	}
 	s.tb.used = true
-	if !s.consume('[') {
+	if !s.Consume('[') {
 		return false
 	}
-	if s.consume(']') {
+	if s.Consume(']') {
 		return true
 	}
 	for {
-		s.ws()
+		s.WS()
 		n, ok := s.intOrNull()
 		if !ok || n < math.MinInt32 || n > math.MaxInt32 {
 			return false
 		}
 		*dst = append(*dst, int32(n))
-		if s.consume(']') {
+		if s.Consume(']') {
 			return true
 		}
-		if !s.consume(',') {
+		if !s.Consume(',') {
 			return false
 		}
 	}
@@ -49,11 +51,11 @@ func (s *chunkScanner) float32OrNull() (float32, bool) {
 	if s.null() {
 		return 0, true
 	}
-	start := s.i
-	if !s.number() {
+	start := s.I
+	if !s.Number() {
 		return 0, false
 	}
-	f, err := strconv.ParseFloat(string(s.b[start:s.i]), 32)
+	f, err := strconv.ParseFloat(string(s.B[start:s.I]), 32)
 	if err != nil {
 		return 0, false
 	}
@@ -67,7 +69,7 @@ func (s *chunkScanner) logprobs() bool {
 		return true
 	}
 	s.tb.used = true
-	if !s.consume('{') {
+	if !s.Consume('{') {
 		return false
 	}
 	var seen uint8
@@ -101,25 +103,25 @@ func (s *chunkScanner) logprobEntries() bool {
 	if s.null() {
 		return true
 	}
-	if !s.consume('[') {
+	if !s.Consume('[') {
 		return false
 	}
-	if s.consume(']') {
+	if s.Consume(']') {
 		return true
 	}
 	tb := s.tb
 	for {
-		s.ws()
+		s.WS()
 		if s.null() {
 			tb.lp = append(tb.lp, 0)
 			tb.topN = append(tb.topN, 0)
 		} else if !s.logprobEntry() {
 			return false
 		}
-		if s.consume(']') {
+		if s.Consume(']') {
 			return true
 		}
-		if !s.consume(',') {
+		if !s.Consume(',') {
 			return false
 		}
 	}
@@ -128,7 +130,7 @@ func (s *chunkScanner) logprobEntries() bool {
 // logprobEntry reads one token's entry: its logprob and its alternatives
 // (its token and bytes are skipped: token_ids name the token).
 func (s *chunkScanner) logprobEntry() bool {
-	if !s.consume('{') {
+	if !s.Consume('{') {
 		return false
 	}
 	tb := s.tb
@@ -175,16 +177,16 @@ func (s *chunkScanner) alternatives() (int32, bool) {
 	if s.null() {
 		return 0, true
 	}
-	if !s.consume('[') {
+	if !s.Consume('[') {
 		return 0, false
 	}
-	if s.consume(']') {
+	if s.Consume(']') {
 		return 0, true
 	}
 	tb := s.tb
 	var n int32
 	for {
-		s.ws()
+		s.WS()
 		id, lp, ok := s.alternative()
 		if !ok {
 			return 0, false
@@ -192,17 +194,17 @@ func (s *chunkScanner) alternatives() (int32, bool) {
 		tb.topIDs = append(tb.topIDs, id)
 		tb.topLP = append(tb.topLP, lp)
 		n++
-		if s.consume(']') {
+		if s.Consume(']') {
 			return n, true
 		}
-		if !s.consume(',') {
+		if !s.Consume(',') {
 			return 0, false
 		}
 	}
 }
 
 func (s *chunkScanner) alternative() (id int32, lp float32, ok bool) {
-	if !s.consume('{') {
+	if !s.Consume('{') {
 		return 0, 0, false
 	}
 	var seen uint8
@@ -219,9 +221,9 @@ func (s *chunkScanner) alternative() (id int32, lp float32, ok bool) {
 		switch string(key.b) {
 		case "token":
 			bit = 1 << 0
-			var sp strSpan
-			if sp, ok = s.str(); ok && !sp.esc {
-				id, ok = parseTokenID(string(s.b[sp.lo:sp.hi]))
+			var sp jsonlex.Span
+			if sp, ok = s.Str(); ok && !sp.Esc {
+				id, ok = parseTokenID(string(s.B[sp.Lo:sp.Hi]))
 			} else {
 				ok = false
 			}
@@ -245,11 +247,11 @@ func (s *chunkScanner) alternative() (id int32, lp float32, ok bool) {
 // token's UTF-8). Anything else is skipped as any value is, and validated
 // the same way.
 func (s *chunkScanner) skipBytes() bool {
-	b, i := s.b, s.i
+	b, i := s.B, s.I
 	if i < len(b) && b[i] == '[' {
 		i++
 		if i < len(b) && b[i] == ']' {
-			s.i = i + 1
+			s.I = i + 1
 			return true
 		}
 		for {
@@ -261,7 +263,7 @@ func (s *chunkScanner) skipBytes() bool {
 				break // not a plain integer: skipValue decides
 			}
 			if b[i] == ']' {
-				s.i = i + 1
+				s.I = i + 1
 				return true
 			}
 			if b[i] != ',' {
@@ -270,5 +272,5 @@ func (s *chunkScanner) skipBytes() bool {
 			i++
 		}
 	}
-	return s.skipValue()
+	return s.SkipValue()
 }

@@ -1,14 +1,26 @@
-package wire
-
-// The JSON lexing under chunkscan.go: strings and their escapes, numbers,
-// literals, and skipping a value of any shape, each as encoding/json reads
-// them.
+// Package jsonlex is the JSON lexing under the wire client's hand-written
+// answer scanner: a cursor over bytes that reads strings and their escapes,
+// numbers, literals and keys, and skips a value of any shape, each as
+// encoding/json reads them (the scanner's differential fuzzers hold it to
+// encoding/json). It allocates nothing.
+package jsonlex
 
 import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 )
+
+// maxSkipDepth bounds the nesting SkipValue validates; deeper input fails
+// it, and the scanner hands such input to its reference decoder, which has
+// its own (larger) limit.
+const maxSkipDepth = 256
+
+// Cursor is a position I in the JSON text B.
+type Cursor struct {
+	B []byte
+	I int
+}
 
 // strSpecial marks the bytes at which str stops looking at a string
 // quickly: its end, an escape, a control character (invalid in JSON) and
@@ -26,45 +38,45 @@ var strSpecial = func() (t [256]bool) {
 
 // str reads a string at the cursor, validating it as JSON does: no control
 // characters, only the escapes \" \\ \/ \b \f \n \r \t \uXXXX.
-func (s *chunkScanner) str() (strSpan, bool) {
-	b := s.b
-	if s.i >= len(b) || b[s.i] != '"' {
-		return strSpan{}, false
+func (s *Cursor) Str() (Span, bool) {
+	b := s.B
+	if s.I >= len(b) || b[s.I] != '"' {
+		return Span{}, false
 	}
-	sp := strSpan{lo: s.i + 1}
-	i := sp.lo
+	sp := Span{Lo: s.I + 1}
+	i := sp.Lo
 	for {
 		for i < len(b) && !strSpecial[b[i]] {
 			i++
 		}
 		if i >= len(b) {
-			return strSpan{}, false
+			return Span{}, false
 		}
 		switch c := b[i]; {
 		case c == '"':
-			sp.hi = i
-			s.i = i + 1
+			sp.Hi = i
+			s.I = i + 1
 			return sp, true
 		case c == '\\':
-			sp.esc = true
+			sp.Esc = true
 			if i+1 >= len(b) {
-				return strSpan{}, false
+				return Span{}, false
 			}
 			switch b[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
 				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
-					return strSpan{}, false
+					return Span{}, false
 				}
 				i += 6
 			default:
-				return strSpan{}, false
+				return Span{}, false
 			}
 		case c < 0x20:
-			return strSpan{}, false
+			return Span{}, false
 		default:
-			sp.high = true
+			sp.High = true
 			i++
 		}
 	}
@@ -76,20 +88,20 @@ func isHex(c byte) bool {
 
 // skipValue validates and skips one JSON value of any kind. Nesting is
 // tracked in a bit stack (1: object, 0: array) up to maxSkipDepth.
-func (s *chunkScanner) skipValue() bool {
+func (s *Cursor) SkipValue() bool {
 	var stack [maxSkipDepth / 64]uint64
 	depth := 0
 	for {
 		// A value is expected at the cursor.
-		s.ws()
-		if s.i >= len(s.b) {
+		s.WS()
+		if s.I >= len(s.B) {
 			return false
 		}
-		switch s.b[s.i] {
+		switch s.B[s.I] {
 		case '{', '[':
-			obj := s.b[s.i] == '{'
-			s.i++
-			if obj && s.consume('}') || !obj && s.consume(']') {
+			obj := s.B[s.I] == '{'
+			s.I++
+			if obj && s.Consume('}') || !obj && s.Consume(']') {
 				break // empty: a whole value
 			}
 			if depth == maxSkipDepth {
@@ -101,28 +113,28 @@ func (s *chunkScanner) skipValue() bool {
 				stack[depth/64] &^= 1 << (depth % 64)
 			}
 			depth++
-			if obj && !s.key() {
+			if obj && !s.Key() {
 				return false
 			}
 			continue // the first member's value
 		case '"':
-			if _, ok := s.str(); !ok {
+			if _, ok := s.Str(); !ok {
 				return false
 			}
 		case 't':
-			if !s.literal("true") {
+			if !s.Literal("true") {
 				return false
 			}
 		case 'f':
-			if !s.literal("false") {
+			if !s.Literal("false") {
 				return false
 			}
 		case 'n':
-			if !s.literal("null") {
+			if !s.Literal("null") {
 				return false
 			}
 		default:
-			if !s.number() {
+			if !s.Number() {
 				return false
 			}
 		}
@@ -132,20 +144,20 @@ func (s *chunkScanner) skipValue() bool {
 				return true
 			}
 			obj := stack[(depth-1)/64]&(1<<((depth-1)%64)) != 0
-			s.ws()
-			if s.i >= len(s.b) {
+			s.WS()
+			if s.I >= len(s.B) {
 				return false
 			}
-			c := s.b[s.i]
+			c := s.B[s.I]
 			if c == ',' {
-				s.i++
-				if obj && !s.key() {
+				s.I++
+				if obj && !s.Key() {
 					return false
 				}
 				break
 			}
 			if obj && c == '}' || !obj && c == ']' {
-				s.i++
+				s.I++
 				depth--
 				continue
 			}
@@ -155,25 +167,25 @@ func (s *chunkScanner) skipValue() bool {
 }
 
 // key reads an object key and its ':' inside a skipped value.
-func (s *chunkScanner) key() bool {
-	s.ws()
-	if _, ok := s.str(); !ok {
+func (s *Cursor) Key() bool {
+	s.WS()
+	if _, ok := s.Str(); !ok {
 		return false
 	}
-	return s.consume(':')
+	return s.Consume(':')
 }
 
-func (s *chunkScanner) literal(lit string) bool {
-	if rest := s.b[s.i:]; len(rest) >= len(lit) && string(rest[:len(lit)]) == lit {
-		s.i += len(lit)
+func (s *Cursor) Literal(lit string) bool {
+	if rest := s.B[s.I:]; len(rest) >= len(lit) && string(rest[:len(lit)]) == lit {
+		s.I += len(lit)
 		return true
 	}
 	return false
 }
 
 // number skips a JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func (s *chunkScanner) number() bool {
-	b, i := s.b, s.i
+func (s *Cursor) Number() bool {
+	b, i := s.B, s.I
 	if i < len(b) && b[i] == '-' {
 		i++
 	}
@@ -208,24 +220,24 @@ func (s *chunkScanner) number() bool {
 			i++
 		}
 	}
-	s.i = i
+	s.I = i
 	return true
 }
 
 // appendSpan appends the decoded text of sp. Plain text (no escape, valid
 // UTF-8) is copied as is, as encoding/json returns it.
-func appendSpan(dst, data []byte, sp strSpan) []byte {
-	raw := data[sp.lo:sp.hi]
-	if !sp.esc && (!sp.high || utf8.Valid(raw)) {
+func AppendSpan(dst, data []byte, sp Span) []byte {
+	raw := data[sp.Lo:sp.Hi]
+	if !sp.Esc && (!sp.High || utf8.Valid(raw)) {
 		return append(dst, raw...)
 	}
-	return appendUnquoted(dst, raw)
+	return AppendUnquoted(dst, raw)
 }
 
 // appendUnquoted decodes the contents of a JSON string that str validated,
 // exactly as encoding/json's unquoteBytes does: a \uXXXX surrogate that is
 // not half of a valid pair and every byte of invalid UTF-8 become U+FFFD.
-func appendUnquoted(dst, s []byte) []byte {
+func AppendUnquoted(dst, s []byte) []byte {
 	for r := 0; r < len(s); {
 		c := s[r]
 		switch {
@@ -290,4 +302,36 @@ func getu4(s []byte) rune {
 		r = r*16 + rune(c)
 	}
 	return r
+}
+
+// Span is a JSON string's contents, between its quotes, in the input.
+// Absent and null are the empty span, which is what the reference's plain
+// string fields make of them.
+type Span struct {
+	Lo, Hi int
+	Esc    bool // contains a backslash escape
+	High   bool // contains a byte >= 0x80 (maybe invalid UTF-8)
+}
+
+func (s Span) Empty() bool { return s.Lo == s.Hi }
+
+func (s *Cursor) WS() {
+	for s.I < len(s.B) {
+		switch s.B[s.I] {
+		case ' ', '\t', '\n', '\r':
+			s.I++
+		default:
+			return
+		}
+	}
+}
+
+// consume skips c (after whitespace) and reports whether it was there.
+func (s *Cursor) Consume(c byte) bool {
+	s.WS()
+	if s.I < len(s.B) && s.B[s.I] == c {
+		s.I++
+		return true
+	}
+	return false
 }
