@@ -69,10 +69,13 @@ type awaiting struct {
 	waiting    map[uint64]*awaiter // by seq
 	timer      *time.Timer         // armed while any waits
 
-	peers   *Replicas              // the other replicas' clients; nil: none
-	idleAt  time.Time              // the latest scrape that showed nothing running or waiting (ObserveLoad)
-	sign    time.Time              // the server's latest headers, or the last byte of a stream that ended
-	reading map[*idleBody]struct{} // streams being read: their bytes are signs too
+	peers  *Replicas // the other replicas' clients; nil: none
+	idleAt time.Time // the latest scrape that showed nothing running or waiting (ObserveLoad)
+	// idleGrace is how long a request must have been sent before an idle
+	// scrape says its server lost it (idleGrace; tests shorten it).
+	idleGrace time.Duration
+	sign      time.Time              // the server's latest headers, or the last byte of a stream that ended
+	reading   map[*idleBody]struct{} // streams being read: their bytes are signs too
 }
 
 type awaiter struct {
@@ -83,13 +86,22 @@ type awaiter struct {
 	plain     bool // a plain request: its headers come with its whole answer
 }
 
+// idleGrace is how long a request waits, sent, before a scrape showing
+// its server idle says the server does not hold it. A server counts a
+// request only once it has read and queued it: one just sent to an idle
+// server is uncounted for a moment, and a later, shorter one may be
+// answered meanwhile (seen on a loaded machine: a sound request cut and
+// sent again). A server that lost its queue to a restart stays idle far
+// longer than this.
+const idleGrace = 5 * time.Second
+
 // awaitShown is how long a stream waits for its headers before onWait
 // counts it: every stream waits a moment (the request is on its way), and a
 // count of those would only flicker on the progress line.
 const awaitShown = time.Second
 
 func newAwaiting(stall time.Duration, onWait func(int), peers *Replicas) *awaiting {
-	a := &awaiting{stall: stall, now: time.Now, onWait: onWait, waiting: map[uint64]*awaiter{}, peers: peers, reading: map[*idleBody]struct{}{}}
+	a := &awaiting{stall: stall, now: time.Now, onWait: onWait, waiting: map[uint64]*awaiter{}, peers: peers, reading: map[*idleBody]struct{}{}, idleGrace: idleGrace}
 	if peers != nil {
 		peers.mu.Lock()
 		peers.members = append(peers.members, a)
@@ -155,7 +167,7 @@ func (a *awaiting) check() {
 		if seq < a.answered && w.overtaken.IsZero() {
 			w.overtaken = a.answeredAt
 		}
-		lost := !w.overtaken.IsZero() && a.idleAt.After(w.overtaken)
+		lost := !w.overtaken.IsZero() && a.idleAt.After(w.overtaken) && a.idleAt.Sub(w.sent) >= a.idleGrace
 		if lost || !w.plain && !w.overtaken.IsZero() && now.Sub(w.overtaken) >= a.stall {
 			if lost {
 				idle = append(idle, w.cut)

@@ -248,6 +248,41 @@ func TestIdleServerCutsOvertakenRequests(t *testing.T) {
 	}
 }
 
+// TestIdleRuleWaitsItsGrace: a request sent a moment before an idle
+// scrape, and overtaken by a shorter one, is not yet counted by a server
+// that holds it: it is not cut until it has waited idleGrace.
+func TestIdleRuleWaitsItsGrace(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(1e18)
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	a := newAwaiting(time.Hour, nil, nil)
+	a.now = now
+	t.Cleanup(func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.timer != nil {
+			a.timer.Stop()
+		}
+	})
+	var cuts atomic.Int64
+	_ = a.sent(func(error) { cuts.Add(1) }, true)
+	clock.Add(int64(100 * time.Millisecond))
+	a.sent(func(error) {}, true)(true) // a later, shorter one answered
+	a.check()
+	clock.Add(int64(100 * time.Millisecond))
+	a.load(now(), 0, 0) // idle: the server has not counted the first yet
+	a.check()
+	if n := cuts.Load(); n != 0 {
+		t.Fatalf("a request sent %v before an idle scrape was cut", 200*time.Millisecond)
+	}
+	clock.Add(int64(idleGrace))
+	a.load(now(), 0, 0) // still idle, the grace over: lost
+	a.check()
+	if n := cuts.Load(); n != 1 {
+		t.Fatalf("%d cut: want the request cut once idle past its grace", n)
+	}
+}
+
 // TestPlainRequestsLostToARestartAreCut: plain requests queued at a server
 // that is replaced on its port (the old process holds their connections)
 // are cut once a later request was answered by the new one and its
@@ -265,6 +300,7 @@ func TestPlainRequestsLostToARestartAreCut(t *testing.T) {
 	t.Cleanup(func() { stopOld(); <-oldDone })
 
 	c := New(Options{BaseURL: "http://" + addr + "/v1", StallTimeout: time.Hour})
+	c.await.idleGrace = 0 // the requests were sent a moment before the scrape (TestIdleRuleWaitsItsGrace holds the grace)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	req := Request{Messages: []Message{{Role: "user", Content: "a long answer please"}}}
