@@ -33,14 +33,11 @@ func newLimits(o Options) *limits {
 	if l.now == nil {
 		l.now = time.Now
 	}
-	t0 := l.now()
 	bucket := func(perMinute int) *rate.Limiter {
 		if perMinute == 0 {
 			return nil
 		}
-		b := rate.NewLimiter(rate.Limit(float64(perMinute)/60), perMinute)
-		b.TokensAt(t0) // full at the clock's start, not time.Now's
-		return b
+		return rate.NewLimiter(rate.Limit(float64(perMinute)/60), perMinute) // full
 	}
 	l.req, l.tok = bucket(o.RPM), bucket(o.TPM)
 	return l
