@@ -48,6 +48,13 @@ type endpoint struct {
 // probing while its gate's prober or a trial request asks it, with when and
 // why.
 func (ep *endpoint) State() runstats.GateState {
+	st := ep.gateState()
+	st.Paced, _, st.PacedBy = ep.pace.state()
+	return st
+}
+
+// gateState is State but for pacing.
+func (ep *endpoint) gateState() runstats.GateState {
 	var st runstats.GateState
 	if ep.gate.Down() {
 		st = runstats.GateState{Down: true, Probing: ep.gate.Probing(), Since: ep.gate.downSince(), Reason: ep.gate.reason()}
