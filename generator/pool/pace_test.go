@@ -50,23 +50,39 @@ func TestA429WithItsResetIsPacingNotFailure(t *testing.T) {
 	}
 }
 
-// Against a server that states 600 requests a minute, a run of more than
-// its minute's worth is sent at the rate the limit allows instead of
-// finding it by 429s: nothing fails, and few requests are answered 429.
-func TestPacedToTheStatedRequestsPerMinute(t *testing.T) {
+// Against a server that states its limits, a run of more than its
+// minute's worth is sent at the rate the limits allow instead of finding
+// them by 429s: nothing fails, and few requests are answered 429.
+func TestPacedToTheStatedLimits(t *testing.T) {
 	t.Parallel()
-	const n = 620 // the bucket's 600, then 20 at 10 a second
-	m := mockserver.New(mockserver.Options{Model: "test-model", MeanTokens: 4, RPM: 600, Seed: 4})
-	opts := testOptions(64)
-	opts.Sampling.MaxTokens = 4
-	sum, _ := runMock(t, m, opts, n)
-	if sum.Written != n || sum.Failed != 0 {
-		t.Fatalf("written %d, failed %d; want %d and 0", sum.Written, sum.Failed, n)
-	}
-	st := m.Stats()
-	if share := float64(st.Limited) / float64(st.Requests+st.Limited); share > 0.10 {
-		t.Fatalf("%d of %d requests answered 429 (%.0f%%): the run found the limit by 429s, not by its headers",
-			st.Limited, st.Requests+st.Limited, 100*share)
+	for _, tc := range []struct {
+		name string
+		n    int
+		opts mockserver.Options
+	}{
+		// The bucket's 600, then 20 at 10 a second.
+		{"requests", 620, mockserver.Options{RPM: 600}},
+		// A request costs 2 prompt tokens and 90: the bucket holds 652,
+		// then 10 a second.
+		{"tokens", 670, mockserver.Options{TPM: 60000}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			mo := tc.opts
+			mo.Model, mo.MeanTokens, mo.Seed = "test-model", 4, 4
+			m := mockserver.New(mo)
+			opts := testOptions(64)
+			opts.Sampling.MaxTokens = 90
+			sum, _ := runMock(t, m, opts, tc.n)
+			if sum.Written != tc.n || sum.Failed != 0 {
+				t.Fatalf("written %d, failed %d; want %d and 0", sum.Written, sum.Failed, tc.n)
+			}
+			st := m.Stats()
+			if share := float64(st.Limited) / float64(st.Requests+st.Limited); share > 0.10 {
+				t.Fatalf("%d of %d requests answered 429 (%.0f%%): the run found the limit by 429s, not by its headers",
+					st.Limited, st.Requests+st.Limited, 100*share)
+			}
+		})
 	}
 }
 
