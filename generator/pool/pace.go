@@ -72,7 +72,6 @@ type pacer struct {
 	out       bool          // said to be out (outageAfter of 429s)
 
 	waiting atomic.Int64 // requests waiting for their share now
-	paced   atomic.Int64 // requests that waited, all told
 }
 
 func newPacer(cfg RateLimits, now func() time.Time) *pacer {
@@ -140,7 +139,6 @@ func (p *pacer) wait(ctx context.Context, tokens int) error {
 		return nil
 	}
 	p.waiting.Add(1)
-	p.paced.Add(1)
 	defer p.waiting.Add(-1)
 	t := time.NewTimer(delay)
 	defer t.Stop()
@@ -165,6 +163,10 @@ func (p *pacer) wait(ctx context.Context, tokens int) error {
 		select {
 		case <-t.C:
 		case <-ctx.Done():
+			at := p.now()
+			for _, r := range rs {
+				r.CancelAt(at)
+			}
 			return ctx.Err()
 		}
 	}
@@ -276,14 +278,14 @@ func (p *pacer) outSince() (time.Time, bool) {
 	return p.only429, p.out
 }
 
-// state is what the figures show: requests waiting now, all that waited,
-// and the limit that binds.
-func (p *pacer) state() (waiting, paced int64, binds string) {
+// state is what the figures show: the requests waiting now and the limit
+// that binds.
+func (p *pacer) state() (waiting int64, binds string) {
 	if p == nil {
-		return 0, 0, ""
+		return 0, ""
 	}
 	p.mu.Lock()
 	binds = p.binds
 	p.mu.Unlock()
-	return p.waiting.Load(), p.paced.Load(), binds
+	return p.waiting.Load(), binds
 }

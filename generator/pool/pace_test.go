@@ -131,3 +131,35 @@ func TestPacerFollowsTheStatedLimits(t *testing.T) {
 		t.Fatal("answered, and still out")
 	}
 }
+
+// The pacing wait ends with the run's context (a drain, a signal), and the
+// share it reserved goes back.
+func TestPacingWaitEndsWithTheContext(t *testing.T) {
+	t.Parallel()
+	p := newPacer(RateLimits{RequestsPerMinute: 1}, time.Now) // one request, then one a minute
+	if err := p.wait(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.wait(ctx, 1) }()
+	for {
+		if n, by := p.state(); n == 1 {
+			if by != BindRequests {
+				t.Fatalf("waiting for requests' share, binds %q", by)
+			}
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("wait after cancel: %v", err)
+	}
+	if n, _ := p.state(); n != 0 {
+		t.Fatalf("%d still waiting", n)
+	}
+	if got := p.req.Tokens(); got < -0.01 {
+		t.Fatalf("the canceled wait's share not given back: %v left", got)
+	}
+}

@@ -49,7 +49,7 @@ type endpoint struct {
 // why.
 func (ep *endpoint) State() runstats.GateState {
 	st := ep.gateState()
-	st.Paced, _, st.PacedBy = ep.pace.state()
+	st.Paced, st.PacedBy = ep.pace.state()
 	return st
 }
 
