@@ -45,6 +45,11 @@ type EndpointConfig struct {
 	CAFile string `mapstructure:"ca_file"`
 	// InsecureSkipVerify turns the server certificate check off.
 	InsecureSkipVerify bool `mapstructure:"insecure_skip_verify"`
+	// MaxRequestsPerMinute and MaxTokensPerMinute pace each replica where
+	// its server states no limits (x-ratelimit-* headers); 0: none. Not in
+	// the job: they do not change answers.
+	MaxRequestsPerMinute int `mapstructure:"max_requests_per_minute"`
+	MaxTokensPerMinute   int `mapstructure:"max_tokens_per_minute"`
 }
 
 // DatasetConfig says where the prompts come from and how rows map to them.

@@ -136,6 +136,12 @@ func (c Config) Validate() error {
 		add("endpoint.api_key_env", "(hidden)", "must be the name of an environment variable (letters, digits, _), not the key itself")
 	}
 	positiveDur("endpoint.timeout", e.Timeout)
+	if e.MaxRequestsPerMinute < 0 {
+		add("endpoint.max_requests_per_minute", e.MaxRequestsPerMinute, fmt.Sprintf("%d is negative (0: no limit)", e.MaxRequestsPerMinute))
+	}
+	if e.MaxTokensPerMinute < 0 {
+		add("endpoint.max_tokens_per_minute", e.MaxTokensPerMinute, fmt.Sprintf("%d is negative (0: no limit)", e.MaxTokensPerMinute))
+	}
 	if e.StallTimeout < 0 {
 		add("endpoint.stall_timeout", e.StallTimeout, fmt.Sprintf("%s is negative (0 turns the stall check off)", e.StallTimeout))
 	}

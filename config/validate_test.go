@@ -22,6 +22,8 @@ func TestValidate(t *testing.T) {
 		{"metrics_url", func(c *Config) { c.Endpoint.MetricsURL = "ftp://gpu/metrics" }, `endpoint.metrics_url: "ftp://gpu/metrics" is not an http:// or https:// URL`},
 		{"api key pasted as its env name", func(c *Config) { c.Endpoint.APIKeyEnv = "sk-abc123" }, `endpoint.api_key_env: must be the name of an environment variable (letters, digits, _), not the key itself`},
 		{"timeout", func(c *Config) { c.Endpoint.Timeout = 0 }, `endpoint.timeout: 0s must be greater than 0`},
+		{"max_requests_per_minute", func(c *Config) { c.Endpoint.MaxRequestsPerMinute = -1 }, `endpoint.max_requests_per_minute: -1 is negative (0: no limit)`},
+		{"max_tokens_per_minute", func(c *Config) { c.Endpoint.MaxTokensPerMinute = -5 }, `endpoint.max_tokens_per_minute: -5 is negative (0: no limit)`},
 		{"dataset format", func(c *Config) { c.Dataset.Format = "csv" }, `dataset.format: "csv" is not one of auto, sharegpt, messages, prompt, alpaca, openai-batch, rows`},
 		{"prompt field", func(c *Config) { c.Dataset.Format = "prompt" }, `dataset.prompt_field: required when dataset.format is "prompt"`},
 		{"limit", func(c *Config) { c.Dataset.Limit = -1 }, `dataset.limit: -1 is less than 0`},

@@ -47,6 +47,7 @@ type Setup struct {
 	Auto        bool // concurrency: auto: start at AutoStart, moved by SetLimit
 	Stream      bool // stream answers
 	Retry       pool.RetryPolicy
+	Rate        pool.RateLimits // each endpoint's where its server states none
 
 	Dir          string        // output directory
 	Format       string        // shard format of new shards: jsonl or parquet
@@ -230,6 +231,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 		UniqueIDs:    r.job.Selection.IDField == "", // row indices, or a row's own custom_id
 		Log:          s.Log,
 		Retry:        s.Retry,
+		Rate:         s.Rate,
 		SyncInterval: s.SyncInterval,
 		// status.json as soon as what the directory holds is counted: when
 		// the producer starts its first request, having passed the keys

@@ -55,7 +55,11 @@ a client sees them differ: /metrics under their names (sglang:*, llamacpp:*),
 and, with --max-model-len, llama-server's refusal of a prompt that fills the
 context and its answers that stop with finish_reason length where prompt and
 answer fill it. --no-metrics answers /metrics as a server whose metrics are
-off (llama-server: 501 with the flag to add).`
+off (llama-server: 501 with the flag to add).
+
+--rpm and --tpm make it a hosted endpoint that states its limits, as
+OpenAI's API does: x-ratelimit-limit-, -remaining- and -reset-requests (and
+-tokens) on every answer, and a 429 with retry-after past either.`
 
 // newMockCmd is `synthgen mock`: the built-in vLLM-like server, for trying
 // synthgen without a GPU and for load tests on loopback.
@@ -75,6 +79,7 @@ func newMockCmd() *cobra.Command {
   synthgen mock --rate-429 0.05 --retry-after 2s --rate-500 0.02 --rate-reset-mid 0.01 --restart-at 5m --restart-for 30s
   synthgen mock --max-running 4 --headers-when-running --rate-close-after 0.3 --abandon-on-term --grace 30s
   synthgen mock --flavor llamacpp --max-model-len 4096
+  synthgen mock --rpm 600 --tpm 200000 --no-metrics
   synthgen run --endpoint.base_url http://127.0.0.1:8000/v1 ...`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -142,6 +147,8 @@ func mockFlags(f *pflag.FlagSet, listen *mockListen, grace *time.Duration, aband
 	f.BoolVar(&opts.IgnoreTokenIDs, "ignore-token-ids", false, "answer without token ids although a request asks for them (return_token_ids), as a server that does not know the field (vLLM before 0.10.2); logprobs are still answered")
 	f.DurationVar(grace, "grace", 5*time.Second, "on shutdown, how long requests in flight may take to finish (with --abandon-on-term, how long a SIGTERM holds the queued requests)")
 	f.StringVar(&opts.Flavor, "flavor", mockserver.FlavorVLLM, "the server to be like in /metrics names, /v1/models and the context refusal: vllm, sglang or llamacpp")
+	f.IntVar(&opts.RPM, "rpm", 0, "requests per minute, as a hosted server limits them: a bucket of N refilled continuously over a minute, OpenAI's x-ratelimit-* headers on every answer, a 429 with retry-after and retry-after-ms past it (0: no limit)")
+	f.IntVar(&opts.TPM, "tpm", 0, "tokens per minute, as --rpm; a request costs its prompt's tokens plus its max_tokens, counted at admission (0: no limit)")
 	f.BoolVar(&opts.NoMetrics, "no-metrics", false, "answer /metrics as a server whose metrics are off (llamacpp: llama-server's 501; otherwise a 404)")
 }
 

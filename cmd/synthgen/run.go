@@ -382,6 +382,10 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 		Concurrency:  cfg.Concurrency,
 		Auto:         cfg.ConcurrencyAuto,
 		Stream:       cfg.Generation.Stream,
+		Rate: pool.RateLimits{
+			RequestsPerMinute: cfg.Endpoint.MaxRequestsPerMinute,
+			TokensPerMinute:   cfg.Endpoint.MaxTokensPerMinute,
+		},
 		Retry: pool.RetryPolicy{
 			MaxAttempts:    cfg.Retry.MaxAttempts,
 			InitialBackoff: cfg.Retry.InitialBackoff,

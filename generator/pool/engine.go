@@ -85,6 +85,9 @@ type Options struct {
 	// keeps a set of those keys only, and a bit per other row (askedKeys).
 	UniqueIDs bool
 	Retry     RetryPolicy
+	// Rate is each endpoint's rate limits where its server states none
+	// (pace.go); the zero value: none.
+	Rate RateLimits
 	// SyncInterval is how often the writer flushes the sink when results
 	// stop arriving; 0 means the sink syncs on every write itself.
 	SyncInterval time.Duration

@@ -40,6 +40,7 @@ type endpoint struct {
 	stats  *runstats.Endpoint
 	route  *router
 	health health
+	pace   *pacer // its rate limits (pace.go)
 }
 
 // State is the endpoint's state as its figures show it (runstats.Gate): down
@@ -47,9 +48,19 @@ type endpoint struct {
 // probing while its gate's prober or a trial request asks it, with when and
 // why.
 func (ep *endpoint) State() runstats.GateState {
+	st := ep.gateState()
+	st.Paced, st.PacedBy = ep.pace.state()
+	return st
+}
+
+// gateState is State but for pacing.
+func (ep *endpoint) gateState() runstats.GateState {
 	var st runstats.GateState
 	if ep.gate.Down() {
 		st = runstats.GateState{Down: true, Probing: ep.gate.Probing(), Since: ep.gate.downSince(), Reason: ep.gate.reason()}
+	}
+	if since, out := ep.pace.outSince(); out && !st.Down {
+		st = runstats.GateState{Down: true, Since: since, Reason: "answers nothing but 429 (rate limited)"}
 	}
 	if ep.route == nil || !ep.route.several() {
 		return st
@@ -112,7 +123,7 @@ func (e *Engine) newRouter(life context.Context) *router {
 		r.say = func(line string) { fmt.Fprintln(e.opts.Log, line) }
 	}
 	for i, t := range targets {
-		ep := &endpoint{idx: i, url: t.URL, client: t.Client, stats: ledgers[i], route: r}
+		ep := &endpoint{idx: i, url: t.URL, client: t.Client, stats: ledgers[i], route: r, pace: newPacer(e.opts.Rate, time.Now)}
 		// With several endpoints, one that comes back serving another
 		// model (or one that was down at start, never checked) stays out:
 		// the others carry the load. One endpoint keeps the single
@@ -318,6 +329,32 @@ func (r *router) release(l lease, origin time.Time, resp wire.Response, err erro
 			r.say(fmt.Sprintf("endpoint %s: taken out: %s; the others take its requests, and one at a time asks whether it is well again", ep.url, h.reason))
 		}
 	}
+}
+
+// unpick undoes a pick whose request was never sent (its pacing wait
+// ended with the run).
+func (r *router) unpick(l lease) {
+	l.ep.stats.AddInFlight(-1)
+	if l.trial {
+		r.mu.Lock()
+		l.ep.health.trial = false
+		r.mu.Unlock()
+	}
+}
+
+// holdBack holds ep back for d, as a 429 that stated its reset asked
+// (pace.go): its pacer holds its own requests; with several endpoints the
+// others take the new ones meanwhile. said, when not empty, is logged.
+func (r *router) holdBack(ep *endpoint, d time.Duration, said string) {
+	if said != "" {
+		r.say(fmt.Sprintf("endpoint %s: %s", ep.url, said))
+	}
+	if !r.several() {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ep.health.hold(r.now(), d, d, "http_429")
 }
 
 // othersWellLocked reports whether some endpoint other than ep takes

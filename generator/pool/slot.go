@@ -77,11 +77,25 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 		}
 		l := route.pick(avoid)
 		ep := l.ep
+		// Its share of the endpoint's rate limits first (pace.go): the
+		// wait is in the slot, so the limits are back-pressure too.
+		promptBytes, tokens := ep.pace.cost(req)
+		if ep.pace.wait(wait, tokens) != nil {
+			route.unpick(l)
+			return wire.Response{}, 0, nil
+		}
 		tr.SendingTo(ep.stats)
 		epoch := ep.gate.sent()
 		r, err := ep.client.Complete(ctx, req, onDelta)
 		if serverAnswered(err) {
 			ep.gate.answered(epoch)
+		}
+		if err == nil {
+			used := 0
+			if r.UsageKnown {
+				used = r.PromptTokens
+			}
+			ep.pace.answered(r.Limits, promptBytes, used)
 		}
 		if err == nil && !sameModel(e.opts.Sampling.Model, r.Model) {
 			err = modelMismatch(ep.url, r.Model, e.opts.Sampling.Model)
@@ -92,6 +106,10 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 			if ctx.Err() == nil && replicaFault(ce) {
 				fault = ce
 			}
+		}
+		hold, paced, said := ep.pace.limited(ce)
+		if paced {
+			fault = nil // the server's pacing, not the replica's failure
 		}
 		route.release(l, tr.Origin(), r, err, fault)
 		if err == nil {
@@ -122,6 +140,19 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 			// Not a failure of the key: the run is stopping. Nothing is
 			// written, so a resume asks again.
 			return wire.Response{}, 0, nil
+		}
+		if paced {
+			// A 429 that says when to come back: the endpoint is held
+			// back until then, and the prompt is asked again, none of
+			// its retry.max_attempts used. With several replicas it
+			// goes to another at once, and, as a request moved off a
+			// failing one, is not the record's attempt either.
+			route.holdBack(ep, hold, said)
+			tr.RetryBecause(ce.Cause, ce.Error())
+			if route.several() {
+				attempt--
+			}
+			continue
 		}
 		charged++
 		if route.excusable(ce) && ep.gate != nil && excused < e.opts.Retry.MaxAttempts {

@@ -25,6 +25,10 @@ type EndpointRecord struct {
 	TokPerS10s       float64    `json:"tok_per_s_10s"`
 	ReqPerS60s       float64    `json:"req_per_s_60s"`
 	TokPerS60s       float64    `json:"tok_per_s_60s"`
+	// Paced are its requests waiting for their share of its rate limits
+	// now, PacedBy the limit that binds: requests or tokens.
+	Paced   int64  `json:"paced,omitempty"`
+	PacedBy string `json:"paced_by,omitempty"`
 	// Server is this endpoint's own /metrics, when the caller scrapes each
 	// (the record's server field is their sum).
 	Server *ServerRecord `json:"server,omitempty"`
@@ -44,6 +48,7 @@ func newEndpointRecords(eps []EndpointSnapshot) []EndpointRecord {
 			ReqPerS: e.ReqPerSec, TokPerS: e.TokPerSec,
 			ReqPerS10s: e.Last10s.ReqPerSec, TokPerS10s: e.Last10s.TokPerSec,
 			ReqPerS60s: e.Last60s.ReqPerSec, TokPerS60s: e.Last60s.TokPerSec,
+			Paced: e.Paced, PacedBy: e.PacedBy,
 		}
 		if !e.DownSince.IsZero() {
 			t := e.DownSince

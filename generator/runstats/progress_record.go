@@ -65,6 +65,11 @@ type ProgressRecord struct {
 	// Endpoints are each endpoint's figures, with several (endpoint.base_url
 	// a list); absent with one, whose figures are the run's.
 	Endpoints []EndpointRecord `json:"endpoints,omitempty"`
+	// Paced are the requests waiting now for their share of the
+	// endpoints' rate limits (pacing), PacedBy the limit that binds:
+	// requests or tokens. Absent while none waits.
+	Paced   int64  `json:"paced,omitempty"`
+	PacedBy string `json:"paced_by,omitempty"`
 }
 
 // ServerRecord is the server's view in JSON: the server field of a
@@ -163,5 +168,6 @@ func NewProgressRecord(s Snapshot, server *promscrape.Rates) ProgressRecord {
 		rec.Server = NewServerRecord(*server)
 	}
 	rec.Endpoints = newEndpointRecords(s.Endpoints)
+	rec.Paced, rec.PacedBy = s.Paced()
 	return rec
 }

@@ -474,3 +474,17 @@ func (ss *sampleSet) kaplanMeier(censored []int64, completed int64) (mean, sd fl
 	}
 	return m1, math.Sqrt(max(m2-m1*m1, 0)), residual
 }
+
+// Paced is the requests waiting for their share of their endpoints' rate
+// limits now, and the limit that binds most of them ("requests" or
+// "tokens"; "" when none waits).
+func (s Snapshot) Paced() (n int64, by string) {
+	var most int64
+	for _, e := range s.Endpoints {
+		n += e.Paced
+		if e.Paced > most {
+			most, by = e.Paced, e.PacedBy
+		}
+	}
+	return n, by
+}

@@ -61,6 +61,11 @@ type GateState struct {
 	Probing bool
 	Since   time.Time // when it went down; zero while up
 	Reason  string    // why it is down: what its probe or its recent answers said
+	// Paced are the requests waiting now for their share of the
+	// endpoint's rate limits, PacedBy the limit that makes them wait
+	// (requests or tokens).
+	Paced   int64
+	PacedBy string
 }
 
 type gateRef struct{ g Gate }
@@ -171,6 +176,10 @@ type EndpointSnapshot struct {
 	// StreamedTokens are the deltas it streamed, as they arrived, every
 	// attempt's (Endpoint.Streamed).
 	StreamedTokens int64
+	// Paced are its requests waiting for their share of its rate limits
+	// now, PacedBy the limit that binds (GateState).
+	Paced   int64
+	PacedBy string
 	// Cumulative rates over the run's Elapsed, and the recent windows as
 	// the run's (Snapshot.Last10s, Last60s); tokens at completion.
 	ReqPerSec, TokPerSec float64
@@ -197,6 +206,8 @@ func (es *Endpoint) snapshot(elapsed time.Duration) EndpointSnapshot {
 		Completed:        es.completed,
 		CompletionTokens: es.tokens,
 		StreamedTokens:   es.streamed.Load(),
+		Paced:            gs.Paced,
+		PacedBy:          gs.PacedBy,
 	}
 	switch {
 	case gs.Down && gs.Probing:

@@ -130,6 +130,9 @@ type Response struct {
 	TokenIDs         []int32
 	Logprobs         *Logprobs
 	TokenIDsMismatch string
+	// Limits are the rate limits the server stated in the answer's
+	// headers (ratelimit.go); zero when it stated none.
+	Limits Limits
 }
 
 // Client sends chat completions to one OpenAI-compatible server over
@@ -338,8 +341,11 @@ func (c *Client) complete(ctx context.Context, req Request, onDelta func(n int))
 		return Response{}, c.failStall(ctx, stall, err)
 	}
 	defer resp.Body.Close()
+	limits := parseLimits(resp.Header)
 	if !req.Stream {
-		return c.completePlain(ctx, resp)
+		r, err := c.completePlain(ctx, resp)
+		r.Limits = limits
+		return r, err
 	}
 	if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "text/html") {
 		// A proxy's or a login page where the stream should be: said as
@@ -357,7 +363,9 @@ func (c *Client) complete(ctx context.Context, req Request, onDelta func(n int))
 		}
 		events = watched
 	}
-	return c.completeStream(ctx, events, stall, start, newAnswerBound(req), onDelta)
+	r, err := c.completeStream(ctx, events, stall, start, newAnswerBound(req), onDelta)
+	r.Limits = limits
+	return r, err
 }
 
 // ObserveLoad tells the client what a scrape of its server's /metrics,
@@ -572,8 +580,9 @@ func (c *Client) fail(ctx context.Context, err error) *Error {
 		markTooLong(e, se.body)
 	}
 	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
-		e.RetryAfter = parseRetryAfter(se.header.Get("Retry-After"), time.Now())
+		e.RetryAfter = retryAfter(se.header, time.Now())
 	}
+	e.Limits = parseLimits(se.header)
 	return e
 }
 

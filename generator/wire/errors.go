@@ -49,7 +49,8 @@ type Error struct {
 	Status     int           // HTTP status; 0 when there was none
 	Message    string        // the server's own message when it sent one, else the error text
 	Cause      string        // short class, see the Cause constants
-	RetryAfter time.Duration // from a 429/503 Retry-After header; 0 when absent
+	RetryAfter time.Duration // from a 429/503 retry-after-ms or Retry-After header; 0 when absent
+	Limits     Limits        // the rate limits an error answer stated (ratelimit.go)
 	Retryable  bool          // whether the same request may succeed later
 	Sizes      ContextSizes  // cause too_long: what the server said of the context
 	Err        error         // the underlying error

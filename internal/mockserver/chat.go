@@ -52,6 +52,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "NotFoundError", "The model `"+req.Model+"` does not exist.", "model")
 		return
 	}
+	if s.refuseLimited(w, &req) {
+		return
+	}
 	s.requests.Add(1)
 	if s.refuseTooLong(w, &req) {
 		return

@@ -131,6 +131,13 @@ type Options struct {
 	// for them (return_token_ids), as a server that does not know the
 	// field (vLLM before 0.10.2): for clients' detection of one.
 	IgnoreTokenIDs bool
+	// RPM and TPM are a hosted server's limits of requests and tokens per
+	// minute (ratelimit.go): buckets refilled continuously over a minute,
+	// OpenAI's x-ratelimit-* headers on every answer, a 429 past them.
+	// A request's tokens are its prompt's plus its max_tokens. 0: no limit.
+	RPM, TPM int
+	// Clock is the limits' clock; nil: time.Now. Tests advance their own.
+	Clock func() time.Time
 }
 
 // DefaultModel is the model name served when Options.Model is empty.
@@ -176,6 +183,9 @@ func (o Options) Validate() error {
 	}
 	if !(o.RateCloseAfter >= 0 && o.RateCloseAfter <= 1) {
 		return fmt.Errorf("close after rate %v: must be between 0 and 1", o.RateCloseAfter)
+	}
+	if o.RPM < 0 || o.TPM < 0 {
+		return fmt.Errorf("rpm %d, tpm %d: must not be negative", o.RPM, o.TPM)
 	}
 	if !(o.RateInvalidJSON >= 0 && o.RateInvalidJSON <= 1) {
 		return fmt.Errorf("invalid JSON rate %v: must be between 0 and 1", o.RateInvalidJSON)
@@ -236,6 +246,9 @@ type Stats struct {
 	// InvalidJSON counts the answers made not valid for the shape their
 	// request asked (Options.RateInvalidJSON); they are Completed.
 	InvalidJSON int64
+	// Limited counts the requests answered 429 for being past Options.RPM
+	// or TPM; they are not in Requests.
+	Limited int64
 }
 
 // Server is the mock: an http.Handler serving vLLM's OpenAI-compatible API.
@@ -264,6 +277,9 @@ type Server struct {
 
 	invalidJSON atomic.Int64 // answers made out of their shape on purpose (schema.go)
 
+	limits  *limits      // RPM and TPM (ratelimit.go); nil without
+	limited atomic.Int64 // requests refused past them
+
 	registry     *prometheus.Registry
 	success      *prometheus.CounterVec // vllm:request_success_total{finished_reason}
 	faultsMetric *prometheus.CounterVec // mock_faults_injected_total{kind}
@@ -291,6 +307,7 @@ func New(opts Options) *Server {
 		idPrefix:  rand.Uint64(),
 		injected:  map[string]*atomic.Int64{},
 		restart:   make(chan struct{}, 1),
+		limits:    newLimits(opts),
 	}
 	for _, r := range opts.rates() {
 		s.faulty = s.faulty || r > 0
@@ -346,6 +363,7 @@ func (s *Server) Stats() Stats {
 		DroppedReuses:    s.conns.droppedReuses.Load(),
 		Held:             s.conns.held.Load(),
 		InvalidJSON:      s.invalidJSON.Load(),
+		Limited:          s.limited.Load(),
 	}
 }
 

@@ -32,6 +32,10 @@ package progress
 //	| retries 0                 attempts retried
 //	| no byte yet 16            streams the server holds without a byte, not even
 //	                            headers (queued in llama-server); only when some are
+//	| paced 37 (requests)       requests waiting in their slot for their share of the
+//	                            endpoints' rate limits (stated by a hosted server, or
+//	                            endpoint.max_requests_per_minute / max_tokens_per_minute),
+//	                            and the limit that binds: requests or tokens; only when some are
 //	| server 1700 tok/s ...     the server's own /metrics, when scraped: generation tok/s,
 //	                            running, waiting, kv (cache usage), preemptions, spec decoding;
 //	                            left out while measured from before the latest outage; with
@@ -275,6 +279,9 @@ func Line(s runstats.Snapshot, server *promscrape.Rates, drain *drainState) stri
 		fmtTok(s.Last60s.TokPerSec), fmtRate(s.Last60s.ReqPerSec), s.Retries)
 	if s.Awaiting > 0 {
 		fmt.Fprintf(&b, " | no byte yet %d", s.Awaiting)
+	}
+	if n, by := s.Paced(); n > 0 {
+		fmt.Fprintf(&b, " | paced %d (%s)", n, by)
 	}
 	if d := serverDown(s); d != "" {
 		b.WriteString(" | ")

@@ -1,0 +1,291 @@
+package pool
+
+// Pacing to a hosted server's rate limits. A hosted endpoint states its
+// limits of requests and tokens per minute in every answer's headers
+// (wire.Limits) and answers 429 past them; each endpoint keeps a bucket of
+// each, a minute's worth refilled continuously over the minute as the
+// server's are, and a request waits in its slot for its share before it
+// is sent, so it goes at the rate the limits allow instead of finding them
+// by 429s, and the wait is back-pressure like the concurrency limit. The
+// buckets follow what the server says: its stated limit, and what remains
+// (a bucket holding more than the server says is left is lowered to it).
+// Where the server states nothing, the configured limits
+// (endpoint.max_requests_per_minute, max_tokens_per_minute) pace with a
+// second's worth of burst. A request's tokens are counted at admission, as
+// providers count them: its prompt's estimate (bytes/4, corrected by the
+// answers' usage) plus its max_tokens.
+//
+// A 429 that states when to come back (retry-after, retry-after-ms, or a
+// reset header with nothing left) is pacing too: it holds the endpoint
+// back until then (at most maxPaceHold), uses up none of the prompt's
+// attempts and says nothing of the replica's health. A server that answers
+// nothing but such 429s for outageAfter is said to be out, and its
+// requests wait as they do for a server that is down.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/synthgen/synthgen/generator/wire"
+)
+
+// RateLimits are the limits an endpoint is held to where the server states
+// none, per replica; 0: none.
+type RateLimits struct {
+	RequestsPerMinute int
+	TokensPerMinute   int
+}
+
+const (
+	// maxPaceHold caps the hold a 429 asks: the limits are per minute,
+	// so a longer wait is asked again by the next answer if it holds.
+	maxPaceHold = time.Minute
+	// outageAfter is how long an endpoint may answer nothing but 429s
+	// before it is said to be out.
+	outageAfter = 10 * time.Minute
+)
+
+// Which limit makes requests wait (pacer.binds).
+const (
+	BindRequests = "requests"
+	BindTokens   = "tokens"
+)
+
+// pacer is one endpoint's buckets and hold; safe for concurrent use. A nil
+// pacer (an endpoint made by hand in a test) paces nothing.
+type pacer struct {
+	now func() time.Time
+	cfg RateLimits
+
+	mu        sync.Mutex
+	req, tok  *rate.Limiter // nil: no limit known
+	stated    [2]bool       // the server stated the requests', tokens' limit
+	holdUntil time.Time     // a 429 holds every request back until then
+	perByte   float64       // prompt tokens per byte, from the answers' usage
+	binds     string        // the limit that last made a request wait
+	only429   time.Time     // since when every answer was a 429; zero: the last was not
+	out       bool          // said to be out (outageAfter of 429s)
+
+	waiting atomic.Int64 // requests waiting for their share now
+}
+
+func newPacer(cfg RateLimits, now func() time.Time) *pacer {
+	p := &pacer{now: now, cfg: cfg, perByte: 0.25}
+	if n := cfg.RequestsPerMinute; n > 0 {
+		p.req = rate.NewLimiter(rate.Limit(float64(n)/60), max(1, n/60))
+	}
+	if n := cfg.TokensPerMinute; n > 0 {
+		p.tok = rate.NewLimiter(rate.Limit(float64(n)/60), max(1, n/60))
+	}
+	return p
+}
+
+// cost is a request's tokens as a provider counts them at admission: its
+// prompt's estimate plus its max_tokens; bytes is the prompt's size, which
+// answered takes back with the prompt's tokens its usage says.
+func (p *pacer) cost(req wire.Request) (bytes, total int) {
+	if p == nil {
+		return 0, 0
+	}
+	for _, m := range req.Messages {
+		bytes += len(m.Content) + len(m.Role)
+	}
+	p.mu.Lock()
+	prompt := int(float64(bytes)*p.perByte) + 1
+	p.mu.Unlock()
+	return bytes, prompt + max(req.MaxTokens, 0)
+}
+
+// wait returns when a request of tokens may be sent, or with ctx's error.
+func (p *pacer) wait(ctx context.Context, tokens int) error {
+	if p == nil {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	now := p.now()
+	var delay time.Duration
+	var rs []*rate.Reservation
+	bind := ""
+	for i, b := range []*rate.Limiter{p.req, p.tok} {
+		if b == nil {
+			continue
+		}
+		n := 1
+		if i == 1 {
+			n = min(tokens, b.Burst())
+		}
+		r := b.ReserveN(now, n)
+		rs = append(rs, r)
+		if d := r.DelayFrom(now); d > delay {
+			delay, bind = d, []string{BindRequests, BindTokens}[i]
+		}
+	}
+	if d := p.holdUntil.Sub(now); d > delay {
+		delay, bind = d, p.holdBinds()
+	}
+	if delay > 0 {
+		p.binds = bind
+	}
+	p.mu.Unlock()
+	if delay <= 0 {
+		return nil
+	}
+	p.waiting.Add(1)
+	defer p.waiting.Add(-1)
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		at := p.now()
+		for _, r := range rs {
+			r.CancelAt(at) // not sent: its share goes back
+		}
+		return ctx.Err()
+	}
+	// A 429 may have held the endpoint back while this waited.
+	for {
+		p.mu.Lock()
+		d := p.holdUntil.Sub(p.now())
+		p.mu.Unlock()
+		if d <= 0 {
+			return nil
+		}
+		t.Reset(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			at := p.now()
+			for _, r := range rs {
+				r.CancelAt(at)
+			}
+			return ctx.Err()
+		}
+	}
+}
+
+// holdBinds is the limit a hold is for: the one the bucket says is spent.
+func (p *pacer) holdBinds() string {
+	if p.tok != nil && p.tok.TokensAt(p.now()) < 1 && (p.req == nil || p.req.TokensAt(p.now()) >= 1) {
+		return BindTokens
+	}
+	return BindRequests
+}
+
+// answered takes what an answer said: its stated limits, and, when
+// usage came, how many tokens its prompt of bytes was.
+func (p *pacer) answered(l wire.Limits, bytes, promptTokens int) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	p.only429, p.out = time.Time{}, false
+	p.follow(l, now)
+	if promptTokens > 0 && bytes > 0 {
+		// An exponential average of the tokens a byte makes: what the
+		// server counts, whatever its tokenizer.
+		p.perByte += 0.1 * (min(float64(promptTokens)/float64(bytes), 4) - p.perByte)
+	}
+}
+
+// follow makes the buckets the server's: its stated limit per minute, a
+// minute's worth of burst, and no more left than it says. Called with mu.
+func (p *pacer) follow(l wire.Limits, now time.Time) {
+	for i, s := range []wire.Limit{l.Requests, l.Tokens} {
+		if !s.Known {
+			continue
+		}
+		b := &p.req
+		if i == 1 {
+			b = &p.tok
+		}
+		perSec := rate.Limit(float64(s.Limit) / 60)
+		burst := int(min(s.Limit, 1<<30))
+		switch {
+		case *b == nil || !p.stated[i]:
+			*b = rate.NewLimiter(perSec, burst) // full: the Remaining below lowers it
+			p.stated[i] = true
+		case (*b).Burst() != burst:
+			(*b).SetLimitAt(now, perSec)
+			(*b).SetBurstAt(now, burst)
+		}
+		if have := (*b).TokensAt(now); float64(s.Remaining) < have {
+			(*b).ReserveN(now, int(have-float64(s.Remaining)))
+		}
+	}
+}
+
+// limited takes a 429 and reports whether it is pacing (the server said
+// when to come back): then the endpoint is held back until then, at most
+// maxPaceHold, and the hold is returned. said is a line to log when the
+// endpoint has answered nothing but 429s for outageAfter, once.
+func (p *pacer) limited(e *wire.Error) (hold time.Duration, ok bool, said string) {
+	if p == nil {
+		return 0, false, ""
+	}
+	if e == nil || e.Status != 429 {
+		return 0, false, ""
+	}
+	hold = e.RetryAfter
+	if hold == 0 {
+		for _, s := range []wire.Limit{e.Limits.Requests, e.Limits.Tokens} {
+			if s.Known && s.Remaining == 0 {
+				// The bucket empty and no retry-after: a few
+				// requests' shares back (the reset is until it is
+				// full, far longer than the next one needs).
+				hold = max(hold, min(s.Reset, 4*time.Minute/time.Duration(max(s.Limit, 1))))
+			}
+		}
+	}
+	if hold <= 0 {
+		return 0, false, ""
+	}
+	hold = min(hold, maxPaceHold)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	p.follow(e.Limits, now)
+	if until := now.Add(hold); until.After(p.holdUntil) {
+		p.holdUntil = until
+	}
+	if p.only429.IsZero() {
+		p.only429 = now
+	}
+	if !p.out && now.Sub(p.only429) >= outageAfter {
+		p.out = true
+		said = fmt.Sprintf("answered nothing but 429 (rate limited) for %v: out, as a server that is down; its requests wait, none fails for it", now.Sub(p.only429).Round(time.Second))
+	}
+	return hold, true, said
+}
+
+// outSince is when an endpoint said to be out began answering only 429s.
+func (p *pacer) outSince() (time.Time, bool) {
+	if p == nil {
+		return time.Time{}, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.only429, p.out
+}
+
+// state is what the figures show: the requests waiting now and the limit
+// that binds.
+func (p *pacer) state() (waiting int64, binds string) {
+	if p == nil {
+		return 0, ""
+	}
+	p.mu.Lock()
+	binds = p.binds
+	p.mu.Unlock()
+	return p.waiting.Load(), binds
+}
