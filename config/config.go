@@ -45,6 +45,9 @@ type EndpointConfig struct {
 	CAFile string `mapstructure:"ca_file"`
 	// InsecureSkipVerify turns the server certificate check off.
 	InsecureSkipVerify bool `mapstructure:"insecure_skip_verify"`
+	// Price is what the server bills per token (price.go), for the run's
+	// cost; unset, no cost is reckoned.
+	Price Price `mapstructure:"price"`
 }
 
 // DatasetConfig says where the prompts come from and how rows map to them.
@@ -210,6 +213,8 @@ func (c Config) Redacted() map[string]any {
 		case *concurrencyValue:
 			v = p.value()
 		case *ResponseFormat:
+			v = p.Value
+		case *Price:
 			v = p.Value
 		}
 		setNested(out, k.name, v)

@@ -38,6 +38,7 @@ var keys = []key{
 	{name: "endpoint.stall_timeout", usage: "a streamed answer that sends no byte (keep-alive comments count) for this long after its headers is cut and retried (cause stall); 0: off. A plain answer (generation.stream false) sends nothing until it is whole, so only endpoint.timeout bounds it", field: func(c *Config) any { return &c.Endpoint.StallTimeout }},
 	{name: "endpoint.ca_file", usage: "PEM bundle of private CA certificates to trust for an https base_url (and metrics_url), on top of the system's roots", field: func(c *Config) any { return &c.Endpoint.CAFile }},
 	{name: "endpoint.insecure_skip_verify", usage: "do not check the server's TLS certificate at all (testing only: anyone on the path can read the prompts and the API key); warned about at start", field: func(c *Config) any { return &c.Endpoint.InsecureSkipVerify }},
+	{name: "endpoint.price", usage: `what the server bills, USD per million tokens, for the run's cost (progress line, status.json, report.json, inspect, the view, each record's cost): {input: 2.5, output: 10, cached_input: 1.25} for any model, or one such mapping per model ({gpt-4o: {...}}); here a JSON object, e.g. '{"input":2.5,"output":10}'. cached_input (unset: input) prices usage.prompt_tokens_details.cached_tokens; empty: no cost`, field: func(c *Config) any { return &c.Endpoint.Price }},
 
 	{name: "dataset.path", usage: "dataset file or glob (.jsonl, .json, .parquet; gzip and zstd read transparently), a Hugging Face dataset hf://owner/name[@revision][/glob], or the output.dir of a run that ended (its records are the rows: a second pass); required, no default", field: func(c *Config) any { return &c.Dataset.Path }},
 	{name: "dataset.format", usage: "row shape: auto, sharegpt, messages, prompt, alpaca, openai-batch, or rows (any columns: prompt.messages makes the prompt; auto means rows when it is set)", field: func(c *Config) any { return &c.Dataset.Format }},
@@ -133,6 +134,8 @@ func RegisterFlags(fs *pflag.FlagSet) {
 			n, auto := *p.n, *p.auto
 			fs.Var(&concurrencyValue{n: &n, auto: &auto}, k.name, k.usage)
 		case *ResponseFormat:
+			fs.String(k.name, p.Value, k.usage)
+		case *Price:
 			fs.String(k.name, p.Value, k.usage)
 		default:
 			panic(fmt.Sprintf("config: key %s has unsupported field type %T", k.name, p))
