@@ -207,9 +207,8 @@ func TestLoadEveryKeyFromEnv(t *testing.T) {
 	values := map[string]string{
 		"endpoint.base_url": "https://h:1/v1", "endpoint.model": "m", "endpoint.api_key_env": "K",
 		"endpoint.timeout": "1m", "endpoint.metrics_url": "http://h:2/metrics",
-		"endpoint.stall_timeout": "0", "endpoint.ca_file": "ca.pem", "endpoint.insecure_skip_verify": "true",
-		"endpoint.price": `{"input":2.5,"output":10}`,
-		"dataset.path":   "d.jsonl", "dataset.format": "prompt", "dataset.prompt_field": "q", "dataset.id_field": "id", "dataset.params_field": "p",
+		"endpoint.stall_timeout": "0", "endpoint.ca_file": "ca.pem", "endpoint.insecure_skip_verify": "true", "endpoint.price": `{"input":2.5,"output":10}`,
+		"dataset.path": "d.jsonl", "dataset.format": "prompt", "dataset.prompt_field": "q", "dataset.id_field": "id", "dataset.params_field": "p",
 		"dataset.limit": "5", "dataset.on_bad_row": "fail", "dataset.shard_by": "files",
 		"generation.max_tokens": "9", "generation.temperature": "0", "generation.top_p": "0.5", "generation.n": "2",
 		"generation.system_prompt": "s", "generation.turns": "all", "generation.on_length": "retry", "generation.require_reasoning": "true", "generation.return_token_ids": "true", "generation.logprobs": "20", "generation.require_token_ids": "true", "generation.response_format": "json_object", "generation.schema_retries": "3", "generation.stream": "false", "generation.extra_body": `{"top_k":3}`,
