@@ -114,6 +114,15 @@ type Snapshot struct {
 	// it would only grow.
 	ETAOutage bool
 
+	// Priced says the run has a price (endpoint.price); without one Cost
+	// and CostProjected are 0 and no renderer shows them. Cost is what
+	// this run's answers cost so far, in USD; CostProjected adds the mean
+	// cost of an answer for each request still to come (0 before the
+	// first answer: nothing to project from).
+	Priced        bool
+	Cost          float64
+	CostProjected float64
+
 	// Endpoints are each endpoint's figures, in base_url order: one per
 	// replica (stats_endpoint.go); empty when no run named them.
 	Endpoints []EndpointSnapshot
@@ -215,6 +224,13 @@ func (s *Stats) Snapshot() Snapshot {
 		snap.ExpectedCompletionSE = sd / math.Sqrt(float64(s.done))
 	}
 	etaOf(&snap, flight, residual)
+	if s.priced.Load() {
+		snap.Priced, snap.Cost = true, s.cost
+		if s.done > 0 {
+			toCome := max(snap.Total-snap.Done-snap.Errors, 0)
+			snap.CostProjected = s.cost + s.cost/float64(s.done)*float64(toCome)
+		}
+	}
 	if len(s.endpoints) > 0 {
 		snap.Endpoints = make([]EndpointSnapshot, len(s.endpoints))
 		for i, es := range s.endpoints {

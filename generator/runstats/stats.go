@@ -56,6 +56,7 @@ type Stats struct {
 	total       atomic.Int64
 	maxModelLen atomic.Int64 // the model's context as /v1/models gave it; 0: unknown
 	awaiting    atomic.Int64 // streams in flight that have had no byte, not even headers
+	priced      atomic.Bool  // endpoint.price is set: snapshots carry Cost
 	alreadyDone atomic.Int64 // keys done before this run
 	// alreadyFailed are keys that failed for good before this run and are
 	// not asked again (no --retry-errors): out of Total, and not done.
@@ -98,6 +99,7 @@ type Stats struct {
 	retryLast  map[string]string // the last retried error's message, by cause
 	compTokens int64             // final completion tokens of completed requests
 	promptTok  int64
+	cost       float64 // USD of completed requests at endpoint.price
 	truncated  int64
 	lengths    sampleSet // completion tokens per completed request
 	ttft       sampleSet // microseconds
@@ -183,6 +185,10 @@ func (s *Stats) AddAwaiting(d int) { s.awaiting.Add(int64(d)) }
 // SetMaxModelLen records the model's context (vLLM's max_model_len), so
 // that the summary can say what prompts of cause too_long did not fit.
 func (s *Stats) SetMaxModelLen(n int) { s.maxModelLen.Store(int64(n)) }
+
+// SetPriced says the run has a price (endpoint.price): its snapshots carry
+// the cost so far and projected; without one they carry none.
+func (s *Stats) SetPriced() { s.priced.Store(true) }
 
 // AddAlreadyDone records keys found done on disk before this run (resume):
 // they leave Total (the requests this run makes) for AlreadyDone, so
@@ -425,6 +431,9 @@ type Outcome struct {
 	Latency          time.Duration // whole request
 	TTFT             time.Duration // time to first delta of the successful attempt; 0 when not streaming
 	Attempts         int           // 1 + retries, over every turn; ITL is taken from single-attempt, single-turn requests only
+	// Cost is the answer's in USD at endpoint.price (Price.Cost); 0
+	// without one.
+	Cost float64
 }
 
 // Done records a completed request (in flight -1) and corrects its token
@@ -458,6 +467,7 @@ func (r *Tracker) Done(o Outcome) {
 	s.done++
 	s.compTokens += final
 	s.promptTok += int64(o.PromptTokens)
+	s.cost += o.Cost
 	if o.FinishReason == "length" {
 		s.truncated++
 	}

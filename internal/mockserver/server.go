@@ -131,6 +131,11 @@ type Options struct {
 	// for them (return_token_ids), as a server that does not know the
 	// field (vLLM before 0.10.2): for clients' detection of one.
 	IgnoreTokenIDs bool
+	// CachedTokens makes every answer's usage say that many of its prompt
+	// tokens (at most all) were cached, in prompt_tokens_details as OpenAI
+	// and vLLM with --enable-prompt-tokens-details do: for clients that
+	// price cached tokens apart. 0: the details are null (vLLM's default).
+	CachedTokens int
 }
 
 // DefaultModel is the model name served when Options.Model is empty.
