@@ -271,6 +271,10 @@ func formatLine(s runstats.Snapshot, server *promscrape.Rates, drain *drainState
 	if s.Awaiting > 0 {
 		fmt.Fprintf(&b, " | no byte yet %d", s.Awaiting)
 	}
+	if c := costText(s); c != "" {
+		b.WriteString(" | cost ")
+		b.WriteString(c)
+	}
 	if d := serverDown(s); d != "" {
 		b.WriteString(" | ")
 		b.WriteString(d)
@@ -459,6 +463,9 @@ func (r *reporter) Summary(stats *runstats.Stats, outcome string) string {
 		fmtRate(s.ReqPerSec), fmtTok(s.TokPerSec), fmtTok(s.PromptTokPerSec))
 	fmt.Fprintf(tw, "  completion\tavg %s\tp50 %d\tp90 %d\tmax %d tok\ttruncated %.1f%%\n",
 		fmtAvg(s), s.CompletionP50, s.CompletionP90, s.CompletionMax, 100*s.TruncatedShare)
+	if s.Priced {
+		fmt.Fprintf(tw, "  cost\t%s\t%s an answer\n", dollars(s.Cost), dollars(s.Cost/float64(max(s.Done, 1))))
+	}
 	if s.TTFTP50 > 0 {
 		fmt.Fprintf(tw, "  latency\tttft p50 %s\tp90 %s\titl p50 %s\tp90 %s\n",
 			fmtLatency(s.TTFTP50), fmtLatency(s.TTFTP90), fmtLatency(s.ITLP50), fmtLatency(s.ITLP90))
