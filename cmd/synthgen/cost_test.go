@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -50,6 +51,24 @@ func TestRunCost(t *testing.T) {
 	}
 	if !regexp.MustCompile(`\n\s+cost\s+\$[0-9.]+\s+\$[0-9.]+ an answer\n`).MatchString(stderr) || !regexp.MustCompile(`\| cost \$[0-9.]+ so far, ~\$[0-9.]+ projected`).MatchString(stderr) {
 		t.Errorf("the output says no cost:\n%s", stderr)
+	}
+
+	// inspect sums the records' cost beside their tokens.
+	text, err := runInspectCmd(t, out)
+	if err != nil || !regexp.MustCompile(`\ncost\s+\$0\.\d{4} \(avg \$0\.\d{4} per record\)\n`).MatchString(text) ||
+		!regexp.MustCompile(`prompt [0-9,]+ \(60 cached\)`).MatchString(text) {
+		t.Errorf("inspect (%v) says no cost:\n%s", err, text)
+	}
+	js, err := runInspectCmd(t, "--json", out)
+	var doc struct {
+		Dirs []struct {
+			Cost         float64 `json:"cost"`
+			CachedTokens int64   `json:"cached_tokens"`
+		} `json:"dirs"`
+	}
+	if err != nil || json.Unmarshal([]byte(js), &doc) != nil || len(doc.Dirs) != 1 ||
+		math.Abs(doc.Dirs[0].Cost-sum) > 1e-9 || doc.Dirs[0].CachedTokens != 3*prompts {
+		t.Errorf("inspect --json (%v): %+v, want cost %v and %d cached tokens\n%s", err, doc, sum, 3*prompts, js)
 	}
 
 	out, stderr = run("unpriced")
