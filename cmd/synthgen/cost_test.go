@@ -53,6 +53,14 @@ func TestRunCost(t *testing.T) {
 		t.Errorf("the output says no cost:\n%s", stderr)
 	}
 
+	// The view's run page shows report.json's cost among its figures.
+	url, _ := startView(t, out)
+	_, page := httpGet(t, url)
+	if !strings.Contains(page, `data-key="cost"`) || !strings.Contains(page, `data-key="cost_projected"`) {
+		t.Error("the view's run page shows no cost")
+	}
+	checkFiguresAreTheReport(t, page, out)
+
 	// inspect sums the records' cost beside their tokens.
 	text, err := runInspectCmd(t, out)
 	if err != nil || !regexp.MustCompile(`\ncost\s+\$0\.\d{4} \(avg \$0\.\d{4} per record\)\n`).MatchString(text) ||
