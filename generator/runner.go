@@ -196,7 +196,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 			return nil, fmt.Errorf("endpoint.price: no price for model %q, the one the job asks", r.job.Sampling.Model)
 		}
 		price = &p
-		s.Stats.SetPriced()
+		s.Stats.SetPrice(p)
 	}
 
 	sj, err := r.job.ManifestEntry(s.Version, s.Config)

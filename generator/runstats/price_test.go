@@ -2,6 +2,7 @@ package runstats
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 )
@@ -19,23 +20,31 @@ func TestPriceCost(t *testing.T) {
 	}
 }
 
-// TestCostProjected: the run's cost is its answers' sum, projected by the
-// mean answer's cost over the requests to come; the progress record has
-// both only when priced, the projection only after the first answer.
+// TestCostProjected: the run's cost is its answers' sum; the projection
+// adds, for each request to come, the mean answer's prompt cost and the
+// completion tokens expected of it at the output price, the tokens a
+// request in flight streamed included. The progress record has both only
+// when priced, the projection only after the first answer.
 func TestCostProjected(t *testing.T) {
+	p := Price{Input: 1, Output: 10, CachedInput: 1}
 	s := NewStats(nil)
 	s.SetTotal(10)
-	s.SetPriced()
+	s.SetPrice(p)
 	if rec := NewProgressRecord(s.Snapshot(), nil); rec.Cost == nil || *rec.Cost != 0 || rec.CostProjected != nil {
 		t.Errorf("before an answer: cost %v projected %v, want 0 and none", rec.Cost, rec.CostProjected)
 	}
-	for _, c := range []float64{0.5, 1.5} {
-		s.Begin().Done(Outcome{CompletionTokens: 1, UsageKnown: true, Cost: c})
+	for range 2 {
+		// $0.10 of prompt and $1 of completion each.
+		s.Begin().Done(Outcome{PromptTokens: 1e5, CompletionTokens: 1e5, UsageKnown: true, Cost: p.Cost(1e5, 0, 1e5)})
 	}
-	s.Begin().Fail("http_500") // no answer: nothing to come for it, no cost
+	s.Begin().Fail("http_500") // no answer: no cost, and not to come
+	s.Begin().Delta(5e4)       // in flight, half the length of the others
 	snap := s.Snapshot()
-	if snap.Cost != 2 || snap.CostProjected != 2+1*7 {
-		t.Errorf("cost %v projected %v, want 2 and 9 (7 to come at $1)", snap.Cost, snap.CostProjected)
+	// 7 to come, the one in flight among them: 7 prompts at $0.10, and
+	// 7e5 completion tokens (6 answers of 1e5 and the 5e4 streamed plus 5e4
+	// expected of the one in flight) at $10 a million.
+	if want := 2.2 + 0.7 + 7; math.Abs(snap.Cost-2.2) > 1e-9 || math.Abs(snap.CostProjected-want) > 1e-9 {
+		t.Errorf("cost %v projected %v, want 2.2 and %v", snap.Cost, snap.CostProjected, want)
 	}
 
 	plain := NewStats(nil)

@@ -56,7 +56,7 @@ type Stats struct {
 	total       atomic.Int64
 	maxModelLen atomic.Int64 // the model's context as /v1/models gave it; 0: unknown
 	awaiting    atomic.Int64 // streams in flight that have had no byte, not even headers
-	priced      atomic.Bool  // endpoint.price is set: snapshots carry Cost
+	price       atomic.Pointer[Price] // endpoint.price; nil: snapshots carry no cost
 	alreadyDone atomic.Int64 // keys done before this run
 	// alreadyFailed are keys that failed for good before this run and are
 	// not asked again (no --retry-errors): out of Total, and not done.
@@ -186,9 +186,10 @@ func (s *Stats) AddAwaiting(d int) { s.awaiting.Add(int64(d)) }
 // that the summary can say what prompts of cause too_long did not fit.
 func (s *Stats) SetMaxModelLen(n int) { s.maxModelLen.Store(int64(n)) }
 
-// SetPriced says the run has a price (endpoint.price): its snapshots carry
-// the cost so far and projected; without one they carry none.
-func (s *Stats) SetPriced() { s.priced.Store(true) }
+// SetPrice says what the run's answers cost (endpoint.price): its
+// snapshots carry the cost so far and projected; without one they carry
+// none.
+func (s *Stats) SetPrice(p Price) { s.price.Store(&p) }
 
 // AddAlreadyDone records keys found done on disk before this run (resume):
 // they leave Total (the requests this run makes) for AlreadyDone, so
