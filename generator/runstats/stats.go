@@ -56,7 +56,6 @@ type Stats struct {
 	total       atomic.Int64
 	maxModelLen atomic.Int64 // the model's context as /v1/models gave it; 0: unknown
 	awaiting    atomic.Int64 // streams in flight that have had no byte, not even headers
-	price       atomic.Pointer[Price] // endpoint.price; nil: snapshots carry no cost
 	alreadyDone atomic.Int64 // keys done before this run
 	// alreadyFailed are keys that failed for good before this run and are
 	// not asked again (no --retry-errors): out of Total, and not done.
@@ -73,6 +72,8 @@ type Stats struct {
 	// begun in a slot, cut or not retried. A key never handed to a slot is
 	// none, so canceled never exceeds what was in flight.
 	canceled atomic.Int64
+	// price is endpoint.price (SetPrice); nil: snapshots carry no cost.
+	price atomic.Pointer[Price]
 	// lost are records and error records counted, then taken back because
 	// the sink failed before an fsync made them durable (Retract).
 	lost atomic.Int64
