@@ -54,3 +54,28 @@ func TestScanChunkReadsCachedTokens(t *testing.T) {
 		t.Errorf("cached %d prompt %d, want 98 125", d.CachedTokens, d.PromptTokens)
 	}
 }
+
+// BenchmarkDecodeUsageChunk is a stream's last chunk with usage and its
+// prompt_tokens_details, on the fast path; BenchmarkDecodeUsageChunkReference
+// the same through encoding/json, for the ratio within one run.
+func BenchmarkDecodeUsageChunk(b *testing.B) {
+	chunk := []byte(`{"id":"c","object":"chat.completion.chunk","model":"gpt-4o","choices":[],"usage":` + cachedUsage + `}`)
+	b.SetBytes(int64(len(chunk)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeChunk(chunk); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeUsageChunkReference(b *testing.B) {
+	chunk := []byte(`{"id":"c","object":"chat.completion.chunk","model":"gpt-4o","choices":[],"usage":` + cachedUsage + `}`)
+	b.SetBytes(int64(len(chunk)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeChunkReference(chunk); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
