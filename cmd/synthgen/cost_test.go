@@ -79,6 +79,13 @@ func TestRunCost(t *testing.T) {
 		t.Errorf("inspect --json (%v): %+v, want cost %v and %d cached tokens\n%s", err, doc, sum, 3*prompts, js)
 	}
 
+	// The price is no part of the job: another resumes the directory.
+	again := startSynthgen(t, "repriced", "run", "--dataset.path", data, "--endpoint.base_url", m.BaseURL,
+		"--output.dir", out, "--endpoint.price", `{"input":3,"output":9}`, "--quiet")
+	if code := again.wait(t, 60*time.Second); code != 0 {
+		t.Errorf("a resume at another price: exit %d; stderr:\n%s", code, again.stderr(t))
+	}
+
 	out, stderr = run("unpriced")
 	b, err := os.ReadFile(filepath.Join(out, runfiles.ReportFile))
 	if err != nil {
