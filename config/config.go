@@ -50,6 +50,9 @@ type EndpointConfig struct {
 	// the job: they do not change answers.
 	MaxRequestsPerMinute int `mapstructure:"max_requests_per_minute"`
 	MaxTokensPerMinute   int `mapstructure:"max_tokens_per_minute"`
+	// Price is what the server bills per token (price.go), for the run's
+	// cost; unset, no cost is reckoned.
+	Price Price `mapstructure:"price"`
 }
 
 // DatasetConfig says where the prompts come from and how rows map to them.
@@ -215,6 +218,8 @@ func (c Config) Redacted() map[string]any {
 		case *concurrencyValue:
 			v = p.value()
 		case *ResponseFormat:
+			v = p.Value
+		case *Price:
 			v = p.Value
 		}
 		setNested(out, k.name, v)

@@ -121,7 +121,7 @@ func TestEveryFieldHasAKey(t *testing.T) {
 				continue // set by another key (ConcurrencyAuto, by concurrency)
 			}
 			name := joinKey(prefix, f.Tag.Get("mapstructure"))
-			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[time.Duration]() && f.Type != reflect.TypeFor[ResponseFormat]() {
+			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[time.Duration]() && f.Type != reflect.TypeFor[ResponseFormat]() && f.Type != reflect.TypeFor[Price]() {
 				walk(f.Type, name)
 				continue
 			}

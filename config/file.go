@@ -301,6 +301,23 @@ func (t *fileTree) walk(m map[string]any, prefix string, errs *[]error) {
 			default:
 				*errs = append(*errs, fmt.Errorf("%s: %s: must be a mapping of request fields, not %s", t.where(full), full, describe(v)))
 			}
+		case full == priceKey:
+			switch v.(type) {
+			case nil:
+				m[name] = ""
+			case map[string]any:
+				// Prices are numbers and their order means nothing: the
+				// mapping as JSON text, for Price.assign.
+				b, err := json.Marshal(v)
+				if err != nil {
+					*errs = append(*errs, fmt.Errorf("%s: %s: %v", t.where(full), full, err))
+					continue
+				}
+				m[name] = string(b)
+			case string:
+			default:
+				*errs = append(*errs, fmt.Errorf("%s: %s: must be a mapping such as {input: 2.5, output: 10, cached_input: 1.25}, not %s", t.where(full), full, describe(v)))
+			}
 		case full == responseFormatKey:
 			switch v.(type) {
 			case nil:

@@ -40,6 +40,7 @@ var keys = []key{
 	{name: "endpoint.insecure_skip_verify", usage: "do not check the server's TLS certificate at all (testing only: anyone on the path can read the prompts and the API key); warned about at start", field: func(c *Config) any { return &c.Endpoint.InsecureSkipVerify }},
 	{name: "endpoint.max_requests_per_minute", usage: "requests per minute each replica is sent at most, where its server states no limit of its own (a hosted one's x-ratelimit-* headers, which are followed when it does); 0: none", field: func(c *Config) any { return &c.Endpoint.MaxRequestsPerMinute }},
 	{name: "endpoint.max_tokens_per_minute", usage: "tokens per minute each replica is sent at most, a request counted as its prompt's estimate plus max_tokens, as providers count at admission, where its server states no limit of its own; 0: none", field: func(c *Config) any { return &c.Endpoint.MaxTokensPerMinute }},
+	{name: "endpoint.price", usage: `what the server bills, USD per million tokens, for the run's cost (progress line, status.json, report.json, inspect, the view, each record's cost): {input: 2.5, output: 10, cached_input: 1.25} for any model, or one such mapping per model ({gpt-4o: {...}}); here a JSON object, e.g. '{"input":2.5,"output":10}'. cached_input (unset: input) prices usage.prompt_tokens_details.cached_tokens; empty: no cost`, field: func(c *Config) any { return &c.Endpoint.Price }},
 
 	{name: "dataset.path", usage: "dataset file or glob (.jsonl, .json, .parquet; gzip and zstd read transparently), a Hugging Face dataset hf://owner/name[@revision][/glob], or the output.dir of a run that ended (its records are the rows: a second pass); required, no default", field: func(c *Config) any { return &c.Dataset.Path }},
 	{name: "dataset.format", usage: "row shape: auto, sharegpt, messages, prompt, alpaca, openai-batch, or rows (any columns: prompt.messages makes the prompt; auto means rows when it is set)", field: func(c *Config) any { return &c.Dataset.Format }},
@@ -135,6 +136,8 @@ func RegisterFlags(fs *pflag.FlagSet) {
 			n, auto := *p.n, *p.auto
 			fs.Var(&concurrencyValue{n: &n, auto: &auto}, k.name, k.usage)
 		case *ResponseFormat:
+			fs.String(k.name, p.Value, k.usage)
+		case *Price:
 			fs.String(k.name, p.Value, k.usage)
 		default:
 			panic(fmt.Sprintf("config: key %s has unsupported field type %T", k.name, p))

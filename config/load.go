@@ -135,6 +135,8 @@ func defaultValue(p any) any {
 		return p.value()
 	case *ResponseFormat:
 		return p.Value
+	case *Price:
+		return p.Value
 	}
 	return nil
 }
@@ -268,6 +270,8 @@ func assign(dst, raw any) error {
 	case *concurrencyValue:
 		return p.assign(raw)
 	case *ResponseFormat:
+		return p.assign(raw)
+	case *Price:
 		return p.assign(raw)
 	}
 	return fmt.Errorf("unsupported field type %T", dst)

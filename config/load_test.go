@@ -207,7 +207,7 @@ func TestLoadEveryKeyFromEnv(t *testing.T) {
 	values := map[string]string{
 		"endpoint.base_url": "https://h:1/v1", "endpoint.model": "m", "endpoint.api_key_env": "K",
 		"endpoint.timeout": "1m", "endpoint.metrics_url": "http://h:2/metrics",
-		"endpoint.stall_timeout": "0", "endpoint.ca_file": "ca.pem", "endpoint.insecure_skip_verify": "true",
+		"endpoint.stall_timeout": "0", "endpoint.ca_file": "ca.pem", "endpoint.insecure_skip_verify": "true", "endpoint.price": `{"input":2.5,"output":10}`,
 		"endpoint.max_requests_per_minute": "600", "endpoint.max_tokens_per_minute": "200000",
 		"dataset.path": "d.jsonl", "dataset.format": "prompt", "dataset.prompt_field": "q", "dataset.id_field": "id", "dataset.params_field": "p",
 		"dataset.limit": "5", "dataset.on_bad_row": "fail", "dataset.shard_by": "files",
@@ -231,7 +231,7 @@ func TestLoadEveryKeyFromEnv(t *testing.T) {
 	r := got.Redacted()
 	b, _ := json.Marshal(r)
 	want := `{"concurrency":4,"dataset":{"format":"prompt","id_field":"id","limit":5,"on_bad_row":"fail","params_field":"p","path":"d.jsonl","prompt_field":"q","shard_by":"files"},` +
-		`"endpoint":{"api_key_env":"K","base_url":"https://h:1/v1","ca_file":"ca.pem","insecure_skip_verify":true,"max_requests_per_minute":600,"max_tokens_per_minute":200000,"metrics_url":"http://h:2/metrics","model":"m","stall_timeout":"0s","timeout":"1m0s"},` +
+		`"endpoint":{"api_key_env":"K","base_url":"https://h:1/v1","ca_file":"ca.pem","insecure_skip_verify":true,"max_requests_per_minute":600,"max_tokens_per_minute":200000,"metrics_url":"http://h:2/metrics","model":"m","price":"{\"input\":2.5,\"output\":10}","stall_timeout":"0s","timeout":"1m0s"},` +
 		`"generation":{"extra_body":{"top_k":3},"logprobs":20,"max_tokens":9,"n":2,"on_length":"retry","require_reasoning":true,"require_token_ids":true,"response_format":"json_object","return_token_ids":true,"schema_retries":3,"stream":false,"system_prompt":"s","temperature":0,"top_p":0.5,"turns":"all"},` +
 		`"output":{"dir":"o","format":"jsonl","shard_size":6,"sync_interval":"0s"},"progress":{"interval":"7s"},"prompt":{"messages":[]},` +
 		`"retry":{"initial_backoff":"3s","max_attempts":2,"max_backoff":"4s"},"shutdown":{"grace":"8s"}}`

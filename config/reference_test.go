@@ -151,6 +151,8 @@ func defaultText(k key, def *Config) string {
 		return p.String()
 	case *ResponseFormat:
 		return p.Value
+	case *Price:
+		return p.Value
 	default:
 		panic(fmt.Sprintf("config: key %s has unsupported field type %T", k.name, p))
 	}
@@ -161,7 +163,7 @@ func defaultText(k key, def *Config) string {
 func yamlValue(k key, def *Config) string {
 	v := defaultText(k, def)
 	switch k.field(def).(type) {
-	case *string, *ResponseFormat:
+	case *string, *ResponseFormat, *Price:
 		out, err := yaml.Marshal(v)
 		if err != nil {
 			panic(err)

@@ -228,6 +228,9 @@ func (c Config) Validate() error {
 	if c.Shutdown.Grace < 0 {
 		add("shutdown.grace", c.Shutdown.Grace, fmt.Sprintf("%s is negative", c.Shutdown.Grace))
 	}
+	if fe := c.validatePrice(); fe != nil {
+		errs = append(errs, fe)
+	}
 
 	switch len(errs) {
 	case 0:

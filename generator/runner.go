@@ -92,6 +92,12 @@ type Setup struct {
 	// (started_at, duration_s); zero: when Open is called.
 	Started time.Time
 
+	// Price is what the server bills for a model (endpoint.price), asked
+	// of the model the job resolved to: each record's cost and the run's;
+	// nil: no price. A model it has no price for stops Open before the
+	// output directory is touched.
+	Price func(model string) (runstats.Price, bool)
+
 	Version string          // synthgen's, for the manifest
 	Config  map[string]any  // the effective config without secrets, for the manifest
 	Stats   *runstats.Stats // receives every event; nil: a new one
@@ -184,6 +190,15 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	r.job.Sampling.Model, r.maxModelLen = model.ID, model.MaxModelLen
 	r.server = promscrape.KindOf(model.OwnedBy)
 	s.Stats.SetMaxModelLen(model.MaxModelLen)
+	var price *runstats.Price
+	if s.Price != nil {
+		p, ok := s.Price(r.job.Sampling.Model)
+		if !ok {
+			return nil, fmt.Errorf("endpoint.price: no price for model %q, the one the job asks", r.job.Sampling.Model)
+		}
+		price = &p
+		s.Stats.SetPrice(p)
+	}
 
 	sj, err := r.job.ManifestEntry(s.Version, s.Config)
 	if err != nil {
@@ -233,6 +248,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 		Retry:        s.Retry,
 		Rate:         s.Rate,
 		SyncInterval: s.SyncInterval,
+		Price:        price,
 		// status.json as soon as what the directory holds is counted: when
 		// the producer starts its first request, having passed the keys
 		// done before it (a resume's records come first), so that a second

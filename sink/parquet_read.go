@@ -177,7 +177,8 @@ var recordSchema = parquet.SchemaOf(Record{})
 
 // addedColumns are the record's columns that parts written before them
 // lack: they read as empty (a part of a first-turn job has no turns).
-var addedColumns = map[string]bool{"turns": true, "prompt_token_ids": true, "token_ids": true, "token_ids_mismatch": true, "logprobs": true}
+var addedColumns = map[string]bool{"turns": true, "prompt_token_ids": true, "token_ids": true, "token_ids_mismatch": true, "logprobs": true,
+	"cached_tokens": true, "cost": true}
 
 // eachParquetRecord reads every row of a Parquet part, readBatch rows
 // at a time. Its errors do not name the file: the audit, which shows them

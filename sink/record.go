@@ -42,12 +42,21 @@ type Record struct {
 	TokenIDs         []int32   `json:"token_ids,omitempty" parquet:"token_ids,list"`
 	TokenIDsMismatch string    `json:"token_ids_mismatch,omitempty" parquet:"token_ids_mismatch"`
 	Logprobs         *Logprobs `json:"logprobs,omitempty" parquet:"logprobs,optional"`
+	// CachedTokens are the prompt tokens the server served from its cache
+	// (usage.prompt_tokens_details.cached_tokens), which hosted servers
+	// bill cheaper: with them a record's cost can be reckoned again at
+	// another price. Absent (0) when the server says nothing of it.
+	CachedTokens int `json:"cached_tokens,omitempty" parquet:"cached_tokens"`
+	// Cost is what this answer cost in USD at endpoint.price, from its
+	// usage; absent (0) without a price.
+	Cost float64 `json:"cost,omitempty" parquet:"cost"`
 	// Turns holds every assistant turn of a whole conversation regenerated
 	// by the model (generation.turns: all), in order; empty when the job
 	// answers the first turn only. Messages is then what was sent for the
 	// last turn (the model's own earlier answers in it, their reasoning held
 	// back), Reasoning, Content and FinishReason are the last turn's, and
-	// PromptTokens, CompletionTokens and Attempts the sums over the turns.
+	// PromptTokens, CompletionTokens, CachedTokens, Cost and Attempts the
+	// sums over the turns.
 	Turns []Turn `json:"turns,omitempty" parquet:"turns,list"`
 }
 

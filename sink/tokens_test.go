@@ -175,7 +175,8 @@ func TestPartBeforeTokensReads(t *testing.T) {
 	n := 0
 	if err := ForEachRecord(path, func(rec *Record, _ Span) error {
 		n++
-		if rec.Content != "old" || rec.TokenIDs != nil || rec.PromptTokenIDs != nil || rec.Logprobs != nil || rec.TokenIDsMismatch != "" {
+		if rec.Content != "old" || rec.TokenIDs != nil || rec.PromptTokenIDs != nil || rec.Logprobs != nil || rec.TokenIDsMismatch != "" ||
+			rec.CachedTokens != 0 || rec.Cost != 0 {
 			t.Errorf("old part's record read as %+v", rec)
 		}
 		return nil

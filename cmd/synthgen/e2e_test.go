@@ -299,12 +299,14 @@ func TestParquetReadByDuckDB(t *testing.T) {
 	t.Parallel()
 	modules, node := duckdbModules(t)
 	const prompts = 120
-	m := startMock(t, mockserver.Options{MeanTokens: 40, Seed: 6})
+	// Priced, with cached prompt tokens: cost and cached_tokens are not 0.
+	m := startMock(t, mockserver.Options{MeanTokens: 40, Seed: 6, CachedTokens: 4})
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	p := startSynthgen(t, "duckdb", "run",
 		"--dataset.path", writeShareGPT(t, dir, prompts),
 		"--endpoint.base_url", m.BaseURL,
+		"--endpoint.price", `{"input":2.5,"output":10,"cached_input":1.25}`,
 		"--output.dir", out,
 		"--output.format", "parquet",
 		"--output.shard_size", "50",
@@ -342,7 +344,7 @@ func TestParquetReadByDuckDB(t *testing.T) {
 		"reasoning": "VARCHAR", "content": "VARCHAR", "finish_reason": "VARCHAR", "model": "VARCHAR",
 		"prompt_tokens": "BIGINT", "completion_tokens": "BIGINT",
 		"latency_ms": "DOUBLE", "ttft_ms": "DOUBLE", "attempts": "BIGINT",
-		"created_at": "TIMESTAMP",
+		"created_at": "TIMESTAMP", "cached_tokens": "BIGINT", "cost": "DOUBLE",
 		// The tokens (empty lists and a null logprobs without them).
 		"prompt_token_ids": "INTEGER[]", "token_ids": "INTEGER[]", "token_ids_mismatch": "VARCHAR",
 		"logprobs": duckdbLogprobs,
@@ -390,6 +392,8 @@ func TestParquetReadByDuckDB(t *testing.T) {
 		FinishReason string         `json:"finish_reason"`
 		Model        string         `json:"model"`
 		Completion   json.Number    `json:"completion_tokens"`
+		Cached       json.Number    `json:"cached_tokens"`
+		Cost         float64        `json:"cost"`
 		CreatedAt    string         `json:"created_at"`
 	}
 	raw, _ := json.Marshal(got.Record)
@@ -401,7 +405,8 @@ func TestParquetReadByDuckDB(t *testing.T) {
 	if rec.ID != want.ID || rec.Sample.String() != "0" || rec.Source != want.Source ||
 		!reflect.DeepEqual(rec.Messages, want.Messages) || rec.Reasoning != want.Reasoning ||
 		rec.Content != want.Content || rec.FinishReason != want.FinishReason || rec.Model != want.Model ||
-		rec.Completion.String() != strconv.Itoa(want.CompletionTokens) {
+		rec.Completion.String() != strconv.Itoa(want.CompletionTokens) ||
+		rec.Cached.String() != "4" || want.CachedTokens != 4 || want.Cost <= 0 || rec.Cost != want.Cost {
 		t.Errorf("DuckDB reads record %s as\n%s\nparquet-go reads\n%+v", id, raw, want)
 	}
 	// DuckDB prints a timestamp as "2026-01-02 15:04:05.123+00" (with a
@@ -421,5 +426,5 @@ const duckdbLogprobs = "STRUCT(token_logprobs FLOAT[], top_ids INTEGER[][], top_
 // numbersUnquoted turns DuckDB's JSON strings of BIGINT values ("12")
 // into JSON numbers, so both spellings decode into json.Number.
 func numbersUnquoted(b []byte) []byte {
-	return regexp.MustCompile(`"(sample|prompt_tokens|completion_tokens|attempts)":"(-?\d+)"`).ReplaceAll(b, []byte(`"$1":$2`))
+	return regexp.MustCompile(`"(sample|prompt_tokens|completion_tokens|cached_tokens|attempts)":"(-?\d+)"`).ReplaceAll(b, []byte(`"$1":$2`))
 }

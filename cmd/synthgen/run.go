@@ -413,6 +413,7 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 		Outputs:    outdir.Reader{},
 		Version:    version,
 		Config:     cfg.Redacted(),
+		Price:      priceOf(cfg.Endpoint.Price),
 		Stats:      stats,
 		Log:        stderr,
 	}

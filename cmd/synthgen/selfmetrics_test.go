@@ -181,6 +181,33 @@ func TestSelfMetricsNoETAYet(t *testing.T) {
 	}
 }
 
+// With endpoint.price the run's cost is a counter and its projection a
+// gauge; without one neither series exists (TestSelfMetricsNoETAYet's
+// Stats has none).
+func TestSelfMetricsCost(t *testing.T) {
+	stats := runstats.NewStats(nil)
+	stats.SetTotal(4)
+	// A price of the prompt alone: each answer to come costs the mean's.
+	stats.SetPrice(runstats.Price{Input: 2.5e4})
+	stats.Begin().Done(runstats.Outcome{UsageKnown: true, PromptTokens: 10, CompletionTokens: 5, Cost: 0.25})
+	fams := scrapeSelf(t, startSelfMetricsT(t, stats).URL())
+	if v, ok := metricValue(fams, "synthgen_cost_usd_total"); !ok || v != 0.25 || fams["synthgen_cost_usd_total"].GetType() != dto.MetricType_COUNTER {
+		t.Errorf("cost = %v, %v; want a counter at 0.25", v, ok)
+	}
+	if v, ok := metricValue(fams, "synthgen_cost_projected_usd"); !ok || v != 1 {
+		t.Errorf("cost projected = %v, %v; want 1 (3 to come at 0.25)", v, ok)
+	}
+
+	plain := runstats.NewStats(nil)
+	plain.Begin().Done(runstats.Outcome{UsageKnown: true, CompletionTokens: 5})
+	fams = scrapeSelf(t, startSelfMetricsT(t, plain).URL())
+	for _, name := range []string{"synthgen_cost_usd_total", "synthgen_cost_projected_usd"} {
+		if _, ok := metricValue(fams, name); ok {
+			t.Errorf("%s without a price", name)
+		}
+	}
+}
+
 func TestSelfMetricsAddress(t *testing.T) {
 	stats := runstats.NewStats(nil)
 	m := startSelfMetricsT(t, stats)

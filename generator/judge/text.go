@@ -168,8 +168,16 @@ func finishLines(tw io.Writer, r *audit.Audit) {
 		parts = append(parts, fmt.Sprintf("%s %s (%.1f%%)", name, human.Num(r.FinishReasons[f]), 100*float64(r.FinishReasons[f])/float64(r.Records)))
 	}
 	fmt.Fprintf(tw, "finish\t%s; truncated (length) %.1f%%\n", strings.Join(parts, ", "), 100*r.TruncatedShare)
-	fmt.Fprintf(tw, "tokens\tprompt %s, completion %s (avg %s per record)\n", human.Num(r.PromptTokens),
+	cached := ""
+	if r.CachedTokens > 0 {
+		cached = fmt.Sprintf(" (%s cached)", human.Num(r.CachedTokens))
+	}
+	fmt.Fprintf(tw, "tokens\tprompt %s%s, completion %s (avg %s per record)\n", human.Num(r.PromptTokens), cached,
 		human.Num(r.CompletionTokens), human.Num(r.CompletionTokens/r.Records))
+	if r.Cost > 0 {
+		// The records' own costs, at the price of the run that wrote each.
+		fmt.Fprintf(tw, "cost\t%s (avg %s per record)\n", dollars(r.Cost), dollars(r.Cost/float64(r.Records)))
+	}
 	fmt.Fprintf(tw, "reason\tempty in %s (%.1f%%); <think> tags in content in %s (%.1f%%)\n", human.Num(r.EmptyReasoning),
 		100*r.EmptyReasoningShare, human.Num(r.ThinkTags), 100*r.ThinkTagsShare)
 }
@@ -309,4 +317,13 @@ func (p *printer) template(turns []template.Message) {
 	for i, t := range turns {
 		p.printf("  [%d] %s: %s\n", i+1, t.Role, strconv.Quote(t.Content))
 	}
+}
+
+// dollars is a cost for a person: cents, or four decimals below a dollar,
+// where a small run's cost and one record's lie.
+func dollars(v float64) string {
+	if v < 1 {
+		return fmt.Sprintf("$%.4f", v)
+	}
+	return fmt.Sprintf("$%.2f", v)
 }

@@ -25,6 +25,7 @@ type conversation struct {
 	answers          int
 	promptTokens     int
 	completionTokens int
+	cachedTokens     int
 	deltas           int
 	attempts         int
 	usageKnown       bool
@@ -81,15 +82,26 @@ func (c *conversation) answered(msgs []sink.Message, resp wire.Response, attempt
 	c.answers++
 	c.promptTokens += resp.PromptTokens
 	c.completionTokens += resp.CompletionTokens
+	c.cachedTokens += resp.CachedTokens
 	c.deltas += resp.Chunks
 	c.attempts += attempts
 }
 
+// cost is what every turn's answer cost at price (nil: no price, 0): cost is
+// linear in the tokens, so the sums' cost is the sum of the turns'.
+func (c *conversation) cost(price *runstats.Price) float64 {
+	if price == nil {
+		return 0
+	}
+	return price.Cost(c.promptTokens, c.cachedTokens, c.completionTokens)
+}
+
 // outcome is the key's outcome for the stats: every turn's tokens.
-func (c *conversation) outcome(latency time.Duration) runstats.Outcome {
+func (c *conversation) outcome(latency time.Duration, price *runstats.Price) runstats.Outcome {
 	return runstats.Outcome{
 		PromptTokens:     c.promptTokens,
 		CompletionTokens: c.completionTokens,
+		Cost:             c.cost(price),
 		UsageKnown:       c.usageKnown,
 		Deltas:           c.deltas,
 		FinishReason:     c.final.FinishReason,

@@ -91,6 +91,9 @@ type Options struct {
 	// SyncInterval is how often the writer flushes the sink when results
 	// stop arriving; 0 means the sink syncs on every write itself.
 	SyncInterval time.Duration
+	// Price is what the server bills for the job's model (endpoint.price):
+	// each record's cost, and the run's; nil: none.
+	Price *runstats.Price
 	// Now is the clock for record timestamps; nil = time.Now.
 	Now func() time.Time
 	// Log receives notes for a person (a row asking for another model);

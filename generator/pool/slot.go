@@ -41,7 +41,7 @@ func (e *Engine) do(ctx, wait context.Context, route *router, j task) result {
 		tr.TurnDone()
 	}
 	latency := time.Since(start)
-	return result{rec: e.record(j, c, latency), tr: tr, outcome: c.outcome(latency)}
+	return result{rec: e.record(j, c, latency), tr: tr, outcome: c.outcome(latency, e.opts.Price)}
 }
 
 // ask sends one request of key j until it is answered (resp, attempts > 0),
@@ -278,6 +278,8 @@ func (e *Engine) record(j task, c *conversation, latency time.Duration) *sink.Re
 		Model:            model,
 		PromptTokens:     c.promptTokens,
 		CompletionTokens: c.completionTokens,
+		CachedTokens:     c.cachedTokens,
+		Cost:             c.cost(e.opts.Price),
 		LatencyMS:        float64(latency.Microseconds()) / 1000,
 		TTFTMS:           float64(c.ttft.Microseconds()) / 1000,
 		Attempts:         c.attempts,

@@ -19,6 +19,7 @@ type Collector struct {
 	done, failed, retries, inFlight          *prometheus.Desc
 	completionTokens, runningTokens, prompt  *prometheus.Desc
 	planned, alreadyDone, alreadyFailed, eta *prometheus.Desc
+	cost, costProjected                      *prometheus.Desc // with endpoint.price only
 	// Per endpoint, label endpoint (its URL, password masked), with
 	// several replicas only.
 	epUp, epInFlight, epRequests, epFailures, epAnswers, epTokens, epReqRate, epTokRate *prometheus.Desc
@@ -49,6 +50,10 @@ func NewCollector(stats *Stats) *Collector {
 			"Keys of the selection that failed for good in earlier runs and are not asked again (no --retry-errors): not done."),
 		eta: d("synthgen_eta_seconds", "Estimated seconds to the end of the run, from tokens; absent while unknown."),
 
+		cost: d("synthgen_cost_usd_total", "USD the answered requests cost at endpoint.price, from their usage; absent without a price."),
+		costProjected: d("synthgen_cost_projected_usd",
+			"USD the run is projected to cost: synthgen_cost_usd_total plus the mean answer's cost for each request to come; absent without a price or an answer."),
+
 		epUp:       d("synthgen_endpoint_up", "1 while the endpoint takes requests, 0 while its gate is closed (away, probed until it answers), by endpoint and state (up, down, probing).", "endpoint", "state"),
 		epInFlight: d("synthgen_endpoint_requests_in_flight", "Requests sent to the endpoint and not yet ended.", "endpoint"),
 		epRequests: d("synthgen_endpoint_requests_total", "Attempts the endpoint answered (an answer, or an HTTP status below 500).", "endpoint"),
@@ -63,7 +68,7 @@ func NewCollector(stats *Stats) *Collector {
 // Describe sends every descriptor the collector can emit.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.done, c.failed, c.retries, c.inFlight,
-		c.completionTokens, c.runningTokens, c.prompt, c.planned, c.alreadyDone, c.alreadyFailed, c.eta,
+		c.completionTokens, c.runningTokens, c.prompt, c.planned, c.alreadyDone, c.alreadyFailed, c.eta, c.cost, c.costProjected,
 		c.epUp, c.epInFlight, c.epRequests, c.epFailures, c.epAnswers, c.epTokens, c.epReqRate, c.epTokRate} {
 		ch <- d
 	}
@@ -95,6 +100,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if s.ETAKnown {
 		if v := s.ETA.Seconds(); !math.IsInf(v, 0) && !math.IsNaN(v) {
 			gauge(c.eta, v)
+		}
+	}
+	if s.Priced {
+		counter(c.cost, s.Cost)
+		if s.Done > 0 {
+			gauge(c.costProjected, s.CostProjected)
 		}
 	}
 	if len(s.Endpoints) < 2 {

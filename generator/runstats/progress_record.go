@@ -61,6 +61,13 @@ type ProgressRecord struct {
 	ETAErrorS          *float64 `json:"eta_error_s,omitempty"`
 	ETAConfidence      string   `json:"eta_confidence"`
 
+	// Cost is what this run's answers cost so far in USD at
+	// endpoint.price, CostProjected that plus the mean answer's cost for
+	// each request to come (absent until the first answer); both absent
+	// without a price.
+	Cost          *float64 `json:"cost,omitempty"`
+	CostProjected *float64 `json:"cost_projected,omitempty"`
+
 	Server *ServerRecord `json:"server,omitempty"`
 	// Endpoints are each endpoint's figures, with several (endpoint.base_url
 	// a list); absent with one, whose figures are the run's.
@@ -162,6 +169,12 @@ func NewProgressRecord(s Snapshot, server *promscrape.Rates) ProgressRecord {
 		rec.ETAS = finite(s.ETA.Seconds())
 		if s.ETAError > 0 {
 			rec.ETAErrorS = finite(s.ETAError.Seconds())
+		}
+	}
+	if s.Priced {
+		rec.Cost = finite(s.Cost)
+		if s.Done > 0 {
+			rec.CostProjected = finite(s.CostProjected)
 		}
 	}
 	if server != nil {

@@ -114,6 +114,19 @@ type Snapshot struct {
 	// it would only grow.
 	ETAOutage bool
 
+	// Priced says the run has a price (endpoint.price); without one Cost
+	// and CostProjected are 0 and no renderer shows them. Cost is what
+	// this run's answers cost so far, in USD. CostProjected adds what the
+	// requests still to come will cost (0 before the first answer: nothing
+	// to project from): each the mean answer's prompt cost, and the
+	// completion tokens still to come (RemainingTokens, and those the
+	// requests in flight streamed) at the output price. So it has the
+	// ETA's care for the long answers that finish last; the mean cost of
+	// the answers done would undercount them early in a run.
+	Priced        bool
+	Cost          float64
+	CostProjected float64
+
 	// Endpoints are each endpoint's figures, in base_url order: one per
 	// replica (stats_endpoint.go); empty when no run named them.
 	Endpoints []EndpointSnapshot
@@ -215,6 +228,12 @@ func (s *Stats) Snapshot() Snapshot {
 		snap.ExpectedCompletionSE = sd / math.Sqrt(float64(s.done))
 	}
 	etaOf(&snap, flight, residual)
+	if p := s.price.Load(); p != nil {
+		snap.Priced, snap.Cost = true, s.cost
+		if s.done > 0 {
+			snap.CostProjected = projectCost(&snap, *p, s.cost, s.compTokens, s.done)
+		}
+	}
 	if len(s.endpoints) > 0 {
 		snap.Endpoints = make([]EndpointSnapshot, len(s.endpoints))
 		for i, es := range s.endpoints {
@@ -487,4 +506,19 @@ func (s Snapshot) Paced() (n int64, by string) {
 		}
 	}
 	return n, by
+}
+
+// projectCost is the run's cost at its end (Snapshot.CostProjected), from
+// cost, what the done answers cost, their completion tokens and count.
+func projectCost(snap *Snapshot, p Price, cost float64, compTokens, done int64) float64 {
+	toCome := float64(max(snap.Total-snap.Done-snap.Errors, 0))
+	// The prompts' share of the done answers' cost, cached tokens priced
+	// as they were; an answer without usage costs nothing, hence the floor.
+	promptCost := max(cost-float64(compTokens)*p.Output/1e6, 0) / float64(done)
+	tokens := snap.RemainingTokens + float64(snap.RunningTokens)
+	if math.IsNaN(tokens) || math.IsInf(tokens, 0) {
+		// No length to expect: the mean answer's cost for each.
+		return cost + cost/float64(done)*toCome
+	}
+	return cost + toCome*promptCost + tokens*p.Output/1e6
 }

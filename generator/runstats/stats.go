@@ -72,6 +72,8 @@ type Stats struct {
 	// begun in a slot, cut or not retried. A key never handed to a slot is
 	// none, so canceled never exceeds what was in flight.
 	canceled atomic.Int64
+	// price is endpoint.price (SetPrice); nil: snapshots carry no cost.
+	price atomic.Pointer[Price]
 	// lost are records and error records counted, then taken back because
 	// the sink failed before an fsync made them durable (Retract).
 	lost atomic.Int64
@@ -98,6 +100,7 @@ type Stats struct {
 	retryLast  map[string]string // the last retried error's message, by cause
 	compTokens int64             // final completion tokens of completed requests
 	promptTok  int64
+	cost       float64 // USD of completed requests at endpoint.price
 	truncated  int64
 	lengths    sampleSet // completion tokens per completed request
 	ttft       sampleSet // microseconds
@@ -183,6 +186,11 @@ func (s *Stats) AddAwaiting(d int) { s.awaiting.Add(int64(d)) }
 // SetMaxModelLen records the model's context (vLLM's max_model_len), so
 // that the summary can say what prompts of cause too_long did not fit.
 func (s *Stats) SetMaxModelLen(n int) { s.maxModelLen.Store(int64(n)) }
+
+// SetPrice says what the run's answers cost (endpoint.price): its
+// snapshots carry the cost so far and projected; without one they carry
+// none.
+func (s *Stats) SetPrice(p Price) { s.price.Store(&p) }
 
 // AddAlreadyDone records keys found done on disk before this run (resume):
 // they leave Total (the requests this run makes) for AlreadyDone, so
@@ -425,6 +433,9 @@ type Outcome struct {
 	Latency          time.Duration // whole request
 	TTFT             time.Duration // time to first delta of the successful attempt; 0 when not streaming
 	Attempts         int           // 1 + retries, over every turn; ITL is taken from single-attempt, single-turn requests only
+	// Cost is the answer's in USD at endpoint.price (Price.Cost); 0
+	// without one.
+	Cost float64
 }
 
 // Done records a completed request (in flight -1) and corrects its token
@@ -458,6 +469,7 @@ func (r *Tracker) Done(o Outcome) {
 	s.done++
 	s.compTokens += final
 	s.promptTok += int64(o.PromptTokens)
+	s.cost += o.Cost
 	if o.FinishReason == "length" {
 		s.truncated++
 	}

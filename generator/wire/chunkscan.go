@@ -37,6 +37,7 @@ var (
 	messageChoiceKeys = jsonKeys(elemOf(reflect.TypeFor[responseJSON](), "Choices"))
 	deltaKeys         = jsonKeys(reflect.TypeFor[textJSON]())
 	usageKeys         = jsonKeys(reflect.TypeFor[usageJSON]())
+	detailsKeys       = jsonKeys(reflect.TypeFor[promptTokensDetailsJSON]())
 	// A choice's logprobs, their content's entries and an entry's
 	// alternatives (logprobsJSON).
 	logprobsKeys    = jsonKeys(reflect.TypeFor[logprobsJSON]())
@@ -116,7 +117,7 @@ func scanAnswer(data []byte, shape answerShape, tb *tokenBuf) (d chunkDelta, pic
 		model, object jsonlex.Span
 		pick          chunkChoice
 		usage         bool
-		prompt, compl int
+		counts        usageCounts
 		seen          uint8
 	)
 	s.WS()
@@ -145,7 +146,7 @@ func scanAnswer(data []byte, shape answerShape, tb *tokenBuf) (d chunkDelta, pic
 			}
 		case "usage":
 			bit = 1 << 2
-			if usage, prompt, compl, ok = s.usage(); !ok {
+			if usage, counts, ok = s.usage(); !ok {
 				return chunkDelta{}, false, false
 			}
 		case "object":
@@ -189,7 +190,7 @@ func scanAnswer(data []byte, shape answerShape, tb *tokenBuf) (d chunkDelta, pic
 		return chunkDelta{}, false, false
 	}
 
-	d = chunkDelta{PromptTokens: prompt, CompletionTokens: compl, UsageKnown: usage}
+	d = chunkDelta{PromptTokens: counts.prompt, CompletionTokens: counts.compl, CachedTokens: counts.cached, UsageKnown: usage}
 	tb.fill(&d)
 	reasoning := pick.reasoning
 	if reasoning.Empty() { // pickReasoning: an empty `reasoning` does not count
@@ -453,36 +454,77 @@ func (s *chunkScanner) delta(c *chunkChoice) bool {
 
 // usage reads the usage field: null is no usage, an object is a usage
 // even when empty.
-func (s *chunkScanner) usage() (known bool, prompt, compl int, ok bool) {
+func (s *chunkScanner) usage() (known bool, c usageCounts, ok bool) {
 	if s.null() {
-		return false, 0, 0, true
+		return false, c, true
 	}
 	if !s.Consume('{') {
-		return false, 0, 0, false
+		return false, c, false
 	}
 	var seen uint8
 	for first := true; ; first = false {
 		key, done, ok := s.member(first)
 		if !ok {
-			return false, 0, 0, false
+			return false, c, false
 		}
 		if done {
-			return true, prompt, compl, true
+			return true, c, true
 		}
 		bit := uint8(0)
 		switch string(key.b) {
 		case "prompt_tokens":
 			bit = 1 << 0
-			prompt, ok = s.intOrNull()
+			c.prompt, ok = s.intOrNull()
 		case "completion_tokens":
 			bit = 1 << 1
-			compl, ok = s.intOrNull()
+			c.compl, ok = s.intOrNull()
+		case "prompt_tokens_details":
+			bit = 1 << 2
+			c.cached, ok = s.promptTokensDetails()
 		default:
 			ok = s.unknown(key, usageKeys)
 		}
 		if !ok || seen&bit != 0 {
-			return false, 0, 0, false
+			return false, c, false
 		}
 		seen |= bit
+	}
+}
+
+// usageCounts are the figures a usage object carries.
+type usageCounts struct{ prompt, compl, cached int }
+
+// promptTokensDetails reads usage's prompt_tokens_details
+// (promptTokensDetailsJSON): null or an object whose cached_tokens it
+// returns, its other keys (audio_tokens) skipped.
+func (s *chunkScanner) promptTokensDetails() (cached int, ok bool) {
+	if s.null() {
+		return 0, true
+	}
+	if !s.Consume('{') {
+		return 0, false
+	}
+	seen := false
+	for first := true; ; first = false {
+		key, done, ok := s.member(first)
+		if !ok {
+			return 0, false
+		}
+		if done {
+			return cached, true
+		}
+		if string(key.b) != "cached_tokens" {
+			if !s.unknown(key, detailsKeys) {
+				return 0, false
+			}
+			continue
+		}
+		if seen {
+			return 0, false // duplicate: the reference's to merge
+		}
+		seen = true
+		if cached, ok = s.intOrNull(); !ok {
+			return 0, false
+		}
 	}
 }

@@ -56,6 +56,18 @@ var chunkEdgeCases = []struct {
 	{"everything null", `{"model":null,"object":null,"error":null,"message":null,"choices":[{"index":null,"delta":{"content":null,"reasoning":null,"reasoning_content":null},"finish_reason":null}],"usage":null}`, true},
 	{"choices null", `{"model":"m","choices":null}`, true},
 	{"delta null", `{"choices":[{"index":0,"delta":null,"finish_reason":"stop"}]}`, true},
+	// usage.prompt_tokens_details (OpenAI's, vLLM's with
+	// --enable-prompt-tokens-details) read on the fast path: cached_tokens,
+	// its other keys skipped; what the reference would merge or fold is its.
+	{"cached tokens", `{"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":32,"audio_tokens":0}}}`, true},
+	{"cached tokens details null", `{"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":5,"prompt_tokens_details":null}}`, true},
+	{"cached tokens null", `{"choices":[],"usage":{"prompt_tokens":40,"prompt_tokens_details":{"cached_tokens":null}}}`, true},
+	{"cached tokens beside completion details", `{"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":5,"completion_tokens_details":{"reasoning_tokens":3},"prompt_tokens_details":{"cached_tokens":8}}}`, true},
+	{"cached tokens twice", `{"usage":{"prompt_tokens_details":{"cached_tokens":1,"cached_tokens":2}}}`, false},
+	{"cached tokens folded", `{"usage":{"prompt_tokens_details":{"Cached_Tokens":3}}}`, false},
+	{"prompt tokens details twice", `{"usage":{"prompt_tokens_details":{"cached_tokens":1},"prompt_tokens_details":{"audio_tokens":2}}}`, false},
+	{"cached tokens a fraction", `{"usage":{"prompt_tokens_details":{"cached_tokens":1.5}}}`, false},
+	{"prompt tokens details a list", `{"usage":{"prompt_tokens_details":[1]}}`, false},
 	{"null choice entry is index 0", `{"choices":[null,{"index":0,"delta":{"content":"x"}}]}`, true},
 	{"usage empty object is known", `{"choices":[],"usage":{}}`, true},
 	{"usage with details", `{"usage":{"prompt_tokens":14,"total_tokens":37,"completion_tokens":23,"prompt_tokens_details":{"cached_tokens":0}}}`, true},
@@ -344,7 +356,8 @@ func TestScannerKeysFromDeclarations(t *testing.T) {
 		{"logprobs", logprobsKeys, []string{"content"}},
 		{"logprobs entry", logprobKeys, []string{"logprob", "top_logprobs"}},
 		{"alternative", alternativeKeys, []string{"token", "logprob"}},
-		{"usage", usageKeys, []string{"prompt_tokens", "completion_tokens"}},
+		{"usage", usageKeys, []string{"prompt_tokens", "completion_tokens", "prompt_tokens_details"}},
+		{"prompt tokens details", detailsKeys, []string{"cached_tokens"}},
 	} {
 		if !slices.Equal(tc.got, tc.want) {
 			t.Errorf("%s keys %q, want %q", tc.name, tc.got, tc.want)

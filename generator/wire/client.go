@@ -120,9 +120,12 @@ type Response struct {
 	FinishReason     string
 	PromptTokens     int
 	CompletionTokens int
-	UsageKnown       bool          // the server reported usage
-	Chunks           int           // streamed chunks that carried reasoning/content text
-	TTFT             time.Duration // streaming: time to the first reasoning/content delta
+	// CachedTokens are the prompt tokens the server served from its cache
+	// (usage.prompt_tokens_details.cached_tokens; 0 when it says nothing).
+	CachedTokens int
+	UsageKnown   bool          // the server reported usage
+	Chunks       int           // streamed chunks that carried reasoning/content text
+	TTFT         time.Duration // streaming: time to the first reasoning/content delta
 	// The tokens (tokens.go), when the server sent them: the prompt's and
 	// the answer's ids, the answer's logprobs (nil: none), and what of
 	// them disagrees with usage ("" when nothing, or nothing to check).

@@ -20,6 +20,7 @@ type chunkDelta struct {
 	FinishReason     string // "" until the last content chunk
 	PromptTokens     int
 	CompletionTokens int
+	CachedTokens     int  // usage.prompt_tokens_details.cached_tokens
 	UsageKnown       bool // the chunk carried a usage object (not null)
 	// The tokens (tokens.go): the top level's prompt_token_ids; choice
 	// 0's token_ids, else its delta's; its logprobs.content. Empty: nil.
@@ -85,6 +86,22 @@ func (l *logprobsJSON) tokens() tokenLogprobs {
 type usageJSON struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
+	// PromptTokensDetails says how many of the prompt's tokens the server
+	// had cached (OpenAI's prompt caching, vLLM's prefix cache with
+	// --enable-prompt-tokens-details): hosted servers bill them cheaper.
+	PromptTokensDetails *promptTokensDetailsJSON `json:"prompt_tokens_details"`
+}
+
+type promptTokensDetailsJSON struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// cached is u's cached prompt tokens; 0 when the server sent no details.
+func (u *usageJSON) cached() int {
+	if u.PromptTokensDetails == nil {
+		return 0
+	}
+	return u.PromptTokensDetails.CachedTokens
 }
 
 // errorFieldsJSON are the fields by which a body says it is an error rather
@@ -188,6 +205,7 @@ func decodeChunkReference(data []byte) (chunkDelta, error) {
 	}
 	if c.Usage != nil {
 		d.PromptTokens, d.CompletionTokens, d.UsageKnown = c.Usage.PromptTokens, c.Usage.CompletionTokens, true
+		d.CachedTokens = c.Usage.cached()
 	}
 	return d, nil
 }
@@ -213,7 +231,7 @@ func decodeResponse(body []byte) (Response, error) {
 // its token lists, the answer's own, are kept without a copy.
 func plainResponse(d *chunkDelta) Response {
 	resp := Response{Model: d.Model, Reasoning: d.Reasoning, Content: d.Content, FinishReason: d.FinishReason,
-		PromptTokens: d.PromptTokens, CompletionTokens: d.CompletionTokens, UsageKnown: d.UsageKnown}
+		PromptTokens: d.PromptTokens, CompletionTokens: d.CompletionTokens, CachedTokens: d.CachedTokens, UsageKnown: d.UsageKnown}
 	var t tokenAcc
 	t.adopt(d)
 	t.fill(&resp)
@@ -233,6 +251,7 @@ func decodeResponseReference(body []byte) (Response, error) {
 	d := chunkDelta{Model: r.Model, PromptTokenIDs: nilIfEmpty(r.PromptTokenIDs)}
 	if r.Usage != nil {
 		d.PromptTokens, d.CompletionTokens, d.UsageKnown = r.Usage.PromptTokens, r.Usage.CompletionTokens, true
+		d.CachedTokens = r.Usage.cached()
 	}
 	for i := range r.Choices {
 		ch := &r.Choices[i]
@@ -351,6 +370,7 @@ func (a *answer) add(d *chunkDelta) bool {
 	}
 	if d.UsageKnown {
 		a.resp.PromptTokens, a.resp.CompletionTokens, a.resp.UsageKnown = d.PromptTokens, d.CompletionTokens, true
+		a.resp.CachedTokens = d.CachedTokens
 	}
 	if d.PromptTokenIDs != nil || d.TokenIDs != nil || d.Logprobs.Logprob != nil {
 		a.toks.add(d) // a job that asks no ids has none: no call per chunk

@@ -363,7 +363,7 @@ func (g *generation) stream(p *plan, prompt int, usage bool) bool {
 		g.buf = append(g.buf, "data: "...)
 		g.buf = g.appendEnvelope(g.buf, "chat.completion.chunk")
 		g.buf = append(g.buf, `"choices":[],"usage":`...)
-		g.buf = appendUsage(g.buf, prompt, p.total, false)
+		g.buf = appendUsage(g.buf, prompt, p.total, false, g.s.cached(prompt))
 		g.buf = append(g.buf, "}\n\n"...)
 	}
 	g.buf = append(g.buf, doneFrame...)
@@ -428,7 +428,7 @@ func (g *generation) plain(p *plan, prompt int) bool {
 	g.buf = append(g.buf, `","stop_reason":null`...)
 	g.buf = g.toks.appendChoiceIDs(g.buf)
 	g.buf = append(g.buf, `}],"usage":`...)
-	g.buf = appendUsage(g.buf, prompt, p.total, true)
+	g.buf = appendUsage(g.buf, prompt, p.total, true, g.s.cached(prompt))
 	g.buf = append(g.buf, `,"prompt_logprobs":null`...)
 	g.buf = g.toks.appendPromptIDs(g.buf)
 	g.buf = append(g.buf, '}')
@@ -476,18 +476,34 @@ func (g *generation) appendEnvelope(b []byte, object string) []byte {
 }
 
 // appendUsage appends vLLM's usage object; the plain answer's carries
-// prompt_tokens_details (null), the stream's usage chunk drops nulls.
-func appendUsage(b []byte, prompt, completion int, details bool) []byte {
+// prompt_tokens_details (null), the stream's usage chunk drops nulls. With
+// cached >= 0 both carry it as vLLM with --enable-prompt-tokens-details
+// does: {"cached_tokens":cached}.
+func appendUsage(b []byte, prompt, completion int, details bool, cached int) []byte {
 	b = append(b, `{"prompt_tokens":`...)
 	b = strconv.AppendInt(b, int64(prompt), 10)
 	b = append(b, `,"total_tokens":`...)
 	b = strconv.AppendInt(b, int64(prompt+completion), 10)
 	b = append(b, `,"completion_tokens":`...)
 	b = strconv.AppendInt(b, int64(completion), 10)
-	if details {
+	switch {
+	case cached >= 0:
+		b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+		b = strconv.AppendInt(b, int64(cached), 10)
+		b = append(b, '}')
+	case details:
 		b = append(b, `,"prompt_tokens_details":null`...)
 	}
 	return append(b, '}')
+}
+
+// cached is the prompt tokens an answer says were cached
+// (Options.CachedTokens, at most the prompt's); -1: none said.
+func (s *Server) cached(prompt int) int {
+	if s.opts.CachedTokens <= 0 {
+		return -1
+	}
+	return min(s.opts.CachedTokens, prompt)
 }
 
 // appendHex appends v as 16 lowercase hex digits.

@@ -138,6 +138,11 @@ type Options struct {
 	RPM, TPM int
 	// Clock is the limits' clock; nil: time.Now. Tests advance their own.
 	Clock func() time.Time
+	// CachedTokens makes every answer's usage say that many of its prompt
+	// tokens (at most all) were cached, in prompt_tokens_details as OpenAI
+	// and vLLM with --enable-prompt-tokens-details do: for clients that
+	// price cached tokens apart. 0: the details are null (vLLM's default).
+	CachedTokens int
 }
 
 // DefaultModel is the model name served when Options.Model is empty.

@@ -100,6 +100,11 @@ func barLine(s runstats.Snapshot, server *promscrape.Rates, drain *drainState, w
 		add(9, "%d retries", s.Retries)
 	}
 	add(10, "avg %s tok", fmtAvg(s))
+	if c := costText(s); c != "" {
+		// The projection first to go: the cost so far says what was spent.
+		texts := []string{c, dollars(s.Cost)}
+		fields = append(fields, barField{7, texts})
+	}
 	if drain != nil {
 		// The job's ETA means nothing once no new request starts.
 		fields = append(fields, barField{0, []string{drainText(s, drain),

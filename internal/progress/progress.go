@@ -283,6 +283,10 @@ func Line(s runstats.Snapshot, server *promscrape.Rates, drain *drainState) stri
 	if n, by := s.Paced(); n > 0 {
 		fmt.Fprintf(&b, " | paced %d (%s)", n, by)
 	}
+	if c := costText(s); c != "" {
+		b.WriteString(" | cost ")
+		b.WriteString(c)
+	}
 	if d := serverDown(s); d != "" {
 		b.WriteString(" | ")
 		b.WriteString(d)
@@ -454,6 +458,9 @@ func (r *Reporter) Summary(stats *runstats.Stats, outcome string) string {
 		fmtRate(s.ReqPerSec), fmtTok(s.TokPerSec), fmtTok(s.PromptTokPerSec))
 	fmt.Fprintf(tw, "  completion\tavg %s\tp50 %d\tp90 %d\tmax %d tok\ttruncated %.1f%%\n",
 		fmtAvg(s), s.CompletionP50, s.CompletionP90, s.CompletionMax, 100*s.TruncatedShare)
+	if s.Priced {
+		fmt.Fprintf(tw, "  cost\t%s\t%s an answer\n", dollars(s.Cost), dollars(s.Cost/float64(max(s.Done, 1))))
+	}
 	if s.TTFTP50 > 0 {
 		fmt.Fprintf(tw, "  latency\tttft p50 %s\tp90 %s\titl p50 %s\tp90 %s\n",
 			fmtLatency(s.TTFTP50), fmtLatency(s.TTFTP90), fmtLatency(s.ITLP50), fmtLatency(s.ITLP90))

@@ -151,6 +151,9 @@ var figureKeys = []struct{ key, label string }{
 	{"req_per_s", "req/s (whole run)"},
 	{"completion_tokens", "completion tokens"},
 	{"prompt_tokens", "prompt tokens"},
+	// With endpoint.price only (absent without).
+	{"cost", "cost so far (USD)"},
+	{"cost_projected", "cost projected to the end (USD)"},
 	{"completion_avg", "completion mean"},
 	{"completion_p50", "completion p50"},
 	{"completion_p90", "completion p90"},

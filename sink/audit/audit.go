@@ -64,6 +64,10 @@ type Audit struct {
 	EmptyReasoningShare float64 `json:"empty_reasoning_share"` // of records
 	ThinkTags           int64   `json:"think_tags"`
 	ThinkTagsShare      float64 `json:"think_tags_share"` // of records
+	// CachedTokens and Cost are the records' sums (each record's from its
+	// usage at endpoint.price); absent when none has any.
+	CachedTokens int64   `json:"cached_tokens,omitempty"`
+	Cost         float64 `json:"cost,omitempty"`
 
 	// Problems make the directory invalid: a run would refuse it, or the
 	// dataset holds something twice. Each says what to do.

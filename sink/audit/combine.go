@@ -47,6 +47,8 @@ func Combine(audits ...*Audit) (*Audit, error) {
 		c.Records += a.Records
 		c.PromptTokens += a.PromptTokens
 		c.CompletionTokens += a.CompletionTokens
+		c.CachedTokens += a.CachedTokens
+		c.Cost += a.Cost
 		c.EmptyReasoning += a.EmptyReasoning
 		c.ThinkTags += a.ThinkTags
 		for f, n := range a.FinishReasons {

@@ -90,6 +90,8 @@ type partAcc struct {
 	keys    []sink.Key
 	prompt  int64
 	compl   int64
+	cached  int64
+	cost    float64
 	finish  map[string]int64
 	records int
 	noReas  int64 // records without reasoning
@@ -100,6 +102,8 @@ func (acc *partAcc) add(rec *sink.Record) {
 	acc.keys = append(acc.keys, rec.Key())
 	acc.prompt += int64(rec.PromptTokens)
 	acc.compl += int64(rec.CompletionTokens)
+	acc.cached += int64(rec.CachedTokens)
+	acc.cost += rec.Cost
 	if acc.finish == nil {
 		acc.finish = map[string]int64{}
 	}
@@ -140,6 +144,8 @@ func (a *Audit) commit(path, format string, acc *partAcc) error {
 	a.Records += int64(acc.records)
 	a.PromptTokens += acc.prompt
 	a.CompletionTokens += acc.compl
+	a.CachedTokens += acc.cached
+	a.Cost += acc.cost
 	a.EmptyReasoning += acc.noReas
 	a.ThinkTags += acc.tags
 	for f, n := range acc.finish {
