@@ -152,6 +152,23 @@ func (s Snapshot) Planned() int64 { return s.AlreadyDone + s.AlreadyFailed + s.T
 
 // Snapshot returns every figure at now().
 func (s *Stats) Snapshot() Snapshot {
+	snap, eps := s.figures()
+	// Each endpoint's state is asked with no lock of the Stats held: a
+	// gate's state takes its outage's and its router's locks, which are
+	// held while they tell the Stats of an outage (SetServerDown), so
+	// asking under s.mu could deadlock with a slot finding a server down.
+	if len(eps) > 0 {
+		snap.Endpoints = make([]EndpointSnapshot, len(eps))
+		for i, es := range eps {
+			snap.Endpoints[i] = es.snapshot(snap.Elapsed)
+		}
+	}
+	return snap
+}
+
+// figures is the snapshot but for its endpoints, taken under s.mu, and the
+// endpoints' ledgers.
+func (s *Stats) figures() (Snapshot, []*Endpoint) {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -234,13 +251,7 @@ func (s *Stats) Snapshot() Snapshot {
 			snap.CostProjected = projectCost(&snap, *p, s.cost, s.compTokens, s.done)
 		}
 	}
-	if len(s.endpoints) > 0 {
-		snap.Endpoints = make([]EndpointSnapshot, len(s.endpoints))
-		for i, es := range s.endpoints {
-			snap.Endpoints[i] = es.snapshot(snap.Elapsed)
-		}
-	}
-	return snap
+	return snap, s.endpoints
 }
 
 // heldLocked counts what the directory held at open (Stats.SeedHeld)
