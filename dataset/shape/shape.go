@@ -85,6 +85,16 @@ func (c *Converter) Convert(r row, p *Row) *FieldError {
 		if fe := c.rowParams(r, p); fe != nil {
 			return fe
 		}
+		if c.shape(r) == FormatMessages {
+			if p.Tools, fe = Tools(r["tools"], "tools"); fe != nil {
+				return fe
+			}
+			if p.Tools != "" {
+				if fe := toolChoice(r, p); fe != nil {
+					return fe
+				}
+			}
+		}
 	}
 	p.Messages, p.ID, p.Source = msgs, id, scalarString(r[c.SourceField])
 	return nil
@@ -149,6 +159,7 @@ var roles = map[string]string{
 	"model":     "assistant",
 	"system":    "system",
 	"developer": "system", // OpenAI's newer name; chat templates know only system
+	"tool":      "tool",
 }
 
 // Conversation reads every turn of a multi-turn row, assistant turns
@@ -202,6 +213,11 @@ func turns(r row, list, roleKey, contentKey string, whole bool) ([]Message, *Fie
 		if !known {
 			return nil, fieldErr(at(rk), fmt.Errorf("unknown role %q", name))
 		}
+		if role == "tool" && whole {
+			// Not yet: the row's cached results spliced in after the
+			// model's own calls (issue 31's next slice).
+			return nil, fieldErr(at(rk), errors.New(`a tool turn is not read with generation.turns: all yet`))
+		}
 		if role == "assistant" {
 			if !whole {
 				break
@@ -230,7 +246,13 @@ func turns(r row, list, roleKey, contentKey string, whole bool) ([]Message, *Fie
 			}
 			hasUser = true
 		}
-		msgs = append(msgs, Message{Role: role, Content: content})
+		m := Message{Role: role, Content: content}
+		if role == "tool" {
+			if m.ToolCallID, fe = optionalString(turn, "tool_call_id", at("tool_call_id")); fe != nil {
+				return nil, fe
+			}
+		}
+		msgs = append(msgs, m)
 	}
 	if !hasUser {
 		return nil, fieldErr(list, ErrNoUserTurn)
