@@ -345,8 +345,19 @@ func jobOf(cfg config.Config, shard dataset.Shard) job.Job {
 			},
 			ReturnTokenIDs: cfg.Generation.ReturnTokenIDs,
 			Logprobs:       cfg.Generation.Logprobs,
+			ToolChoice:     jobToolChoice(cfg.Generation.ToolChoice),
 		},
 	}
+}
+
+// jobToolChoice is generation.tool_choice as the job holds it: auto, the
+// default, is "" (jobs made before the key keep their hash; the wire sends
+// auto for it).
+func jobToolChoice(c string) string {
+	if c == wire.ToolChoiceAuto {
+		return ""
+	}
+	return c
 }
 
 // checkResponseFormat compiles the job's response format before anything
