@@ -19,8 +19,8 @@ func TestToolRows(t *testing.T) {
 		params            map[string]any
 	}{
 		{
-			name: "messages with tools, stops at the first assistant turn",
-			line: `{"messages":[{"role":"user","content":"Weather in Paris?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"18C"},{"role":"assistant","content":"18C in Paris."}],"tools":[` + weather + `],"tool_choice":"required"}`,
+			name:  "messages with tools, stops at the first assistant turn",
+			line:  `{"messages":[{"role":"user","content":"Weather in Paris?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"18C"},{"role":"assistant","content":"18C in Paris."}],"tools":[` + weather + `],"tool_choice":"required"}`,
 			tools: `[` + weather + `]`, want: []Message{{Role: "user", Content: "Weather in Paris?"}},
 			params: map[string]any{"tool_choice": "required"},
 		},
