@@ -63,6 +63,12 @@ var chunkEdgeCases = []struct {
 	{"several choices, index 0 second", `{"choices":[{"index":1,"delta":{"content":"one"}},{"index":0,"delta":{"content":"zero"},"finish_reason":"stop"},{"index":0,"delta":{"content":"again"}}]}`, true},
 	{"no choice 0", `{"choices":[{"index":2,"delta":{"content":"two"}}]}`, true},
 	{"unknown keys hold known names", `{"x":{"content":"no","choices":[{"index":0,"delta":{"content":"no"}}]},"choices":[{"logprobs":{"content":[{"token":"a","logprob":-0.5e-3,"bytes":[97],"top_logprobs":[]}]},"delta":{"function_call":[{"function":{"content":"no"}}],"content":"yes"}}],"y":[true,false,null,1.5E+2,-0,"s\"\\"]}`, true},
+	{"tool_calls null", `{"choices":[{"index":0,"delta":{"content":"x","tool_calls":null}}]}`, true},
+	{"tool_calls empty", `{"choices":[{"index":0,"delta":{"tool_calls":[ ],"content":"x"}}]}`, true},
+	{"tool_calls twice", `{"choices":[{"index":0,"delta":{"tool_calls":[],"tool_calls":[]}}]}`, false},
+	{"tool call", `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"a"}}]}}]}`, false},
+	{"tool call arguments an object", `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":{"a":1}}}]}}]}`, false},
+	{"tool call index a string", `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":"0"}]}}]}`, false},
 	{"escapes", `{"model":"a\/b","choices":[{"delta":{"content":"q\"b\\s\/b\bf\fn\nr\rt\t\u00e9\u4e2d\ud83d\ude00"}}]}`, true},
 	{"lone high surrogate", `{"choices":[{"delta":{"content":"\ud83d x"}}]}`, true},
 	{"high surrogate then non-surrogate escape", `{"choices":[{"delta":{"content":"\ud83d\u0041"}}]}`, true},
@@ -185,7 +191,7 @@ func TestChunkScanEdgeCases(t *testing.T) {
 // TestChunkScanTestdata: every chunk of the recorded streams decodes the
 // same, and the fast path answers every one that is not an error event,
 // nor logprobs naming alternatives by text (the reference's: a server that
-// ignores return_tokens_as_token_ids).
+// ignores return_tokens_as_token_ids), nor a piece of a tool call.
 func TestChunkScanTestdata(t *testing.T) {
 	sse, _ := filepath.Glob(filepath.Join("testdata", "*.sse"))
 	for _, p := range sse {
@@ -194,7 +200,8 @@ func TestChunkScanTestdata(t *testing.T) {
 			for i, c := range sseChunks(t, filepath.Base(p)) {
 				sameDecode(t, c)
 				_, ok := scanChunk(c)
-				slow := bytes.Contains(c, []byte(`"error"`)) || byText && bytes.Contains(c, []byte(`"top_logprobs":[{`))
+				slow := bytes.Contains(c, []byte(`"error"`)) || byText && bytes.Contains(c, []byte(`"top_logprobs":[{`)) ||
+					bytes.Contains(c, []byte(`"tool_calls":[{`))
 				if ok == slow {
 					t.Errorf("chunk %d: fast path %v for %q", i, ok, c)
 				}

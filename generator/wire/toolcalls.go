@@ -7,10 +7,7 @@ package wire
 // a first delta with index, id, type and the function's name, then
 // fragments of its arguments), kept exactly as sent.
 
-import (
-	"encoding/json"
-	"strings"
-)
+import "encoding/json"
 
 // ToolCall is one call of a tool, OpenAI's shape (the record's
 // sink.ToolCall, field for field). Arguments is the text the server sent,
@@ -85,7 +82,7 @@ func argumentsText(raw json.RawMessage) string {
 // concatenated in order; calls in the order their index first came.
 type toolAcc struct {
 	calls []ToolCall
-	args  []strings.Builder
+	args  [][]byte
 	at    map[int]int // index -> position in calls
 	size  int         // bytes of names and arguments, for the answer's bound
 }
@@ -100,7 +97,7 @@ func (t *toolAcc) add(ds []toolDelta) {
 			pos = len(t.calls)
 			t.at[d.Index] = pos
 			t.calls = append(t.calls, ToolCall{})
-			t.args = append(t.args, strings.Builder{})
+			t.args = append(t.args, nil)
 		}
 		c := &t.calls[pos]
 		if c.ID == "" {
@@ -112,7 +109,7 @@ func (t *toolAcc) add(ds []toolDelta) {
 		if c.Function.Name == "" {
 			c.Function.Name = d.Call.Function.Name
 		}
-		t.args[pos].WriteString(d.Call.Function.Arguments)
+		t.args[pos] = append(t.args[pos], d.Call.Function.Arguments...)
 		t.size += len(d.Call.Function.Name) + len(d.Call.Function.Arguments)
 	}
 }
@@ -125,7 +122,7 @@ func (t *toolAcc) result() []ToolCall {
 	out := make([]ToolCall, len(t.calls))
 	for i := range t.calls {
 		out[i] = t.calls[i]
-		out[i].Function.Arguments = t.args[i].String()
+		out[i].Function.Arguments = string(t.args[i])
 	}
 	return out
 }
