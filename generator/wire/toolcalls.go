@@ -7,7 +7,10 @@ package wire
 // a first delta with index, id, type and the function's name, then
 // fragments of its arguments), kept exactly as sent.
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"slices"
+)
 
 // ToolCall is one call of a tool, OpenAI's shape (the record's
 // sink.ToolCall, field for field). Arguments is the text the server sent,
@@ -156,8 +159,16 @@ func (w *bodyWriter) message(m *Message) {
 	w.buf.WriteByte('}')
 }
 
-// messages writes the conversation, [] when empty.
+// messages writes the conversation, [] when empty: by encoding/json in
+// one call, as ever, unless a turn calls tools (whose content may be null).
 func (w *bodyWriter) messages(msgs []Message) {
+	if msgs == nil {
+		msgs = []Message{}
+	}
+	if !slices.ContainsFunc(msgs, func(m Message) bool { return len(m.ToolCalls) > 0 }) {
+		w.value(msgs)
+		return
+	}
 	w.buf.WriteByte('[')
 	for i := range msgs {
 		if i > 0 {
