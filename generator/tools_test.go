@@ -21,6 +21,7 @@ import (
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/audit"
 )
 
 // toolRows are a dataset of tool rows: OpenAI's messages with a tools
@@ -136,6 +137,14 @@ func TestToolRowsRunAgainstTheMock(t *testing.T) {
 			wantTools := `[{"function":{"description":"Weather <now>","name":"get_weather","parameters":{"properties":{"city":{"type":"string"},"days":{"type":"integer"}},"type":"object"}},"type":"function"}]`
 			if recs["w"].Tools != wantTools {
 				t.Errorf("record w: tools %s, want %s", recs["w"].Tools, wantTools)
+			}
+			a, err := audit.Dir(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			if want := (audit.ToolCounts{ToolCallRecords: 3, ToolCalls: 3, InvalidToolCalls: 1}); a.ToolCounts != want {
+				t.Errorf("inspect counts %+v, want %+v", a.ToolCounts, want)
 			}
 			if len(bodies) != 4 {
 				t.Fatalf("%d requests, want 4", len(bodies))

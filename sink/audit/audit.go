@@ -64,6 +64,7 @@ type Audit struct {
 	EmptyReasoningShare float64 `json:"empty_reasoning_share"` // of records
 	ThinkTags           int64   `json:"think_tags"`
 	ThinkTagsShare      float64 `json:"think_tags_share"` // of records
+	ToolCounts                  // the answers' tool calls (tools.go)
 
 	// Problems make the directory invalid: a run would refuse it, or the
 	// dataset holds something twice. Each says what to do.

@@ -94,6 +94,7 @@ type partAcc struct {
 	records int
 	noReas  int64 // records without reasoning
 	tags    int64 // records with think tags in content
+	tools   ToolCounts
 }
 
 func (acc *partAcc) add(rec *sink.Record) {
@@ -111,6 +112,7 @@ func (acc *partAcc) add(rec *sink.Record) {
 	if sink.ThinkTags(rec.Content) {
 		acc.tags++
 	}
+	acc.tools.add(rec)
 }
 
 func checkRecord(rec *sink.Record) error {
@@ -142,6 +144,7 @@ func (a *Audit) commit(path, format string, acc *partAcc) error {
 	a.CompletionTokens += acc.compl
 	a.EmptyReasoning += acc.noReas
 	a.ThinkTags += acc.tags
+	a.ToolCounts.sum(acc.tools)
 	for f, n := range acc.finish {
 		a.FinishReasons[f] += n
 	}
