@@ -15,6 +15,7 @@ func TestToolRows(t *testing.T) {
 	weather := `{"function":{"description":"Weather <now>","name":"get_weather","parameters":{"properties":{"city":{"type":"string"}},"type":"object"}},"type":"function"}`
 	good := []struct {
 		name, line, tools string
+		opts              Options
 		want              []Message
 		params            map[string]any
 	}{
@@ -39,6 +40,12 @@ func TestToolRows(t *testing.T) {
 			params: map[string]any{"tool_choice": "auto"},
 		},
 		{
+			name:  "xlam's row read as a prompt column: query and tools",
+			line:  `{"id":0,"query":"Weather?","answers":"[]","tools":"[{\"name\":\"get_weather\",\"description\":\"Weather <now>\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}]"}`,
+			opts:  Options{Selection: Selection{Format: "prompt", PromptField: "query"}},
+			tools: `[` + weather + `]`, want: []Message{{Role: "user", Content: "Weather?"}},
+		},
+		{
 			name: "no tools: tool_choice alone is not sent",
 			line: `{"messages":[{"role":"user","content":"Q"}],"tools":[],"tool_choice":"auto"}`,
 			want: []Message{{Role: "user", Content: "Q"}},
@@ -47,7 +54,9 @@ func TestToolRows(t *testing.T) {
 	for _, tt := range good {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeFile(t, t.TempDir(), "data.jsonl", tt.line+"\n")
-			ps, _ := readAll(t, Options{Selection: Selection{Path: path}, OnBadRow: "fail"})
+			opts := tt.opts
+			opts.Path, opts.OnBadRow = path, "fail"
+			ps, _ := readAll(t, opts)
 			if len(ps) != 1 {
 				t.Fatalf("%d prompts, want 1", len(ps))
 			}

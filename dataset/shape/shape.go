@@ -85,7 +85,10 @@ func (c *Converter) Convert(r row, p *Row) *FieldError {
 		if fe := c.rowParams(r, p); fe != nil {
 			return fe
 		}
-		if c.shape(r) == FormatMessages {
+		if c.shape(r) != FormatRows {
+			// A tools column beside the turns (messages, ShareGPT) or
+			// the prompt (xlam's query and tools, as prompt rows); a
+			// templated job's columns are the template's to read.
 			if p.Tools, fe = Tools(r["tools"], "tools"); fe != nil {
 				return fe
 			}
