@@ -93,3 +93,25 @@ func TestToolRows(t *testing.T) {
 		})
 	}
 }
+
+// TestToolRowsNotYetWhole: with whole conversations (generation.turns:
+// all) a row with tools or a tool turn is a bad row saying so, not a
+// conversation sent without them.
+func TestToolRowsNotYetWhole(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ line, msg string }{
+		{`{"messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, "tools: tools are not offered with generation.turns: all yet"},
+		{`{"messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"},{"role":"tool","content":"r"},{"role":"assistant","content":"B"}]}`, "messages[2].role: a tool turn is not read with generation.turns: all yet"},
+	} {
+		path := writeFile(t, t.TempDir(), "data.jsonl", tt.line+"\n")
+		r, err := Open(Options{Selection: Selection{Path: path}, Conversations: true, OnBadRow: "fail"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = r.Next()
+		r.Close()
+		if err == nil || err.Error() != path+":1: "+tt.msg {
+			t.Errorf("error %v, want %s:1: %s", err, path, tt.msg)
+		}
+	}
+}

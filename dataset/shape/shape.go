@@ -170,6 +170,11 @@ var roles = map[string]string{
 // conversations replaces them with the model's own answers); nil for the
 // shapes that hold a single prompt.
 func (c *Converter) Conversation(r row) ([]Message, *FieldError) {
+	if t, _ := Tools(r["tools"], "tools"); t != "" {
+		// Not yet: the model's calls mid-conversation and the row's
+		// cached results after them (issue 31's next slice).
+		return nil, fieldErr("tools", errors.New("tools are not offered with generation.turns: all yet"))
+	}
 	switch c.shape(r) {
 	case FormatShareGPT:
 		return turns(r, "conversations", "from", "value", true)
