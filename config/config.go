@@ -95,6 +95,9 @@ type GenerationConfig struct {
 	// Logprobs is how many alternatives each generated token's logprob
 	// comes with (0: no logprobs; at most MaxLogprobs).
 	Logprobs int `mapstructure:"logprobs"`
+	// ToolChoice is sent with every row that has tools and names no
+	// tool_choice of its own: auto, none or required.
+	ToolChoice string `mapstructure:"tool_choice"`
 	// RequireTokenIDs makes a server that sends no token ids although
 	// asked fatal; else that is a warning. It changes no answer.
 	RequireTokenIDs bool           `mapstructure:"require_token_ids"`
@@ -153,6 +156,7 @@ func Default() Config {
 			N:             1,
 			Turns:         "first",
 			OnLength:      "keep",
+			ToolChoice:    "auto",
 			SchemaRetries: DefaultSchemaRetries,
 			Stream:        true,
 			ExtraBody:     map[string]any{},

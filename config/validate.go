@@ -35,6 +35,8 @@ var (
 	ShardBys       = []string{"rows", "files"}
 	TurnsPolicies  = []string{"first", "all"}
 	LengthPolicies = []string{"keep", "retry"}
+	// ToolChoices are generation.tool_choice's values, OpenAI's.
+	ToolChoices = []string{"auto", "none", "required"}
 )
 
 // bodyKeysOwnedByConfig are request fields that typed keys already set;
@@ -171,6 +173,7 @@ func (c Config) Validate() error {
 	atLeast("generation.n", int64(g.N), 1)
 	oneOf("generation.turns", g.Turns, TurnsPolicies)
 	oneOf("generation.on_length", g.OnLength, LengthPolicies)
+	oneOf("generation.tool_choice", g.ToolChoice, ToolChoices)
 	switch {
 	case g.Logprobs < 0 || g.Logprobs > MaxLogprobs:
 		add("generation.logprobs", g.Logprobs, fmt.Sprintf("%d is not between 0 (no logprobs) and %d", g.Logprobs, MaxLogprobs))

@@ -8,10 +8,16 @@ package dataset
 
 import "github.com/synthgen/synthgen/dataset/shape"
 
-// Message is one chat turn with an OpenAI role (system, user, assistant;
-// tool only in a batch request, whose turns are sent as given): the turn a
-// row shape makes (package dataset/shape), by its name here.
+// Message is one chat turn with an OpenAI role (system, user, assistant,
+// tool; an assistant's tool calls, a tool turn's call id): the turn a row
+// shape makes (package dataset/shape), by its name here.
 type Message = shape.Message
+
+// ToolCall is an assistant turn's call of a tool (package dataset/shape).
+type ToolCall = shape.ToolCall
+
+// ToolFunction is the function a ToolCall names and its arguments.
+type ToolFunction = shape.ToolFunction
 
 // Prompt is one dataset row turned into the conversation to send: the turns
 // up to (not including) the first assistant turn.
@@ -32,6 +38,9 @@ type Prompt struct {
 	Conversation []Message
 	// Source is the row's source/category column, when it has one.
 	Source string
+	// Tools is the row's tools list, JSON text as sent ("" none): a
+	// messages row's tools column, a batch row's body.tools.
+	Tools string
 	// Params are a request row's own request fields (openai-batch: every
 	// body key but model, messages, stream, stream_options and n), as
 	// decoded: JSON numbers stay json.Number, so a value reaches the server

@@ -511,7 +511,7 @@ func (r *Reader) convert(rw row, p *Prompt) *fieldError {
 	if fe := r.conv.Convert(rw, &s); fe != nil {
 		return fieldErr(fe.Field, fe.Err)
 	}
-	p.ID, p.Messages, p.Source, p.Params, p.Ignored, p.Model = s.ID, s.Messages, s.Source, s.Params, s.Ignored, s.Model
+	p.ID, p.Messages, p.Source, p.Params, p.Ignored, p.Model, p.Tools = s.ID, s.Messages, s.Source, s.Params, s.Ignored, s.Model, s.Tools
 	if r.opts.Conversations {
 		conv, fe := r.conv.Conversation(rw)
 		if fe != nil {

@@ -224,7 +224,7 @@ func TestFileFormats(t *testing.T) {
 				t.Fatalf("%d prompts, %d skipped; want 3, 0", len(ps), len(skipped))
 			}
 			for i, p := range ps {
-				if want := fmt.Sprint("q", i); p.ID != fmt.Sprint(i) || len(p.Messages) != 1 || p.Messages[0] != u(want) {
+				if want := fmt.Sprint("q", i); p.ID != fmt.Sprint(i) || len(p.Messages) != 1 || !reflect.DeepEqual(p.Messages[0], u(want)) {
 					t.Errorf("row %d = %+v", i, p)
 				}
 			}

@@ -175,7 +175,7 @@ func TestRowShapes(t *testing.T) {
 		},
 		{
 			name: "batch turn with tool calls", line: batchLine("r", `{"messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"","tool_calls":[{"id":"c"}]}]}`),
-			field: "body.messages[1].tool_calls", msg: "body.messages[1].tool_calls: not sent: a turn is sent as role and content only",
+			field: "body.messages[1].tool_calls[0].function", msg: "body.messages[1].tool_calls[0].function: missing",
 		},
 		{
 			name: "batch unknown role", line: batchLine("r", `{"messages":[{"role":"function","content":"x"}]}`),
@@ -254,8 +254,8 @@ func TestRowShapes(t *testing.T) {
 			field: "conversations[0]", err: ErrNotObject,
 		},
 		{
-			name: "unknown role", line: sharegptLine("x", "tool", "t", "human", "q"),
-			field: "conversations[0].from", msg: `conversations[0].from: unknown role "tool"`,
+			name: "unknown role", line: sharegptLine("x", "robot", "t", "human", "q"),
+			field: "conversations[0].from", msg: `conversations[0].from: unknown role "robot"`,
 		},
 		{
 			name: "blank user turn", line: sharegptLine("x", "human", "  \n", "gpt", "a"),
@@ -367,11 +367,11 @@ func TestWholeConversations(t *testing.T) {
 		t.Fatalf("prompts %+v, skipped %v", ps, skipped)
 	}
 	want := []Message{{Role: "system", Content: "sys"}, {Role: "user", Content: "q1"}, {Role: "assistant", Content: ""}, {Role: "user", Content: "q2"}, {Role: "assistant", Content: ""}}
-	if !slices.Equal(ps[0].Conversation, want) || !slices.Equal(ps[0].Messages, want[:2]) {
+	if !reflect.DeepEqual(ps[0].Conversation, want) || !reflect.DeepEqual(ps[0].Messages, want[:2]) {
 		t.Errorf("sharegpt: conversation %+v, messages %+v", ps[0].Conversation, ps[0].Messages)
 	}
 	want = []Message{{Role: "user", Content: "m1"}, {Role: "assistant", Content: ""}, {Role: "user", Content: "m2"}}
-	if !slices.Equal(ps[1].Conversation, want) {
+	if !reflect.DeepEqual(ps[1].Conversation, want) {
 		t.Errorf("messages: conversation %+v", ps[1].Conversation)
 	}
 	if ps[2].Conversation != nil || len(ps[2].Messages) != 1 {

@@ -11,8 +11,8 @@ import (
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
-	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/promscrape"
+	"github.com/synthgen/synthgen/internal/redact"
 )
 
 // Outcome is how a run ended, in the word the manifest records for
@@ -187,7 +187,7 @@ func (r *Runner) startAuto(ctx context.Context) (stop func(), err error) {
 	s := r.setup
 	if len(r.metrics) == 0 {
 		return nil, &autoconc.RefusedError{
-			Err:  fmt.Errorf("concurrency: auto needs the server's /metrics, and endpoint.base_url %s gives no URL for them", wire.RedactURLs(s.baseURLs())),
+			Err:  fmt.Errorf("concurrency: auto needs the server's /metrics, and endpoint.base_url %s gives no URL for them", redact.URLs(s.baseURLs())),
 			Hint: "set endpoint.metrics_url to the server's /metrics, or concurrency to a number (e.g. 64)",
 		}
 	}

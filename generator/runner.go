@@ -20,6 +20,7 @@ import (
 	"github.com/synthgen/synthgen/generator/shape"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/promscrape"
+	"github.com/synthgen/synthgen/internal/redact"
 	"github.com/synthgen/synthgen/sink"
 	"github.com/synthgen/synthgen/sink/audit"
 )
@@ -179,7 +180,7 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 	}
 	for i, u := range urls {
 		clients[i] = wire.New(wire.Options{BaseURL: u, APIKey: s.APIKey, Timeout: s.Timeout, StallTimeout: s.StallTimeout, TLS: s.TLS, MaxConns: s.Concurrency, OnAwait: s.Stats.AddAwaiting, Replicas: replicas})
-		shown[i] = wire.RedactURL(u)
+		shown[i] = redact.URL(u)
 		targets[i] = pool.Endpoint{URL: shown[i], Client: clients[i]}
 	}
 	s.Stats.SetEndpoints(shown)
@@ -534,7 +535,7 @@ func (e *DatasetError) Unwrap() error { return e.Err }
 // newReportConfig summarizes job (as run: model resolved) run by s.
 func newReportConfig(j job.Job, s Setup) runfiles.ReportConfig {
 	return runfiles.ReportConfig{
-		BaseURL:      wire.RedactURLs(s.baseURLs()),
+		BaseURL:      redact.URLs(s.baseURLs()),
 		Model:        j.Sampling.Model,
 		Dataset:      j.Selection.Path,
 		Format:       j.Selection.Format,

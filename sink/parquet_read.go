@@ -178,7 +178,8 @@ var recordSchema = parquet.SchemaOf(Record{})
 // addedColumns are the record's columns that parts written before them
 // lack: they read as empty (a part of a first-turn job has no turns).
 var addedColumns = map[string]bool{"turns": true, "prompt_token_ids": true, "token_ids": true, "token_ids_mismatch": true, "logprobs": true,
-	"cached_tokens": true, "cost": true}
+	"cached_tokens": true, "cost": true,
+	"tools": true, "tool_calls": true, "tool_calls_invalid": true}
 
 // eachParquetRecord reads every row of a Parquet part, readBatch rows
 // at a time. Its errors do not name the file: the audit, which shows them
@@ -186,7 +187,7 @@ var addedColumns = map[string]bool{"turns": true, "prompt_token_ids": true, "tok
 func eachParquetRecord(path string, fn func(*Record) error) error {
 	return openParquet(path, "", false, func(pf *parquet.File) error {
 		for _, col := range recordSchema.Columns() {
-			if _, ok := pf.Schema().Lookup(col...); !ok && !addedColumns[col[0]] {
+			if _, ok := pf.Schema().Lookup(col...); !ok && !addedColumns[col[0]] && !addedMessageColumn(col) {
 				return fmt.Errorf("schema: no column %s", strings.Join(col, "."))
 			}
 		}
@@ -209,6 +210,7 @@ func eachRowGroupRecord(g int, rg parquet.RowGroup, rows []Record, fn func(*Reco
 		n, err := rd.Read(rows)
 		for i := range rows[:n] {
 			rows[i].emptyTokensNil()
+			rows[i].emptyToolsNil()
 			if ferr := fn(&rows[i]); ferr != nil {
 				return ferr
 			}
@@ -284,6 +286,7 @@ func readRows(path string, pf *parquet.File, locs []int64, order []int, fn func(
 		next = row + 1
 		rec := rows[0]
 		rec.emptyTokensNil() // as ForEachRecord reads it
+		rec.emptyToolsNil()
 		if err := fn(i, &rec); err != nil {
 			return err
 		}

@@ -10,10 +10,27 @@ import (
 	"github.com/synthgen/synthgen/sink/keyset"
 )
 
-// Message is one chat turn as it was sent to the server.
+// Message is one chat turn as it was sent to the server: an assistant
+// turn's tool calls and a tool turn's call id as the row had them.
 type Message struct {
-	Role    string `json:"role" parquet:"role"`
-	Content string `json:"content" parquet:"content"`
+	Role       string     `json:"role" parquet:"role"`
+	Content    string     `json:"content" parquet:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty" parquet:"tool_calls,list"`
+	ToolCallID string     `json:"tool_call_id,omitempty" parquet:"tool_call_id,optional"`
+}
+
+// ToolCall is one call of a tool, OpenAI's shape: Arguments is the JSON
+// text as the model (or the row) wrote it, valid JSON or not.
+type ToolCall struct {
+	ID       string       `json:"id" parquet:"id"`
+	Type     string       `json:"type" parquet:"type"`
+	Function ToolFunction `json:"function" parquet:"function"`
+}
+
+// ToolFunction is the function a ToolCall names and its arguments.
+type ToolFunction struct {
+	Name      string `json:"name" parquet:"name"`
+	Arguments string `json:"arguments" parquet:"arguments"`
 }
 
 // Record is one answer: one row per (ID, Sample) in every output format.
@@ -58,6 +75,13 @@ type Record struct {
 	// PromptTokens, CompletionTokens, CachedTokens, Cost and Attempts the
 	// sums over the turns.
 	Turns []Turn `json:"turns,omitempty" parquet:"turns,list"`
+	// The tools (toolcalls.go): the tools list sent with the request, JSON
+	// text as sent ("" none); the model's calls in the answer, as sent
+	// (finish_reason tool_calls); how many of them have arguments that
+	// are not valid JSON (kept as sent, never repaired).
+	Tools            string     `json:"tools,omitempty" parquet:"tools,optional"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty" parquet:"tool_calls,list"`
+	ToolCallsInvalid int        `json:"tool_calls_invalid,omitempty" parquet:"tool_calls_invalid,optional"`
 }
 
 // Turn is one answered turn of a whole conversation.

@@ -96,6 +96,7 @@ func TestRecordsReadBack(t *testing.T) {
 			for i := range got {
 				got[i].CreatedAt = got[i].CreatedAt.UTC()
 				got[i].emptyTokensNil() // Parquet's empty lists, as the sink's reader makes them
+				got[i].emptyToolsNil()
 				if len(got[i].Turns) == 0 {
 					got[i].Turns = nil // Parquet has an empty list where JSON has none
 				}

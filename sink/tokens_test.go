@@ -137,23 +137,30 @@ func TestTokensParquetSchema(t *testing.T) {
 	}
 }
 
+// messageBeforeTools is a message as parts written before its tool
+// columns hold it.
+type messageBeforeTools struct {
+	Role    string `parquet:"role"`
+	Content string `parquet:"content"`
+}
+
 // recordBeforeTokens is the record as parts written before the token
 // columns hold it.
 type recordBeforeTokens struct {
-	ID               string    `parquet:"id"`
-	Sample           int       `parquet:"sample"`
-	Source           string    `parquet:"source"`
-	Messages         []Message `parquet:"messages,list"`
-	Reasoning        string    `parquet:"reasoning"`
-	Content          string    `parquet:"content"`
-	FinishReason     string    `parquet:"finish_reason"`
-	Model            string    `parquet:"model"`
-	PromptTokens     int       `parquet:"prompt_tokens"`
-	CompletionTokens int       `parquet:"completion_tokens"`
-	LatencyMS        float64   `parquet:"latency_ms"`
-	TTFTMS           float64   `parquet:"ttft_ms"`
-	Attempts         int       `parquet:"attempts"`
-	CreatedAt        time.Time `parquet:"created_at,timestamp(millisecond)"`
+	ID               string               `parquet:"id"`
+	Sample           int                  `parquet:"sample"`
+	Source           string               `parquet:"source"`
+	Messages         []messageBeforeTools `parquet:"messages,list"`
+	Reasoning        string               `parquet:"reasoning"`
+	Content          string               `parquet:"content"`
+	FinishReason     string               `parquet:"finish_reason"`
+	Model            string               `parquet:"model"`
+	PromptTokens     int                  `parquet:"prompt_tokens"`
+	CompletionTokens int                  `parquet:"completion_tokens"`
+	LatencyMS        float64              `parquet:"latency_ms"`
+	TTFTMS           float64              `parquet:"ttft_ms"`
+	Attempts         int                  `parquet:"attempts"`
+	CreatedAt        time.Time            `parquet:"created_at,timestamp(millisecond)"`
 }
 
 // TestPartBeforeTokensReads: a Parquet part written before the token
@@ -165,7 +172,7 @@ func TestPartBeforeTokensReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := parquet.NewGenericWriter[recordBeforeTokens](f)
-	if _, err := w.Write([]recordBeforeTokens{{ID: "1", Content: "old", CreatedAt: time.UnixMilli(1)}}); err != nil {
+	if _, err := w.Write([]recordBeforeTokens{{ID: "1", Content: "old", CreatedAt: time.UnixMilli(1), Messages: []messageBeforeTools{{Role: "user", Content: "q"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {
@@ -175,7 +182,7 @@ func TestPartBeforeTokensReads(t *testing.T) {
 	n := 0
 	if err := ForEachRecord(path, func(rec *Record, _ Span) error {
 		n++
-		if rec.Content != "old" || rec.TokenIDs != nil || rec.PromptTokenIDs != nil || rec.Logprobs != nil || rec.TokenIDsMismatch != "" ||
+		if rec.Content != "old" || len(rec.Messages) != 1 || rec.Messages[0].Content != "q" || rec.Messages[0].ToolCalls != nil || rec.ToolCalls != nil || rec.TokenIDs != nil || rec.PromptTokenIDs != nil || rec.Logprobs != nil || rec.TokenIDsMismatch != "" ||
 			rec.CachedTokens != 0 || rec.Cost != 0 {
 			t.Errorf("old part's record read as %+v", rec)
 		}

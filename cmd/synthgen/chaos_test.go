@@ -27,7 +27,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -140,7 +140,7 @@ func checkConversation(t testing.TB, r sink.Record, i, turns int) {
 		}
 		want = append(want, sink.Message{Role: "user", Content: turnText(i, k)})
 	}
-	if !slices.Equal(r.Messages, want) {
+	if !reflect.DeepEqual(r.Messages, want) {
 		t.Errorf("record %d: the last turn was sent %+v, want %+v", i, r.Messages, want)
 	}
 	prompt, completion := 0, 0

@@ -340,7 +340,7 @@ func TestParquetReadByDuckDB(t *testing.T) {
 	// user's SQL and pandas code will see.
 	wantTypes := map[string]string{
 		"id": "VARCHAR", "sample": "BIGINT", "source": "VARCHAR",
-		"messages":  "STRUCT(role VARCHAR, content VARCHAR)[]",
+		"messages":  "STRUCT(role VARCHAR, content VARCHAR, tool_calls " + duckdbToolCalls + ", tool_call_id VARCHAR)[]",
 		"reasoning": "VARCHAR", "content": "VARCHAR", "finish_reason": "VARCHAR", "model": "VARCHAR",
 		"prompt_tokens": "BIGINT", "completion_tokens": "BIGINT",
 		"latency_ms": "DOUBLE", "ttft_ms": "DOUBLE", "attempts": "BIGINT",
@@ -351,6 +351,8 @@ func TestParquetReadByDuckDB(t *testing.T) {
 		// A whole conversation's turns, nested (empty for a first-turn job).
 		"turns": "STRUCT(reasoning VARCHAR, content VARCHAR, finish_reason VARCHAR, prompt_tokens BIGINT, completion_tokens BIGINT, " +
 			"prompt_token_ids INTEGER[], token_ids INTEGER[], token_ids_mismatch VARCHAR, logprobs " + duckdbLogprobs + ")[]",
+		// The tools sent (JSON text), the answer's calls, those invalid.
+		"tools": "VARCHAR", "tool_calls": duckdbToolCalls, "tool_calls_invalid": "BIGINT",
 	}
 	var names, gotNames []string
 	rt := reflect.TypeFor[sink.Record]()
@@ -402,6 +404,8 @@ func TestParquetReadByDuckDB(t *testing.T) {
 	if err := dec.Decode(&rec); err != nil {
 		t.Fatalf("DuckDB record: %v: %s", err, raw)
 	}
+	rec.Messages = turnsNilCalls(rec.Messages) // DuckDB's empty lists
+	want.Messages = turnsNilCalls(want.Messages)
 	if rec.ID != want.ID || rec.Sample.String() != "0" || rec.Source != want.Source ||
 		!reflect.DeepEqual(rec.Messages, want.Messages) || rec.Reasoning != want.Reasoning ||
 		rec.Content != want.Content || rec.FinishReason != want.FinishReason || rec.Model != want.Model ||
@@ -419,6 +423,9 @@ func TestParquetReadByDuckDB(t *testing.T) {
 		t.Errorf("DuckDB created_at %q (%v), parquet-go %v", rec.CreatedAt, err, want.CreatedAt)
 	}
 }
+
+// duckdbToolCalls is a list of tool calls as DuckDB types it.
+const duckdbToolCalls = "STRUCT(id VARCHAR, type VARCHAR, function STRUCT(name VARCHAR, arguments VARCHAR))[]"
 
 // duckdbLogprobs is the record's logprobs as DuckDB types them.
 const duckdbLogprobs = "STRUCT(token_logprobs FLOAT[], top_ids INTEGER[][], top_tokens VARCHAR[][], top_logprobs FLOAT[][])"

@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -70,7 +69,7 @@ func TestWorkedPipeline(t *testing.T) {
 			{Role: "system", Content: fmt.Sprintf("Answer in %s, from the context given, in a few sentences.", row["lang"])},
 			{Role: "user", Content: fmt.Sprintf("Context: %s\n\nQuestion: %s\n", row["context"], row["question"])},
 		}
-		if !slices.Equal(rec.Messages, want) {
+		if !reflect.DeepEqual(rec.Messages, want) {
 			t.Errorf("row %d was asked %q, want %q (the template of %s)", i, rec.Messages, want, "qa-answer.yaml")
 		}
 	}

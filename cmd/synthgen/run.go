@@ -25,6 +25,7 @@ import (
 	"github.com/synthgen/synthgen/generator/shape"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/progress"
+	"github.com/synthgen/synthgen/internal/redact"
 )
 
 // runFlags are the run flags that are not config keys.
@@ -346,8 +347,19 @@ func jobOf(cfg config.Config, shard dataset.Shard) job.Job {
 			},
 			ReturnTokenIDs: cfg.Generation.ReturnTokenIDs,
 			Logprobs:       cfg.Generation.Logprobs,
+			ToolChoice:     jobToolChoice(cfg.Generation.ToolChoice),
 		},
 	}
+}
+
+// jobToolChoice is generation.tool_choice as the job holds it: auto, the
+// default, is "" (jobs made before the key keep their hash; the wire sends
+// auto for it).
+func jobToolChoice(c string) string {
+	if c == wire.ToolChoiceAuto {
+		return ""
+	}
+	return c
 }
 
 // checkResponseFormat compiles the job's response format before anything
@@ -472,7 +484,7 @@ func printHeader(stderr io.Writer, cfg config.Config, r *generator.Runner, metri
 	job := r.Job()
 	fmt.Fprintf(stderr, "synthgen %s: %d prompts from %s -> %s (%s), model %s at %s, %s in flight\n",
 		version, r.Rows(), job.Selection.Path, cfg.Output.Dir, cfg.Output.Format, job.Sampling.Model,
-		wire.RedactURLs(cfg.Endpoint.BaseURLs()), config.FormatConcurrency(cfg.Concurrency, cfg.ConcurrencyAuto))
+		redact.URLs(cfg.Endpoint.BaseURLs()), config.FormatConcurrency(cfg.Concurrency, cfg.ConcurrencyAuto))
 	if n := r.MaxModelLen(); n > 0 {
 		// A prompt plus max_tokens longer than this is refused (too_long).
 		fmt.Fprintf(stderr, "model context: max_model_len %d tokens\n", n)

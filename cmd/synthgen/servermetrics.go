@@ -14,6 +14,7 @@ import (
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/promscrape"
+	"github.com/synthgen/synthgen/internal/redact"
 )
 
 // metricsURLs are the /metrics URLs of the endpoints, in base_url order:
@@ -28,7 +29,7 @@ func metricsURLs(cfg config.Config) ([]string, error) {
 	for i, b := range bases {
 		u, err := promscrape.MetricsURL(b)
 		if err != nil {
-			return nil, fmt.Errorf("endpoint.base_url %s: %w", wire.RedactURL(b), err)
+			return nil, fmt.Errorf("endpoint.base_url %s: %w", redact.URL(b), err)
 		}
 		out[i] = u
 	}
@@ -60,11 +61,11 @@ func serverMetrics(cfg config.Config) []autoconc.Endpoint {
 			s, err := scraper.Scrape(ctx)
 			if err != nil {
 				// The scrape error names the URL, which may carry a password.
-				err = wire.RedactURLIn(err, u)
+				err = redact.URLIn(err, u)
 			}
 			return s, err
 		}}
-		out = append(out, autoconc.Endpoint{URL: wire.RedactURL(u), Scrape: async.Scrape})
+		out = append(out, autoconc.Endpoint{URL: redact.URL(u), Scrape: async.Scrape})
 	}
 	return out
 }

@@ -14,9 +14,9 @@ import (
 
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
-	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/internal/promscrape"
+	"github.com/synthgen/synthgen/internal/redact"
 )
 
 // TestSelfMetricsPerEndpoint: with several endpoints --metrics-addr serves
@@ -24,7 +24,7 @@ import (
 // with one, none.
 func TestSelfMetricsPerEndpoint(t *testing.T) {
 	stats := runstats.NewStats(nil)
-	stats.SetEndpoints([]string{wire.RedactURL("http://a:8000/v1"), wire.RedactURL("http://u:hunter2@b:8000/v1")})
+	stats.SetEndpoints([]string{redact.URL("http://a:8000/v1"), redact.URL("http://u:hunter2@b:8000/v1")})
 	m, err := startSelfMetrics("127.0.0.1:0", stats, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +117,7 @@ func TestRunSeveralEndpoints(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	shown := []string{urls[0], urls[1], wire.RedactURL(urls[2])}
+	shown := []string{urls[0], urls[1], redact.URL(urls[2])}
 	if want := strings.Join(shown, ","); rep.Config.BaseURL != want {
 		t.Errorf("report.json config.base_url = %q, want %q", rep.Config.BaseURL, want)
 	}

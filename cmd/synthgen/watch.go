@@ -16,11 +16,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/synthgen/synthgen/generator/runstats"
-	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/backoff"
 	"github.com/synthgen/synthgen/internal/human"
 	"github.com/synthgen/synthgen/internal/progress"
 	"github.com/synthgen/synthgen/internal/promscrape"
+	"github.com/synthgen/synthgen/internal/redact"
 )
 
 type watchOptions struct {
@@ -155,7 +155,7 @@ func (sv *watchServer) tellLacks(stderr io.Writer, s promscrape.Sample) {
 
 // redact is err with the server's URL shown as url shows it: the scrape
 // errors name the URL scraped, password and all.
-func (sv *watchServer) redact(err error) error { return wire.RedactURLIn(err, sv.scraper.URL()) }
+func (sv *watchServer) redact(err error) error { return redact.URLIn(err, sv.scraper.URL()) }
 
 // watchServers is the /metrics of each target, or the usage error of the
 // first that has none.
@@ -166,13 +166,13 @@ func watchServers(targets []string) ([]*watchServer, error) {
 		url, err := promscrape.MetricsURL(t)
 		if err != nil {
 			// The error quotes the URL as typed, password and all.
-			err = wire.RedactURLIn(err, t)
+			err = redact.URLIn(err, t)
 			if len(targets) == 1 {
 				return nil, usageError(err, "pass the server root (http://host:8000), its /v1 base or its /metrics URL")
 			}
 			return nil, usageError(fmt.Errorf("URL %d: %w", i+1, err), "pass each server's root (http://host:8000), its /v1 base or its /metrics URL")
 		}
-		servers[i] = &watchServer{url: wire.RedactURL(url), scraper: promscrape.NewScraper(url, nil)}
+		servers[i] = &watchServer{url: redact.URL(url), scraper: promscrape.NewScraper(url, nil)}
 	}
 	return servers, nil
 }

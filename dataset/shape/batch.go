@@ -79,6 +79,15 @@ func requestParams(obj map[string]any, at string, p *Row) *FieldError {
 	for k, v := range obj {
 		switch k {
 		case "messages":
+		case "tools":
+			// p.Tools: sent as the request's tools and kept on the record.
+			t, fe := Tools(v, at+".tools")
+			if fe != nil {
+				return fe
+			}
+			if p.Tools == "" {
+				p.Tools = t
+			}
 		case "stream", "stream_options":
 			if v != nil {
 				p.Ignored = append(p.Ignored, at+"."+k)
@@ -140,9 +149,10 @@ func shown(v any) string {
 }
 
 // batchMessages reads body.messages: every turn as given, with a role and
-// text content (a string, or text parts joined with "\n"). A turn carrying
-// more than role and content (tool_calls, tool_call_id, name) is a bad row:
-// a record holds exactly the turns sent, which are role and content only.
+// text content (a string, or text parts joined with "\n"), an assistant
+// turn's tool_calls (its content then possibly null) and a tool turn's
+// tool_call_id. A turn carrying more (name, refusal) is a bad row: a record
+// holds exactly the turns sent.
 func batchMessages(v any) ([]Message, *FieldError) {
 	const list = "body.messages"
 	items, fe := turnList(v, list)
@@ -156,11 +166,6 @@ func batchMessages(v any) ([]Message, *FieldError) {
 		if !ok {
 			return nil, fieldErr(at, ErrNotObject)
 		}
-		for k, v := range turn {
-			if k != "role" && k != "content" && v != nil {
-				return nil, fieldErr(at+"."+k, fmt.Errorf("not sent: a turn is sent as role and content only"))
-			}
-		}
 		name, fe := stringField(turn, "role", at+".role")
 		if fe != nil {
 			return nil, fe
@@ -169,11 +174,26 @@ func batchMessages(v any) ([]Message, *FieldError) {
 		if !known {
 			return nil, fieldErr(at+".role", fmt.Errorf("unknown role %q", name))
 		}
-		content, fe := batchContent(turn["content"], at+".content")
-		if fe != nil {
+		for k, v := range turn {
+			sent := k == "role" || k == "content" || k == "tool_calls" && role == "assistant" || k == "tool_call_id" && role == "tool"
+			if !sent && v != nil {
+				return nil, fieldErr(at+"."+k, fmt.Errorf("not sent: a turn is sent as role, content, an assistant's tool_calls and a tool's tool_call_id only"))
+			}
+		}
+		var m Message
+		if m.ToolCalls, fe = toolCalls(turn["tool_calls"], at+".tool_calls"); fe != nil {
 			return nil, fe
 		}
-		msgs = append(msgs, Message{Role: role, Content: content})
+		if m.ToolCallID, fe = optionalString(turn, "tool_call_id", at+".tool_call_id"); fe != nil {
+			return nil, fe
+		}
+		if turn["content"] != nil || len(m.ToolCalls) == 0 {
+			if m.Content, fe = batchContent(turn["content"], at+".content"); fe != nil {
+				return nil, fe
+			}
+		}
+		m.Role = role
+		msgs = append(msgs, m)
 	}
 	return msgs, nil
 }

@@ -11,11 +11,14 @@ import (
 	"github.com/synthgen/synthgen/dataset/template"
 )
 
-// Message is one chat turn with an OpenAI role (system, user, assistant;
-// tool only in a batch request, whose turns are sent as given).
+// Message is one chat turn with an OpenAI role (system, user, assistant,
+// tool). An assistant turn may carry ToolCalls (its Content then possibly
+// empty: null in the row), a tool turn the ToolCallID it answers.
 type Message struct {
-	Role    string
-	Content string
+	Role       string
+	Content    string
+	ToolCalls  []ToolCall
+	ToolCallID string
 }
 
 // Row is what a row's shape makes of it (dataset.Prompt holds each).
@@ -25,6 +28,8 @@ type Row struct {
 	ID       string
 	Messages []Message
 	Source   string
+	// Tools is the row's tools list as sent, JSON text ("" none): tools.go.
+	Tools string
 	// Params, Ignored and Model are a request row's own request fields,
 	// the ones synthgen decides for itself, and the model it names.
 	Params  map[string]any

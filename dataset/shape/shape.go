@@ -85,6 +85,19 @@ func (c *Converter) Convert(r row, p *Row) *FieldError {
 		if fe := c.rowParams(r, p); fe != nil {
 			return fe
 		}
+		if c.shape(r) != FormatRows {
+			// A tools column beside the turns (messages, ShareGPT) or
+			// the prompt (xlam's query and tools, as prompt rows); a
+			// templated job's columns are the template's to read.
+			if p.Tools, fe = Tools(r["tools"], "tools"); fe != nil {
+				return fe
+			}
+			if p.Tools != "" {
+				if fe := toolChoice(r, p); fe != nil {
+					return fe
+				}
+			}
+		}
 	}
 	p.Messages, p.ID, p.Source = msgs, id, scalarString(r[c.SourceField])
 	return nil
@@ -149,6 +162,7 @@ var roles = map[string]string{
 	"model":     "assistant",
 	"system":    "system",
 	"developer": "system", // OpenAI's newer name; chat templates know only system
+	"tool":      "tool",
 }
 
 // Conversation reads every turn of a multi-turn row, assistant turns
@@ -156,6 +170,11 @@ var roles = map[string]string{
 // conversations replaces them with the model's own answers); nil for the
 // shapes that hold a single prompt.
 func (c *Converter) Conversation(r row) ([]Message, *FieldError) {
+	if t, _ := Tools(r["tools"], "tools"); t != "" {
+		// Not yet: the model's calls mid-conversation and the row's
+		// cached results after them (issue 31's next slice).
+		return nil, fieldErr("tools", errors.New("tools are not offered with generation.turns: all yet"))
+	}
 	switch c.shape(r) {
 	case FormatShareGPT:
 		return turns(r, "conversations", "from", "value", true)
@@ -202,6 +221,11 @@ func turns(r row, list, roleKey, contentKey string, whole bool) ([]Message, *Fie
 		if !known {
 			return nil, fieldErr(at(rk), fmt.Errorf("unknown role %q", name))
 		}
+		if role == "tool" && whole {
+			// Not yet: the row's cached results spliced in after the
+			// model's own calls (issue 31's next slice).
+			return nil, fieldErr(at(rk), errors.New(`a tool turn is not read with generation.turns: all yet`))
+		}
 		if role == "assistant" {
 			if !whole {
 				break
@@ -230,7 +254,13 @@ func turns(r row, list, roleKey, contentKey string, whole bool) ([]Message, *Fie
 			}
 			hasUser = true
 		}
-		msgs = append(msgs, Message{Role: role, Content: content})
+		m := Message{Role: role, Content: content}
+		if role == "tool" {
+			if m.ToolCallID, fe = optionalString(turn, "tool_call_id", at("tool_call_id")); fe != nil {
+				return nil, fe
+			}
+		}
+		msgs = append(msgs, m)
 	}
 	if !hasUser {
 		return nil, fieldErr(list, ErrNoUserTurn)

@@ -96,6 +96,10 @@ type Sampling struct {
 	// generated token's logprob comes with (OpenAI's top_logprobs, at most
 	// MaxLogprobs); 0 asks for no logprobs.
 	Logprobs int `json:"logprobs,omitempty" key:"generation.logprobs,zero"`
+	// ToolChoice is sent with a row that has tools (unless the row names
+	// its own); "" is auto, the default, so that jobs made before it keep
+	// their hash.
+	ToolChoice string `json:"tool_choice,omitempty" key:"generation.tool_choice,zero"`
 }
 
 // MaxLogprobs is the most alternatives per token generation.logprobs may
@@ -299,7 +303,19 @@ func (p Prompting) Messages(turns []dataset.Message) []sink.Message {
 		if m.Role == "system" && p.SystemPrompt != "" {
 			continue
 		}
-		msgs = append(msgs, sink.Message{Role: m.Role, Content: m.Content})
+		msgs = append(msgs, sink.Message{Role: m.Role, Content: m.Content, ToolCalls: recordCalls(m.ToolCalls), ToolCallID: m.ToolCallID})
 	}
 	return msgs
+}
+
+// recordCalls is a row's tool calls as the record holds them.
+func recordCalls(calls []dataset.ToolCall) []sink.ToolCall {
+	if len(calls) == 0 {
+		return nil
+	}
+	out := make([]sink.ToolCall, len(calls))
+	for i, c := range calls {
+		out[i] = sink.ToolCall{ID: c.ID, Type: c.Type, Function: sink.ToolFunction(c.Function)}
+	}
+	return out
 }

@@ -55,6 +55,7 @@ var answerChanges = map[string]func(j *Job){
 	"generation.on_length":        func(j *Job) { j.Sampling.OnLength = LengthRetry },
 	"generation.return_token_ids": func(j *Job) { j.Sampling.ReturnTokenIDs = true },
 	"generation.logprobs":         func(j *Job) { j.Sampling.Logprobs = 5 },
+	"generation.tool_choice":      func(j *Job) { j.Sampling.ToolChoice = "required" },
 	"generation.extra_body":       func(j *Job) { j.Sampling.Extra["top_k"] = 40 },
 	"dataset.format":              func(j *Job) { j.Selection.Format = dataset.FormatPrompt },
 	"dataset.prompt_field":        func(j *Job) { j.Selection.PromptField = "input" },

@@ -180,6 +180,11 @@ func finishLines(tw io.Writer, r *audit.Audit) {
 	}
 	fmt.Fprintf(tw, "reason\tempty in %s (%.1f%%); <think> tags in content in %s (%.1f%%)\n", human.Num(r.EmptyReasoning),
 		100*r.EmptyReasoningShare, human.Num(r.ThinkTags), 100*r.ThinkTagsShare)
+	if r.ToolCallRecords > 0 {
+		// Only a job of tool rows has the line: the report of the others is as it was.
+		fmt.Fprintf(tw, "tools\tcalls in %s records (%.1f%%), %s calls, arguments not JSON in %s\n", human.Num(r.ToolCallRecords),
+			100*float64(r.ToolCallRecords)/float64(r.Records), human.Num(r.ToolCalls), human.Num(r.InvalidToolCalls))
+	}
 }
 
 // verdict: the notes, then the problems with what to do, or "ok".

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -119,7 +120,7 @@ func TestWholeConversation(t *testing.T) {
 	sys := sink.Message{Role: "system", Content: "be brief"}
 	want := []sink.Message{sys, {Role: "user", Content: "a/u0"}, {Role: "assistant", Content: "answer to a/u0"},
 		{Role: "user", Content: "a/u1"}, {Role: "assistant", Content: "answer to a/u1"}, {Role: "user", Content: "a/last"}}
-	if !slices.Equal(r.Messages, want) {
+	if !reflect.DeepEqual(r.Messages, want) {
 		t.Errorf("the last turn was sent\n%+v\nwant\n%+v", r.Messages, want)
 	}
 	var asked [][]wire.Message
@@ -128,7 +129,7 @@ func TestWholeConversation(t *testing.T) {
 			asked = append(asked, m)
 		}
 	}
-	if len(asked) != 3 || !slices.Equal(asked[0], wireMessages(want[:2])) || !slices.Equal(asked[1], wireMessages(want[:4])) || !slices.Equal(asked[2], wireMessages(want)) {
+	if len(asked) != 3 || !reflect.DeepEqual(asked[0], wireMessages(want[:2])) || !reflect.DeepEqual(asked[1], wireMessages(want[:4])) || !reflect.DeepEqual(asked[2], wireMessages(want)) {
 		t.Errorf("requests for a:\n%+v\nwant the conversation grown by the model's own answers, turn by turn", asked)
 	}
 	for _, m := range r.Messages {

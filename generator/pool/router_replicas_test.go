@@ -17,6 +17,7 @@ import (
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/internal/redact"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -123,7 +124,7 @@ func TestThreeEndpointsOneRestarts(t *testing.T) {
 	shown := make([]string, len(urls))
 	targets := make([]Endpoint, len(urls))
 	for i, u := range urls {
-		shown[i] = wire.RedactURL(u)
+		shown[i] = redact.URL(u)
 		targets[i] = Endpoint{URL: shown[i], Client: wire.New(wire.Options{BaseURL: u, MaxConns: conc})}
 	}
 	stats.SetEndpoints(shown)

@@ -50,7 +50,7 @@ func (e *Engine) do(ctx, wait context.Context, route *router, j task) result {
 // an allocation per request.
 // Each attempt goes to the endpoint route picks (router.go).
 func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Tracker, j task, msgs []sink.Message) (resp wire.Response, attempts int, fail *sink.ErrorRecord) {
-	req := wire.Request{Sampling: e.opts.Sampling, Messages: wireMessages(msgs), Params: j.prompt.Params, Stream: e.opts.Stream}
+	req := wire.Request{Sampling: e.opts.Sampling, Messages: wireMessages(msgs), Params: j.prompt.Params, Tools: j.prompt.Tools, Stream: e.opts.Stream}
 	var onDelta func(int) // a plain answer has no deltas: no closure to allocate
 	if req.Stream {
 		onDelta = tr.Delta
@@ -267,6 +267,7 @@ func (e *Engine) record(j task, c *conversation, latency time.Duration) *sink.Re
 	if model == "" {
 		model = e.opts.Sampling.Model
 	}
+	calls := recordToolCalls(resp.ToolCalls)
 	return &sink.Record{
 		ID:               j.prompt.ID,
 		Sample:           j.sample,
@@ -289,5 +290,8 @@ func (e *Engine) record(j task, c *conversation, latency time.Duration) *sink.Re
 		TokenIDsMismatch: resp.TokenIDsMismatch,
 		Logprobs:         recordLogprobs(resp.Logprobs),
 		Turns:            c.turns,
+		Tools:            j.prompt.Tools,
+		ToolCalls:        calls,
+		ToolCallsInvalid: sink.InvalidToolCalls(calls),
 	}
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/runstats"
-	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -70,7 +70,7 @@ func TestNoAnswerFollowsAnAnswer(t *testing.T) {
 					t.Fatalf("request %d: %+v, want %+v", i, c.sent[i], want[i])
 				}
 				for j := range want[i] {
-					if c.sent[i][j] != wire.Message(want[i][j]) {
+					if !reflect.DeepEqual(c.sent[i][j], wireMessages(want[i][j : j+1])[0]) {
 						t.Errorf("request %d: %+v, want %+v", i, c.sent[i], want[i])
 					}
 				}

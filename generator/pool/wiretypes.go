@@ -12,8 +12,8 @@ import (
 )
 
 var (
-	_ = wire.Message(sink.Message{})
 	_ = sink.Logprobs(wire.Logprobs{})
+	_ = sink.ToolFunction(wire.ToolFunction{})
 )
 
 // wireMessages is msgs as the request's messages. A copy of a few string
@@ -25,7 +25,25 @@ func wireMessages(msgs []sink.Message) []wire.Message {
 	}
 	out := make([]wire.Message, len(msgs))
 	for i, m := range msgs {
-		out[i] = wire.Message(m)
+		out[i] = wire.Message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
+		if len(m.ToolCalls) > 0 {
+			out[i].ToolCalls = make([]wire.ToolCall, len(m.ToolCalls))
+			for k, c := range m.ToolCalls {
+				out[i].ToolCalls[k] = wire.ToolCall{ID: c.ID, Type: c.Type, Function: wire.ToolFunction(c.Function)}
+			}
+		}
+	}
+	return out
+}
+
+// recordToolCalls is an answer's tool calls as the record holds them.
+func recordToolCalls(calls []wire.ToolCall) []sink.ToolCall {
+	if len(calls) == 0 {
+		return nil
+	}
+	out := make([]sink.ToolCall, len(calls))
+	for i, c := range calls {
+		out[i] = sink.ToolCall{ID: c.ID, Type: c.Type, Function: sink.ToolFunction(c.Function)}
 	}
 	return out
 }

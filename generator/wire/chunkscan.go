@@ -442,6 +442,11 @@ func (s *chunkScanner) delta(c *chunkChoice) bool {
 		case "token_ids":
 			bit = 1 << 3
 			ok = s.int32s(&s.tb.deltaIDs)
+		case "tool_calls":
+			// null or [] (vLLM's plain message always has the key) is
+			// none; a call is the reference's to read.
+			bit = 1 << 4
+			ok = s.null() || s.Consume('[') && s.Consume(']')
 		default:
 			ok = s.unknown(key, deltaKeys)
 		}

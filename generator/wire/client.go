@@ -29,8 +29,10 @@ import (
 // (sink.Message) in their order, so that the caller passes the record's
 // messages as they are (pool's wireMessages), with no copy per request.
 type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
 }
 
 // Logprobs are an answer's per-token logprobs: the record's fields
@@ -107,6 +109,9 @@ type Request struct {
 	// Params are the row's own request fields, values as the dataset
 	// decoded them (json.Number keeps a number as written).
 	Params map[string]any
+	// Tools is the row's tools list, JSON text as sent ("" none); with it
+	// go Sampling.ToolChoice (auto when empty) unless the row names its own.
+	Tools string
 	// Stream asks for SSE, with stream_options.include_usage=true so the last
 	// chunk carries the token counts.
 	Stream bool
@@ -126,6 +131,9 @@ type Response struct {
 	UsageKnown   bool          // the server reported usage
 	Chunks       int           // streamed chunks that carried reasoning/content text
 	TTFT         time.Duration // streaming: time to the first reasoning/content delta
+	// ToolCalls are the answer's calls as the server sent them (a stream's
+	// assembled by index: toolcalls.go); nil for none.
+	ToolCalls []ToolCall
 	// The tokens (tokens.go), when the server sent them: the prompt's and
 	// the answer's ids, the answer's logprobs (nil: none), and what of
 	// them disagrees with usage ("" when nothing, or nothing to check).
@@ -434,7 +442,7 @@ func intField(v any) (int, bool) {
 // too: more ids or logprobs than max_tokens allows, or more alternatives
 // than maxAlternatives a token.
 func (b answerBound) check(a *answer) error {
-	size := a.reasoning.Len() + a.content.Len()
+	size := a.reasoning.Len() + a.content.Len() + a.tools.size
 	ids, lps, alts := a.toks.tokens()
 	if a.resp.Chunks <= b.chunks && size <= b.bytes && ids <= b.chunks && lps <= b.chunks && alts <= b.chunks*maxAlternatives {
 		return nil

@@ -27,11 +27,15 @@ type chunkDelta struct {
 	PromptTokenIDs []int32
 	TokenIDs       []int32
 	Logprobs       tokenLogprobs
+	// ToolCalls: the delta's (message's) tool_calls (toolcalls.go); nil none.
+	ToolCalls []toolDelta
 }
 
-// hasText reports whether the chunk carried reasoning or content text: the
-// unit the caller counts as a streamed token.
-func (d *chunkDelta) hasText() bool { return d.Reasoning != "" || d.Content != "" }
+// hasText reports whether the chunk carried reasoning or content text, or
+// a piece of a tool call: the unit the caller counts as a streamed token.
+func (d *chunkDelta) hasText() bool {
+	return d.Reasoning != "" || d.Content != "" || len(d.ToolCalls) > 0
+}
 
 // textJSON is the text part of a message (plain) or a delta (stream). Plain
 // string fields: JSON null leaves them "", which is what a record wants.
@@ -40,6 +44,9 @@ type textJSON struct {
 	Reasoning        string  `json:"reasoning"`
 	ReasoningContent string  `json:"reasoning_content"`
 	TokenIDs         []int32 `json:"token_ids"` // vLLM puts them on the choice; a delta's count when it has none
+	// ToolCalls: the scanner reads only null and [] (vLLM's plain
+	// message always has it); a call goes to the reference.
+	ToolCalls []toolCallJSON `json:"tool_calls"`
 }
 
 // logprobsJSON is a choice's logprobs (OpenAI's shape, as vLLM sends it):
@@ -201,6 +208,7 @@ func decodeChunkReference(data []byte) (chunkDelta, error) {
 		d.FinishReason = ch.FinishReason
 		d.TokenIDs = pickTokenIDs(ch.TokenIDs, ch.Delta.TokenIDs)
 		d.Logprobs = ch.Logprobs.tokens()
+		d.ToolCalls = toolDeltas(ch.Delta.ToolCalls)
 		break
 	}
 	if c.Usage != nil {
@@ -231,7 +239,8 @@ func decodeResponse(body []byte) (Response, error) {
 // its token lists, the answer's own, are kept without a copy.
 func plainResponse(d *chunkDelta) Response {
 	resp := Response{Model: d.Model, Reasoning: d.Reasoning, Content: d.Content, FinishReason: d.FinishReason,
-		PromptTokens: d.PromptTokens, CompletionTokens: d.CompletionTokens, CachedTokens: d.CachedTokens, UsageKnown: d.UsageKnown}
+		PromptTokens: d.PromptTokens, CompletionTokens: d.CompletionTokens, CachedTokens: d.CachedTokens, UsageKnown: d.UsageKnown,
+		ToolCalls: plainToolCalls(d.ToolCalls)}
 	var t tokenAcc
 	t.adopt(d)
 	t.fill(&resp)
@@ -266,6 +275,7 @@ func decodeResponseReference(body []byte) (Response, error) {
 		}
 		d.TokenIDs = pickTokenIDs(ch.TokenIDs, ch.Message.TokenIDs)
 		d.Logprobs = ch.Logprobs.tokens()
+		d.ToolCalls = toolDeltas(ch.Message.ToolCalls)
 		return plainResponse(&d), nil
 	}
 	return Response{}, &Error{
@@ -355,6 +365,7 @@ func decodeError(what string, err error, data []byte) *Error {
 type answer struct {
 	reasoning, content strings.Builder
 	toks               tokenAcc
+	tools              toolAcc
 	resp               Response
 }
 
@@ -380,6 +391,9 @@ func (a *answer) add(d *chunkDelta) bool {
 	}
 	a.reasoning.WriteString(d.Reasoning)
 	a.content.WriteString(d.Content)
+	if d.ToolCalls != nil {
+		a.tools.add(d.ToolCalls)
+	}
 	a.resp.Chunks++
 	return true
 }
@@ -389,6 +403,7 @@ func (a *answer) result() Response {
 	r := a.resp
 	r.Reasoning = a.reasoning.String()
 	r.Content = a.content.String()
+	r.ToolCalls = a.tools.result()
 	a.toks.fill(&r)
 	return r
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/internal/backoff"
+	"github.com/synthgen/synthgen/internal/redact"
 )
 
 // ModelError is a model the server does not serve.
@@ -126,10 +126,10 @@ func ResolveModels(ctx context.Context, clients []*Client, urls []string, want s
 		switch {
 		case res.err == nil:
 			if first == nil {
-				first, firstURL = &results[i].model, RedactURL(urls[i])
+				first, firstURL = &results[i].model, redact.URL(urls[i])
 			} else if res.model.ID != first.ID {
 				return Model{}, fmt.Errorf("endpoint.base_url: the endpoints serve different models: %s serves %q, %s serves %q; every endpoint must serve the same model (set endpoint.model to pick one they all serve)",
-					firstURL, first.ID, RedactURL(urls[i]), res.model.ID)
+					firstURL, first.ID, redact.URL(urls[i]), res.model.ID)
 			}
 		case errors.As(res.err, &se) && (se.Status == 0 || se.Status >= 500) && !IsCertificateError(res.err):
 			// Away (refusing, 5xx), not refusing us (a key, a
@@ -144,7 +144,7 @@ func ResolveModels(ctx context.Context, clients []*Client, urls []string, want s
 	}
 	for _, i := range down {
 		fmt.Fprintf(log, "warning: endpoint %s does not answer (%v); starting with the other %d, it joins when it answers with %q\n",
-			RedactURL(urls[i]), results[i].err, len(urls)-len(down), first.ID)
+			redact.URL(urls[i]), results[i].err, len(urls)-len(down), first.ID)
 	}
 	return *first, nil
 }
@@ -161,7 +161,7 @@ func resolveModelUntil(ctx context.Context, client *Client, baseURL, want string
 	// A loading server is polled, quickly at first: make run starts its
 	// mock a moment before.
 	poll := backoff.Policy{Initial: 500 * time.Millisecond, Max: 2 * time.Second}
-	safe := RedactURL(baseURL)
+	safe := redact.URL(baseURL)
 	where := strings.TrimRight(safe, "/") + "/models"
 	for attempt := 1; ; attempt++ {
 		reqCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -188,7 +188,7 @@ func resolveModelUntil(ctx context.Context, client *Client, baseURL, want string
 			fmt.Fprintf(log, "note: %s answers %d; going on with endpoint.model %q\n", where, ce.Status, want)
 			return Model{ID: want}, nil
 		}
-		shown := redacted{err: err, raw: baseURL, safe: safe}
+		shown := redact.URLIn(err, baseURL)
 		now := clock.Now()
 		if !ce.Retryable || now.After(deadline) || giveUp != nil && giveUp() {
 			return Model{}, &ServerError{URL: where, Status: ce.Status, Err: shown}
@@ -202,47 +202,3 @@ func resolveModelUntil(ctx context.Context, client *Client, baseURL, want string
 		}
 	}
 }
-
-// RedactURL masks a password in a URL (http://user:xxxxx@host), so a
-// base_url that carries credentials can be printed and stored.
-func RedactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		// An unparsable URL is printed as is only if it has no '@': it
-		// might hold credentials in a shape url.Parse rejects.
-		if strings.Contains(s, "@") {
-			return "(unparsable URL)"
-		}
-		return s
-	}
-	return u.Redacted()
-}
-
-// RedactURLs is urls, each with its password masked, comma-separated (the
-// flag's form of endpoint.base_url).
-func RedactURLs(urls []string) string {
-	shown := make([]string, len(urls))
-	for i, u := range urls {
-		shown[i] = RedactURL(u)
-	}
-	return strings.Join(shown, ",")
-}
-
-// RedactURLIn is err with every occurrence of rawURL shown as RedactURL
-// shows it (its password masked); errors.Is and errors.As still see err.
-func RedactURLIn(err error, rawURL string) error {
-	if err == nil {
-		return nil
-	}
-	return redacted{err: err, raw: rawURL, safe: RedactURL(rawURL)}
-}
-
-// redacted shows err with raw replaced by safe (a URL with its password
-// masked) and unwraps to err, so errors.Is still sees the cause.
-type redacted struct {
-	err       error
-	raw, safe string
-}
-
-func (e redacted) Error() string { return strings.ReplaceAll(e.err.Error(), e.raw, e.safe) }
-func (e redacted) Unwrap() error { return e.err }

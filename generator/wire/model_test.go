@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/synthgen/synthgen/internal/redact"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -21,8 +22,8 @@ func TestRedactURL(t *testing.T) {
 		{"", ""},
 	}
 	for _, tc := range tests {
-		if got := RedactURL(tc.in); got != tc.want {
-			t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)
+		if got := redact.URL(tc.in); got != tc.want {
+			t.Errorf("redact.URL(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
@@ -80,14 +81,14 @@ func TestResolveModelSaysHowLongItWaits(t *testing.T) {
 func TestRedactURLIn(t *testing.T) {
 	cause := errors.New("dial tcp: connection refused")
 	raw := "http://user:secret@gpu-box:8000/metrics"
-	err := RedactURLIn(fmt.Errorf("scrape %s: %w", raw, cause), raw)
+	err := redact.URLIn(fmt.Errorf("scrape %s: %w", raw, cause), raw)
 	if strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "user:xxxxx@gpu-box") {
 		t.Errorf("RedactURLIn = %q, want the password masked", err)
 	}
 	if !errors.Is(err, cause) {
 		t.Error("the cause is lost")
 	}
-	if RedactURLIn(nil, raw) != nil {
+	if redact.URLIn(nil, raw) != nil {
 		t.Error("nil in, not nil out")
 	}
 }

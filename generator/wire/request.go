@@ -19,7 +19,8 @@ import (
 )
 
 // EncodeRequest builds the exact JSON body of a chat completion request:
-// model, messages, max_tokens (when > 0), temperature (always, 0 included),
+// model, messages, tools and tool_choice (when the row has tools),
+// max_tokens (when > 0), temperature (always, 0 included),
 // top_p (when > 0), stream, stream_options when streaming,
 // response_format when the job asks for a shape, return_token_ids when
 // ReturnTokenIDs, logprobs, top_logprobs and return_tokens_as_token_ids
@@ -63,11 +64,22 @@ func EncodeRequest(req Request) ([]byte, error) {
 		w.value(req.Model)
 	}
 	if key("messages") {
-		msgs := req.Messages
-		if msgs == nil {
-			msgs = []Message{}
+		w.messages(req.Messages)
+	}
+	if req.Tools != "" {
+		if !json.Valid([]byte(req.Tools)) {
+			return nil, errors.New("tools: the row's tools are not JSON")
 		}
-		w.value(msgs)
+		if key("tools") {
+			w.buf.WriteString(req.Tools)
+		}
+		if key("tool_choice") {
+			choice := req.ToolChoice
+			if choice == "" {
+				choice = ToolChoiceAuto
+			}
+			w.value(choice)
+		}
 	}
 	if req.MaxTokens > 0 && key("max_tokens") {
 		w.buf.Write(strconv.AppendInt(w.buf.AvailableBuffer(), int64(req.MaxTokens), 10))

@@ -11,6 +11,10 @@ type Turn struct {
 	Role      string
 	Content   string
 	Reasoning string
+	// ToolCalls are an assistant turn's calls (the row's, or the model's
+	// in its answer), ToolCallID the call a tool turn answers.
+	ToolCalls  []sink.ToolCall
+	ToolCallID string
 }
 
 // Conversation is the conversation a record holds: the messages exactly as
@@ -26,14 +30,14 @@ func Conversation(rec *sink.Record) []Turn {
 	turns := make([]Turn, 0, len(rec.Messages)+1)
 	answered := 0
 	for _, m := range rec.Messages {
-		t := Turn{Role: m.Role, Content: m.Content}
+		t := Turn{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
 		if m.Role == "assistant" && answered < len(rec.Turns)-1 {
 			t.Reasoning = rec.Turns[answered].Reasoning
 			answered++
 		}
 		turns = append(turns, t)
 	}
-	return append(turns, Turn{Role: "assistant", Content: rec.Content, Reasoning: rec.Reasoning})
+	return append(turns, Turn{Role: "assistant", Content: rec.Content, Reasoning: rec.Reasoning, ToolCalls: rec.ToolCalls})
 }
 
 // answers are the model's answers a record holds: every turn of a whole

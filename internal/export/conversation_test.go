@@ -1,7 +1,7 @@
 package export
 
 import (
-	"slices"
+	"reflect"
 	"testing"
 
 	"github.com/synthgen/synthgen/sink"
@@ -31,11 +31,11 @@ func TestConversationOfWholeRecord(t *testing.T) {
 	want := []Turn{{Role: "system", Content: "s"}, {Role: "user", Content: "q1"}, {Role: "assistant", Content: "a1", Reasoning: "r1"},
 		{Role: "user", Content: "q2"}, {Role: "assistant", Content: "a2", Reasoning: "r2"}, {Role: "user", Content: "q3"},
 		{Role: "assistant", Content: "a3", Reasoning: "r3"}}
-	if !slices.Equal(got, want) {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("conversation\n%+v\nwant\n%+v", got, want)
 	}
 	one := &sink.Record{Messages: []sink.Message{{Role: "user", Content: "q"}}, Content: "a", Reasoning: "r"}
-	if got := Conversation(one); !slices.Equal(got, []Turn{{Role: "user", Content: "q"}, {Role: "assistant", Content: "a", Reasoning: "r"}}) {
+	if got := Conversation(one); !reflect.DeepEqual(got, []Turn{{Role: "user", Content: "q"}, {Role: "assistant", Content: "a", Reasoning: "r"}}) {
 		t.Errorf("first-turn conversation %+v", got)
 	}
 }

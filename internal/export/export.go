@@ -184,12 +184,16 @@ func drop(fs []Filter, rec *sink.Record, mode string) int {
 		var hit bool
 		// A whole conversation is judged by every answer in it: one cut
 		// or empty turn spoils the conversation.
-		for _, a := range answers(rec) {
+		as := answers(rec)
+		for k, a := range as {
 			switch f.Name {
 			case FilterTruncated:
 				hit = hit || a.FinishReason == "length"
 			case FilterEmpty:
-				hit = hit || strings.TrimSpace(a.Content) == ""
+				// An answer that calls a tool is not empty: its content
+				// is the call (the record's, of its last turn).
+				calls := k == len(as)-1 && len(rec.ToolCalls) > 0
+				hit = hit || strings.TrimSpace(a.Content) == "" && !calls
 			case FilterThinkTags:
 				hit = hit || sink.ThinkTags(a.Content) // the server split no reasoning out
 			}

@@ -46,10 +46,13 @@ type specforgeRow struct {
 // only when its request succeeded.
 const specforgeSuccess = "success"
 
-// messagesRow is OpenAI chat: {"id", "messages": [{"role", "content"}]}.
+// messagesRow is OpenAI chat: {"id", "messages": [{"role", "content"}]},
+// with the tools offered and the turns' tool calls when there were any
+// (tools.go).
 type messagesRow struct {
-	ID       string     `json:"id" parquet:"id"`
-	Messages []roleTurn `json:"messages" parquet:"messages,list"`
+	ID       string        `json:"id" parquet:"id"`
+	Messages []messageTurn `json:"messages" parquet:"messages,list"`
+	Tools    string        `json:"tools,omitempty" parquet:"tools,optional"`
 }
 
 // fromTurn is a ShareGPT turn: from system, human or gpt.
@@ -86,7 +89,13 @@ func specforgeOf(rec *sink.Record, mode string) specforgeRow {
 }
 
 func messagesOf(rec *sink.Record, mode string) messagesRow {
-	return messagesRow{ID: rec.ID, Messages: roleTurns(rec, mode)}
+	conv := Conversation(rec)
+	out := make([]messageTurn, len(conv))
+	for i, t := range conv {
+		content, reasoning := placeReasoning(t, mode)
+		out[i] = messageTurn{Role: t.Role, Content: content, ReasoningContent: reasoning, ToolCalls: t.ToolCalls, ToolCallID: t.ToolCallID}
+	}
+	return messagesRow{ID: rec.ID, Messages: out, Tools: rec.Tools}
 }
 
 func sharegptOf(rec *sink.Record, mode string) sharegptRow {

@@ -101,6 +101,13 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	s.promptTokens.Add(int64(prompt))
 	g.start = time.Now()
+	if t := req.toolReply(); t != nil {
+		if !g.tools(t, prompt, req.Stream, req.includeUsage()) {
+			s.abort(w, g.done)
+		}
+		*bp = g.buf[:0]
+		return
+	}
 
 	p := newPlan(s.opts.Seed, req.promptHash(), s.opts.MeanTokens, req.limit())
 	if shape != nil {

@@ -26,6 +26,7 @@ type chatRequest struct {
 	ResponseFormat    json.RawMessage `json:"response_format"`
 	GuidedJSON        json.RawMessage `json:"guided_json"`
 	StructuredOutputs json.RawMessage `json:"structured_outputs"`
+	toolFields                        // tools.go
 	tokenFields                       // return_token_ids, logprobs (tokenids.go)
 }
 

@@ -68,6 +68,7 @@ type Audit struct {
 	// usage at endpoint.price); absent when none has any.
 	CachedTokens int64   `json:"cached_tokens,omitempty"`
 	Cost         float64 `json:"cost,omitempty"`
+	ToolCounts           // the answers' tool calls (tools.go)
 
 	// Problems make the directory invalid: a run would refuse it, or the
 	// dataset holds something twice. Each says what to do.

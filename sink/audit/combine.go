@@ -51,6 +51,7 @@ func Combine(audits ...*Audit) (*Audit, error) {
 		c.Cost += a.Cost
 		c.EmptyReasoning += a.EmptyReasoning
 		c.ThinkTags += a.ThinkTags
+		c.ToolCounts.sum(a.ToolCounts)
 		for f, n := range a.FinishReasons {
 			c.FinishReasons[f] += n
 		}

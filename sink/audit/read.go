@@ -96,6 +96,7 @@ type partAcc struct {
 	records int
 	noReas  int64 // records without reasoning
 	tags    int64 // records with think tags in content
+	tools   ToolCounts
 }
 
 func (acc *partAcc) add(rec *sink.Record) {
@@ -115,6 +116,7 @@ func (acc *partAcc) add(rec *sink.Record) {
 	if sink.ThinkTags(rec.Content) {
 		acc.tags++
 	}
+	acc.tools.add(rec)
 }
 
 func checkRecord(rec *sink.Record) error {
@@ -148,6 +150,7 @@ func (a *Audit) commit(path, format string, acc *partAcc) error {
 	a.Cost += acc.cost
 	a.EmptyReasoning += acc.noReas
 	a.ThinkTags += acc.tags
+	a.ToolCounts.sum(acc.tools)
 	for f, n := range acc.finish {
 		a.FinishReasons[f] += n
 	}

@@ -1,0 +1,117 @@
+package dataset
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+// TestToolRows: rows with tools, OpenAI's shape and the JSON-text column of
+// xlam and glaive, read through a real file: the tools as sent, a row's
+// tool_choice among its own request fields, a batch row's tool turns sent
+// as given; a malformed tool list or turn a bad row naming its field.
+func TestToolRows(t *testing.T) {
+	t.Parallel()
+	weather := `{"function":{"description":"Weather <now>","name":"get_weather","parameters":{"properties":{"city":{"type":"string"}},"type":"object"}},"type":"function"}`
+	good := []struct {
+		name, line, tools string
+		opts              Options
+		want              []Message
+		params            map[string]any
+	}{
+		{
+			name:  "messages with tools, stops at the first assistant turn",
+			line:  `{"messages":[{"role":"user","content":"Weather in Paris?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"18C"},{"role":"assistant","content":"18C in Paris."}],"tools":[` + weather + `],"tool_choice":"required"}`,
+			tools: `[` + weather + `]`, want: []Message{{Role: "user", Content: "Weather in Paris?"}},
+			params: map[string]any{"tool_choice": "required"},
+		},
+		{
+			name:  "xlam's tools column: JSON text of bare functions",
+			line:  `{"messages":[{"role":"user","content":"Weather?"}],"tools":"[{\"name\":\"get_weather\",\"description\":\"Weather <now>\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}]"}`,
+			tools: `[` + weather + `]`, want: []Message{{Role: "user", Content: "Weather?"}},
+		},
+		{
+			name:  "batch row: tool turns sent as given, body.tools",
+			line:  batchLine("r", `{"messages":[{"role":"user","content":"Q"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":{"city":"Paris"}}}]},{"role":"tool","tool_call_id":"c1","content":"18C"}],"tools":[`+weather+`],"tool_choice":"auto"}`),
+			tools: `[` + weather + `]`,
+			want: []Message{{Role: "user", Content: "Q"},
+				{Role: "assistant", ToolCalls: []ToolCall{{ID: "c1", Type: "function", Function: ToolFunction{Name: "get_weather", Arguments: `{"city":"Paris"}`}}}},
+				{Role: "tool", Content: "18C", ToolCallID: "c1"}},
+			params: map[string]any{"tool_choice": "auto"},
+		},
+		{
+			name:  "xlam's row read as a prompt column: query and tools",
+			line:  `{"id":0,"query":"Weather?","answers":"[]","tools":"[{\"name\":\"get_weather\",\"description\":\"Weather <now>\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}]"}`,
+			opts:  Options{Selection: Selection{Format: "prompt", PromptField: "query"}},
+			tools: `[` + weather + `]`, want: []Message{{Role: "user", Content: "Weather?"}},
+		},
+		{
+			name: "no tools: tool_choice alone is not sent",
+			line: `{"messages":[{"role":"user","content":"Q"}],"tools":[],"tool_choice":"auto"}`,
+			want: []Message{{Role: "user", Content: "Q"}},
+		},
+	}
+	for _, tt := range good {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeFile(t, t.TempDir(), "data.jsonl", tt.line+"\n")
+			opts := tt.opts
+			opts.Path, opts.OnBadRow = path, "fail"
+			ps, _ := readAll(t, opts)
+			if len(ps) != 1 {
+				t.Fatalf("%d prompts, want 1", len(ps))
+			}
+			p := ps[0]
+			if p.Tools != tt.tools || !reflect.DeepEqual(p.Messages, tt.want) || !reflect.DeepEqual(p.Params, tt.params) {
+				t.Errorf("tools %s\nmessages %+v\nparams %v\nwant %s\n%+v\n%v", p.Tools, p.Messages, p.Params, tt.tools, tt.want, tt.params)
+			}
+		})
+	}
+	bad := []struct{ name, line, msg string }{
+		{"tool without a name", `{"messages":[{"role":"user","content":"Q"}],"tools":[{"type":"function","function":{"description":"x"}}]}`, "tools[0].function.name: missing"},
+		{"second tool's name not a string", `{"messages":[{"role":"user","content":"Q"}],"tools":[` + weather + `,{"type":"function","function":{"name":3}}]}`, "tools[1].function.name: not a string"},
+		{"tools column not JSON", `{"messages":[{"role":"user","content":"Q"}],"tools":"[{"}`, "tools: not JSON: unexpected EOF"},
+		{"tools not a list", `{"messages":[{"role":"user","content":"Q"}],"tools":{"name":"f"}}`, "tools: not a list"},
+		{"tool of another type", `{"messages":[{"role":"user","content":"Q"}],"tools":[{"type":"retrieval","function":{"name":"f"}}]}`, `tools[0].type: "retrieval", want "function"`},
+		{"parameters not an object", `{"messages":[{"role":"user","content":"Q"}],"tools":[{"type":"function","function":{"name":"f","parameters":"x"}}]}`, "tools[0].function.parameters: not an object"},
+		{"tool turn's call id a number", `{"messages":[{"role":"user","content":"Q"},{"role":"tool","tool_call_id":7,"content":"r"}]}`, "messages[1].tool_call_id: not a string"},
+		{"batch call without a name", batchLine("r", `{"messages":[{"role":"user","content":"Q"},{"role":"assistant","tool_calls":[{"id":"c","function":{"arguments":"{}"}}]},{"role":"tool","content":"r"}]}`), "body.messages[1].tool_calls[0].function.name: missing"},
+		{"batch body.tools malformed", batchLine("r", `{"messages":[{"role":"user","content":"Q"}],"tools":[7]}`), "body.tools[0]: not an object"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeFile(t, t.TempDir(), "data.jsonl", tt.line+"\n")
+			r, err := Open(Options{Selection: Selection{Path: path}, OnBadRow: "fail"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			_, err = r.Next()
+			var re *RowError
+			if !errors.As(err, &re) || err.Error() != path+":1: "+tt.msg {
+				t.Errorf("error %v, want %s:1: %s", err, path, tt.msg)
+			}
+		})
+	}
+}
+
+// TestToolRowsNotYetWhole: with whole conversations (generation.turns:
+// all) a row with tools or a tool turn is a bad row saying so, not a
+// conversation sent without them.
+func TestToolRowsNotYetWhole(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ line, msg string }{
+		{`{"messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, "tools: tools are not offered with generation.turns: all yet"},
+		{`{"messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"},{"role":"tool","content":"r"},{"role":"assistant","content":"B"}]}`, "messages[2].role: a tool turn is not read with generation.turns: all yet"},
+	} {
+		path := writeFile(t, t.TempDir(), "data.jsonl", tt.line+"\n")
+		r, err := Open(Options{Selection: Selection{Path: path}, Conversations: true, OnBadRow: "fail"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = r.Next()
+		r.Close()
+		if err == nil || err.Error() != path+":1: "+tt.msg {
+			t.Errorf("error %v, want %s:1: %s", err, path, tt.msg)
+		}
+	}
+}
