@@ -38,20 +38,9 @@ type Row struct {
 }
 
 // FieldError is what makes a row bad: the path of its field ("" for the
-// row as a whole) and the reason.
-type FieldError struct {
-	Field string
-	Err   error
-}
-
-func (e *FieldError) Error() string {
-	if e.Field == "" {
-		return e.Err.Error()
-	}
-	return e.Field + ": " + e.Err.Error()
-}
-
-func (e *FieldError) Unwrap() error { return e.Err }
+// row as a whole) and the reason; one type with a template's, which a row's
+// turns may fail with as well.
+type FieldError = template.FieldError
 
 func fieldErr(field string, err error) *FieldError { return &FieldError{Field: field, Err: err} }
 
