@@ -486,6 +486,14 @@ func readParquetShard(path string) ([]sink.Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a readable parquet file: %w", path, err)
 	}
+	// parquet-go reads an absent list as an empty one; the JSONL line
+	// omits it (nil): the same record either way.
+	for i := range recs {
+		recs[i].Messages = turnsNilCalls(recs[i].Messages)
+		if len(recs[i].ToolCalls) == 0 {
+			recs[i].ToolCalls = nil
+		}
+	}
 	return recs, nil
 }
 
