@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,14 +84,17 @@ func startSelfMetricsT(t *testing.T, stats *runstats.Stats) *selfMetricsServer {
 // The endpoint shows what Stats holds at scrape time, with the types a
 // Prometheus server expects, and its counters never go down.
 func TestSelfMetricsValues(t *testing.T) {
-	clk := &testClock{t: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
-	stats := runstats.NewStats(clk.now)
+	// The test's clock: the collector's scrape reads it from its own
+	// goroutine, hence the atomic.
+	var clk atomic.Int64
+	clk.Store(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC).UnixNano())
+	stats := runstats.NewStats(func() time.Time { return time.Unix(0, clk.Load()).UTC() })
 	stats.SetTotal(10)
 	stats.AddAlreadyDone(2)
 
 	a := stats.Begin()
 	a.Delta(50)
-	clk.advance(2 * time.Second)
+	clk.Add(int64(2 * time.Second))
 	a.Done(runstats.Outcome{UsageKnown: true, CompletionTokens: 60, PromptTokens: 20, Deltas: 50, FinishReason: "stop"})
 
 	b := stats.Begin()
@@ -103,7 +107,7 @@ func TestSelfMetricsValues(t *testing.T) {
 
 	c := stats.Begin()
 	c.Delta(7)
-	clk.advance(3 * time.Second)
+	clk.Add(int64(3 * time.Second))
 
 	m := startSelfMetricsT(t, stats)
 	fams := scrapeSelf(t, m.URL())
