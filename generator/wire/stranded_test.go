@@ -95,11 +95,9 @@ func TestStrandedStreamsAreCut(t *testing.T) {
 // TestQueuedStreamsWaitTheirTurn: streams queued without a byte are not cut
 // while no later request overtakes them, however long they wait.
 func TestQueuedStreamsWaitTheirTurn(t *testing.T) {
-	var clock atomic.Int64 // the watch's own timer may look too
-	clock.Store(1e18)
-	advance := func(d time.Duration) { clock.Add(int64(d)) }
-	a := newAwaiting(time.Second, nil, nil)
-	a.now = func() time.Time { return time.Unix(0, clock.Load()) }
+	clk := newFakeClock()
+	advance := clk.advance
+	a := testAwaiting(t, clk, time.Second, nil)
 	var cuts atomic.Int64
 	cut := func(error) { cuts.Add(1) }
 	doneFirst := a.sent(cut, false)
@@ -139,22 +137,10 @@ func TestQueuedStreamsWaitTheirTurn(t *testing.T) {
 // replica answered, nor while its own server shows life: headers to an
 // earlier request, or bytes on a stream being read.
 func TestSilentReplicaStreamsAreCut(t *testing.T) {
-	var clock atomic.Int64
-	clock.Store(1e18)
-	now := func() time.Time { return time.Unix(0, clock.Load()) }
-	advance := func(d time.Duration) { clock.Add(int64(d)) }
+	clk := newFakeClock()
+	now, advance := clk.now, clk.advance
 	group := NewReplicas()
-	a, b := newAwaiting(time.Second, nil, group), newAwaiting(time.Second, nil, group)
-	a.now, b.now = now, now
-	t.Cleanup(func() {
-		for _, w := range []*awaiting{a, b} {
-			w.mu.Lock()
-			if w.timer != nil {
-				w.timer.Stop()
-			}
-			w.mu.Unlock()
-		}
-	})
+	a, b := testAwaiting(t, clk, time.Second, group), testAwaiting(t, clk, time.Second, group)
 	var silent, other atomic.Int64
 	cut := func(cause error) {
 		if errors.Is(cause, errSilent) {
@@ -206,19 +192,9 @@ func TestSilentReplicaStreamsAreCut(t *testing.T) {
 // is not cut without it (a server answers plain requests out of order),
 // nor by a busy scrape or one begun before it was overtaken.
 func TestIdleServerCutsOvertakenRequests(t *testing.T) {
-	var clock atomic.Int64
-	clock.Store(1e18)
-	now := func() time.Time { return time.Unix(0, clock.Load()) }
-	advance := func(d time.Duration) { clock.Add(int64(d)) }
-	a := newAwaiting(time.Second, nil, nil)
-	a.now = now
-	t.Cleanup(func() {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if a.timer != nil {
-			a.timer.Stop()
-		}
-	})
+	clk := newFakeClock()
+	now, advance := clk.now, clk.advance
+	a := testAwaiting(t, clk, time.Second, nil)
 	var idle, other atomic.Int64
 	cut := func(cause error) {
 		if errors.Is(cause, errIdle) {
@@ -252,30 +228,21 @@ func TestIdleServerCutsOvertakenRequests(t *testing.T) {
 // scrape, and overtaken by a shorter one, is not yet counted by a server
 // that holds it: it is not cut until it has waited idleGrace.
 func TestIdleRuleWaitsItsGrace(t *testing.T) {
-	var clock atomic.Int64
-	clock.Store(1e18)
-	now := func() time.Time { return time.Unix(0, clock.Load()) }
-	a := newAwaiting(time.Hour, nil, nil)
-	a.now = now
-	t.Cleanup(func() {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if a.timer != nil {
-			a.timer.Stop()
-		}
-	})
+	clk := newFakeClock()
+	now := clk.now
+	a := testAwaiting(t, clk, time.Hour, nil)
 	var cuts atomic.Int64
 	_ = a.sent(func(error) { cuts.Add(1) }, true)
-	clock.Add(int64(100 * time.Millisecond))
+	clk.advance(100 * time.Millisecond)
 	a.sent(func(error) {}, true)(true) // a later, shorter one answered
 	a.check()
-	clock.Add(int64(100 * time.Millisecond))
+	clk.advance(100 * time.Millisecond)
 	a.load(now(), 0, 0) // idle: the server has not counted the first yet
 	a.check()
 	if n := cuts.Load(); n != 0 {
 		t.Fatalf("a request sent %v before an idle scrape was cut", 200*time.Millisecond)
 	}
-	clock.Add(int64(idleGrace))
+	clk.advance(idleGrace)
 	a.load(now(), 0, 0) // still idle, the grace over: lost
 	a.check()
 	if n := cuts.Load(); n != 1 {
@@ -354,22 +321,13 @@ func TestPlainRequestsLostToARestartAreCut(t *testing.T) {
 // headers (refused, reset) says nothing of the queue: an earlier one still
 // waiting is not cut for it, however long it waits.
 func TestFailedStreamOvertakesNone(t *testing.T) {
-	var clock atomic.Int64
-	clock.Store(1e18)
-	a := newAwaiting(time.Second, nil, nil)
-	a.now = func() time.Time { return time.Unix(0, clock.Load()) }
-	t.Cleanup(func() {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if a.timer != nil {
-			a.timer.Stop()
-		}
-	})
+	clk := newFakeClock()
+	a := testAwaiting(t, clk, time.Second, nil)
 	var cuts atomic.Int64
 	_ = a.sent(func(error) { cuts.Add(1) }, false)
 	a.sent(func(error) {}, false)(false) // failed without headers
 	a.check()
-	clock.Add(int64(time.Hour))
+	clk.advance(time.Hour)
 	a.check()
 	a.load(a.now(), 0, 0)
 	a.check()
@@ -386,4 +344,32 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// fakeClock is a watch's clock that the test moves; the watch's own timer
+// reads it too, hence the atomic.
+type fakeClock struct{ ns atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(1e18)
+	return c
+}
+
+func (c *fakeClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// testAwaiting is a watch on clk whose timer stops with the test.
+func testAwaiting(t *testing.T, clk *fakeClock, stall time.Duration, peers *Replicas) *awaiting {
+	t.Helper()
+	a := newAwaiting(stall, nil, peers)
+	a.now = clk.now
+	t.Cleanup(func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.timer != nil {
+			a.timer.Stop()
+		}
+	})
+	return a
 }
