@@ -274,20 +274,7 @@ func TestThreeReplicasOneBad(t *testing.T) {
 			}
 			dir := t.TempDir()
 			out := openSink(t, dir)
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-			defer cancel()
-			sum, err := eng.Run(ctx, newSliceSource(numberedIDs(rows)...), out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			snap := stats.Snapshot()
-			if err := out.Close(); err != nil {
-				t.Fatal(err)
-			}
-			stats.Stop()
-			if sum.Written != rows || sum.Failed != 0 {
-				t.Fatalf("written %d, failed %d; want %d and 0", sum.Written, sum.Failed, rows)
-			}
+			snap := runEveryRow(t, eng, stats, out, rows, 90*time.Second)
 			recs := readRecords(t, dir)
 			for id, rs := range recs {
 				if len(rs) != 1 || rs[0].Attempts != 1 {
@@ -438,4 +425,26 @@ func TestLateJoinerDownHasAReason(t *testing.T) {
 	if late.State == runstats.EndpointUp || !strings.Contains(late.Reason, "refused") {
 		t.Errorf("the dead replica shown %s with reason %q, want down saying its connection is refused", late.State, late.Reason)
 	}
+}
+
+// runEveryRow runs rows numbered ids through eng into out, within limit,
+// and fails the test unless every one is written and none failed; it
+// returns the figures as the run ended, out closed and stats stopped.
+func runEveryRow(t *testing.T, eng *Engine, stats *runstats.Stats, out *sink.Sink, rows int, limit time.Duration) runstats.Snapshot {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	sum, err := eng.Run(ctx, newSliceSource(numberedIDs(rows)...), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := stats.Snapshot()
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stats.Stop()
+	if sum.Written != rows || sum.Failed != 0 {
+		t.Fatalf("written %d, failed %d; want %d and 0", sum.Written, sum.Failed, rows)
+	}
+	return snap
 }

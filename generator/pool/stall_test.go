@@ -2,7 +2,6 @@ package pool
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -206,20 +205,7 @@ func TestSilentReplicasAreRoutedAround(t *testing.T) {
 	}
 	dir := t.TempDir()
 	out := openRetrySink(t, dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	sum, err := eng.Run(ctx, newSliceSource(numberedIDs(rows)...), out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap := stats.Snapshot()
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
-	stats.Stop()
-	if sum.Written != rows || sum.Failed != 0 {
-		t.Fatalf("written %d, failed %d; want %d and 0", sum.Written, sum.Failed, rows)
-	}
+	snap := runEveryRow(t, eng, stats, out, rows, 60*time.Second)
 	for id, r := range recordsByID(t, dir) {
 		if r.Attempts != 1 {
 			t.Errorf("id %s: attempts %d, want 1: a silent replica's loss is not the prompt's", id, r.Attempts)
