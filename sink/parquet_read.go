@@ -179,7 +179,7 @@ var recordSchema = parquet.SchemaOf(Record{})
 // lack: they read as empty (a part of a first-turn job has no turns).
 var addedColumns = map[string]bool{"turns": true, "prompt_token_ids": true, "token_ids": true, "token_ids_mismatch": true, "logprobs": true,
 	"cached_tokens": true, "cost": true,
-	"tools": true, "tool_calls": true, "tool_calls_invalid": true}
+	"tools": true, "tool_calls": true, "tool_calls_invalid": true, "divergence": true}
 
 // eachParquetRecord reads every row of a Parquet part, readBatch rows
 // at a time. Its errors do not name the file: the audit, which shows them

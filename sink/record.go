@@ -82,6 +82,34 @@ type Record struct {
 	Tools            string     `json:"tools,omitempty" parquet:"tools,optional"`
 	ToolCalls        []ToolCall `json:"tool_calls,omitempty" parquet:"tool_calls,list"`
 	ToolCallsInvalid int        `json:"tool_calls_invalid,omitempty" parquet:"tool_calls_invalid,optional"`
+	// Divergence is where a whole conversation with tools left the row's
+	// path and ended there (generation.turns: all); nil when it followed
+	// the row to its end.
+	Divergence *Divergence `json:"divergence,omitempty" parquet:"divergence,optional"`
+}
+
+// The kinds of Divergence: how the target left the row's conversation.
+const (
+	// DivergedMoreCalls: the target called a tool where the row has no
+	// cached result left to answer it with.
+	DivergedMoreCalls = "more_calls_than_results"
+	// DivergedParallelCalls: the target made several calls in one answer.
+	DivergedParallelCalls = "parallel_calls"
+	// DivergedUnknownTool: the target called a tool the row does not offer.
+	DivergedUnknownTool = "unknown_tool"
+	// DivergedAnswerForCall: the target answered in text where the row
+	// called a tool.
+	DivergedAnswerForCall = "answer_instead_of_call"
+)
+
+// Divergence is how and where a whole conversation left its row: Kind is
+// one of the Diverged* constants, Turn the index in Record.Turns of the
+// answer that diverged (the record's last), Detail what the target did
+// (the tool it named, the number of calls).
+type Divergence struct {
+	Kind   string `json:"kind" parquet:"kind"`
+	Turn   int    `json:"turn" parquet:"turn"`
+	Detail string `json:"detail,omitempty" parquet:"detail,optional"`
 }
 
 // Turn is one answered turn of a whole conversation.
@@ -97,6 +125,10 @@ type Turn struct {
 	TokenIDs         []int32   `json:"token_ids,omitempty" parquet:"token_ids,list"`
 	TokenIDsMismatch string    `json:"token_ids_mismatch,omitempty" parquet:"token_ids_mismatch"`
 	Logprobs         *Logprobs `json:"logprobs,omitempty" parquet:"logprobs,optional"`
+	// The turn's tool calls, as the record's: the target's own, as sent;
+	// the row's cached result for each follows it in Record.Messages.
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty" parquet:"tool_calls,list"`
+	ToolCallsInvalid int        `json:"tool_calls_invalid,omitempty" parquet:"tool_calls_invalid,optional"`
 }
 
 // Key identifies a record: a prompt id and the sample number. Package

@@ -36,4 +36,9 @@ func (r *Record) emptyToolsNil() {
 			r.Messages[i].ToolCalls = nil
 		}
 	}
+	for i := range r.Turns {
+		if len(r.Turns[i].ToolCalls) == 0 {
+			r.Turns[i].ToolCalls = nil
+		}
+	}
 }
