@@ -1,7 +1,9 @@
 package pool
 
 import (
+	"encoding/json"
 	"iter"
+	"strconv"
 	"time"
 
 	"github.com/synthgen/synthgen/generator/runstats"
@@ -11,17 +13,25 @@ import (
 
 // conversation is one key's requests while its slot asks them, and what
 // their answers add up to. A job that answers the first turn sends one
-// request (last); a job that regenerates whole conversations sends one per
-// assistant turn of the row, each with the model's own earlier answers in
+// request (last); a job that regenerates whole conversations asks, per
+// segment of the row (its turns from a user turn to the next user turn),
+// until the model answers in text, with the model's own earlier answers in
 // place of the dataset's (their content only: reasoning is held back, as
 // reasoning models' chat templates and SpecForge's regeneration do), and
-// one more when the row ends in a user turn that no answer followed.
+// once more when the row ends in a user turn that no answer followed. Each
+// call of the model is followed by the segment's next cached tool result
+// (positional reuse, as speculators' response regeneration does: tools are
+// not run); where the model leaves the row's path (divergence) the
+// conversation ends there.
 type conversation struct {
-	full []sink.Message // the whole conversation, assistant turns as placeholders; nil: one request
-	last []sink.Message // what was sent for the latest turn
+	full  []sink.Message  // the whole conversation, assistant turns as placeholders; nil: one request
+	tools map[string]bool // the names of the tools the row offers
+	last  []sink.Message  // what was sent for the latest turn
 
 	final            wire.Response // the latest answer
 	turns            []sink.Turn   // every answer of a whole conversation
+	diverged         *sink.Divergence
+	invalid          int // the tool calls with arguments not JSON, every turn's
 	answers          int
 	promptTokens     int
 	completionTokens int
@@ -41,27 +51,113 @@ func (c *conversation) requests() iter.Seq[[]sink.Message] {
 			return
 		}
 		sent := make([]sink.Message, 0, len(c.full)+1)
-		for _, m := range c.full {
-			if m.Role != "assistant" {
+		for i := 0; i < len(c.full); {
+			m := c.full[i]
+			if m.Role != "assistant" && m.Role != "tool" {
 				sent = append(sent, m)
+				i++
 				continue
 			}
-			// Clipped: the next turn appends to its own copy, so what a
-			// request (and the record) holds never changes under it.
-			if !yield(sent[:len(sent):len(sent)]) {
+			end := segmentEnd(c.full, i)
+			var ok bool
+			if sent, ok = c.segment(yield, sent, c.full[i:end]); !ok {
 				return
 			}
-			sent = append(sent, sink.Message{Role: "assistant", Content: c.final.Content})
+			i = end
 		}
 		if n := len(sent); n > 0 && sent[n-1].Role != "assistant" {
-			yield(sent[:n:n])
+			c.segment(yield, sent, nil)
 		}
 	}
+}
+
+// segmentEnd is the index of the turn after the segment's answers and
+// results that start at i: the next user or system turn, or the end.
+func segmentEnd(full []sink.Message, i int) int {
+	for i < len(full) && (full[i].Role == "assistant" || full[i].Role == "tool") {
+		i++
+	}
+	return i
+}
+
+// segment asks the model's answers to one segment, whose row turns (its
+// placeholders and cached results) are row, after sent: until it answers
+// in text (true, with its answer appended), diverges from the row or the
+// run stops (false: the conversation ends).
+func (c *conversation) segment(yield func([]sink.Message) bool, sent, row []sink.Message) ([]sink.Message, bool) {
+	var calls, results []sink.Message // the row's placeholders, its cached results
+	for _, m := range row {
+		if m.Role == "tool" {
+			results = append(results, m)
+		} else {
+			calls = append(calls, m)
+		}
+	}
+	used := 0
+	for k := 0; ; k++ {
+		// Clipped: the next turn appends to its own copy, so what a
+		// request (and the record) holds never changes under it.
+		if !yield(sent[:len(sent):len(sent)]) {
+			return sent, false
+		}
+		answer := c.turns[len(c.turns)-1]
+		rowCalled := k < len(calls) && len(calls[k].ToolCalls) > 0
+		if len(answer.ToolCalls) == 0 {
+			if rowCalled {
+				c.diverge(sink.DivergedAnswerForCall, calls[k].ToolCalls[0].Function.Name)
+				return sent, false
+			}
+			return append(sent, sink.Message{Role: "assistant", Content: answer.Content}), true
+		}
+		call := answer.ToolCalls[0]
+		switch {
+		case len(answer.ToolCalls) > 1:
+			c.diverge(sink.DivergedParallelCalls, strconv.Itoa(len(answer.ToolCalls))+" calls")
+		case !c.tools[call.Function.Name]:
+			c.diverge(sink.DivergedUnknownTool, call.Function.Name)
+		case used == len(results):
+			c.diverge(sink.DivergedMoreCalls, call.Function.Name)
+		}
+		if c.diverged != nil {
+			return sent, false
+		}
+		sent = append(sent, sink.Message{Role: "assistant", Content: answer.Content, ToolCalls: answer.ToolCalls},
+			sink.Message{Role: "tool", Content: results[used].Content, ToolCallID: call.ID})
+		used++
+	}
+}
+
+// toolNames are the names of the tools in tools, a row's tools list as
+// sent (JSON text the dataset reader made: a list of {type, function}).
+func toolNames(tools string) map[string]bool {
+	if tools == "" {
+		return nil
+	}
+	var list []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if json.Unmarshal([]byte(tools), &list) != nil {
+		return nil // the request fails on it (wire: tools not JSON)
+	}
+	names := make(map[string]bool, len(list))
+	for _, t := range list {
+		names[t.Function.Name] = true
+	}
+	return names
+}
+
+// diverge ends the conversation at its latest answer, which left the row.
+func (c *conversation) diverge(kind, detail string) {
+	c.diverged = &sink.Divergence{Kind: kind, Turn: len(c.turns) - 1, Detail: detail}
 }
 
 // answered records the answer to msgs, which took attempts tries.
 func (c *conversation) answered(msgs []sink.Message, resp wire.Response, attempts int) {
 	c.last, c.final = msgs, resp
+	calls := recordToolCalls(resp.ToolCalls)
+	invalid := sink.InvalidToolCalls(calls)
 	if c.full != nil {
 		c.turns = append(c.turns, sink.Turn{
 			Reasoning:        resp.Reasoning,
@@ -73,8 +169,11 @@ func (c *conversation) answered(msgs []sink.Message, resp wire.Response, attempt
 			TokenIDs:         resp.TokenIDs,
 			TokenIDsMismatch: resp.TokenIDsMismatch,
 			Logprobs:         recordLogprobs(resp.Logprobs),
+			ToolCalls:        calls,
+			ToolCallsInvalid: invalid,
 		})
 	}
+	c.invalid += invalid
 	if c.answers == 0 {
 		c.ttft, c.usageKnown = resp.TTFT, resp.UsageKnown
 	}

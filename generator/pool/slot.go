@@ -25,7 +25,7 @@ func (e *Engine) do(ctx, wait context.Context, route *router, j task) result {
 	start := time.Now()
 	c := &conversation{last: j.msgs}
 	if e.opts.Prompt.Whole() && len(j.prompt.Conversation) > 0 {
-		c = &conversation{full: e.opts.Prompt.Messages(j.prompt.Conversation)}
+		c = &conversation{full: e.opts.Prompt.Messages(j.prompt.Conversation), tools: toolNames(j.prompt.Tools)}
 	}
 	for msgs := range c.requests() {
 		resp, attempts, fail := e.ask(ctx, wait, route, tr, j, msgs)
@@ -268,6 +268,10 @@ func (e *Engine) record(j task, c *conversation, latency time.Duration) *sink.Re
 		model = e.opts.Sampling.Model
 	}
 	calls := recordToolCalls(resp.ToolCalls)
+	invalid := sink.InvalidToolCalls(calls)
+	if c.full != nil {
+		invalid = c.invalid
+	}
 	return &sink.Record{
 		ID:               j.prompt.ID,
 		Sample:           j.sample,
@@ -292,6 +296,7 @@ func (e *Engine) record(j task, c *conversation, latency time.Duration) *sink.Re
 		Turns:            c.turns,
 		Tools:            j.prompt.Tools,
 		ToolCalls:        calls,
-		ToolCallsInvalid: sink.InvalidToolCalls(calls),
+		ToolCallsInvalid: invalid,
+		Divergence:       c.diverged,
 	}
 }
