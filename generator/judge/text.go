@@ -185,6 +185,14 @@ func finishLines(tw io.Writer, r *audit.Audit) {
 		fmt.Fprintf(tw, "tools\tcalls in %s records (%.1f%%), %s calls, arguments not JSON in %s\n", human.Num(r.ToolCallRecords),
 			100*float64(r.ToolCallRecords)/float64(r.Records), human.Num(r.ToolCalls), human.Num(r.InvalidToolCalls))
 	}
+	if kinds := r.DivergenceKinds(); len(kinds) > 0 {
+		// Whole conversations with tools that ended where the target left the row.
+		parts := make([]string, len(kinds))
+		for i, k := range kinds {
+			parts[i] = k + " " + human.Num(r.Divergences[k])
+		}
+		fmt.Fprintf(tw, "diverged	%s\n", strings.Join(parts, ", "))
+	}
 }
 
 // verdict: the notes, then the problems with what to do, or "ok".
