@@ -2,7 +2,10 @@ package dataset
 
 import (
 	"errors"
+	"io"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -137,4 +140,45 @@ func TestToolRowsWhole(t *testing.T) {
 			t.Errorf("error %v, want %s:1: %s", err, path, tt.msg)
 		}
 	}
+}
+
+// FuzzWholeToolRow: a row of any bytes read as a whole conversation with
+// tools either is a bad row naming file:line or keeps the loop's
+// invariants: a user turn before the first placeholder, placeholders
+// empty and never two in a row, each tool result after a placeholder or
+// another result.
+func FuzzWholeToolRow(f *testing.F) {
+	f.Add(`{"messages":[{"role":"user","content":"Q"},{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f","arguments":{"a":1}}}]},{"role":"tool","tool_call_id":"c","content":"r"},{"role":"assistant","content":"A"}],"tools":[{"name":"f"}]}`)
+	f.Add(`{"conversations":[{"from":"human","value":"Q"},{"from":"gpt","value":"A"},{"from":"tool","value":"r"},{"from":"gpt","value":"B"},{"from":"gpt","value":"C"}]}`)
+	f.Fuzz(func(t *testing.T, line string) {
+		if strings.ContainsAny(line, "\r\n") {
+			return
+		}
+		path := writeFile(t, t.TempDir(), "data.jsonl", line+"\n")
+		r, err := Open(Options{Selection: Selection{Path: path}, Conversations: true, OnBadRow: "fail"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		p, err := r.Next()
+		var re *RowError
+		if err != nil {
+			if err != io.EOF && (!errors.As(err, &re) || !strings.HasPrefix(err.Error(), path+":1: ")) {
+				t.Fatalf("error %v does not name the row", err)
+			}
+			return
+		}
+		prev := ""
+		for i, m := range p.Conversation {
+			switch {
+			case m.Role == "assistant" && (m.Content != "" || prev == "assistant"):
+				t.Fatalf("turn %d: placeholder %+v after %s", i, m, prev)
+			case m.Role == "assistant" && !slices.ContainsFunc(p.Conversation[:i], func(m Message) bool { return m.Role == "user" }):
+				t.Fatalf("turn %d: placeholder before any user turn", i)
+			case m.Role == "tool" && prev != "assistant" && prev != "tool":
+				t.Fatalf("turn %d: tool result after %q", i, prev)
+			}
+			prev = m.Role
+		}
+	})
 }
