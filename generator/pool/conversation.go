@@ -104,7 +104,7 @@ func (c *conversation) segment(yield func([]sink.Message) bool, sent, row []sink
 		rowCalled := k < len(calls) && len(calls[k].ToolCalls) > 0
 		if len(answer.ToolCalls) == 0 {
 			if rowCalled {
-				c.diverge(sink.DivergedAnswerForCall, calls[k].ToolCalls[0].Function.Name)
+				c.diverge(sink.DivergedAnswerForCall, "the row called "+calls[k].ToolCalls[0].Function.Name)
 				return sent, false
 			}
 			return append(sent, sink.Message{Role: "assistant", Content: answer.Content}), true

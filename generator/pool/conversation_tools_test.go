@@ -219,7 +219,7 @@ func TestToolConversationDiverges(t *testing.T) {
 		{"parallel", []scripted{{calls: [][2]string{{"f", "{}"}, {"g", "{}"}}}}, sink.DivergedParallelCalls, 0, "2 calls"},
 		{"unknown tool", []scripted{{calls: [][2]string{{"h", "{}"}}}}, sink.DivergedUnknownTool, 0, "h"},
 		{"more calls", []scripted{{calls: [][2]string{{"f", "{}"}}}, {calls: [][2]string{{"g", "{}"}}}}, sink.DivergedMoreCalls, 1, "g"},
-		{"answer for a call", []scripted{{text: "no need"}}, sink.DivergedAnswerForCall, 0, "f"},
+		{"answer for a call", []scripted{{text: "no need"}}, sink.DivergedAnswerForCall, 0, "the row called f"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			bothShapes(t, func(t *testing.T, stream bool) {
