@@ -143,7 +143,7 @@ func TestToolRowsRunAgainstTheMock(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer a.Close()
-			if want := (audit.ToolCounts{ToolCallRecords: 3, ToolCalls: 3, InvalidToolCalls: 1}); a.ToolCounts != want {
+			if want := (audit.ToolCounts{ToolCallRecords: 3, ToolCalls: 3, InvalidToolCalls: 1}); !reflect.DeepEqual(a.ToolCounts, want) {
 				t.Errorf("inspect counts %+v, want %+v", a.ToolCounts, want)
 			}
 			if len(bodies) != 4 {
