@@ -71,6 +71,9 @@ const (
 	// FilterSpecForge (specforge only): a conversation SpecForge's
 	// validation refuses (specforge.go).
 	FilterSpecForge = "specforge"
+	// FilterShareGPT (sharegpt only): a conversation LLaMA-Factory's
+	// ShareGPT reader skips or cannot render (tools.go).
+	FilterShareGPT = "sharegpt"
 )
 
 // Filter is one filter and what it did.
@@ -160,7 +163,11 @@ func (o *Options) filters() []Filter {
 	}
 	if o.Format == FormatSpecForge {
 		fs = append(fs, Filter{Name: FilterSpecForge, Active: true,
-			Rule: "a row SpecForge's validate_regenerated_data.py refuses: a blank id or turn, a role it does not take, turns out of order"})
+			Rule: "a row SpecForge's validate_regenerated_data.py refuses (with tools, its loader): a blank id or turn, a role it does not take, turns out of order, a call's arguments not JSON"})
+	}
+	if o.Format == FormatShareGPT {
+		fs = append(fs, Filter{Name: FilterShareGPT, Active: true,
+			Rule: "a row LLaMA-Factory's ShareGPT reader skips or cannot render: turns out of order, a call's arguments not JSON, text beside a call"})
 	}
 	return fs
 }
@@ -172,8 +179,9 @@ func drop(fs []Filter, rec *sink.Record, mode string) int {
 		if !f.Active {
 			continue
 		}
-		if f.Name == FilterSpecForge {
-			if specforgeRefusal(specforgeOf(rec, mode)) != "" {
+		if f.Name == FilterSpecForge || f.Name == FilterShareGPT {
+			if f.Name == FilterSpecForge && specforgeRefusal(specforgeOf(rec, mode)) != "" ||
+				f.Name == FilterShareGPT && sharegptRefusal(Conversation(rec)) != "" {
 				return i
 			}
 			continue
@@ -184,16 +192,14 @@ func drop(fs []Filter, rec *sink.Record, mode string) int {
 		var hit bool
 		// A whole conversation is judged by every answer in it: one cut
 		// or empty turn spoils the conversation.
-		as := answers(rec)
-		for k, a := range as {
+		for _, a := range answers(rec) {
 			switch f.Name {
 			case FilterTruncated:
 				hit = hit || a.FinishReason == "length"
 			case FilterEmpty:
 				// An answer that calls a tool is not empty: its content
-				// is the call (the record's, of its last turn).
-				calls := k == len(as)-1 && len(rec.ToolCalls) > 0
-				hit = hit || strings.TrimSpace(a.Content) == "" && !calls
+				// is the call.
+				hit = hit || strings.TrimSpace(a.Content) == "" && len(a.ToolCalls) == 0
 			case FilterThinkTags:
 				hit = hit || sink.ThinkTags(a.Content) // the server split no reasoning out
 			}

@@ -83,7 +83,7 @@ func TestSpeculatorsTurns(t *testing.T) {
 		for _, r := range rows {
 			ids = append(ids, r.ID)
 		}
-		want := []string{"a_s0_turn0", "a_s0_turn1", "a_s1_turn0", "a_s1_turn1", "b_s0_turn0", "b_s0_turn1", "b_s1_turn1"}
+		want := []string{"a_s0_gen0", "a_s0_gen1", "a_s1_gen0", "a_s1_gen1", "b_s0_gen0", "b_s0_gen1", "b_s1_gen1"}
 		if !slices.Equal(ids, want) {
 			t.Fatalf("%s: rows %v, want %v", shards, ids, want)
 		}
@@ -114,7 +114,7 @@ func TestSpeculatorsTurns(t *testing.T) {
 		if sum := run(t, o); sum.Exported != 8 || sum.Filters[0].Dropped != 0 {
 			t.Errorf("%s: --keep-truncated: exported %d, filters %+v", shards, sum.Exported, sum.Filters)
 		}
-		if rows := readSpeculators(t, keep); len(rows) != 8 || rows[6].ID != "b_s1_turn0" || rows[6].Metadata.FinishReason != "length" {
+		if rows := readSpeculators(t, keep); len(rows) != 8 || rows[6].ID != "b_s1_gen0" || rows[6].Metadata.FinishReason != "length" {
 			t.Errorf("%s: --keep-truncated rows %+v", shards, rows)
 		}
 
@@ -128,7 +128,7 @@ func TestSpeculatorsTurns(t *testing.T) {
 		for _, f := range []string{"train-00000-of-00003.parquet", "train-00001-of-00003.parquet", "train-00002-of-00003.parquet"} {
 			got = append(got, readParquet[speculatorsRow](t, filepath.Join(hf, "data", f))...)
 		}
-		if len(got) != 7 || got[6].ID != "b_s1_turn1" || !slices.Equal(got[6].InputIDs, []int32{1, 2, 3, 10, 1, 4, 5, 20}) {
+		if len(got) != 7 || got[6].ID != "b_s1_gen1" || !slices.Equal(got[6].InputIDs, []int32{1, 2, 3, 10, 1, 4, 5, 20}) {
 			t.Errorf("%s: HF rows %+v", shards, got)
 		}
 	}
@@ -179,7 +179,7 @@ func TestSpeculatorsSingleTurn(t *testing.T) {
 		t.Fatalf("rows %+v", rows)
 	}
 	got := rows[0]
-	if got.ID != "7_s1_turn0" || got.PrimaryID != "7" || !slices.Equal(got.InputIDs, []int32{5, 6, 7, 8, 9}) ||
+	if got.ID != "7_s1_gen0" || got.PrimaryID != "7" || !slices.Equal(got.InputIDs, []int32{5, 6, 7, 8, 9}) ||
 		!slices.Equal(got.LossMask, []int32{0, 0, 1, 1, 1}) || len(got.Conversations) != 2 ||
 		got.Conversations[1].Content != "<think>\nthink\n</think>\n\na" || got.Metadata.Usage.TotalTokens != 5 {
 		t.Errorf("row %+v", got)
