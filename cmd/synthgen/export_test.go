@@ -159,7 +159,7 @@ func TestExportParquetReadByDuckDB(t *testing.T) {
 	for _, c := range got.Columns {
 		types[c.Name] = strings.ReplaceAll(c.Type, `"`, "")
 	}
-	if want := "STRUCT(role VARCHAR, content VARCHAR, reasoning_content VARCHAR)[]"; types["conversations"] != want {
+	if want := "STRUCT(role VARCHAR, content VARCHAR, reasoning_content VARCHAR, tool_calls " + duckdbToolCalls + ", tool_call_id VARCHAR)[]"; types["conversations"] != want {
 		t.Errorf("conversations: DuckDB type %q, want %q", types["conversations"], want)
 	}
 	jsonl := filepath.Join(t.TempDir(), "t.jsonl")
