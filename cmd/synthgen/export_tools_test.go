@@ -103,23 +103,14 @@ func TestToolExportsReadByDuckDB(t *testing.T) {
 		jsonl, pq := filepath.Join(tmp, "x.jsonl"), filepath.Join(tmp, "x.parquet")
 		cliRun(t, "export", dir, "--format", format, "--out", jsonl).ok(t, "export "+format)
 		cliRun(t, "export", dir, "--format", format, "--out", pq).ok(t, "export "+format+" parquet")
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "duckdb_export.mjs"), pq)
-		cmd.Env = append(childEnv(), "NODE_PATH="+modules)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		cancel()
-		if err != nil {
-			t.Fatalf("%s: duckdb_export.mjs: %v\n%s", format, err, stderr.String())
-		}
+		stdout := duckdbExport(t, modules, node, pq)
 		var got struct {
 			Rows  int
 			IDs   []string
 			First map[string]any
 		}
-		if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
-			t.Fatalf("%s: %v: %s", format, err, stdout.String())
+		if err := json.Unmarshal(stdout, &got); err != nil {
+			t.Fatalf("%s: %v: %s", format, err, stdout)
 		}
 		data, err := os.ReadFile(jsonl)
 		if err != nil {
@@ -139,4 +130,20 @@ func TestToolExportsReadByDuckDB(t *testing.T) {
 			}
 		}
 	}
+}
+
+// duckdbExport is what testdata/duckdb_export.mjs prints of the Parquet
+// files glob names.
+func duckdbExport(t *testing.T, modules, node, glob string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "duckdb_export.mjs"), glob)
+	cmd.Env = append(childEnv(), "NODE_PATH="+modules)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("duckdb_export.mjs %s: %v\n%s", glob, err, stderr.String())
+	}
+	return stdout.Bytes()
 }

@@ -16,16 +16,7 @@ import (
 // of ("b", 1) cut at max_tokens.
 func speculatorsDir(t *testing.T, format string) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "out")
-	spec, err := json.Marshal(fixtureJob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sink.Open(sink.Options{Dir: dir, Format: format, PartSize: 2,
-		Job: sink.JobRecord{Version: "v1.2.3", Spec: spec, Hash: fixtureJob.Hash()}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var recs []*sink.Record
 	for _, id := range []string{"b", "a"} {
 		for sample := range 2 {
 			t0 := sink.Turn{Content: "one " + id, Reasoning: "r", FinishReason: "stop", PromptTokens: 3, CompletionTokens: 2,
@@ -40,15 +31,10 @@ func speculatorsDir(t *testing.T, format string) string {
 					{Role: "assistant", Content: t0.Content}, {Role: "user", Content: "q2"}},
 				Content: t1.Content, FinishReason: t1.FinishReason, PromptTokens: 10, CompletionTokens: 3,
 				PromptTokenIDs: t1.PromptTokenIDs, TokenIDs: t1.TokenIDs, Turns: []sink.Turn{t0, t1}}
-			if err := s.Write(r); err != nil {
-				t.Fatal(err)
-			}
+			recs = append(recs, r)
 		}
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return writeDir(t, format, 2, recs...)
 }
 
 func readSpeculators(t *testing.T, path string) []speculatorsRow {
@@ -151,25 +137,10 @@ func TestSpeculatorsRefusesWithoutIDs(t *testing.T) {
 // TestSpeculatorsSingleTurn: a record of one answer (no turns) is one row
 // from its top-level ids, its conversation the messages and the answer.
 func TestSpeculatorsSingleTurn(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "out")
-	spec, err := json.Marshal(fixtureJob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sink.Open(sink.Options{Dir: dir, Format: sink.FormatJSONL, PartSize: 2,
-		Job: sink.JobRecord{Version: "v1.2.3", Spec: spec, Hash: fixtureJob.Hash()}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := &sink.Record{ID: "7", Sample: 1, Model: "qwen3-8b", Attempts: 1,
 		Messages: []sink.Message{{Role: "user", Content: "q"}}, Content: "a", Reasoning: "think", FinishReason: "stop",
 		PromptTokens: 2, CompletionTokens: 3, PromptTokenIDs: []int32{5, 6}, TokenIDs: []int32{7, 8, 9}}
-	if err := s.Write(r); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir := writeDir(t, sink.FormatJSONL, 2, r)
 	out := filepath.Join(t.TempDir(), "train.jsonl")
 	o := options(t, FormatSpeculators, out, dir)
 	o.Reasoning = ReasoningInline

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -97,26 +98,8 @@ func toolRecords() map[string]*sink.Record {
 // toolDir writes toolRecords (sample 0 each) to an output directory.
 func toolDir(t *testing.T, format string) (string, map[string]*sink.Record) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "out")
-	spec, err := json.Marshal(fixtureJob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sink.Open(sink.Options{Dir: dir, Format: format, PartSize: 3,
-		Job: sink.JobRecord{Version: "v1.2.3", Spec: spec, Hash: fixtureJob.Hash()}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	recs := toolRecords()
-	for _, r := range recs {
-		if err := s.Write(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return dir, recs
+	return writeDir(t, format, 3, slices.Collect(maps.Values(recs))...), recs
 }
 
 // jsonLines are a JSONL file's lines as generic JSON, as Python's
