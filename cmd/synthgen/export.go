@@ -82,9 +82,9 @@ Filters (what each dropped is printed on stderr and in the card):
   specforge     (specforge only) a blank id or turn, a role other than
                 system, user and assistant, a system turn after a user turn,
                 or turns that do not alternate from user; with tools, turns
-                out of the loader's order or a call's arguments not JSON
+                out of the loader's order or a call's arguments not a JSON object
   sharegpt      (sharegpt only) turns out of LLaMA-Factory's order, a call's
-                arguments not JSON, or text beside a call
+                arguments not a JSON object, or text beside a call
   Requests that failed for good are never training rows (openai-batch can
   write them as error lines with --include-errors).
 

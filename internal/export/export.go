@@ -163,11 +163,11 @@ func (o *Options) filters() []Filter {
 	}
 	if o.Format == FormatSpecForge {
 		fs = append(fs, Filter{Name: FilterSpecForge, Active: true,
-			Rule: "a row SpecForge's validate_regenerated_data.py refuses (with tools, its loader): a blank id or turn, a role it does not take, turns out of order, a call's arguments not JSON"})
+			Rule: "a row SpecForge's validate_regenerated_data.py refuses (with tools, its loader): a blank id or turn, a role it does not take, turns out of order, a call's arguments not a JSON object"})
 	}
 	if o.Format == FormatShareGPT {
 		fs = append(fs, Filter{Name: FilterShareGPT, Active: true,
-			Rule: "a row LLaMA-Factory's ShareGPT reader skips or cannot render: turns out of order, a call's arguments not JSON, text beside a call"})
+			Rule: "a row LLaMA-Factory's ShareGPT reader skips or cannot render: turns out of order, a call's arguments not a JSON object, text (or inline, </think> or <tool_call> in the reasoning) beside a call"})
 	}
 	return fs
 }
@@ -181,7 +181,7 @@ func drop(fs []Filter, rec *sink.Record, mode string) int {
 		}
 		if f.Name == FilterSpecForge || f.Name == FilterShareGPT {
 			if f.Name == FilterSpecForge && specforgeRefusal(specforgeOf(rec, mode)) != "" ||
-				f.Name == FilterShareGPT && sharegptRefusal(Conversation(rec)) != "" {
+				f.Name == FilterShareGPT && sharegptRefusal(Conversation(rec), mode) != "" {
 				return i
 			}
 			continue

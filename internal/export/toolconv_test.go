@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -225,9 +226,14 @@ func checkRowConversation(t *testing.T, what string, conv []any, rec *sink.Recor
 // SharegptDatasetConverter and FunctionFormatter do: the system turn
 // first, then human or observation at even places and gpt or
 // function_call at odd ones, an even count; a function_call value (after
-// the thought words) JSON, an object or a list of objects, each with a
-// name and arguments that it dumps again. It returns the roles and the
+// the thought words, with no tool-call words in it) JSON, an object or a
+// list of objects, each with a name and arguments that it dumps again. It returns the roles and the
 // calls, or why the row would be skipped or fail.
+var (
+	thoughtWords  = regexp.MustCompile(`(?s)<think>\n(.*?)\n</think>\n\n`) // LLaMA-Factory's default thought_words
+	toolCallWords = regexp.MustCompile(`(?s)<tool_call>(.*?)</tool_call>`) // and tool_call_words
+)
+
 func llamaFactoryShareGPT(row map[string]any) (roles []string, calls [][]map[string]any, err error) {
 	msgs := row["conversations"].([]any)
 	if len(msgs) > 0 && msgs[0].(map[string]any)["from"] == "system" {
@@ -244,8 +250,11 @@ func llamaFactoryShareGPT(row map[string]any) (roles []string, calls [][]map[str
 		if from != "function_call" {
 			continue
 		}
-		if start, end := strings.Index(value, "<think>\n"), strings.Index(value, "\n</think>\n\n"); start == 0 && end > 0 {
-			value = value[end+len("\n</think>\n\n"):]
+		if toolCallWords.MatchString(value) {
+			return nil, nil, fmt.Errorf("turn %d: <tool_call>...</tool_call> in %q: its JSON alone would be read as the call", i, value)
+		}
+		if thought := thoughtWords.FindString(value); thought != "" {
+			value = strings.ReplaceAll(value, thought, "")
 		}
 		var one map[string]any
 		var many []map[string]any
@@ -395,4 +404,47 @@ func TestSpecForgeToolConversations(t *testing.T) {
 	if want := map[string]int{"t": 7, "p": 3, "m": 5, "u": 5, "a": 5, "s": 5}; !reflect.DeepEqual(got, want) {
 		t.Errorf("rows (turns) %v, want %v", got, want)
 	}
+}
+
+// FuzzToolCallTurns: whatever a server sends as a call's arguments,
+// reasoning and content beside it, the sharegpt and specforge rows encode,
+// and a row their filter keeps reads back, as LLaMA-Factory and
+// SpecForge read it, with the arguments the server sent.
+func FuzzToolCallTurns(f *testing.F) {
+	f.Add(`{"city": "Paris"}`, "", "Weather first.")
+	f.Add(`{"a": 1`, "", "")
+	f.Add(`{"q": "<think>\n</think>\n\n<tool_call>"}`, " ", "x\n</think>\n\ny")
+	f.Add(`null`, "Let me look.", "")
+	f.Fuzz(func(t *testing.T, args, content, reasoning string) {
+		rec := toolRecord("f", nil, gen{content: content, reasoning: reasoning, calls: []sink.ToolCall{tcall("c", "get_weather", args)}, results: []string{"r"}},
+			gen{content: "done"})
+		var want any
+		wantErr := json.Unmarshal([]byte(args), &want)
+		for _, mode := range ReasoningModes {
+			row, err := json.Marshal(sharegptOf(rec, mode))
+			if err != nil {
+				t.Fatalf("sharegpt row: %v", err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(row, &m); err != nil {
+				t.Fatalf("sharegpt row %s: %v", row, err)
+			}
+			if sharegptRefusal(Conversation(rec), mode) == "" {
+				_, calls, err := llamaFactoryShareGPT(m)
+				if err != nil || wantErr != nil || !reflect.DeepEqual(calls[0][0]["arguments"], want) {
+					t.Fatalf("%s: kept row %s read as %v, %v; want the arguments %q", mode, row, calls, err, args)
+				}
+			}
+			if sf := specforgeOf(rec, mode); specforgeRefusal(sf) == "" {
+				row, _ = json.Marshal(sf)
+				m = nil
+				if err := json.Unmarshal(row, &m); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := parseSpecForge(m); err != nil || wantErr != nil {
+					t.Fatalf("%s: kept specforge row %s: %v", mode, row, err)
+				}
+			}
+		}
+	})
 }

@@ -3,6 +3,7 @@ package export
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/synthgen/synthgen/sink"
 )
@@ -92,14 +93,16 @@ func callsValue(calls []sink.ToolCall) string {
 	return string(b)
 }
 
-// badArguments names the first call whose arguments are not JSON, or "".
-// LLaMA-Factory refuses such a function_call turn; SpecForge's loader
-// silently replaces the arguments with {}: a row that would train on a
-// call the model did not make.
+// badArguments names the first call whose arguments are not a JSON
+// object, or "". LLaMA-Factory refuses such a function_call turn;
+// SpecForge's loader silently replaces them with {}: a row that would
+// train on a call the model did not make. (A chat template walks the
+// arguments as an object.)
 func badArguments(calls []sink.ToolCall) string {
 	for _, c := range calls {
-		if !json.Valid([]byte(c.Function.Arguments)) {
-			return fmt.Sprintf("call %q of %s: arguments are not JSON", c.ID, c.Function.Name)
+		var args map[string]json.RawMessage
+		if json.Unmarshal([]byte(c.Function.Arguments), &args) != nil || args == nil {
+			return fmt.Sprintf("call %q of %s: arguments are not a JSON object", c.ID, c.Function.Name)
 		}
 	}
 	return ""
@@ -107,9 +110,10 @@ func badArguments(calls []sink.ToolCall) string {
 
 // sharegptRefusal is why LLaMA-Factory's ShareGPT reader would skip or
 // misrender conv, or "": turns out of its order, a call's arguments that
-// are not JSON, or text beside a call (a function_call turn holds the
-// call alone).
-func sharegptRefusal(conv []Turn) string {
+// are not a JSON object, text beside a call (a function_call turn holds
+// the call alone), or, with mode inline, reasoning before a call that holds
+// the words its FunctionFormatter looks for (</think>, <tool_call>).
+func sharegptRefusal(conv []Turn, mode string) string {
 	if len(conv) > 0 && conv[0].Role == "system" {
 		conv = conv[1:]
 	}
@@ -131,6 +135,9 @@ func sharegptRefusal(conv []Turn) string {
 		}
 		if !pyBlank(t.Content) {
 			return fmt.Sprintf("turn %d: text beside a call", i)
+		}
+		if mode == ReasoningInline && (strings.Contains(t.Reasoning, "</think>") || strings.Contains(t.Reasoning, "<tool_call>")) {
+			return fmt.Sprintf("turn %d: </think> or <tool_call> in the reasoning before a call", i)
 		}
 	}
 	if n == 0 || n%2 == 1 {
