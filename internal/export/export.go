@@ -110,6 +110,21 @@ type Summary struct {
 	// WithReasoning counts the exported rows whose answer has reasoning
 	// (any turn's, for a whole conversation).
 	WithReasoning int64 `json:"with_reasoning"`
+	// ToolCalls counts the target's calls in the exported records (every
+	// generation's), Diverged those records whose conversation left its
+	// row and ended there (Record.Divergence).
+	ToolCalls int64 `json:"tool_calls"`
+	Diverged  int64 `json:"diverged"`
+}
+
+// countTools adds an exported record's calls and divergence to s.
+func (s *Summary) countTools(rec *sink.Record) {
+	for _, a := range answers(rec) {
+		s.ToolCalls += int64(len(a.ToolCalls))
+	}
+	if rec.Divergence != nil {
+		s.Diverged++
+	}
 }
 
 // Mean returns the mean prompt and completion tokens of the exported rows.

@@ -138,8 +138,9 @@ func ints(v any) []int32 {
 // tokens for a call row); the row's conversation the history before the
 // generation (cached results after their calls) and the generation with
 // its calls; a divergent conversation's rows up to and with the divergent
-// generation, as the script commits it before it truncates. Parquet
-// shards export the same rows.
+// generation, as the script commits it before it truncates; the summary
+// counts the calls and the divergent conversations. Parquet shards export
+// the same rows.
 func TestSpeculatorsToolRows(t *testing.T) {
 	for _, shards := range []string{sink.FormatJSONL, sink.FormatParquet} {
 		dir, recs := toolDir(t, shards)
@@ -182,6 +183,11 @@ func TestSpeculatorsToolRows(t *testing.T) {
 				}
 				checkRowConversation(t, what, row["conversations"].([]any), rec, k)
 			}
+		}
+		var text strings.Builder
+		sum.WriteText(&text, 1)
+		if sum.ToolCalls != 11 || sum.Diverged != 4 || !strings.Contains(text.String(), "tools    11 calls; 4 conversations left the row's conversation") {
+			t.Errorf("%s: summary counts %d calls, %d diverged, want 11 and 4:\n%s", shards, sum.ToolCalls, sum.Diverged, text.String())
 		}
 		if len(rows) != total || sum.Exported != int64(total) {
 			t.Errorf("%s: %d rows (%d exported), want %d for %d records", shards, len(rows), sum.Exported, total, len(recs))
