@@ -139,13 +139,18 @@ func ints(v any) []int32 {
 // generation (cached results after their calls) and the generation with
 // its calls; a divergent conversation's rows up to and with the divergent
 // generation, as the script commits it before it truncates; the summary
-// counts the calls and the divergent conversations. Parquet shards export
+// and the card count the calls and the divergent conversations. Parquet shards export
 // the same rows.
 func TestSpeculatorsToolRows(t *testing.T) {
 	for _, shards := range []string{sink.FormatJSONL, sink.FormatParquet} {
 		dir, recs := toolDir(t, shards)
 		out := filepath.Join(t.TempDir(), "spec.jsonl")
-		sum := run(t, options(t, FormatSpeculators, out, dir))
+		o := options(t, FormatSpeculators, out, dir)
+		sum := run(t, o)
+		if card := Card(o, sum); !strings.Contains(card, "Each row is one generation of the model") || !strings.Contains(card, "hold 11 tool calls") ||
+			!strings.Contains(card, "4 conversations left the dataset's") {
+			t.Errorf("%s: the card does not say what a row is, or the calls and divergences:\n%s", shards, card)
+		}
 		rows := jsonLines(t, out)
 		byRec := map[string][]map[string]any{}
 		for _, row := range rows {
