@@ -40,24 +40,30 @@ Formats (--format):
                 "status": "success"}
                 The system turn is written when one was sent. SpecForge's
                 thinking templates read reasoning_content; its general ones
-                drop it: give those --reasoning inline. A row SpecForge's
-                validate_regenerated_data.py would refuse is dropped (the
-                specforge filter).
+                drop it: give those --reasoning inline. With tools: the
+                turns' tool_calls and tool_call_id, and "tools" (JSON text).
+                A row SpecForge's validate_regenerated_data.py (with tools,
+                its loader) would refuse is dropped (the specforge filter).
   sharegpt      {"id", "conversations": [{"from": "system"|"human"|"gpt", "value"}]}
+                With tools, LLaMA-Factory's: a call is a "function_call"
+                turn (value: JSON {"name", "arguments"}, a list for several),
+                a result an "observation" turn, and "tools" (JSON text); a
+                row its reader skips is dropped (the sharegpt filter).
   messages      OpenAI chat: {"id", "messages": [{"role", "content"}]}
   openai-batch  the OpenAI Batch API output file: {"id", "custom_id", "response":
                 {"status_code", "request_id", "body": <chat.completion>}, "error"}
                 custom_id is the record id; with generation.n > 1 the choice
                 index is the sample.
-  speculators   vllm-project/speculators' pre-tokenized rows, one per assistant
-                turn: {"id": "<id>_turn<k>" (<id>_s<sample>_turn<k> with
-                generation.n > 1; k from 0), "primary_id", "input_ids" (the
-                turn's prompt_token_ids, then its token_ids), "loss_mask" (0
-                over the prompt, 1 over the answer), "conversations" (that
-                turn's messages and answer, for reading), "metadata"
-                {finish_reason, usage, sampling_params}}. Needs a run with
-                generation.return_token_ids: true; a cut turn's row is
-                dropped (truncated counts turns).
+  speculators   vllm-project/speculators' pre-tokenized rows, one per target
+                generation (a tool call or an answer): {"id": "<id>_gen<k>"
+                (<id>_s<sample>_gen<k> with generation.n > 1; k from 0),
+                "primary_id", "input_ids" (the generation's prompt_token_ids,
+                then its token_ids), "loss_mask" (0 over the prompt, 1 over
+                the generated tokens), "conversations" (the messages before
+                it and the generation, for reading), "metadata"
+                {finish_reason, is_tool_call, usage, sampling_params}}. Needs
+                a run with generation.return_token_ids: true; a cut turn's
+                row is dropped (truncated counts turns).
 
 Output (--out):
   a file        JSONL; Parquet when PATH ends in .parquet (not openai-batch)
@@ -75,7 +81,10 @@ Filters (what each dropped is printed on stderr and in the card):
                 reasoning parser); off with --keep-think-tags
   specforge     (specforge only) a blank id or turn, a role other than
                 system, user and assistant, a system turn after a user turn,
-                or turns that do not alternate from user
+                or turns that do not alternate from user; with tools, turns
+                out of the loader's order or a call's arguments not a JSON object
+  sharegpt      (sharegpt only) turns out of LLaMA-Factory's order, a call's
+                arguments not a JSON object, or text beside a call
   Requests that failed for good are never training rows (openai-batch can
   write them as error lines with --include-errors).
 

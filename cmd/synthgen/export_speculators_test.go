@@ -130,8 +130,8 @@ func checkSpeculatorsRows(t *testing.T, what string, rows []specRow, recs map[st
 			t.Fatalf("%s: row %s: primary_id %q is no record", what, row.ID, row.PrimaryID)
 		}
 		var k int
-		if _, err := fmt.Sscanf(strings.TrimPrefix(row.ID, rec.ID+"_turn"), "%d", &k); err != nil || row.ID != fmt.Sprintf("%s_turn%d", rec.ID, k) || k >= turns {
-			t.Fatalf("%s: row id %q, want %s_turn<k>, k < %d", what, row.ID, rec.ID, turns)
+		if _, err := fmt.Sscanf(strings.TrimPrefix(row.ID, rec.ID+"_gen"), "%d", &k); err != nil || row.ID != fmt.Sprintf("%s_gen%d", rec.ID, k) || k >= turns {
+			t.Fatalf("%s: row id %q, want %s_gen<k>, k < %d", what, row.ID, rec.ID, turns)
 		}
 		tn := rec.Turns[k]
 		if want := append(slices.Clone(tn.PromptTokenIDs), tn.TokenIDs...); !slices.Equal(row.InputIDs, want) {

@@ -2,20 +2,17 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/synthgen/synthgen/sink"
 )
@@ -134,15 +131,7 @@ func TestExportParquetReadByDuckDB(t *testing.T) {
 	dirs := exportJob(t, 12, 2, "--generation.max_tokens", "100000")
 	out := filepath.Join(t.TempDir(), "ds")
 	cliRun(t, append(append([]string{"export"}, dirs...), "--format", "specforge", "--hf", "--rows-per-file", "5", "--out", out)...).ok(t, "export")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "duckdb_export.mjs"), filepath.Join(out, "data", "*.parquet"))
-	cmd.Env = append(childEnv(), "NODE_PATH="+modules)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("duckdb_export.mjs: %v\n%s", err, stderr.String())
-	}
+	stdout := duckdbExport(t, modules, node, filepath.Join(out, "data", "*.parquet"))
 	var got struct {
 		Columns []struct{ Name, Type string }
 		Rows    int
@@ -152,14 +141,14 @@ func TestExportParquetReadByDuckDB(t *testing.T) {
 			Conversations []map[string]any `json:"conversations"`
 		}
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
-		t.Fatalf("%v: %s", err, stdout.String())
+	if err := json.Unmarshal(stdout, &got); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
 	}
 	types := map[string]string{}
 	for _, c := range got.Columns {
 		types[c.Name] = strings.ReplaceAll(c.Type, `"`, "")
 	}
-	if want := "STRUCT(role VARCHAR, content VARCHAR, reasoning_content VARCHAR)[]"; types["conversations"] != want {
+	if want := "STRUCT(role VARCHAR, content VARCHAR, reasoning_content VARCHAR, tool_calls " + duckdbToolCalls + ", tool_call_id VARCHAR)[]"; types["conversations"] != want {
 		t.Errorf("conversations: DuckDB type %q, want %q", types["conversations"], want)
 	}
 	jsonl := filepath.Join(t.TempDir(), "t.jsonl")

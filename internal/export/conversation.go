@@ -37,17 +37,19 @@ func Conversation(rec *sink.Record) []Turn {
 		}
 		turns = append(turns, t)
 	}
-	return append(turns, Turn{Role: "assistant", Content: rec.Content, Reasoning: rec.Reasoning, ToolCalls: rec.ToolCalls})
+	as := answers(rec)
+	return append(turns, Turn{Role: "assistant", Content: rec.Content, Reasoning: rec.Reasoning, ToolCalls: as[len(as)-1].ToolCalls})
 }
 
 // answers are the model's answers a record holds: every turn of a whole
-// conversation, else the one answer.
+// conversation, else the one answer (its calls and ids the record's).
 func answers(rec *sink.Record) []sink.Turn {
 	if len(rec.Turns) > 0 {
 		return rec.Turns
 	}
 	return []sink.Turn{{Reasoning: rec.Reasoning, Content: rec.Content, FinishReason: rec.FinishReason,
-		PromptTokens: rec.PromptTokens, CompletionTokens: rec.CompletionTokens}}
+		PromptTokens: rec.PromptTokens, CompletionTokens: rec.CompletionTokens,
+		PromptTokenIDs: rec.PromptTokenIDs, TokenIDs: rec.TokenIDs, ToolCalls: rec.ToolCalls}}
 }
 
 // Reasoning modes for the formats that offer a choice (sharegpt, messages).

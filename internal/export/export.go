@@ -71,6 +71,9 @@ const (
 	// FilterSpecForge (specforge only): a conversation SpecForge's
 	// validation refuses (specforge.go).
 	FilterSpecForge = "specforge"
+	// FilterShareGPT (sharegpt only): a conversation LLaMA-Factory's
+	// ShareGPT reader skips or cannot render (tools.go).
+	FilterShareGPT = "sharegpt"
 )
 
 // Filter is one filter and what it did.
@@ -107,6 +110,21 @@ type Summary struct {
 	// WithReasoning counts the exported rows whose answer has reasoning
 	// (any turn's, for a whole conversation).
 	WithReasoning int64 `json:"with_reasoning"`
+	// ToolCalls counts the target's calls in the exported records (every
+	// generation's), Diverged those records whose conversation left its
+	// row and ended there (Record.Divergence).
+	ToolCalls int64 `json:"tool_calls"`
+	Diverged  int64 `json:"diverged"`
+}
+
+// countTools adds an exported record's calls and divergence to s.
+func (s *Summary) countTools(rec *sink.Record) {
+	for _, a := range answers(rec) {
+		s.ToolCalls += int64(len(a.ToolCalls))
+	}
+	if rec.Divergence != nil {
+		s.Diverged++
+	}
 }
 
 // Mean returns the mean prompt and completion tokens of the exported rows.
@@ -160,7 +178,11 @@ func (o *Options) filters() []Filter {
 	}
 	if o.Format == FormatSpecForge {
 		fs = append(fs, Filter{Name: FilterSpecForge, Active: true,
-			Rule: "a row SpecForge's validate_regenerated_data.py refuses: a blank id or turn, a role it does not take, turns out of order"})
+			Rule: "a row SpecForge's validate_regenerated_data.py refuses (with tools, its loader): a blank id or turn, a role it does not take, turns out of order, a call's arguments not a JSON object"})
+	}
+	if o.Format == FormatShareGPT {
+		fs = append(fs, Filter{Name: FilterShareGPT, Active: true,
+			Rule: "a row LLaMA-Factory's ShareGPT reader skips or cannot render: turns out of order, a call's arguments not a JSON object, text (or inline, </think> or <tool_call> in the reasoning) beside a call"})
 	}
 	return fs
 }
@@ -172,8 +194,9 @@ func drop(fs []Filter, rec *sink.Record, mode string) int {
 		if !f.Active {
 			continue
 		}
-		if f.Name == FilterSpecForge {
-			if specforgeRefusal(specforgeOf(rec, mode)) != "" {
+		if f.Name == FilterSpecForge || f.Name == FilterShareGPT {
+			if f.Name == FilterSpecForge && specforgeRefusal(specforgeOf(rec, mode)) != "" ||
+				f.Name == FilterShareGPT && sharegptRefusal(Conversation(rec), mode) != "" {
 				return i
 			}
 			continue
@@ -184,16 +207,14 @@ func drop(fs []Filter, rec *sink.Record, mode string) int {
 		var hit bool
 		// A whole conversation is judged by every answer in it: one cut
 		// or empty turn spoils the conversation.
-		as := answers(rec)
-		for k, a := range as {
+		for _, a := range answers(rec) {
 			switch f.Name {
 			case FilterTruncated:
 				hit = hit || a.FinishReason == "length"
 			case FilterEmpty:
 				// An answer that calls a tool is not empty: its content
-				// is the call (the record's, of its last turn).
-				calls := k == len(as)-1 && len(rec.ToolCalls) > 0
-				hit = hit || strings.TrimSpace(a.Content) == "" && !calls
+				// is the call.
+				hit = hit || strings.TrimSpace(a.Content) == "" && len(a.ToolCalls) == 0
 			case FilterThinkTags:
 				hit = hit || sink.ThinkTags(a.Content) // the server split no reasoning out
 			}

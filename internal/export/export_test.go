@@ -59,16 +59,7 @@ func fixtureRecords() []*sink.Record {
 // records above and one request that failed for good (id 4, sample 0).
 func fixtureDir(t *testing.T, format string) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "out")
-	spec, err := json.Marshal(fixtureJob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sink.Open(sink.Options{Dir: dir, Format: format, PartSize: 3,
-		Job: sink.JobRecord{Version: "v1.2.3", Spec: spec, Hash: fixtureJob.Hash()}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, s := openDir(t, format, 3)
 	for _, r := range fixtureRecords() {
 		if err := s.Write(r); err != nil {
 			t.Fatal(err)
@@ -76,6 +67,38 @@ func fixtureDir(t *testing.T, format string) string {
 	}
 	if err := s.WriteError(&sink.ErrorRecord{ID: "4", Status: 400, Message: "prompt too long", Attempts: 1, Cause: "http_400"}); err != nil {
 		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// openDir opens a new output directory of fixtureJob with the real sink,
+// parts of partSize records.
+func openDir(t *testing.T, format string, partSize int) (string, *sink.Sink) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "out")
+	spec, err := json.Marshal(fixtureJob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sink.Open(sink.Options{Dir: dir, Format: format, PartSize: partSize,
+		Job: sink.JobRecord{Version: "v1.2.3", Spec: spec, Hash: fixtureJob.Hash()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, s
+}
+
+// writeDir writes recs to a new output directory of fixtureJob.
+func writeDir(t *testing.T, format string, partSize int, recs ...*sink.Record) string {
+	t.Helper()
+	dir, s := openDir(t, format, partSize)
+	for _, r := range recs {
+		if err := s.Write(r); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

@@ -21,25 +21,19 @@ const (
 // Formats lists the export formats.
 var Formats = []string{FormatSpecForge, FormatShareGPT, FormatMessages, FormatOpenAIBatch, FormatSpeculators}
 
-// roleTurn is a turn as SpecForge and OpenAI chat write it. Reasoning is
-// its own field, only on an assistant answer that has some.
-type roleTurn struct {
-	Role             string `json:"role" parquet:"role"`
-	Content          string `json:"content" parquet:"content"`
-	ReasoningContent string `json:"reasoning_content,omitempty" parquet:"reasoning_content,optional"`
-}
-
 // specforgeRow is one line of SpecForge's conversation format as its
 // scripts/regenerate_train_data.py writes a regenerated row (with
 // --reasoning save): {"id", "conversations": [{"role", "content"}, ...,
 // {"role": "assistant", "content", "reasoning_content"}], "status":
 // "success"}. Its scripts/validate_regenerated_data.py refuses a row
-// whose status is not "success"; the training loader reads only id and
-// conversations.
+// whose status is not "success"; the training loader reads only id,
+// conversations and tools. With tools, the turns are OpenAI's, as the
+// messages format writes them (tools.go).
 type specforgeRow struct {
-	ID            string     `json:"id" parquet:"id"`
-	Conversations []roleTurn `json:"conversations" parquet:"conversations,list"`
-	Status        string     `json:"status" parquet:"status"`
+	ID            string        `json:"id" parquet:"id"`
+	Conversations []messageTurn `json:"conversations" parquet:"conversations,list"`
+	Status        string        `json:"status" parquet:"status"`
+	Tools         string        `json:"tools,omitempty" parquet:"tools,optional"`
 }
 
 // specforgeSuccess is the status of every exported row: a row is exported
@@ -55,7 +49,8 @@ type messagesRow struct {
 	Tools    string        `json:"tools,omitempty" parquet:"tools,optional"`
 }
 
-// fromTurn is a ShareGPT turn: from system, human or gpt.
+// fromTurn is a ShareGPT turn: from system, human or gpt, and with tools
+// function_call or observation (tools.go).
 type fromTurn struct {
 	From             string `json:"from" parquet:"from"`
 	Value            string `json:"value" parquet:"value"`
@@ -65,18 +60,21 @@ type fromTurn struct {
 type sharegptRow struct {
 	ID            string     `json:"id" parquet:"id"`
 	Conversations []fromTurn `json:"conversations" parquet:"conversations,list"`
+	Tools         string     `json:"tools,omitempty" parquet:"tools,optional"`
 }
 
-// sharegptFrom maps a chat role to ShareGPT's speaker; other roles (tool)
-// keep their name.
+// sharegptFrom maps a chat role to ShareGPT's speaker; tool turns and an
+// assistant's calls are tools.go's.
 var sharegptFrom = map[string]string{"system": "system", "user": "human", "assistant": "gpt"}
 
-func roleTurns(rec *sink.Record, mode string) []roleTurn {
+// messageTurns are a record's conversation as OpenAI chat turns, the
+// reasoning placed as mode says.
+func messageTurns(rec *sink.Record, mode string) []messageTurn {
 	conv := Conversation(rec)
-	out := make([]roleTurn, len(conv))
+	out := make([]messageTurn, len(conv))
 	for i, t := range conv {
 		content, reasoning := placeReasoning(t, mode)
-		out[i] = roleTurn{Role: t.Role, Content: content, ReasoningContent: reasoning}
+		out[i] = messageTurn{Role: t.Role, Content: content, ReasoningContent: reasoning, ToolCalls: t.ToolCalls, ToolCallID: t.ToolCallID}
 	}
 	return out
 }
@@ -85,31 +83,15 @@ func roleTurns(rec *sink.Record, mode string) []roleTurn {
 // templates read reasoning_content and which need it inline in content is
 // in docs/training-data.md ("SpecForge's templates and reasoning").
 func specforgeOf(rec *sink.Record, mode string) specforgeRow {
-	return specforgeRow{ID: rec.ID, Conversations: roleTurns(rec, mode), Status: specforgeSuccess}
+	return specforgeRow{ID: rec.ID, Conversations: messageTurns(rec, mode), Status: specforgeSuccess, Tools: rec.Tools}
 }
 
 func messagesOf(rec *sink.Record, mode string) messagesRow {
-	conv := Conversation(rec)
-	out := make([]messageTurn, len(conv))
-	for i, t := range conv {
-		content, reasoning := placeReasoning(t, mode)
-		out[i] = messageTurn{Role: t.Role, Content: content, ReasoningContent: reasoning, ToolCalls: t.ToolCalls, ToolCallID: t.ToolCallID}
-	}
-	return messagesRow{ID: rec.ID, Messages: out, Tools: rec.Tools}
+	return messagesRow{ID: rec.ID, Messages: messageTurns(rec, mode), Tools: rec.Tools}
 }
 
 func sharegptOf(rec *sink.Record, mode string) sharegptRow {
-	conv := Conversation(rec)
-	out := make([]fromTurn, len(conv))
-	for i, t := range conv {
-		from, ok := sharegptFrom[t.Role]
-		if !ok {
-			from = t.Role
-		}
-		content, reasoning := placeReasoning(t, mode)
-		out[i] = fromTurn{From: from, Value: content, ReasoningContent: reasoning}
-	}
-	return sharegptRow{ID: rec.ID, Conversations: out}
+	return sharegptRow{ID: rec.ID, Conversations: sharegptTurns(Conversation(rec), mode), Tools: rec.Tools}
 }
 
 // batchLine is one line of an OpenAI Batch API output file (and of vLLM's

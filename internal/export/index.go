@@ -130,6 +130,7 @@ func buildIndex(ctx context.Context, o Options, tmpDir, spillPattern string) (*i
 			if err := x.sorter.Add(e); err != nil {
 				return err
 			}
+			sum.countTools(rec)
 			if o.Format == FormatSpeculators {
 				// A row is a turn: its tokens, finish reason and reasoning.
 				sum.Exported += rows

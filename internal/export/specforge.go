@@ -23,6 +23,9 @@ func specforgeRefusal(row specforgeRow) string {
 	if len(row.Conversations) == 0 {
 		return "conversations must be a non-empty list"
 	}
+	if hasTools(row) {
+		return specforgeToolRefusal(row)
+	}
 	expect, sawUser := "user", false
 	for i, t := range row.Conversations {
 		if pyBlank(t.Content) {

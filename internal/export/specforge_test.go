@@ -18,15 +18,15 @@ func TestSpecForgeFilter(t *testing.T) {
 	}
 	user := sink.Message{Role: "user", Content: "q"}
 	for name, rec := range map[string]*sink.Record{
-		"a blank id":                   {ID: " ", Messages: []sink.Message{user}, Content: "a", FinishReason: "stop"},
-		"a blank user turn":            msgs(sink.Message{Role: "user", Content: " \t"}),
-		"a user turn blank to Python":  msgs(sink.Message{Role: "user", Content: "\x1c\u3000"}),
-		"a blank system turn":          msgs(sink.Message{Role: "system", Content: ""}, user),
-		"a tool turn":                  msgs(user, sink.Message{Role: "assistant", Content: "call"}, sink.Message{Role: "tool", Content: "42"}),
-		"a system turn after a user":   msgs(user, sink.Message{Role: "system", Content: "s"}),
-		"two user turns in a row":      msgs(user, user),
-		"an assistant turn first":      msgs(sink.Message{Role: "assistant", Content: "hi"}, user),
-		"a prompt ending in an answer": msgs(user, sink.Message{Role: "assistant", Content: "prefill"}),
+		"a blank id":                    {ID: " ", Messages: []sink.Message{user}, Content: "a", FinishReason: "stop"},
+		"a blank user turn":             msgs(sink.Message{Role: "user", Content: " \t"}),
+		"a user turn blank to Python":   msgs(sink.Message{Role: "user", Content: "\x1c\u3000"}),
+		"a blank system turn":           msgs(sink.Message{Role: "system", Content: ""}, user),
+		"a tool turn answering no call": msgs(user, sink.Message{Role: "assistant", Content: "call"}, sink.Message{Role: "tool", Content: "42"}),
+		"a system turn after a user":    msgs(user, sink.Message{Role: "system", Content: "s"}),
+		"two user turns in a row":       msgs(user, user),
+		"an assistant turn first":       msgs(sink.Message{Role: "assistant", Content: "hi"}, user),
+		"a prompt ending in an answer":  msgs(user, sink.Message{Role: "assistant", Content: "prefill"}),
 	} {
 		i := drop(fs, rec, ReasoningField)
 		if i < 0 || fs[i].Name != FilterSpecForge {

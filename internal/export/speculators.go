@@ -10,36 +10,45 @@ import (
 
 // The speculators format is the pre-tokenized row of vllm-project/
 // speculators' scripts/response_regeneration/script.py
-// (_sample_from_response and build_boundary_sample): one row per assistant
-// turn, {"id", "primary_id", "input_ids", "loss_mask", "conversations",
-// "metadata"}, where input_ids is the turn's prompt_token_ids followed by
-// the choice's token_ids and loss_mask is 0 over the prompt and 1 over the
-// answer, as long as input_ids. Training reads input_ids and loss_mask
-// (src/speculators/train/data.py: the rows' "input_ids" and "loss_mask",
-// one entry per position); conversations is a readable twin that training
-// ignores, and primary_id is the conversation's key the script resumes
-// on. The script names its rows <primary_id>_gen<N>; here a row is
-// <id>_turn<k>, k counting the record's assistant turns from 0, and
-// <id>_s<sample>_turn<k> when the job asked several samples (generation.n
-// > 1), so every row's id is unique. The ids are int32, as the record
-// holds them; JSON writes them as numbers and Parquet as lists of int32.
+// (_sample_from_response and build_boundary_sample): one row per target
+// generation, a tool call or an answer, {"id", "primary_id", "input_ids",
+// "loss_mask", "conversations", "metadata"}, where input_ids is the
+// generation's prompt_token_ids followed by its token_ids and loss_mask is
+// 0 over the prompt and 1 over the generated tokens (a call's tokens, for
+// a call), as long as input_ids. Training reads input_ids and loss_mask
+// (src/speculators/data_generation/preprocessing.py,
+// _passthrough_pretokenized); primary_id is the conversation's key the
+// script resumes on. The script names its rows <primary_id>_gen<k>, k
+// counting the conversation's generations from 0; here too, and
+// <id>_s<sample>_gen<k> when the job asked several samples (generation.n
+// > 1), so every row's id is unique. The script's review-only "text" is
+// tokenizer.decode(input_ids), which needs the target's tokenizer: here
+// the review-only twin is "conversations" (the messages before the
+// generation and the generation itself, calls included), as the script
+// wrote it before it decoded. A conversation that left its row
+// (Record.Divergence) ends with the divergent generation, whose row is
+// kept: the script commits that row and truncates after it. The ids are
+// int32, as the record holds them; JSON writes them as numbers and Parquet
+// as lists of int32.
 
-// speculatorsRow is one assistant turn, tokenized.
+// speculatorsRow is one target generation, tokenized.
 type speculatorsRow struct {
 	ID            string          `json:"id" parquet:"id"`
 	PrimaryID     string          `json:"primary_id" parquet:"primary_id"`
 	InputIDs      []int32         `json:"input_ids" parquet:"input_ids,list"`
 	LossMask      []int32         `json:"loss_mask" parquet:"loss_mask,list"`
-	Conversations []roleTurn      `json:"conversations" parquet:"conversations,list"`
+	Conversations []messageTurn   `json:"conversations" parquet:"conversations,list"`
 	Metadata      speculatorsMeta `json:"metadata" parquet:"metadata"`
 }
 
-// speculatorsMeta is the script's metadata: the turn's finish_reason, its
-// usage, and the sampling values the job sent (the script's
-// sampling_params). sample is the record's sample number.
+// speculatorsMeta is the script's metadata: the generation's
+// finish_reason, whether it is a tool call, its usage, and the sampling
+// values the job sent (the script's sampling_params). sample is the
+// record's sample number.
 type speculatorsMeta struct {
 	Sample         int                 `json:"sample" parquet:"sample"`
 	FinishReason   string              `json:"finish_reason" parquet:"finish_reason"`
+	IsToolCall     bool                `json:"is_tool_call" parquet:"is_tool_call"`
 	Usage          speculatorsUsage    `json:"usage" parquet:"usage"`
 	SamplingParams speculatorsSampling `json:"sampling_params" parquet:"sampling_params"`
 }
@@ -57,32 +66,12 @@ type speculatorsSampling struct {
 	MaxTokens   int     `json:"max_tokens" parquet:"max_tokens"`
 }
 
-// tokenTurn is one answered turn with its ids.
-type tokenTurn struct {
-	finish             string
-	prompt, completion int
-	promptIDs, ids     []int32
-}
-
-// tokenTurns are a record's answered turns with their ids: every turn of a
-// whole conversation, else the record's one answer.
-func tokenTurns(rec *sink.Record) []tokenTurn {
-	if len(rec.Turns) == 0 {
-		return []tokenTurn{{rec.FinishReason, rec.PromptTokens, rec.CompletionTokens, rec.PromptTokenIDs, rec.TokenIDs}}
-	}
-	out := make([]tokenTurn, len(rec.Turns))
-	for i, t := range rec.Turns {
-		out[i] = tokenTurn{t.FinishReason, t.PromptTokens, t.CompletionTokens, t.PromptTokenIDs, t.TokenIDs}
-	}
-	return out
-}
-
 // speculatorsMissing says what a record lacks for the format, or "".
 // asked is the job's generation.return_token_ids: when it was on, the
 // server ignored it (the run warned of it), and turning it on is no fix.
 func speculatorsMissing(rec *sink.Record, asked bool) string {
-	for k, t := range tokenTurns(rec) {
-		if len(t.promptIDs) > 0 && len(t.ids) > 0 {
+	for k, t := range answers(rec) {
+		if len(t.PromptTokenIDs) > 0 && len(t.TokenIDs) > 0 {
 			continue
 		}
 		what := fmt.Sprintf("id %q sample %d turn %d carries no prompt_token_ids or token_ids: --format speculators needs the ids the server tokenized; ", rec.ID, rec.Sample, k)
@@ -98,14 +87,8 @@ func speculatorsMissing(rec *sink.Record, asked bool) string {
 // speculatorsKept counts the turns of rec that become rows and those a
 // cut at max_tokens drops.
 func speculatorsKept(rec *sink.Record, keepTruncated bool) (kept, truncated int) {
-	for _, t := range tokenTurns(rec) {
-		if t.finish == "length" && !keepTruncated {
-			truncated++
-			continue
-		}
-		kept++
-	}
-	return kept, truncated
+	kept = len(answersKept(rec, keepTruncated))
+	return kept, len(answers(rec)) - kept
 }
 
 // answersKept are the answers of rec that become speculators rows.
@@ -119,15 +102,15 @@ func answersKept(rec *sink.Record, keepTruncated bool) []sink.Turn {
 	return out
 }
 
-// speculatorsOf is a record as its rows, one per assistant turn kept.
+// speculatorsOf is a record as its rows, one per generation kept.
 func speculatorsOf(j job.Job, keepTruncated bool) func(rec *sink.Record, mode string) []speculatorsRow {
 	sampling := speculatorsSampling{Temperature: j.Sampling.Temperature, TopP: j.Sampling.TopP, MaxTokens: j.Sampling.MaxTokens}
 	several := j.Samples() > 1
 	return func(rec *sink.Record, mode string) []speculatorsRow {
-		conv := roleTurns(rec, mode)
-		turns := tokenTurns(rec)
+		conv := messageTurns(rec, mode)
+		turns := answers(rec)
 		// The assistant turns of the conversation that are the model's
-		// answers: the last len(turns), the final answer among them.
+		// generations: the last len(turns), the final one among them.
 		var ends []int
 		for i, t := range conv {
 			if t.Role == "assistant" {
@@ -135,19 +118,19 @@ func speculatorsOf(j job.Job, keepTruncated bool) func(rec *sink.Record, mode st
 			}
 		}
 		skip := len(ends) - len(turns)
-		prefix := rec.ID + "_turn"
+		prefix := rec.ID + "_gen"
 		if several {
-			prefix = rec.ID + "_s" + strconv.Itoa(rec.Sample) + "_turn"
+			prefix = rec.ID + "_s" + strconv.Itoa(rec.Sample) + "_gen"
 		}
 		rows := make([]speculatorsRow, 0, len(turns))
 		for k, t := range turns {
-			if t.finish == "length" && !keepTruncated {
+			if t.FinishReason == "length" && !keepTruncated {
 				continue
 			}
-			ids := make([]int32, 0, len(t.promptIDs)+len(t.ids))
-			ids = append(append(ids, t.promptIDs...), t.ids...)
+			ids := make([]int32, 0, len(t.PromptTokenIDs)+len(t.TokenIDs))
+			ids = append(append(ids, t.PromptTokenIDs...), t.TokenIDs...)
 			mask := make([]int32, len(ids))
-			for i := len(t.promptIDs); i < len(mask); i++ {
+			for i := len(t.PromptTokenIDs); i < len(mask); i++ {
 				mask[i] = 1
 			}
 			upTo := len(conv)
@@ -162,8 +145,9 @@ func speculatorsOf(j job.Job, keepTruncated bool) func(rec *sink.Record, mode st
 				Conversations: conv[:upTo],
 				Metadata: speculatorsMeta{
 					Sample:         rec.Sample,
-					FinishReason:   t.finish,
-					Usage:          speculatorsUsage{PromptTokens: t.prompt, CompletionTokens: t.completion, TotalTokens: t.prompt + t.completion},
+					FinishReason:   t.FinishReason,
+					IsToolCall:     len(t.ToolCalls) > 0,
+					Usage:          speculatorsUsage{PromptTokens: t.PromptTokens, CompletionTokens: t.CompletionTokens, TotalTokens: t.PromptTokens + t.CompletionTokens},
 					SamplingParams: sampling,
 				},
 			})

@@ -16,16 +16,7 @@ import (
 // of ("b", 1) cut at max_tokens.
 func speculatorsDir(t *testing.T, format string) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "out")
-	spec, err := json.Marshal(fixtureJob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sink.Open(sink.Options{Dir: dir, Format: format, PartSize: 2,
-		Job: sink.JobRecord{Version: "v1.2.3", Spec: spec, Hash: fixtureJob.Hash()}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var recs []*sink.Record
 	for _, id := range []string{"b", "a"} {
 		for sample := range 2 {
 			t0 := sink.Turn{Content: "one " + id, Reasoning: "r", FinishReason: "stop", PromptTokens: 3, CompletionTokens: 2,
@@ -40,15 +31,10 @@ func speculatorsDir(t *testing.T, format string) string {
 					{Role: "assistant", Content: t0.Content}, {Role: "user", Content: "q2"}},
 				Content: t1.Content, FinishReason: t1.FinishReason, PromptTokens: 10, CompletionTokens: 3,
 				PromptTokenIDs: t1.PromptTokenIDs, TokenIDs: t1.TokenIDs, Turns: []sink.Turn{t0, t1}}
-			if err := s.Write(r); err != nil {
-				t.Fatal(err)
-			}
+			recs = append(recs, r)
 		}
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return writeDir(t, format, 2, recs...)
 }
 
 func readSpeculators(t *testing.T, path string) []speculatorsRow {
@@ -83,7 +69,7 @@ func TestSpeculatorsTurns(t *testing.T) {
 		for _, r := range rows {
 			ids = append(ids, r.ID)
 		}
-		want := []string{"a_s0_turn0", "a_s0_turn1", "a_s1_turn0", "a_s1_turn1", "b_s0_turn0", "b_s0_turn1", "b_s1_turn1"}
+		want := []string{"a_s0_gen0", "a_s0_gen1", "a_s1_gen0", "a_s1_gen1", "b_s0_gen0", "b_s0_gen1", "b_s1_gen1"}
 		if !slices.Equal(ids, want) {
 			t.Fatalf("%s: rows %v, want %v", shards, ids, want)
 		}
@@ -114,7 +100,7 @@ func TestSpeculatorsTurns(t *testing.T) {
 		if sum := run(t, o); sum.Exported != 8 || sum.Filters[0].Dropped != 0 {
 			t.Errorf("%s: --keep-truncated: exported %d, filters %+v", shards, sum.Exported, sum.Filters)
 		}
-		if rows := readSpeculators(t, keep); len(rows) != 8 || rows[6].ID != "b_s1_turn0" || rows[6].Metadata.FinishReason != "length" {
+		if rows := readSpeculators(t, keep); len(rows) != 8 || rows[6].ID != "b_s1_gen0" || rows[6].Metadata.FinishReason != "length" {
 			t.Errorf("%s: --keep-truncated rows %+v", shards, rows)
 		}
 
@@ -128,7 +114,7 @@ func TestSpeculatorsTurns(t *testing.T) {
 		for _, f := range []string{"train-00000-of-00003.parquet", "train-00001-of-00003.parquet", "train-00002-of-00003.parquet"} {
 			got = append(got, readParquet[speculatorsRow](t, filepath.Join(hf, "data", f))...)
 		}
-		if len(got) != 7 || got[6].ID != "b_s1_turn1" || !slices.Equal(got[6].InputIDs, []int32{1, 2, 3, 10, 1, 4, 5, 20}) {
+		if len(got) != 7 || got[6].ID != "b_s1_gen1" || !slices.Equal(got[6].InputIDs, []int32{1, 2, 3, 10, 1, 4, 5, 20}) {
 			t.Errorf("%s: HF rows %+v", shards, got)
 		}
 	}
@@ -151,25 +137,10 @@ func TestSpeculatorsRefusesWithoutIDs(t *testing.T) {
 // TestSpeculatorsSingleTurn: a record of one answer (no turns) is one row
 // from its top-level ids, its conversation the messages and the answer.
 func TestSpeculatorsSingleTurn(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "out")
-	spec, err := json.Marshal(fixtureJob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sink.Open(sink.Options{Dir: dir, Format: sink.FormatJSONL, PartSize: 2,
-		Job: sink.JobRecord{Version: "v1.2.3", Spec: spec, Hash: fixtureJob.Hash()}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := &sink.Record{ID: "7", Sample: 1, Model: "qwen3-8b", Attempts: 1,
 		Messages: []sink.Message{{Role: "user", Content: "q"}}, Content: "a", Reasoning: "think", FinishReason: "stop",
 		PromptTokens: 2, CompletionTokens: 3, PromptTokenIDs: []int32{5, 6}, TokenIDs: []int32{7, 8, 9}}
-	if err := s.Write(r); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir := writeDir(t, sink.FormatJSONL, 2, r)
 	out := filepath.Join(t.TempDir(), "train.jsonl")
 	o := options(t, FormatSpeculators, out, dir)
 	o.Reasoning = ReasoningInline
@@ -179,7 +150,7 @@ func TestSpeculatorsSingleTurn(t *testing.T) {
 		t.Fatalf("rows %+v", rows)
 	}
 	got := rows[0]
-	if got.ID != "7_s1_turn0" || got.PrimaryID != "7" || !slices.Equal(got.InputIDs, []int32{5, 6, 7, 8, 9}) ||
+	if got.ID != "7_s1_gen0" || got.PrimaryID != "7" || !slices.Equal(got.InputIDs, []int32{5, 6, 7, 8, 9}) ||
 		!slices.Equal(got.LossMask, []int32{0, 0, 1, 1, 1}) || len(got.Conversations) != 2 ||
 		got.Conversations[1].Content != "<think>\nthink\n</think>\n\na" || got.Metadata.Usage.TotalTokens != 5 {
 		t.Errorf("row %+v", got)

@@ -37,6 +37,10 @@ func (s *Summary) WriteText(w io.Writer, ndirs int) {
 		}
 		fmt.Fprintf(w, "  failed   %s failed for good, %s\n", human.Count(s.Failed, "request", "requests"), what)
 	}
+	if s.ToolCalls > 0 || s.Diverged > 0 {
+		fmt.Fprintf(w, "  tools    %s; %s left the row's conversation and end at the generation that left it\n",
+			human.Count(s.ToolCalls, "call", "calls"), human.Count(s.Diverged, "conversation", "conversations"))
+	}
 	pm, cm := s.Mean()
 	fmt.Fprintf(w, "  tokens   prompt %s (mean %.0f), completion %s (mean %.0f, p50 %d, p90 %d)\n",
 		human.Num(s.PromptTokens), pm, human.Num(s.CompletionTokens), cm, s.CompletionP50, s.CompletionP90)

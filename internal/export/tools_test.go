@@ -16,16 +16,6 @@ import (
 // keys.
 func TestMessagesCarryToolCalls(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "out")
-	spec, err := json.Marshal(fixtureJob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sink.Open(sink.Options{Dir: dir, Format: sink.FormatJSONL, PartSize: 10,
-		Job: sink.JobRecord{Version: "v1.2.3", Spec: spec, Hash: fixtureJob.Hash()}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	recs := fixtureRecords()[:1]
 	tool := *recs[0]
 	tool.ID, tool.Sample, tool.Content, tool.Reasoning, tool.FinishReason = "t", 0, "", "Call it.", "tool_calls"
@@ -34,14 +24,7 @@ func TestMessagesCarryToolCalls(t *testing.T) {
 		{Role: "tool", Content: "r", ToolCallID: "c0"}}
 	tool.Tools = `[{"function":{"name":"f"},"type":"function"}]`
 	tool.ToolCalls = []sink.ToolCall{{ID: "c1", Type: "function", Function: sink.ToolFunction{Name: "f", Arguments: `{"a": 1`}}}
-	for _, r := range append(recs, &tool) {
-		if err := s.Write(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir := writeDir(t, sink.FormatJSONL, 10, append(recs, &tool)...)
 	tmp := t.TempDir()
 	run(t, options(t, FormatMessages, filepath.Join(tmp, "m.jsonl"), dir))
 	run(t, options(t, FormatMessages, filepath.Join(tmp, "m.parquet"), dir))
