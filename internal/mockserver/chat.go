@@ -101,6 +101,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	s.promptTokens.Add(int64(prompt))
 	g.start = time.Now()
+	g.toks = s.newTokenReply(&req)
 	if t := req.toolReply(); t != nil {
 		if !g.tools(t, prompt, req.Stream, req.includeUsage()) {
 			s.abort(w, g.done)
@@ -114,7 +115,6 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		s.shapeAnswer(&p, shape, req.promptHash(), g.id, req.limit())
 	}
 	s.fitContext(&p, prompt)
-	g.toks = s.newTokenReply(&req)
 	if stalls {
 		g.stallAt = min(s.opts.StallAfter, p.total)
 		if !req.Stream {

@@ -20,6 +20,10 @@ import (
 // piece's (AnswerTokenID), so len(token_ids) == usage.completion_tokens and
 // the ids spell the answer's text (TokenPiece); the prompt's are one a
 // word of the messages (PromptTokenIDs), as many as usage.prompt_tokens.
+// A tool answer (tools.go) is not made of pieces: its tokens are its
+// text's bytes, byte b's id byteBase+b, so its ids spell its reasoning and
+// then its call (ToolCallText) or its text, and a test tells a call's
+// tokens by decoding them (TokenPiece).
 // The logprobs are a pure function of the prompt and the token's place, so
 // a retried request gets the same. Options.IgnoreTokenIDs makes the mock a
 // server that does not know return_token_ids: it answers without ids.
@@ -27,6 +31,10 @@ import (
 // pieceBase is the id of vocabulary piece 0: the ids stay clear of those
 // real vocabularies give their first bytes and special tokens.
 const pieceBase = 1000
+
+// byteBase is the id of byte 0 of a tool answer's text: 256 ids below the
+// pieces'.
+const byteBase = 500
 
 // Prompt ids are promptBase + a word's hash mod promptRange, clear of the
 // pieces' ids.
@@ -47,8 +55,12 @@ const maxTopLogprobs = 20
 func AnswerTokenID(i int) int32 { return int32(pieceBase + i) }
 
 // TokenPiece is the text of a generated token id, and whether the mock
-// generates it.
+// generates it: a vocabulary piece, or a tool answer's byte (one byte of
+// a character of several).
 func TokenPiece(id int32) (string, bool) {
+	if b := int(id) - byteBase; b >= 0 && b < 256 {
+		return string([]byte{byte(b)}), true
+	}
 	i := int(id) - pieceBase
 	if i < 0 || i >= len(vocabulary) {
 		return "", false
@@ -84,6 +96,15 @@ func appendWordIDs(ids []int32, s string) []int32 {
 			ids = append(ids, int32(promptBase+h%promptRange))
 			start = -1
 		}
+	}
+	return ids
+}
+
+// textIDs are the ids of s's bytes: a tool answer's tokens.
+func textIDs(s string) []int32 {
+	ids := make([]int32, len(s))
+	for i := range len(s) {
+		ids[i] = byteBase + int32(s[i])
 	}
 	return ids
 }
@@ -275,6 +296,23 @@ func (t *tokenReply) appendTokenTail(b []byte, i, p int, length bool) []byte {
 		b = append(b, `,"token_ids":[`...)
 		b = strconv.AppendInt(b, int64(AnswerTokenID(p)), 10)
 		b = append(b, ']')
+	}
+	return append(b, "}]}\n\n"...)
+}
+
+// appendIDsTail closes a chunk of a tool answer, which has no logprobs:
+// its finish ("": null), its tokens' ids when they are asked.
+func (t *tokenReply) appendIDsTail(b []byte, finish string, ids []int32) []byte {
+	if finish == "" {
+		b = append(b, `,"logprobs":null,"finish_reason":null`...)
+	} else {
+		b = append(b, `,"logprobs":null,"finish_reason":"`...)
+		b = append(b, finish...)
+		b = append(b, `","stop_reason":null`...)
+	}
+	if t != nil && t.ids {
+		b = append(b, `,"token_ids":`...)
+		b = appendIDs(b, ids)
 	}
 	return append(b, "}]}\n\n"...)
 }

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/synthgen/synthgen/internal/mockserver/schemagen"
 )
 
 // toolFields are the request's and messages' tool fields the mock reads.
@@ -119,13 +121,39 @@ func fragments(s string, n int) []string {
 // toolThought is the reasoning a tool answer carries beside its call.
 const toolThought = "A tool answers this."
 
-// tools sends a tool answer, streamed (vLLM's deltas: the role, the
-// reasoning, the call's index, id, type and name with empty arguments,
-// then the arguments in fragments, then the finish) or plain.
+// callFrame is what a call's tokens spell around its arguments, as
+// Hermes-style models write a call and the server's tool parser reads it:
+// `<tool_call>\n{"name": NAME, "arguments": ` and `}\n</tool_call>`.
+func callFrame(name string) (head, tail string) {
+	q, _ := json.Marshal(name) // a string always marshals
+	return "<tool_call>\n{\"name\": " + string(q) + ", \"arguments\": ", "}\n</tool_call>"
+}
+
+// ToolCallText is the text the tokens of a call of name with arguments
+// spell (their ids are its bytes', see TokenPiece): after the answer's
+// reasoning, a call answer's token_ids are exactly these.
+func ToolCallText(name, arguments string) string {
+	head, tail := callFrame(name)
+	return head + arguments + tail
+}
+
+// toolChunk is one delta of a streamed tool answer and the text of its
+// tokens.
+type toolChunk struct {
+	delta map[string]any
+	text  string
+}
+
+// tools sends a tool answer, streamed or plain. Its tokens are its text's
+// bytes (textIDs): the reasoning's, then the call's (ToolCallText) or the
+// text's; usage counts them, and with return_token_ids (tokenids.go) the
+// answer carries their ids and the prompt's, in vLLM's places. It carries
+// no logprobs.
 func (g *generation) tools(t *toolAnswer, prompt int, stream, usage bool) bool {
-	finish := "stop"
+	finish, head, tail := "stop", "", ""
 	if t.name != "" {
 		finish = "tool_calls"
+		head, tail = callFrame(t.name)
 	}
 	callID := string(appendHex([]byte("chatcmpl-tool-"), g.id))
 	field := g.s.opts.ReasoningField
@@ -138,58 +166,86 @@ func (g *generation) tools(t *toolAnswer, prompt int, stream, usage bool) bool {
 		}
 		return map[string]any{field: text}
 	}
+	var chunks []toolChunk
+	if field != FieldNone {
+		chunks = append(chunks, toolChunk{reasoning(toolThought), toolThought})
+	}
+	if t.name == "" {
+		chunks = append(chunks, toolChunk{map[string]any{"content": t.text}, t.text})
+	} else {
+		chunks = append(chunks, toolChunk{map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": callID, "type": "function",
+			"function": map[string]any{"name": t.name, "arguments": ""}}}}, head})
+		for _, f := range fragments(t.arguments, 4) {
+			chunks = append(chunks, toolChunk{map[string]any{"tool_calls": []any{map[string]any{"index": 0, "function": map[string]any{"arguments": f}}}}, f})
+		}
+	}
 	if !stream {
 		msg := reasoning(toolThought)
-		msg["role"] = "assistant"
+		msg["role"], msg["content"], msg["tool_calls"] = "assistant", t.text, []any{}
 		if t.name != "" {
 			msg["content"] = nil
 			msg["tool_calls"] = []any{map[string]any{"id": callID, "type": "function",
 				"function": map[string]any{"name": t.name, "arguments": t.arguments}}}
-		} else {
-			msg["content"] = t.text
-			msg["tool_calls"] = []any{}
 		}
-		g.pending = 2
-		g.buf = g.appendEnvelope(g.buf, "chat.completion")
-		g.buf = append(g.buf, `"choices":`...)
-		g.buf = appendJSON(g.buf, []any{map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish, "stop_reason": nil}})
-		g.buf = append(g.buf, `,"usage":`...)
-		g.buf = appendUsage(g.buf, prompt, int(g.pending), true, g.s.cached(prompt))
-		g.buf = append(g.buf, '}')
-		g.finish(finish)
-		g.w.Header().Set("Content-Type", "application/json")
-		_ = g.write()
-		return true
+		return g.toolsPlain(msg, chunks, tail, finish, prompt)
 	}
-	deltas := []any{map[string]any{"role": "assistant", "content": ""}}
-	if field != FieldNone {
-		deltas = append(deltas, reasoning(toolThought))
+	return g.toolsStream(chunks, tail, finish, prompt, usage)
+}
+
+// toolsPlain sends a plain tool answer whose message is msg and whose
+// tokens spell chunks' texts and tail.
+func (g *generation) toolsPlain(msg map[string]any, chunks []toolChunk, tail, finish string, prompt int) bool {
+	var text strings.Builder
+	for _, c := range chunks {
+		text.WriteString(c.text)
 	}
-	if t.name == "" {
-		deltas = append(deltas, map[string]any{"content": t.text})
+	text.WriteString(tail)
+	choice := map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish, "stop_reason": nil}
+	if g.toks != nil && g.toks.ids {
+		choice["token_ids"] = textIDs(text.String())
+	}
+	g.pending = int64(text.Len())
+	g.buf = g.appendEnvelope(g.buf, "chat.completion")
+	g.buf = append(g.buf, `"choices":`...)
+	g.buf = appendJSON(g.buf, []any{choice})
+	g.buf = append(g.buf, `,"usage":`...)
+	g.buf = appendUsage(g.buf, prompt, text.Len(), true, g.s.cached(prompt))
+	g.buf = append(g.buf, `,"prompt_logprobs":null`...)
+	g.buf = g.toks.appendPromptIDs(g.buf)
+	g.buf = append(g.buf, '}')
+	g.finish(finish)
+	g.w.Header().Set("Content-Type", "application/json")
+	_ = g.write()
+	return true
+}
+
+// toolsStream sends a streamed tool answer, vLLM's deltas: the role, the
+// reasoning, the call's index, id, type and name with empty arguments,
+// then the arguments in fragments (or the text), then the finish, which
+// carries the ids of the call's tail.
+func (g *generation) toolsStream(chunks []toolChunk, tail, finish string, prompt int, usage bool) bool {
+	g.buf = g.appendChunkHead(g.buf)
+	g.buf = append(g.buf, roleDelta...)
+	if g.toks != nil {
+		g.buf = g.toks.appendRoleTail(g.buf)
 	} else {
-		deltas = append(deltas, map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": callID, "type": "function",
-			"function": map[string]any{"name": t.name, "arguments": ""}}}})
-		for _, f := range fragments(t.arguments, 4) {
-			deltas = append(deltas, map[string]any{"tool_calls": []any{map[string]any{"index": 0, "function": map[string]any{"arguments": f}}}})
-		}
+		g.buf = append(g.buf, tailNone...)
 	}
-	for i, d := range deltas {
-		if i > 0 && !g.pause(i-1, true) {
+	completion := len(tail)
+	for i, c := range chunks {
+		if !g.pause(i, true) {
 			return false
 		}
 		g.buf = g.appendChunkHead(g.buf)
-		g.buf = appendJSON(g.buf, d)
-		g.buf = append(g.buf, tailNone...)
-		if i > 0 {
-			g.pending++
-		}
+		g.buf = appendJSON(g.buf, c.delta)
+		g.buf = g.toks.appendIDsTail(g.buf, "", textIDs(c.text))
+		g.pending += int64(len(c.text))
+		completion += len(c.text)
 	}
-	completion := int(g.pending)
 	g.buf = g.appendChunkHead(g.buf)
-	g.buf = append(g.buf, `{"content":""},"logprobs":null,"finish_reason":"`...)
-	g.buf = append(g.buf, finish...)
-	g.buf = append(g.buf, `","stop_reason":null}]}`+"\n\n"...)
+	g.buf = append(g.buf, emptyDelta...)
+	g.buf = g.toks.appendIDsTail(g.buf, finish, textIDs(tail))
+	g.pending += int64(len(tail))
 	if usage {
 		g.buf = append(g.buf, "data: "...)
 		g.buf = g.appendEnvelope(g.buf, "chat.completion.chunk")
@@ -205,9 +261,6 @@ func (g *generation) tools(t *toolAnswer, prompt int, stream, usage bool) bool {
 
 // appendJSON appends v's JSON, HTML left unescaped as vLLM leaves it.
 func appendJSON(b []byte, v any) []byte {
-	var sb strings.Builder
-	e := json.NewEncoder(&sb)
-	e.SetEscapeHTML(false)
-	_ = e.Encode(v)
-	return append(b, strings.TrimSuffix(sb.String(), "\n")...)
+	j, _ := schemagen.Marshal(v) // the mock's own maps always marshal
+	return append(b, j...)
 }
