@@ -28,6 +28,7 @@ type specRow struct {
 	} `json:"conversations" parquet:"conversations,list"`
 	Metadata struct {
 		FinishReason string `json:"finish_reason" parquet:"finish_reason"`
+		IsToolCall   bool   `json:"is_tool_call" parquet:"is_tool_call"`
 		Usage        struct {
 			PromptTokens     int `json:"prompt_tokens" parquet:"prompt_tokens"`
 			CompletionTokens int `json:"completion_tokens" parquet:"completion_tokens"`
