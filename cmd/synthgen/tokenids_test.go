@@ -38,17 +38,13 @@ func checkTokens(t testing.TB, what string, msgs []sink.Message, reasoning, cont
 	if want := mockserver.PromptTokenIDs(contents...); !slices.Equal(prompt, want) {
 		t.Errorf("%s: prompt ids %v, want the mock's for what was sent, %v", what, prompt, want)
 	}
-	var spelled strings.Builder
-	for _, id := range ids {
-		p, ok := mockserver.TokenPiece(id)
-		if !ok {
-			t.Errorf("%s: id %d is none the mock generates", what, id)
-			return
-		}
-		spelled.WriteString(p)
+	spelled, ok := mockSpelling(ids)
+	if !ok {
+		t.Errorf("%s: ids %v: some are none the mock generates", what, ids)
+		return
 	}
-	if spelled.String() != reasoning+content {
-		t.Errorf("%s: the ids spell %q, the answer is %q", what, spelled.String(), reasoning+content)
+	if spelled != reasoning+content {
+		t.Errorf("%s: the ids spell %q, the answer is %q", what, spelled, reasoning+content)
 	}
 	if len(ids) != completion || mismatch != "" {
 		t.Errorf("%s: %d ids, completion_tokens %d, token_ids_mismatch %q", what, len(ids), completion, mismatch)
@@ -73,6 +69,20 @@ func checkTokens(t testing.TB, what string, msgs []sink.Message, reasoning, cont
 			return
 		}
 	}
+}
+
+// mockSpelling is the text ids spell, and whether each is a token the
+// mock generates.
+func mockSpelling(ids []int32) (string, bool) {
+	var b strings.Builder
+	for _, id := range ids {
+		p, ok := mockserver.TokenPiece(id)
+		if !ok {
+			return "", false
+		}
+		b.WriteString(p)
+	}
+	return b.String(), true
 }
 
 // dirRecords reads every record of DIR's final parts by the sink's reader.

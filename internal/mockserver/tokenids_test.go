@@ -99,6 +99,20 @@ func (a *tokenAnswer) take(t *testing.T, b *bodyJSON) {
 	}
 }
 
+// spell is the text ids spell, each a token the mock generates.
+func spell(t *testing.T, what string, ids []int32) string {
+	t.Helper()
+	var b strings.Builder
+	for _, id := range ids {
+		p, ok := TokenPiece(id)
+		if !ok {
+			t.Fatalf("%s: id %d is none the mock generates", what, id)
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
 // askTokens sends body (streamed or plain) and reads its tokens.
 func askTokens(t *testing.T, url string, body map[string]any, streamed bool) tokenAnswer {
 	t.Helper()
@@ -175,16 +189,8 @@ func TestTokenIDs(t *testing.T) {
 					if len(a.ids) != a.completion || a.completion == 0 {
 						t.Errorf("%s: %d ids, usage.completion_tokens %d", name, len(a.ids), a.completion)
 					}
-					var spelled strings.Builder
-					for _, id := range a.ids {
-						p, ok := TokenPiece(id)
-						if !ok {
-							t.Fatalf("%s: id %d is no piece", name, id)
-						}
-						spelled.WriteString(p)
-					}
-					if text := strings.NewReplacer(thinkOpen, "", thinkClose, "").Replace(a.text); spelled.String() != text {
-						t.Errorf("%s: the ids spell %q, the answer is %q", name, spelled.String(), text)
+					if spelled, text := spell(t, name, a.ids), strings.NewReplacer(thinkOpen, "", thinkClose, "").Replace(a.text); spelled != text {
+						t.Errorf("%s: the ids spell %q, the answer is %q", name, spelled, text)
 					}
 					if a.logprobs != nil {
 						t.Errorf("%s: logprobs unasked", name)

@@ -3,7 +3,6 @@ package mockserver
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -58,16 +57,8 @@ func TestToolAnswerTokenIDs(t *testing.T) {
 					if !slices.Equal(a.prompt, wantPrompt) || len(a.prompt) != a.promptN {
 						t.Errorf("%s: prompt ids %v (usage %d), want %v", what, a.prompt, a.promptN, wantPrompt)
 					}
-					var spelled strings.Builder
-					for _, id := range a.ids {
-						p, ok := TokenPiece(id)
-						if !ok {
-							t.Fatalf("%s: id %d is none the mock generates", what, id)
-						}
-						spelled.WriteString(p)
-					}
-					if spelled.String() != c.want || len(a.ids) != a.completion {
-						t.Errorf("%s: %d ids spelling %q, usage.completion_tokens %d; want %q", what, len(a.ids), spelled.String(), a.completion, c.want)
+					if spelled := spell(t, what, a.ids); spelled != c.want || len(a.ids) != a.completion {
+						t.Errorf("%s: %d ids spelling %q, usage.completion_tokens %d; want %q", what, len(a.ids), spelled, a.completion, c.want)
 					}
 					if wantText := map[bool]string{true: thought, false: c.want}[c.after == ""]; a.text != wantText {
 						t.Errorf("%s: reasoning and content %q, want %q", what, a.text, wantText)
