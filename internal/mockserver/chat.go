@@ -32,24 +32,8 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			s.bufs.Put(bp)
 		}
 	}()
-	body, err := readBody(http.MaxBytesReader(w, r.Body, maxBodyBytes), (*bp)[:0])
-	*bp = body[:0]
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "BadRequestError", "read request body: "+err.Error(), "")
-		return
-	}
-	req, err := parseRequest(body)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "BadRequestError", err.Error(), "")
-		return
-	}
-	shape, err := req.requestShape()
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "BadRequestError", err.Error(), "")
-		return
-	}
-	if req.Model != "" && req.Model != s.opts.Model {
-		writeError(w, http.StatusNotFound, "NotFoundError", "The model `"+req.Model+"` does not exist.", "model")
+	req, shape, ok := s.readChat(w, r, bp)
+	if !ok {
 		return
 	}
 	if s.refuseLimited(w, &req) {
@@ -110,6 +94,47 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	ok = g.answer(&req, shape, prompt, stalls)
+	*bp = g.buf[:0]
+	if !ok && g.faulted {
+		s.inject(g.fault)
+		s.faulted.Add(1)
+	} else if !ok {
+		s.abort(w, g.done)
+	} else if s.closesAfter(g.id) {
+		s.closeAfter(w, r, req.Stream)
+	}
+}
+
+// readChat reads and checks a request (its body read into *bp), or
+// answers its refusal and returns false.
+func (s *Server) readChat(w http.ResponseWriter, r *http.Request, bp *[]byte) (chatRequest, *answerShape, bool) {
+	body, err := readBody(http.MaxBytesReader(w, r.Body, maxBodyBytes), (*bp)[:0])
+	*bp = body[:0]
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "BadRequestError", "read request body: "+err.Error(), "")
+		return chatRequest{}, nil, false
+	}
+	req, err := parseRequest(body)
+	var shape *answerShape
+	if err == nil {
+		shape, err = req.requestShape()
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "BadRequestError", err.Error(), "")
+		return req, nil, false
+	}
+	if req.Model != "" && req.Model != s.opts.Model {
+		writeError(w, http.StatusNotFound, "NotFoundError", "The model `"+req.Model+"` does not exist.", "model")
+		return req, nil, false
+	}
+	return req, shape, true
+}
+
+// answer plans req's ordinary answer (its length, its shape, its stall
+// or fault) and sends it; false when it did not finish.
+func (g *generation) answer(req *chatRequest, shape *answerShape, prompt int, stalls bool) bool {
+	s := g.s
 	p := newPlan(s.opts.Seed, req.promptHash(), s.opts.MeanTokens, req.limit())
 	if shape != nil {
 		s.shapeAnswer(&p, shape, req.promptHash(), g.id, req.limit())
@@ -129,21 +154,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	case FaultResetMid, FaultBadChunk, FaultCut:
 		g.faultAt = p.total / 2
 	}
-	var ok bool
 	if req.Stream {
-		ok = g.stream(&p, prompt, req.includeUsage())
-	} else {
-		ok = g.plain(&p, prompt)
+		return g.stream(&p, prompt, req.includeUsage())
 	}
-	*bp = g.buf[:0]
-	if !ok && g.faulted {
-		s.inject(g.fault)
-		s.faulted.Add(1)
-	} else if !ok {
-		s.abort(w, g.done)
-	} else if s.closesAfter(g.id) {
-		s.closeAfter(w, r, req.Stream)
-	}
+	return g.plain(&p, prompt)
 }
 
 // startStream sends a stream's status line and headers.
