@@ -48,6 +48,11 @@ type Options struct {
 	// 50,000 requests and 200 MB.
 	MaxRequests  int
 	MaxFileBytes int64
+	// Parallel is how many lines are answered at once, ahead of the clock
+	// (0: 16); LineTimeout bounds each (0: 10 minutes; past it the line
+	// is what Answer made of its context's end, usually an error).
+	Parallel    int
+	LineTimeout time.Duration
 	// Clock is the states' clock; nil: time.Now.
 	Clock func() time.Time
 	// Answer answers one line's body as POST /v1/chat/completions would,
@@ -62,6 +67,8 @@ func (o Options) Validate() error {
 		return errors.New("batch state durations must not be negative")
 	case !(o.FailShare >= 0 && o.FailShare <= 1):
 		return fmt.Errorf("batch fail share %v: want 0 to 1", o.FailShare)
+	case o.Parallel < 0 || o.LineTimeout < 0:
+		return errors.New("batch parallel and line timeout must not be negative")
 	case o.MaxRequests < 0 || o.MaxFileBytes < 0:
 		return errors.New("batch file limits must not be negative")
 	}
@@ -99,6 +106,12 @@ func New(opts Options) *Handler {
 	if opts.Expire == 0 {
 		opts.Expire = 24 * time.Hour
 	}
+	if opts.Parallel == 0 {
+		opts.Parallel = 16
+	}
+	if opts.LineTimeout == 0 {
+		opts.LineTimeout = 10 * time.Minute
+	}
 	if opts.MaxRequests == 0 {
 		opts.MaxRequests = DefaultMaxRequests
 	}
@@ -131,7 +144,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 // ViaHandler makes an Options.Answer of a chat-completions handler: it
 // sends the body to chat with stream turned off and returns what it wrote.
 func ViaHandler(chat http.Handler) func(context.Context, []byte) (int, []byte) {
-	return func(ctx context.Context, body []byte) (int, []byte) {
+	return func(ctx context.Context, body []byte) (status int, answer []byte) {
+		defer func() {
+			if recover() != nil { // a connection fault (ErrAbortHandler): no answer
+				status, answer = http.StatusInternalServerError, nil
+			}
+		}()
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(body, &m); err == nil && m != nil {
 			m["stream"] = json.RawMessage("false")

@@ -200,7 +200,7 @@ func TestBatchMovesThroughItsStatesAndAnswersEveryLineOnce(t *testing.T) {
 	seen := map[string]int{}
 	for _, l := range e.lines(b.OutputFileID) {
 		seen[l.CustomID]++
-		var body struct {
+		var direct, body struct {
 			Object  string `json:"object"`
 			Choices []struct {
 				Message struct{ Content string } `json:"message"`
@@ -209,6 +209,13 @@ func TestBatchMovesThroughItsStatesAndAnswersEveryLineOnce(t *testing.T) {
 		if l.Response == nil || l.Response.StatusCode != 200 || json.Unmarshal(l.Response.Body, &body) != nil ||
 			body.Object != "chat.completion" || len(body.Choices) != 1 || body.Choices[0].Message.Content == "" || l.Error != nil {
 			t.Fatalf("line %+v", l)
+		}
+		var n int
+		fmt.Sscanf(l.CustomID, "r%d", &n)
+		e.json("POST", "/v1/chat/completions", map[string]any{"model": "mock-model",
+			"messages": []map[string]string{{"role": "user", "content": fmt.Sprint("question ", n)}}}, &direct)
+		if direct.Choices[0].Message.Content != body.Choices[0].Message.Content {
+			t.Fatalf("%s: the batch answered %q, /v1/chat/completions %q", l.CustomID, body.Choices[0].Message.Content, direct.Choices[0].Message.Content)
 		}
 	}
 	for i := range 10 {
@@ -245,6 +252,21 @@ func TestFailShareGoesToTheErrorFile(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("%s in %d files", id, n)
 		}
+	}
+}
+
+func TestTheMocksFaultsFailLines(t *testing.T) {
+	for _, o := range []mockserver.Options{{Rate500: 1}, {RateReset: 1}, {StallRate: 1}} {
+		c := &clock{t: time.Unix(1.7e9, 0)}
+		o.Batch = batchapi.Options{Clock: c.now, LineTimeout: time.Millisecond}
+		ts := httptest.NewServer(mockserver.New(o))
+		e := &env{t: t, clock: c, url: ts.URL}
+		b := e.get(e.submit(input(3), nil).ID)
+		errs := e.lines(b.ErrorFileID)
+		if b.Status != "completed" || b.RequestCounts != (batchapi.Counts{Total: 3, Failed: 3}) || len(errs) != 3 || errs[0].Response.StatusCode != 500 {
+			t.Errorf("%+v: %+v, %d error lines", o, b, len(errs))
+		}
+		ts.Close()
 	}
 }
 
@@ -351,11 +373,15 @@ func TestHoldCreateStopsTheAnswer(t *testing.T) {
 			if err := <-done; err == nil {
 				t.Fatal("the held create answered")
 			}
-			if ids := e.listBatches(); len(ids) != map[bool]int{false: 0, true: 1}[after] {
+			ids := e.listBatches()
+			if len(ids) != map[bool]int{false: 0, true: 1}[after] {
 				t.Fatalf("batches stored: %v", ids)
 			}
 			hold.Release()
 			e.submit(input(1), nil) // released: creates pass
+			if n := e.srv.Batches().Submitted(); n["r0"] != 1+len(ids) || n["r1"] != len(ids) {
+				t.Fatalf("submitted %v", n)
+			}
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package batchapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -57,7 +58,17 @@ type batch struct {
 	lines []Line
 	out   []byte // output file lines so far
 	errs  []byte // error file lines so far
-	done  int    // lines answered
+	done  int    // lines counted, in order
+
+	answers []*answer  // by line, filled by work; nil: not yet
+	ready   *sync.Cond // on mu: an answer came
+	stop    bool       // the batch ended: work answers no more lines
+}
+
+// answer is one line's answer.
+type answer struct {
+	status int
+	body   []byte
 }
 
 type createRequest struct {
@@ -120,6 +131,7 @@ func (h *Handler) createBatch(w http.ResponseWriter, r *http.Request) {
 	b := &batch{input: f.data, since: now, b: Batch{ID: h.newID("batch_"), Object: "batch", Endpoint: c.Endpoint,
 		InputFileID: f.ID, CompletionWindow: c.CompletionWindow, Status: "validating", CreatedAt: now.Unix(),
 		ExpiresAt: now.Add(h.opts.Expire).Unix(), Metadata: c.Metadata}}
+	b.ready = sync.NewCond(&b.mu)
 	h.mu.Lock()
 	h.batches[b.b.ID] = b
 	h.order = append(h.order, b)
@@ -144,7 +156,7 @@ func (h *Handler) lookupBatch(w http.ResponseWriter, r *http.Request) *batch {
 
 func (h *Handler) getBatch(w http.ResponseWriter, r *http.Request) {
 	if b := h.lookupBatch(w, r); b != nil {
-		writeJSON(w, http.StatusOK, h.look(r.Context(), b))
+		writeJSON(w, http.StatusOK, h.look(b))
 	}
 }
 
@@ -154,7 +166,7 @@ func (h *Handler) cancelBatch(w http.ResponseWriter, r *http.Request) {
 	if b == nil {
 		return
 	}
-	h.look(r.Context(), b)
+	h.look(b)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch b.b.Status {
@@ -182,7 +194,7 @@ func (h *Handler) listBatches(w http.ResponseWriter, r *http.Request) {
 	}
 	out := list[Batch]{Object: l.Object, Data: []Batch{}, FirstID: l.FirstID, LastID: l.LastID, HasMore: l.HasMore}
 	for _, b := range l.Data {
-		out.Data = append(out.Data, h.look(r.Context(), b))
+		out.Data = append(out.Data, h.look(b))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -191,17 +203,17 @@ func unix(t time.Time) *int64 { u := t.Unix(); return &u }
 
 // look moves b through the states its time on the clock has reached and
 // returns a copy of its object.
-func (h *Handler) look(ctx context.Context, b *batch) Batch {
+func (h *Handler) look(b *batch) Batch {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := h.opts.Clock()
-	for h.step(ctx, b, now) {
+	for h.step(b, now) {
 	}
 	return b.b
 }
 
 // step makes one state change of b due by now, and reports whether it did.
-func (h *Handler) step(ctx context.Context, b *batch, now time.Time) bool {
+func (h *Handler) step(b *batch, now time.Time) bool {
 	o := h.opts
 	due := func(d time.Duration) (time.Time, bool) { t := b.since.Add(d); return t, !now.Before(t) }
 	expires := time.Unix(b.b.ExpiresAt, 0)
@@ -223,15 +235,16 @@ func (h *Handler) step(ctx context.Context, b *batch, now time.Time) bool {
 			b.b.Status, b.b.FailedAt, b.b.Errors = "failed", unix(t), &Errors{Object: "list", Data: errs}
 			return true
 		}
-		b.lines, b.b.RequestCounts.Total = lines, len(lines)
+		b.lines, b.b.RequestCounts.Total, b.answers = lines, len(lines), make([]*answer, len(lines))
 		b.b.Status, b.b.InProgressAt, b.since = "in_progress", unix(t), t
+		go h.work(b, lines)
 		return true
 	case "in_progress":
 		upTo := now
 		if upTo.After(expires) {
 			upTo = expires
 		}
-		h.answer(ctx, b, upTo)
+		h.count(b, upTo)
 		t, ok := due(o.InProgress)
 		if !ok || b.done < len(b.lines) || !t.Before(expires) {
 			return expired()
@@ -252,8 +265,44 @@ func (h *Handler) step(ctx context.Context, b *batch, now time.Time) bool {
 	return false
 }
 
-// answer answers b's lines up to the share of InProgress gone by now.
-func (h *Handler) answer(ctx context.Context, b *batch, now time.Time) {
+// work answers lines ahead of the clock, Parallel at once, each line
+// within LineTimeout, so that a look rarely waits for one.
+func (h *Handler) work(b *batch, lines []Line) {
+	sem := make(chan struct{}, h.opts.Parallel)
+	var wg sync.WaitGroup
+	for i, l := range lines {
+		b.mu.Lock()
+		stop := b.stop
+		b.mu.Unlock()
+		if stop {
+			break
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			a := &answer{status: http.StatusInternalServerError, body: failBody}
+			if share := h.opts.FailShare; math.Floor(float64(i+1)*share) == math.Floor(float64(i)*share) {
+				ctx, cancel := context.WithTimeout(context.Background(), h.opts.LineTimeout)
+				a.status, a.body = h.opts.Answer(ctx, l.Body)
+				cancel()
+			}
+			if !json.Valid(a.body) { // cut short, or not JSON: the line failed
+				a.status, a.body = http.StatusInternalServerError, failBody
+			}
+			b.mu.Lock()
+			if !b.stop {
+				b.answers[i] = a
+				b.ready.Broadcast()
+			}
+			b.mu.Unlock()
+		})
+	}
+	wg.Wait()
+}
+
+// count counts b's answers in order up to the share of InProgress gone by
+// now, waiting for work where it is behind. b.mu is held.
+func (h *Handler) count(b *batch, now time.Time) {
 	if now.Before(b.since) {
 		return
 	}
@@ -261,21 +310,16 @@ func (h *Handler) answer(ctx context.Context, b *batch, now time.Time) {
 	if d := h.opts.InProgress; d > 0 && now.Sub(b.since) < d {
 		want = int(float64(len(b.lines)) * float64(now.Sub(b.since)) / float64(d))
 	}
-	share := h.opts.FailShare
-	for ; b.done < want && ctx.Err() == nil; b.done++ {
-		l, i := b.lines[b.done], float64(b.done)
-		status, body := http.StatusInternalServerError, failBody
-		if math.Floor((i+1)*share) == math.Floor(i*share) {
-			status, body = h.opts.Answer(ctx, l.Body)
+	for ; b.done < want; b.done++ {
+		for b.answers[b.done] == nil {
+			b.ready.Wait()
 		}
-		out := outputLine{ID: h.newID("batch_req_"), CustomID: l.CustomID,
-			Response: &response{StatusCode: status, RequestID: h.newID("req_"), Body: body}}
-		if !json.Valid(body) {
-			out.Response.Body = failBody
-		}
+		a := b.answers[b.done]
+		out := outputLine{ID: h.newID("batch_req_"), CustomID: b.lines[b.done].CustomID,
+			Response: &response{StatusCode: a.status, RequestID: h.newID("req_"), Body: a.body}}
 		line, _ := json.Marshal(out) // valid JSON always marshals
 		line = append(line, '\n')
-		if status == http.StatusOK {
+		if a.status == http.StatusOK {
 			b.out = append(b.out, line...)
 			b.b.RequestCounts.Completed++
 		} else {
@@ -313,5 +357,23 @@ func (h *Handler) finish(b *batch, status string, t time.Time, at **int64) {
 	if len(b.errs) > 0 {
 		b.b.ErrorFileID = &h.addFile(b.b.ID+"_error.jsonl", "batch_output", b.errs).ID
 	}
-	b.out, b.errs, b.lines, b.input = nil, nil, nil, nil
+	b.out, b.errs, b.lines, b.answers, b.stop = nil, nil, nil, nil, true
+}
+
+// Submitted counts, over every batch created, the lines of its input with
+// each custom_id: a client that never submits a row twice has all ones.
+func (h *Handler) Submitted() map[string]int {
+	h.mu.Lock()
+	bs := slices.Clone(h.order)
+	h.mu.Unlock()
+	n := map[string]int{}
+	for _, b := range bs {
+		for line := range bytes.Lines(b.input) {
+			var l Line
+			if json.Unmarshal(line, &l) == nil && l.CustomID != "" {
+				n[l.CustomID]++
+			}
+		}
+	}
+	return n
 }
