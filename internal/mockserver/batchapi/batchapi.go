@@ -257,14 +257,14 @@ type list[T any] struct {
 }
 
 // page returns the items after the one with id after (all when empty), at
-// most limit of them (1..100, default 20), parsed from r's query.
-func page[T any](r *http.Request, items []T, id func(T) string) (list[T], error) {
+// most limit of them (r's query; 1..most, default def).
+func page[T any](r *http.Request, items []T, id func(T) string, def, most int) (list[T], error) {
 	l := list[T]{Object: "list", Data: []T{}}
-	limit := 20
+	limit := def
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 10000 {
-			return l, fmt.Errorf("limit %q: want a number from 1 to 10000", s)
+		if err != nil || n < 1 || n > most {
+			return l, fmt.Errorf("limit %q: want a number from 1 to %d", s, most)
 		}
 		limit = n
 	}

@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,18 +18,12 @@ import (
 	"github.com/synthgen/synthgen/internal/mockserver/batchapi"
 )
 
-// clock is a clock the test advances.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// clock is a clock the test advances: nanoseconds since 1970.
+type clock struct{ ns atomic.Int64 }
 
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *clock                   { c := &clock{}; c.ns.Store(1.7e18); return c }
+func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // env is a mock server with the batch API on a test clock.
 type env struct {
@@ -43,7 +37,7 @@ var durations = batchapi.Options{Validating: time.Minute, InProgress: 10 * time.
 
 func newEnv(t *testing.T, o batchapi.Options) *env {
 	t.Helper()
-	c := &clock{t: time.Unix(1.7e9, 0)}
+	c := newClock()
 	o.Clock = c.now
 	s := mockserver.New(mockserver.Options{Seed: 3, MeanTokens: 8, Batch: o})
 	ts := httptest.NewServer(s)
@@ -257,7 +251,7 @@ func TestFailShareGoesToTheErrorFile(t *testing.T) {
 
 func TestTheMocksFaultsFailLines(t *testing.T) {
 	for _, o := range []mockserver.Options{{Rate500: 1}, {RateReset: 1}, {StallRate: 1}} {
-		c := &clock{t: time.Unix(1.7e9, 0)}
+		c := newClock()
 		o.Batch = batchapi.Options{Clock: c.now, LineTimeout: time.Millisecond}
 		ts := httptest.NewServer(mockserver.New(o))
 		e := &env{t: t, clock: c, url: ts.URL}

@@ -187,7 +187,7 @@ func (h *Handler) listBatches(w http.ResponseWriter, r *http.Request) {
 	bs := slices.Clone(h.order)
 	h.mu.Unlock()
 	slices.Reverse(bs)
-	l, err := page(r, bs, func(b *batch) string { return b.b.ID })
+	l, err := page(r, bs, func(b *batch) string { return b.b.ID }, 20, 100)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), "limit")
 		return

@@ -116,7 +116,7 @@ func (h *Handler) listFiles(w http.ResponseWriter, r *http.Request) {
 	}
 	h.mu.Unlock()
 	slices.SortFunc(fs, func(a, b *file) int { return compareNewest(a.CreatedAt, b.CreatedAt, a.ID, b.ID) })
-	l, err := page(r, fs, func(f *file) string { return f.ID })
+	l, err := page(r, fs, func(f *file) string { return f.ID }, 10000, 10000)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), "limit")
 		return
