@@ -53,7 +53,10 @@ type Options struct {
 	// is what Answer made of its context's end, usually an error).
 	Parallel    int
 	LineTimeout time.Duration
-	// Clock is the states' clock; nil: time.Now.
+	// Clock is the states' clock; nil: time.Now. On a clock given, a look
+	// waits for the answers the clock has reached, so counts are exact; on
+	// time.Now it never waits: the counts are the lines answered so far,
+	// and in_progress lasts until every line is.
 	Clock func() time.Time
 	// Answer answers one line's body as POST /v1/chat/completions would,
 	// not streamed: the status and the JSON body. Required.
@@ -66,7 +69,7 @@ func (o Options) Validate() error {
 	case o.Validating < 0 || o.InProgress < 0 || o.Finalizing < 0 || o.Expire < 0:
 		return errors.New("batch state durations must not be negative")
 	case !(o.FailShare >= 0 && o.FailShare <= 1):
-		return fmt.Errorf("batch fail share %v: want 0 to 1", o.FailShare)
+		return fmt.Errorf("batch fail rate %v: want 0 to 1", o.FailShare)
 	case o.Parallel < 0 || o.LineTimeout < 0:
 		return errors.New("batch parallel and line timeout must not be negative")
 	case o.MaxRequests < 0 || o.MaxFileBytes < 0:
@@ -78,6 +81,7 @@ func (o Options) Validate() error {
 // Handler serves /v1/files and /v1/batches. Mount it at both prefixes.
 type Handler struct {
 	opts Options
+	wall bool // Options.Clock was nil: never wait for answers
 	mux  *http.ServeMux
 
 	mu      sync.Mutex
@@ -100,7 +104,8 @@ func New(opts Options) *Handler {
 	if opts.Answer == nil {
 		panic("batchapi: Options.Answer is nil")
 	}
-	if opts.Clock == nil {
+	wall := opts.Clock == nil
+	if wall {
 		opts.Clock = time.Now
 	}
 	if opts.Expire == 0 {
@@ -118,7 +123,7 @@ func New(opts Options) *Handler {
 	if opts.MaxFileBytes == 0 {
 		opts.MaxFileBytes = DefaultMaxFileBytes
 	}
-	h := &Handler{opts: opts, mux: http.NewServeMux(), files: map[string]*file{}, batches: map[string]*batch{}}
+	h := &Handler{opts: opts, wall: wall, mux: http.NewServeMux(), files: map[string]*file{}, batches: map[string]*batch{}}
 	h.mux.HandleFunc("POST /v1/files", h.uploadFile)
 	h.mux.HandleFunc("GET /v1/files", h.listFiles)
 	h.mux.HandleFunc("GET /v1/files/{id}", h.getFile)

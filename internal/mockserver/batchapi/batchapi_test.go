@@ -463,3 +463,29 @@ func TestCreateRefusesBadRequests(t *testing.T) {
 		}
 	}
 }
+
+func TestOnTheWallClockALookNeverWaitsForAnswers(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int64
+	h := batchapi.New(batchapi.Options{Parallel: 2, Answer: func(ctx context.Context, body []byte) (int, []byte) {
+		calls.Add(1)
+		<-release
+		return 200, []byte(`{"object":"chat.completion"}`)
+	}})
+	mux := http.NewServeMux()
+	h.Mount(mux)
+	ts := httptest.NewServer(mux)
+	defer ts.Close()
+	e := &env{t: t, url: ts.URL}
+	b := e.get(e.submit(input(4), nil).ID)
+	if b.Status != "in_progress" || b.RequestCounts.Completed != 0 {
+		t.Fatalf("with every answer held: %+v", b)
+	}
+	close(release)
+	for b.Status == "in_progress" {
+		b = e.get(b.ID)
+	}
+	if b.Status != "completed" || b.RequestCounts.Completed != 4 || calls.Load() != 4 || len(e.lines(b.OutputFileID)) != 4 {
+		t.Fatalf("%+v after %d answers", b, calls.Load())
+	}
+}

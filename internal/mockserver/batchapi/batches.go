@@ -301,7 +301,8 @@ func (h *Handler) work(b *batch, lines []Line) {
 }
 
 // count counts b's answers in order up to the share of InProgress gone by
-// now, waiting for work where it is behind. b.mu is held.
+// now, waiting for work where it is behind (not on the wall clock). b.mu
+// is held.
 func (h *Handler) count(b *batch, now time.Time) {
 	if now.Before(b.since) {
 		return
@@ -312,6 +313,9 @@ func (h *Handler) count(b *batch, now time.Time) {
 	}
 	for ; b.done < want; b.done++ {
 		for b.answers[b.done] == nil {
+			if h.wall {
+				return
+			}
 			b.ready.Wait()
 		}
 		a := b.answers[b.done]
@@ -330,7 +334,7 @@ func (h *Handler) count(b *batch, now time.Time) {
 }
 
 // failBody is the body of a line made to fail (Options.FailShare).
-var failBody = json.RawMessage(`{"error":{"message":"The server had an error processing this request (mock: Options.FailShare).","type":"server_error","param":null,"code":null}}`)
+var failBody = json.RawMessage(`{"error":{"message":"The server had an error processing this request (the mock fails this share of lines on purpose: --batch-fail-rate).","type":"server_error","param":null,"code":null}}`)
 
 type response struct {
 	StatusCode int             `json:"status_code"`
