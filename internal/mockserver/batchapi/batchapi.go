@@ -4,6 +4,15 @@
 // on a clock the caller controls, each input line answered by the function
 // the mock passes in (its own /v1/chat/completions answer), and holds that
 // let a test stop the server at a point and kill its client there.
+//
+// A test reaches it through the mock:
+//
+//	srv := mockserver.New(mockserver.Options{Batch: batchapi.Options{
+//		Clock: clock, Validating: time.Minute, InProgress: time.Hour, FailShare: 0.1}})
+//	hold := srv.Batches().HoldCreate(true) // or HoldContent(n)
+//	<-hold.Reached()                       // the client is held: kill it
+//	hold.Release()
+//	srv.Batches().Submitted()              // custom_id -> times submitted
 package batchapi
 
 import (

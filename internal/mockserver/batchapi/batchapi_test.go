@@ -278,6 +278,14 @@ func TestMalformedLineFailsValidation(t *testing.T) {
 	}
 }
 
+func TestTooManyRequestsFailValidation(t *testing.T) {
+	e := newEnv(t, batchapi.Options{MaxRequests: 2})
+	b := e.get(e.submit(input(3), nil).ID)
+	if b.Status != "failed" || b.Errors == nil || len(b.Errors.Data) != 1 || b.Errors.Data[0].Code != "too_many_requests" || b.Errors.Data[0].Line != nil {
+		t.Fatalf("%+v", b)
+	}
+}
+
 func TestListingPagesNewestFirstWithMetadata(t *testing.T) {
 	e := newEnv(t, durations)
 	var ids []string
