@@ -65,7 +65,8 @@ OpenAI's API does: x-ratelimit-limit-, -remaining- and -reset-requests (and
 memory, each batch validating, in_progress and finalizing for
 --batch-validating, --batch-in-progress and --batch-finalizing before it
 completes, every line answered as /v1/chat/completions answers it (not
-streamed), --batch-fail-rate of the lines into the error file.`
+streamed), --batch-fail-rate of the lines into the error file;
+--batch-fail-validation N fails the first N batches in validation.`
 
 // newMockCmd is `synthgen mock`: the built-in vLLM-like server, for trying
 // synthgen without a GPU and for load tests on loopback.
@@ -160,6 +161,7 @@ func mockFlags(f *pflag.FlagSet, listen *mockListen, grace *time.Duration, aband
 	f.DurationVar(&opts.Batch.InProgress, "batch-in-progress", 10*time.Second, "how long a batch is in_progress; its request_counts grow in proportion")
 	f.DurationVar(&opts.Batch.Finalizing, "batch-finalizing", time.Second, "how long a batch is finalizing (and a cancelled one cancelling)")
 	f.Float64Var(&opts.Batch.FailShare, "batch-fail-rate", 0, "share of a batch's lines (0 to 1) answered 500 into its error file")
+	f.IntVar(&opts.Batch.FailValidation, "batch-fail-validation", 0, "fail the first N batches created in validation, as if their first line were malformed")
 	f.BoolVar(&opts.NoMetrics, "no-metrics", false, "answer /metrics as a server whose metrics are off (llamacpp: llama-server's 501; otherwise a 404)")
 }
 

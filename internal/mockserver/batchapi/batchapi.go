@@ -53,6 +53,9 @@ type Options struct {
 	// 500 into the error file instead of the output file; which ones is
 	// fixed by their position (line i fails when ⌊(i+1)·share⌋ > ⌊i·share⌋).
 	FailShare float64
+	// FailValidation makes the first N batches created fail validation as
+	// if their first line were malformed (invalid_json_line, line 1).
+	FailValidation int
 	// MaxRequests and MaxFileBytes bound an input file; 0: OpenAI's
 	// 50,000 requests and 200 MB.
 	MaxRequests  int
@@ -81,8 +84,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("batch fail rate %v: want 0 to 1", o.FailShare)
 	case o.Parallel < 0 || o.LineTimeout < 0:
 		return errors.New("batch parallel and line timeout must not be negative")
-	case o.MaxRequests < 0 || o.MaxFileBytes < 0:
-		return errors.New("batch file limits must not be negative")
+	case o.MaxRequests < 0 || o.MaxFileBytes < 0 || o.FailValidation < 0:
+		return errors.New("batch file limits and fail validation must not be negative")
 	}
 	return nil
 }

@@ -278,6 +278,14 @@ func TestMalformedLineFailsValidation(t *testing.T) {
 	}
 }
 
+func TestFailValidationFailsTheFirstBatches(t *testing.T) {
+	e := newEnv(t, batchapi.Options{FailValidation: 1})
+	first, second := e.get(e.submit(input(2), nil).ID), e.get(e.submit(input(2), nil).ID)
+	if first.Status != "failed" || first.Errors == nil || first.Errors.Data[0].Code != "invalid_json_line" || *first.Errors.Data[0].Line != 1 || second.Status != "completed" {
+		t.Fatalf("first %+v, second %+v", first, second)
+	}
+}
+
 func TestTooManyRequestsFailValidation(t *testing.T) {
 	e := newEnv(t, batchapi.Options{MaxRequests: 2})
 	b := e.get(e.submit(input(3), nil).ID)

@@ -63,6 +63,8 @@ type batch struct {
 	answers []*answer  // by line, filled by work; nil: not yet
 	ready   *sync.Cond // on mu: an answer came
 	stop    bool       // the batch ended: work answers no more lines
+
+	failValidation bool // Options.FailValidation: fail as if line 1 were malformed
 }
 
 // answer is one line's answer.
@@ -135,6 +137,7 @@ func (h *Handler) createBatch(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	h.batches[b.b.ID] = b
 	h.order = append(h.order, b)
+	b.failValidation = len(h.order) <= h.opts.FailValidation
 	h.mu.Unlock()
 	if after && !hold.wait(r.Context()) {
 		return
@@ -231,6 +234,9 @@ func (h *Handler) step(b *batch, now time.Time) bool {
 			return expired()
 		}
 		lines, errs := parseInput(b.input, b.b.Endpoint, o.MaxRequests)
+		if b.failValidation && len(errs) == 0 {
+			errs = append(errs, lineError(1, "invalid_json_line", "", "This line is not parseable as valid JSON. (The mock fails the first batches' validation on purpose: --batch-fail-validation.)"))
+		}
 		if len(errs) > 0 {
 			b.b.Status, b.b.FailedAt, b.b.Errors = "failed", unix(t), &Errors{Object: "list", Data: errs}
 			return true
