@@ -96,15 +96,16 @@ type Handler struct {
 	wall bool // Options.Clock was nil: never wait for answers
 	mux  *http.ServeMux
 
-	mu      sync.Mutex
-	seq     uint64
-	files   map[string]*file
-	batches map[string]*batch
-	order   []*batch // creation order
-	create  *Hold
-	created bool // create holds after storing the batch
-	content *Hold
-	partial int64 // bytes HoldContent serves before holding
+	mu        sync.Mutex
+	seq       uint64
+	files     map[string]*file
+	fileOrder []*file // creation order
+	batches   map[string]*batch
+	order     []*batch // creation order
+	create    *Hold
+	created   bool // create holds after storing the batch
+	content   *Hold
+	partial   int64 // bytes HoldContent serves before holding
 }
 
 // New returns a Handler for opts; it panics when opts.Validate fails or

@@ -505,3 +505,32 @@ func TestOnTheWallClockALookNeverWaitsForAnswers(t *testing.T) {
 		t.Fatalf("%+v after %d answers", b, calls.Load())
 	}
 }
+
+func TestFileListsNewestFirst(t *testing.T) {
+	e := newEnv(t, batchapi.Options{})
+	b := e.get(e.submit(input(1), nil).ID) // the input, then the output
+	var l struct {
+		Data    []map[string]any
+		HasMore bool `json:"has_more"`
+	}
+	if e.json("GET", "/v1/files?limit=1", nil, &l); len(l.Data) != 1 || l.Data[0]["id"] != *b.OutputFileID || l.Data[0]["purpose"] != "batch_output" || !l.HasMore {
+		t.Fatalf("first page %+v", l)
+	}
+	if e.json("GET", "/v1/files?after="+*b.OutputFileID, nil, &l); len(l.Data) != 1 || l.Data[0]["id"] != b.InputFileID || l.HasMore {
+		t.Fatalf("after the output %+v", l)
+	}
+	if e.json("GET", "/v1/files?after=file-gone", nil, &l); len(l.Data) != 0 {
+		t.Fatalf("after an unknown id %+v", l)
+	}
+}
+
+func TestOptionsRefuseNonsense(t *testing.T) {
+	for _, o := range []batchapi.Options{{Validating: -1}, {FailShare: 1.5}, {Parallel: -1}, {MaxFileBytes: -1}, {FailValidation: -1}} {
+		if o.Validate() == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+	if err := (batchapi.Options{FailShare: 1}).Validate(); err != nil {
+		t.Error(err)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strings"
 )
 
 // file is one stored file.
@@ -30,6 +29,7 @@ func (h *Handler) addFile(name, purpose string, data []byte) *file {
 		CreatedAt: h.opts.Clock().Unix(), Filename: name, Purpose: purpose, Status: "processed", data: data}
 	h.mu.Lock()
 	h.files[f.ID] = f
+	h.fileOrder = append(h.fileOrder, f)
 	h.mu.Unlock()
 	return f
 }
@@ -101,35 +101,24 @@ func (h *Handler) deleteFile(w http.ResponseWriter, r *http.Request) {
 	}
 	h.mu.Lock()
 	delete(h.files, f.ID)
+	h.fileOrder = slices.DeleteFunc(h.fileOrder, func(g *file) bool { return g == f })
 	h.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{"id": f.ID, "object": "file", "deleted": true})
 }
 
 // listFiles serves GET /v1/files, newest first, filtered by purpose.
 func (h *Handler) listFiles(w http.ResponseWriter, r *http.Request) {
+	purpose := r.URL.Query().Get("purpose")
 	h.mu.Lock()
-	var fs []*file
-	for _, f := range h.files {
-		if p := r.URL.Query().Get("purpose"); p == "" || p == f.Purpose {
-			fs = append(fs, f)
-		}
-	}
+	fs := slices.DeleteFunc(slices.Clone(h.fileOrder), func(f *file) bool { return purpose != "" && f.Purpose != purpose })
 	h.mu.Unlock()
-	slices.SortFunc(fs, func(a, b *file) int { return compareNewest(a.CreatedAt, b.CreatedAt, a.ID, b.ID) })
+	slices.Reverse(fs)
 	l, err := page(r, fs, func(f *file) string { return f.ID }, 10000, 10000)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), "limit")
 		return
 	}
 	writeJSON(w, http.StatusOK, l)
-}
-
-// compareNewest orders newest first, then by id for a stable order.
-func compareNewest(ta, tb int64, a, b string) int {
-	if ta != tb {
-		return int(tb - ta)
-	}
-	return strings.Compare(b, a)
 }
 
 // fileContent serves GET /v1/files/{id}/content, stopping part way while
