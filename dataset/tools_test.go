@@ -94,14 +94,37 @@ func TestToolRows(t *testing.T) {
 	}
 }
 
-// TestToolRowsNotYetWhole: with whole conversations (generation.turns:
-// all) a row with tools or a tool turn is a bad row saying so, not a
-// conversation sent without them.
-func TestToolRowsNotYetWhole(t *testing.T) {
+// TestToolRowsWhole: with whole conversations (generation.turns: all) a
+// row's tool turns are kept as its cached results, each assistant turn is
+// a placeholder holding the row's calls there (so the loop knows where the
+// row called), and a malformed tool turn is a bad row naming its field.
+func TestToolRowsWhole(t *testing.T) {
 	t.Parallel()
+	line := `{"messages":[{"role":"user","content":"Q"},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":{"x":1}}}]},` +
+		`{"role":"tool","tool_call_id":"c1","content":"r1"},{"role":"assistant","content":"A"},{"role":"user","content":"Q2"},{"role":"assistant","content":"B"}],` +
+		`"tools":[{"type":"function","function":{"name":"f"}}]}`
+	path := writeFile(t, t.TempDir(), "data.jsonl", line+"\n")
+	r, err := Open(Options{Selection: Selection{Path: path}, Conversations: true, OnBadRow: "fail"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := r.Next()
+	r.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := ToolCall{ID: "c1", Type: "function", Function: ToolFunction{Name: "f", Arguments: `{"x":1}`}}
+	want := []Message{{Role: "user", Content: "Q"}, {Role: "assistant", ToolCalls: []ToolCall{call}}, {Role: "tool", Content: "r1", ToolCallID: "c1"},
+		{Role: "assistant"}, {Role: "user", Content: "Q2"}, {Role: "assistant"}}
+	if !reflect.DeepEqual(p.Conversation, want) || p.Tools == "" {
+		t.Errorf("conversation %+v tools %q\nwant %+v", p.Conversation, p.Tools, want)
+	}
 	for _, tt := range []struct{ line, msg string }{
-		{`{"messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, "tools: tools are not offered with generation.turns: all yet"},
-		{`{"messages":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"},{"role":"tool","content":"r"},{"role":"assistant","content":"B"}]}`, "messages[2].role: a tool turn is not read with generation.turns: all yet"},
+		{`{"messages":[{"role":"user","content":"Q"},{"role":"tool","content":"r"},{"role":"assistant","content":"B"}]}`, "messages[1].role: a tool result with no assistant turn before it"},
+		{`{"messages":[{"role":"user","content":"Q"},{"role":"assistant","tool_calls":[{"id":"c"}]},{"role":"tool","content":"r"}]}`, "messages[1].tool_calls[0].function: missing"},
+		{`{"messages":[{"role":"user","content":"Q"},{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":7}]}`, "messages[2].content: not a string"},
+		{`{"messages":[{"role":"user","content":"Q"},{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":1,"content":"r"}]}`, "messages[2].tool_call_id: not a string"},
 	} {
 		path := writeFile(t, t.TempDir(), "data.jsonl", tt.line+"\n")
 		r, err := Open(Options{Selection: Selection{Path: path}, Conversations: true, OnBadRow: "fail"})

@@ -53,6 +53,7 @@ var (
 	ErrNotObject    = errors.New("not an object")
 	ErrEmpty        = errors.New("empty")
 	ErrNoUserTurn   = errors.New("no user turn before the first assistant turn")
+	ErrToolNoCall   = errors.New("a tool result with no assistant turn before it")
 	ErrUnknownShape = errors.New("no conversations, messages, prompt, instruction, or custom_id and body field")
 	ErrNotText      = errors.New("not text")
 	// ErrEndsWithAnswer: a request row whose last turn is an assistant

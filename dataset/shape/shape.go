@@ -170,11 +170,6 @@ var roles = map[string]string{
 // conversations replaces them with the model's own answers); nil for the
 // shapes that hold a single prompt.
 func (c *Converter) Conversation(r row) ([]Message, *FieldError) {
-	if t, _ := Tools(r["tools"], "tools"); t != "" {
-		// Not yet: the model's calls mid-conversation and the row's
-		// cached results after them (issue 31's next slice).
-		return nil, fieldErr("tools", errors.New("tools are not offered with generation.turns: all yet"))
-	}
 	switch c.shape(r) {
 	case FormatShareGPT:
 		return turns(r, "conversations", "from", "value", true)
@@ -221,23 +216,19 @@ func turns(r row, list, roleKey, contentKey string, whole bool) ([]Message, *Fie
 		if !known {
 			return nil, fieldErr(at(rk), fmt.Errorf("unknown role %q", name))
 		}
-		if role == "tool" && whole {
-			// Not yet: the row's cached results spliced in after the
-			// model's own calls (issue 31's next slice).
-			return nil, fieldErr(at(rk), errors.New(`a tool turn is not read with generation.turns: all yet`))
-		}
 		if role == "assistant" {
 			if !whole {
 				break
 			}
-			if !hasUser {
-				// An answer with no question before it: nothing to ask.
-				return nil, fieldErr(at(rk), ErrNoUserTurn)
-			}
-			if n := len(msgs); msgs[n-1].Role != "assistant" {
-				msgs = append(msgs, Message{Role: role})
+			if msgs, fe = placeholder(msgs, turn, hasUser, at(rk), at("tool_calls")); fe != nil {
+				return nil, fe
 			}
 			continue
+		}
+		if role == "tool" && whole {
+			if n := len(msgs); n == 0 || (msgs[n-1].Role != "assistant" && msgs[n-1].Role != "tool") {
+				return nil, fieldErr(at(rk), ErrToolNoCall)
+			}
 		}
 		content, fe := contentOf(turn[ck], at(ck), ck == "content")
 		if fe != nil {
@@ -266,6 +257,27 @@ func turns(r row, list, roleKey, contentKey string, whole bool) ([]Message, *Fie
 		return nil, fieldErr(list, ErrNoUserTurn)
 	}
 	return msgs, nil
+}
+
+// placeholder appends an assistant turn of a whole conversation to msgs:
+// an empty placeholder for the model's own answer that keeps the row's
+// tool calls there (a regenerated conversation asks whether the model
+// calls where the row did; the calls themselves are never sent). Assistant
+// turns in a row are one placeholder, their calls together.
+func placeholder(msgs []Message, turn map[string]any, hasUser bool, roleAt, callsAt string) ([]Message, *FieldError) {
+	if !hasUser {
+		// An answer with no question before it: nothing to ask.
+		return nil, fieldErr(roleAt, ErrNoUserTurn)
+	}
+	calls, fe := toolCalls(turn["tool_calls"], callsAt)
+	if fe != nil {
+		return nil, fe
+	}
+	if n := len(msgs); msgs[n-1].Role == "assistant" {
+		msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, calls...)
+		return msgs, nil
+	}
+	return append(msgs, Message{Role: "assistant", ToolCalls: calls}), nil
 }
 
 // turnList is a list of turns, present and not empty.
