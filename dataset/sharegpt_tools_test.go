@@ -2,8 +2,12 @@ package dataset
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/synthgen/synthgen/dataset/shape"
 )
@@ -154,5 +158,44 @@ func TestShareGPTToolShapesBad(t *testing.T) {
 			t.Parallel()
 			check(t, tt, false, true)
 		})
+	}
+}
+
+// The LLaMA-Factory shape in Parquet, as the Hub serves such datasets: a
+// list of {from, value} structs and the tools as a string column, read into
+// the same calls and results as JSONL.
+func TestShareGPTToolShapesParquet(t *testing.T) {
+	t.Parallel()
+	type row struct {
+		Conversations []pqTurn `parquet:"conversations,list"`
+		Tools         string   `parquet:"tools"`
+	}
+	path := filepath.Join(t.TempDir(), "glaive.parquet")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := parquet.NewGenericWriter[row](f)
+	if _, err := w.Write([]row{{
+		Conversations: []pqTurn{{"human", "Q"}, {"function_call", `{"name": "f", "arguments": {"x": 1}}`}, {"observation", "r"}, {"gpt", "A"}},
+		Tools:         `[{"name": "f", "parameters": {"type": "object"}}]`,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ps, bad := readAll(t, Options{Selection: Selection{Path: path}, Conversations: true})
+	if len(ps) != 1 || len(bad) != 0 {
+		t.Fatalf("%d prompts, bad rows %v", len(ps), bad)
+	}
+	want := []Message{{Role: "user", Content: "Q"},
+		{Role: "assistant", ToolCalls: []ToolCall{{ID: "call_1", Type: "function", Function: ToolFunction{Name: "f", Arguments: `{"x": 1}`}}}},
+		{Role: "tool", Content: "r", ToolCallID: "call_1"}, {Role: "assistant"}}
+	if tools := `[{"function":{"name":"f","parameters":{"type":"object"}},"type":"function"}]`; !reflect.DeepEqual(ps[0].Conversation, want) || ps[0].Tools != tools {
+		t.Errorf("conversation %+v tools %s\nwant %+v tools %s", ps[0].Conversation, ps[0].Tools, want, tools)
 	}
 }
