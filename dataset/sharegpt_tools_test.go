@@ -65,6 +65,16 @@ func TestShareGPTToolShapes(t *testing.T) {
 				{Role: "assistant"}},
 		},
 		{
+			name: "results tagged tool after a function_call answer it; one naming its own call is kept",
+			line: `{"conversations":[{"from":"human","value":"Q"},{"from":"function_call","value":"[{\"name\":\"f\",\"arguments\":{}},{\"name\":\"g\",\"arguments\":{}}]"},` +
+				`{"from":"tool","value":"r1"},{"from":"tool","value":"r2","tool_call_id":"mine"},{"from":"tool","value":"r3"},{"from":"gpt","value":"A"}]}`,
+			first: []Message{{Role: "user", Content: "Q"}},
+			whole: []Message{{Role: "user", Content: "Q"},
+				{Role: "assistant", ToolCalls: []ToolCall{call("call_1_0", "f", `{}`), call("call_1_1", "g", `{}`)}},
+				{Role: "tool", Content: "r1", ToolCallID: "call_1_0"}, {Role: "tool", Content: "r2", ToolCallID: "mine"},
+				{Role: "tool", Content: "r3", ToolCallID: "call_1_1"}, {Role: "assistant"}},
+		},
+		{
 			// NousResearch/hermes-function-calling-v1: plain turns. The calls
 			// are text in gpt turns (often Python dicts, not JSON) and the
 			// tools text in the system prompt: both are sent as the row has

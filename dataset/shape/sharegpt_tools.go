@@ -4,7 +4,8 @@ package shape
 // glaive_toolcall data and the datasets converted to it): a
 // `from: function_call` turn whose value is the JSON text of a call
 // ({"name", "arguments"}) or of a list of them (parallel calls), and a
-// `from: observation` turn holding a call's result. They are read as
+// `from: observation` turn holding a call's result (or a `tool` turn after
+// a function_call, as some conversions tag it). They are read as
 // OpenAI's turns: an assistant turn with tool_calls, and a tool turn with
 // the tool_call_id of the call it answers. A function_call carries no id,
 // so each call gets one from its place: call_<turn index>, or
@@ -56,6 +57,17 @@ func functionTurns(items []any, list, roleKey string) ([]any, *FieldError) {
 			}
 			pending, calls = ids, len(ids)
 			rewritten = map[string]any{rk: "assistant", "tool_calls": tc}
+		case "tool":
+			// A tool turn after a function_call (LLaMA-Factory's
+			// observation_tag set to "tool") answers it as an observation
+			// does; elsewhere, or naming its own call, it is left as it is.
+			if len(pending) == 0 || turn["tool_call_id"] != nil {
+				if out != nil {
+					out = append(out, it)
+				}
+				continue
+			}
+			fallthrough
 		case "observation":
 			if len(pending) == 0 {
 				if calls > 0 {

@@ -10,8 +10,9 @@ import (
 
 // FuzzShareGPTToolTurns: a ShareGPT row of untrusted function_call and
 // observation turns never panics; read or bad, it is read the same way
-// twice; read, every call has an id (unique in the row) and a name, every
-// tool turn answers a call of the assistant turns before it, and the
+// twice; read, every call has an id (unique in the row, where the row names
+// none of its own) and a name, every tool turn answers a call of the
+// assistant turns before it, and the
 // prompt (turns: first) holds no assistant turn.
 func FuzzShareGPTToolTurns(f *testing.F) {
 	f.Add([]byte(`{"conversations":[{"from":"human","value":"Q"},{"from":"function_call","value":"{\"name\":\"f\",\"arguments\":{\"x\":1}}"},{"from":"observation","value":"r"},{"from":"gpt","value":"A"}],"tools":"[{\"name\":\"f\"}]"}`))
@@ -19,6 +20,7 @@ func FuzzShareGPTToolTurns(f *testing.F) {
 	f.Add([]byte(`{"conversations":[{"role":"user","content":"Q"},{"role":"function_call","content":"{\"name\":\"f\"}"},{"role":"observation","content":"r"}]}`))
 	f.Add([]byte(`{"conversations":[{"from":"human","value":"Q"},{"from":"observation","value":"r"}]}`))
 	f.Add([]byte(`{"conversations":[{"from":"human","value":"Q"},{"from":"function_call","value":"{\"name\":\"f\",\"arguments\":{}} x"},{"from":"observation"}]}`))
+	f.Add([]byte(`{"conversations":[{"from":"human","value":"Q"},{"from":"function_call","value":"{\"name\":\"f\",\"arguments\":{}}"},{"from":"tool","value":"r"},{"from":"tool","tool_call_id":"x","value":"r"}]}`))
 	f.Add([]byte(`{"conversations":[{"from":"system","value":"<tools>[]</tools>"},{"from":"human","value":"Q"},{"from":"gpt","value":"<tool_call>{}</tool_call>"},{"from":"tool","value":"r"},{"from":"gpt","value":"A"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d := json.NewDecoder(bytes.NewReader(data))
@@ -51,6 +53,9 @@ func FuzzShareGPTToolTurns(f *testing.F) {
 			}
 			return
 		}
+		if ownIDs(r) {
+			return // the row's own ids are its own to repeat or dangle
+		}
 		ids := map[string]bool{}
 		for i, m := range conv {
 			for _, tc := range m.ToolCalls {
@@ -64,4 +69,16 @@ func FuzzShareGPTToolTurns(f *testing.F) {
 			}
 		}
 	})
+}
+
+// ownIDs: some turn of r's conversations names a call id of its own.
+func ownIDs(r map[string]any) bool {
+	items, _ := r["conversations"].([]any)
+	for _, it := range items {
+		turn, _ := it.(map[string]any)
+		if turn["tool_call_id"] != nil || turn["tool_calls"] != nil {
+			return true
+		}
+	}
+	return false
 }
