@@ -111,8 +111,8 @@ func contentKeyOf(rk string) string {
 // as tool_calls and their ids. Arguments are kept as the row wrote them: an
 // object's JSON text as written, a string's content.
 func functionCall(s, at string, turn int) ([]any, []string, *FieldError) {
-	v, err := decodeJSON(s)
-	if err != nil {
+	var v json.RawMessage // checked whole: nothing may follow the value
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
 		return nil, nil, fieldErr(at, fmt.Errorf("%w: %v", ErrNotJSON, err))
 	}
 	var items []json.RawMessage
@@ -175,15 +175,6 @@ func rawArguments(raw json.RawMessage, at string) (string, *FieldError) {
 		return s, nil
 	}
 	return "", fieldErr(at, errors.New("not a string or object"))
-}
-
-// decodeJSON is s as one JSON value, checked whole (nothing after it).
-func decodeJSON(s string) (json.RawMessage, error) {
-	var v json.RawMessage
-	if err := json.Unmarshal([]byte(s), &v); err != nil {
-		return nil, err
-	}
-	return v, nil
 }
 
 // firstByte is the first byte of a JSON value past white space, 0 for none.
