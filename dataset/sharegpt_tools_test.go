@@ -24,6 +24,7 @@ func TestShareGPTToolShapes(t *testing.T) {
 	}
 	cases := []struct {
 		name, line, tools string
+		sel               Selection
 		first, whole      []Message
 	}{
 		{
@@ -96,13 +97,22 @@ func TestShareGPTToolShapes(t *testing.T) {
 			first: []Message{{Role: "user", Content: "Q"}},
 			whole: []Message{{Role: "user", Content: "Q"}, {Role: "assistant"}, {Role: "tool", Content: `[{"name": "f", "results": 1}]`}, {Role: "assistant"}},
 		},
+		{
+			// Salesforce/xlam-function-calling-60k: a prompt row, its
+			// answers (the row's calls) not read; one turn, no conversation.
+			name: "xlam: query and tools",
+			line: `{"id":0,"query":"Weather?","answers":"[{\"name\": \"w\", \"arguments\": {}}]","tools":"[{\"name\": \"w\"}]"}`,
+			sel:  Selection{Format: "prompt", PromptField: "query"}, tools: `[{"function":{"name":"w"},"type":"function"}]`,
+			first: []Message{{Role: "user", Content: "Weather?"}},
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			path := writeFile(t, t.TempDir(), "data.jsonl", c.line+"\n")
+			sel := c.sel
+			sel.Path = writeFile(t, t.TempDir(), "data.jsonl", c.line+"\n")
 			for whole, want := range map[bool][]Message{false: c.first, true: c.whole} {
-				ps, bad := readAll(t, Options{Selection: Selection{Path: path}, Conversations: whole, OnBadRow: "skip"})
+				ps, bad := readAll(t, Options{Selection: sel, Conversations: whole, OnBadRow: "skip"})
 				if len(ps) != 1 || len(bad) != 0 {
 					t.Fatalf("whole %v: %d prompts, bad rows %v", whole, len(ps), bad)
 				}
