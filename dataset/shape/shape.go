@@ -163,6 +163,8 @@ var roles = map[string]string{
 	"system":    "system",
 	"developer": "system", // OpenAI's newer name; chat templates know only system
 	"tool":      "tool",
+	// function_call and observation turns (LLaMA-Factory's) are rewritten
+	// before roles are read: sharegpt_tools.go.
 }
 
 // Conversation reads every turn of a multi-turn row, assistant turns
@@ -192,6 +194,9 @@ func (c *Converter) Conversation(r row) ([]Message, *FieldError) {
 func turns(r row, list, roleKey, contentKey string, whole bool) ([]Message, *FieldError) {
 	items, fe := turnList(r[list], list)
 	if fe != nil {
+		return nil, fe
+	}
+	if items, fe = functionTurns(items, list, roleKey); fe != nil { // sharegpt_tools.go
 		return nil, fe
 	}
 	msgs := make([]Message, 0, 2)
