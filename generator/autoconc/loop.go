@@ -38,7 +38,7 @@ var Required = []string{promscrape.MetricWaiting}
 // Endpoint is one metrics source of the run.
 type Endpoint struct {
 	URL    string // for messages, its password masked
-	Scrape func(context.Context) (promscrape.Sample, error)
+	Scrape func(context.Context) (promscrape.Sample, error) // nil: no /metrics URL, steered by its answers
 }
 
 // Target is what the loop steers: the run's limit. *generator.Runner is one.
@@ -113,9 +113,10 @@ type endpoint struct {
 	steering string            // by replies: why, as said at start; "": by its /metrics
 }
 
-// Prepare scrapes every endpoint once and builds the loop: an endpoint that
-// answers without the Required metrics refuses the run, as does a run where
-// none answers; one that does not answer while others do starts at the
+// Prepare scrapes every endpoint once and builds the loop: an endpoint
+// that serves nothing to steer by (noMetrics) is steered by its answers,
+// as a line on Log says once (and Steering); a run where none answers
+// is refused; one that does not answer while others do starts at the
 // first limit and its controller waits for its metrics (a warning on Log
 // says so). It sets the target's first limit, and says where it starts.
 func Prepare(ctx context.Context, eps []Endpoint, o LoopOptions) (*Loop, error) {
