@@ -37,7 +37,7 @@ var Required = []string{promscrape.MetricWaiting}
 
 // Endpoint is one metrics source of the run.
 type Endpoint struct {
-	URL    string // for messages, its password masked
+	URL    string                                           // for messages, its password masked
 	Scrape func(context.Context) (promscrape.Sample, error) // nil: no /metrics URL, steered by its answers
 }
 
