@@ -185,14 +185,15 @@ func (r *Runner) startAuto(ctx context.Context) (stop func(), err error) {
 		return func() {}, nil
 	}
 	s := r.setup
-	if len(r.metrics) == 0 {
-		return nil, &autoconc.RefusedError{
-			Err:  fmt.Errorf("concurrency: auto needs the server's /metrics, and endpoint.base_url %s gives no URL for them", redact.URLs(s.baseURLs())),
-			Hint: "set endpoint.metrics_url to the server's /metrics, or concurrency to a number (e.g. 64)",
+	metrics := r.metrics
+	if len(metrics) == 0 {
+		// No /metrics URL: every endpoint is steered by its answers.
+		for _, u := range s.baseURLs() {
+			metrics = append(metrics, autoconc.Endpoint{URL: redact.URL(u)})
 		}
 	}
 	stats := s.Stats
-	loop, err := autoconc.Prepare(ctx, r.metrics, autoconc.LoopOptions{
+	loop, err := autoconc.Prepare(ctx, metrics, autoconc.LoopOptions{
 		Ceiling: s.Concurrency,
 		Every:   s.AutoInterval,
 		Target:  r,
@@ -200,7 +201,7 @@ func (r *Runner) startAuto(ctx context.Context) (stop func(), err error) {
 		// streamed delta as it arrives, or, when the run does not stream,
 		// each answer's tokens at its end (TokensAtEnd).
 		Client: func() autoconc.ClientView {
-			snap := stats.Snapshot()
+			snap, said := stats.Snapshot(), r.eng.Signals()
 			v := autoconc.ClientView{InFlight: int(snap.InFlight), Endpoints: make([]autoconc.EndpointView, len(snap.Endpoints))}
 			for i, ep := range snap.Endpoints {
 				tokens := ep.StreamedTokens
@@ -208,6 +209,11 @@ func (r *Runner) startAuto(ctx context.Context) (stop func(), err error) {
 					tokens = ep.CompletionTokens
 				}
 				v.Endpoints[i] = autoconc.EndpointView{InFlight: int(ep.InFlight), Tokens: tokens, Answers: ep.Completed}
+				if i < len(said) {
+					g := said[i]
+					v.Endpoints[i].Replies = autoconc.Replies{Ended: g.Ended, Limited: g.Limited, Waited: g.Waited, Busy: g.Busy,
+						RequestsPerMinute: g.RequestsPerMinute, TokensPerMinute: g.TokensPerMinute, Cost: g.Cost}
+				}
 			}
 			return v
 		},
@@ -221,6 +227,7 @@ func (r *Runner) startAuto(ctx context.Context) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
+	r.auto.Steer(loop.Steering())
 	loopCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { loop.Run(loopCtx) })

@@ -84,6 +84,15 @@ type Options struct {
 	// (the run does not stream): throughput is then measured over answers
 	// ended, not over one reading (see above).
 	TokensAtEnd bool
+	// ByReplies steers by the endpoint's answers alone (replies.go): its
+	// server serves no /metrics. Decrease (default 0.75), Cooldown
+	// (default 5 s), LatencyBound (default 2) and Headroom (default 1.25)
+	// tune it.
+	ByReplies    bool
+	Decrease     float64
+	Cooldown     time.Duration
+	LatencyBound float64
+	Headroom     float64
 }
 
 // Reading is one look at an endpoint: its server's metrics and the
@@ -94,6 +103,7 @@ type Reading struct {
 	InFlight int               // requests in flight to the endpoint now
 	Tokens   float64           // tokens the client received from the endpoint so far
 	Answers  float64           // answers the endpoint completed so far
+	Replies  Replies           // what its answers said (Options.ByReplies steers by them)
 }
 
 // Ignored is a server figure a reading cannot have; it steers nothing.
@@ -134,6 +144,8 @@ type Controller struct {
 	measN                             int
 	skipOne                           bool
 	refill                            float64
+
+	replies replyState // Options.ByReplies
 }
 
 // Decision is what a reading decided.
@@ -168,6 +180,7 @@ func New(o Options) *Controller {
 	if o.ProbeAfter <= 0 {
 		o.ProbeAfter = 60
 	}
+	o = o.replyDefaults()
 	c := &Controller{o: o, limit: o.Start, slow: true, fresh: true}
 	c.remeasure()
 	return c
@@ -179,6 +192,9 @@ func (c *Controller) Limit() int { return c.limit }
 // Observe takes one reading of the endpoint and returns the limit to set
 // and why.
 func (c *Controller) Observe(r Reading) Decision {
+	if c.o.ByReplies {
+		return c.byReplies(r)
+	}
 	s, preempted, ignored := c.sane(r.Server)
 	d := c.decide(r, s, preempted)
 	d.Ignored = ignored
@@ -405,6 +421,7 @@ type State struct {
 	reason  string
 	moves   int
 	at      time.Time
+	steer   string
 }
 
 // Record is State in status.json (concurrency_auto).
@@ -414,6 +431,9 @@ type Record struct {
 	Reason  string    `json:"reason"` // why the limit last moved
 	Moves   int       `json:"moves"`
 	MovedAt time.Time `json:"moved_at,omitzero"`
+	// Steering says which endpoints are steered by their answers, and why
+	// (Loop.Steering); empty: every one by its /metrics.
+	Steering string `json:"steering,omitempty"`
 }
 
 // NewState starts at limit, under ceiling.
@@ -429,6 +449,13 @@ func (a *State) Moved(limit int, reason string, at time.Time) {
 	a.moves++
 }
 
+// Steer records what steers the limit (Loop.Steering).
+func (a *State) Steer(steering string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.steer = steering
+}
+
 // Record is the state now; nil on a nil State (a fixed concurrency).
 func (a *State) Record() *Record {
 	if a == nil {
@@ -436,7 +463,7 @@ func (a *State) Record() *Record {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return &Record{Limit: a.limit, Ceiling: a.ceiling, Reason: a.reason, Moves: a.moves, MovedAt: a.at}
+	return &Record{Limit: a.limit, Ceiling: a.ceiling, Reason: a.reason, Moves: a.moves, MovedAt: a.at, Steering: a.steer}
 }
 
 func plural(n int, one, many string) string {

@@ -9,13 +9,13 @@ package autoconc
 // controller ignores (it cannot be) is a warning, once per endpoint and
 // metric.
 //
-// A server without vLLM's queue gauge cannot steer the limit: Prepare
-// refuses the run before its first request rather than run it at a
-// guess. A person who wrote auto wants the server to decide; running at
-// the ceiling could overload a server that cannot say so, and a fixed low
-// start would be slow without a word. The server's token counter is not
-// needed: throughput is the client's own count. Metrics that go away in
-// the middle of a run (a restart) hold that endpoint's limit where it is
+// An endpoint whose server serves no /metrics to steer by (a 4xx or 501,
+// no Prometheus text, no vLLM queue gauge: a hosted API, a proxy) is
+// steered by its answers instead (replies.go), as Prepare says once. The
+// server's token counter is not needed: throughput is the client's own
+// count. A run whose metrics cannot be read at all at start (the server
+// away) is refused before its first request. Metrics that go away in the
+// middle of a run (a restart) hold that endpoint's limit where it is
 // until they are back.
 
 import (
@@ -26,6 +26,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+
 	"github.com/synthgen/synthgen/internal/promscrape"
 )
 
@@ -35,8 +37,8 @@ var Required = []string{promscrape.MetricWaiting}
 
 // Endpoint is one metrics source of the run.
 type Endpoint struct {
-	URL    string // for messages, its password masked
-	Scrape func(context.Context) (promscrape.Sample, error)
+	URL    string                                           // for messages, its password masked
+	Scrape func(context.Context) (promscrape.Sample, error) // nil: no /metrics URL, steered by its answers
 }
 
 // Target is what the loop steers: the run's limit. *generator.Runner is one.
@@ -79,9 +81,10 @@ type ClientView struct {
 
 // EndpointView is the client's own counts of one endpoint.
 type EndpointView struct {
-	InFlight int   // requests in flight to it now
-	Tokens   int64 // tokens received from it so far: every streamed delta, or, with TokensAtEnd, each answer's at its end
-	Answers  int64 // answers it completed so far
+	InFlight int     // requests in flight to it now
+	Tokens   int64   // tokens received from it so far: every streamed delta, or, with TokensAtEnd, each answer's at its end
+	Answers  int64   // answers it completed so far
+	Replies  Replies // what its answers said (steering without /metrics)
 }
 
 // RefusedError is a run that concurrency: auto cannot steer; Hint says
@@ -104,14 +107,16 @@ type Loop struct {
 // endpoint is one metrics source and its controller.
 type endpoint struct {
 	Endpoint
-	ctrl   *Controller
-	health promscrape.Health // the last scrape failed: said once
-	warned map[string]bool   // metrics whose impossible values were said
+	ctrl     *Controller
+	health   promscrape.Health // the last scrape failed: said once
+	warned   map[string]bool   // metrics whose impossible values were said
+	steering string            // by replies: why, as said at start; "": by its /metrics
 }
 
-// Prepare scrapes every endpoint once and builds the loop: an endpoint that
-// answers without the Required metrics refuses the run, as does a run where
-// none answers; one that does not answer while others do starts at the
+// Prepare scrapes every endpoint once and builds the loop: an endpoint
+// that serves nothing to steer by (noMetrics) is steered by its answers,
+// as a line on Log says once (and Steering); a run where none answers
+// is refused; one that does not answer while others do starts at the
 // first limit and its controller waits for its metrics (a warning on Log
 // says so). It sets the target's first limit, and says where it starts.
 func Prepare(ctx context.Context, eps []Endpoint, o LoopOptions) (*Loop, error) {
@@ -133,28 +138,36 @@ func Prepare(ctx context.Context, eps []Endpoint, o LoopOptions) (*Loop, error) 
 	var down []string
 	view, at := o.Client(), o.Now()
 	for i, e := range eps {
-		ep := &endpoint{Endpoint: e, ctrl: New(Options{Ceiling: o.Ceiling, Start: start, TokensAtEnd: o.TokensAtEnd})}
+		ep := &endpoint{Endpoint: e}
 		l.endpoints = append(l.endpoints, ep)
-		first, err := ep.Scrape(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+		// first is why the metrics cannot steer; err, why they cannot be read.
+		first, err := errNoURL, error(nil)
+		var smp promscrape.Sample
+		if e.Scrape != nil {
+			if smp, err = ep.Scrape(ctx); err == nil {
+				first = missingRequired(smp)
+			} else {
+				first = err
 			}
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		opts := Options{Ceiling: o.Ceiling, Start: start, TokensAtEnd: o.TokensAtEnd}
+		if why, ok := noMetrics(ep.URL, first); ok {
+			opts.ByReplies = true
+			ep.steering = why + ": steering by 429s and latency, ceiling " + fmt.Sprint(o.Ceiling)
+		}
+		ep.ctrl = New(opts)
+		switch {
+		case opts.ByReplies:
+			l.observe(i, ep, promscrape.Sample{}, view, at)
+		case err != nil:
 			ep.health.Failed()
 			down = append(down, fmt.Sprintf("%s (%v)", ep.URL, err))
-			continue
+		default:
+			l.observe(i, ep, smp, view, at) // the baseline of the rates
 		}
-		var missing []string
-		for _, m := range Required {
-			if !first.Found[m] {
-				missing = append(missing, m)
-			}
-		}
-		if len(missing) > 0 {
-			return nil, &RefusedError{Hint: hint, Err: fmt.Errorf("concurrency: auto steers by the server's vLLM metrics at %s, which cannot be used: it has no %s (is this vLLM?)",
-				ep.URL, strings.Join(missing, " nor "))}
-		}
-		l.observe(i, ep, first, view, at) // the baseline of the rates
 	}
 	if len(eps) == 0 {
 		return nil, &RefusedError{Hint: hint, Err: errors.New("concurrency: auto needs at least one /metrics URL")}
@@ -176,7 +189,67 @@ func Prepare(ctx context.Context, eps []Endpoint, o LoopOptions) (*Loop, error) 
 		o.Target.SetLimit(min(len(eps)*start, o.Ceiling), fmt.Sprintf("start: %d per endpoint", start), o.Now())
 	}
 	fmt.Fprintf(o.Log, "concurrency: auto, starting at %d, up to %d, from %s every %s\n", o.Target.Limit(), o.Ceiling, strings.Join(urls, ", "), o.Every)
+	if s := l.Steering(); s != "" {
+		fmt.Fprintf(o.Log, "concurrency: auto: %s\n", s)
+	}
 	return l, nil
+}
+
+// Steering says which endpoints are steered by their answers and why
+// ("no /metrics at URL (404 Not Found): steering by 429s and latency,
+// ceiling 512"); "" when every one is steered by its /metrics.
+func (l *Loop) Steering() string {
+	var out []string
+	for _, ep := range l.endpoints {
+		if ep.steering != "" {
+			out = append(out, ep.steering)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// errNoURL is an endpoint given no /metrics URL (Endpoint.Scrape nil).
+var errNoURL = errors.New("no /metrics URL")
+
+// missingError is a sample without some of the Required metrics.
+type missingError struct{ names []string }
+
+func (e *missingError) Error() string { return "no " + strings.Join(e.names, " nor ") }
+
+// missingRequired is the Required metrics a sample lacks; nil when it has
+// them.
+func missingRequired(s promscrape.Sample) error {
+	e := &missingError{}
+	for _, m := range Required {
+		if !s.Found[m] {
+			e.names = append(e.names, m)
+		}
+	}
+	if len(e.names) == 0 {
+		return nil
+	}
+	return e
+}
+
+// noMetrics says why an endpoint's first scrape, which failed with err,
+// shows it serves nothing to steer by (it has no /metrics: a 4xx, a 501,
+// no Prometheus text, none of the Required metrics), and whether it does;
+// an error that may pass (the server away, a 5xx, a timeout) does not.
+func noMetrics(url string, err error) (string, bool) {
+	var st *promscrape.StatusError
+	switch {
+	case err == nil:
+		return "", false
+	case errors.Is(err, errNoURL):
+		return "no /metrics URL for " + url, true
+	case errors.As(err, &st) && (st.Status == 501 || st.Status >= 400 && st.Status < 500 && st.Status != 408 && st.Status != 429):
+		return fmt.Sprintf("no /metrics at %s (%s)", url, st.Text), true
+	case errors.As(err, new(expfmt.ParseError)), errors.Is(err, promscrape.ErrNoServerMetrics):
+		return fmt.Sprintf("no server metrics at %s (not vLLM's Prometheus text)", url), true
+	case errors.As(err, new(*missingError)):
+		return fmt.Sprintf("%s at %s", err, url), true
+	}
+	return "", false
 }
 
 func (l *Loop) several() bool { return len(l.endpoints) > 1 }
@@ -203,7 +276,11 @@ func (l *Loop) Step(ctx context.Context) {
 	moved := false
 	limit := 0
 	for i, ep := range l.endpoints {
-		s, err := ep.Scrape(ctx)
+		var s promscrape.Sample
+		var err error
+		if !ep.ctrl.o.ByReplies {
+			s, err = ep.Scrape(ctx)
+		}
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return
@@ -254,7 +331,7 @@ func (l *Loop) observe(i int, ep *endpoint, s promscrape.Sample, view ClientView
 		inFlight = counts.InFlight
 	}
 	d := ep.ctrl.Observe(Reading{At: at, Server: s, InFlight: inFlight,
-		Tokens: float64(counts.Tokens), Answers: float64(counts.Answers)})
+		Tokens: float64(counts.Tokens), Answers: float64(counts.Answers), Replies: counts.Replies})
 	for _, ig := range d.Ignored {
 		if ep.warned[ig.Metric] {
 			continue

@@ -3,6 +3,7 @@ package autoconc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -84,19 +85,62 @@ func TestLoopFeedsEachEndpointItsOwnInFlight(t *testing.T) {
 	}
 }
 
-// TestPrepareRefusesAServerWithoutVLLMMetrics: a server that answers with
-// no queue gauge cannot steer the limit: the run is refused before its
-// first request, naming the metric, with what to do instead.
-func TestPrepareRefusesAServerWithoutVLLMMetrics(t *testing.T) {
-	eps := []Endpoint{{URL: "http://llama:8080/metrics", Scrape: func(context.Context) (promscrape.Sample, error) {
-		return promscrape.Sample{At: time.Unix(1, 0), Found: map[string]bool{promscrape.MetricGenerationTokens: true}}, nil
-	}}}
-	_, err := Prepare(context.Background(), eps, LoopOptions{Ceiling: 64, Target: &target{limit: 16}, Client: func() ClientView { return ClientView{} }})
-	var refused *RefusedError
-	if !errors.As(err, &refused) || !strings.Contains(err.Error(), "http://llama:8080/metrics") ||
-		!strings.Contains(err.Error(), promscrape.MetricWaiting) || refused.Hint == "" {
-		t.Fatalf("error %v: want a RefusedError naming the URL and %s, with a hint", err, promscrape.MetricWaiting)
+// TestPrepareSteersByRepliesWithoutMetrics: an endpoint whose first
+// scrape shows it serves nothing to steer by (no URL, a 404 or 501, no
+// Prometheus text, none of the known metrics, no queue gauge) is steered
+// by its answers, and Prepare says so once, naming the URL and why; one
+// that cannot be read at all (the server away) refuses the run, with a
+// hint.
+func TestPrepareSteersByRepliesWithoutMetrics(t *testing.T) {
+	const url = "http://api:8080/metrics"
+	for _, tc := range []struct {
+		name   string
+		scrape func(context.Context) (promscrape.Sample, error)
+		want   string // the steering said; "": refused
+	}{
+		{"no URL", nil, "no /metrics URL for " + url},
+		{"404", fails(&promscrape.StatusError{URL: url, Status: 404, Text: "404 Not Found"}), "no /metrics at " + url + " (404 Not Found)"},
+		{"501", fails(&promscrape.StatusError{URL: url, Status: 501, Text: "501 Not Implemented"}), "no /metrics at " + url + " (501 Not Implemented)"},
+		{"html", func(context.Context) (promscrape.Sample, error) {
+			return promscrape.Parse(strings.NewReader("<html><body>hi</body></html>\n"), time.Unix(1, 0))
+		}, "no server metrics at " + url + " (not vLLM's Prometheus text)"},
+		{"a proxy's metrics", fails(fmt.Errorf("scrape %s: %w", url, promscrape.ErrNoServerMetrics)), "no server metrics at " + url},
+		{"no queue gauge", func(context.Context) (promscrape.Sample, error) {
+			return promscrape.Sample{At: time.Unix(1, 0), Found: map[string]bool{promscrape.MetricGenerationTokens: true}}, nil
+		}, "no " + promscrape.MetricWaiting + " at " + url},
+		{"503", fails(&promscrape.StatusError{URL: url, Status: 503, Text: "503 Service Unavailable"}), ""},
+		{"refused", fails(errors.New("dial tcp: connection refused")), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var log strings.Builder
+			l, err := Prepare(context.Background(), []Endpoint{{URL: url, Scrape: tc.scrape}},
+				LoopOptions{Ceiling: 64, Target: &target{limit: 16}, Client: func() ClientView { return ClientView{} }, Log: &log})
+			if tc.want == "" {
+				var refused *RefusedError
+				if !errors.As(err, &refused) || !strings.Contains(err.Error(), url) || refused.Hint == "" {
+					t.Fatalf("error %v: want a RefusedError naming the URL, with a hint", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tc.want + ": steering by 429s and latency, ceiling 64"
+			if !strings.HasPrefix(l.Steering(), tc.want) || !strings.HasSuffix(l.Steering(), ": steering by 429s and latency, ceiling 64") {
+				t.Errorf("steering %q, want %q", l.Steering(), want)
+			}
+			if n := strings.Count(log.String(), "steering by 429s"); n != 1 {
+				t.Errorf("said %d times:\n%s", n, log.String())
+			}
+			if !l.endpoints[0].ctrl.o.ByReplies {
+				t.Error("the controller does not steer by replies")
+			}
+		})
 	}
+}
+
+func fails(err error) func(context.Context) (promscrape.Sample, error) {
+	return func(context.Context) (promscrape.Sample, error) { return promscrape.Sample{}, err }
 }
 
 // fakeRun is one endpoint's server and the client's counts of it, read

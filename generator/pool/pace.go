@@ -72,6 +72,71 @@ type pacer struct {
 	out       bool          // said to be out (outageAfter of 429s)
 
 	waiting atomic.Int64 // requests waiting for their share now
+
+	// What the answers say, for concurrency: auto without /metrics
+	// (Signals): requests sent and not ended now, the request-seconds
+	// they spent at the server up to lastEvent, the attempts ended and
+	// those answered 429, and the mean admission cost.
+	atServer  int64
+	busy      float64
+	lastEvent time.Time
+	ended     int64
+	said429   int64
+	waited    int64 // requests that waited for their share
+	meanCost  float64
+}
+
+// Signals are what an endpoint's answers said so far (concurrency: auto
+// steers by them where the server serves no /metrics) and the limits in
+// force: its own stated, else the configured ones.
+type Signals struct {
+	Ended   int64   // attempts sent that ended, answered or not
+	Limited int64   // of them, those answered 429
+	Waited  int64   // requests that waited for their share of the limits
+	Busy    float64 // request-seconds at the server: ΔBusy/ΔEnded is the mean latency (Little's law)
+	// RequestsPerMinute and TokensPerMinute are the limits in force (0:
+	// none known); Cost is a request's mean tokens as counted at admission.
+	RequestsPerMinute, TokensPerMinute, Cost float64
+}
+
+// Signals are each endpoint's Signals in Options.Endpoints order; nil
+// before Run. Safe from any goroutine.
+func (e *Engine) Signals() []Signals {
+	r := e.route.Load()
+	if r == nil {
+		return nil
+	}
+	out := make([]Signals, len(r.eps))
+	for i, ep := range r.eps {
+		out[i] = ep.pace.signals()
+	}
+	return out
+}
+
+func (p *pacer) signals() Signals {
+	if p == nil {
+		return Signals{}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	p.tick(now)
+	s := Signals{Ended: p.ended, Limited: p.said429, Waited: p.waited, Busy: p.busy, Cost: p.meanCost}
+	if p.req != nil {
+		s.RequestsPerMinute = float64(p.req.Limit()) * 60
+	}
+	if p.tok != nil {
+		s.TokensPerMinute = float64(p.tok.Limit()) * 60
+	}
+	return s
+}
+
+// tick adds the request-seconds at the server up to now. Called with mu.
+func (p *pacer) tick(now time.Time) {
+	if !p.lastEvent.IsZero() {
+		p.busy += float64(p.atServer) * max(now.Sub(p.lastEvent).Seconds(), 0)
+	}
+	p.lastEvent = now
 }
 
 func newPacer(cfg RateLimits, now func() time.Time) *pacer {
@@ -96,16 +161,33 @@ func (p *pacer) cost(req wire.Request) (bytes, total int) {
 		bytes += len(m.Content) + len(m.Role)
 	}
 	p.mu.Lock()
-	prompt := int(float64(bytes)*p.perByte) + 1
-	p.mu.Unlock()
-	return bytes, prompt + max(req.MaxTokens, 0)
+	defer p.mu.Unlock()
+	total = int(float64(bytes)*p.perByte) + 1 + max(req.MaxTokens, 0)
+	if p.meanCost == 0 {
+		p.meanCost = float64(total)
+	}
+	p.meanCost += 0.05 * (float64(total) - p.meanCost)
+	return bytes, total
 }
 
-// wait returns when a request of tokens may be sent, or with ctx's error.
+// wait returns when a request of tokens may be sent, then counted at the
+// server until limited takes its end, or with ctx's error.
 func (p *pacer) wait(ctx context.Context, tokens int) error {
 	if p == nil {
 		return nil
 	}
+	if err := p.share(ctx, tokens); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.tick(p.now())
+	p.atServer++
+	p.mu.Unlock()
+	return nil
+}
+
+// share returns when a request of tokens has its share of the limits.
+func (p *pacer) share(ctx context.Context, tokens int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -133,6 +215,7 @@ func (p *pacer) wait(ctx context.Context, tokens int) error {
 	}
 	if delay > 0 {
 		p.binds = bind
+		p.waited++
 	}
 	p.mu.Unlock()
 	if delay <= 0 {
@@ -225,14 +308,23 @@ func (p *pacer) follow(l wire.Limits, now time.Time) {
 	}
 }
 
-// limited takes a 429 and reports whether it is pacing (the server said
-// when to come back): then the endpoint is held back until then, at most
+// limited takes the end of every attempt wait let go (e nil: answered),
+// and reports whether it is a 429 that is pacing (the server said when to
+// come back): then the endpoint is held back until then, at most
 // maxPaceHold, and the hold is returned. said is a line to log when the
 // endpoint has answered nothing but 429s for outageAfter, once.
 func (p *pacer) limited(e *wire.Error) (hold time.Duration, ok bool, said string) {
 	if p == nil {
 		return 0, false, ""
 	}
+	p.mu.Lock()
+	p.tick(p.now())
+	p.atServer = max(p.atServer-1, 0)
+	p.ended++
+	if e != nil && e.Status == 429 {
+		p.said429++
+	}
+	p.mu.Unlock()
 	if e == nil || e.Status != 429 {
 		return 0, false, ""
 	}

@@ -163,3 +163,44 @@ func TestPacingWaitEndsWithTheContext(t *testing.T) {
 		t.Fatalf("the canceled wait's share not given back: %v left", got)
 	}
 }
+
+// TestPacerSignals: what concurrency: auto reads of the answers where a
+// server serves no /metrics: request-seconds at the server (two requests
+// sent, one ending after 2 s, the other after 3: 5), attempts ended and
+// those answered 429, the requests that waited for their share, the
+// limits in force and a request's mean cost at admission.
+func TestPacerSignals(t *testing.T) {
+	t.Parallel()
+	clock := time.Unix(0, 0)
+	p := newPacer(RateLimits{RequestsPerMinute: 120, TokensPerMinute: 6000}, func() time.Time { return clock })
+	req := wire.Request{Messages: []wire.Message{{Role: "user", Content: "four"}}}
+	req.MaxTokens = 10
+	_, cost := p.cost(req) // (4+4)/4 + 1 + 10
+	ctx := context.Background()
+	for range 2 {
+		if err := p.wait(ctx, cost); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A third waits for its share (a burst of 2 requests): cancelled while
+	// it waits, it is counted as waited and never as sent.
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- p.wait(wctx, cost) }()
+	for p.waiting.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a cancelled wait returned nil")
+	}
+	clock = clock.Add(2 * time.Second)
+	p.limited(nil)
+	clock = clock.Add(time.Second)
+	p.limited(&wire.Error{Status: 429})
+	got := p.signals()
+	want := Signals{Ended: 2, Limited: 1, Waited: 1, Busy: 5, RequestsPerMinute: 120, TokensPerMinute: 6000, Cost: float64(cost)}
+	if got != want {
+		t.Errorf("signals %+v, want %+v", got, want)
+	}
+}
