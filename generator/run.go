@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/generator/autoconc"
+	"github.com/synthgen/synthgen/generator/batch"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/internal/promscrape"
@@ -90,7 +91,7 @@ func (r *Runner) Run(ctx context.Context, h Hooks) (Result, error) {
 	if left := r.keysLeft(); left > 0 {
 		r.out.ReserveKeys(int(min(left, math.MaxInt32)))
 	}
-	sum, runErr := r.eng.Run(ctx, r.src, r.out)
+	sum, runErr := r.eng.Run(ctx, r.source(), r.out)
 	r.setup.Stats.Stop()
 	stopProgress()
 	progress.Wait()
@@ -110,6 +111,9 @@ func (r *Runner) end(res Result, h Hooks) (Result, error) {
 	res.CloseErr = r.closeOutput(res.Outcome)
 	if res.CloseErr != nil {
 		res.Outcome = OutcomeFailed
+	}
+	if err := r.closeBatch(res); err != nil {
+		fmt.Fprintf(r.setup.Log, "warning: %s: %v\n", batch.LedgerName, err)
 	}
 	err := h.Verdict(res)
 	o := runfiles.RunOutcome{ExitCode: h.ExitCode(err), State: res.Outcome.state(), Err: err, Summary: res.Summary, EndedAt: time.Now()}
