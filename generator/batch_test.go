@@ -148,7 +148,7 @@ func batchSetup(t *testing.T, url, dir string, rows int) Setup {
 	return Setup{
 		Job: job.Job{Selection: dataset.Selection{Path: data, Format: "messages"},
 			Sampling: job.Sampling{MaxTokens: 8, Samples: 1}},
-		BaseURL: url + "/v1", Concurrency: 20, Dir: filepath.Join(dir, "out"), Format: "jsonl", PartSize: 100, Version: "test",
+		BaseURL: url + "/v1", Concurrency: 30, Dir: filepath.Join(dir, "out"), Format: "jsonl", PartSize: 100, Version: "test",
 		Stats: runstats.NewStats(nil), Retry: pool.RetryPolicy{MaxAttempts: 1},
 		Batch: &batch.Options{MaxRequests: 10, MaxBytes: 1 << 20, PollInterval: time.Millisecond, Window: "24h"},
 	}

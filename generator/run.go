@@ -91,7 +91,7 @@ func (r *Runner) Run(ctx context.Context, h Hooks) (Result, error) {
 	if left := r.keysLeft(); left > 0 {
 		r.out.ReserveKeys(int(min(left, math.MaxInt32)))
 	}
-	sum, runErr := r.eng.Run(ctx, r.source(), r.out)
+	sum, runErr := r.eng.Run(ctx, r.src, r.out)
 	r.setup.Stats.Stop()
 	stopProgress()
 	progress.Wait()

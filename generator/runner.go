@@ -522,7 +522,7 @@ func (r *Runner) Drain() {
 	r.status.SetState(runfiles.StateDraining)
 	r.eng.Drain()
 	if r.batch != nil {
-		r.batch.SourceEnded() // the open batch goes: intake has stopped
+		r.batch.Drain() // the open batch goes: intake has stopped
 	}
 }
 

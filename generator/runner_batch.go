@@ -2,10 +2,8 @@ package generator
 
 import (
 	"errors"
-	"io"
 	"net/http"
 
-	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/batch"
 	"github.com/synthgen/synthgen/generator/pool"
 )
@@ -24,6 +22,10 @@ func (r *Runner) openBatch(targets []pool.Endpoint) error {
 	o.API = &batch.API{Base: s.baseURLs()[0], Key: s.APIKey, HTTP: &http.Client{Transport: tr}}
 	o.Slots = s.Concurrency
 	o.InFlight = func() int64 { return s.Stats.Snapshot().InFlight }
+	o.Left = func() int64 {
+		snap := s.Stats.Snapshot()
+		return snap.Total - snap.Done - snap.Errors
+	}
 	if o.Log == nil {
 		o.Log = s.Log
 	}
@@ -34,28 +36,6 @@ func (r *Runner) openBatch(targets []pool.Endpoint) error {
 	r.batch = b
 	targets[0].Client = b
 	return nil
-}
-
-// source is what the pool reads: in the batch mode, the dataset telling
-// the Batcher when it ends.
-func (r *Runner) source() pool.Source {
-	if r.batch == nil {
-		return r.src
-	}
-	return endSignal{r.src, r.batch.SourceEnded}
-}
-
-type endSignal struct {
-	pool.Source
-	end func()
-}
-
-func (s endSignal) Next() (dataset.Prompt, error) {
-	p, err := s.Source.Next()
-	if err == io.EOF {
-		s.end()
-	}
-	return p, err
 }
 
 // closeBatch stops the batch mode's goroutines; after a run that wrote

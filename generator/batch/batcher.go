@@ -24,11 +24,13 @@ type Options struct {
 	MaxBytes     int64  // bytes a batch input file holds at most
 	PollInterval time.Duration
 	Window       string // completion_window
-	// Slots is the pool's concurrency, InFlight the keys holding a slot
-	// now (runstats' in flight): once the source has ended and every one
-	// of them waits for a batch, or every slot does, the open batch is
-	// submitted, however few lines it holds.
+	// Slots is the pool's concurrency, Left the keys of the run neither
+	// done nor failed yet, InFlight those holding a slot: the open batch
+	// is submitted, however few lines it holds, once every slot waits for
+	// a batch, or every key left does, or intake has stopped (Drain) and
+	// every key in flight does.
 	Slots    int
+	Left     func() int64
 	InFlight func() int64
 	// After is the clock of the waits between polls; nil: time.After.
 	After func(time.Duration) <-chan time.Time
@@ -47,7 +49,7 @@ type Batcher struct {
 	waiters map[string]chan answer // requests waiting, by custom_id
 	ready   map[string]answer      // answers that came before their request
 	known   map[string]bool        // custom_ids in a recorded batch not yet answered
-	ended   bool                   // the source has ended
+	ended   bool                   // intake has stopped
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -109,9 +111,9 @@ func (b *Batcher) inputIDs(e *Entry) ([]string, error) {
 // Entries are the batches of the directory, for progress and status.json.
 func (b *Batcher) Entries() []Entry { return b.l.snapshot() }
 
-// SourceEnded says no new key will come: the open batch goes as soon as
-// every key in flight waits.
-func (b *Batcher) SourceEnded() {
+// Drain says no new key will come: the open batch goes as soon as every
+// key in flight waits.
+func (b *Batcher) Drain() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.ended = true
@@ -202,7 +204,7 @@ func (b *Batcher) maybeSeal() {
 		return
 	}
 	w := len(b.waiters)
-	if w >= b.o.Slots || (b.ended && int64(w) >= b.o.InFlight()) {
+	if w >= b.o.Slots || int64(w) >= b.o.Left() || (b.ended && int64(w) >= b.o.InFlight()) {
 		b.seal()
 	}
 }
