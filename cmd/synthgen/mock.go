@@ -59,7 +59,13 @@ off (llama-server: 501 with the flag to add).
 
 --rpm and --tpm make it a hosted endpoint that states its limits, as
 OpenAI's API does: x-ratelimit-limit-, -remaining- and -reset-requests (and
--tokens) on every answer, and a 429 with retry-after past either.`
+-tokens) on every answer, and a 429 with retry-after past either.
+
+/v1/files and /v1/batches are OpenAI's Files and Batch APIs: files kept in
+memory, each batch validating, in_progress and finalizing for
+--batch-validating, --batch-in-progress and --batch-finalizing before it
+completes, every line answered as /v1/chat/completions answers it (not
+streamed), --batch-fail-rate of the lines into the error file.`
 
 // newMockCmd is `synthgen mock`: the built-in vLLM-like server, for trying
 // synthgen without a GPU and for load tests on loopback.
@@ -150,6 +156,10 @@ func mockFlags(f *pflag.FlagSet, listen *mockListen, grace *time.Duration, aband
 	f.StringVar(&opts.Flavor, "flavor", mockserver.FlavorVLLM, "the server to be like in /metrics names, /v1/models and the context refusal: vllm, sglang or llamacpp")
 	f.IntVar(&opts.RPM, "rpm", 0, "requests per minute, as a hosted server limits them: a bucket of N refilled continuously over a minute, OpenAI's x-ratelimit-* headers on every answer, a 429 with retry-after and retry-after-ms past it (0: no limit)")
 	f.IntVar(&opts.TPM, "tpm", 0, "tokens per minute, as --rpm; a request costs its prompt's tokens plus its max_tokens, counted at admission (0: no limit)")
+	f.DurationVar(&opts.Batch.Validating, "batch-validating", time.Second, "how long a batch (/v1/batches) is validating")
+	f.DurationVar(&opts.Batch.InProgress, "batch-in-progress", 10*time.Second, "how long a batch is in_progress; its request_counts grow in proportion")
+	f.DurationVar(&opts.Batch.Finalizing, "batch-finalizing", time.Second, "how long a batch is finalizing (and a cancelled one cancelling)")
+	f.Float64Var(&opts.Batch.FailShare, "batch-fail-rate", 0, "share of a batch's lines (0 to 1) answered 500 into its error file")
 	f.BoolVar(&opts.NoMetrics, "no-metrics", false, "answer /metrics as a server whose metrics are off (llamacpp: llama-server's 501; otherwise a 404)")
 }
 

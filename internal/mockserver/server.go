@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/synthgen/synthgen/internal/mockserver/batchapi"
 )
 
 // ReasoningField values: where the reasoning text goes in messages and deltas.
@@ -143,6 +145,9 @@ type Options struct {
 	// and vLLM with --enable-prompt-tokens-details do: for clients that
 	// price cached tokens apart. 0: the details are null (vLLM's default).
 	CachedTokens int
+	// Batch configures /v1/files and /v1/batches (batchapi); its Clock is
+	// Clock when nil, its Answer the server's own chat answer.
+	Batch batchapi.Options
 }
 
 // DefaultModel is the model name served when Options.Model is empty.
@@ -188,6 +193,9 @@ func (o Options) Validate() error {
 	}
 	if !(o.RateCloseAfter >= 0 && o.RateCloseAfter <= 1) {
 		return fmt.Errorf("close after rate %v: must be between 0 and 1", o.RateCloseAfter)
+	}
+	if err := o.Batch.Validate(); err != nil {
+		return err
 	}
 	if o.RPM < 0 || o.TPM < 0 {
 		return fmt.Errorf("rpm %d, tpm %d: must not be negative", o.RPM, o.TPM)
@@ -291,6 +299,8 @@ type Server struct {
 
 	bufs sync.Pool // *[]byte: response assembly buffers
 
+	batches *batchapi.Handler // /v1/files and /v1/batches
+
 	conns conns // what the server holds open on its own: Abandon, RateCloseAfter
 }
 
@@ -335,8 +345,17 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	s.mux.Handle("GET /metrics", s.flavorMetrics())
 	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {})
+	bo := opts.Batch
+	if bo.Answer = batchapi.ViaHandler(http.HandlerFunc(s.handleChat)); bo.Clock == nil {
+		bo.Clock = opts.Clock
+	}
+	s.batches = batchapi.New(bo)
+	s.batches.Mount(s.mux)
 	return s
 }
+
+// Batches is the Files and Batch APIs' handler, for tests' holds.
+func (s *Server) Batches() *batchapi.Handler { return s.batches }
 
 // ServeHTTP routes a request to one of the endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
