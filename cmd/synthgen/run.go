@@ -486,7 +486,7 @@ func printHeader(stderr io.Writer, cfg config.Config, r *generator.Runner, metri
 	job := r.Job()
 	fmt.Fprintf(stderr, "synthgen %s: %d prompts from %s -> %s (%s), model %s at %s, %s in flight\n",
 		version, r.Rows(), job.Selection.Path, cfg.Output.Dir, cfg.Output.Format, job.Sampling.Model,
-		redact.URLs(cfg.Endpoint.BaseURLs()), config.FormatConcurrency(cfg.Concurrency, cfg.ConcurrencyAuto))
+		redact.URLs(cfg.Endpoint.BaseURLs()), config.FormatConcurrency(concurrencyOf(cfg), cfg.ConcurrencyAuto && !cfg.Batch.Enabled))
 	if n := r.MaxModelLen(); n > 0 {
 		// A prompt plus max_tokens longer than this is refused (too_long).
 		fmt.Fprintf(stderr, "model context: max_model_len %d tokens\n", n)

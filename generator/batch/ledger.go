@@ -71,6 +71,16 @@ type ledger struct {
 
 func openLedger(dir string) (*ledger, error) {
 	l := &ledger{path: filepath.Join(dir, LedgerName)}
+	// A kill leaves the temporary file of a rewrite or a download: the
+	// file it was to replace is whole, or was never there.
+	for _, pat := range []string{filepath.Join(dir, "."+LedgerName+".*.tmp"), filepath.Join(dir, FilesDir, ".*.tmp")} {
+		temps, _ := filepath.Glob(pat)
+		for _, p := range temps {
+			if err := os.Remove(p); err != nil {
+				return nil, err
+			}
+		}
+	}
 	b, err := os.ReadFile(l.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
