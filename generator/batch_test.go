@@ -130,6 +130,13 @@ func TestBatchRun(t *testing.T) {
 	if n, c := strings.Count(string(b), `"state": "collected"`), created(t, m); n != 3 || c != 3 {
 		t.Errorf("%d batches collected, %d created, want 3 and 3:\n%s", n, c, b)
 	}
+	var report struct{ Batches []runstats.BatchRecord }
+	if b, err = os.ReadFile(filepath.Join(s.Dir, "report.json")); err == nil {
+		err = json.Unmarshal(b, &report)
+	}
+	if err != nil || len(report.Batches) != 3 || report.Batches[2].State != batch.StateCollected || report.Batches[2].Requests != 5 {
+		t.Errorf("report.json's batches: %+v (%v), want three, the third of 5 requests, collected", report.Batches, err)
+	}
 }
 
 // TestBatchResume: a run stopped while the server holds a creation it

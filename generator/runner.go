@@ -530,7 +530,9 @@ func (r *Runner) Drain() {
 // Stats, with the server's view when the caller scrapes it) and the current
 // state. Safe from any goroutine; the caller's reporter calls it every
 // interval.
-func (r *Runner) Heartbeat(rec runstats.ProgressRecord) error { return r.status.Heartbeat(rec) }
+func (r *Runner) Heartbeat(rec runstats.ProgressRecord) error {
+	return r.status.Heartbeat(r.withBatches(rec))
+}
 
 // closeOutput closes the output directory (finalizing its parts and the
 // manifest, which records outcome for inspect's run history) and the

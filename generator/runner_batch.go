@@ -6,6 +6,7 @@ import (
 
 	"github.com/synthgen/synthgen/generator/batch"
 	"github.com/synthgen/synthgen/generator/pool"
+	"github.com/synthgen/synthgen/generator/runstats"
 )
 
 // openBatch makes the batch mode's Completer (Setup.Batch) the endpoint's
@@ -47,4 +48,17 @@ func (r *Runner) closeBatch(res Result) error {
 	}
 	clean := res.CloseErr == nil && (res.Outcome == OutcomeDone || res.Outcome == OutcomeIncomplete)
 	return r.batch.Close(clean)
+}
+
+// withBatches is rec with the batch mode's batches.
+func (r *Runner) withBatches(rec runstats.ProgressRecord) runstats.ProgressRecord {
+	if r.batch == nil {
+		return rec
+	}
+	rec.Batches = nil
+	for _, e := range r.batch.Entries() {
+		rec.Batches = append(rec.Batches, runstats.BatchRecord{Number: e.Number, State: e.State, Status: e.Status,
+			Requests: e.Requests, Completed: e.Counts.Completed, Failed: e.Counts.Failed})
+	}
+	return rec
 }
