@@ -3,6 +3,7 @@ package batch
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -53,30 +54,38 @@ type answer struct {
 	fail   string // "" with a body
 }
 
-// readLines calls each with every line of r, numbered from 1; a line that
-// is not a batch line is an error naming its file and line.
-func readLines(r io.Reader, name string, each func(cid string, a answer)) error {
+// eachLine calls each with every non-empty line of r, numbered from 1;
+// an error names the file and line.
+func eachLine(r io.Reader, name string, each func(b []byte) error) error {
 	br := bufio.NewReaderSize(r, 1<<16)
 	for n := 1; ; n++ {
 		b, err := readLine(br)
 		if err == io.EOF {
 			return nil
 		}
+		if err == nil && len(b) > 0 {
+			err = each(b)
+		}
 		if err != nil {
 			return fmt.Errorf("%s:%d: %w", name, n, err)
 		}
-		if len(b) == 0 {
-			continue
-		}
+	}
+}
+
+// readLines calls each with every line of a batch's output or error file;
+// a line that is not a batch line is an error naming its file and line.
+func readLines(r io.Reader, name string, each func(cid string, a answer)) error {
+	return eachLine(r, name, func(b []byte) error {
 		var l outputLine
 		if err := json.Unmarshal(b, &l); err != nil {
-			return fmt.Errorf("%s:%d: not a batch output line: %w", name, n, err)
+			return fmt.Errorf("not a batch output line: %w", err)
 		}
 		if l.CustomID == "" {
-			return fmt.Errorf("%s:%d: custom_id: missing", name, n)
+			return errors.New("custom_id: missing")
 		}
 		each(l.CustomID, l.answer())
-	}
+		return nil
+	})
 }
 
 func (l *outputLine) answer() answer {
@@ -133,21 +142,14 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 
 // inputIDs calls each with the custom_id of every line of a batch input file.
 func inputIDs(r io.Reader, name string, each func(cid string)) error {
-	br := bufio.NewReaderSize(r, 1<<16)
-	for n := 1; ; n++ {
-		b, err := readLine(br)
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%s:%d: %w", name, n, err)
-		}
+	return eachLine(r, name, func(b []byte) error {
 		var l struct {
 			CustomID string `json:"custom_id"`
 		}
 		if err := json.Unmarshal(b, &l); err != nil || l.CustomID == "" {
-			return fmt.Errorf("%s:%d: not a batch input line with a custom_id", name, n)
+			return errors.New("not a batch input line with a custom_id")
 		}
 		each(l.CustomID)
-	}
+		return nil
+	})
 }
