@@ -22,8 +22,8 @@ type Config struct {
 	Retry       RetryConfig      `mapstructure:"retry"`
 	Output      OutputConfig     `mapstructure:"output"`
 	Progress    ProgressConfig   `mapstructure:"progress"`
-	Shutdown    ShutdownConfig   `mapstructure:"shutdown"`
 	Batch       BatchConfig      `mapstructure:"batch"`
+	Shutdown    ShutdownConfig   `mapstructure:"shutdown"`
 
 	// ConcurrencyAuto is set by the concurrency key's "auto" or "auto:N"
 	// (not a key of its own): the server's metrics decide how many are in
