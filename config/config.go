@@ -22,6 +22,7 @@ type Config struct {
 	Retry       RetryConfig      `mapstructure:"retry"`
 	Output      OutputConfig     `mapstructure:"output"`
 	Progress    ProgressConfig   `mapstructure:"progress"`
+	Batch       BatchConfig      `mapstructure:"batch"`
 	Shutdown    ShutdownConfig   `mapstructure:"shutdown"`
 
 	// ConcurrencyAuto is set by the concurrency key's "auto" or "auto:N"
@@ -129,6 +130,17 @@ type ProgressConfig struct {
 	Interval time.Duration `mapstructure:"interval"`
 }
 
+// BatchConfig is the batch-API run mode (generator/batch): the pending
+// rows sent as a provider's batches instead of one request each.
+type BatchConfig struct {
+	Enabled          bool          `mapstructure:"enabled"`
+	MaxRequests      int           `mapstructure:"max_requests"`
+	MaxBytes         int64         `mapstructure:"max_bytes"`
+	InFlight         int           `mapstructure:"in_flight"`
+	PollInterval     time.Duration `mapstructure:"poll_interval"`
+	CompletionWindow string        `mapstructure:"completion_window"`
+}
+
 // ShutdownConfig bounds the graceful stage of shutdown.
 type ShutdownConfig struct {
 	Grace time.Duration `mapstructure:"grace"`
@@ -175,6 +187,7 @@ func Default() Config {
 		},
 		Progress: ProgressConfig{Interval: 10 * time.Second},
 		Shutdown: ShutdownConfig{Grace: 2 * time.Minute},
+		Batch:    BatchConfig{MaxRequests: 50000, MaxBytes: 200_000_000, InFlight: 2, PollInterval: 30 * time.Second, CompletionWindow: "24h"},
 	}
 }
 

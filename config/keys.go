@@ -83,6 +83,13 @@ var keys = []key{
 
 	{name: "progress.interval", usage: "time between progress lines when output is not a terminal (and between --log-format json objects, status.json rewrites and scrapes of the server's /metrics)", field: func(c *Config) any { return &c.Progress.Interval }},
 
+	{name: "batch.enabled", usage: "send the pending rows as the provider's batches (POST /v1/files, /v1/batches; half the price at OpenAI) instead of one request each: each batch recorded in DIR/batches.json before it is submitted, polled, its output written as records; a resume collects the batches still running", field: func(c *Config) any { return &c.Batch.Enabled }},
+	{name: "batch.max_requests", usage: "requests in one batch input file at most (OpenAI's limit: 50000)", field: func(c *Config) any { return &c.Batch.MaxRequests }},
+	{name: "batch.max_bytes", usage: "bytes of one batch input file at most (OpenAI's limit: 200 MB)", field: func(c *Config) any { return &c.Batch.MaxBytes }},
+	{name: "batch.in_flight", usage: "batches submitted and not yet collected at once; the rows in flight are batch.max_requests times this (concurrency is not used)", field: func(c *Config) any { return &c.Batch.InFlight }},
+	{name: "batch.poll_interval", usage: "time between two looks at a submitted batch's status", field: func(c *Config) any { return &c.Batch.PollInterval }},
+	{name: "batch.completion_window", usage: "the completion_window each batch is created with (OpenAI accepts 24h)", field: func(c *Config) any { return &c.Batch.CompletionWindow }},
+
 	{name: "shutdown.grace", usage: "after the first signal, how long in-flight requests may still finish", field: func(c *Config) any { return &c.Shutdown.Grace }},
 }
 

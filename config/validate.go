@@ -231,6 +231,15 @@ func (c Config) Validate() error {
 	if c.Shutdown.Grace < 0 {
 		add("shutdown.grace", c.Shutdown.Grace, fmt.Sprintf("%s is negative", c.Shutdown.Grace))
 	}
+	if b := c.Batch; b.Enabled {
+		atLeast("batch.max_requests", int64(b.MaxRequests), 1)
+		atLeast("batch.max_bytes", b.MaxBytes, 1024)
+		atLeast("batch.in_flight", int64(b.InFlight), 1)
+		positiveDur("batch.poll_interval", b.PollInterval)
+		if strings.TrimSpace(b.CompletionWindow) == "" {
+			add("batch.completion_window", b.CompletionWindow, "must not be empty (OpenAI accepts 24h)")
+		}
+	}
 	if fe := c.validatePrice(); fe != nil {
 		errs = append(errs, fe)
 	}

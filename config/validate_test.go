@@ -54,6 +54,8 @@ func TestValidate(t *testing.T) {
 		{"sync_interval", func(c *Config) { c.Output.SyncInterval = -time.Second }, `output.sync_interval: -1s is negative (0 means fsync every record)`},
 		{"progress interval", func(c *Config) { c.Progress.Interval = 0 }, `progress.interval: 0s must be greater than 0`},
 		{"grace", func(c *Config) { c.Shutdown.Grace = -time.Second }, `shutdown.grace: -1s is negative`},
+		{"batch size", func(c *Config) { c.Batch.Enabled, c.Batch.MaxRequests = true, 0 }, `batch.max_requests: 0 is less than 1`},
+		{"batch window", func(c *Config) { c.Batch.Enabled, c.Batch.CompletionWindow = true, "" }, `batch.completion_window: must not be empty (OpenAI accepts 24h)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/generator/autoconc"
+	"github.com/synthgen/synthgen/generator/batch"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/internal/promscrape"
@@ -111,9 +112,12 @@ func (r *Runner) end(res Result, h Hooks) (Result, error) {
 	if res.CloseErr != nil {
 		res.Outcome = OutcomeFailed
 	}
+	if err := r.closeBatch(res); err != nil {
+		fmt.Fprintf(r.setup.Log, "warning: %s: %v\n", batch.LedgerName, err)
+	}
 	err := h.Verdict(res)
 	o := runfiles.RunOutcome{ExitCode: h.ExitCode(err), State: res.Outcome.state(), Err: err, Summary: res.Summary, EndedAt: time.Now()}
-	if ferr := r.status.Finish(h.Final(), o); ferr != nil {
+	if ferr := r.status.Finish(r.withBatches(h.Final()), o); ferr != nil {
 		fmt.Fprintf(r.setup.Log, "warning: %v\n", ferr)
 	}
 	return res, err

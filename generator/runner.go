@@ -13,6 +13,7 @@ import (
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/dataset/stamp"
 	"github.com/synthgen/synthgen/generator/autoconc"
+	"github.com/synthgen/synthgen/generator/batch"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/pool"
 	"github.com/synthgen/synthgen/generator/runstats"
@@ -99,6 +100,11 @@ type Setup struct {
 	// output directory is touched.
 	Price func(model string) (runstats.Price, bool)
 
+	// Batch, when set, is the batch-API mode (generator/batch): requests
+	// go as the provider's batches, never streamed; Dir, API, Slots and
+	// InFlight are filled by Open.
+	Batch *batch.Options
+
 	Version string          // synthgen's, for the manifest
 	Config  map[string]any  // the effective config without secrets, for the manifest
 	Stats   *runstats.Stats // receives every event; nil: a new one
@@ -141,6 +147,7 @@ type Runner struct {
 	eng     *pool.Engine
 	auto    *autoconc.State     // concurrency: auto's limit and why; nil when fixed
 	metrics []autoconc.Endpoint // Setup.Metrics, each scrape shared by its readers
+	batch   *batch.Batcher      // the batch mode's Completer; nil else
 }
 
 // Open prepares a run. ctx bounds the preparation (a Hub download, waiting
@@ -235,6 +242,16 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 		failed = min(int64(r.out.FailedCount()), keys-held)
 	}
 	s.Stats.SeedHeld(held, failed)
+	if s.Batch != nil {
+		if err = r.openBatch(targets); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				_ = r.batch.Close(false)
+			}
+		}()
+	}
 	r.eng, err = pool.New(clients[0], s.Stats, pool.Options{
 		Endpoints:    targets,
 		Concurrency:  s.Concurrency,
@@ -242,7 +259,8 @@ func Open(ctx context.Context, s Setup) (_ *Runner, err error) {
 		Sampling:     r.job.Sampling,
 		Context:      r.maxModelLen,
 		Prompt:       r.job.Prompt,
-		Stream:       s.Stream,
+		Stream:       s.Stream && s.Batch == nil,
+		KeyedContext: s.Batch != nil,
 		RetryErrors:  s.RetryErrors,
 		UniqueIDs:    r.job.Selection.IDField == "", // row indices, or a row's own custom_id
 		Log:          s.Log,
@@ -503,13 +521,18 @@ func (r *Runner) FailedOpen() int { return r.out.FailedCount() }
 func (r *Runner) Drain() {
 	r.status.SetState(runfiles.StateDraining)
 	r.eng.Drain()
+	if r.batch != nil {
+		r.batch.Drain() // the open batch goes: intake has stopped
+	}
 }
 
 // Heartbeat rewrites status.json with rec (a progress record of the run's
 // Stats, with the server's view when the caller scrapes it) and the current
 // state. Safe from any goroutine; the caller's reporter calls it every
 // interval.
-func (r *Runner) Heartbeat(rec runstats.ProgressRecord) error { return r.status.Heartbeat(rec) }
+func (r *Runner) Heartbeat(rec runstats.ProgressRecord) error {
+	return r.status.Heartbeat(r.withBatches(rec))
+}
 
 // closeOutput closes the output directory (finalizing its parts and the
 // manifest, which records outcome for inspect's run history) and the

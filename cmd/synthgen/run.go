@@ -19,6 +19,7 @@ import (
 	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/generator/autoconc"
+	"github.com/synthgen/synthgen/generator/batch"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/pool"
 	"github.com/synthgen/synthgen/generator/runstats"
@@ -391,9 +392,10 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 		APIKey:       cfg.APIKey(),
 		Timeout:      cfg.Endpoint.Timeout,
 		StallTimeout: cfg.Endpoint.StallTimeout,
-		Concurrency:  cfg.Concurrency,
-		Auto:         cfg.ConcurrencyAuto,
+		Concurrency:  concurrencyOf(cfg),
+		Auto:         cfg.ConcurrencyAuto && !cfg.Batch.Enabled,
 		Stream:       cfg.Generation.Stream,
+		Batch:        batchOf(cfg),
 		Rate: pool.RateLimits{
 			RequestsPerMinute: cfg.Endpoint.MaxRequestsPerMinute,
 			TokensPerMinute:   cfg.Endpoint.MaxTokensPerMinute,
@@ -484,7 +486,7 @@ func printHeader(stderr io.Writer, cfg config.Config, r *generator.Runner, metri
 	job := r.Job()
 	fmt.Fprintf(stderr, "synthgen %s: %d prompts from %s -> %s (%s), model %s at %s, %s in flight\n",
 		version, r.Rows(), job.Selection.Path, cfg.Output.Dir, cfg.Output.Format, job.Sampling.Model,
-		redact.URLs(cfg.Endpoint.BaseURLs()), config.FormatConcurrency(cfg.Concurrency, cfg.ConcurrencyAuto))
+		redact.URLs(cfg.Endpoint.BaseURLs()), config.FormatConcurrency(concurrencyOf(cfg), cfg.ConcurrencyAuto && !cfg.Batch.Enabled))
 	if n := r.MaxModelLen(); n > 0 {
 		// A prompt plus max_tokens longer than this is refused (too_long).
 		fmt.Fprintf(stderr, "model context: max_model_len %d tokens\n", n)
@@ -635,4 +637,22 @@ func downloadReporter(w io.Writer) func(file string, done, total int64) {
 		last = time.Now()
 		fmt.Fprintf(w, "download %s %.1f/%.1f MiB\n", file, float64(done)/(1<<20), float64(total)/(1<<20))
 	}
+}
+
+// batchOf is batch.*'s run mode; nil when batch.enabled is false.
+func batchOf(cfg config.Config) *batch.Options {
+	b := cfg.Batch
+	if !b.Enabled {
+		return nil
+	}
+	return &batch.Options{MaxRequests: b.MaxRequests, MaxBytes: b.MaxBytes, PollInterval: b.PollInterval, Window: b.CompletionWindow}
+}
+
+// concurrencyOf is the pool's size: in the batch mode, the rows of
+// batch.in_flight full batches.
+func concurrencyOf(cfg config.Config) int {
+	if b := cfg.Batch; b.Enabled {
+		return b.MaxRequests * b.InFlight
+	}
+	return cfg.Concurrency
 }

@@ -121,6 +121,9 @@ type Options struct {
 	// before the first one still to ask are counted by then (all of them
 	// when a resume's done keys come first, as they do). nil: nothing.
 	OnIntake func()
+	// KeyedContext puts each key in its requests' context (KeyOf): the
+	// batch Completer names its lines by key.
+	KeyedContext bool
 }
 
 // ReasoningPolicy is what the Engine does about a server without a

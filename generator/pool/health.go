@@ -158,7 +158,7 @@ func (h *health) describe() string {
 // the prompt's or the run's, and say nothing of the replica.
 func replicaFault(ce *wire.Error) bool {
 	switch ce.Cause {
-	case wire.CauseTooLong, wire.CauseCanceled, wire.CauseRequest, wire.CauseTLS, wire.CauseLength:
+	case wire.CauseTooLong, wire.CauseCanceled, wire.CauseRequest, wire.CauseTLS, wire.CauseLength, wire.CauseBatch:
 		return false
 	}
 	if ce.Status >= 400 && ce.Status < 500 {

@@ -23,6 +23,9 @@ import (
 func (e *Engine) do(ctx, wait context.Context, route *router, j task) result {
 	tr := e.stats.Begin()
 	start := time.Now()
+	if e.opts.KeyedContext {
+		ctx = context.WithValue(ctx, keyCtx{}, j.key())
+	}
 	c := &conversation{last: j.msgs}
 	if e.opts.Prompt.Whole() && len(j.prompt.Conversation) > 0 {
 		c = &conversation{full: e.opts.Prompt.Messages(j.prompt.Conversation), tools: toolNames(j.prompt.Tools)}

@@ -77,6 +77,19 @@ type ProgressRecord struct {
 	// requests or tokens. Absent while none waits.
 	Paced   int64  `json:"paced,omitempty"`
 	PacedBy string `json:"paced_by,omitempty"`
+	// Batches are the directory's batches (batch.enabled), each with its
+	// state in DIR/batches.json and the server's status and counts.
+	Batches []BatchRecord `json:"batches,omitempty"`
+}
+
+// BatchRecord is one batch of the batch mode, as the progress record shows it.
+type BatchRecord struct {
+	Number    int    `json:"number"`
+	State     string `json:"state"`
+	Status    string `json:"status,omitempty"`
+	Requests  int    `json:"requests"`
+	Completed int    `json:"completed"`
+	Failed    int    `json:"failed"`
 }
 
 // ServerRecord is the server's view in JSON: the server field of a

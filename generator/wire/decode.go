@@ -235,6 +235,10 @@ func decodeResponse(body []byte) (Response, error) {
 	return decodeResponseReference(body)
 }
 
+// DecodeBody is decodeResponse for a plain answer that came another way
+// than from Complete: a batch output line's response body.
+func DecodeBody(body []byte) (Response, error) { return decodeResponse(body) }
+
 // plainResponse is the Response a plain answer's decoded choice 0 makes;
 // its token lists, the answer's own, are kept without a copy.
 func plainResponse(d *chunkDelta) Response {

@@ -34,6 +34,7 @@ const (
 	CauseTLS        = "tls"            // the server's certificate is not trusted
 	CauseLength     = "length"         // an answer cut at max_tokens, asked again with more room (on_length: retry)
 	CauseModel      = "model_mismatch" // an answer from another model than the job's (a replica serving the wrong one)
+	CauseBatch      = "batch"          // a batch's line failed, or its batch ended without it (generator/batch); never retried in the run
 	// CauseTooLong is a prompt the server can never take: the prompt plus
 	// max_tokens exceed the model's context (vLLM's max_model_len). It is
 	// never retried; the summary counts it apart.

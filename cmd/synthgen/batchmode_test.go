@@ -1,0 +1,122 @@
+package main
+
+// The batch mode (batch.enabled) killed with SIGKILL at each step a batch
+// takes, against the mock's Files and Batch APIs: while its creation is
+// held, while its batches run, and in the middle of an output's download.
+// After a resume every row is answered once and the mock saw each
+// custom_id in one batch only.
+
+import (
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/internal/mockserver/batchapi"
+)
+
+const batchModeRows = 30 // three batches of 10
+
+func TestBatchModeKill(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// stop returns once the run is where it is killed; after the kill,
+		// then lets the server go on.
+		stop func(t *testing.T, m *mock, p *proc) (after func())
+	}{
+		{"create held", func(t *testing.T, m *mock, p *proc) func() {
+			defer ticking()()
+			hold := m.Batches().HoldCreate(false)
+			waitHeld(t, hold, p)
+			return hold.Release
+		}},
+		{"created, answer held", func(t *testing.T, m *mock, p *proc) func() {
+			defer ticking()()
+			hold := m.Batches().HoldCreate(true)
+			waitHeld(t, hold, p)
+			return hold.Release
+		}},
+		{"batches running", func(t *testing.T, m *mock, p *proc) func() {
+			p.waitForOutput(t, true, regexp.MustCompile(`(?s)(submitted as.*){3}`), time.Minute)
+			return func() {}
+		}},
+		{"download held", func(t *testing.T, m *mock, p *proc) func() {
+			defer ticking()()
+			hold := m.Batches().HoldContent(100)
+			waitHeld(t, hold, p)
+			return hold.Release
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := startMock(t, mockserver.Options{Seed: 1, Batch: batchapi.Options{InProgress: time.Hour, Clock: batchNow}})
+			dir := t.TempDir()
+			args := []string{"run", "--dataset.path", writeShareGPT(t, dir, batchModeRows),
+				"--endpoint.base_url", m.BaseURL, "--output.dir", dir + "/out", "--generation.max_tokens", "50",
+				"--batch.enabled", "--batch.max_requests", "10", "--batch.in_flight", "3", "--batch.poll_interval", "5ms"}
+			p := startSynthgen(t, "first", args...)
+			after := tc.stop(t, m, p)
+			p.signal(t, syscall.SIGKILL)
+			p.wait(t, time.Minute)
+			after()
+			stop := ticking()
+			r := startSynthgen(t, "resume", args...)
+			code := r.wait(t, 2*time.Minute)
+			stop()
+			if code != 0 {
+				t.Fatalf("resume: exit %d; stderr:\n%s", code, r.stderr(t))
+			}
+			checkComplete(t, dir+"/out", batchModeRows, mockserver.DefaultModel)
+			sub := m.Batches().Submitted()
+			if len(sub) != batchModeRows {
+				t.Errorf("%d custom_ids submitted, want %d", len(sub), batchModeRows)
+			}
+			for id, n := range sub {
+				if n != 1 {
+					t.Errorf("custom_id %s submitted %d times", id, n)
+				}
+			}
+			if t.Failed() {
+				t.Logf("first run:\n%s\nresume:\n%s", p.stderr(t), r.stderr(t))
+			}
+		})
+	}
+}
+
+// batchClock is the mock's batch clock, moved by the tests (nanoseconds
+// past its start); a batch runs an hour on it.
+var batchClock atomic.Int64
+
+var batchStart = time.Unix(1_800_000_000, 0)
+
+func batchNow() time.Time { return batchStart.Add(time.Duration(batchClock.Load())) }
+
+// ticking moves batchClock on by a minute a millisecond until stopped:
+// every batch created meanwhile ends.
+func ticking() (stop func()) {
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+				batchClock.Add(int64(time.Minute))
+			}
+		}
+	}()
+	return func() { close(done); <-ended }
+}
+
+func waitHeld(t *testing.T, hold *batchapi.Hold, p *proc) {
+	t.Helper()
+	select {
+	case <-hold.Reached():
+	case <-time.After(time.Minute):
+		t.Fatalf("the run never reached the hold; stderr:\n%s", strings.TrimSpace(p.stderr(t)))
+	}
+}

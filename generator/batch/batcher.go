@@ -1,0 +1,302 @@
+package batch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/synthgen/synthgen/generator/pool"
+	"github.com/synthgen/synthgen/generator/wire"
+	"github.com/synthgen/synthgen/internal/durable"
+)
+
+// Options configure a Batcher.
+type Options struct {
+	API          *API
+	Dir          string // the output directory
+	MaxRequests  int    // lines a batch input file holds at most
+	MaxBytes     int64  // bytes a batch input file holds at most
+	PollInterval time.Duration
+	Window       string // completion_window
+	// Slots is the pool's concurrency, Left the keys of the run neither
+	// done nor failed yet, InFlight those holding a slot: the open batch
+	// is submitted, however few lines it holds, once every slot waits for
+	// a batch, or every key left does, or intake has stopped (Drain) and
+	// every key in flight does.
+	Slots    int
+	Left     func() int64
+	InFlight func() int64
+	// After is the clock of the waits between polls; nil: time.After.
+	After func(time.Duration) <-chan time.Time
+	Log   io.Writer // a line at each batch's step; nil: discarded
+}
+
+// Batcher is the pool's Completer in the batch mode: each request becomes
+// a line of the open batch, and waits for its answer in the batch's output.
+type Batcher struct {
+	o Options
+	l *ledger
+
+	mu      sync.Mutex
+	open    bytes.Buffer // the open batch's lines
+	openIDs []string
+	waiters map[string]chan answer // requests waiting, by custom_id
+	ready   map[string]answer      // answers that came before their request
+	known   map[string]bool        // custom_ids in a recorded batch not yet answered
+	ended   bool                   // intake has stopped
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ pool.Completer = (*Batcher)(nil)
+
+// Open reads DIR/batches.json and starts collecting every batch an
+// earlier run left uncollected, whose requests then wait for it rather
+// than being sent again.
+func Open(o Options) (*Batcher, error) {
+	if o.After == nil {
+		o.After = time.After
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	l, err := openLedger(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	b := &Batcher{o: o, l: l, waiters: map[string]chan answer{}, ready: map[string]answer{}, known: map[string]bool{}}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	var left []*Entry
+	for _, e := range l.f.Batches {
+		if e.State == StateCollected || e.State == StateAbandoned {
+			continue
+		}
+		ids, err := b.inputIDs(e)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			b.known[id] = true
+		}
+		left = append(left, e)
+		b.wg.Go(func() { b.run(e, ids, true) })
+	}
+	if len(left) > 0 {
+		fmt.Fprintf(o.Log, "batch: collecting %d batches an earlier run submitted\n", len(left))
+	}
+	b.wg.Go(b.tick)
+	return b, nil
+}
+
+func (b *Batcher) inputIDs(e *Entry) ([]string, error) {
+	input, _, _ := files(b.o.Dir, e.Number)
+	f, err := os.Open(input)
+	if err != nil {
+		return nil, fmt.Errorf("%s: batch %d (%s) has lost its input file: %w", LedgerName, e.Number, e.State, err)
+	}
+	defer f.Close()
+	var ids []string
+	err = inputIDs(f, input, func(id string) { ids = append(ids, id) })
+	return ids, err
+}
+
+// Entries are the batches of the directory, for progress and status.json.
+func (b *Batcher) Entries() []Entry { return b.l.snapshot() }
+
+// Drain says no new key will come: the open batch goes as soon as every
+// key in flight waits.
+func (b *Batcher) Drain() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ended = true
+	b.maybeSeal()
+}
+
+// Complete is one request's answer, out of the batch its line went in.
+func (b *Batcher) Complete(ctx context.Context, req wire.Request, _ func(int)) (wire.Response, error) {
+	k, ok := pool.KeyOf(ctx)
+	if !ok {
+		return wire.Response{}, errors.New("batch: a request without its key (pool.Options.KeyedContext)")
+	}
+	cid := customID(k, len(req.Messages))
+	b.mu.Lock()
+	if a, ok := b.ready[cid]; ok {
+		delete(b.ready, cid)
+		delete(b.known, cid)
+		b.mu.Unlock()
+		return a.response()
+	}
+	ch := make(chan answer, 1)
+	b.waiters[cid] = ch
+	var err error
+	if !b.known[cid] {
+		err = b.add(cid, req)
+	}
+	b.maybeSeal()
+	b.mu.Unlock()
+	if err != nil {
+		b.deliver(cid, answer{fail: err.Error()})
+	}
+	select {
+	case a := <-ch:
+		return a.response()
+	case <-ctx.Done():
+		b.mu.Lock()
+		if b.waiters[cid] == ch {
+			delete(b.waiters, cid)
+		}
+		b.mu.Unlock()
+		return wire.Response{}, ctx.Err()
+	}
+}
+
+func (a answer) response() (wire.Response, error) {
+	if a.fail != "" {
+		return wire.Response{}, &wire.Error{Cause: wire.CauseBatch, Message: a.fail}
+	}
+	r, err := wire.DecodeBody(a.body)
+	if err != nil {
+		return r, &wire.Error{Cause: wire.CauseBatch, Message: err.Error(), Err: err}
+	}
+	return r, nil
+}
+
+// add writes the request's line into the open batch, first sending the
+// open batch if the line would take it past MaxBytes.
+func (b *Batcher) add(cid string, req wire.Request) error {
+	req.Stream = false
+	body, err := wire.EncodeRequest(req)
+	if err != nil {
+		return err
+	}
+	id, _ := json.Marshal(cid)
+	n := int64(len(id) + len(body) + 64)
+	if n > b.o.MaxBytes {
+		return fmt.Errorf("the request's line (%d bytes) is over batch.max_bytes (%d)", n, b.o.MaxBytes)
+	}
+	if int64(b.open.Len())+n > b.o.MaxBytes {
+		b.seal()
+	}
+	b.open.WriteString(`{"custom_id":`)
+	b.open.Write(id)
+	b.open.WriteString(`,"method":"POST","url":"` + lineURL + `","body":`)
+	b.open.Write(body)
+	b.open.WriteString("}\n")
+	b.openIDs = append(b.openIDs, cid)
+	if len(b.openIDs) >= b.o.MaxRequests {
+		b.seal()
+	}
+	return nil
+}
+
+// maybeSeal sends the open batch when nothing more can join it soon: every
+// slot waits, or the source has ended and every key in flight waits.
+func (b *Batcher) maybeSeal() {
+	if len(b.openIDs) == 0 {
+		return
+	}
+	w := len(b.waiters)
+	if w >= b.o.Slots || int64(w) >= b.o.Left() || (b.ended && int64(w) >= b.o.InFlight()) {
+		b.seal()
+	}
+}
+
+// seal records the open batch, its input file on disk and its entry in
+// the ledger, both fsynced, and only then starts submitting it.
+func (b *Batcher) seal() {
+	ids := b.openIDs
+	b.openIDs = nil
+	data := bytes.Clone(b.open.Bytes())
+	b.open.Reset()
+	e, err := b.record(data, len(ids))
+	if err != nil {
+		go b.failAll(ids, "batch: "+err.Error())
+		return
+	}
+	fmt.Fprintf(b.o.Log, "batch %d: %d requests, %d bytes, recorded\n", e.Number, e.Requests, e.Bytes)
+	b.wg.Go(func() { b.run(e, ids, false) })
+}
+
+func (b *Batcher) record(data []byte, n int) (*Entry, error) {
+	input, _, _ := files(b.o.Dir, b.l.next())
+	if err := durable.MkdirAll(b.o.Dir + "/" + FilesDir); err != nil {
+		return nil, err
+	}
+	if err := durable.WriteFile(input, data, 0o644); err != nil {
+		return nil, err
+	}
+	return b.l.add(n, int64(len(data)))
+}
+
+// deliver hands a line's answer to its request, or keeps it for the
+// request to come.
+func (b *Batcher) deliver(cid string, a answer) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ch, ok := b.waiters[cid]; ok {
+		delete(b.waiters, cid)
+		delete(b.known, cid)
+		ch <- a
+		return
+	}
+	if b.known[cid] {
+		b.ready[cid] = a
+	}
+}
+
+func (b *Batcher) failAll(ids []string, why string) {
+	for _, id := range ids {
+		b.deliver(id, answer{fail: why})
+	}
+}
+
+// tick looks every second whether the open batch should go: a key that
+// left its slot may have been what kept it.
+func (b *Batcher) tick() {
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-b.o.After(time.Second):
+		}
+		b.mu.Lock()
+		b.maybeSeal()
+		b.mu.Unlock()
+	}
+}
+
+// Close stops the batches' goroutines (a batch still running server-side
+// is collected by the next run). With clean, the run's records are all on
+// disk: every downloaded batch is marked collected and its files removed.
+func (b *Batcher) Close(clean bool) error {
+	b.cancel()
+	b.wg.Wait()
+	if !clean {
+		return nil
+	}
+	for _, e := range b.l.f.Batches {
+		if e.State != StateDownloaded {
+			continue
+		}
+		if err := b.l.update(func() { e.State = StateCollected }); err != nil {
+			return err
+		}
+		for _, p := range pathsOf(b.o.Dir, e.Number) {
+			_ = os.Remove(p)
+		}
+	}
+	return nil
+}
+
+func pathsOf(dir string, n int) []string {
+	a, c, d := files(dir, n)
+	return []string{a, c, d}
+}

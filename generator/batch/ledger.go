@@ -1,0 +1,158 @@
+package batch
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/synthgen/synthgen/internal/durable"
+)
+
+// LedgerName is the file beside manifest.json that records every batch
+// the directory's runs intended, and FilesDir the directory of their
+// input and output files.
+const (
+	LedgerName = "batches.json"
+	FilesDir   = "batches"
+)
+
+// The states of a batch, in order. A batch is recorded intended (its
+// input file on disk, naming its requests' custom_ids) before anything is
+// sent; then with its file id once uploaded, its batch id once created,
+// downloaded once its output and error files are on disk, and collected
+// once its answers are records.
+const (
+	StateIntended   = "intended"
+	StateUploaded   = "uploaded"
+	StateSubmitted  = "submitted"
+	StateDownloaded = "downloaded"
+	StateCollected  = "collected"
+	// StateAbandoned: given up before the server took it (its upload or
+	// creation refused); its rows were error records.
+	StateAbandoned = "abandoned"
+)
+
+// Entry is one batch in the ledger.
+type Entry struct {
+	Number       int    `json:"number"`
+	State        string `json:"state"`
+	Requests     int    `json:"requests"`
+	Bytes        int64  `json:"bytes"`
+	FileID       string `json:"input_file_id,omitempty"`
+	BatchID      string `json:"batch_id,omitempty"`
+	Status       string `json:"status,omitempty"` // the server's
+	Counts       Counts `json:"request_counts"`
+	OutputFileID string `json:"output_file_id,omitempty"`
+	ErrorFileID  string `json:"error_file_id,omitempty"`
+}
+
+// ledgerFile is DIR/batches.json.
+type ledgerFile struct {
+	Version int      `json:"version"`
+	Run     string   `json:"run"` // the directory's id in each batch's metadata
+	Batches []*Entry `json:"batches"`
+}
+
+// ledger is batches.json in memory; every change is rewritten atomically
+// (temporary file, fsync, rename, fsync of the directory) before the step
+// it records is taken.
+type ledger struct {
+	mu   sync.Mutex
+	path string
+	f    ledgerFile
+}
+
+func openLedger(dir string) (*ledger, error) {
+	l := &ledger{path: filepath.Join(dir, LedgerName)}
+	// A kill leaves the temporary file of a rewrite or a download: the
+	// file it was to replace is whole, or was never there.
+	for _, pat := range []string{filepath.Join(dir, "."+LedgerName+".*.tmp"), filepath.Join(dir, FilesDir, ".*.tmp")} {
+		temps, _ := filepath.Glob(pat)
+		for _, p := range temps {
+			if err := os.Remove(p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	b, err := os.ReadFile(l.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		var id [8]byte
+		_, _ = rand.Read(id[:])
+		l.f = ledgerFile{Version: 1, Run: hex.EncodeToString(id[:])}
+		return l, nil
+	case err != nil:
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &l.f); err != nil {
+		return nil, fmt.Errorf("%s: %w", l.path, err)
+	}
+	if l.f.Version != 1 || l.f.Run == "" {
+		return nil, fmt.Errorf("%s: version %d, run %q: not a ledger this synthgen reads", l.path, l.f.Version, l.f.Run)
+	}
+	for i, e := range l.f.Batches {
+		if e == nil || e.Number != i+1 {
+			return nil, fmt.Errorf("%s: batch %d is out of order", l.path, i+1)
+		}
+	}
+	return l, nil
+}
+
+// update changes e under the lock and saves the ledger.
+func (l *ledger) update(change func()) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	change()
+	b, err := json.MarshalIndent(&l.f, "", "  ")
+	if err != nil {
+		return err
+	}
+	return durable.WriteFile(l.path, append(b, '\n'), 0o644)
+}
+
+// add records a new batch, intended, and returns it.
+func (l *ledger) add(requests int, size int64) (*Entry, error) {
+	var e *Entry
+	err := l.update(func() {
+		e = &Entry{Number: len(l.f.Batches) + 1, State: StateIntended, Requests: requests, Bytes: size}
+		l.f.Batches = append(l.f.Batches, e)
+	})
+	return e, err
+}
+
+// next is the number the next batch gets.
+func (l *ledger) next() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.f.Batches) + 1
+}
+
+// Snapshot is a copy of every batch, for progress and status.json.
+func (l *ledger) snapshot() []Entry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Entry, len(l.f.Batches))
+	for i, e := range l.f.Batches {
+		out[i] = *e
+	}
+	return out
+}
+
+// meta is the metadata batch n is created with, by which a resume finds
+// it on the server when its creation may have happened unrecorded.
+func (l *ledger) meta(n int) map[string]string {
+	return map[string]string{"synthgen_run": l.f.Run, "synthgen_batch": strconv.Itoa(n)}
+}
+
+// files are batch n's input, output and error files.
+func files(dir string, n int) (input, output, errs string) {
+	base := filepath.Join(dir, FilesDir, fmt.Sprintf("%06d", n))
+	return base + ".input.jsonl", base + ".output.jsonl", base + ".error.jsonl"
+}

@@ -1,0 +1,208 @@
+package batch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/synthgen/synthgen/internal/durable"
+)
+
+// run takes batch e from its recorded state to its answers delivered:
+// upload, create, poll, download, then the lines handed to their requests.
+// resumed: e was read from the ledger, so a creation may have happened
+// that the ledger does not hold, and the server is asked first.
+func (b *Batcher) run(e *Entry, ids []string, resumed bool) {
+	var why string
+	if e.State != StateDownloaded {
+		err := b.submit(e, resumed)
+		if err == nil {
+			why, err = b.poll(e)
+		}
+		if err != nil {
+			if b.ctx.Err() != nil {
+				return // the run ends: the next collects it
+			}
+			b.say(e, "failed: %v", err)
+			if e.BatchID == "" {
+				_ = b.l.update(func() { e.State = StateAbandoned })
+			}
+			b.failAll(ids, "batch: "+err.Error())
+			return
+		}
+	}
+	if err := b.collect(e, ids, why); err != nil {
+		b.say(e, "%v", err)
+		b.failAll(ids, "batch: "+err.Error())
+	}
+}
+
+func (b *Batcher) say(e *Entry, format string, args ...any) {
+	fmt.Fprintf(b.o.Log, "batch %d: %s\n", e.Number, fmt.Sprintf(format, args...))
+}
+
+// retry calls f until it succeeds, fails for good, or the run ends,
+// waiting between tries from a second up to the poll interval.
+func (b *Batcher) retry(f func() error) error {
+	wait := time.Second
+	for {
+		err := f()
+		if err == nil || !Transient(err) || b.ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-b.ctx.Done():
+			return b.ctx.Err()
+		case <-b.o.After(wait):
+		}
+		wait = min(2*wait, max(b.o.PollInterval, time.Second))
+	}
+}
+
+// submit uploads e's input file and creates its batch, recording each id
+// as it comes. Before any creation that may have happened unrecorded (a
+// resumed entry, or a try whose answer was lost) the server's list is
+// searched for the batch by its metadata.
+func (b *Batcher) submit(e *Entry, resumed bool) error {
+	input, _, _ := files(b.o.Dir, e.Number)
+	if e.FileID == "" {
+		var f File
+		err := b.retry(func() error {
+			r, err := os.Open(input)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			f, err = b.o.API.Upload(b.ctx, fmt.Sprintf("synthgen-%s-%06d.jsonl", b.l.f.Run, e.Number), r)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if err := b.l.update(func() { e.FileID, e.State = f.ID, StateUploaded }); err != nil {
+			return err
+		}
+		b.say(e, "uploaded as %s", f.ID)
+	}
+	if e.BatchID != "" {
+		return nil
+	}
+	meta := b.l.meta(e.Number)
+	maybe := resumed
+	var got Batch
+	err := b.retry(func() error {
+		if maybe {
+			bt, found, err := b.o.API.Find(b.ctx, meta)
+			if err != nil || found {
+				got = bt
+				return err
+			}
+		}
+		maybe = true
+		var err error
+		got, err = b.o.API.Create(b.ctx, e.FileID, b.o.Window, meta)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := b.l.update(func() { e.BatchID, e.Status, e.State, e.Counts = got.ID, got.Status, StateSubmitted, got.Counts }); err != nil {
+		return err
+	}
+	b.say(e, "submitted as %s (%s)", got.ID, got.Status)
+	return nil
+}
+
+// poll waits for e's batch to end, recording its status and counts as
+// they change, then downloads its output and error files. It returns what
+// the batch says of the rows it did not answer.
+func (b *Batcher) poll(e *Entry) (string, error) {
+	for {
+		var bt Batch
+		if err := b.retry(func() (err error) { bt, err = b.o.API.Get(b.ctx, e.BatchID); return err }); err != nil {
+			return "", err
+		}
+		if bt.Status != e.Status || bt.Counts != e.Counts {
+			if err := b.l.update(func() { e.Status, e.Counts = bt.Status, bt.Counts }); err != nil {
+				return "", err
+			}
+			b.say(e, "%s, %d of %d done, %d failed", bt.Status, bt.Counts.Completed, bt.Counts.Total, bt.Counts.Failed)
+		}
+		if bt.Ended() {
+			return bt.why(), b.download(e, &bt)
+		}
+		select {
+		case <-b.ctx.Done():
+			return "", b.ctx.Err()
+		case <-b.o.After(b.o.PollInterval):
+		}
+	}
+}
+
+// download writes the batch's output and error files to disk, each
+// complete or not at all, then records the batch downloaded.
+func (b *Batcher) download(e *Entry, bt *Batch) error {
+	_, output, errs := files(b.o.Dir, e.Number)
+	for _, f := range []struct{ id, path string }{{bt.OutputFileID, output}, {bt.ErrorFileID, errs}} {
+		if f.id == "" {
+			continue
+		}
+		if err := b.retry(func() error { return b.fetch(f.id, f.path) }); err != nil {
+			return err
+		}
+	}
+	return b.l.update(func() {
+		e.State, e.OutputFileID, e.ErrorFileID = StateDownloaded, bt.OutputFileID, bt.ErrorFileID
+	})
+}
+
+func (b *Batcher) fetch(id, path string) error {
+	f, err := durable.Create(path, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := b.o.API.Content(b.ctx, id, f); err != nil {
+		f.Abort()
+		return err
+	}
+	return f.Commit()
+}
+
+// collect hands every line of e's downloaded files to its request; a
+// request no line answers fails with why.
+func (b *Batcher) collect(e *Entry, ids []string, why string) error {
+	if why == "" {
+		why = fmt.Sprintf("batch %s %s without this request's answer", e.BatchID, e.Status)
+	}
+	seen := make(map[string]bool, len(ids))
+	_, output, errs := files(b.o.Dir, e.Number)
+	for _, p := range []string{output, errs} {
+		f, err := os.Open(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		err = readLines(f, p, func(cid string, a answer) {
+			if !seen[cid] {
+				seen[cid] = true
+				b.deliver(cid, a)
+			}
+		})
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	var missing []string
+	for _, id := range ids {
+		if !seen[id] {
+			missing = append(missing, id)
+		}
+	}
+	b.failAll(missing, why)
+	b.say(e, "collected: %d answers, %d without", len(ids)-len(missing), len(missing))
+	return nil
+}

@@ -1,0 +1,170 @@
+package generator
+
+// The batch mode against a fake Files and Batch API in front of the mock:
+// every row answered once through the sink, none submitted twice, across a
+// run stopped while its batches run and a creation whose answer was lost.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/generator/batch"
+	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/generator/pool"
+	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/sink"
+)
+
+func batchSetup(t *testing.T, url, dir string, rows int) Setup {
+	data := filepath.Join(dir, "rows.jsonl")
+	var b strings.Builder
+	for i := range rows {
+		fmt.Fprintf(&b, `{"messages":[{"role":"user","content":"q%d"}]}`+"\n", i)
+	}
+	if err := os.WriteFile(data, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return Setup{
+		Job: job.Job{Selection: dataset.Selection{Path: data, Format: "messages"},
+			Sampling: job.Sampling{MaxTokens: 8, Samples: 1}},
+		BaseURL: url + "/v1", Concurrency: 30, Dir: filepath.Join(dir, "out"), Format: "jsonl", PartSize: 100, Version: "test",
+		Stats: runstats.NewStats(nil), Retry: pool.RetryPolicy{MaxAttempts: 1},
+		Batch: &batch.Options{MaxRequests: 10, MaxBytes: 1 << 20, PollInterval: time.Millisecond, Window: "24h"},
+	}
+}
+
+func runBatch(t *testing.T, ctx context.Context, s Setup) Result {
+	t.Helper()
+	r, err := Open(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(ctx, Hooks{Final: func() runstats.ProgressRecord { return runstats.NewProgressRecord(s.Stats.Snapshot(), nil) }})
+	if err != nil && ctx.Err() == nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return res
+}
+
+func recordCount(t *testing.T, dir string) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	parts, _ := filepath.Glob(filepath.Join(dir, "data", "*.jsonl"))
+	for _, p := range parts {
+		if err := sink.ForEachRecord(p, func(rec *sink.Record, _ sink.Span) error {
+			got[rec.ID]++
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return got
+}
+
+func checkOnce(t *testing.T, m *mockserver.Server, dir string, rows int) {
+	t.Helper()
+	got := recordCount(t, dir)
+	if len(got) != rows {
+		t.Errorf("%d ids on disk, want %d", len(got), rows)
+	}
+	for id, n := range got {
+		if n != 1 {
+			t.Errorf("id %s written %d times", id, n)
+		}
+	}
+	sub := m.Batches().Submitted()
+	if len(sub) != rows {
+		t.Errorf("%d custom_ids submitted, want %d", len(sub), rows)
+	}
+	for id, n := range sub {
+		if n != 1 {
+			t.Errorf("custom_id %s submitted %d times", id, n)
+		}
+	}
+}
+
+// created is how many batches the mock holds.
+func created(t *testing.T, m *mockserver.Server) int {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/batches?limit=100", nil))
+	var page struct{ Data []batch.Batch }
+	if err := json.Unmarshal(rec.Body.Bytes(), &page); err != nil {
+		t.Fatal(err)
+	}
+	return len(page.Data)
+}
+
+func newMock(t *testing.T) (*mockserver.Server, *httptest.Server) {
+	m := mockserver.New(mockserver.Options{Seed: 1})
+	ts := httptest.NewServer(m)
+	t.Cleanup(ts.Close)
+	return m, ts
+}
+
+// TestBatchRun: 25 rows in batches of 10 are three batches, every row
+// one record, each request in one batch, and the ledger says collected.
+func TestBatchRun(t *testing.T) {
+	t.Parallel()
+	m, ts := newMock(t)
+	dir := t.TempDir()
+	s := batchSetup(t, ts.URL, dir, 25)
+	res := runBatch(t, context.Background(), s)
+	if res.Outcome != OutcomeDone {
+		t.Fatalf("outcome %s, want done (%+v)", res.Outcome, res)
+	}
+	checkOnce(t, m, s.Dir, 25)
+	b, err := os.ReadFile(filepath.Join(s.Dir, batch.LedgerName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, c := strings.Count(string(b), `"state": "collected"`), created(t, m); n != 3 || c != 3 {
+		t.Errorf("%d batches collected, %d created, want 3 and 3:\n%s", n, c, b)
+	}
+	var report struct{ Batches []runstats.BatchRecord }
+	if b, err = os.ReadFile(filepath.Join(s.Dir, "report.json")); err == nil {
+		err = json.Unmarshal(b, &report)
+	}
+	if err != nil || len(report.Batches) != 3 || report.Batches[2].State != batch.StateCollected || report.Batches[2].Requests != 5 {
+		t.Errorf("report.json's batches: %+v (%v), want three, the third of 5 requests, collected", report.Batches, err)
+	}
+}
+
+// TestBatchResume: a run stopped while the server holds a creation it
+// has stored, before its answer, leaves the batch in the ledger without
+// its id; the resume finds it by its metadata, creates none again, and
+// collects every batch.
+func TestBatchResume(t *testing.T) {
+	t.Parallel()
+	m, ts := newMock(t)
+	hold := m.Batches().HoldCreate(true)
+	dir := t.TempDir()
+	s := batchSetup(t, ts.URL, dir, 25)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-hold.Reached()
+		cancel()
+	}()
+	runBatch(t, ctx, s)
+	if got := recordCount(t, s.Dir); len(got) != 0 {
+		t.Fatalf("%d records before any batch was created", len(got))
+	}
+	hold.Release()
+	res := runBatch(t, context.Background(), batchSetup(t, ts.URL, dir, 25))
+	if res.Outcome != OutcomeDone {
+		t.Fatalf("resume: outcome %s, want done", res.Outcome)
+	}
+	checkOnce(t, m, s.Dir, 25)
+	if c := created(t, m); c != 3 {
+		t.Errorf("%d batches created, want 3", c)
+	}
+}

@@ -1,0 +1,64 @@
+package generator
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/synthgen/synthgen/generator/batch"
+	"github.com/synthgen/synthgen/generator/pool"
+	"github.com/synthgen/synthgen/generator/runstats"
+)
+
+// openBatch makes the batch mode's Completer (Setup.Batch) the endpoint's
+// client, once the directory is locked: its ledger is the directory's.
+func (r *Runner) openBatch(targets []pool.Endpoint) error {
+	s := r.setup
+	if len(targets) != 1 {
+		return errors.New("batch.enabled: a batch goes to one endpoint.base_url, not several")
+	}
+	o := *s.Batch
+	o.Dir = s.Dir
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig, tr.ResponseHeaderTimeout = s.TLS, s.Timeout
+	o.API = &batch.API{Base: s.baseURLs()[0], Key: s.APIKey, HTTP: &http.Client{Transport: tr}}
+	o.Slots = s.Concurrency
+	o.InFlight = func() int64 { return s.Stats.Snapshot().InFlight }
+	o.Left = func() int64 {
+		snap := s.Stats.Snapshot()
+		return snap.Total - snap.Done - snap.Errors
+	}
+	if o.Log == nil {
+		o.Log = s.Log
+	}
+	b, err := batch.Open(o)
+	if err != nil {
+		return err
+	}
+	r.batch = b
+	targets[0].Client = b
+	return nil
+}
+
+// closeBatch stops the batch mode's goroutines; after a run that wrote
+// every answer it had (done or incomplete, closed), its downloaded batches
+// are collected.
+func (r *Runner) closeBatch(res Result) error {
+	if r.batch == nil {
+		return nil
+	}
+	clean := res.CloseErr == nil && (res.Outcome == OutcomeDone || res.Outcome == OutcomeIncomplete)
+	return r.batch.Close(clean)
+}
+
+// withBatches is rec with the batch mode's batches.
+func (r *Runner) withBatches(rec runstats.ProgressRecord) runstats.ProgressRecord {
+	if r.batch == nil {
+		return rec
+	}
+	rec.Batches = nil
+	for _, e := range r.batch.Entries() {
+		rec.Batches = append(rec.Batches, runstats.BatchRecord{Number: e.Number, State: e.State, Status: e.Status,
+			Requests: e.Requests, Completed: e.Counts.Completed, Failed: e.Counts.Failed})
+	}
+	return rec
+}
