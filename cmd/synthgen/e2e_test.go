@@ -350,9 +350,12 @@ func TestParquetReadByDuckDB(t *testing.T) {
 		"logprobs": duckdbLogprobs,
 		// A whole conversation's turns, nested (empty for a first-turn job).
 		"turns": "STRUCT(reasoning VARCHAR, content VARCHAR, finish_reason VARCHAR, prompt_tokens BIGINT, completion_tokens BIGINT, " +
-			"prompt_token_ids INTEGER[], token_ids INTEGER[], token_ids_mismatch VARCHAR, logprobs " + duckdbLogprobs + ")[]",
+			"prompt_token_ids INTEGER[], token_ids INTEGER[], token_ids_mismatch VARCHAR, logprobs " + duckdbLogprobs +
+			", tool_calls " + duckdbToolCalls + ", tool_calls_invalid BIGINT)[]",
 		// The tools sent (JSON text), the answer's calls, those invalid.
 		"tools": "VARCHAR", "tool_calls": duckdbToolCalls, "tool_calls_invalid": "BIGINT",
+		// Where a tool conversation left its row (null when it did not).
+		"divergence": "STRUCT(kind VARCHAR, turn BIGINT, detail VARCHAR)",
 	}
 	var names, gotNames []string
 	rt := reflect.TypeFor[sink.Record]()
