@@ -117,7 +117,7 @@ func (r *Runner) end(res Result, h Hooks) (Result, error) {
 	}
 	err := h.Verdict(res)
 	o := runfiles.RunOutcome{ExitCode: h.ExitCode(err), State: res.Outcome.state(), Err: err, Summary: res.Summary, EndedAt: time.Now()}
-	if ferr := r.status.Finish(r.withBatches(h.Final()), o); ferr != nil {
+	if ferr := r.status.Finish(h.Final(), o); ferr != nil {
 		fmt.Fprintf(r.setup.Log, "warning: %v\n", ferr)
 	}
 	return res, err

@@ -531,7 +531,7 @@ func (r *Runner) Drain() {
 // state. Safe from any goroutine; the caller's reporter calls it every
 // interval.
 func (r *Runner) Heartbeat(rec runstats.ProgressRecord) error {
-	return r.status.Heartbeat(r.withBatches(rec))
+	return r.status.Heartbeat(rec)
 }
 
 // closeOutput closes the output directory (finalizing its parts and the

@@ -30,6 +30,7 @@ func (r *Runner) openBatch(targets []pool.Endpoint) error {
 	if o.Log == nil {
 		o.Log = s.Log
 	}
+	o.OnChange = func(es []batch.Entry) { s.Stats.SetBatches(batchRecords(es)) }
 	b, err := batch.Open(o)
 	if err != nil {
 		return err
@@ -50,15 +51,12 @@ func (r *Runner) closeBatch(res Result) error {
 	return r.batch.Close(clean)
 }
 
-// withBatches is rec with the batch mode's batches.
-func (r *Runner) withBatches(rec runstats.ProgressRecord) runstats.ProgressRecord {
-	if r.batch == nil {
-		return rec
+// batchRecords are the batches as the progress record shows them.
+func batchRecords(es []batch.Entry) []runstats.BatchRecord {
+	out := make([]runstats.BatchRecord, len(es))
+	for i, e := range es {
+		out[i] = runstats.BatchRecord{Number: e.Number, State: e.State, Status: e.Status,
+			Requests: e.Requests, Completed: e.Counts.Completed, Failed: e.Counts.Failed}
 	}
-	rec.Batches = nil
-	for _, e := range r.batch.Entries() {
-		rec.Batches = append(rec.Batches, runstats.BatchRecord{Number: e.Number, State: e.State, Status: e.Status,
-			Requests: e.Requests, Completed: e.Counts.Completed, Failed: e.Counts.Failed})
-	}
-	return rec
+	return out
 }

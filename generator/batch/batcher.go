@@ -35,6 +35,11 @@ type Options struct {
 	// After is the clock of the waits between polls; nil: time.After.
 	After func(time.Duration) <-chan time.Time
 	Log   io.Writer // a line at each batch's step; nil: discarded
+	// OnChange is given a copy of every batch each time the ledger is
+	// saved, and once at Open (nil: not told): the progress line and
+	// status.json show them. It is called with the ledger's lock held, so
+	// it must not call the Batcher.
+	OnChange func([]Entry)
 }
 
 // Batcher is the pool's Completer in the batch mode: each request becomes
@@ -72,6 +77,8 @@ func Open(o Options) (*Batcher, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.onChange = o.OnChange
+	l.told()
 	b := &Batcher{o: o, l: l, waiters: map[string]chan answer{}, ready: map[string]answer{}, known: map[string]bool{}}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	var left []*Entry
@@ -107,9 +114,6 @@ func (b *Batcher) inputIDs(e *Entry) ([]string, error) {
 	err = inputIDs(f, input, func(id string) { ids = append(ids, id) })
 	return ids, err
 }
-
-// Entries are the batches of the directory, for progress and status.json.
-func (b *Batcher) Entries() []Entry { return b.l.snapshot() }
 
 // Drain says no new key will come: the open batch goes as soon as every
 // key in flight waits.

@@ -64,9 +64,10 @@ type ledgerFile struct {
 // (temporary file, fsync, rename, fsync of the directory) before the step
 // it records is taken.
 type ledger struct {
-	mu   sync.Mutex
-	path string
-	f    ledgerFile
+	mu       sync.Mutex
+	path     string
+	f        ledgerFile
+	onChange func([]Entry) // Options.OnChange
 }
 
 func openLedger(dir string) (*ledger, error) {
@@ -114,7 +115,25 @@ func (l *ledger) update(change func()) error {
 	if err != nil {
 		return err
 	}
-	return durable.WriteFile(l.path, append(b, '\n'), 0o644)
+	if err := durable.WriteFile(l.path, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	l.tell()
+	return nil
+}
+
+// told tells Options.OnChange the batches as they are now.
+func (l *ledger) told() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tell()
+}
+
+// tell is told with l.mu held.
+func (l *ledger) tell() {
+	if l.onChange != nil {
+		l.onChange(l.copyEntries())
+	}
 }
 
 // add records a new batch, intended, and returns it.
@@ -134,10 +153,8 @@ func (l *ledger) next() int {
 	return len(l.f.Batches) + 1
 }
 
-// Snapshot is a copy of every batch, for progress and status.json.
-func (l *ledger) snapshot() []Entry {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// copyEntries is a copy of every batch, with l.mu held.
+func (l *ledger) copyEntries() []Entry {
 	out := make([]Entry, len(l.f.Batches))
 	for i, e := range l.f.Batches {
 		out[i] = *e

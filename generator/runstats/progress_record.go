@@ -170,6 +170,7 @@ func NewProgressRecord(s Snapshot, server *promscrape.Rates) ProgressRecord {
 		TTFTP50S: s.TTFTP50.Seconds(), TTFTP90S: s.TTFTP90.Seconds(),
 		ITLP50S: s.ITLP50.Seconds(), ITLP90S: s.ITLP90.Seconds(),
 		ETAConfidence: s.Confidence,
+		Batches:       s.Batches,
 	}
 	if !s.ServerDownSince.IsZero() {
 		t := s.ServerDownSince

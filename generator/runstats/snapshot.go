@@ -34,6 +34,10 @@ type Snapshot struct {
 	// gave before it (its /metrics) describe a server that is gone.
 	LastOutageSince time.Time
 
+	// Batches are the batch mode's batches as last told (SetBatches);
+	// shared, not to be changed.
+	Batches []BatchRecord
+
 	ErrorsByCause  map[string]int64
 	RetriesByCause map[string]int64
 	RetryLast      map[string]string // the last retried error's message, by cause
@@ -191,6 +195,7 @@ func (s *Stats) figures() (Snapshot, []*Endpoint) {
 		ErrorsByCause:   copyCounts(s.errCause),
 		RetriesByCause:  copyCounts(s.retryCause),
 		RetryLast:       maps.Clone(s.retryLast),
+		Batches:         s.batches,
 		MaxModelLen:     s.maxModelLen.Load(),
 		Awaiting:        s.awaiting.Load(),
 		PromptTokens:    s.promptTok,
@@ -532,4 +537,42 @@ func projectCost(snap *Snapshot, p Price, cost float64, compTokens, done int64) 
 		return cost + cost/float64(done)*toCome
 	}
 	return cost + toCome*promptCost + tokens*p.Output/1e6
+}
+
+// SetBatches makes b the batch mode's batches every snapshot holds from
+// now on; b is not changed after.
+func (s *Stats) SetBatches(b []BatchRecord) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.batches = b
+}
+
+// BatchStates counts the batches by state, in the order states first
+// appear, for a person: "2 in_progress (1,234/3,000 answered), 1 collected".
+func (s Snapshot) BatchStates() []BatchState {
+	var out []BatchState
+	for _, b := range s.Batches {
+		state := b.State
+		if b.State == "submitted" && b.Status != "" {
+			state = b.Status // the server's word while it has the batch
+		}
+		i := slices.IndexFunc(out, func(c BatchState) bool { return c.State == state })
+		if i < 0 {
+			out = append(out, BatchState{State: state})
+			i = len(out) - 1
+		}
+		out[i].Batches++
+		out[i].Requests += b.Requests
+		out[i].Completed += b.Completed + b.Failed
+	}
+	return out
+}
+
+// BatchState is the batches in one state: how many, their requests, and
+// those of them the server has answered or failed.
+type BatchState struct {
+	State     string
+	Batches   int
+	Requests  int
+	Completed int
 }

@@ -98,6 +98,7 @@ type Stats struct {
 	errCause   map[string]int64
 	retryCause map[string]int64
 	retryLast  map[string]string // the last retried error's message, by cause
+	batches    []BatchRecord     // the batch mode's batches (SetBatches)
 	compTokens int64             // final completion tokens of completed requests
 	promptTok  int64
 	cost       float64 // USD of completed requests at endpoint.price

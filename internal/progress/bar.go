@@ -115,6 +115,10 @@ func barLine(s runstats.Snapshot, server *promscrape.Rates, drain *drainState, w
 	if d := serverDown(s); d != "" {
 		add(1, "%s", d)
 	}
+	if t := BatchText(s); t != "" {
+		// In the batch mode the batches are where the answers are.
+		add(2, "batches %s", t)
+	}
 	if eps := endpointsText(s); eps != "" {
 		// A replica down is worth a place before the rates' details.
 		prio := 8

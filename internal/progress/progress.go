@@ -36,6 +36,8 @@ package progress
 //	                            endpoints' rate limits (stated by a hosted server, or
 //	                            endpoint.max_requests_per_minute / max_tokens_per_minute),
 //	                            and the limit that binds: requests or tokens; only when some are
+//	| batches 2 in_progress     with batch.enabled: the batches by state (the server's status
+//	  (1,234/3,000), 1 collected  while it holds them), answered/requests where it says
 //	| server 1700 tok/s ...     the server's own /metrics, when scraped: generation tok/s,
 //	                            running, waiting, kv (cache usage), preemptions, spec decoding;
 //	                            left out while measured from before the latest outage; with
@@ -283,6 +285,10 @@ func Line(s runstats.Snapshot, server *promscrape.Rates, drain *drainState) stri
 	if n, by := s.Paced(); n > 0 {
 		fmt.Fprintf(&b, " | paced %d (%s)", n, by)
 	}
+	if t := BatchText(s); t != "" {
+		b.WriteString(" | batches ")
+		b.WriteString(t)
+	}
 	if c := costText(s); c != "" {
 		b.WriteString(" | cost ")
 		b.WriteString(c)
@@ -504,4 +510,18 @@ func Percent(done, planned int64) string {
 	}
 	tenths := 1000 * done / planned
 	return fmt.Sprintf("%d.%d%%", tenths/10, tenths%10)
+}
+
+// BatchText is the batch mode's batches by state, "2 in_progress
+// (1,234/3,000), 1 collected"; "" without batches.
+func BatchText(s runstats.Snapshot) string {
+	var parts []string
+	for _, c := range s.BatchStates() {
+		t := fmt.Sprintf("%d %s", c.Batches, c.State)
+		if c.Completed > 0 && c.Completed < c.Requests {
+			t += fmt.Sprintf(" (%s/%s)", human.Num(int64(c.Completed)), human.Num(int64(c.Requests)))
+		}
+		parts = append(parts, t)
+	}
+	return strings.Join(parts, ", ")
 }
