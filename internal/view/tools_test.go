@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	cdppage "github.com/chromedp/cdproto/page"
-	"github.com/chromedp/chromedp"
-
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -200,13 +197,7 @@ func TestViewBrowserToolRecord(t *testing.T) {
 	b.screenshot("tool-record.png")
 
 	b.open(base+"/records?per=500", false)
-	b.do(chromedp.Click(chromedp.CSS(`input[name="tool_calls"]`)))
-	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
-	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.WaitEvent(cdppage.LoadEventFired, nil,
-		chromedp.Click(chromedp.CSS(`form.filters button[type="submit"]`)))); err != nil {
-		t.Fatal(err)
-	}
+	b.filterBy("tool_calls")
 	ids := eval[[]string](b, `[...document.querySelectorAll("#records tbody tr td.id a")].map(a => a.textContent)`)
 	marks := eval[int](b, `document.querySelectorAll("#records tbody tr td.id .mark.tools").length`)
 	var want []string
