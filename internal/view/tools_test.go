@@ -209,6 +209,10 @@ func TestViewBrowserToolRecord(t *testing.T) {
 	if !slices.Equal(ids, want) || marks != len(want) {
 		t.Errorf("the tool-calls filter shows %v (%d marked), want %v", ids, marks, want)
 	}
+	preview := eval[string](b, `[...document.querySelectorAll("#records tbody tr")].find(tr => tr.querySelector("td.id a").textContent === "`+recs[4].ID+`").querySelector("td.answer div").textContent`)
+	if want := "(tool call) " + hostileTool + "(" + hostileArgs + "); get_weather(" + invalidArgs + ")"; preview != want {
+		t.Errorf("the diverged record's answer previews as %q, want %q", preview, want)
+	}
 	if q := eval[string](b, `location.search`); !strings.Contains(q, "tool_calls=1") {
 		t.Errorf("the form went to %s", q)
 	}
