@@ -192,6 +192,8 @@ type Dist struct {
 	Truncated        int64   `json:"truncated"`
 	NoReasoning      int64   `json:"empty_reasoning"`
 	ThinkTags        int64   `json:"think_tags"`
+	ToolCalls        int64   `json:"tool_call_records"` // the target called a tool, in any turn
+	Diverged         int64   `json:"diverged"`          // a conversation with tools left the row's
 	PromptTokens     int64   `json:"prompt_tokens"`
 	CompletionTokens int64   `json:"completion_tokens"`
 	Finish           []Count `json:"finish_reasons"` // records by finish reason, then failed keys by cause
@@ -274,6 +276,12 @@ func (ix *Index) Dist(maxTokens int) *Dist {
 		}
 		if f&flagThinkTags != 0 {
 			d.ThinkTags++
+		}
+		if f&flagToolCalls != 0 {
+			d.ToolCalls++
+		}
+		if f&flagDiverged != 0 {
+			d.Diverged++
 		}
 		d.PromptTokens += int64(b.prompt[j])
 		d.CompletionTokens += int64(b.compl[j])

@@ -2,6 +2,7 @@ package view
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -110,10 +111,12 @@ func TestToolCallsOf(t *testing.T) {
 }
 
 // TestViewToolFilters: the index's tool-call and divergence flags select
-// exactly the records that have them, in both formats.
+// exactly the records that have them, in both formats, and the run page's
+// counts of them are those records'.
 func TestViewToolFilters(t *testing.T) {
 	for _, format := range []string{sink.FormatJSONL, sink.FormatParquet} {
 		recs, base := toolsDir(t, format, 40)
+		counts := map[string]int64{}
 		for _, f := range []struct {
 			param string
 			has   func(*sink.Record) bool
@@ -124,6 +127,7 @@ func TestViewToolFilters(t *testing.T) {
 					want = append(want, `<a href="`+strings.ReplaceAll(recordURL(recs[i].ID, 0, 0), "&", "&amp;")+`">`)
 				}
 			}
+			counts[f.param] = int64(len(want))
 			_, body := get(t, nil, base+"/records?per=500&"+f.param+"=1")
 			if n := strings.Count(body, `<tr data-pos=`); n != len(want) || len(want) == 0 {
 				t.Errorf("%s %s=1: %d rows, want %d", format, f.param, n, len(want))
@@ -133,6 +137,11 @@ func TestViewToolFilters(t *testing.T) {
 					t.Errorf("%s %s=1: no row %s", format, f.param, w)
 				}
 			}
+		}
+		var d Dist
+		if _, body := get(t, nil, base+"/api/dist"); json.Unmarshal([]byte(body), &d) != nil ||
+			d.ToolCalls != counts["tool_calls"] || d.Diverged != counts["diverged"] {
+			t.Errorf("%s: /api/dist counts %d records with tool calls and %d diverged, want %v: %s", format, d.ToolCalls, d.Diverged, counts, body)
 		}
 	}
 }
