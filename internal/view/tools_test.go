@@ -26,8 +26,9 @@ const (
 // conversation whose first turn called get_weather (answered by the
 // row's cached result) and whose last answered in text; every sixth of
 // those diverged at its last turn calling a tool the row does not offer;
-// record 4 calls the hostile tool with invalid arguments besides; the
-// rest answer without tools.
+// record 4 calls the hostile tool with invalid arguments besides; record
+// 7 is one generation that called get_weather; the rest answer without
+// tools.
 func toolRecord(i int) sink.Record {
 	r := fixtureRecord(i + 1000)
 	if i%3 != 1 {
@@ -45,6 +46,10 @@ func toolRecord(i int) sink.Record {
 			{ID: "call_x", Type: "function", Function: sink.ToolFunction{Name: hostileTool, Arguments: hostileArgs}},
 			{ID: "call_y", Type: "function", Function: sink.ToolFunction{Name: "get_weather", Arguments: invalidArgs}}}}
 		r.Divergence = &sink.Divergence{Kind: sink.DivergedUnknownTool, Turn: 1, Detail: hostileTool}
+	}
+	if i == 7 { // one generation, not a whole conversation: its answer is the call
+		r.Messages, r.Content, r.FinishReason, r.ToolCalls = r.Messages[:2], "", "tool_calls", []sink.ToolCall{first}
+		return r
 	}
 	r.Turns = []sink.Turn{{FinishReason: "tool_calls", CompletionTokens: 14, ToolCalls: []sink.ToolCall{first}}, last}
 	r.Content, r.FinishReason, r.ToolCalls, r.ToolCallsInvalid = last.Content, last.FinishReason, last.ToolCalls, last.ToolCallsInvalid
@@ -183,6 +188,10 @@ func TestViewBrowserToolRecord(t *testing.T) {
 	}
 	if n := eval[int](b, `document.querySelectorAll("#divergence").length`); n != 0 {
 		t.Errorf("a record that followed its row shows a divergence")
+	}
+	b.open(base+recordURL(recs[7].ID, 0, 0), false)
+	if got := eval[[]string](b, `[...document.querySelectorAll(".call code.name")].map(e => e.textContent)`); !slices.Equal(got, []string{"get_weather"}) || eval[int](b, `document.querySelectorAll(".turn, .call .result").length`) != 0 {
+		t.Errorf("the one-generation record's answer shows calls %q (want get_weather, no turns, no result)", got)
 	}
 	b.open(base+recordURL(recs[4].ID, 0, 0), false)
 	names := eval[[]string](b, `[...document.querySelectorAll(".turn .call code.name")].map(e => e.textContent)`)
