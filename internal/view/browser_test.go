@@ -160,6 +160,19 @@ func (b *browser) open(u string, plots bool) {
 	}
 }
 
+// filterBy ticks the table's filter checkbox name and submits the form,
+// waiting for the page it loads.
+func (b *browser) filterBy(name string) {
+	b.t.Helper()
+	b.do(chromedp.Click(chromedp.CSS(`input[name="` + name + `"]`)))
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.WaitEvent(cdppage.LoadEventFired, nil,
+		chromedp.Click(chromedp.CSS(`form.filters button[type="submit"]`)))); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
 // said is what the page said so far.
 func (b *browser) said() []string {
 	b.mu.Lock()
@@ -302,13 +315,7 @@ func TestViewBrowserTruncatedFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.open(ts.URL+"/records", false)
-	b.do(chromedp.Click(chromedp.CSS(`input[name="truncated"]`)))
-	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
-	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.WaitEvent(cdppage.LoadEventFired, nil,
-		chromedp.Click(chromedp.CSS(`form.filters button[type="submit"]`)))); err != nil {
-		t.Fatal(err)
-	}
+	b.filterBy("truncated")
 	if got := eval[string](b, `location.search`); !strings.Contains(got, "truncated=1") {
 		t.Fatalf("the form went to %s", got)
 	}

@@ -1,12 +1,15 @@
 package view
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
+	"github.com/synthgen/synthgen/sink"
 )
 
 // FuzzViewHistory: whatever history.jsonl holds (torn lines, other JSON,
@@ -59,6 +62,7 @@ func FuzzViewQuery(f *testing.F) {
 	f.Add("truncated=1&min_tokens=5&max_tokens=9&sort=latency&desc=1&page=2&per=10")
 	f.Add("dir=7&sort=x&q=%00")
 	f.Add("finish=error%3A+http_400&errors=on&no_reasoning=1&think_tags=1")
+	f.Add("tool_calls=1&diverged=on&sort=ttft")
 	fx, _ := writeFixture(f, f.TempDir(), "jsonl", 40, 15, false)
 	ix := built(f, fx.dir)
 	f.Fuzz(func(t *testing.T, raw string) {
@@ -75,4 +79,34 @@ func FuzzViewQuery(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// FuzzViewTools: whatever a record's tools text and a call's arguments
+// hold, the page's view of them keeps invalid arguments as sent and
+// flagged, and valid ones the same JSON.
+func FuzzViewTools(f *testing.F) {
+	f.Add(toolsJSON, `{"city":"Paris"}`)
+	f.Add(`[{"name":"x"},1,null]`, invalidArgs)
+	f.Add(`{"function":{}}`, "\xff[")
+	f.Fuzz(func(t *testing.T, tools, args string) {
+		_ = toolsOf(tools)
+		c := toolCallsOf([]sink.ToolCall{{ID: "a", Function: sink.ToolFunction{Arguments: args}}}, []sink.Message{{Role: "tool", ToolCallID: "a", Content: args}})
+		if len(c) != 1 || len(c[0].Results) != 1 {
+			t.Fatalf("calls %+v", c)
+		}
+		switch v := c[0]; {
+		case v.Invalid != !json.Valid([]byte(args)):
+			t.Fatalf("invalid = %v for %q", v.Invalid, args)
+		case v.Invalid && v.Args != args:
+			t.Fatalf("invalid arguments shown as %q, sent %q", v.Args, args)
+		case !v.Invalid && !jsonEqual(v.Args, args):
+			t.Fatalf("arguments %q shown as %q", args, v.Args)
+		}
+	})
+}
+
+// jsonEqual: a and b are the same JSON but for its white space.
+func jsonEqual(a, b string) bool {
+	var x, y bytes.Buffer
+	return json.Compact(&x, []byte(a)) == nil && json.Compact(&y, []byte(b)) == nil && x.String() == y.String()
 }

@@ -44,6 +44,8 @@ const (
 	flagErrHistory              // its key has error records: failed before, answered later
 	flagFailed                  // no record: a key that failed for good (its error record)
 	flagDead                    // read again elsewhere (a part finalized or changed), or an error answered since
+	flagToolCalls               // the target called a tool, in its answer or any turn
+	flagDiverged                // a whole conversation with tools left the row's (Divergence)
 )
 
 // maxFinish is how many distinct finish reasons the index names; more
@@ -310,6 +312,12 @@ func entryOf(rec *sink.Record, seg int, loc int64) entry {
 	}
 	if sink.ThinkTags(rec.Content) {
 		e.flags |= flagThinkTags
+	}
+	if hasToolCalls(rec) {
+		e.flags |= flagToolCalls
+	}
+	if rec.Divergence != nil {
+		e.flags |= flagDiverged
 	}
 	return e
 }

@@ -63,8 +63,8 @@ func promptPreview(r Row) string {
 }
 
 // answerPreview is the start of the row's answer: its content (a whole
-// conversation's last turn), the reasoning when the content is empty,
-// or a failed key's error.
+// conversation's last turn), its tool calls or else the reasoning when
+// the content is empty, or a failed key's error.
 func answerPreview(r Row) string {
 	if r.Failed != nil {
 		return preview(r.Failed.Cause+": "+r.Failed.Message, previewRunes)
@@ -73,6 +73,16 @@ func answerPreview(r Row) string {
 		return ""
 	}
 	content, reasoning := answerOf(r.Record)
+	if calls := r.Record.ToolCalls; strings.TrimSpace(content) == "" && len(calls) > 0 {
+		var b strings.Builder
+		for i, c := range calls {
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			b.WriteString(c.Function.Name + "(" + c.Function.Arguments + ")")
+		}
+		return preview("(tool call) "+b.String(), previewRunes)
+	}
 	if strings.TrimSpace(content) == "" && reasoning != "" {
 		return preview("(no content) reasoning: "+reasoning, previewRunes)
 	}

@@ -14,6 +14,8 @@ type Query struct {
 	NoReasoning bool   // no reasoning
 	ThinkTags   bool   // think tags in content
 	Errors      bool   // keys with error records: failed for good, or answered after failing
+	ToolCalls   bool   // the target called a tool
+	Diverged    bool   // the conversation left the row's (Divergence)
 	MinTokens   int    // completion tokens, at least; -1: no bound
 	MaxTokens   int    // completion tokens, at most; -1: no bound
 	Finish      string // one finish reason ("error: CAUSE" for a failed key); "": any
@@ -64,6 +66,8 @@ func (ix *Index) Select(q Query) []int32 {
 			q.Truncated && f&flagTruncated == 0,
 			q.NoReasoning && (f&flagNoReasoning == 0 || f&flagFailed != 0),
 			q.ThinkTags && f&flagThinkTags == 0,
+			q.ToolCalls && f&flagToolCalls == 0,
+			q.Diverged && f&flagDiverged == 0,
 			q.MinTokens >= 0 && int64(b.compl[j]) < int64(q.MinTokens),
 			q.MaxTokens >= 0 && int64(b.compl[j]) > int64(q.MaxTokens),
 			fin >= 0 && int(b.finish[j]) != fin,
@@ -188,6 +192,8 @@ type Dist struct {
 	Truncated        int64   `json:"truncated"`
 	NoReasoning      int64   `json:"empty_reasoning"`
 	ThinkTags        int64   `json:"think_tags"`
+	ToolCalls        int64   `json:"tool_call_records"` // the target called a tool, in any turn
+	Diverged         int64   `json:"diverged"`          // a conversation with tools left the row's
 	PromptTokens     int64   `json:"prompt_tokens"`
 	CompletionTokens int64   `json:"completion_tokens"`
 	Finish           []Count `json:"finish_reasons"` // records by finish reason, then failed keys by cause
@@ -270,6 +276,12 @@ func (ix *Index) Dist(maxTokens int) *Dist {
 		}
 		if f&flagThinkTags != 0 {
 			d.ThinkTags++
+		}
+		if f&flagToolCalls != 0 {
+			d.ToolCalls++
+		}
+		if f&flagDiverged != 0 {
+			d.Diverged++
 		}
 		d.PromptTokens += int64(b.prompt[j])
 		d.CompletionTokens += int64(b.compl[j])

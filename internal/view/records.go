@@ -58,13 +58,15 @@ func (r Row) Sample() int {
 	return 0
 }
 
-// Truncated, NoReasoning, ThinkTags, HadErrors and FailedForGood are the
-// row's flags.
+// Truncated, NoReasoning, ThinkTags, HadErrors, FailedForGood, ToolCalls
+// and Diverged are the row's flags.
 func (r Row) Truncated() bool     { return r.Flags&flagTruncated != 0 }
 func (r Row) NoReasoning() bool   { return r.Flags&flagNoReasoning != 0 && r.Flags&flagFailed == 0 }
 func (r Row) ThinkTags() bool     { return r.Flags&flagThinkTags != 0 }
 func (r Row) HadErrors() bool     { return r.Flags&flagErrHistory != 0 }
 func (r Row) FailedForGood() bool { return r.Flags&flagFailed != 0 }
+func (r Row) ToolCalls() bool     { return r.Flags&flagToolCalls != 0 }
+func (r Row) Diverged() bool      { return r.Flags&flagDiverged != 0 }
 
 // errPartMoved means a part was finalized or moved between the index and
 // the read; a refresh finds it.

@@ -87,6 +87,9 @@ var pageFuncs = template.FuncMap{
 	"recordURL":     recordURL,
 	"promptPreview": promptPreview,
 	"answerPreview": answerPreview,
+	"toolCalls":     toolCallsOf,
+	"tools":         toolsOf,
+	"divergence":    divergenceText,
 	"rowOf": func(r Row, dirs []DirInfo) tableRow {
 		t := tableRow{Row: r, Multi: len(dirs) > 1}
 		if r.Dir < len(dirs) {
@@ -368,7 +371,7 @@ func parseQuery(v url.Values, dirs int) (Query, error) {
 	q := AnyQuery
 	on := func(k string) bool { return v.Get(k) == "1" || v.Get(k) == "on" }
 	q.Truncated, q.NoReasoning, q.ThinkTags, q.Errors = on("truncated"), on("no_reasoning"), on("think_tags"), on("errors")
-	q.Desc = on("desc")
+	q.ToolCalls, q.Diverged, q.Desc = on("tool_calls"), on("diverged"), on("desc")
 	q.Finish = v.Get("finish")
 	q.Text = strings.TrimSpace(v.Get("q"))
 	if len(q.Text) > 200 {

@@ -363,6 +363,8 @@
       ["truncated", "cut at max_tokens (finish_reason length)", d.truncated],
       ["empty_reasoning", "empty reasoning", d.empty_reasoning],
       ["think_tags", "think tags in content", d.think_tags],
+      ["tool_call_records", "with tool calls (any turn)", d.tool_call_records],
+      ["diverged", "diverged from the row's tool calls", d.diverged],
       ["prompt_tokens", "prompt tokens", d.prompt_tokens],
       ["completion_tokens", "completion tokens", d.completion_tokens],
     ];
