@@ -107,21 +107,24 @@ func parseDockerfile() (dockerfile, error) {
 	return d, nil
 }
 
-// shellWords splits a RUN line as sh would for the plain words and double
-// quotes the Dockerfile uses; anything fancier is an error.
+// shellWords splits a command line (a Dockerfile's RUN, a page's example)
+// as sh would for plain words and single- or double-quoted ones; anything
+// fancier is an error.
 func shellWords(s string) ([]string, error) {
-	if strings.ContainsAny(s, "'\\`;&|") {
-		return nil, fmt.Errorf("RUN %s: quoting this test does not read", s)
+	if strings.ContainsAny(s, "\\`;&|") {
+		return nil, fmt.Errorf("%s: quoting this test does not read", s)
 	}
 	var words []string
 	var cur strings.Builder
-	in, quoted := false, false
+	var in rune // the open quote
+	quoted := false
 	for _, r := range s {
 		switch {
-		case r == '"':
-			in = !in
-			quoted = true
-		case (r == ' ' || r == '\t') && !in:
+		case r == in:
+			in = 0
+		case in == 0 && (r == '"' || r == '\''):
+			in, quoted = r, true
+		case (r == ' ' || r == '\t') && in == 0:
 			if cur.Len() > 0 || quoted {
 				words = append(words, cur.String())
 			}
@@ -131,8 +134,8 @@ func shellWords(s string) ([]string, error) {
 			cur.WriteRune(r)
 		}
 	}
-	if in {
-		return nil, fmt.Errorf("RUN %s: unbalanced quote", s)
+	if in != 0 {
+		return nil, fmt.Errorf("%s: unbalanced quote", s)
 	}
 	if cur.Len() > 0 || quoted {
 		words = append(words, cur.String())

@@ -362,3 +362,46 @@ func TestRecipesQueryIsTheExample(t *testing.T) {
 		t.Errorf("docs/recipes.md's query:\n%s\nexamples/qa-keep.sql's:\n%s", got, want)
 	}
 }
+
+// TestDocsCommandsParse: every `synthgen ...` line of a page's code blocks
+// (continued lines joined, cut at a pipe, `&&`, `;` or a redirection) names a
+// command and flags that command parses: a shorthand it does not have (-c)
+// or a flag given to the wrong command fails here, not in a reader's shell.
+func TestDocsCommandsParse(t *testing.T) {
+	t.Parallel()
+	fence := regexp.MustCompile("(?s)```[a-z]*\n(.*?)```")
+	n := 0
+	for path, text := range docPages(t) {
+		if strings.HasPrefix(path, "docs/decisions/") {
+			continue
+		}
+		for _, block := range fence.FindAllStringSubmatch(text, -1) {
+			for _, line := range strings.Split(strings.ReplaceAll(block[1], "\\\n", " "), "\n") {
+				line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "$ "))
+				line = strings.TrimPrefix(line, "nohup ")
+				if !strings.HasPrefix(line, "synthgen ") {
+					continue
+				}
+				if i := strings.IndexAny(line, "|;&>#<"); i >= 0 {
+					line = line[:i]
+				}
+				words, err := shellWords(line)
+				if err != nil {
+					t.Errorf("%s: %v", path, err)
+					continue
+				}
+				n++
+				cmd, rest, err := newRootCmd().Find(words[1:])
+				if err == nil {
+					err = cmd.ParseFlags(rest)
+				}
+				if err != nil {
+					t.Errorf("%s: %q: %v", path, line, err)
+				}
+			}
+		}
+	}
+	if n < 10 {
+		t.Errorf("%d synthgen command lines in the pages' code blocks; the reading of the blocks is broken", n)
+	}
+}
