@@ -506,6 +506,37 @@ func TestOnTheWallClockALookNeverWaitsForAnswers(t *testing.T) {
 	}
 }
 
+// TestOnTheWallClockABatchIsAnsweredWithoutLooks: a real server answers a
+// batch's lines once it is validated, whether or not a client polls; a
+// client that polls every 30 s finds it done, not just started.
+func TestOnTheWallClockABatchIsAnsweredWithoutLooks(t *testing.T) {
+	answered := make(chan struct{}, 4)
+	h := batchapi.New(batchapi.Options{Validating: time.Millisecond, Answer: func(ctx context.Context, body []byte) (int, []byte) {
+		answered <- struct{}{}
+		return 200, []byte(`{"object":"chat.completion"}`)
+	}})
+	mux := http.NewServeMux()
+	h.Mount(mux)
+	ts := httptest.NewServer(mux)
+	defer ts.Close()
+	e := &env{t: t, url: ts.URL}
+	id := e.submit(input(4), nil).ID
+	for range 4 {
+		select {
+		case <-answered:
+		case <-time.After(time.Minute):
+			t.Fatal("a minute after its creation, nobody looking, the batch's lines are not all answered")
+		}
+	}
+	b := e.get(id)
+	for b.Status == "in_progress" || b.Status == "finalizing" { // counted on the look
+		b = e.get(id)
+	}
+	if b.Status != "completed" || b.RequestCounts.Completed != 4 {
+		t.Fatalf("%+v", b)
+	}
+}
+
 func TestFileListsNewestFirst(t *testing.T) {
 	e := newEnv(t, batchapi.Options{})
 	b := e.get(e.submit(input(1), nil).ID) // the input, then the output

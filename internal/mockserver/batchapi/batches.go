@@ -134,15 +134,21 @@ func (h *Handler) createBatch(w http.ResponseWriter, r *http.Request) {
 		InputFileID: f.ID, CompletionWindow: c.CompletionWindow, Status: "validating", CreatedAt: now.Unix(),
 		ExpiresAt: now.Add(h.opts.Expire).Unix(), Metadata: c.Metadata}}
 	b.ready = sync.NewCond(&b.mu)
+	created := b.b // as created: a look may move b on from here
 	h.mu.Lock()
 	h.batches[b.b.ID] = b
 	h.order = append(h.order, b)
 	b.failValidation = len(h.order) <= h.opts.FailValidation
 	h.mu.Unlock()
+	if h.wall {
+		// A server works on a batch whether or not anyone looks: once
+		// validated, its lines start being answered, not at the next poll.
+		time.AfterFunc(h.opts.Validating, func() { h.look(b) })
+	}
 	if after && !hold.wait(r.Context()) {
 		return
 	}
-	writeJSON(w, http.StatusOK, b.b)
+	writeJSON(w, http.StatusOK, created)
 }
 
 // lookupBatch returns the batch r's path names, moved on to now, or
