@@ -113,10 +113,13 @@ type Snapshot struct {
 	ETAKnown   bool
 	ETAError   time.Duration
 	Confidence string
-	// ETAOutage: the ETA is unknown because the server is down (every
-	// endpoint away): the rate falls while nothing moves, and an ETA from
-	// it would only grow.
-	ETAOutage bool
+	// ETAUnknown says why the ETA is not known when a rate would give one:
+	// "outage" while the server is down (every endpoint away: the rate
+	// falls while nothing moves, and an ETA from it would only grow);
+	// "batch" in the batch mode (answers come a whole batch at a time, when
+	// the provider finishes it, within its completion window). Empty
+	// otherwise.
+	ETAUnknown string
 
 	// Priced says the run has a price (endpoint.price); without one Cost
 	// and CostProjected are 0 and no renderer shows them. Cost is what
@@ -340,7 +343,11 @@ func etaOf(snap *Snapshot, flight []inFlight, residual []float64) {
 		return
 	}
 	if !snap.ServerDownSince.IsZero() {
-		snap.ETAOutage = true
+		snap.ETAUnknown = "outage"
+		return
+	}
+	if len(snap.Batches) > 0 {
+		snap.ETAUnknown = "batch"
 		return
 	}
 	if rate <= 0 || l <= 0 {

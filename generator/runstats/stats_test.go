@@ -471,17 +471,32 @@ func TestStatsETAStates(t *testing.T) {
 		r := s.Begin()
 		clk.advance(time.Second)
 		r.Done(Outcome{CompletionTokens: 100, UsageKnown: true})
-		if snap := s.Snapshot(); !snap.ETAKnown || snap.ETAOutage {
-			t.Fatalf("answering: ETAKnown=%v ETAOutage=%v, want known", snap.ETAKnown, snap.ETAOutage)
+		if snap := s.Snapshot(); !snap.ETAKnown || snap.ETAUnknown != "" {
+			t.Fatalf("answering: ETAKnown=%v ETAUnknown=%q, want known", snap.ETAKnown, snap.ETAUnknown)
 		}
 		s.SetServerDown(true, clk.now())
 		clk.advance(time.Minute)
-		if snap := s.Snapshot(); snap.ETAKnown || !snap.ETAOutage {
-			t.Errorf("down: ETAKnown=%v (ETA %v) ETAOutage=%v, want unknown for the outage", snap.ETAKnown, snap.ETA, snap.ETAOutage)
+		if snap := s.Snapshot(); snap.ETAKnown || snap.ETAUnknown != "outage" {
+			t.Errorf("down: ETAKnown=%v (ETA %v) ETAUnknown=%q, want unknown for the outage", snap.ETAKnown, snap.ETA, snap.ETAUnknown)
 		}
 		s.SetServerDown(false, clk.now())
-		if snap := s.Snapshot(); snap.ETAOutage {
-			t.Error("back: ETAOutage still set")
+		if snap := s.Snapshot(); snap.ETAUnknown != "" {
+			t.Errorf("back: ETAUnknown %q still set", snap.ETAUnknown)
+		}
+	})
+	t.Run("batch", func(t *testing.T) {
+		// In the batch mode the answers come a batch at a time: the rate
+		// of the last minute says nothing of when the next batch ends.
+		clk := newFakeClock()
+		s := NewStats(clk.now)
+		s.SetTotal(10)
+		r := s.Begin()
+		clk.advance(time.Second)
+		r.Done(Outcome{CompletionTokens: 100, UsageKnown: true})
+		s.Begin()
+		s.SetBatches([]BatchRecord{{Number: 1, State: "submitted", Requests: 9}})
+		if snap := s.Snapshot(); snap.ETAKnown || snap.ETAUnknown != "batch" {
+			t.Errorf("batches out: ETAKnown=%v (ETA %v) ETAUnknown=%q, want unknown for the batch mode", snap.ETAKnown, snap.ETA, snap.ETAUnknown)
 		}
 	})
 	t.Run("confidence", func(t *testing.T) {

@@ -398,8 +398,8 @@ func fmtAvg(s runstats.Snapshot) string {
 
 func fmtETA(s runstats.Snapshot) string {
 	switch {
-	case s.ETAOutage:
-		return "-- (outage)"
+	case s.ETAUnknown != "":
+		return "-- (" + s.ETAUnknown + ")"
 	case !s.ETAKnown:
 		return "--"
 	case s.Done == 0 && s.ETA > 0:

@@ -530,7 +530,7 @@ func TestReporterServerFiguresAcrossOutage(t *testing.T) {
 // TestETAInAnOutage: while the server is down the line says so, not an ETA
 // that grows as the rate falls.
 func TestETAInAnOutage(t *testing.T) {
-	if got := fmtETA(runstats.Snapshot{ETAOutage: true, Done: 3}); got != "-- (outage)" {
+	if got := fmtETA(runstats.Snapshot{ETAUnknown: "outage", Done: 3}); got != "-- (outage)" {
 		t.Errorf("fmtETA in an outage = %q, want \"-- (outage)\"", got)
 	}
 }
