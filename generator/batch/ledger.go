@@ -82,7 +82,7 @@ func openLedger(dir string) (*ledger, error) {
 			}
 		}
 	}
-	b, err := os.ReadFile(l.path)
+	f, err := readLedger(l.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		var id [8]byte
@@ -92,18 +92,42 @@ func openLedger(dir string) (*ledger, error) {
 	case err != nil:
 		return nil, err
 	}
-	if err := json.Unmarshal(b, &l.f); err != nil {
-		return nil, fmt.Errorf("%s: %w", l.path, err)
+	l.f = f
+	return l, nil
+}
+
+// ReadLedger reads DIR/batches.json, for a reader beside the run (the
+// view); an error wrapping fs.ErrNotExist when the directory has none.
+func ReadLedger(dir string) ([]Entry, error) {
+	f, err := readLedger(filepath.Join(dir, LedgerName))
+	if err != nil {
+		return nil, err
 	}
-	if l.f.Version != 1 || l.f.Run == "" {
-		return nil, fmt.Errorf("%s: version %d, run %q: not a ledger this synthgen reads", l.path, l.f.Version, l.f.Run)
+	out := make([]Entry, len(f.Batches))
+	for i, e := range f.Batches {
+		out[i] = *e
 	}
-	for i, e := range l.f.Batches {
+	return out, nil
+}
+
+func readLedger(path string) (ledgerFile, error) {
+	var f ledgerFile
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return f, err
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return f, fmt.Errorf("%s: %w", path, err)
+	}
+	if f.Version != 1 || f.Run == "" {
+		return f, fmt.Errorf("%s: version %d, run %q: not a ledger this synthgen reads", path, f.Version, f.Run)
+	}
+	for i, e := range f.Batches {
 		if e == nil || e.Number != i+1 {
-			return nil, fmt.Errorf("%s: batch %d is out of order", l.path, i+1)
+			return f, fmt.Errorf("%s: batch %d is out of order", path, i+1)
 		}
 	}
-	return l, nil
+	return f, nil
 }
 
 // update changes e under the lock and saves the ledger.

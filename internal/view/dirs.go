@@ -17,6 +17,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
+	"github.com/synthgen/synthgen/generator/batch"
 	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/sink"
@@ -60,6 +61,9 @@ type DirInfo struct {
 	Report      *runfiles.ReportRecord
 	Problems    []string // a status or report that does not read
 	Live        bool     // status.json is newer than report.json and says running or draining
+	// Batches are the batch mode's batches as batches.json records them
+	// (the ledger a run rewrites before each step); none without it.
+	Batches []batch.Entry
 }
 
 // readDir reads dir's manifest, status.json and report.json.
@@ -79,6 +83,11 @@ func readDir(i int, dir string) DirInfo {
 			d.JobErr = err.Error()
 		}
 		d.Config = flatten("", m.Config, nil)
+	}
+	if bs, err := batch.ReadLedger(dir); err == nil {
+		d.Batches = bs
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		d.Problems = append(d.Problems, err.Error())
 	}
 	d.Status = readJSON[runfiles.StatusRecord](dir, runfiles.StatusFile, &d.Problems)
 	d.Report = readJSON[runfiles.ReportRecord](dir, runfiles.ReportFile, &d.Problems)

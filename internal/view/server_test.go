@@ -372,3 +372,57 @@ func TestViewRecordsPaging(t *testing.T) {
 	}
 	_ = time.Second
 }
+
+// TestViewRunPageShowsTheBatches: a batch-mode directory's run page lists
+// each batch of batches.json with its step, the provider's status and
+// counts, and its id; what the provider sent is text; a batches.json that
+// does not read is a problem naming it, and the rest of the page is shown.
+func TestViewRunPageShowsTheBatches(t *testing.T) {
+	v := makeViewDir(t, sink.FormatJSONL)
+	ledger := `{"version": 1, "run": "3f2a", "batches": [
+  {"number": 1, "state": "collected", "requests": 100, "bytes": 35939, "batch_id": "batch_aa", "status": "completed", "request_counts": {"total": 100, "completed": 98, "failed": 2}},
+  {"number": 2, "state": "submitted", "requests": 37, "bytes": 9000, "batch_id": "batch_bb\"><script>alert(9)</script>", "status": "in_progress<img src=x onerror=alert(8)>", "request_counts": {"total": 37, "completed": 12, "failed": 0}},
+  {"number": 3, "state": "intended", "requests": 5, "bytes": 800, "request_counts": {"total": 0, "completed": 0, "failed": 0}}]}`
+	path := filepath.Join(v.dir, "batches.json")
+	if err := os.WriteFile(path, []byte(ledger), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, ts := serve(t, Options{Dirs: []string{v.dir}})
+	_, body := get(t, nil, ts.URL+"/")
+	_, table, ok := strings.Cut(body, `<table class="batches">`)
+	if !ok {
+		t.Fatalf("no batches table on the run page:\n%s", body)
+	}
+	table, _, _ = strings.Cut(table, "</table>")
+	cells := regexp.MustCompile(`<td[^>]*>(.*?)</td>`)
+	var rows [][]string
+	for _, tr := range strings.Split(table, "<tr")[2:] {
+		var row []string
+		for _, m := range cells.FindAllStringSubmatch(tr, -1) {
+			row = append(row, m[1])
+		}
+		rows = append(rows, row)
+	}
+	want := [][]string{
+		{"1", "collected", "completed", "100", "98", "2", "<code>batch_aa</code>"},
+		{"2", "submitted", "in_progress&lt;img src=x onerror=alert(8)&gt;", "37", "12", "0", "<code>batch_bb&#34;&gt;&lt;script&gt;alert(9)&lt;/script&gt;</code>"},
+		{"3", "intended", "-", "5", "0", "0", "<code>-</code>"},
+	}
+	if !slices.EqualFunc(rows, want, slices.Equal) {
+		t.Errorf("batches table rows:\n got %q\nwant %q", rows, want)
+	}
+	if m := hostileMarkup.FindString(body); m != "" {
+		t.Errorf("the page holds %q unescaped", m)
+	}
+
+	if err := os.WriteFile(path, []byte(`{"version": 1, "run": "3f2a", "batches": [{"number": 2}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, body = get(t, nil, ts.URL+"/")
+	if !strings.Contains(body, path+": batch 1 is out of order") || strings.Contains(body, `<table class="batches">`) {
+		t.Errorf("a batches.json out of order: not said as a problem naming it, or a table shown anyway")
+	}
+	if !strings.Contains(body, `<table class="runs">`) {
+		t.Error("a batches.json that does not read hid the rest of the run page")
+	}
+}
