@@ -13,16 +13,18 @@ package pool
 
 import (
 	"github.com/synthgen/synthgen/generator/shape"
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 )
 
-// misshapen returns why content is not in the shape the job asks, or nil
-// (also when the job asks for none).
-func (e *Engine) misshapen(content string) error {
-	if e.shape == nil {
+// misshapen returns why r's content is not in the shape the job asks, or
+// nil (also when the job asks for none, and when r calls a tool: the shape
+// is the final answer's, and a call has no content to hold it).
+func (e *Engine) misshapen(r wire.Response) error {
+	if e.shape == nil || len(r.ToolCalls) > 0 {
 		return nil
 	}
-	return e.shape.Check(content)
+	return e.shape.Check(r.Content)
 }
 
 // shapeFailure is the error record of key j after attempt attempts, the

@@ -46,6 +46,10 @@ func (s *shapeServer) Complete(_ context.Context, req wire.Request, _ func(int))
 	if k := s.bad[id]; k < 0 || n <= k {
 		content = badVerdict
 	}
+	if id == "call" { // a tool call: no content
+		return wire.Response{Model: req.Model, FinishReason: "tool_calls", PromptTokens: 5, CompletionTokens: 9, UsageKnown: true,
+			ToolCalls: []wire.ToolCall{{ID: "chatcmpl-tool-1", Type: "function", Function: wire.ToolFunction{Name: "get_weather", Arguments: `{"city":"Paris"}`}}}}, nil
+	}
 	return wire.Response{Model: req.Model, Reasoning: "let me think {not json", Content: content, FinishReason: "stop", PromptTokens: 5, CompletionTokens: 9, UsageKnown: true}, nil
 }
 
@@ -53,9 +57,9 @@ func (s *shapeServer) Complete(_ context.Context, req wire.Request, _ func(int))
 // asked again at once, up to SchemaRetries times (counted as retries of
 // cause schema), and one never in it is an error record with the
 // validator's message and the answer's start; the reasoning, free text, is
-// not checked.
+// not checked, nor an answer that calls a tool.
 func TestSchemaRetries(t *testing.T) {
-	srv := &shapeServer{bad: map[string]int{"ok": 0, "once": 1, "twice": 2, "never": -1}, seen: map[string]int{}}
+	srv := &shapeServer{bad: map[string]int{"ok": 0, "once": 1, "twice": 2, "never": -1, "call": -1}, seen: map[string]int{}}
 	stats := runstats.NewStats(nil)
 	o := testOptions(2)
 	o.Sampling.ResponseFormat = verdictFormat()
@@ -66,7 +70,7 @@ func TestSchemaRetries(t *testing.T) {
 	}
 	dir := t.TempDir()
 	out := openSink(t, dir)
-	if _, err := eng.Run(context.Background(), newSliceSource("ok", "once", "twice", "never"), out); err != nil {
+	if _, err := eng.Run(context.Background(), newSliceSource("ok", "once", "twice", "never", "call"), out); err != nil {
 		t.Fatal(err)
 	}
 	if err := out.Close(); err != nil {
@@ -81,6 +85,11 @@ func TestSchemaRetries(t *testing.T) {
 	}
 	if _, ok := recs["never"]; ok {
 		t.Error("an answer never in the shape was recorded as done")
+	}
+	// The shape is the final answer's: a tool call, with no content, is
+	// recorded as it came, not asked again until it fails.
+	if r, ok := recs["call"]; !ok || len(r.ToolCalls) != 1 || r.Attempts != 1 || srv.seen["call"] != 1 {
+		t.Errorf("a tool call under a response_format: record %+v after %d requests, want the call in one", r, srv.seen["call"])
 	}
 	errs := readJSONL[sink.ErrorRecord](t, dir, "errors")
 	if len(errs) != 1 {

@@ -126,7 +126,7 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 				cut, haveCut = r, true
 				continue
 			}
-			if bad := e.misshapen(r.Content); bad != nil {
+			if bad := e.misshapen(r); bad != nil {
 				// Answered, but not in the shape asked: the prompt's
 				// failure, asked again at once (no backoff: the server
 				// is well) until SchemaRetries are used up.
@@ -201,7 +201,7 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 		}
 		clear(avoid) // a charged attempt: the next may go anywhere
 		if haveCut && (ce.Cause == wire.CauseTooLong || !ce.Retryable || charged >= e.opts.Retry.MaxAttempts) {
-			if bad := e.misshapen(cut.Content); bad != nil {
+			if bad := e.misshapen(cut); bad != nil {
 				return wire.Response{}, attempt, e.shapeFailure(j, attempt, bad)
 			}
 			return cut, attempt, nil
