@@ -139,6 +139,7 @@ type BatchConfig struct {
 	InFlight         int           `mapstructure:"in_flight"`
 	PollInterval     time.Duration `mapstructure:"poll_interval"`
 	CompletionWindow string        `mapstructure:"completion_window"`
+	PriceFactor      float64       `mapstructure:"price_factor"`
 }
 
 // ShutdownConfig bounds the graceful stage of shutdown.
@@ -187,7 +188,7 @@ func Default() Config {
 		},
 		Progress: ProgressConfig{Interval: 10 * time.Second},
 		Shutdown: ShutdownConfig{Grace: 2 * time.Minute},
-		Batch:    BatchConfig{MaxRequests: 50000, MaxBytes: 200_000_000, InFlight: 2, PollInterval: 30 * time.Second, CompletionWindow: "24h"},
+		Batch:    BatchConfig{MaxRequests: 50000, MaxBytes: 200_000_000, InFlight: 2, PollInterval: 30 * time.Second, CompletionWindow: "24h", PriceFactor: 0.5},
 	}
 }
 

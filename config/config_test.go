@@ -25,7 +25,7 @@ func documentedDefaults() Config {
 	c.Retry = RetryConfig{MaxAttempts: 6, InitialBackoff: time.Second, MaxBackoff: time.Minute}
 	c.Output = OutputConfig{Dir: "out/run", Format: "parquet", ShardSize: 1000, SyncInterval: time.Second}
 	c.Progress.Interval = 10 * time.Second
-	c.Batch = BatchConfig{MaxRequests: 50000, MaxBytes: 200_000_000, InFlight: 2, PollInterval: 30 * time.Second, CompletionWindow: "24h"}
+	c.Batch = BatchConfig{MaxRequests: 50000, MaxBytes: 200_000_000, InFlight: 2, PollInterval: 30 * time.Second, CompletionWindow: "24h", PriceFactor: 0.5}
 	c.Shutdown.Grace = 2 * time.Minute
 	return c
 }

@@ -89,6 +89,7 @@ var keys = []key{
 	{name: "batch.in_flight", usage: "batches submitted and not yet collected at once; the rows in flight are batch.max_requests times this (concurrency is not used)", field: func(c *Config) any { return &c.Batch.InFlight }},
 	{name: "batch.poll_interval", usage: "time between two looks at a submitted batch's status", field: func(c *Config) any { return &c.Batch.PollInterval }},
 	{name: "batch.completion_window", usage: "the completion_window each batch is created with (OpenAI accepts 24h)", field: func(c *Config) any { return &c.Batch.CompletionWindow }},
+	{name: "batch.price_factor", usage: "what the provider bills a batch's tokens, as a share of endpoint.price (OpenAI and most providers: 0.5; 1: the same as one request each); the run's cost and each record's use it", field: func(c *Config) any { return &c.Batch.PriceFactor }},
 
 	{name: "shutdown.grace", usage: "after the first signal, how long in-flight requests may still finish", field: func(c *Config) any { return &c.Shutdown.Grace }},
 }

@@ -217,7 +217,7 @@ func TestLoadEveryKeyFromEnv(t *testing.T) {
 		"output.dir": "o", "output.format": "jsonl", "output.shard_size": "6", "output.sync_interval": "0",
 		"progress.interval": "7s", "shutdown.grace": "8s",
 		"batch.enabled": "true", "batch.max_requests": "10", "batch.max_bytes": "2048", "batch.in_flight": "3",
-		"batch.poll_interval": "9s", "batch.completion_window": "24h",
+		"batch.poll_interval": "9s", "batch.completion_window": "24h", "batch.price_factor": "0.4",
 	}
 	for _, k := range Keys() {
 		v, ok := values[k]
@@ -232,7 +232,7 @@ func TestLoadEveryKeyFromEnv(t *testing.T) {
 	}
 	r := got.Redacted()
 	b, _ := json.Marshal(r)
-	want := `{"batch":{"completion_window":"24h","enabled":true,"in_flight":3,"max_bytes":2048,"max_requests":10,"poll_interval":"9s"},"concurrency":4,"dataset":{"format":"prompt","id_field":"id","limit":5,"on_bad_row":"fail","params_field":"p","path":"d.jsonl","prompt_field":"q","shard_by":"files"},` +
+	want := `{"batch":{"completion_window":"24h","enabled":true,"in_flight":3,"max_bytes":2048,"max_requests":10,"poll_interval":"9s","price_factor":0.4},"concurrency":4,"dataset":{"format":"prompt","id_field":"id","limit":5,"on_bad_row":"fail","params_field":"p","path":"d.jsonl","prompt_field":"q","shard_by":"files"},` +
 		`"endpoint":{"api_key_env":"K","base_url":"https://h:1/v1","ca_file":"ca.pem","insecure_skip_verify":true,"max_requests_per_minute":600,"max_tokens_per_minute":200000,"metrics_url":"http://h:2/metrics","model":"m","price":"{\"input\":2.5,\"output\":10}","stall_timeout":"0s","timeout":"1m0s"},` +
 		`"generation":{"extra_body":{"top_k":3},"logprobs":20,"max_tokens":9,"n":2,"on_length":"retry","require_reasoning":true,"require_token_ids":true,"response_format":"json_object","return_token_ids":true,"schema_retries":3,"stream":false,"system_prompt":"s","temperature":0,"tool_choice":"required","top_p":0.5,"turns":"all"},` +
 		`"output":{"dir":"o","format":"jsonl","shard_size":6,"sync_interval":"0s"},"progress":{"interval":"7s"},"prompt":{"messages":[]},` +

@@ -239,6 +239,9 @@ func (c Config) Validate() error {
 		if strings.TrimSpace(b.CompletionWindow) == "" {
 			add("batch.completion_window", b.CompletionWindow, "must not be empty (OpenAI accepts 24h)")
 		}
+		if !(b.PriceFactor > 0 && b.PriceFactor <= 1) {
+			add("batch.price_factor", b.PriceFactor, fmt.Sprintf("%v is not greater than 0 and at most 1 (OpenAI bills a batch at 0.5)", b.PriceFactor))
+		}
 	}
 	if fe := c.validatePrice(); fe != nil {
 		errs = append(errs, fe)

@@ -56,6 +56,7 @@ func TestValidate(t *testing.T) {
 		{"grace", func(c *Config) { c.Shutdown.Grace = -time.Second }, `shutdown.grace: -1s is negative`},
 		{"batch size", func(c *Config) { c.Batch.Enabled, c.Batch.MaxRequests = true, 0 }, `batch.max_requests: 0 is less than 1`},
 		{"batch window", func(c *Config) { c.Batch.Enabled, c.Batch.CompletionWindow = true, "" }, `batch.completion_window: must not be empty (OpenAI accepts 24h)`},
+		{"batch price factor", func(c *Config) { c.Batch.Enabled, c.Batch.PriceFactor = true, 0 }, `batch.price_factor: 0 is not greater than 0 and at most 1 (OpenAI bills a batch at 0.5)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

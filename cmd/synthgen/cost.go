@@ -6,9 +6,10 @@ import (
 )
 
 // priceOf is endpoint.price as the runner asks it, for the model the job
-// resolved to; nil without a price. An unset cached_input is the input
-// price: the server is taken to bill a cached token as any other.
-func priceOf(p config.Price) func(model string) (runstats.Price, bool) {
+// resolved to, times factor (batch.price_factor in the batch mode, else
+// 1); nil without a price. An unset cached_input is the input price: the
+// server is taken to bill a cached token as any other.
+func priceOf(p config.Price, factor float64) func(model string) (runstats.Price, bool) {
 	if !p.Set() {
 		return nil
 	}
@@ -21,6 +22,7 @@ func priceOf(p config.Price) func(model string) (runstats.Price, bool) {
 		if tp.CachedInput != nil {
 			out.CachedInput = *tp.CachedInput
 		}
+		out.Input, out.Output, out.CachedInput = out.Input*factor, out.Output*factor, out.CachedInput*factor
 		return out, true
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/internal/mockserver/batchapi"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -99,4 +100,39 @@ func TestRunCost(t *testing.T) {
 			t.Errorf("unpriced record %s: cost %v cached_tokens %d, want 0 and 3", r.ID, r.Cost, r.CachedTokens)
 		}
 	})
+}
+
+// TestBatchCostAtPriceFactor: in the batch mode the tokens are billed at
+// batch.price_factor of endpoint.price (0.5 by default, as OpenAI bills a
+// batch): each record's cost and report.json's say so.
+func TestBatchCostAtPriceFactor(t *testing.T) {
+	t.Parallel()
+	const prompts = 12
+	m := startMock(t, mockserver.Options{MeanTokens: 30, Seed: 4, Batch: batchapi.Options{Validating: time.Millisecond, InProgress: 10 * time.Millisecond, Finalizing: time.Millisecond}})
+	dir := t.TempDir()
+	data := writeShareGPT(t, dir, prompts)
+	for _, tc := range []struct {
+		name   string
+		extra  []string
+		factor float64
+	}{{"default", nil, 0.5}, {"factor", []string{"--batch.price_factor", "0.25"}, 0.25}} {
+		out := filepath.Join(dir, tc.name)
+		args := append([]string{"run", "--dataset.path", data, "--endpoint.base_url", m.BaseURL, "--output.dir", out,
+			"--endpoint.price", `{"input":2,"output":8}`, "--batch.enabled", "--batch.max_requests", "5", "--batch.poll_interval", "5ms", "--quiet"}, tc.extra...)
+		p := startSynthgen(t, tc.name, args...)
+		if code := p.wait(t, 2*time.Minute); code != 0 {
+			t.Fatalf("%s: exit %d; stderr:\n%s", tc.name, code, p.stderr(t))
+		}
+		var sum float64
+		checkCompleteWith(t, out, prompts, func(r sink.Record, i int) {
+			want := tc.factor * (float64(r.PromptTokens)*2 + float64(r.CompletionTokens)*8) / 1e6
+			if r.CompletionTokens == 0 || math.Abs(r.Cost-want) > 1e-12 {
+				t.Errorf("%s: record %s: cost %v for %d+%d tokens, want %v", tc.name, r.ID, r.Cost, r.PromptTokens, r.CompletionTokens, want)
+			}
+			sum += r.Cost
+		})
+		if rep := readReport(t, out); rep.Cost == nil || math.Abs(*rep.Cost-sum) > 1e-9 {
+			t.Errorf("%s: report.json cost %v, want the records' %v", tc.name, rep.Cost, sum)
+		}
+	}
 }

@@ -427,7 +427,7 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 		Outputs:    outdir.Reader{},
 		Version:    version,
 		Config:     cfg.Redacted(),
-		Price:      priceOf(cfg.Endpoint.Price),
+		Price:      priceOf(cfg.Endpoint.Price, priceFactorOf(cfg)),
 		Stats:      stats,
 		Log:        stderr,
 	}
@@ -646,6 +646,15 @@ func batchOf(cfg config.Config) *batch.Options {
 		return nil
 	}
 	return &batch.Options{MaxRequests: b.MaxRequests, MaxBytes: b.MaxBytes, PollInterval: b.PollInterval, Window: b.CompletionWindow}
+}
+
+// priceFactorOf is the share of endpoint.price the run's tokens are billed:
+// batch.price_factor in the batch mode, else all of it.
+func priceFactorOf(cfg config.Config) float64 {
+	if cfg.Batch.Enabled {
+		return cfg.Batch.PriceFactor
+	}
+	return 1
 }
 
 // concurrencyOf is the pool's size: in the batch mode, the rows of
