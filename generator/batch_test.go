@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/synthgen/synthgen/generator/pool"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/internal/mockserver/batchapi"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -166,5 +168,59 @@ func TestBatchResume(t *testing.T) {
 	checkOnce(t, m, s.Dir, 25)
 	if c := created(t, m); c != 3 {
 		t.Errorf("%d batches created, want 3", c)
+	}
+}
+
+// lineWaiter is a Log that closes seen once want has been written n times.
+type lineWaiter struct {
+	mu   sync.Mutex
+	buf  strings.Builder
+	want string
+	n    int
+	seen chan struct{}
+}
+
+func (w *lineWaiter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	had := strings.Count(w.buf.String(), w.want)
+	w.buf.Write(p)
+	if had < w.n && strings.Count(w.buf.String(), w.want) >= w.n {
+		close(w.seen)
+	}
+	return len(p), nil
+}
+
+func (w *lineWaiter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// TestBatchStoppedSaysWhatIsLeft: a run stopped while its batches run at
+// the provider says which are left there and that the same command
+// collects them; the ledger holds them submitted.
+func TestBatchStoppedSaysWhatIsLeft(t *testing.T) {
+	t.Parallel()
+	m := mockserver.New(mockserver.Options{Seed: 1, Batch: batchapi.Options{InProgress: time.Hour}})
+	ts := httptest.NewServer(m)
+	t.Cleanup(ts.Close)
+	dir := t.TempDir()
+	s := batchSetup(t, ts.URL, dir, 15)
+	log := &lineWaiter{want: ": submitted as", n: 2, seen: make(chan struct{})}
+	s.Log = log
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-log.seen
+		cancel()
+	}()
+	runBatch(t, ctx, s)
+	es, err := batch.ReadLedger(s.Dir)
+	if err != nil || len(es) != 2 || es[0].State != batch.StateSubmitted || es[1].State != batch.StateSubmitted {
+		t.Fatalf("ledger %+v (%v), want two batches submitted", es, err)
+	}
+	want := fmt.Sprintf("batch: 2 batches left at the provider (%s, %s); the same command collects them", es[0].BatchID, es[1].BatchID)
+	if !strings.Contains(log.String(), want) {
+		t.Errorf("the log does not say %q:\n%s", want, log)
 	}
 }

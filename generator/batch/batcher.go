@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -283,6 +284,15 @@ func (b *Batcher) tick() {
 func (b *Batcher) Close(clean bool) error {
 	b.cancel()
 	b.wg.Wait()
+	var out []string
+	for _, e := range b.l.f.Batches {
+		if e.State == StateSubmitted {
+			out = append(out, e.BatchID)
+		}
+	}
+	if len(out) > 0 {
+		fmt.Fprintf(b.o.Log, "batch: %d batches left at the provider (%s); the same command collects them, without sending their rows again\n", len(out), strings.Join(out, ", "))
+	}
 	if !clean {
 		return nil
 	}
