@@ -47,7 +47,7 @@ func TestToolCallsFromAnswers(t *testing.T) {
 
 // TestToolCallsAssembledByIndex: calls interleaved by index, a name in a
 // later delta, arguments that are not JSON (kept as sent), an index with
-// no id.
+// no id, a delta whose fields are all null (as some servers send them).
 func TestToolCallsAssembledByIndex(t *testing.T) {
 	t.Parallel()
 	var a answer
@@ -55,6 +55,7 @@ func TestToolCallsAssembledByIndex(t *testing.T) {
 		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"b","type":"function","function":{"name":"g","arguments":""}}]}}]}`,
 		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","function":{"arguments":"{\"x\""}}]}}]}`,
 		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"[1,"}},{"index":0,"function":{"name":"f","arguments":": 1}"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"content":null,"tool_calls":[{"index":0,"id":null,"type":null,"function":{"name":null,"arguments":null}}]}}]}`,
 		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"ignored","function":{"arguments":"2"}}]},"finish_reason":"tool_calls"}]}`,
 	} {
 		d, err := decodeChunk([]byte(c))
@@ -68,7 +69,7 @@ func TestToolCallsAssembledByIndex(t *testing.T) {
 		{ID: "b", Type: "function", Function: ToolFunction{Name: "g", Arguments: "[1,2"}},
 		{ID: "a", Function: ToolFunction{Name: "f", Arguments: `{"x": 1}`}},
 	}
-	if !reflect.DeepEqual(r.ToolCalls, want) || r.Chunks != 4 {
+	if !reflect.DeepEqual(r.ToolCalls, want) || r.Chunks != 5 {
 		t.Errorf("calls %+v (%d chunks), want %+v", r.ToolCalls, r.Chunks, want)
 	}
 }
