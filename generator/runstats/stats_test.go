@@ -431,6 +431,22 @@ func TestStatsETATail(t *testing.T) {
 	}
 }
 
+// answering is a run of 10 keys whose first answer came after a second:
+// its ETA is known, for a reason to take it away.
+func answering(t *testing.T) (*Stats, *fakeClock) {
+	t.Helper()
+	clk := newFakeClock()
+	s := NewStats(clk.now)
+	s.SetTotal(10)
+	r := s.Begin()
+	clk.advance(time.Second)
+	r.Done(Outcome{CompletionTokens: 100, UsageKnown: true})
+	if snap := s.Snapshot(); !snap.ETAKnown || snap.ETAUnknown != "" {
+		t.Fatalf("answering: ETAKnown=%v ETAUnknown=%q, want known", snap.ETAKnown, snap.ETAUnknown)
+	}
+	return s, clk
+}
+
 func TestStatsETAStates(t *testing.T) {
 	t.Run("before any request", func(t *testing.T) {
 		s := NewStats(newFakeClock().now)
@@ -465,15 +481,7 @@ func TestStatsETAStates(t *testing.T) {
 	t.Run("outage", func(t *testing.T) {
 		// Answers came, then the server went away: the ETA does not
 		// grow with the falling rate, it says the outage.
-		clk := newFakeClock()
-		s := NewStats(clk.now)
-		s.SetTotal(10)
-		r := s.Begin()
-		clk.advance(time.Second)
-		r.Done(Outcome{CompletionTokens: 100, UsageKnown: true})
-		if snap := s.Snapshot(); !snap.ETAKnown || snap.ETAUnknown != "" {
-			t.Fatalf("answering: ETAKnown=%v ETAUnknown=%q, want known", snap.ETAKnown, snap.ETAUnknown)
-		}
+		s, clk := answering(t)
 		s.SetServerDown(true, clk.now())
 		clk.advance(time.Minute)
 		if snap := s.Snapshot(); snap.ETAKnown || snap.ETAUnknown != "outage" {
@@ -487,12 +495,7 @@ func TestStatsETAStates(t *testing.T) {
 	t.Run("batch", func(t *testing.T) {
 		// In the batch mode the answers come a batch at a time: the rate
 		// of the last minute says nothing of when the next batch ends.
-		clk := newFakeClock()
-		s := NewStats(clk.now)
-		s.SetTotal(10)
-		r := s.Begin()
-		clk.advance(time.Second)
-		r.Done(Outcome{CompletionTokens: 100, UsageKnown: true})
+		s, _ := answering(t)
 		s.Begin()
 		s.SetBatches([]BatchRecord{{Number: 1, State: "submitted", Requests: 9}})
 		if snap := s.Snapshot(); snap.ETAKnown || snap.ETAUnknown != "batch" {
