@@ -8,9 +8,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -222,5 +224,65 @@ func TestBatchStoppedSaysWhatIsLeft(t *testing.T) {
 	want := fmt.Sprintf("batch: 2 batches left at the provider (%s, %s); the same command collects them", es[0].BatchID, es[1].BatchID)
 	if !strings.Contains(log.String(), want) {
 		t.Errorf("the log does not say %q:\n%s", want, log)
+	}
+}
+
+// TestBatchRetriesWhatTheServerRefusesForNow: an upload and a poll the
+// server answers 503 (then 429) are tried again, waiting a second, then
+// twice that, up to the poll interval, and every row is answered once.
+func TestBatchRetriesWhatTheServerRefusesForNow(t *testing.T) {
+	t.Parallel()
+	m := mockserver.New(mockserver.Options{Seed: 1, Batch: batchapi.Options{InProgress: time.Millisecond}})
+	var mu sync.Mutex
+	refused := map[string]int{}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		op := r.Method + " " + r.URL.Path
+		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/batches/") {
+			op = "GET /v1/batches/{id}"
+		}
+		mu.Lock()
+		n := refused[op]
+		if (op == "POST /v1/files" || op == "GET /v1/batches/{id}") && n < 4 {
+			refused[op]++
+			mu.Unlock()
+			status := http.StatusServiceUnavailable
+			if n%2 == 1 {
+				status = http.StatusTooManyRequests
+			}
+			http.Error(w, `{"error":{"message":"busy"}}`, status)
+			return
+		}
+		mu.Unlock()
+		m.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	dir := t.TempDir()
+	s := batchSetup(t, ts.URL, dir, 8)
+	var waits []time.Duration
+	s.Batch.PollInterval = 3 * time.Second
+	s.Batch.After = func(d time.Duration) <-chan time.Time {
+		mu.Lock()
+		waits = append(waits, d) // the retries', the polls' (3 s) and the sealer's ticks (1 s)
+		mu.Unlock()
+		c := make(chan time.Time, 1)
+		c <- time.Time{}
+		return c
+	}
+	if res := runBatch(t, context.Background(), s); res.Outcome != OutcomeDone {
+		t.Fatalf("outcome %s, want done", res.Outcome)
+	}
+	checkOnce(t, m, s.Dir, 8)
+	mu.Lock()
+	defer mu.Unlock()
+	if refused["POST /v1/files"] != 4 || refused["GET /v1/batches/{id}"] != 4 {
+		t.Errorf("refused %v, want 4 of each", refused)
+	}
+	// Only a retry waits 2 s: a second, doubled; none waits past the poll
+	// interval.
+	if !slices.Contains(waits, 2*time.Second) {
+		t.Errorf("no wait of 2s among %v: the retries do not double", waits)
+	}
+	if i := slices.IndexFunc(waits, func(d time.Duration) bool { return d > 3*time.Second }); i >= 0 {
+		t.Errorf("a wait of %v, past the poll interval", waits[i])
 	}
 }

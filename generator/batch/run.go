@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/synthgen/synthgen/internal/backoff"
 	"github.com/synthgen/synthgen/internal/durable"
 )
 
@@ -43,10 +44,10 @@ func (b *Batcher) say(e *Entry, format string, args ...any) {
 }
 
 // retry calls f until it succeeds, fails for good, or the run ends,
-// waiting between tries from a second up to the poll interval.
+// waiting between tries from a second, doubling, up to the poll interval.
 func (b *Batcher) retry(f func() error) error {
-	wait := time.Second
-	for {
+	p := backoff.Policy{Initial: time.Second, Max: max(b.o.PollInterval, time.Second)}
+	for attempt := 1; ; attempt++ {
 		err := f()
 		if err == nil || !Transient(err) || b.ctx.Err() != nil {
 			return err
@@ -54,9 +55,8 @@ func (b *Batcher) retry(f func() error) error {
 		select {
 		case <-b.ctx.Done():
 			return b.ctx.Err()
-		case <-b.o.After(wait):
+		case <-b.o.After(p.Ceiling(attempt)):
 		}
-		wait = min(2*wait, max(b.o.PollInterval, time.Second))
 	}
 }
 
