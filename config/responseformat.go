@@ -10,7 +10,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/job"
 )
 
 // responseFormatKey may hold a mapping in a file (a JSON Schema written

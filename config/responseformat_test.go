@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/job"
 )
 
 // judgeSchema is a schema whose keys are not in sorted order: a server's

@@ -20,11 +20,11 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/batch"
-	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/pool"
 	"github.com/synthgen/synthgen/generator/runstats"
-	"github.com/synthgen/synthgen/internal/mockserver"
-	"github.com/synthgen/synthgen/internal/mockserver/batchapi"
+	"github.com/synthgen/synthgen/job"
+	"github.com/synthgen/synthgen/mockserver"
+	"github.com/synthgen/synthgen/mockserver/batchapi"
 	"github.com/synthgen/synthgen/sink"
 )
 

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/runstats"
-	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/job"
+	"github.com/synthgen/synthgen/mockserver"
 )
 
 // TestOpenRefusesAnUnpricedModel: with a price per model and no

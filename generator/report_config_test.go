@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
+	"github.com/synthgen/synthgen/job"
 )
 
 // The config summary of report.json is the job as run (model resolved)

@@ -31,7 +31,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/sink"
 )
 

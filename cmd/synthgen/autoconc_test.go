@@ -18,8 +18,8 @@ import (
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
-	"github.com/synthgen/synthgen/internal/mockserver"
-	"github.com/synthgen/synthgen/internal/progress"
+	"github.com/synthgen/synthgen/mockserver"
+	"github.com/synthgen/synthgen/ui/progress"
 )
 
 // kneeDataset writes n prompts of exactly words words each (the mock

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/internal/mockserver"
-	"github.com/synthgen/synthgen/internal/mockserver/batchapi"
+	"github.com/synthgen/synthgen/mockserver"
+	"github.com/synthgen/synthgen/mockserver/batchapi"
 )
 
 const batchModeRows = 30 // three batches of 10

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
 

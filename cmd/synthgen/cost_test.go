@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
-	"github.com/synthgen/synthgen/internal/mockserver"
-	"github.com/synthgen/synthgen/internal/mockserver/batchapi"
+	"github.com/synthgen/synthgen/mockserver"
+	"github.com/synthgen/synthgen/mockserver/batchapi"
 	"github.com/synthgen/synthgen/sink"
 )
 

@@ -19,9 +19,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/internal/mockserver"
-	"github.com/synthgen/synthgen/internal/progress"
+	"github.com/synthgen/synthgen/mockserver"
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/ui/progress"
 )
 
 // headerRe matches the line run prints once its signal handlers are set.

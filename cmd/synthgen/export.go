@@ -17,9 +17,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/synthgen/synthgen/generator/job"
-	"github.com/synthgen/synthgen/generator/judge"
-	"github.com/synthgen/synthgen/internal/export"
+	"github.com/synthgen/synthgen/export"
+	"github.com/synthgen/synthgen/job"
+	"github.com/synthgen/synthgen/job/judge"
 )
 
 // exportHelp is export's --help.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/sink"
 )
 

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/sink"
 )
 

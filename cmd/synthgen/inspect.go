@@ -20,8 +20,8 @@ import (
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/dataset/hub"
 	"github.com/synthgen/synthgen/dataset/outdir"
-	"github.com/synthgen/synthgen/generator/judge"
 	"github.com/synthgen/synthgen/internal/human"
+	"github.com/synthgen/synthgen/job/judge"
 )
 
 type inspectFlags struct {

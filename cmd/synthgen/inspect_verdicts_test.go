@@ -12,7 +12,7 @@ import (
 
 	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/internal/diskfault"
-	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/mockserver"
 )
 
 // TestCtrlCIsNoError: a Ctrl-C the person gave ends with what happened and

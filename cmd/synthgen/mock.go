@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/mockserver"
 )
 
 // mockHelp is mock's --help.

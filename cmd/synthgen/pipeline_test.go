@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/config"
-	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
 

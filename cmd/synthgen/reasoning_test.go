@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
-	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/mockserver"
 )
 
 // noParserMock is a server without a reasoning parser: the thought comes

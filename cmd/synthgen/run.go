@@ -20,12 +20,12 @@ import (
 	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/batch"
-	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/pool"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
-	"github.com/synthgen/synthgen/internal/progress"
 	"github.com/synthgen/synthgen/internal/redact"
+	"github.com/synthgen/synthgen/job"
+	"github.com/synthgen/synthgen/ui/progress"
 )
 
 // runFlags are the run flags that are not config keys.

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/generator/job"
-	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/job"
+	"github.com/synthgen/synthgen/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
 

@@ -10,9 +10,9 @@ import (
 	"github.com/synthgen/synthgen/config"
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/dataset/template"
-	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/shape"
 	"github.com/synthgen/synthgen/generator/wire"
+	"github.com/synthgen/synthgen/job"
 )
 
 // jobOf is the job a configuration asks: the one place config keys become

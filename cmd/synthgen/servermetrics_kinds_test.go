@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/mockserver"
 )
 
 // TestRunServerViewKinds: a run against SGLang or llama.cpp (the mock in

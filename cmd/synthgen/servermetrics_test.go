@@ -14,9 +14,9 @@ import (
 
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
-	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/internal/promscrape"
 	"github.com/synthgen/synthgen/internal/redact"
+	"github.com/synthgen/synthgen/mockserver"
 )
 
 // TestSelfMetricsPerEndpoint: with several endpoints --metrics-addr serves

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/mockserver"
 )
 
 // TestClosedStdoutDoesNotStopTheRun: `synthgen run ... | head -1` closes

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/mockserver"
 )
 
 // TestRunTLS: an https server whose certificate a private CA signed (here

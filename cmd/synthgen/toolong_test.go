@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/synthgen/synthgen/generator/wire"
-	"github.com/synthgen/synthgen/internal/mockserver"
-	"github.com/synthgen/synthgen/internal/progress"
+	"github.com/synthgen/synthgen/mockserver"
+	"github.com/synthgen/synthgen/ui/progress"
 )
 
 // TestRunPromptsTooLong: against a server with max_model_len 100 and

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/dataset/template"
-	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
 

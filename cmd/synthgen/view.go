@@ -26,8 +26,8 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
-	"github.com/synthgen/synthgen/internal/view"
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/ui/view"
 )
 
 // defaultViewAddr is where view listens without --addr: loopback, on a

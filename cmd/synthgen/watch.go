@@ -18,9 +18,9 @@ import (
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/internal/backoff"
 	"github.com/synthgen/synthgen/internal/human"
-	"github.com/synthgen/synthgen/internal/progress"
 	"github.com/synthgen/synthgen/internal/promscrape"
 	"github.com/synthgen/synthgen/internal/redact"
+	"github.com/synthgen/synthgen/ui/progress"
 )
 
 type watchOptions struct {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/generator/runstats"
-	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/mockserver"
 )
 
 // loadedMock is the mock with o under streaming load, behind a log of the

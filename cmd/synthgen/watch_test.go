@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/generator/runstats"
-	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/internal/promscrape"
+	"github.com/synthgen/synthgen/mockserver"
 )
 
 // fakeVLLM serves /metrics in vLLM's layout (two engines). Its generation

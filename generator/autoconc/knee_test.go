@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/internal/mockserver"
 	"github.com/synthgen/synthgen/internal/promscrape"
+	"github.com/synthgen/synthgen/mockserver"
 )
 
 // The knee model, as cmd/synthgen's kneeMock: prompts of kneePrompt

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
-	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/job"
+	"github.com/synthgen/synthgen/mockserver"
 )
 
 // producerWaitsForSlot reports whether the producer is blocked handing a

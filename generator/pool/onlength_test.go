@@ -6,9 +6,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
+	"github.com/synthgen/synthgen/job"
 )
 
 // roomy answers "length" while max_tokens is below need, like a model

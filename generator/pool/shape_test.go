@@ -9,10 +9,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/shape"
 	"github.com/synthgen/synthgen/generator/wire"
+	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/sink"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/sink"
 )
 

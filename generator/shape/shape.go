@@ -20,7 +20,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/job"
 )
 
 // Cause is the cause of an answer not in the shape asked, in the retries

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/job"
 )
 
 // This file is the client's face: one chat completion, plain or streamed,

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/job"
 )
 
 // server is an httptest server that records what it received.

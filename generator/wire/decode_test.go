@@ -19,7 +19,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/job"
 )
 
 // sseChunks returns the JSON payloads of a testdata .sse file, [DONE] excluded.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/generator/job"
-	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/job"
+	"github.com/synthgen/synthgen/mockserver"
 )
 
 // A hosted server's stated limits reach the caller from every answer: a

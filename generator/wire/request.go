@@ -15,7 +15,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/job"
 )
 
 // EncodeRequest builds the exact JSON body of a chat completion request:

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/job"
 )
 
 // TestEncodeRequestResponseFormat: the job's shape goes as OpenAI's

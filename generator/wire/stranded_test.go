@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/internal/mockserver"
+	"github.com/synthgen/synthgen/mockserver"
 )
 
 // TestStrandedStreamsAreCut: a server queues streams without a byte

@@ -18,8 +18,8 @@ import (
 	"golang.org/x/text/message"
 
 	"github.com/synthgen/synthgen/generator/batch"
-	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
+	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/sink"
 )
 

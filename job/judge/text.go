@@ -22,9 +22,9 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/dataset/template"
-	"github.com/synthgen/synthgen/generator/job"
-	"github.com/synthgen/synthgen/generator/plan"
 	"github.com/synthgen/synthgen/internal/human"
+	"github.com/synthgen/synthgen/job"
+	"github.com/synthgen/synthgen/job/plan"
 	"github.com/synthgen/synthgen/sink"
 	"github.com/synthgen/synthgen/sink/audit"
 )

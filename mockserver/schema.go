@@ -23,7 +23,7 @@ import (
 	"math/rand/v2"
 	"unicode/utf8"
 
-	"github.com/synthgen/synthgen/internal/mockserver/schemagen"
+	"github.com/synthgen/synthgen/mockserver/schemagen"
 )
 
 // invalidJSONSalt keeps RateInvalidJSON's draw apart from the others'.

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/internal/mockserver"
-	"github.com/synthgen/synthgen/internal/mockserver/batchapi"
+	"github.com/synthgen/synthgen/mockserver"
+	"github.com/synthgen/synthgen/mockserver/batchapi"
 )
 
 // clock is a clock the test advances: nanoseconds since 1970.

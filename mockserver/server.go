@@ -29,7 +29,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/synthgen/synthgen/internal/mockserver/batchapi"
+	"github.com/synthgen/synthgen/mockserver/batchapi"
 )
 
 // ReasoningField values: where the reasoning text goes in messages and deltas.

@@ -5,8 +5,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/synthgen/synthgen/generator/plan"
 	"github.com/synthgen/synthgen/internal/human"
+	"github.com/synthgen/synthgen/job/plan"
 	"github.com/synthgen/synthgen/sink/audit"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/synthgen/synthgen/generator/job"
+	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/sink"
 )
 

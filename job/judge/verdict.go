@@ -14,8 +14,8 @@ import (
 	"strings"
 
 	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/generator/job"
-	"github.com/synthgen/synthgen/generator/plan"
+	"github.com/synthgen/synthgen/job"
+	"github.com/synthgen/synthgen/job/plan"
 	"github.com/synthgen/synthgen/sink"
 	"github.com/synthgen/synthgen/sink/audit"
 )

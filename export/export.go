@@ -21,8 +21,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/internal/durable"
+	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/sink"
 	"github.com/synthgen/synthgen/sink/audit"
 )

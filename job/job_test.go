@@ -374,7 +374,7 @@ func roundTrip(t *testing.T, j Job) Job {
 // version 1's setting map from the current job; that only works if a job
 // rebuilt from such a map gives the map back.
 func TestLegacyJobKeysRoundTrip(t *testing.T) {
-	m, err := sink.ReadManifest(filepath.Join("..", "..", "cmd", "synthgen", "testdata", "v1dir", "out-jsonl"))
+	m, err := sink.ReadManifest(filepath.Join("..", "cmd", "synthgen", "testdata", "v1dir", "out-jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

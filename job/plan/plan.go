@@ -15,8 +15,8 @@ import (
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/dataset/stamp"
 	"github.com/synthgen/synthgen/dataset/template"
-	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/internal/extsort"
+	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/sink"
 )
 

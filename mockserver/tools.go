@@ -15,7 +15,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/synthgen/synthgen/internal/mockserver/schemagen"
+	"github.com/synthgen/synthgen/mockserver/schemagen"
 )
 
 // toolFields are the request's and messages' tool fields the mock reads.

@@ -24,7 +24,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/generator/plan"
+	"github.com/synthgen/synthgen/job/plan"
 	"github.com/synthgen/synthgen/sink"
 )
 

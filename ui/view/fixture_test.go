@@ -12,9 +12,9 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/autoconc"
-	"github.com/synthgen/synthgen/generator/job"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
+	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/sink"
 )
 

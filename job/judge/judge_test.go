@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synthgen/synthgen/generator/plan"
+	"github.com/synthgen/synthgen/job/plan"
 	"github.com/synthgen/synthgen/sink/audit"
 )
 

@@ -15,7 +15,7 @@ import (
 // difference), since a resume compares exactly that.
 func FuzzManifestJob(f *testing.F) {
 	for _, p := range []string{
-		filepath.Join("..", "..", "cmd", "synthgen", "testdata", "v1dir", "out-jsonl", "manifest.json"),
+		filepath.Join("..", "cmd", "synthgen", "testdata", "v1dir", "out-jsonl", "manifest.json"),
 	} {
 		if b, err := os.ReadFile(p); err == nil {
 			var m sink.Manifest
