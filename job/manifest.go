@@ -15,6 +15,7 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // This file is the job's side of the output directory's manifest: the sink
@@ -116,7 +117,7 @@ func legacyJob(dir string, a map[string]string) (Job, error) {
 // only its report.json (written when a run ended) says; the whole dataset
 // when it does not.
 func legacyShard(dir string) dataset.Shard {
-	data, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	data, err := os.ReadFile(layout.Dir(dir).Report())
 	if err != nil {
 		return dataset.Shard{}
 	}

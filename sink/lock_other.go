@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // LockName is the lock file inside the output directory. On systems without
 // flock it is created but not locked: do not run two synthgen processes on
 // one output directory there.
-const LockName = ".lock"
+const LockName = layout.LockName
 
 func lockDir(dir string) (*os.File, error) {
 	f, err := os.OpenFile(filepath.Join(dir, LockName), os.O_RDWR|os.O_CREATE, 0o644)

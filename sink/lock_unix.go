@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/synthgen/synthgen/sink/layout"
 	"syscall"
 )
 
@@ -17,7 +19,7 @@ import (
 // write the same keys twice, so Open takes an exclusive flock on it. The
 // kernel drops the lock when the process dies, so a crash never leaves the
 // directory locked.
-const LockName = ".lock"
+const LockName = layout.LockName
 
 func lockDir(dir string) (*os.File, error) {
 	path := filepath.Join(dir, LockName)

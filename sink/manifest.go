@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/sink/keyset"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
-// ManifestName is the manifest's file name inside the output directory.
-const ManifestName = "manifest.json"
+// ManifestName is the manifest's file name inside the output directory
+// (layout's name, kept here for the sink's callers).
+const ManifestName = layout.ManifestName
 
 // ManifestVersion is the version of manifest.json this code writes. Version
 // 1 (no manifest_version field) held the job as a map of setting strings

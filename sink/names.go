@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // partName is the final file name of part i: part-000007.jsonl.
@@ -174,11 +176,10 @@ func checkOwnDir(dir string) error {
 	}
 	var other []string
 	for _, e := range entries {
-		switch name := e.Name(); {
-		case name == ManifestName || name == "data" || name == "errors":
+		switch name := e.Name(); layout.Classify(name) {
+		case layout.Output:
 			return nil // a synthgen output (recovery decides what it holds)
-		case name == LockName || name == "status.json" || name == "report.json" || name == "history.jsonl" || IsPartLog(name) || strings.HasPrefix(name, "."):
-		default:
+		case layout.Foreign:
 			other = append(other, name)
 		}
 	}

@@ -8,7 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
+
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // The part log: finalizing a part appends one line (its ShardInfo as
@@ -40,12 +41,10 @@ import (
 //	log not named by manifest.json              ignored, removed by the next Open
 
 // partLogName is the log run appends to.
-func partLogName(run int) string { return fmt.Sprintf("manifest.shards.%d.jsonl", run) }
-
-var partLogPattern = regexp.MustCompile(`^manifest\.shards\.\d+\.jsonl$`)
+func partLogName(run int) string { return layout.PartLogName(run) }
 
 // IsPartLog reports whether name is a part log's name (current or stale).
-func IsPartLog(name string) bool { return partLogPattern.MatchString(name) }
+func IsPartLog(name string) bool { return layout.IsPartLog(name) }
 
 // readPartLog adds to m.Parts the parts of the log m names that it does
 // not list yet. A missing log is an empty one (no part was finalized

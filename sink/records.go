@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // This file reads records back for tools that use a directory's data (the
@@ -70,7 +72,7 @@ func ErrorFiles(errDir string) ([]string, error) {
 // they were written (a later one for a key replaces an earlier). Lines that
 // do not decode are skipped: the audit reports them as problems.
 func ForEachError(dir string, fn func(*ErrorRecord) error) error {
-	errDir := filepath.Join(dir, "errors")
+	errDir := layout.Dir(dir).Errors()
 	names, err := ErrorFiles(errDir)
 	if err != nil {
 		return err

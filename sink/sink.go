@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/sink/keyset"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // JobRecord is the job a run writes for, as its owner encodes it. The sink
@@ -124,8 +125,8 @@ func Open(opts Options) (_ *Sink, err error) {
 		opts:      opts,
 		now:       now,
 		dir:       opts.Dir,
-		dataDir:   filepath.Join(opts.Dir, "data"),
-		errDir:    filepath.Join(opts.Dir, "errors"),
+		dataDir:   layout.Dir(opts.Dir).Data(),
+		errDir:    layout.Dir(opts.Dir).Errors(),
 		done:      &keyset.Set{},
 		failed:    &keyset.Set{},
 		written:   &keyset.Set{},
@@ -270,7 +271,7 @@ func validate(o *Options) error {
 // removeManifestLeftovers deletes temporaries of an interrupted manifest
 // rewrite: the manifest itself is either the old or the new one.
 func removeManifestLeftovers(dir string) {
-	leftovers, _ := filepath.Glob(filepath.Join(dir, "."+ManifestName+".*"+SuffixTmp))
+	leftovers, _ := filepath.Glob(layout.Dir(dir).Leftovers(ManifestName))
 	for _, p := range leftovers {
 		step("remove", p)
 		_ = os.Remove(p)

@@ -520,11 +520,11 @@ func TestOpenRefusesDirsNotItsOwn(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// What a run leaves beside its output (status, report, history) is
-	// no stranger's file: a directory emptied of its data but not of them
-	// is opened.
+	// What a run leaves beside its output (status, report, history, the
+	// batch ledger) is no stranger's file: a directory emptied of its data
+	// but not of them is opened.
 	left := t.TempDir()
-	for _, name := range []string{"status.json", "report.json", "history.jsonl"} {
+	for _, name := range []string{"status.json", "report.json", "history.jsonl", "batches.json"} {
 		if err := os.WriteFile(filepath.Join(left, name), []byte("{}\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}

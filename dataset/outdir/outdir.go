@@ -16,6 +16,7 @@ import (
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/dataset/stamp"
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // Reader is dataset.Outputs for directories the sink wrote.
@@ -48,7 +49,7 @@ func (Reader) Stamp(dir string) (stamp.Output, error) {
 	for _, p := range m.Parts {
 		listed[p.Name] = p
 	}
-	dataDir := filepath.Join(dir, "data")
+	dataDir := layout.Dir(dir).Data()
 	entries, err := os.ReadDir(dataDir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return stamp.Output{}, fmt.Errorf("dataset %s: %w", dir, err)

@@ -15,6 +15,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 )
 
 // API is a client of one server's /v1/files and /v1/batches.
@@ -31,11 +33,7 @@ type File struct {
 }
 
 // Counts is a batch's request_counts.
-type Counts struct {
-	Total     int `json:"total"`
-	Completed int `json:"completed"`
-	Failed    int `json:"failed"`
-}
+type Counts = runfiles.BatchCounts
 
 // Batch is OpenAI's batch object, the fields read.
 type Batch struct {

@@ -15,6 +15,7 @@ import (
 	"github.com/synthgen/synthgen/generator/pool"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/internal/durable"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // Options configure a Batcher.
@@ -232,7 +233,7 @@ func (b *Batcher) seal() {
 
 func (b *Batcher) record(data []byte, n int) (*Entry, error) {
 	input, _, _ := files(b.o.Dir, b.l.next())
-	if err := durable.MkdirAll(b.o.Dir + "/" + FilesDir); err != nil {
+	if err := durable.MkdirAll(layout.Dir(b.o.Dir).BatchFiles()); err != nil {
 		return nil, err
 	}
 	if err := durable.WriteFile(input, data, 0o644); err != nil {

@@ -12,53 +12,36 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/internal/durable"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // LedgerName is the file beside manifest.json that records every batch
 // the directory's runs intended, and FilesDir the directory of their
 // input and output files.
 const (
-	LedgerName = "batches.json"
-	FilesDir   = "batches"
+	LedgerName = layout.BatchesName
+	FilesDir   = layout.BatchFilesName
 )
 
-// The states of a batch, in order. A batch is recorded intended (its
-// input file on disk, naming its requests' custom_ids) before anything is
-// sent; then with its file id once uploaded, its batch id once created,
-// downloaded once its output and error files are on disk, and collected
-// once its answers are records.
+// The states of a batch, in order (see runfiles, which reads the ledger
+// for the view).
 const (
-	StateIntended   = "intended"
-	StateUploaded   = "uploaded"
-	StateSubmitted  = "submitted"
-	StateDownloaded = "downloaded"
-	StateCollected  = "collected"
-	// StateAbandoned: given up before the server took it (its upload or
-	// creation refused); its rows were error records.
-	StateAbandoned = "abandoned"
+	StateIntended   = runfiles.BatchIntended
+	StateUploaded   = runfiles.BatchUploaded
+	StateSubmitted  = runfiles.BatchSubmitted
+	StateDownloaded = runfiles.BatchDownloaded
+	StateCollected  = runfiles.BatchCollected
+	StateAbandoned  = runfiles.BatchAbandoned
 )
 
-// Entry is one batch in the ledger.
-type Entry struct {
-	Number       int    `json:"number"`
-	State        string `json:"state"`
-	Requests     int    `json:"requests"`
-	Bytes        int64  `json:"bytes"`
-	FileID       string `json:"input_file_id,omitempty"`
-	BatchID      string `json:"batch_id,omitempty"`
-	Status       string `json:"status,omitempty"` // the server's
-	Counts       Counts `json:"request_counts"`
-	OutputFileID string `json:"output_file_id,omitempty"`
-	ErrorFileID  string `json:"error_file_id,omitempty"`
-}
-
-// ledgerFile is DIR/batches.json.
-type ledgerFile struct {
-	Version int      `json:"version"`
-	Run     string   `json:"run"` // the directory's id in each batch's metadata
-	Batches []*Entry `json:"batches"`
-}
+// Entry is one batch in the ledger; ledgerFile is DIR/batches.json. Their
+// on-disk form lives in runfiles, where the view reads it.
+type (
+	Entry      = runfiles.BatchEntry
+	ledgerFile = runfiles.BatchLedger
+)
 
 // ledger is batches.json in memory; every change is rewritten atomically
 // (temporary file, fsync, rename, fsync of the directory) before the step
@@ -71,10 +54,10 @@ type ledger struct {
 }
 
 func openLedger(dir string) (*ledger, error) {
-	l := &ledger{path: filepath.Join(dir, LedgerName)}
+	l := &ledger{path: layout.Dir(dir).Batches()}
 	// A kill leaves the temporary file of a rewrite or a download: the
 	// file it was to replace is whole, or was never there.
-	for _, pat := range []string{filepath.Join(dir, "."+LedgerName+".*.tmp"), filepath.Join(dir, FilesDir, ".*.tmp")} {
+	for _, pat := range []string{layout.Dir(dir).Leftovers(LedgerName), filepath.Join(layout.Dir(dir).BatchFiles(), ".*.tmp")} {
 		temps, _ := filepath.Glob(pat)
 		for _, p := range temps {
 			if err := os.Remove(p); err != nil {
@@ -96,39 +79,11 @@ func openLedger(dir string) (*ledger, error) {
 	return l, nil
 }
 
-// ReadLedger reads DIR/batches.json, for a reader beside the run (the
-// view); an error wrapping fs.ErrNotExist when the directory has none.
-func ReadLedger(dir string) ([]Entry, error) {
-	f, err := readLedger(filepath.Join(dir, LedgerName))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Entry, len(f.Batches))
-	for i, e := range f.Batches {
-		out[i] = *e
-	}
-	return out, nil
-}
+// ReadLedger reads DIR/batches.json, for a reader beside the run; an
+// error wrapping fs.ErrNotExist when the directory has none.
+func ReadLedger(dir string) ([]Entry, error) { return runfiles.ReadBatches(dir) }
 
-func readLedger(path string) (ledgerFile, error) {
-	var f ledgerFile
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return f, err
-	}
-	if err := json.Unmarshal(b, &f); err != nil {
-		return f, fmt.Errorf("%s: %w", path, err)
-	}
-	if f.Version != 1 || f.Run == "" {
-		return f, fmt.Errorf("%s: version %d, run %q: not a ledger this synthgen reads", path, f.Version, f.Run)
-	}
-	for i, e := range f.Batches {
-		if e == nil || e.Number != i+1 {
-			return f, fmt.Errorf("%s: batch %d is out of order", path, i+1)
-		}
-	}
-	return f, nil
-}
+func readLedger(path string) (ledgerFile, error) { return runfiles.ReadBatchLedger(path) }
 
 // update changes e under the lock and saves the ledger.
 func (l *ledger) update(change func()) error {
@@ -194,6 +149,6 @@ func (l *ledger) meta(n int) map[string]string {
 
 // files are batch n's input, output and error files.
 func files(dir string, n int) (input, output, errs string) {
-	base := filepath.Join(dir, FilesDir, fmt.Sprintf("%06d", n))
+	base := filepath.Join(layout.Dir(dir).BatchFiles(), fmt.Sprintf("%06d", n))
 	return base + ".input.jsonl", base + ".output.jsonl", base + ".error.jsonl"
 }

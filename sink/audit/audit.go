@@ -27,6 +27,7 @@ import (
 
 	"github.com/synthgen/synthgen/internal/extsort"
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // Part states in a Part.
@@ -247,7 +248,7 @@ func readOnce(tmp, dir string) (*Audit, error) {
 		}
 	}
 
-	dataDir := filepath.Join(dir, "data")
+	dataDir := layout.Dir(dir).Data()
 	entries, err := os.ReadDir(dataDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		if man == nil {
@@ -266,7 +267,7 @@ func readOnce(tmp, dir string) (*Audit, error) {
 	if man != nil {
 		a.reconcile(man)
 	}
-	if err := a.readErrors(filepath.Join(dir, "errors")); err != nil {
+	if err := a.readErrors(layout.Dir(dir).Errors()); err != nil {
 		return a, err
 	}
 	if err := a.index.Freeze(); err != nil {
@@ -317,7 +318,7 @@ func (a *Audit) reconcile(m *sink.Manifest) {
 		onDisk[a.Parts[i].Name] = &a.Parts[i]
 	}
 	listed := map[string]bool{}
-	dataDir := filepath.Join(a.Dir, "data")
+	dataDir := layout.Dir(a.Dir).Data()
 	for _, ms := range m.Parts {
 		listed[ms.Name] = true
 		sh, ok := onDisk[ms.Name]

@@ -2,9 +2,9 @@ package audit
 
 import (
 	"fmt"
-	"path/filepath"
 
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // FailedForGood counts the keys of the output directory dir that failed
@@ -27,7 +27,7 @@ func FailedForGood(dir string) (int, error) {
 		return 0, err
 	}
 	for _, p := range m.Parts {
-		if _, err := sink.ScanKeys(filepath.Join(dir, "data", p.Name), p.Format, func(k sink.Key) error {
+		if _, err := sink.ScanKeys(layout.Dir(dir).DataPart(p.Name), p.Format, func(k sink.Key) error {
 			delete(failed, k)
 			return nil
 		}); err != nil {

@@ -17,10 +17,10 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
-	"github.com/synthgen/synthgen/generator/batch"
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // CheckDir refuses a path that is not an output directory: one with none
@@ -33,12 +33,13 @@ func CheckDir(dir string) error {
 	if !st.IsDir() {
 		return fmt.Errorf("view %s: not a directory", dir)
 	}
-	for _, name := range []string{sink.ManifestName, "data", runfiles.StatusFile} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+	d := layout.Dir(dir)
+	for _, path := range []string{d.Manifest(), d.Data(), d.Status()} {
+		if _, err := os.Stat(path); err == nil {
 			return nil
 		}
 	}
-	return fmt.Errorf("view %s: not a synthgen output directory (no %s, no data/, no %s)", dir, sink.ManifestName, runfiles.StatusFile)
+	return fmt.Errorf("view %s: not a synthgen output directory (no %s, no %s/, no %s)", dir, layout.ManifestName, layout.DataName, layout.StatusName)
 }
 
 // Setting is one key of a run's configuration, dotted (generation.max_tokens).
@@ -63,7 +64,7 @@ type DirInfo struct {
 	Live        bool     // status.json is newer than report.json and says running or draining
 	// Batches are the batch mode's batches as batches.json records them
 	// (the ledger a run rewrites before each step); none without it.
-	Batches []batch.Entry
+	Batches []runfiles.BatchEntry
 }
 
 // readDir reads dir's manifest, status.json and report.json.
@@ -84,7 +85,7 @@ func readDir(i int, dir string) DirInfo {
 		}
 		d.Config = flatten("", m.Config, nil)
 	}
-	if bs, err := batch.ReadLedger(dir); err == nil {
+	if bs, err := runfiles.ReadBatches(dir); err == nil {
 		d.Batches = bs
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		d.Problems = append(d.Problems, err.Error())

@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,6 +33,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // Entry flags.
@@ -421,7 +421,7 @@ func (ix *Index) refreshLocked(first bool) error {
 	defer func() { ix.lastRefresh = time.Now() }()
 	lists := make([][]dataFile, len(ix.dirs))
 	for d, dir := range ix.dirs {
-		files, err := countedFiles(filepath.Join(dir, "data"))
+		files, err := countedFiles(layout.Dir(dir).Data())
 		if err != nil {
 			return fmt.Errorf("view %s: %w", dir, err)
 		}

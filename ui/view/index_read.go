@@ -13,11 +13,12 @@ import (
 	"strconv"
 
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // refreshErrors reads DIR/errors again when a file of it changed.
 func (ix *Index) refreshErrors(d int, dir string) error {
-	errDir := filepath.Join(dir, "errors")
+	errDir := layout.Dir(dir).Errors()
 	state, err := errorsState(errDir)
 	if err != nil {
 		return fmt.Errorf("view %s: %w", errDir, err)
@@ -113,7 +114,7 @@ func (ix *Index) refreshErrors(d int, dir string) error {
 
 // refreshData reads the parts of directory d that are new or grew.
 func (ix *Index) refreshData(d int, dir string, files []dataFile, first bool) error {
-	dataDir := filepath.Join(dir, "data")
+	dataDir := layout.Dir(dir).Data()
 	listed := map[string]bool{}
 	var errs []error
 	for _, f := range files {

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path/filepath"
 	"time"
 
 	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // decodeRecord decodes one JSONL line of a data part, as the sink's
@@ -111,7 +111,7 @@ func (ix *Index) rows(positions []int32, keep func(line []byte) bool) ([]Row, er
 		out[k] = r
 		g := bySeg[s]
 		if g == nil {
-			g = &want{seg: s, path: filepath.Join(ix.dirs[seg.dir], "data", seg.name), lines: seg.lines}
+			g = &want{seg: s, path: layout.Dir(ix.dirs[seg.dir]).DataPart(seg.name), lines: seg.lines}
 			bySeg[s] = g
 			groups = append(groups, g)
 		}

@@ -27,15 +27,15 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/synthgen/synthgen/internal/durable"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // HistoryFile is the name of the history in the output directory.
-const HistoryFile = "history.jsonl"
+const HistoryFile = layout.HistoryName
 
 // The history's bounds, in lines (a line is about 1.5 KiB with one
 // endpoint, more with several): at most historyMax, about 6 MiB.
@@ -82,7 +82,7 @@ type historyLine struct {
 
 // NewHistory appends to the history of dir.
 func NewHistory(dir string) *History {
-	return &History{path: filepath.Join(dir, HistoryFile), recent: historyRecent, old: historyOld, max: historyMax}
+	return &History{path: layout.Dir(dir).History(), recent: historyRecent, old: historyOld, max: historyMax}
 }
 
 // Append adds rec as the newest line, compacting the file when it reached

@@ -32,6 +32,7 @@ import (
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/internal/durable"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // State is a run's state, as status.json and report.json spell it.
@@ -47,10 +48,10 @@ const (
 	StateFailed      State = "failed"      // the run could not go on
 )
 
-// Names of the files in the output directory.
+// Names of the files in the output directory (layout's).
 const (
-	StatusFile = "status.json"
-	ReportFile = "report.json"
+	StatusFile = layout.StatusName
+	ReportFile = layout.ReportName
 )
 
 // RunInfo says which process runs the job, and where.
@@ -168,7 +169,7 @@ func NewStatusWriter(dir string, started time.Time, cfg ReportConfig, auto AutoR
 func (s *StatusWriter) RemoveLeftovers() error {
 	var errs []error
 	for _, name := range []string{StatusFile, ReportFile, HistoryFile} {
-		leftovers, err := filepath.Glob(filepath.Join(s.dir, "."+name+".*.tmp"))
+		leftovers, err := filepath.Glob(layout.Dir(s.dir).Leftovers(name))
 		if err != nil {
 			return fmt.Errorf("remove leftovers of %s: %w", name, err) // only a malformed pattern: a bug
 		}
@@ -207,7 +208,7 @@ func (s *StatusWriter) status(rec runstats.ProgressRecord) StatusRecord {
 // appends it to history.jsonl.
 func (s *StatusWriter) Heartbeat(rec runstats.ProgressRecord) error {
 	st := s.status(rec)
-	err := writeJSON(filepath.Join(s.dir, StatusFile), st)
+	err := writeJSON(layout.Dir(s.dir).Status(), st)
 	return errors.Join(err, s.hist.Append(HistoryRecord{StatusRecord: st, Concurrency: s.cfg.Concurrency}))
 }
 
@@ -219,7 +220,7 @@ func (s *StatusWriter) Finish(rec runstats.ProgressRecord, o RunOutcome) error {
 	}
 	s.SetState(o.State)
 	st := s.status(rec)
-	if err := writeJSON(filepath.Join(s.dir, StatusFile), st); err != nil {
+	if err := writeJSON(layout.Dir(s.dir).Status(), st); err != nil {
 		return err
 	}
 	herr := s.hist.Append(HistoryRecord{StatusRecord: st, Concurrency: s.cfg.Concurrency})
@@ -240,7 +241,7 @@ func (s *StatusWriter) Finish(rec runstats.ProgressRecord, o RunOutcome) error {
 	if o.Err != nil {
 		rep.Error = o.Err.Error()
 	}
-	return errors.Join(writeJSON(filepath.Join(s.dir, ReportFile), rep), herr)
+	return errors.Join(writeJSON(layout.Dir(s.dir).Report(), rep), herr)
 }
 
 // writeJSON replaces path with v, indented for a person's `cat`.
