@@ -16,7 +16,6 @@ import (
 	"strconv"
 
 	"github.com/synthgen/synthgen/dataset/stamp"
-	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // Outputs reads synthgen output directories. outdir.Reader (package
@@ -113,7 +112,7 @@ func (o *Options) checkOutput() error {
 func outputFiles(dir string, s stamp.Output) []string {
 	files := make([]string, len(s.Parts))
 	for i, p := range s.Parts {
-		files[i] = layout.Dir(dir).DataPart(p.Name)
+		files[i] = filepath.Join(dir, "data", p.Name)
 	}
 	return files
 }

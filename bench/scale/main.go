@@ -30,8 +30,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/synthgen/synthgen/config"
 	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -212,10 +212,13 @@ func writeRows(path string, rows int64) error {
 // every row of its file, as a run would (a small answer each, in an order
 // shuffled within windows of 4096, as answers complete out of order).
 func writeDir(dir, glob string, i, dirs int, file string, rows int64) error {
-	j := job.Job{
-		Selection: dataset.Selection{Path: glob, Format: dataset.FormatMessages, ShardBy: dataset.ShardFiles, Shard: dataset.Shard{Index: i, Count: dirs}},
-		Sampling:  job.Sampling{Model: "mock-model", MaxTokens: 64, Temperature: 0.6, TopP: 0.95, Samples: 1},
-	}
+	// The job a run of this configuration would write: config.Job, as
+	// the command builds it, not a copy of it.
+	cfg := config.Default()
+	cfg.Dataset.Path, cfg.Dataset.Format, cfg.Dataset.ShardBy = glob, dataset.FormatMessages, string(dataset.ShardFiles)
+	cfg.Endpoint.Model = "mock-model"
+	cfg.Generation.MaxTokens, cfg.Generation.Temperature, cfg.Generation.TopP, cfg.Generation.N = 64, 0.6, 0.95, 1
+	j := cfg.Job(dataset.Shard{Index: i, Count: dirs})
 	opts := dataset.Options{Selection: j.Selection}
 	var err error
 	if j.Selection.Files, err = dataset.List(opts); err != nil {

@@ -6,10 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/synthgen/synthgen/config"
-	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -182,70 +180,6 @@ func copyTree(t *testing.T, from, to string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// TestJobOfIdentity: which settings change the job's identity. jobOf is the
-// one place configuration becomes a job, so this table is where a new
-// setting says whether it changes the answers.
-func TestJobOfIdentity(t *testing.T) {
-	base := jobOf(config.Default(), dataset.Shard{})
-	tests := []struct {
-		name    string
-		mutate  func(c *config.Config)
-		changed string // the key Diff names; "" = the same job
-	}{
-		{"model", func(c *config.Config) { c.Endpoint.Model = "qwen3" }, "endpoint.model"},
-		{"temperature to 0", func(c *config.Config) { c.Generation.Temperature = 0 }, "generation.temperature"},
-		{"top_p", func(c *config.Config) { c.Generation.TopP = 1 }, "generation.top_p"},
-		{"max_tokens", func(c *config.Config) { c.Generation.MaxTokens = 100 }, "generation.max_tokens"},
-		{"n", func(c *config.Config) { c.Generation.N = 4 }, "generation.n"},
-		{"system prompt", func(c *config.Config) { c.Generation.SystemPrompt = "be brief" }, "generation.system_prompt"},
-		{"whole conversations", func(c *config.Config) { c.Generation.Turns = "all" }, "generation.turns"},
-		{"cut answers retried", func(c *config.Config) { c.Generation.OnLength = "retry" }, "generation.on_length"},
-		{"extra_body", func(c *config.Config) { c.Generation.ExtraBody = map[string]any{"top_k": 20} }, "generation.extra_body"},
-		{"token ids", func(c *config.Config) { c.Generation.ReturnTokenIDs = true }, "generation.return_token_ids"},
-		{"logprobs", func(c *config.Config) { c.Generation.Logprobs = 5 }, "generation.logprobs"}, // jobOf takes it as it is: Validate wants ids too
-		{"dataset format", func(c *config.Config) { c.Dataset.Format = "sharegpt" }, "dataset.format"},
-		{"prompt field", func(c *config.Config) { c.Dataset.PromptField = "q" }, "dataset.prompt_field"},
-		{"id field", func(c *config.Config) { c.Dataset.IDField = "uuid" }, "dataset.id_field"},
-		{"params field", func(c *config.Config) { c.Dataset.ParamsField = "sampling" }, "dataset.params_field"},
-		// The path names the files; their content (stamped by the runner)
-		// is the dataset's identity.
-		{"dataset path", func(c *config.Config) { c.Dataset.Path = "other.jsonl" }, ""},
-		{"limit grows", func(c *config.Config) { c.Dataset.Limit = 5000 }, ""},
-		{"stream off", func(c *config.Config) { c.Generation.Stream = false }, ""},
-		{"concurrency", func(c *config.Config) { c.Concurrency = 8 }, ""},
-		{"output", func(c *config.Config) { c.Output.Dir = "/x"; c.Output.Format = "jsonl"; c.Output.ShardSize = 1 }, ""},
-		{"retry", func(c *config.Config) { c.Retry.MaxAttempts = 1 }, ""},
-		{"transport", func(c *config.Config) { c.Endpoint.BaseURL = "http://gpu:9000/v1"; c.Endpoint.Timeout = time.Hour }, ""},
-		{"nil extra_body is {}", func(c *config.Config) { c.Generation.ExtraBody = nil }, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := config.Default()
-			tt.mutate(&c)
-			job := jobOf(c, dataset.Shard{})
-			var keys []string
-			for _, ch := range job.Diff(base) {
-				keys = append(keys, ch.Key)
-			}
-			if want := tt.changed; (want == "" && len(keys) != 0) || (want != "" && !slices.Equal(keys, []string{want})) {
-				t.Errorf("changed settings %v, want %q", keys, want)
-			}
-			if same := job.Hash() == base.Hash(); same != (tt.changed == "") {
-				t.Errorf("hash unchanged = %v, want %v", same, tt.changed == "")
-			}
-		})
-	}
-	t.Run("the shard is compared, not hashed", func(t *testing.T) {
-		job := jobOf(config.Default(), dataset.Shard{Index: 1, Count: 4})
-		if job.Hash() != base.Hash() {
-			t.Error("the shards of one job have different hashes: inspect could not combine them")
-		}
-		if d := job.Diff(base); len(d) != 1 || d[0].Key != "shard" || d[0].Old != "all" || d[0].New != "1/4" {
-			t.Errorf("Diff = %+v, want shard all -> 1/4", d)
-		}
-	})
 }
 
 // TestOutputFormatsAgree: an output format is added in sink (format.go);

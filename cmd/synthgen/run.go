@@ -19,7 +19,6 @@ import (
 	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/generator"
 	"github.com/synthgen/synthgen/generator/autoconc"
-	"github.com/synthgen/synthgen/generator/batch"
 	"github.com/synthgen/synthgen/generator/pool"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
@@ -89,7 +88,7 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	if err != nil {
 		return err
 	}
-	j := jobOf(cfg, shard)
+	j := cfg.Job(shard)
 	shaped, err := checkResponseFormat(cfg, from, j)
 	if err != nil {
 		return err
@@ -221,7 +220,7 @@ func loadRunConfig(cmd *cobra.Command, rf runFlags) (config.Config, config.Sourc
 	if err != nil {
 		return cfg, from, shard, usageError(fmt.Errorf("--shard: %w", err), "")
 	}
-	if _, err := template.Compile(templateOf(cfg)); err != nil {
+	if _, err := template.Compile(cfg.Template()); err != nil {
 		// Parsed here, before any work, where the key was set.
 		if src := from[template.Key]; src != "" {
 			err = fmt.Errorf("%s: %w", src, err)
@@ -308,10 +307,10 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 		APIKey:       cfg.APIKey(),
 		Timeout:      cfg.Endpoint.Timeout,
 		StallTimeout: cfg.Endpoint.StallTimeout,
-		Concurrency:  concurrencyOf(cfg),
+		Concurrency:  cfg.PoolSize(),
 		Auto:         cfg.ConcurrencyAuto && !cfg.Batch.Enabled,
 		Stream:       cfg.Generation.Stream,
-		Batch:        batchOf(cfg),
+		Batch:        cfg.BatchOptions(),
 		Rate: pool.RateLimits{
 			RequestsPerMinute: cfg.Endpoint.MaxRequestsPerMinute,
 			TokensPerMinute:   cfg.Endpoint.MaxTokensPerMinute,
@@ -343,7 +342,7 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 		Outputs:    outdir.Reader{},
 		Version:    version,
 		Config:     cfg.Redacted(),
-		Price:      priceOf(cfg.Endpoint.Price, priceFactorOf(cfg)),
+		Price:      priceOf(cfg.Endpoint.Price, cfg.PriceFactor()),
 		Stats:      stats,
 		Log:        stderr,
 	}
@@ -402,7 +401,7 @@ func printHeader(stderr io.Writer, cfg config.Config, r *generator.Runner, metri
 	job := r.Job()
 	fmt.Fprintf(stderr, "synthgen %s: %d prompts from %s -> %s (%s), model %s at %s, %s in flight\n",
 		version, r.Rows(), job.Selection.Path, cfg.Output.Dir, cfg.Output.Format, job.Sampling.Model,
-		redact.URLs(cfg.Endpoint.BaseURLs()), config.FormatConcurrency(concurrencyOf(cfg), cfg.ConcurrencyAuto && !cfg.Batch.Enabled))
+		redact.URLs(cfg.Endpoint.BaseURLs()), config.FormatConcurrency(cfg.PoolSize(), cfg.ConcurrencyAuto && !cfg.Batch.Enabled))
 	if n := r.MaxModelLen(); n > 0 {
 		// A prompt plus max_tokens longer than this is refused (too_long).
 		fmt.Fprintf(stderr, "model context: max_model_len %d tokens\n", n)
@@ -553,31 +552,4 @@ func downloadReporter(w io.Writer) func(file string, done, total int64) {
 		last = time.Now()
 		fmt.Fprintf(w, "download %s %.1f/%.1f MiB\n", file, float64(done)/(1<<20), float64(total)/(1<<20))
 	}
-}
-
-// batchOf is batch.*'s run mode; nil when batch.enabled is false.
-func batchOf(cfg config.Config) *batch.Options {
-	b := cfg.Batch
-	if !b.Enabled {
-		return nil
-	}
-	return &batch.Options{MaxRequests: b.MaxRequests, MaxBytes: b.MaxBytes, PollInterval: b.PollInterval, Window: b.CompletionWindow}
-}
-
-// priceFactorOf is the share of endpoint.price the run's tokens are billed:
-// batch.price_factor in the batch mode, else all of it.
-func priceFactorOf(cfg config.Config) float64 {
-	if cfg.Batch.Enabled {
-		return cfg.Batch.PriceFactor
-	}
-	return 1
-}
-
-// concurrencyOf is the pool's size: in the batch mode, the rows of
-// batch.in_flight full batches.
-func concurrencyOf(cfg config.Config) int {
-	if b := cfg.Batch; b.Enabled {
-		return b.MaxRequests * b.InFlight
-	}
-	return cfg.Concurrency
 }

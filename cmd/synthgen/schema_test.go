@@ -247,17 +247,17 @@ func TestRunSchemaNoReasoningParser(t *testing.T) {
 	}
 }
 
-// TestJobOfResponseFormat: the response format is part of the job, by its
+// TestJobResponseFormat: the response format is part of the job, by its
 // content; schema_retries is not.
-func TestJobOfResponseFormat(t *testing.T) {
-	base := jobOf(config.Default(), dataset.Shard{})
+func TestJobResponseFormat(t *testing.T) {
+	base := config.Default().Job(dataset.Shard{})
 	rf, err := config.ParseResponseFormat(judgeSchema)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := config.Default()
 	c.Generation.ResponseFormat = rf
-	j := jobOf(c, dataset.Shard{})
+	j := c.Job(dataset.Shard{})
 	if d := j.Diff(base); len(d) != 1 || d[0].Key != "generation.response_format" || j.Hash() == base.Hash() {
 		t.Errorf("Diff %+v: want generation.response_format", d)
 	}
@@ -266,7 +266,7 @@ func TestJobOfResponseFormat(t *testing.T) {
 	}
 	c = config.Default()
 	c.Generation.SchemaRetries = 9
-	if jobOf(c, dataset.Shard{}).Hash() != base.Hash() {
+	if c.Job(dataset.Shard{}).Hash() != base.Hash() {
 		t.Error("schema_retries changed the job")
 	}
 }
