@@ -71,3 +71,22 @@ func TestJobIdentity(t *testing.T) {
 		}
 	})
 }
+
+// TestBatchModeFigures: off, the batch keys change nothing a run is given;
+// on, they size the pool (in_flight full batches) and bill at price_factor.
+func TestBatchModeFigures(t *testing.T) {
+	c := Default()
+	c.Concurrency = 7
+	if c.BatchOptions() != nil || c.PoolSize() != 7 || c.PriceFactor() != 1 {
+		t.Errorf("batch off: options %v, pool %d, price factor %v; want nil, 7, 1", c.BatchOptions(), c.PoolSize(), c.PriceFactor())
+	}
+	c.Batch.Enabled, c.Batch.MaxRequests, c.Batch.InFlight, c.Batch.PriceFactor = true, 100, 3, 0.5
+	c.Batch.MaxBytes, c.Batch.PollInterval, c.Batch.CompletionWindow = 4096, time.Minute, "24h"
+	o := c.BatchOptions()
+	if o == nil || o.MaxRequests != 100 || o.MaxBytes != 4096 || o.PollInterval != time.Minute || o.Window != "24h" {
+		t.Errorf("batch on: options %+v", o)
+	}
+	if c.PoolSize() != 300 || c.PriceFactor() != 0.5 {
+		t.Errorf("batch on: pool %d, price factor %v; want 300, 0.5", c.PoolSize(), c.PriceFactor())
+	}
+}
