@@ -284,92 +284,104 @@ func (t *fileTree) walk(m map[string]any, prefix string, errs *[]error) {
 		return names[i] < names[j]
 	})
 	for _, name := range names {
-		full := joinKey(prefix, name)
-		v := m[name]
-		switch {
-		case strings.Contains(name, "."):
-			*errs = append(*errs, fmt.Errorf("%s: key %q has a dot in it: nest each part under the one before", t.where(full), full))
-		case full == promptMessagesKey:
-			if _, err := promptMessagesOf(v); err != nil {
+		t.walkKey(m, name, joinKey(prefix, name), errs)
+	}
+}
+
+// walkKey checks key full (m[name]) and turns the values read as
+// mappings or lists into the text the key's assign reads.
+func (t *fileTree) walkKey(m map[string]any, name, full string, errs *[]error) {
+	v := m[name]
+	switch {
+	case strings.Contains(name, "."):
+		*errs = append(*errs, fmt.Errorf("%s: key %q has a dot in it: nest each part under the one before", t.where(full), full))
+	case full == promptMessagesKey:
+		if _, err := promptMessagesOf(v); err != nil {
+			*errs = append(*errs, fmt.Errorf("%s: %s: %v", t.where(full), full, err))
+		}
+	case full == extraBodyKey:
+		switch v.(type) {
+		case nil:
+			m[name] = map[string]any{}
+		case map[string]any:
+		default:
+			*errs = append(*errs, fmt.Errorf("%s: %s: must be a mapping of request fields, not %s", t.where(full), full, describe(v)))
+		}
+	case full == priceKey:
+		switch v.(type) {
+		case nil:
+			m[name] = ""
+		case map[string]any:
+			// Prices are numbers and their order means nothing: the
+			// mapping as JSON text, for Price.assign.
+			b, err := json.Marshal(v)
+			if err != nil {
 				*errs = append(*errs, fmt.Errorf("%s: %s: %v", t.where(full), full, err))
+				return
 			}
-		case full == extraBodyKey:
-			switch v.(type) {
-			case nil:
-				m[name] = map[string]any{}
-			case map[string]any:
-			default:
-				*errs = append(*errs, fmt.Errorf("%s: %s: must be a mapping of request fields, not %s", t.where(full), full, describe(v)))
-			}
-		case full == priceKey:
-			switch v.(type) {
-			case nil:
-				m[name] = ""
-			case map[string]any:
-				// Prices are numbers and their order means nothing: the
-				// mapping as JSON text, for Price.assign.
+			m[name] = string(b)
+		case string:
+		default:
+			*errs = append(*errs, fmt.Errorf("%s: %s: must be a mapping such as {input: 2.5, output: 10, cached_input: 1.25}, not %s", t.where(full), full, describe(v)))
+		}
+	case full == responseFormatKey:
+		switch v.(type) {
+		case nil:
+			m[name] = ""
+		case map[string]any:
+			text, ok := t.objects[full]
+			if !ok {
+				// TOML: its tables keep no order, so the keys go sorted.
 				b, err := json.Marshal(v)
 				if err != nil {
 					*errs = append(*errs, fmt.Errorf("%s: %s: %v", t.where(full), full, err))
-					continue
+					return
 				}
-				m[name] = string(b)
-			case string:
-			default:
-				*errs = append(*errs, fmt.Errorf("%s: %s: must be a mapping such as {input: 2.5, output: 10, cached_input: 1.25}, not %s", t.where(full), full, describe(v)))
+				text = string(b)
 			}
-		case full == responseFormatKey:
-			switch v.(type) {
-			case nil:
-				m[name] = ""
-			case map[string]any:
-				text, ok := t.objects[full]
-				if !ok {
-					// TOML: its tables keep no order, so the keys go sorted.
-					b, err := json.Marshal(v)
-					if err != nil {
-						*errs = append(*errs, fmt.Errorf("%s: %s: %v", t.where(full), full, err))
-						continue
-					}
-					text = string(b)
-				}
-				m[name] = text
-			case string:
-			default:
-				*errs = append(*errs, fmt.Errorf("%s: %s: must be json_object, @FILE or a mapping (a JSON Schema), not %s", t.where(full), full, describe(v)))
-			}
-		case sections[full]:
-			switch sub := v.(type) {
-			case nil:
-				m[name] = map[string]any{}
-			case map[string]any:
-				t.walk(sub, full, errs)
-			default:
-				*errs = append(*errs, fmt.Errorf("%s: %s: must be a section of keys, not %s", t.where(full), full, describe(v)))
-			}
+			m[name] = text
+		case string:
 		default:
-			k, ok := keyByName[full]
-			if !ok {
-				*errs = append(*errs, t.unknown(full))
-				continue
-			}
-			if list, isList := v.([]any); isList && k.list {
-				joined, err := joinList(list)
-				if err != nil {
-					*errs = append(*errs, fmt.Errorf("%s: %s: %v", t.where(full), full, err))
-					continue
-				}
-				m[name] = joined
-				continue
-			}
-			if v == nil {
-				if _, isString := k.field(&Config{}).(*string); isString {
-					m[name] = ""
-					continue
-				}
-				*errs = append(*errs, fmt.Errorf("%s: %s: no value: write one, or remove the key to use the default", t.where(full), full))
-			}
+			*errs = append(*errs, fmt.Errorf("%s: %s: must be json_object, @FILE or a mapping (a JSON Schema), not %s", t.where(full), full, describe(v)))
 		}
+	case sections[full]:
+		switch sub := v.(type) {
+		case nil:
+			m[name] = map[string]any{}
+		case map[string]any:
+			t.walk(sub, full, errs)
+		default:
+			*errs = append(*errs, fmt.Errorf("%s: %s: must be a section of keys, not %s", t.where(full), full, describe(v)))
+		}
+	default:
+		t.walkLeaf(m, name, full, errs)
+	}
+}
+
+// walkLeaf checks a key that holds one value: a known key, a list joined
+// for a list key, and no null but for a string.
+func (t *fileTree) walkLeaf(m map[string]any, name, full string, errs *[]error) {
+	v := m[name]
+	k, ok := keyByName[full]
+	if !ok {
+		*errs = append(*errs, t.unknown(full))
+		return
+	}
+	if list, isList := v.([]any); isList && k.list {
+		joined, err := joinList(list)
+		if err != nil {
+			*errs = append(*errs, fmt.Errorf("%s: %s: %v", t.where(full), full, err))
+			return
+		}
+		m[name] = joined
+		return
+	}
+	if v == nil {
+		if _, isString := k.field(&Config{}).(*string); isString {
+			m[name] = ""
+			return
+		}
+		*errs = append(*errs, fmt.Errorf("%s: %s: no value: write one, or remove the key to use the default", t.where(full), full))
 	}
 }
 

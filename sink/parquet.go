@@ -100,6 +100,40 @@ func convertJournal(journal, final string) (rows int, err error) {
 	}()
 
 	w := parquet.NewGenericWriter[Record](out, writerOptions...)
+	if rows, err = writeJournalRows(in, journal, tmp, w); err != nil {
+		return 0, err
+	}
+	step("write", tmp)
+	if err := w.Close(); err != nil {
+		return 0, fmt.Errorf("write %s: %w", tmp, err)
+	}
+	step("fsync", tmp)
+	if err := out.Sync(); err != nil {
+		return 0, fmt.Errorf("fsync %s: %w", tmp, err)
+	}
+	if err := out.Close(); err != nil {
+		return 0, fmt.Errorf("close %s: %w", tmp, err)
+	}
+	step("rename", tmp)
+	if err := os.Rename(tmp, final); err != nil {
+		return 0, fmt.Errorf("finalize shard: %w", err)
+	}
+	if err := disk.SyncDir(filepath.Dir(final)); err != nil {
+		return 0, err
+	}
+	// The final file holds every row now; a journal that survives a crash
+	// here is recognized (journal + final) and dropped by recovery.
+	step("remove", journal)
+	if err := os.Remove(journal); err != nil {
+		return rows, fmt.Errorf("remove journal: %w", err)
+	}
+	return rows, nil
+}
+
+// writeJournalRows writes the journal's rows to w, a batch at a time (a
+// row group ends every rowGroupBytes of journal), and refuses a journal
+// whose last line is torn.
+func writeJournalRows(in *os.File, journal, tmp string, w *parquet.GenericWriter[Record]) (rows int, err error) {
 	batch := make([]Record, convertBatch)
 	n, batchBytes, groupBytes := 0, 0, 0
 	flush := func() error {
@@ -134,39 +168,15 @@ func convertJournal(journal, final string) (rows int, err error) {
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return rows, err
 	}
 	if err := flush(); err != nil {
-		return 0, err
+		return rows, err
 	}
 	if st, err := in.Stat(); err != nil {
-		return 0, fmt.Errorf("convert journal: %w", err)
+		return rows, fmt.Errorf("convert journal: %w", err)
 	} else if st.Size() != complete {
-		return 0, fmt.Errorf("%s: ends in a torn line: recover it before converting", journal)
-	}
-	step("write", tmp)
-	if err := w.Close(); err != nil {
-		return 0, fmt.Errorf("write %s: %w", tmp, err)
-	}
-	step("fsync", tmp)
-	if err := out.Sync(); err != nil {
-		return 0, fmt.Errorf("fsync %s: %w", tmp, err)
-	}
-	if err := out.Close(); err != nil {
-		return 0, fmt.Errorf("close %s: %w", tmp, err)
-	}
-	step("rename", tmp)
-	if err := os.Rename(tmp, final); err != nil {
-		return 0, fmt.Errorf("finalize shard: %w", err)
-	}
-	if err := disk.SyncDir(filepath.Dir(final)); err != nil {
-		return 0, err
-	}
-	// The final file holds every row now; a journal that survives a crash
-	// here is recognized (journal + final) and dropped by recovery.
-	step("remove", journal)
-	if err := os.Remove(journal); err != nil {
-		return rows, fmt.Errorf("remove journal: %w", err)
+		return rows, fmt.Errorf("%s: ends in a torn line: recover it before converting", journal)
 	}
 	return rows, nil
 }

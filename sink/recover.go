@@ -88,42 +88,11 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 			listed[old.Parts[i].Name] = &old.Parts[i]
 		}
 	}
-	for i, name := range finals {
-		path := filepath.Join(s.dataDir, name)
-		info := PartInfo{Name: name, Format: strings.TrimPrefix(filepath.Ext(name), ".")}
-		var lo, hi Key
-		var sum keyset.Summary
-		trusted := trustSummary(path, listed[name])
-		visit := func(k Key, _ int) error {
-			if s.done.AddBulk(k) {
-				return s.findDuplicate(finals[:i+1], func(d Key) bool { return d == k })
-			}
-			if info.Records == 0 || compareKeys(k, lo) < 0 {
-				lo = k
-			}
-			if info.Records == 0 || compareKeys(k, hi) > 0 {
-				hi = k
-			}
-			info.Records++
-			if !trusted {
-				sum.Add(k)
-			}
-			return nil
+	for i := range finals {
+		info, err := s.readPart(finals, i, listed[finals[i]])
+		if err != nil {
+			return nil, err
 		}
-		if trusted {
-			// The file is as it was written: its keys are the summary's.
-			if _, err := keyset.ForEachSummaryKey(listed[name].Keys, func(k Key) error { return visit(k, 0) }); err != nil {
-				return nil, fmt.Errorf("%s: shard %s: %w: remove its \"keys\" from the manifest and the shard is read instead",
-					filepath.Join(s.dir, ManifestName), name, err)
-			}
-			info.Keys = listed[name].Keys
-		} else {
-			if _, err = formats[info.Format].keys(path, visit); err != nil {
-				return nil, err
-			}
-			info.Keys = sum.Keys(info.Records)
-		}
-		info.FirstID, info.LastID = lo.ID, hi.ID
 		rec.parts = append(rec.parts, info)
 	}
 	if f, dup := s.done.FinishBulk(); dup {
@@ -137,16 +106,71 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 		rec.notes = append(rec.notes, notes...)
 	}
 
-	var errorLines int64
-	errFinals, nextErr, notes, err := settleDir(s.errDir)
+	errorLines, err := s.recoverErrors(rec)
 	if err != nil {
 		return nil, err
+	}
+	s.failed.Compact()
+	if old != nil {
+		creditKilledRun(old.Runs, rec.parts, errorLines)
+	}
+	return rec, nil
+}
+
+// readPart adds the keys of finals[i] to the key set and returns its
+// PartInfo: from the manifest's summary when the file is as listed (its
+// keys are the summary's), else read from the part.
+func (s *Sink) readPart(finals []string, i int, listed *PartInfo) (PartInfo, error) {
+	name := finals[i]
+	path := filepath.Join(s.dataDir, name)
+	info := PartInfo{Name: name, Format: strings.TrimPrefix(filepath.Ext(name), ".")}
+	var lo, hi Key
+	var sum keyset.Summary
+	trusted := trustSummary(path, listed)
+	visit := func(k Key, _ int) error {
+		if s.done.AddBulk(k) {
+			return s.findDuplicate(finals[:i+1], func(d Key) bool { return d == k })
+		}
+		if info.Records == 0 || compareKeys(k, lo) < 0 {
+			lo = k
+		}
+		if info.Records == 0 || compareKeys(k, hi) > 0 {
+			hi = k
+		}
+		info.Records++
+		if !trusted {
+			sum.Add(k)
+		}
+		return nil
+	}
+	if trusted {
+		if _, err := keyset.ForEachSummaryKey(listed.Keys, func(k Key) error { return visit(k, 0) }); err != nil {
+			return info, fmt.Errorf("%s: shard %s: %w: remove its \"keys\" from the manifest and the shard is read instead",
+				filepath.Join(s.dir, ManifestName), name, err)
+		}
+		info.Keys = listed.Keys
+	} else {
+		if _, err := formats[info.Format].keys(path, visit); err != nil {
+			return info, err
+		}
+		info.Keys = sum.Keys(info.Records)
+	}
+	info.FirstID, info.LastID = lo.ID, hi.ID
+	return info, nil
+}
+
+// recoverErrors settles errors/ and reads its keys into the failed set;
+// it returns the number of error records on disk.
+func (s *Sink) recoverErrors(rec *recovered) (errorLines int64, err error) {
+	errFinals, nextErr, notes, err := settleDir(s.errDir)
+	if err != nil {
+		return 0, err
 	}
 	rec.notes = append(rec.notes, notes...)
 	rec.nextErr = nextErr
 	for _, name := range errFinals {
 		if !strings.HasSuffix(name, suffixJSONL) {
-			return nil, fmt.Errorf("%s: errors are JSONL only", filepath.Join(s.errDir, name))
+			return 0, fmt.Errorf("%s: errors are JSONL only", filepath.Join(s.errDir, name))
 		}
 		if _, err := scanJSONLKeys(filepath.Join(s.errDir, name), func(k Key, _ int) error {
 			errorLines++
@@ -155,14 +179,10 @@ func (s *Sink) recover(old *Manifest) (*recovered, error) {
 			}
 			return nil
 		}); err != nil {
-			return nil, err
+			return 0, err
 		}
 	}
-	s.failed.Compact()
-	if old != nil {
-		creditKilledRun(old.Runs, rec.parts, errorLines)
-	}
-	return rec, nil
+	return errorLines, nil
 }
 
 // creditKilledRun gives a run that never closed (kill -9, OOM, a reboot:
@@ -313,12 +333,43 @@ func settleDir(dir string) (finals []string, next int, notes []string, err error
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("read %s: %w", dir, err)
 	}
-	type part struct {
-		index                     int
-		format                    string
-		final, open, journal, tmp bool
+	byName, next := partFilesOf(entries)
+	names := slices.SortedFunc(maps.Keys(byName), func(a, b string) int {
+		return cmp.Or(cmp.Compare(byName[a].index, byName[b].index), strings.Compare(a, b))
+	})
+	changed := false
+	for _, name := range names {
+		sh := byName[name]
+		n, err := sh.settle(dir, name)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		notes = append(notes, n...)
+		changed = changed || len(n) > 0
+		if sh.final {
+			finals = append(finals, name)
+		}
 	}
-	byName := map[string]*part{}
+	if changed {
+		if err := disk.SyncDir(dir); err != nil {
+			return nil, 0, nil, err
+		}
+	}
+	return finals, next, notes, nil
+}
+
+// partFiles are the files of one part on disk: its final name and the
+// temporaries beside it.
+type partFiles struct {
+	index                     int
+	format                    string
+	final, open, journal, tmp bool
+}
+
+// partFilesOf groups a directory's part files by their final name, and
+// gives the index after the highest.
+func partFilesOf(entries []os.DirEntry) (byName map[string]*partFiles, next int) {
+	byName = map[string]*partFiles{}
 	for _, e := range entries {
 		p, ok := ParsePart(e.Name())
 		if !ok || !e.Type().IsRegular() {
@@ -327,7 +378,7 @@ func settleDir(dir string) (finals []string, next int, notes []string, err error
 		base := partName(p.Index, p.Format)
 		sh := byName[base]
 		if sh == nil {
-			sh = &part{index: p.Index, format: p.Format}
+			sh = &partFiles{index: p.Index, format: p.Format}
 			byName[base] = sh
 		}
 		switch p.Suffix {
@@ -342,85 +393,72 @@ func settleDir(dir string) (finals []string, next int, notes []string, err error
 		}
 		next = max(next, p.Index+1)
 	}
-	names := slices.SortedFunc(maps.Keys(byName), func(a, b string) int {
-		return cmp.Or(cmp.Compare(byName[a].index, byName[b].index), strings.Compare(a, b))
-	})
-	changed := false
-	for _, name := range names {
-		sh := byName[name]
-		final := filepath.Join(dir, name)
-		if sh.tmp {
-			// A conversion cut short is never completed, only redone: its
-			// rows are in the journal (converted again below) or, when the
-			// journal is gone, in the final file, whose rename is what
-			// allows the journal's removal. Nothing in it is unique.
-			step("remove", final+SuffixTmp)
-			if err := os.Remove(final + SuffixTmp); err != nil {
-				return nil, 0, nil, fmt.Errorf("remove %s: %w", final+SuffixTmp, err)
-			}
-			notes = append(notes, "removed leftover "+name+SuffixTmp)
-			changed = true
+	return byName, next
+}
+
+// settle leaves part name of dir final or gone: a leftover conversion is
+// removed, an open part or a journal becomes the final part (or goes,
+// when empty), a journal beside its final part goes. It returns a note
+// for each change (none: nothing changed).
+func (sh *partFiles) settle(dir, name string) (notes []string, err error) {
+	final := filepath.Join(dir, name)
+	if sh.tmp {
+		// A conversion cut short is never completed, only redone: its
+		// rows are in the journal (converted again below) or, when the
+		// journal is gone, in the final file, whose rename is what
+		// allows the journal's removal. Nothing in it is unique.
+		step("remove", final+SuffixTmp)
+		if err := os.Remove(final + SuffixTmp); err != nil {
+			return nil, fmt.Errorf("remove %s: %w", final+SuffixTmp, err)
 		}
-		switch {
-		case sh.open && sh.final:
-			return nil, 0, nil, fmt.Errorf("both %s and %s exist, which the sink never leaves: keep the one with all records and remove the other",
-				final, final+SuffixOpen)
-		case sh.open:
-			n, err := settleTemp(final+SuffixOpen, func() error {
-				step("rename", final+SuffixOpen)
-				if err := os.Rename(final+SuffixOpen, final); err != nil {
-					return fmt.Errorf("finalize shard: %w", err)
-				}
-				return nil
-			})
-			if err != nil {
-				return nil, 0, nil, err
-			}
-			if n > 0 {
-				notes = append(notes, fmt.Sprintf("recovered %s (%d records) from %s", name, n, name+SuffixOpen))
-				sh.final = true
-			} else {
-				notes = append(notes, "removed empty "+name+SuffixOpen)
-			}
-			changed = true
-		case sh.journal && sh.final:
-			step("remove", final+SuffixJournal)
-			if err := os.Remove(final + SuffixJournal); err != nil {
-				return nil, 0, nil, fmt.Errorf("remove %s: %w", final+SuffixJournal, err)
-			}
-			notes = append(notes, "removed journal "+name+SuffixJournal+" of complete "+name)
-			changed = true
-		case sh.journal:
-			var rows int
-			n, err := settleTemp(final+SuffixJournal, func() error {
-				var err error
-				rows, err = formats[sh.format].convert(final+SuffixJournal, final)
-				return err
-			})
-			if err != nil {
-				return nil, 0, nil, err
-			}
-			if n > 0 {
-				if rows != n {
-					return nil, 0, nil, fmt.Errorf("convert %s: %d rows, want %d", final+SuffixJournal, rows, n)
-				}
-				notes = append(notes, fmt.Sprintf("recovered %s (%d records) from %s", name, n, name+SuffixJournal))
-				sh.final = true
-			} else {
-				notes = append(notes, "removed empty "+name+SuffixJournal)
-			}
-			changed = true
-		}
-		if sh.final {
-			finals = append(finals, name)
-		}
+		notes = append(notes, "removed leftover "+name+SuffixTmp)
 	}
-	if changed {
-		if err := disk.SyncDir(dir); err != nil {
-			return nil, 0, nil, err
+	switch {
+	case sh.open && sh.final:
+		return nil, fmt.Errorf("both %s and %s exist, which the sink never leaves: keep the one with all records and remove the other",
+			final, final+SuffixOpen)
+	case sh.open:
+		n, err := settleTemp(final+SuffixOpen, func() error {
+			step("rename", final+SuffixOpen)
+			if err := os.Rename(final+SuffixOpen, final); err != nil {
+				return fmt.Errorf("finalize shard: %w", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
+		if n > 0 {
+			sh.final = true
+			return append(notes, fmt.Sprintf("recovered %s (%d records) from %s", name, n, name+SuffixOpen)), nil
+		}
+		return append(notes, "removed empty "+name+SuffixOpen), nil
+	case sh.journal && sh.final:
+		step("remove", final+SuffixJournal)
+		if err := os.Remove(final + SuffixJournal); err != nil {
+			return nil, fmt.Errorf("remove %s: %w", final+SuffixJournal, err)
+		}
+		return append(notes, "removed journal "+name+SuffixJournal+" of complete "+name), nil
+	case sh.journal:
+		var rows int
+		n, err := settleTemp(final+SuffixJournal, func() error {
+			var err error
+			rows, err = formats[sh.format].convert(final+SuffixJournal, final)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return append(notes, "removed empty "+name+SuffixJournal), nil
+		}
+		if rows != n {
+			return nil, fmt.Errorf("convert %s: %d rows, want %d", final+SuffixJournal, rows, n)
+		}
+		sh.final = true
+		return append(notes, fmt.Sprintf("recovered %s (%d records) from %s", name, n, name+SuffixJournal)), nil
 	}
-	return finals, next, notes, nil
+	return notes, nil
 }
 
 // settleTemp cuts the torn tail of a temporary JSONL file and, when it holds

@@ -153,48 +153,93 @@ func Open(opts Options) (_ *Sink, err error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("open %s: %w", s.dir, err)
 	}
-	var notes []string
-	forcedJob := false // Check accepted another job's directory
-	if old != nil {
-		// Checked before recovery touches anything: a mismatch is usually
-		// the wrong output.dir, and that directory is not ours to change.
-		if opts.Check != nil {
-			accepted, err := opts.Check(old)
-			if err != nil {
-				return nil, err
-			}
-			for _, a := range accepted {
-				notes = append(notes, forcedNote+a)
-			}
-			forcedJob = len(accepted) > 0
-		}
-	} else if has, err := hasParts(s.dataDir); err != nil {
-		return nil, err
-	} else if has {
-		if !opts.Force {
-			return nil, fmt.Errorf("open %s: %w: nothing says which settings made them; use --force to adopt them as made by this config, or choose a new output.dir",
-				s.dir, ErrDataWithoutManifest)
-		}
-		notes = append(notes, forcedNote+"adopted shards of a directory without manifest")
-	}
-	for _, d := range []string{s.dataDir, s.errDir} {
-		step("mkdir", d)
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("create output dir: %w", err)
-		}
-	}
-	if err := disk.SyncDir(s.dir); err != nil {
+	notes, forcedJob, err := s.admit(old)
+	if err != nil {
 		return nil, err
 	}
-	removeManifestLeftovers(s.dir)
-
+	if err := s.makeDirs(); err != nil {
+		return nil, err
+	}
 	rec, err := s.recover(old)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", s.dir, err)
 	}
 	notes = append(notes, rec.notes...)
+	m := s.newManifest(old, rec, notes, forcedJob)
+	s.man = m
+	s.run = len(m.Runs) - 1
+	s.nextData = rec.nextData
+	s.nextErr = rec.nextErr
+	s.lastSync = now()
+	// The compaction: the manifest lists every part recovery found (the
+	// old log's included) and names this run's log; only once that rename
+	// is durable do the old logs go.
+	m.PartLog = partLogName(s.run)
+	s.log = &partLog{path: filepath.Join(s.dir, m.PartLog)}
+	if err := writeManifest(s.dir, m); err != nil {
+		return nil, fmt.Errorf("open %s: %w", s.dir, err)
+	}
+	if err := removeStalePartLogs(s.dir, m.PartLog); err != nil {
+		return nil, fmt.Errorf("open %s: %w", s.dir, err)
+	}
+	opened = true
+	return s, nil
+}
 
-	t := now().UTC()
+// admit decides whether the directory's records may be resumed by this
+// job, before recovery touches anything: a mismatch is usually the wrong
+// output.dir, and that directory is not ours to change. It returns the
+// notes a forced run leaves, and whether Check accepted another job's
+// directory.
+func (s *Sink) admit(old *Manifest) (notes []string, forcedJob bool, err error) {
+	if old != nil {
+		if s.opts.Check == nil {
+			return nil, false, nil
+		}
+		accepted, err := s.opts.Check(old)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, a := range accepted {
+			notes = append(notes, forcedNote+a)
+		}
+		return notes, len(accepted) > 0, nil
+	}
+	has, err := hasParts(s.dataDir)
+	switch {
+	case err != nil:
+		return nil, false, err
+	case !has:
+		return nil, false, nil
+	case !s.opts.Force:
+		return nil, false, fmt.Errorf("open %s: %w: nothing says which settings made them; use --force to adopt them as made by this config, or choose a new output.dir",
+			s.dir, ErrDataWithoutManifest)
+	}
+	return []string{forcedNote + "adopted shards of a directory without manifest"}, false, nil
+}
+
+// makeDirs makes data/ and errors/ durable and removes what an
+// interrupted manifest rewrite left.
+func (s *Sink) makeDirs() error {
+	for _, d := range []string{s.dataDir, s.errDir} {
+		step("mkdir", d)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("create output dir: %w", err)
+		}
+	}
+	if err := disk.SyncDir(s.dir); err != nil {
+		return err
+	}
+	removeManifestLeftovers(s.dir)
+	return nil
+}
+
+// newManifest is the manifest this run writes at Open: the parts recovery
+// found, the jobs the directory's records answer, and this run appended to
+// the old manifest's runs.
+func (s *Sink) newManifest(old *Manifest, rec *recovered, notes []string, forcedJob bool) *Manifest {
+	opts := s.opts
+	t := s.now().UTC()
 	m := &Manifest{
 		ManifestVersion: ManifestVersion,
 		Version:         opts.Job.Version,
@@ -232,24 +277,7 @@ func Open(opts Options) (_ *Sink, err error) {
 		Forced:    slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, forcedNote) }),
 		Notes:     notes,
 	})
-	s.man = m
-	s.run = len(m.Runs) - 1
-	s.nextData = rec.nextData
-	s.nextErr = rec.nextErr
-	s.lastSync = now()
-	// The compaction: the manifest lists every part recovery found (the
-	// old log's included) and names this run's log; only once that rename
-	// is durable do the old logs go.
-	m.PartLog = partLogName(s.run)
-	s.log = &partLog{path: filepath.Join(s.dir, m.PartLog)}
-	if err := writeManifest(s.dir, m); err != nil {
-		return nil, fmt.Errorf("open %s: %w", s.dir, err)
-	}
-	if err := removeStalePartLogs(s.dir, m.PartLog); err != nil {
-		return nil, fmt.Errorf("open %s: %w", s.dir, err)
-	}
-	opened = true
-	return s, nil
+	return m
 }
 
 func validate(o *Options) error {
