@@ -22,7 +22,7 @@ func benchRecord(i int) *Record {
 }
 
 func BenchmarkWrite(b *testing.B) {
-	for _, format := range []string{FormatJSONL, FormatParquet} {
+	for _, format := range Formats() {
 		b.Run(format, func(b *testing.B) {
 			opts := testOptions(b.TempDir(), format)
 			opts.PartSize = 1000

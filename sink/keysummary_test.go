@@ -32,75 +32,71 @@ func stripKeys(t *testing.T, dir string) {
 // size-and-time rule of reconcile lets it), a part whose time moved is
 // read and hashed, and a manifest without summaries (an older version's)
 // is read from the parts and gains them.
-func TestResumeReadsSummaries(t *testing.T) {
-	for _, format := range []string{FormatJSONL, FormatParquet} {
-		t.Run(format, func(t *testing.T) {
-			dir := t.TempDir()
-			closedAfter(t, dir, format, 25)
+func testResumeReadsSummaries(t *testing.T, format string) {
+	dir := t.TempDir()
+	closedAfter(t, dir, format, 25)
 
-			// Part 1 (ids 10-19) overwritten with garbage of its size,
-			// its time put back: the summary stands for it.
-			path := filepath.Join(dir, "data", partName(1, format))
-			st, err := os.Stat(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			orig, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			writeFile(t, path, strings.Repeat("x", int(st.Size())))
-			if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
-				t.Fatal(err)
-			}
-			s := mustOpen(t, testOptions(dir, format))
-			for _, k := range keysOf(0, 25) {
-				if !s.Done(k) {
-					t.Errorf("%v not done", k)
-				}
-			}
-			if s.DoneCount() != 25 {
-				t.Errorf("DoneCount = %d, want 25", s.DoneCount())
-			}
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
+	// Part 1 (ids 10-19) overwritten with garbage of its size,
+	// its time put back: the summary stands for it.
+	path := filepath.Join(dir, "data", partName(1, format))
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, strings.Repeat("x", int(st.Size())))
+	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	s := mustOpen(t, testOptions(dir, format))
+	for _, k := range keysOf(0, 25) {
+		if !s.Done(k) {
+			t.Errorf("%v not done", k)
+		}
+	}
+	if s.DoneCount() != 25 {
+		t.Errorf("DoneCount = %d, want 25", s.DoneCount())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 
-			// Its time moved: read, hashed, refused.
-			if err := os.Chtimes(path, st.ModTime().Add(2*time.Second), st.ModTime().Add(2*time.Second)); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := Open(testOptions(dir, format)); err == nil || !strings.Contains(err.Error(), partName(1, format)) {
-				t.Fatalf("a changed shard whose time moved was accepted: %v", err)
-			}
-			writeFile(t, path, string(orig))
-			if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
-				t.Fatal(err)
-			}
+	// Its time moved: read, hashed, refused.
+	if err := os.Chtimes(path, st.ModTime().Add(2*time.Second), st.ModTime().Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(testOptions(dir, format)); err == nil || !strings.Contains(err.Error(), partName(1, format)) {
+		t.Fatalf("a changed shard whose time moved was accepted: %v", err)
+	}
+	writeFile(t, path, string(orig))
+	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
 
-			// No summaries: the parts are read, the same keys found, and
-			// the manifest lists summaries again.
-			before, err := ReadManifest(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			stripKeys(t, dir)
-			s = mustOpen(t, testOptions(dir, format))
-			for _, k := range append(keysOf(0, 25), Key{ID: "25", Sample: 1}, Key{ID: "25"}) {
-				if want := k.ID != "25"; s.Done(k) != want {
-					t.Errorf("Done(%v) = %v, want %v", k, !want, want)
-				}
-			}
-			after := s.Manifest()
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			for i := range before.Parts {
-				if !reflect.DeepEqual(after.Parts[i].Keys, before.Parts[i].Keys) {
-					t.Errorf("%s: keys %+v after reading it, %+v when written", before.Parts[i].Name, after.Parts[i].Keys, before.Parts[i].Keys)
-				}
-			}
-		})
+	// No summaries: the parts are read, the same keys found, and
+	// the manifest lists summaries again.
+	before, err := ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stripKeys(t, dir)
+	s = mustOpen(t, testOptions(dir, format))
+	for _, k := range append(keysOf(0, 25), Key{ID: "25", Sample: 1}, Key{ID: "25"}) {
+		if want := k.ID != "25"; s.Done(k) != want {
+			t.Errorf("Done(%v) = %v, want %v", k, !want, want)
+		}
+	}
+	after := s.Manifest()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range before.Parts {
+		if !reflect.DeepEqual(after.Parts[i].Keys, before.Parts[i].Keys) {
+			t.Errorf("%s: keys %+v after reading it, %+v when written", before.Parts[i].Name, after.Parts[i].Keys, before.Parts[i].Keys)
+		}
 	}
 }
 

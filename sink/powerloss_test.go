@@ -263,7 +263,7 @@ func TestWriteErrorIsSticky(t *testing.T) {
 	}
 }
 
-// TestNormalRunDiskOrder: a kill -9 leaves unsynced writes in the page
+// testNormalRunDiskOrder: a kill -9 leaves unsynced writes in the page
 // cache, so the chaos tests pass even when an fsync is missing; only the
 // order of the disk steps shows it. Over a normal run (data parts of both
 // formats, an errors part, the manifest), every file given a final name
@@ -273,91 +273,87 @@ func TestWriteErrorIsSticky(t *testing.T) {
 // the part log only once the manifest that folded it is). Each append to
 // the part log is fsynced at once, and manifest.json is rewritten only
 // at Open and Close.
-func TestNormalRunDiskOrder(t *testing.T) {
-	for _, format := range []string{FormatJSONL, FormatParquet} {
-		t.Run(format, func(t *testing.T) {
-			dir := t.TempDir()
-			opts := testOptions(dir, format)
-			opts.SyncInterval = time.Hour // only the finalizing fsyncs count
-			steps := recordSteps(t, func() {
-				s := mustOpen(t, opts)
-				writeRange(t, s, 0, 25)
-				for i := 100; i < 112; i++ {
-					if err := s.WriteError(&ErrorRecord{ID: strconv.Itoa(i), Cause: "timeout"}); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if err := s.Close(); err != nil {
-					t.Fatal(err)
-				}
-			})
-			renamed := 0
-			for i, st := range steps {
-				op, path, _ := strings.Cut(st, " ")
-				switch op {
-				case "rename":
-					renamed++
-					last := -1
-					for j := i - 1; j >= 0; j-- {
-						o, p, _ := strings.Cut(steps[j], " ")
-						if p == path && (o == "write" || o == "create" || o == "truncate") {
-							last = j
-							break
-						}
-					}
-					if last >= 0 && !slices.Contains(steps[last:i], "fsync "+path) {
-						t.Errorf("%s renamed without an fsync after its last write (step %d); steps:\n%s", path, i, strings.Join(steps, "\n"))
-					}
-				case "remove":
-					d := filepath.Dir(path)
-					for j := i - 1; j >= 0; j-- {
-						o, p, _ := strings.Cut(steps[j], " ")
-						if o == "syncdir" && p == d {
-							break
-						}
-						if o == "rename" && filepath.Dir(p) == d {
-							t.Errorf("%s removed after a rename in %s (step %d) with no fsync of the directory between; steps:\n%s", path, d, j, strings.Join(steps, "\n"))
-							break
-						}
-					}
+func testNormalRunDiskOrder(t *testing.T, format string) {
+	dir := t.TempDir()
+	opts := testOptions(dir, format)
+	opts.SyncInterval = time.Hour // only the finalizing fsyncs count
+	steps := recordSteps(t, func() {
+		s := mustOpen(t, opts)
+		writeRange(t, s, 0, 25)
+		for i := 100; i < 112; i++ {
+			if err := s.WriteError(&ErrorRecord{ID: strconv.Itoa(i), Cause: "timeout"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	renamed := 0
+	for i, st := range steps {
+		op, path, _ := strings.Cut(st, " ")
+		switch op {
+		case "rename":
+			renamed++
+			last := -1
+			for j := i - 1; j >= 0; j-- {
+				o, p, _ := strings.Cut(steps[j], " ")
+				if p == path && (o == "write" || o == "create" || o == "truncate") {
+					last = j
+					break
 				}
 			}
-			if renamed < 5 {
-				t.Errorf("only %d renames: the run did not finalize its shards", renamed)
+			if last >= 0 && !slices.Contains(steps[last:i], "fsync "+path) {
+				t.Errorf("%s renamed without an fsync after its last write (step %d); steps:\n%s", path, i, strings.Join(steps, "\n"))
 			}
-			// The part log: each append is fsynced before anything else
-			// happens (the next part, the next record), and manifest.json
-			// is rewritten at Open and Close only, not per part.
-			log := filepath.Join(dir, partLogName(0))
-			appends, rewrites := 0, 0
-			for i, st := range steps {
-				if st == "write "+log {
-					appends++
-					if i+1 == len(steps) || steps[i+1] != "fsync "+log {
-						t.Errorf("shard log append (step %d) not followed by its fsync; steps:\n%s", i, strings.Join(steps, "\n"))
-					}
+		case "remove":
+			d := filepath.Dir(path)
+			for j := i - 1; j >= 0; j-- {
+				o, p, _ := strings.Cut(steps[j], " ")
+				if o == "syncdir" && p == d {
+					break
 				}
-				if op, path, _ := strings.Cut(st, " "); op == "rename" && manifestTmp.MatchString(filepath.Base(path)) {
-					rewrites++
+				if o == "rename" && filepath.Dir(p) == d {
+					t.Errorf("%s removed after a rename in %s (step %d) with no fsync of the directory between; steps:\n%s", path, d, j, strings.Join(steps, "\n"))
+					break
 				}
 			}
-			if appends != 3 || rewrites != 2 {
-				t.Errorf("%d log appends and %d manifest rewrites for 3 shards, want 3 and 2 (Open, Close)", appends, rewrites)
+		}
+	}
+	if renamed < 5 {
+		t.Errorf("only %d renames: the run did not finalize its shards", renamed)
+	}
+	// The part log: each append is fsynced before anything else
+	// happens (the next part, the next record), and manifest.json
+	// is rewritten at Open and Close only, not per part.
+	log := filepath.Join(dir, partLogName(0))
+	appends, rewrites := 0, 0
+	for i, st := range steps {
+		if st == "write "+log {
+			appends++
+			if i+1 == len(steps) || steps[i+1] != "fsync "+log {
+				t.Errorf("shard log append (step %d) not followed by its fsync; steps:\n%s", i, strings.Join(steps, "\n"))
 			}
-			// The log goes only after the rename of the manifest that
-			// folded it (the directory fsync between is checked above).
-			removed, lastRewrite := -1, -1
-			for i, st := range steps {
-				if op, path, _ := strings.Cut(st, " "); op == "rename" && manifestTmp.MatchString(filepath.Base(path)) {
-					lastRewrite = i
-				}
-				if st == "remove "+log {
-					removed = i
-				}
-			}
-			if removed < lastRewrite {
-				t.Errorf("shard log removed at step %d, before the compacted manifest's rename at step %d", removed, lastRewrite)
-			}
-		})
+		}
+		if op, path, _ := strings.Cut(st, " "); op == "rename" && manifestTmp.MatchString(filepath.Base(path)) {
+			rewrites++
+		}
+	}
+	if appends != 3 || rewrites != 2 {
+		t.Errorf("%d log appends and %d manifest rewrites for 3 shards, want 3 and 2 (Open, Close)", appends, rewrites)
+	}
+	// The log goes only after the rename of the manifest that
+	// folded it (the directory fsync between is checked above).
+	removed, lastRewrite := -1, -1
+	for i, st := range steps {
+		if op, path, _ := strings.Cut(st, " "); op == "rename" && manifestTmp.MatchString(filepath.Base(path)) {
+			lastRewrite = i
+		}
+		if st == "remove "+log {
+			removed = i
+		}
+	}
+	if removed < lastRewrite {
+		t.Errorf("shard log removed at step %d, before the compacted manifest's rename at step %d", removed, lastRewrite)
 	}
 }

@@ -17,94 +17,86 @@ import (
 	"github.com/synthgen/synthgen/sink/keyset"
 )
 
-func TestWriteCloseReopen(t *testing.T) {
-	for _, format := range []string{FormatJSONL, FormatParquet} {
-		t.Run(format, func(t *testing.T) {
-			dir := t.TempDir()
-			s := mustOpen(t, testOptions(dir, format))
-			writeRange(t, s, 0, 25)
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			wantFiles := []string{"part-000000." + format, "part-000001." + format, "part-000002." + format}
-			if got := dirNames(t, filepath.Join(dir, "data")); !slices.Equal(got, wantFiles) {
-				t.Fatalf("data/ = %v, want %v (no temporaries after Close)", got, wantFiles)
-			}
-
-			s = mustOpen(t, testOptions(dir, format))
-			defer s.Close()
-			if s.DoneCount() != 25 {
-				t.Errorf("DoneCount = %d, want 25", s.DoneCount())
-			}
-			for _, k := range keysOf(0, 25) {
-				if !s.Done(k) || !skip(s, k) {
-					t.Errorf("key %v not done after reopen", k)
-				}
-			}
-			if s.Done(testRecord(25).Key()) {
-				t.Error("key 25 done but never written")
-			}
-			m := s.Manifest()
-			// Keys: ids 0, 2, 4, 6, 8 of sample 0 are bits 0, 2, 4, 6, 8
-			// from 0: bytes 0x55 0x01, base64 "VQE".
-			wantParts := []PartInfo{
-				{Name: wantFiles[0], Format: format, Records: 10, FirstID: "0", LastID: "9",
-					Keys: []keyset.SampleKeys{{Sample: 0, First: 0, Bits: "VQE"}, {Sample: 1, First: 1, Bits: "VQE"}}},
-				{Name: wantFiles[1], Format: format, Records: 10, FirstID: "10", LastID: "19",
-					Keys: []keyset.SampleKeys{{Sample: 0, First: 10, Bits: "VQE"}, {Sample: 1, First: 11, Bits: "VQE"}}},
-				{Name: wantFiles[2], Format: format, Records: 5, FirstID: "20", LastID: "24",
-					Keys: []keyset.SampleKeys{{Sample: 0, First: 20, Bits: "FQ"}, {Sample: 1, First: 21, Bits: "BQ"}}},
-			}
-			for i := range m.Parts {
-				// Each part's stamp is its file as written.
-				_, _, sum, err := fileStamp(filepath.Join(dir, "data", m.Parts[i].Name))
-				if err != nil || m.Parts[i].XXH64 != sum || m.Parts[i].Size == 0 || m.Parts[i].ModTime.IsZero() {
-					t.Errorf("shard %s stamped %+v, file's xxh64 %s (%v)", m.Parts[i].Name, m.Parts[i], sum, err)
-				}
-				m.Parts[i].Size, m.Parts[i].ModTime, m.Parts[i].XXH64 = 0, time.Time{}, ""
-			}
-			if !reflect.DeepEqual(m.Parts, wantParts) {
-				t.Errorf("manifest shards = %+v, want %+v", m.Parts, wantParts)
-			}
-			if len(m.Runs) != 2 || m.Runs[0].EndedAt == nil || m.Runs[0].RecordsWritten != 25 {
-				t.Errorf("runs = %+v, want a closed first run with 25 records and a second one", m.Runs)
-			}
-			assertExactlyOnce(t, dir, keysOf(0, 25))
-		})
+func testWriteCloseReopen(t *testing.T, format string) {
+	dir := t.TempDir()
+	s := mustOpen(t, testOptions(dir, format))
+	writeRange(t, s, 0, 25)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
 	}
+	wantFiles := []string{"part-000000." + format, "part-000001." + format, "part-000002." + format}
+	if got := dirNames(t, filepath.Join(dir, "data")); !slices.Equal(got, wantFiles) {
+		t.Fatalf("data/ = %v, want %v (no temporaries after Close)", got, wantFiles)
+	}
+
+	s = mustOpen(t, testOptions(dir, format))
+	defer s.Close()
+	if s.DoneCount() != 25 {
+		t.Errorf("DoneCount = %d, want 25", s.DoneCount())
+	}
+	for _, k := range keysOf(0, 25) {
+		if !s.Done(k) || !skip(s, k) {
+			t.Errorf("key %v not done after reopen", k)
+		}
+	}
+	if s.Done(testRecord(25).Key()) {
+		t.Error("key 25 done but never written")
+	}
+	m := s.Manifest()
+	// Keys: ids 0, 2, 4, 6, 8 of sample 0 are bits 0, 2, 4, 6, 8
+	// from 0: bytes 0x55 0x01, base64 "VQE".
+	wantParts := []PartInfo{
+		{Name: wantFiles[0], Format: format, Records: 10, FirstID: "0", LastID: "9",
+			Keys: []keyset.SampleKeys{{Sample: 0, First: 0, Bits: "VQE"}, {Sample: 1, First: 1, Bits: "VQE"}}},
+		{Name: wantFiles[1], Format: format, Records: 10, FirstID: "10", LastID: "19",
+			Keys: []keyset.SampleKeys{{Sample: 0, First: 10, Bits: "VQE"}, {Sample: 1, First: 11, Bits: "VQE"}}},
+		{Name: wantFiles[2], Format: format, Records: 5, FirstID: "20", LastID: "24",
+			Keys: []keyset.SampleKeys{{Sample: 0, First: 20, Bits: "FQ"}, {Sample: 1, First: 21, Bits: "BQ"}}},
+	}
+	for i := range m.Parts {
+		// Each part's stamp is its file as written.
+		_, _, sum, err := fileStamp(filepath.Join(dir, "data", m.Parts[i].Name))
+		if err != nil || m.Parts[i].XXH64 != sum || m.Parts[i].Size == 0 || m.Parts[i].ModTime.IsZero() {
+			t.Errorf("shard %s stamped %+v, file's xxh64 %s (%v)", m.Parts[i].Name, m.Parts[i], sum, err)
+		}
+		m.Parts[i].Size, m.Parts[i].ModTime, m.Parts[i].XXH64 = 0, time.Time{}, ""
+	}
+	if !reflect.DeepEqual(m.Parts, wantParts) {
+		t.Errorf("manifest shards = %+v, want %+v", m.Parts, wantParts)
+	}
+	if len(m.Runs) != 2 || m.Runs[0].EndedAt == nil || m.Runs[0].RecordsWritten != 25 {
+		t.Errorf("runs = %+v, want a closed first run with 25 records and a second one", m.Runs)
+	}
+	assertExactlyOnce(t, dir, keysOf(0, 25))
 }
 
 // Every field written comes back equal from a reader that is not the sink's,
 // the messages list included (the standard LIST layout for Parquet).
-func TestRecordsReadBack(t *testing.T) {
-	for _, format := range []string{FormatJSONL, FormatParquet} {
-		t.Run(format, func(t *testing.T) {
-			dir := t.TempDir()
-			s := mustOpen(t, testOptions(dir, format))
-			var want []Record
-			for i := range 13 {
-				r := testRecord(i)
-				want = append(want, *r)
-				if err := s.Write(r); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			got := readParts(t, dir)
-			for i := range got {
-				got[i].CreatedAt = got[i].CreatedAt.UTC()
-				got[i].emptyTokensNil() // Parquet's empty lists, as the sink's reader makes them
-				got[i].emptyToolsNil()
-				if len(got[i].Turns) == 0 {
-					got[i].Turns = nil // Parquet has an empty list where JSON has none
-				}
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("read back differs:\n got %+v\nwant %+v", got[0], want[0])
-			}
-		})
+func testRecordsReadBack(t *testing.T, format string) {
+	dir := t.TempDir()
+	s := mustOpen(t, testOptions(dir, format))
+	var want []Record
+	for i := range 13 {
+		r := testRecord(i)
+		want = append(want, *r)
+		if err := s.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := readParts(t, dir)
+	for i := range got {
+		got[i].CreatedAt = got[i].CreatedAt.UTC()
+		got[i].emptyTokensNil() // Parquet's empty lists, as the sink's reader makes them
+		got[i].emptyToolsNil()
+		if len(got[i].Turns) == 0 {
+			got[i].Turns = nil // Parquet has an empty list where JSON has none
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("read back differs:\n got %+v\nwant %+v", got[0], want[0])
 	}
 }
 
@@ -142,57 +134,53 @@ func TestWriteRefusesInvalidUTF8ID(t *testing.T) {
 
 // A crash loses at most what was not yet synced; every synced key is done
 // exactly once after resume, and finishing the job yields every key once.
-func TestCrashExactlyOnce(t *testing.T) {
-	for _, format := range []string{FormatJSONL, FormatParquet} {
-		t.Run(format, func(t *testing.T) {
-			dir := t.TempDir()
-			clock := time.Unix(0, 0)
-			opts := testOptions(dir, format)
-			opts.SyncInterval = time.Hour // only Flush and rotation sync
-			opts.Now = func() time.Time { return clock }
+func testCrashExactlyOnce(t *testing.T, format string) {
+	dir := t.TempDir()
+	clock := time.Unix(0, 0)
+	opts := testOptions(dir, format)
+	opts.SyncInterval = time.Hour // only Flush and rotation sync
+	opts.Now = func() time.Time { return clock }
 
-			s := mustOpen(t, opts)
-			writeRange(t, s, 0, 23) // two parts final, 3 records in the third
-			if err := s.Flush(); err != nil {
+	s := mustOpen(t, opts)
+	writeRange(t, s, 0, 23) // two parts final, 3 records in the third
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	writeRange(t, s, 23, 27) // never synced: may be lost
+	crash(s)
+
+	s = mustOpen(t, opts)
+	for _, k := range keysOf(0, 23) {
+		if !s.Done(k) {
+			t.Errorf("flushed key %v not done after crash", k)
+		}
+	}
+	// Resume the job: write every key that is not done.
+	for i := range 40 {
+		if r := testRecord(i); !skip(s, r.Key()) {
+			if err := s.Write(r); err != nil {
 				t.Fatal(err)
 			}
-			writeRange(t, s, 23, 27) // never synced: may be lost
-			crash(s)
+		}
+	}
+	crash(s) // a second crash, mid-part, right after the writes
 
-			s = mustOpen(t, opts)
-			for _, k := range keysOf(0, 23) {
-				if !s.Done(k) {
-					t.Errorf("flushed key %v not done after crash", k)
-				}
-			}
-			// Resume the job: write every key that is not done.
-			for i := range 40 {
-				if r := testRecord(i); !skip(s, r.Key()) {
-					if err := s.Write(r); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			crash(s) // a second crash, mid-part, right after the writes
-
-			s = mustOpen(t, opts)
-			for i := range 40 {
-				if r := testRecord(i); !skip(s, r.Key()) {
-					if err := s.Write(r); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			if err := s.Close(); err != nil {
+	s = mustOpen(t, opts)
+	for i := range 40 {
+		if r := testRecord(i); !skip(s, r.Key()) {
+			if err := s.Write(r); err != nil {
 				t.Fatal(err)
 			}
-			assertExactlyOnce(t, dir, keysOf(0, 40))
-			for _, name := range dirNames(t, filepath.Join(dir, "data")) {
-				if !strings.HasSuffix(name, "."+format) {
-					t.Errorf("temporary %s left after Close", name)
-				}
-			}
-		})
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	assertExactlyOnce(t, dir, keysOf(0, 40))
+	for _, name := range dirNames(t, filepath.Join(dir, "data")) {
+		if !strings.HasSuffix(name, "."+format) {
+			t.Errorf("temporary %s left after Close", name)
+		}
 	}
 }
 
@@ -534,52 +522,48 @@ func TestOpenRefusesDirsNotItsOwn(t *testing.T) {
 	}
 }
 
-// TestChangedPartRefused: bytes flipped inside a finished part (its size
+// testChangedPartRefused: bytes flipped inside a finished part (its size
 // unchanged) are caught on resume, which reads only the keys, and by
 // inspect; a part only touched (a copy of the directory) resumes.
-func TestChangedPartRefused(t *testing.T) {
-	for _, format := range []string{FormatJSONL, FormatParquet} {
-		t.Run(format, func(t *testing.T) {
-			dir := t.TempDir()
-			s := mustOpen(t, testOptions(dir, format))
-			writeRange(t, s, 0, 12)
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join(dir, "data", partName(0, format))
+func testChangedPartRefused(t *testing.T, format string) {
+	dir := t.TempDir()
+	s := mustOpen(t, testOptions(dir, format))
+	writeRange(t, s, 0, 12)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "data", partName(0, format))
 
-			// A copy: new modification time, same bytes.
-			later := time.Now().Add(time.Hour)
-			if err := os.Chtimes(path, later, later); err != nil {
-				t.Fatal(err)
-			}
-			s = mustOpen(t, testOptions(dir, format))
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
+	// A copy: new modification time, same bytes.
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(path, later, later); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, testOptions(dir, format))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Flip a byte in the middle: inside a record of the JSONL file,
-			// inside a page of the Parquet one; the size stays.
-			i := len(data) / 2
-			if format == FormatJSONL {
-				// Inside an answer's text: the line stays valid JSON.
-				i = bytes.Index(data, []byte("answer 3")) + 1
-			}
-			data[i] ^= 0x01
-			if err := os.WriteFile(path, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			_, err = Open(testOptions(dir, format))
-			if err == nil || !strings.Contains(err.Error(), partName(0, format)) || !strings.Contains(err.Error(), "bytes changed") {
-				t.Fatalf("resume after a flipped byte: %v, want a refusal naming the shard", err)
-			}
-			if rep := mustInspect(t, dir); rep.OK || !strings.Contains(strings.Join(rep.Problems, "\n"), partName(0, format)) {
-				t.Errorf("audit: ok=%v problems %v, want the changed shard", rep.OK, rep.Problems)
-			}
-		})
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Flip a byte in the middle: inside a record of the JSONL file,
+	// inside a page of the Parquet one; the size stays.
+	i := len(data) / 2
+	if format == FormatJSONL {
+		// Inside an answer's text: the line stays valid JSON.
+		i = bytes.Index(data, []byte("answer 3")) + 1
+	}
+	data[i] ^= 0x01
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(testOptions(dir, format))
+	if err == nil || !strings.Contains(err.Error(), partName(0, format)) || !strings.Contains(err.Error(), "bytes changed") {
+		t.Fatalf("resume after a flipped byte: %v, want a refusal naming the shard", err)
+	}
+	if rep := mustInspect(t, dir); rep.OK || !strings.Contains(strings.Join(rep.Problems, "\n"), partName(0, format)) {
+		t.Errorf("audit: ok=%v problems %v, want the changed shard", rep.OK, rep.Problems)
 	}
 }

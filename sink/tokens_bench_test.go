@@ -47,7 +47,7 @@ func BenchmarkWriteTokenRecords(b *testing.B) {
 	for i := range recs {
 		recs[i] = bigTokenRecord(i, n, k)
 	}
-	for _, format := range []string{FormatJSONL, FormatParquet} {
+	for _, format := range Formats() {
 		b.Run("format="+format, func(b *testing.B) {
 			dir := b.TempDir()
 			opts := testOptions(dir, format)

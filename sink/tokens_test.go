@@ -62,59 +62,55 @@ func tokenRecord(i int) *Record {
 	return r
 }
 
-// TestTokensReadBack: a record's token ids and logprobs, top-level and per
+// testTokensReadBack: a record's token ids and logprobs, top-level and per
 // turn, come back exactly from JSONL and Parquet, through the sink's reader
 // and through parquet-go reading the file alone; a record without them
 // reads with none (nil, as its JSON line omits them).
-func TestTokensReadBack(t *testing.T) {
-	for _, format := range []string{FormatJSONL, FormatParquet} {
-		t.Run(format, func(t *testing.T) {
-			dir := t.TempDir()
-			s := mustOpen(t, testOptions(dir, format))
-			var want []Record
-			for i := range 13 {
-				r := tokenRecord(i)
-				want = append(want, *r)
-				if err := s.Write(r); err != nil {
-					t.Fatal(err)
-				}
+func testTokensReadBack(t *testing.T, format string) {
+	dir := t.TempDir()
+	s := mustOpen(t, testOptions(dir, format))
+	var want []Record
+	for i := range 13 {
+		r := tokenRecord(i)
+		want = append(want, *r)
+		if err := s.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var got []Record
+	files, _ := filepath.Glob(filepath.Join(dir, "data", "part-*"))
+	slices.Sort(files)
+	for _, f := range files {
+		if err := ForEachRecord(f, func(rec *Record, _ Span) error {
+			rec.CreatedAt = rec.CreatedAt.UTC()
+			if len(rec.Turns) == 0 {
+				rec.Turns = nil
 			}
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			var got []Record
-			files, _ := filepath.Glob(filepath.Join(dir, "data", "part-*"))
-			slices.Sort(files)
-			for _, f := range files {
-				if err := ForEachRecord(f, func(rec *Record, _ Span) error {
-					rec.CreatedAt = rec.CreatedAt.UTC()
-					if len(rec.Turns) == 0 {
-						rec.Turns = nil
-					}
-					got = append(got, *rec)
-					return nil
-				}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if len(got) != len(want) {
-				t.Fatalf("%d records read, %d written", len(got), len(want))
-			}
-			for i := range want {
-				if !reflect.DeepEqual(got[i], want[i]) {
-					t.Errorf("record %d read back differs:\n got %+v\nwant %+v", i, got[i], want[i])
-				}
-			}
-			if got[4].TokenIDs != nil || got[4].Logprobs != nil {
-				t.Errorf("a record without tokens read with %v %+v", got[4].TokenIDs, got[4].Logprobs)
-			}
-			other := readParts(t, dir)
-			for i := range other {
-				if !slices.Equal(other[i].TokenIDs, want[i].TokenIDs) || !slices.Equal(other[i].PromptTokenIDs, want[i].PromptTokenIDs) {
-					t.Errorf("record %d: another reader reads ids %v %v, want %v %v", i, other[i].PromptTokenIDs, other[i].TokenIDs, want[i].PromptTokenIDs, want[i].TokenIDs)
-				}
-			}
-		})
+			got = append(got, *rec)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d records read, %d written", len(got), len(want))
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("record %d read back differs:\n got %+v\nwant %+v", i, got[i], want[i])
+		}
+	}
+	if got[4].TokenIDs != nil || got[4].Logprobs != nil {
+		t.Errorf("a record without tokens read with %v %+v", got[4].TokenIDs, got[4].Logprobs)
+	}
+	other := readParts(t, dir)
+	for i := range other {
+		if !slices.Equal(other[i].TokenIDs, want[i].TokenIDs) || !slices.Equal(other[i].PromptTokenIDs, want[i].PromptTokenIDs) {
+			t.Errorf("record %d: another reader reads ids %v %v, want %v %v", i, other[i].PromptTokenIDs, other[i].TokenIDs, want[i].PromptTokenIDs, want[i].TokenIDs)
+		}
 	}
 }
 

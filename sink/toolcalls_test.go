@@ -20,44 +20,39 @@ func toolRecord(i int) *Record {
 	return r
 }
 
-// TestToolCallsReadBack: a record's tool calls, the message's calls and
+// testToolCallsReadBack: a record's tool calls, the message's calls and
 // call ids, and the tools sent read back as written, from JSONL and from
 // Parquet; plain records beside them keep none.
-func TestToolCallsReadBack(t *testing.T) {
+func testToolCallsReadBack(t *testing.T, format string) {
 	t.Parallel()
-	for _, format := range []string{FormatJSONL, FormatParquet} {
-		t.Run(format, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			s := mustOpen(t, testOptions(dir, format))
-			var want []Record
-			for i := range 4 {
-				r := testRecord(i)
-				if i%2 == 1 {
-					r = toolRecord(i)
-				}
-				r.Turns = nil
-				want = append(want, *r)
-				if err := s.Write(r); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			got := readParts(t, dir)
-			for i := range got {
-				got[i].CreatedAt = got[i].CreatedAt.UTC()
-				got[i].emptyTokensNil()
-				got[i].emptyToolsNil()
-				got[i].Turns = nil
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("read back differs:\n got %+v\nwant %+v", got[1], want[1])
-			}
-			if got[1].ToolCallsInvalid != 1 {
-				t.Errorf("tool_calls_invalid %d, want 1", got[1].ToolCallsInvalid)
-			}
-		})
+	dir := t.TempDir()
+	s := mustOpen(t, testOptions(dir, format))
+	var want []Record
+	for i := range 4 {
+		r := testRecord(i)
+		if i%2 == 1 {
+			r = toolRecord(i)
+		}
+		r.Turns = nil
+		want = append(want, *r)
+		if err := s.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := readParts(t, dir)
+	for i := range got {
+		got[i].CreatedAt = got[i].CreatedAt.UTC()
+		got[i].emptyTokensNil()
+		got[i].emptyToolsNil()
+		got[i].Turns = nil
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("read back differs:\n got %+v\nwant %+v", got[1], want[1])
+	}
+	if got[1].ToolCallsInvalid != 1 {
+		t.Errorf("tool_calls_invalid %d, want 1", got[1].ToolCallsInvalid)
 	}
 }
