@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // key is one config key: its dotted name (also its flag name), a one-line
@@ -40,7 +42,7 @@ var keys = []key{
 	{name: "endpoint.insecure_skip_verify", usage: "do not check the server's TLS certificate at all (testing only: anyone on the path can read the prompts and the API key); warned about at start", field: func(c *Config) any { return &c.Endpoint.InsecureSkipVerify }},
 	{name: "endpoint.max_requests_per_minute", usage: "requests per minute each replica is sent at most, where its server states no limit of its own (a hosted one's x-ratelimit-* headers, which are followed when it does); 0: none", field: func(c *Config) any { return &c.Endpoint.MaxRequestsPerMinute }},
 	{name: "endpoint.max_tokens_per_minute", usage: "tokens per minute each replica is sent at most, a request counted as its prompt's estimate plus max_tokens, as providers count at admission, where its server states no limit of its own; 0: none", field: func(c *Config) any { return &c.Endpoint.MaxTokensPerMinute }},
-	{name: "endpoint.price", usage: `what the server bills, USD per million tokens, for the run's cost (progress line, status.json, report.json, inspect, the view, each record's cost): {input: 2.5, output: 10, cached_input: 1.25} for any model, or one such mapping per model ({gpt-4o: {...}}); here a JSON object, e.g. '{"input":2.5,"output":10}'. cached_input (unset: input) prices usage.prompt_tokens_details.cached_tokens; empty: no cost`, field: func(c *Config) any { return &c.Endpoint.Price }},
+	{name: "endpoint.price", usage: `what the server bills, USD per million tokens, for the run's cost (progress line, ` + layout.StatusName + ", " + layout.ReportName + `, inspect, the view, each record's cost): {input: 2.5, output: 10, cached_input: 1.25} for any model, or one such mapping per model ({gpt-4o: {...}}); here a JSON object, e.g. '{"input":2.5,"output":10}'. cached_input (unset: input) prices usage.prompt_tokens_details.cached_tokens; empty: no cost`, field: func(c *Config) any { return &c.Endpoint.Price }},
 
 	{name: "dataset.path", usage: "dataset file or glob (.jsonl, .json, .parquet; gzip and zstd read transparently), a Hugging Face dataset hf://owner/name[@revision][/glob], or the output.dir of a run that ended (its records are the rows: a second pass); required, no default", field: func(c *Config) any { return &c.Dataset.Path }},
 	{name: "dataset.format", usage: "row shape: auto, sharegpt, messages, prompt, alpaca, openai-batch, or rows (any columns: prompt.messages makes the prompt; auto means rows when it is set)", field: func(c *Config) any { return &c.Dataset.Format }},
@@ -81,9 +83,9 @@ var keys = []key{
 	{name: "output.shard_size", usage: "records per shard file", field: func(c *Config) any { return &c.Output.ShardSize }},
 	{name: "output.sync_interval", usage: "longest time a finished record waits for fsync; 0: fsync every record", field: func(c *Config) any { return &c.Output.SyncInterval }},
 
-	{name: "progress.interval", usage: "time between progress lines when output is not a terminal (and between --log-format json objects, status.json rewrites and scrapes of the server's /metrics)", field: func(c *Config) any { return &c.Progress.Interval }},
+	{name: "progress.interval", usage: "time between progress lines when output is not a terminal (and between --log-format json objects, " + layout.StatusName + " rewrites and scrapes of the server's /metrics)", field: func(c *Config) any { return &c.Progress.Interval }},
 
-	{name: "batch.enabled", usage: "send the pending rows as the provider's batches (POST /v1/files, /v1/batches; half the price at OpenAI) instead of one request each: each batch recorded in DIR/batches.json before it is submitted, polled, its output written as records; a resume collects the batches still running", field: func(c *Config) any { return &c.Batch.Enabled }},
+	{name: "batch.enabled", usage: "send the pending rows as the provider's batches (POST /v1/files, /v1/batches; half the price at OpenAI) instead of one request each: each batch recorded in DIR/" + layout.BatchesName + " before it is submitted, polled, its output written as records; a resume collects the batches still running", field: func(c *Config) any { return &c.Batch.Enabled }},
 	{name: "batch.max_requests", usage: "requests in one batch input file at most (OpenAI's limit: 50000)", field: func(c *Config) any { return &c.Batch.MaxRequests }},
 	{name: "batch.max_bytes", usage: "bytes of one batch input file at most (OpenAI's limit: 200 MB)", field: func(c *Config) any { return &c.Batch.MaxBytes }},
 	{name: "batch.in_flight", usage: "batches submitted and not yet collected at once; the rows in flight are batch.max_requests times this (concurrency is not used)", field: func(c *Config) any { return &c.Batch.InFlight }},

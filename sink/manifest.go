@@ -166,4 +166,4 @@ func writeManifest(dir string, m *Manifest) error {
 
 // ErrDataWithoutManifest is returned by Open when DIR/data holds parts but
 // DIR/manifest.json is missing, so nothing says what made them.
-var ErrDataWithoutManifest = errors.New("shards without manifest.json")
+var ErrDataWithoutManifest = errors.New("shards without " + layout.ManifestName)

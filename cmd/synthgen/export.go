@@ -20,6 +20,7 @@ import (
 	"github.com/synthgen/synthgen/export"
 	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/job/judge"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // exportHelp is export's --help.
@@ -245,7 +246,7 @@ func exportVerdict(stderr io.Writer, out *judge.Report, dirs []string, partial b
 		fmt.Fprintf(stderr, "export: %s\n", c)
 	}
 	if rep.Manifest == nil {
-		return c, &exitError{code: exitFailure, err: fmt.Errorf("export: %s has no manifest.json: nothing says which model and settings made the records", dirs[0]),
+		return c, &exitError{code: exitFailure, err: fmt.Errorf("export: %s has no %s: nothing says which model and settings made the records", dirs[0], layout.ManifestName),
 			hint: "run synthgen on the directory once (with --force to adopt its shards) to write the manifest"}
 	}
 	return c, nil

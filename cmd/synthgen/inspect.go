@@ -22,6 +22,7 @@ import (
 	"github.com/synthgen/synthgen/dataset/outdir"
 	"github.com/synthgen/synthgen/internal/human"
 	"github.com/synthgen/synthgen/job/judge"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 type inspectFlags struct {
@@ -126,7 +127,7 @@ func inspectDirs(dirs []string, o judge.Options) (*judge.Report, error) {
 		if de := diskError(cmp.Or(o.TempDir, os.TempDir()), err); de != nil {
 			return nil, de
 		}
-		return nil, usageError(err, "give the output.dir of a run (the directory holding manifest.json and data/)")
+		return nil, usageError(err, "give the output.dir of a run (the directory holding "+layout.ManifestName+" and "+layout.DataName+"/)")
 	}
 	return out, nil
 }
