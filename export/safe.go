@@ -25,7 +25,7 @@ import (
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/job/plan"
-	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // RefusedError is an Out the export will not write, with what to do.
@@ -54,12 +54,12 @@ func (o *Options) checkOut() error {
 	if err != nil {
 		return refuse("", "--out %s: %w", out, err)
 	}
-	if d := sink.DirAbove(abs); d != "" {
+	if d := layout.DirAbove(abs); d != "" {
 		return refuse("write the export outside every output directory, e.g. beside it",
 			"--out %s is inside %s, a synthgen output directory: an export there would be read as its records, or make it refuse to resume", out, d)
 	}
 	for _, d := range o.Dirs {
-		if sink.Within(abs, d) {
+		if layout.Within(abs, d) {
 			return refuse("write the export outside it", "--out %s is inside %s, a directory being exported", out, d)
 		}
 	}
@@ -97,7 +97,7 @@ func (o *Options) checkOut() error {
 // found from here. The files are sel.Path's, and those the manifest stamped
 // (their absolute paths, sizes and hashes), which a relative dataset.path
 // made in another directory no longer names. A dataset on the Hub or a
-// first pass's output directory is no file --out can be (sink.DirAbove
+// first pass's output directory is no file --out can be (layout.DirAbove
 // guards the latter): found.
 func datasetFile(out string, st os.FileInfo, sel dataset.Selection) (what string, found bool, err error) {
 	if strings.HasPrefix(sel.Path, "hf://") || !sel.Output.IsZero() {

@@ -1,20 +1,13 @@
 package sink
 
-// Part names, the order of keys, and the directories the sink refuses.
+// Part names and the order of keys.
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/synthgen/synthgen/sink/layout"
 )
 
 // partName is the final file name of part i: part-000007.jsonl.
@@ -153,42 +146,4 @@ func isDecimal(s string) bool {
 		}
 	}
 	return true
-}
-
-// checkOwnDir refuses an output directory that is not the sink's to fill:
-// the filesystem root (data/ and errors/ would land beside the system's),
-// or a directory that already holds files and nothing of a synthgen output
-// (the wrong path, say /data instead of /data/synth/run1).
-func checkOwnDir(dir string) error {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return fmt.Errorf("output.dir %s: %w", dir, err)
-	}
-	if filepath.Dir(abs) == abs {
-		return fmt.Errorf("output.dir %s is the filesystem root: give the run a directory of its own, e.g. /data/synth/run1", dir)
-	}
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("output.dir %s: %w", dir, err)
-	}
-	var other []string
-	for _, e := range entries {
-		switch name := e.Name(); layout.Classify(name) {
-		case layout.Output:
-			return nil // a synthgen output (recovery decides what it holds)
-		case layout.Foreign:
-			other = append(other, name)
-		}
-	}
-	if len(other) == 0 {
-		return nil
-	}
-	shown := other
-	if len(shown) > 5 {
-		shown = append(slices.Clone(shown[:5]), fmt.Sprintf("... %d in all", len(other)))
-	}
-	return fmt.Errorf("output.dir %s already holds %s and is not a synthgen output: choose a new or empty directory", dir, strings.Join(shown, ", "))
 }

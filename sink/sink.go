@@ -114,7 +114,7 @@ func Open(opts Options) (_ *Sink, err error) {
 	if err := validate(&opts); err != nil {
 		return nil, err
 	}
-	if err := checkOwnDir(opts.Dir); err != nil {
+	if err := layout.CheckOwn(opts.Dir); err != nil {
 		return nil, err
 	}
 	now := opts.Now

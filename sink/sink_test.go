@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/sink/keyset"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 func testWriteCloseReopen(t *testing.T, format string) {
@@ -489,8 +490,8 @@ func TestMixedFormatsResume(t *testing.T) {
 // anything is written there; an empty directory and an output are fine.
 func TestOpenRefusesDirsNotItsOwn(t *testing.T) {
 	// The check itself, not Open: a regression must not write into / .
-	if err := checkOwnDir("/"); err == nil || !strings.Contains(err.Error(), "filesystem root") {
-		t.Errorf("checkOwnDir(/) = %v, want a refusal", err)
+	if err := layout.CheckOwn("/"); err == nil || !strings.Contains(err.Error(), "filesystem root") {
+		t.Errorf("layout.CheckOwn(/) = %v, want a refusal", err)
 	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o644); err != nil {
@@ -517,7 +518,7 @@ func TestOpenRefusesDirsNotItsOwn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := checkOwnDir(left); err != nil {
+	if err := layout.CheckOwn(left); err != nil {
 		t.Errorf("a directory holding only a run's status files: %v", err)
 	}
 }

@@ -26,7 +26,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
-	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/layout"
 	"github.com/synthgen/synthgen/ui/view"
 )
 
@@ -301,9 +301,9 @@ func reportPath(path string, dirs []string, overwrite bool) (string, error) {
 	if err != nil {
 		return "", usageError(fmt.Errorf("view: --html %s: %w", path, err), "give a file in an existing directory")
 	}
-	inside := sink.DirAbove(real)
+	inside := layout.DirAbove(real)
 	for _, d := range dirs {
-		if rd, err := filepath.EvalSymlinks(d); err == nil && sink.Within(real, rd) {
+		if rd, err := filepath.EvalSymlinks(d); err == nil && layout.Within(real, rd) {
 			inside = d
 		}
 	}

@@ -8,9 +8,13 @@
 package layout
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -173,4 +177,67 @@ func Classify(name string) Kind {
 		return Beside
 	}
 	return Foreign
+}
+
+// CheckOwn refuses an output directory that is not the sink's to fill:
+// the filesystem root (data/ and errors/ would land beside the system's),
+// or a directory that already holds files and nothing of a synthgen output
+// (the wrong path, say /data instead of /data/synth/run1).
+func CheckOwn(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("output.dir %s: %w", dir, err)
+	}
+	if filepath.Dir(abs) == abs {
+		return fmt.Errorf("output.dir %s is the filesystem root: give the run a directory of its own, e.g. /data/synth/run1", dir)
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("output.dir %s: %w", dir, err)
+	}
+	var other []string
+	for _, e := range entries {
+		switch name := e.Name(); Classify(name) {
+		case Output:
+			return nil // a synthgen output (recovery decides what it holds)
+		case Foreign:
+			other = append(other, name)
+		}
+	}
+	if len(other) == 0 {
+		return nil
+	}
+	shown := other
+	if len(shown) > 5 {
+		shown = append(slices.Clone(shown[:5]), fmt.Sprintf("... %d in all", len(other)))
+	}
+	return fmt.Errorf("output.dir %s already holds %s and is not a synthgen output: choose a new or empty directory", dir, strings.Join(shown, ", "))
+}
+
+// DirAbove is the nearest directory at or above path's directory that is
+// a synthgen output directory (it holds manifest.json), or "". A file
+// written there would be read as the directory's own (export, view --html
+// refuse it).
+func DirAbove(path string) string {
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, ManifestName)); err == nil {
+			return dir
+		}
+		if parent := filepath.Dir(dir); parent == dir {
+			return ""
+		}
+	}
+}
+
+// Within says whether path (absolute) is dir or below it.
+func Within(path, dir string) bool {
+	d, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	rel, err := filepath.Rel(d, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }

@@ -35,7 +35,7 @@ func TestPaths(t *testing.T) {
 }
 
 // TestClassify: each name a run keeps is known, batches.json among them
-// (the list checkOwnDir kept by hand had missed it); a stranger's file is
+// (the list sink kept by hand had missed it); a stranger's file is
 // Foreign.
 func TestClassify(t *testing.T) {
 	for name, want := range map[string]Kind{
