@@ -7,9 +7,9 @@ package main
 import (
 	"fmt"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/config"
 	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/generator/shape"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/job"
@@ -87,13 +87,13 @@ func checkResponseFormat(cfg config.Config, from config.Sources, j job.Job) (*sh
 }
 
 // templateOf is prompt.messages as the job holds it (nil: none).
-func templateOf(cfg config.Config) []template.Message {
+func templateOf(cfg config.Config) []chat.Message {
 	if len(cfg.Prompt.Messages) == 0 {
 		return nil
 	}
-	out := make([]template.Message, len(cfg.Prompt.Messages))
+	out := make([]chat.Message, len(cfg.Prompt.Messages))
 	for i, m := range cfg.Prompt.Messages {
-		out[i] = template.Message{Role: m.Role, Content: m.Content}
+		out[i] = chat.Message{Role: m.Role, Content: m.Content}
 	}
 	return out
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/job"
 )
 
@@ -24,16 +25,6 @@ import (
 // go-openai's own types still say what an error status was (openai.go,
 // the one file that imports it): Classify reads *openai.APIError and
 // *openai.RequestError, as go-openai reports them.
-
-// Message is one chat turn as sent. It has the record's fields
-// (sink.Message) in their order, so that the caller passes the record's
-// messages as they are (pool's wireMessages), with no copy per request.
-type Message struct {
-	Role       string     `json:"role"`
-	Content    string     `json:"content"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-}
 
 // Logprobs are an answer's per-token logprobs: the record's fields
 // (sink.Logprobs) in their order, so that the record takes them by a
@@ -105,7 +96,9 @@ const defaultMaxConns = 256
 //     extra_body's, for that row: a row's temperature 0 is sent as 0.
 type Request struct {
 	job.Sampling
-	Messages []Message
+	// Messages are encoded as they are, not copied: the caller's turns
+	// (the record's) must not change while the request is in flight.
+	Messages []chat.Message
 	// Params are the row's own request fields, values as the dataset
 	// decoded them (json.Number keeps a number as written).
 	Params map[string]any
@@ -133,7 +126,7 @@ type Response struct {
 	TTFT         time.Duration // streaming: time to the first reasoning/content delta
 	// ToolCalls are the answer's calls as the server sent them (a stream's
 	// assembled by index: toolcalls.go); nil for none.
-	ToolCalls []ToolCall
+	ToolCalls []chat.ToolCall
 	// The tokens (tokens.go), when the server sent them: the prompt's and
 	// the answer's ids, the answer's logprobs (nil: none), and what of
 	// them disagrees with usage ("" when nothing, or nothing to check).
