@@ -1,3 +1,14 @@
+// Package wire is synthgen's client of OpenAI-compatible chat completion
+// servers (vLLM, SGLang, llama.cpp, hosted APIs): one request, plain or
+// streamed, read into a Response or an *Error that says whether to retry.
+// Its jobs, by file: the request body and the reading of the answer
+// (request.go, decode.go, chunkscan.go, tokenscan.go, tokens.go,
+// toolcalls.go: encoding, response and SSE decoding, tool-call delta
+// assembly); the HTTP client over them (client.go, send.go, transport.go,
+// tls.go, redact.go, ratelimit.go); stranded streams, the requests a
+// server holds without a byte while later ones are answered (stranded.go);
+// and model discovery from /v1/models (model.go). It speaks package chat's
+// messages, the record's own, so nothing is copied on the way in or out.
 package wire
 
 import (
