@@ -6,6 +6,6 @@
 // reads its records from the parts by location. The server (server.go)
 // renders html/template pages under a Content-Security-Policy that runs no
 // script but its own files, draws the run's history and distributions
-// with the vendored uPlot, and only answers GET. WriteReport renders the
-// same pages as static files.
+// with the vendored uPlot, and only answers GET. WriteReport writes the
+// run page as one self-contained HTML file (--html) to read elsewhere.
 package view
