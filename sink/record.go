@@ -13,13 +13,13 @@ import (
 
 // Record is one answer: one row per (ID, Sample) in every output format.
 // Field names and types are an interface (docs/reference.md, "The record"): users'
-// scripts read them, so they change only with that page.
+// scripts read them, so they change only with that page. Messages are the
+// turns as they were sent to the server, an assistant turn's tool calls and
+// a tool turn's call id as the row had them.
 type Record struct {
 	ID               string         `json:"id" parquet:"id"`
 	Sample           int            `json:"sample" parquet:"sample"`
 	Source           string         `json:"source" parquet:"source"`
-	// Messages are the turns as they were sent to the server, an assistant
-	// turn's tool calls and a tool turn's call id as the row had them.
 	Messages         []chat.Message `json:"messages" parquet:"messages,list"`
 	Reasoning        string         `json:"reasoning" parquet:"reasoning"`
 	Content          string         `json:"content" parquet:"content"`
