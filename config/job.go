@@ -6,8 +6,8 @@ package config
 // keys, so the command and the benchmarks build a job the same way.
 
 import (
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/generator/batch"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/job"
@@ -66,13 +66,13 @@ func jobToolChoice(choice string) string {
 }
 
 // Template is prompt.messages as the job holds it (nil: none).
-func (c Config) Template() []template.Message {
+func (c Config) Template() []chat.Message {
 	if len(c.Prompt.Messages) == 0 {
 		return nil
 	}
-	out := make([]template.Message, len(c.Prompt.Messages))
+	out := make([]chat.Message, len(c.Prompt.Messages))
 	for i, m := range c.Prompt.Messages {
-		out[i] = template.Message{Role: m.Role, Content: m.Content}
+		out[i] = chat.Message{Role: m.Role, Content: m.Content}
 	}
 	return out
 }

@@ -10,16 +10,18 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/synthgen/synthgen/chat"
 )
 
 // golden is one line of a testdata/*.golden.jsonl file, written by
 // gen_parquet.mjs next to the Parquet file it describes.
 type golden struct {
-	Index    int64     `json:"index"`
-	Bad      bool      `json:"bad"`
-	ID       string    `json:"id"`
-	Source   string    `json:"source"`
-	Messages []Message `json:"messages"`
+	Index    int64          `json:"index"`
+	Bad      bool           `json:"bad"`
+	ID       string         `json:"id"`
+	Source   string         `json:"source"`
+	Messages []chat.Message `json:"messages"`
 }
 
 func readGolden(t *testing.T, name string) []golden {

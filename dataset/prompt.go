@@ -6,18 +6,7 @@
 // (package dataset/hub); this package itself links no HTTP client.
 package dataset
 
-import "github.com/synthgen/synthgen/dataset/shape"
-
-// Message is one chat turn with an OpenAI role (system, user, assistant,
-// tool; an assistant's tool calls, a tool turn's call id): the turn a row
-// shape makes (package dataset/shape), by its name here.
-type Message = shape.Message
-
-// ToolCall is an assistant turn's call of a tool (package dataset/shape).
-type ToolCall = shape.ToolCall
-
-// ToolFunction is the function a ToolCall names and its arguments.
-type ToolFunction = shape.ToolFunction
+import "github.com/synthgen/synthgen/chat"
 
 // Prompt is one dataset row turned into the conversation to send: the turns
 // up to (not including) the first assistant turn.
@@ -29,13 +18,13 @@ type Prompt struct {
 	Index int64
 	// Messages is the conversation to send: the turns up to the first
 	// assistant turn.
-	Messages []Message
+	Messages []chat.Message
 	// Conversation is every turn of a multi-turn row when the reader was
 	// asked for whole conversations (Options.Conversations), assistant turns
 	// as empty placeholders for the model's own answers (one for assistant
 	// turns in a row: never two in a row); nil otherwise, and for the
 	// shapes that hold a single prompt.
-	Conversation []Message
+	Conversation []chat.Message
 	// Source is the row's source/category column, when it has one.
 	Source string
 	// Tools is the row's tools list, JSON text as sent ("" none): a

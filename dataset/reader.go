@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"unsafe"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset/shape"
 	"github.com/synthgen/synthgen/dataset/template"
 
@@ -29,7 +30,7 @@ type Options struct {
 	// Template, when set, makes each row's messages from its own fields
 	// (prompt.messages, template.go): the row shape is then rows, whatever
 	// its columns, and Format must be auto or rows.
-	Template []template.Message
+	Template []chat.Message
 	// OnBadRow is "skip" (the default: report through OnSkip, count in
 	// Skipped) or "fail" (Next returns the *RowError).
 	OnBadRow string

@@ -9,11 +9,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/synthgen/synthgen/chat"
 )
 
-func u(s string) Message  { return Message{Role: "user", Content: s} }
-func sy(s string) Message { return Message{Role: "system", Content: s} }
-func as(s string) Message { return Message{Role: "assistant", Content: s} }
+func u(s string) chat.Message  { return chat.Message{Role: "user", Content: s} }
+func sy(s string) chat.Message { return chat.Message{Role: "system", Content: s} }
+func as(s string) chat.Message { return chat.Message{Role: "assistant", Content: s} }
 
 // batchLine is a line of an OpenAI batch input file asking a chat completion
 // of body.
@@ -28,7 +30,7 @@ func TestRowShapes(t *testing.T) {
 		name   string
 		opts   Options
 		line   string
-		want   []Message
+		want   []chat.Message
 		id     string
 		source string
 		params map[string]any // a request row's own fields
@@ -39,126 +41,126 @@ func TestRowShapes(t *testing.T) {
 	}{
 		{
 			name: "sharegpt single turn", line: sharegptLine("MetaMath", "human", "What is 2+2?", "gpt", "4"),
-			want: []Message{u("What is 2+2?")}, id: "0", source: "MetaMath",
+			want: []chat.Message{u("What is 2+2?")}, id: "0", source: "MetaMath",
 		},
 		{
 			name: "sharegpt system first, stops at first assistant",
 			line: sharegptLine("slimorca", "system", "Be brief.", "human", "Hi", "gpt", "Hello", "human", "More?", "gpt", "No"),
-			want: []Message{sy("Be brief."), u("Hi")}, id: "0", source: "slimorca",
+			want: []chat.Message{sy("Be brief."), u("Hi")}, id: "0", source: "slimorca",
 		},
 		{
 			name: "sharegpt role aliases user/assistant/model",
 			line: sharegptLine("x", "user", "q1", "model", "a1"),
-			want: []Message{u("q1")}, id: "0", source: "x",
+			want: []chat.Message{u("q1")}, id: "0", source: "x",
 		},
 		{
 			name: "sharegpt empty system turn dropped",
 			line: sharegptLine("x", "system", "", "human", "q", "gpt", "a"),
-			want: []Message{u("q")}, id: "0", source: "x",
+			want: []chat.Message{u("q")}, id: "0", source: "x",
 		},
 		{
 			name: "sharegpt consecutive user turns kept, no assistant at all",
 			line: sharegptLine("", "human", "part 1", "human", "part 2"),
-			want: []Message{u("part 1"), u("part 2")}, id: "0",
+			want: []chat.Message{u("part 1"), u("part 2")}, id: "0",
 		},
 		{
 			name: "sharegpt unicode",
 			line: sharegptLine("ultrafeedback", "human", "请解释 🐙 café", "gpt", "好"),
-			want: []Message{u("请解释 🐙 café")}, id: "0", source: "ultrafeedback",
+			want: []chat.Message{u("请解释 🐙 café")}, id: "0", source: "ultrafeedback",
 		},
 		{
 			name: "messages with string content",
 			line: `{"messages":[{"role":"system","content":"S"},{"role":"user","content":"Q"},{"role":"assistant","content":"A"}]}`,
-			want: []Message{sy("S"), u("Q")}, id: "0",
+			want: []chat.Message{sy("S"), u("Q")}, id: "0",
 		},
 		{
 			name: "messages with text parts joined by newline",
 			line: `{"messages":[{"role":"user","content":[{"type":"text","text":"one"},{"type":"text","text":"two"}]}]}`,
-			want: []Message{u("one\ntwo")}, id: "0",
+			want: []chat.Message{u("one\ntwo")}, id: "0",
 		},
 		{
 			name: "messages developer role is a system turn",
 			line: `{"messages":[{"role":"developer","content":"D"},{"role":"user","content":"Q"}]}`,
-			want: []Message{sy("D"), u("Q")}, id: "0",
+			want: []chat.Message{sy("D"), u("Q")}, id: "0",
 		},
 		{
 			name: "conversations holding role/content turns",
 			line: `{"conversations":[{"role":"user","content":"Q"},{"role":"assistant","content":"A"}]}`,
-			want: []Message{u("Q")}, id: "0",
+			want: []chat.Message{u("Q")}, id: "0",
 		},
 		{
 			name: "plain prompt column, auto",
 			line: `{"prompt":"Tell me a joke","source":"jokes"}`,
-			want: []Message{u("Tell me a joke")}, id: "0", source: "jokes",
+			want: []chat.Message{u("Tell me a joke")}, id: "0", source: "jokes",
 		},
 		{
 			name: "prompt column named by PromptField", opts: Options{Selection: Selection{Format: "prompt", PromptField: "question"}},
 			line: `{"question":"Why is the sky blue?","prompt":"ignored"}`,
-			want: []Message{u("Why is the sky blue?")}, id: "0",
+			want: []chat.Message{u("Why is the sky blue?")}, id: "0",
 		},
 		{
 			name: "alpaca with input",
 			line: `{"instruction":"Translate to French.","input":"Good morning","output":"Bonjour"}`,
-			want: []Message{u("Translate to French.\n\nGood morning")}, id: "0",
+			want: []chat.Message{u("Translate to French.\n\nGood morning")}, id: "0",
 		},
 		{
 			name: "alpaca with empty input",
 			line: `{"instruction":"Name a color.","input":"","output":"Red"}`,
-			want: []Message{u("Name a color.")}, id: "0",
+			want: []chat.Message{u("Name a color.")}, id: "0",
 		},
 		{
 			name: "auto prefers conversations over a null messages column",
 			line: `{"messages":null,"conversations":[{"from":"human","value":"Q"}]}`,
-			want: []Message{u("Q")}, id: "0",
+			want: []chat.Message{u("Q")}, id: "0",
 		},
 		{
 			name: "string id field", opts: Options{Selection: Selection{IDField: "uuid"}},
-			line: `{"uuid":"ab-12","prompt":"p"}`, want: []Message{u("p")}, id: "ab-12",
+			line: `{"uuid":"ab-12","prompt":"p"}`, want: []chat.Message{u("p")}, id: "ab-12",
 		},
 		{
 			name: "numeric id keeps every digit", opts: Options{Selection: Selection{IDField: "id"}},
-			line: `{"id":12345678901234567890,"prompt":"p"}`, want: []Message{u("p")}, id: "12345678901234567890",
+			line: `{"id":12345678901234567890,"prompt":"p"}`, want: []chat.Message{u("p")}, id: "12345678901234567890",
 		},
 		{
 			name: "numeric id with exponent in decimal", opts: Options{Selection: Selection{IDField: "id"}},
-			line: `{"id":1e3,"prompt":"p"}`, want: []Message{u("p")}, id: "1000",
+			line: `{"id":1e3,"prompt":"p"}`, want: []chat.Message{u("p")}, id: "1000",
 		},
 		{
 			name: "source field renamed", opts: Options{SourceField: "category"},
-			line: `{"prompt":"p","category":"math","source":"no"}`, want: []Message{u("p")}, id: "0", source: "math",
+			line: `{"prompt":"p","category":"math","source":"no"}`, want: []chat.Message{u("p")}, id: "0", source: "math",
 		},
 		{
 			name: "numeric source as text",
-			line: `{"prompt":"p","source":7}`, want: []Message{u("p")}, id: "0", source: "7",
+			line: `{"prompt":"p","source":7}`, want: []chat.Message{u("p")}, id: "0", source: "7",
 		},
 		{
 			name: "openai batch request, auto: custom_id is the id, the body's fields are the row's own",
 			line: batchLine("req-7", `{"model":"gpt-4o-mini","messages":[{"role":"system","content":"S"},{"role":"user","content":"Q"}],"temperature":0,"max_tokens":100,"top_k":20,"stop":["\n\n"],"stream":true,"n":1}`),
-			want: []Message{sy("S"), u("Q")}, id: "req-7", model: "gpt-4o-mini",
+			want: []chat.Message{sy("S"), u("Q")}, id: "req-7", model: "gpt-4o-mini",
 			params: map[string]any{"temperature": json.Number("0"), "max_tokens": json.Number("100"), "top_k": json.Number("20"), "stop": []any{"\n\n"}},
 		},
 		{
 			name: "openai batch request forced, numbers kept as written, turns as given",
 			opts: Options{Selection: Selection{Format: "openai-batch"}},
 			line: batchLine("r", `{"messages":[{"role":"user","content":"Q1"},{"role":"assistant","content":"A1"},{"role":"tool","content":"42"},{"role":"user","content":[{"type":"text","text":"one"},{"type":"text","text":"two"}]}],"temperature":0.70,"seed":12345678901234567890,"response_format":{"type":"json_object"}}`),
-			want: []Message{u("Q1"), as("A1"), {Role: "tool", Content: "42"}, u("one\ntwo")}, id: "r",
+			want: []chat.Message{u("Q1"), as("A1"), {Role: "tool", Content: "42"}, u("one\ntwo")}, id: "r",
 			params: map[string]any{"temperature": json.Number("0.70"), "seed": json.Number("12345678901234567890"), "response_format": map[string]any{"type": "json_object"}},
 		},
 		{
 			name: "openai batch request, a null field is left out: the job's value applies",
 			line: batchLine("r", `{"messages":[{"role":"user","content":"Q"}],"max_tokens":null,"temperature":0}`),
-			want: []Message{u("Q")}, id: "r",
+			want: []chat.Message{u("Q")}, id: "r",
 			params: map[string]any{"temperature": json.Number("0")},
 		},
 		{
 			name: "openai batch request without method and url, numeric custom_id",
 			line: `{"custom_id":17,"body":{"messages":[{"role":"developer","content":"D"},{"role":"user","content":"Q"}]}}`,
-			want: []Message{sy("D"), u("Q")}, id: "17",
+			want: []chat.Message{sy("D"), u("Q")}, id: "17",
 		},
 		{
 			name: "openai batch request, id field wins over custom_id", opts: Options{Selection: Selection{IDField: "uuid"}},
 			line: `{"uuid":"u1","custom_id":"c1","body":{"messages":[{"role":"user","content":"Q"}]}}`,
-			want: []Message{u("Q")}, id: "u1",
+			want: []chat.Message{u("Q")}, id: "u1",
 		},
 		{
 			name: "batch content not text", line: batchLine("r", `{"messages":[{"role":"system","content":"S"},{"role":"user","content":7}]}`),
@@ -366,11 +368,11 @@ func TestWholeConversations(t *testing.T) {
 	if len(ps) != 3 || len(skipped) != 1 || skipped[0].Row != 3 || skipped[0].Field != "conversations" {
 		t.Fatalf("prompts %+v, skipped %v", ps, skipped)
 	}
-	want := []Message{{Role: "system", Content: "sys"}, {Role: "user", Content: "q1"}, {Role: "assistant", Content: ""}, {Role: "user", Content: "q2"}, {Role: "assistant", Content: ""}}
+	want := []chat.Message{{Role: "system", Content: "sys"}, {Role: "user", Content: "q1"}, {Role: "assistant", Content: ""}, {Role: "user", Content: "q2"}, {Role: "assistant", Content: ""}}
 	if !reflect.DeepEqual(ps[0].Conversation, want) || !reflect.DeepEqual(ps[0].Messages, want[:2]) {
 		t.Errorf("sharegpt: conversation %+v, messages %+v", ps[0].Conversation, ps[0].Messages)
 	}
-	want = []Message{{Role: "user", Content: "m1"}, {Role: "assistant", Content: ""}, {Role: "user", Content: "m2"}}
+	want = []chat.Message{{Role: "user", Content: "m1"}, {Role: "assistant", Content: ""}, {Role: "user", Content: "m2"}}
 	if !reflect.DeepEqual(ps[1].Conversation, want) {
 		t.Errorf("messages: conversation %+v", ps[1].Conversation)
 	}

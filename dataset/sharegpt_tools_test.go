@@ -9,6 +9,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset/shape"
 )
 
@@ -19,13 +20,13 @@ import (
 func TestShareGPTToolShapes(t *testing.T) {
 	t.Parallel()
 	const recipeTool = `{"function":{"description":"Recipes by ingredient","name":"search_recipes","parameters":{"properties":{"ingredients":{"items":{"type":"string"},"type":"array"}},"type":"object"}},"type":"function"}`
-	call := func(id, name, args string) ToolCall {
-		return ToolCall{ID: id, Type: "function", Function: ToolFunction{Name: name, Arguments: args}}
+	call := func(id, name, args string) chat.ToolCall {
+		return chat.ToolCall{ID: id, Type: "function", Function: chat.ToolFunction{Name: name, Arguments: args}}
 	}
 	cases := []struct {
 		name, line, tools string
 		sel               Selection
-		first, whole      []Message
+		first, whole      []chat.Message
 	}{
 		{
 			// LLaMA-Factory's sharegpt tool format (its glaive_toolcall data):
@@ -37,9 +38,9 @@ func TestShareGPTToolShapes(t *testing.T) {
 				`{"from":"human","value":"Thanks!"},{"from":"gpt","value":"Enjoy."}],` +
 				`"tools":"[{\"name\": \"search_recipes\", \"description\": \"Recipes by ingredient\", \"parameters\": {\"type\": \"object\", \"properties\": {\"ingredients\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}}}}}]"}`,
 			tools: "[" + recipeTool + "]",
-			first: []Message{{Role: "user", Content: "Chicken and rice: a recipe?"}},
-			whole: []Message{{Role: "user", Content: "Chicken and rice: a recipe?"},
-				{Role: "assistant", ToolCalls: []ToolCall{call("call_1", "search_recipes", `{"ingredients": ["chicken", "rice"]}`)}},
+			first: []chat.Message{{Role: "user", Content: "Chicken and rice: a recipe?"}},
+			whole: []chat.Message{{Role: "user", Content: "Chicken and rice: a recipe?"},
+				{Role: "assistant", ToolCalls: []chat.ToolCall{call("call_1", "search_recipes", `{"ingredients": ["chicken", "rice"]}`)}},
 				{Role: "tool", Content: `{"recipes": ["pilaf"]}`, ToolCallID: "call_1"},
 				{Role: "assistant"}, {Role: "user", Content: "Thanks!"}, {Role: "assistant"}},
 		},
@@ -48,9 +49,9 @@ func TestShareGPTToolShapes(t *testing.T) {
 			line: `{"conversations":[{"from":"system","value":"S"},{"from":"human","value":"Q"},` +
 				`{"from":"function_call","value":"[{\"name\":\"a\",\"arguments\":{\"x\":1}},{\"name\":\"b\",\"arguments\":\"{\\\"y\\\": 2}\"}]"},` +
 				`{"from":"observation","value":"ra"},{"from":"observation","value":"rb"},{"from":"gpt","value":"done"}]}`,
-			first: []Message{{Role: "system", Content: "S"}, {Role: "user", Content: "Q"}},
-			whole: []Message{{Role: "system", Content: "S"}, {Role: "user", Content: "Q"},
-				{Role: "assistant", ToolCalls: []ToolCall{call("call_2_0", "a", `{"x":1}`), call("call_2_1", "b", `{"y": 2}`)}},
+			first: []chat.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "Q"}},
+			whole: []chat.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "Q"},
+				{Role: "assistant", ToolCalls: []chat.ToolCall{call("call_2_0", "a", `{"x":1}`), call("call_2_1", "b", `{"y": 2}`)}},
 				{Role: "tool", Content: "ra", ToolCallID: "call_2_0"}, {Role: "tool", Content: "rb", ToolCallID: "call_2_1"},
 				{Role: "assistant"}},
 		},
@@ -59,19 +60,19 @@ func TestShareGPTToolShapes(t *testing.T) {
 			line: `{"conversations":[{"role":"user","content":"Q"},{"role":"function_call","content":"{\"name\":\"f\",\"arguments\":{}}"},` +
 				`{"role":"observation","content":"r1"},{"role":"function_call","content":"{\"name\":\"f\",\"arguments\":{\"n\":2}}"},` +
 				`{"role":"observation","content":"r2"},{"role":"assistant","content":"A"}]}`,
-			first: []Message{{Role: "user", Content: "Q"}},
-			whole: []Message{{Role: "user", Content: "Q"},
-				{Role: "assistant", ToolCalls: []ToolCall{call("call_1", "f", `{}`)}}, {Role: "tool", Content: "r1", ToolCallID: "call_1"},
-				{Role: "assistant", ToolCalls: []ToolCall{call("call_3", "f", `{"n":2}`)}}, {Role: "tool", Content: "r2", ToolCallID: "call_3"},
+			first: []chat.Message{{Role: "user", Content: "Q"}},
+			whole: []chat.Message{{Role: "user", Content: "Q"},
+				{Role: "assistant", ToolCalls: []chat.ToolCall{call("call_1", "f", `{}`)}}, {Role: "tool", Content: "r1", ToolCallID: "call_1"},
+				{Role: "assistant", ToolCalls: []chat.ToolCall{call("call_3", "f", `{"n":2}`)}}, {Role: "tool", Content: "r2", ToolCallID: "call_3"},
 				{Role: "assistant"}},
 		},
 		{
 			name: "results tagged tool after a function_call answer it; one naming its own call is kept",
 			line: `{"conversations":[{"from":"human","value":"Q"},{"from":"function_call","value":"[{\"name\":\"f\",\"arguments\":{}},{\"name\":\"g\",\"arguments\":{}}]"},` +
 				`{"from":"tool","value":"r1"},{"from":"tool","value":"r2","tool_call_id":"mine"},{"from":"tool","value":"r3"},{"from":"gpt","value":"A"}]}`,
-			first: []Message{{Role: "user", Content: "Q"}},
-			whole: []Message{{Role: "user", Content: "Q"},
-				{Role: "assistant", ToolCalls: []ToolCall{call("call_1_0", "f", `{}`), call("call_1_1", "g", `{}`)}},
+			first: []chat.Message{{Role: "user", Content: "Q"}},
+			whole: []chat.Message{{Role: "user", Content: "Q"},
+				{Role: "assistant", ToolCalls: []chat.ToolCall{call("call_1_0", "f", `{}`), call("call_1_1", "g", `{}`)}},
 				{Role: "tool", Content: "r1", ToolCallID: "call_1_0"}, {Role: "tool", Content: "r2", ToolCallID: "mine"},
 				{Role: "tool", Content: "r3", ToolCallID: "call_1_1"}, {Role: "assistant"}},
 		},
@@ -84,8 +85,8 @@ func TestShareGPTToolShapes(t *testing.T) {
 			line: `{"id":"h1","conversations":[{"from":"system","value":"You are a function calling AI model. <tools> [{'name': 'get_stock'}] </tools>"},` +
 				`{"from":"human","value":"TSLA?"},{"from":"gpt","value":"<tool_call>\n{'arguments': {'symbol': 'TSLA'}, 'name': 'get_stock'}\n</tool_call>"},` +
 				`{"from":"tool","value":"<tool_response>\n{\"name\": \"get_stock\", \"content\": 250}\n</tool_response>"},{"from":"gpt","value":"250."}],"category":"Finance"}`,
-			first: []Message{{Role: "system", Content: "You are a function calling AI model. <tools> [{'name': 'get_stock'}] </tools>"}, {Role: "user", Content: "TSLA?"}},
-			whole: []Message{{Role: "system", Content: "You are a function calling AI model. <tools> [{'name': 'get_stock'}] </tools>"}, {Role: "user", Content: "TSLA?"},
+			first: []chat.Message{{Role: "system", Content: "You are a function calling AI model. <tools> [{'name': 'get_stock'}] </tools>"}, {Role: "user", Content: "TSLA?"}},
+			whole: []chat.Message{{Role: "system", Content: "You are a function calling AI model. <tools> [{'name': 'get_stock'}] </tools>"}, {Role: "user", Content: "TSLA?"},
 				{Role: "assistant"}, {Role: "tool", Content: "<tool_response>\n{\"name\": \"get_stock\", \"content\": 250}\n</tool_response>"}, {Role: "assistant"}},
 		},
 		{
@@ -94,8 +95,8 @@ func TestShareGPTToolShapes(t *testing.T) {
 			name: "toolace: plain turns",
 			line: `{"system":"Here is a list of functions in JSON format: [{\"name\": \"f\"}]","conversations":[{"from":"user","value":"Q"},` +
 				`{"from":"assistant","value":"[f(x=1)]"},{"from":"tool","value":"[{\"name\": \"f\", \"results\": 1}]"},{"from":"assistant","value":"1"}]}`,
-			first: []Message{{Role: "user", Content: "Q"}},
-			whole: []Message{{Role: "user", Content: "Q"}, {Role: "assistant"}, {Role: "tool", Content: `[{"name": "f", "results": 1}]`}, {Role: "assistant"}},
+			first: []chat.Message{{Role: "user", Content: "Q"}},
+			whole: []chat.Message{{Role: "user", Content: "Q"}, {Role: "assistant"}, {Role: "tool", Content: `[{"name": "f", "results": 1}]`}, {Role: "assistant"}},
 		},
 		{
 			// Salesforce/xlam-function-calling-60k: a prompt row, its
@@ -103,7 +104,7 @@ func TestShareGPTToolShapes(t *testing.T) {
 			name: "xlam: query and tools",
 			line: `{"id":0,"query":"Weather?","answers":"[{\"name\": \"w\", \"arguments\": {}}]","tools":"[{\"name\": \"w\"}]"}`,
 			sel:  Selection{Format: "prompt", PromptField: "query"}, tools: `[{"function":{"name":"w"},"type":"function"}]`,
-			first: []Message{{Role: "user", Content: "Weather?"}},
+			first: []chat.Message{{Role: "user", Content: "Weather?"}},
 		},
 	}
 	for _, c := range cases {
@@ -111,7 +112,7 @@ func TestShareGPTToolShapes(t *testing.T) {
 			t.Parallel()
 			sel := c.sel
 			sel.Path = writeFile(t, t.TempDir(), "data.jsonl", c.line+"\n")
-			for whole, want := range map[bool][]Message{false: c.first, true: c.whole} {
+			for whole, want := range map[bool][]chat.Message{false: c.first, true: c.whole} {
 				ps, bad := readAll(t, Options{Selection: sel, Conversations: whole, OnBadRow: "skip"})
 				if len(ps) != 1 || len(bad) != 0 {
 					t.Fatalf("whole %v: %d prompts, bad rows %v", whole, len(ps), bad)
@@ -212,8 +213,8 @@ func TestShareGPTToolShapesParquet(t *testing.T) {
 	if len(ps) != 1 || len(bad) != 0 {
 		t.Fatalf("%d prompts, bad rows %v", len(ps), bad)
 	}
-	want := []Message{{Role: "user", Content: "Q"},
-		{Role: "assistant", ToolCalls: []ToolCall{{ID: "call_1", Type: "function", Function: ToolFunction{Name: "f", Arguments: `{"x": 1}`}}}},
+	want := []chat.Message{{Role: "user", Content: "Q"},
+		{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "call_1", Type: "function", Function: chat.ToolFunction{Name: "f", Arguments: `{"x": 1}`}}}},
 		{Role: "tool", Content: "r", ToolCallID: "call_1"}, {Role: "assistant"}}
 	if tools := `[{"function":{"name":"f","parameters":{"type":"object"}},"type":"function"}]`; !reflect.DeepEqual(ps[0].Conversation, want) || ps[0].Tools != tools {
 		t.Errorf("conversation %+v tools %s\nwant %+v tools %s", ps[0].Conversation, ps[0].Tools, want, tools)

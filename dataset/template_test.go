@@ -10,12 +10,12 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/synthgen/synthgen/dataset/template"
+	"github.com/synthgen/synthgen/chat"
 )
 
 // qaTemplate is the two-turn template of the judged case: a system turn
 // naming the language, a user turn with the context and the question.
-var qaTemplate = []template.Message{
+var qaTemplate = []chat.Message{
 	{Role: "system", Content: "Answer in {{.lang}}."},
 	{Role: "user", Content: "Context:\n{{.context}}\n\nQuestion: {{.question}}"},
 }
@@ -33,7 +33,7 @@ func TestTemplateRendersEveryRow(t *testing.T) {
 		`{"question":"q5","context":"c5","lang":"Spanish"}`,
 	}, "\n")+"\n")
 	got, bad := readAll(t, Options{Selection: Selection{Path: path}, Template: qaTemplate})
-	want := [][]Message{
+	want := [][]chat.Message{
 		{sy("Answer in English."), u("Context:\nArithmetic.\n\nQuestion: What is 2+2?")},
 		{sy("Answer in French."), u("Context:\nLa France.\n\nQuestion: Capitale ?")},
 		{sy("Answer in Spanish."), u("Context:\nc5\n\nQuestion: q5")},
@@ -64,7 +64,7 @@ func TestTemplateRendersEveryRow(t *testing.T) {
 }
 
 // renderOne renders one JSON row through a real file.
-func renderOne(t *testing.T, tmpl []template.Message, line string) ([]Message, *RowError) {
+func renderOne(t *testing.T, tmpl []chat.Message, line string) ([]chat.Message, *RowError) {
 	t.Helper()
 	path := writeFile(t, t.TempDir(), "rows.jsonl", line+"\n")
 	got, bad := readAll(t, Options{Selection: Selection{Path: path}, Template: tmpl})
@@ -78,8 +78,8 @@ func renderOne(t *testing.T, tmpl []template.Message, line string) ([]Message, *
 	return nil, nil
 }
 
-func userTurn(content string) []template.Message {
-	return []template.Message{{Role: "user", Content: content}}
+func userTurn(content string) []chat.Message {
+	return []chat.Message{{Role: "user", Content: content}}
 }
 
 func TestTemplateHelpers(t *testing.T) {
@@ -159,8 +159,8 @@ func TestTemplateBadRows(t *testing.T) {
 }
 
 func TestTemplateEmptySystemTurnLeftOut(t *testing.T) {
-	got, bad := renderOne(t, []template.Message{{Role: "system", Content: "{{.sys | default \"\"}}"}, {Role: "user", Content: "{{.q}}"}}, `{"q":"x"}`)
-	if bad != nil || !reflect.DeepEqual(got, []Message{u("x")}) {
+	got, bad := renderOne(t, []chat.Message{{Role: "system", Content: "{{.sys | default \"\"}}"}, {Role: "user", Content: "{{.q}}"}}, `{"q":"x"}`)
+	if bad != nil || !reflect.DeepEqual(got, []chat.Message{u("x")}) {
 		t.Errorf("got %q, %v", got, bad)
 	}
 }
@@ -171,15 +171,15 @@ func TestTemplateEmptySystemTurnLeftOut(t *testing.T) {
 func TestTemplateParseErrors(t *testing.T) {
 	tests := []struct {
 		name string
-		msgs []template.Message
+		msgs []chat.Message
 		want string
 	}{
-		{"unknown function", []template.Message{{Role: "system", Content: "ok"}, {Role: "user", Content: "first line\nsecond {{.a | nofunc}}"}},
+		{"unknown function", []chat.Message{{Role: "system", Content: "ok"}, {Role: "user", Content: "first line\nsecond {{.a | nofunc}}"}},
 			`prompt.messages[2] (user).content: line 2, col 15: function "nofunc" not defined`},
 		{"unclosed action", userTurn("Hello {{.a}"), `prompt.messages[1] (user).content: line 1, col 7: bad character U+007D '}'`},
 		{"unexpected end", userTurn("a {{if .a}} b"), `prompt.messages[1] (user).content: line 1, col 3: unexpected EOF`},
-		{"unknown role", []template.Message{{Role: "tool", Content: "x"}}, `prompt.messages[1].role: "tool" is not one of system, user, assistant`},
-		{"ends with an answer", []template.Message{{Role: "user", Content: "q"}, {Role: "assistant", Content: "a"}}, `prompt.messages[2].role: "assistant": the last turn must be a user turn`},
+		{"unknown role", []chat.Message{{Role: "tool", Content: "x"}}, `prompt.messages[1].role: "tool" is not one of system, user, assistant`},
+		{"ends with an answer", []chat.Message{{Role: "user", Content: "q"}, {Role: "assistant", Content: "a"}}, `prompt.messages[2].role: "assistant": the last turn must be a user turn`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -223,7 +223,7 @@ func TestTemplateAndShape(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A batch-looking row is a bag of fields too: its id is its index.
-			if p.ID != "0" || !reflect.DeepEqual(p.Messages, []Message{u("x")}) {
+			if p.ID != "0" || !reflect.DeepEqual(p.Messages, []chat.Message{u("x")}) {
 				t.Errorf("got %+v", p)
 			}
 		})

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/synthgen/synthgen/chat"
 )
 
 // TestToolRows: rows with tools, OpenAI's shape and the JSON-text column of
@@ -19,26 +21,26 @@ func TestToolRows(t *testing.T) {
 	good := []struct {
 		name, line, tools string
 		opts              Options
-		want              []Message
+		want              []chat.Message
 		params            map[string]any
 	}{
 		{
 			name:  "messages with tools, stops at the first assistant turn",
 			line:  `{"messages":[{"role":"user","content":"Weather in Paris?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"18C"},{"role":"assistant","content":"18C in Paris."}],"tools":[` + weather + `],"tool_choice":"required"}`,
-			tools: `[` + weather + `]`, want: []Message{{Role: "user", Content: "Weather in Paris?"}},
+			tools: `[` + weather + `]`, want: []chat.Message{{Role: "user", Content: "Weather in Paris?"}},
 			params: map[string]any{"tool_choice": "required"},
 		},
 		{
 			name:  "xlam's tools column: JSON text of bare functions",
 			line:  `{"messages":[{"role":"user","content":"Weather?"}],"tools":"[{\"name\":\"get_weather\",\"description\":\"Weather <now>\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}]"}`,
-			tools: `[` + weather + `]`, want: []Message{{Role: "user", Content: "Weather?"}},
+			tools: `[` + weather + `]`, want: []chat.Message{{Role: "user", Content: "Weather?"}},
 		},
 		{
 			name:  "batch row: tool turns sent as given, body.tools",
 			line:  batchLine("r", `{"messages":[{"role":"user","content":"Q"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":{"city":"Paris"}}}]},{"role":"tool","tool_call_id":"c1","content":"18C"}],"tools":[`+weather+`],"tool_choice":"auto"}`),
 			tools: `[` + weather + `]`,
-			want: []Message{{Role: "user", Content: "Q"},
-				{Role: "assistant", ToolCalls: []ToolCall{{ID: "c1", Type: "function", Function: ToolFunction{Name: "get_weather", Arguments: `{"city":"Paris"}`}}}},
+			want: []chat.Message{{Role: "user", Content: "Q"},
+				{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "c1", Type: "function", Function: chat.ToolFunction{Name: "get_weather", Arguments: `{"city":"Paris"}`}}}},
 				{Role: "tool", Content: "18C", ToolCallID: "c1"}},
 			params: map[string]any{"tool_choice": "auto"},
 		},
@@ -46,12 +48,12 @@ func TestToolRows(t *testing.T) {
 			name:  "xlam's row read as a prompt column: query and tools",
 			line:  `{"id":0,"query":"Weather?","answers":"[]","tools":"[{\"name\":\"get_weather\",\"description\":\"Weather <now>\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}]"}`,
 			opts:  Options{Selection: Selection{Format: "prompt", PromptField: "query"}},
-			tools: `[` + weather + `]`, want: []Message{{Role: "user", Content: "Weather?"}},
+			tools: `[` + weather + `]`, want: []chat.Message{{Role: "user", Content: "Weather?"}},
 		},
 		{
 			name: "no tools: tool_choice alone is not sent",
 			line: `{"messages":[{"role":"user","content":"Q"}],"tools":[],"tool_choice":"auto"}`,
-			want: []Message{{Role: "user", Content: "Q"}},
+			want: []chat.Message{{Role: "user", Content: "Q"}},
 		},
 	}
 	for _, tt := range good {
@@ -117,8 +119,8 @@ func TestToolRowsWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	call := ToolCall{ID: "c1", Type: "function", Function: ToolFunction{Name: "f", Arguments: `{"x":1}`}}
-	want := []Message{{Role: "user", Content: "Q"}, {Role: "assistant", ToolCalls: []ToolCall{call}}, {Role: "tool", Content: "r1", ToolCallID: "c1"},
+	call := chat.ToolCall{ID: "c1", Type: "function", Function: chat.ToolFunction{Name: "f", Arguments: `{"x":1}`}}
+	want := []chat.Message{{Role: "user", Content: "Q"}, {Role: "assistant", ToolCalls: []chat.ToolCall{call}}, {Role: "tool", Content: "r1", ToolCallID: "c1"},
 		{Role: "assistant"}, {Role: "user", Content: "Q2"}, {Role: "assistant"}}
 	if !reflect.DeepEqual(p.Conversation, want) || p.Tools == "" {
 		t.Errorf("conversation %+v tools %q\nwant %+v", p.Conversation, p.Tools, want)
@@ -173,7 +175,7 @@ func FuzzWholeToolRow(f *testing.F) {
 			switch {
 			case m.Role == "assistant" && (m.Content != "" || prev == "assistant"):
 				t.Fatalf("turn %d: placeholder %+v after %s", i, m, prev)
-			case m.Role == "assistant" && !slices.ContainsFunc(p.Conversation[:i], func(m Message) bool { return m.Role == "user" }):
+			case m.Role == "assistant" && !slices.ContainsFunc(p.Conversation[:i], func(m chat.Message) bool { return m.Role == "user" }):
 				t.Fatalf("turn %d: placeholder before any user turn", i)
 			case m.Role == "tool" && prev != "assistant" && prev != "tool":
 				t.Fatalf("turn %d: tool result after %q", i, prev)

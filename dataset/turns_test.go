@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/synthgen/synthgen/chat"
 )
 
-func shown2(ms []Message) string {
+func shown2(ms []chat.Message) string {
 	var parts []string
 	for _, m := range ms {
 		if m.Role == "assistant" && m.Content == "" {

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -13,7 +14,7 @@ type Turn struct {
 	Reasoning string
 	// ToolCalls are an assistant turn's calls (the row's, or the model's
 	// in its answer), ToolCallID the call a tool turn answers.
-	ToolCalls  []sink.ToolCall
+	ToolCalls  []chat.ToolCall
 	ToolCallID string
 }
 

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -17,7 +18,7 @@ func wholeRecord() *sink.Record {
 	}
 	return &sink.Record{
 		ID: "7",
-		Messages: []sink.Message{{Role: "system", Content: "s"}, {Role: "user", Content: "q1"}, {Role: "assistant", Content: "a1"},
+		Messages: []chat.Message{{Role: "system", Content: "s"}, {Role: "user", Content: "q1"}, {Role: "assistant", Content: "a1"},
 			{Role: "user", Content: "q2"}, {Role: "assistant", Content: "a2"}, {Role: "user", Content: "q3"}},
 		Reasoning: "r3", Content: "a3", FinishReason: "stop", Turns: turns,
 	}
@@ -34,7 +35,7 @@ func TestConversationOfWholeRecord(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("conversation\n%+v\nwant\n%+v", got, want)
 	}
-	one := &sink.Record{Messages: []sink.Message{{Role: "user", Content: "q"}}, Content: "a", Reasoning: "r"}
+	one := &sink.Record{Messages: []chat.Message{{Role: "user", Content: "q"}}, Content: "a", Reasoning: "r"}
 	if got := Conversation(one); !reflect.DeepEqual(got, []Turn{{Role: "user", Content: "q"}, {Role: "assistant", Content: "a", Reasoning: "r"}}) {
 		t.Errorf("first-turn conversation %+v", got)
 	}

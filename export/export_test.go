@@ -17,6 +17,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/sink"
@@ -36,8 +37,8 @@ var fixtureJob = job.Job{
 // reasoning and one without, and one record for each filter.
 func fixtureRecords() []*sink.Record {
 	at := time.UnixMilli(1_700_000_000_000).UTC()
-	msgs := func(q string) []sink.Message {
-		return []sink.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: q}}
+	msgs := func(q string) []chat.Message {
+		return []chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: q}}
 	}
 	rec := func(id string, sample int, content, reasoning, finish string) *sink.Record {
 		return &sink.Record{ID: id, Sample: sample, Messages: msgs("question " + id), Content: content, Reasoning: reasoning,

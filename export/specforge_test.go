@@ -3,6 +3,7 @@ package export
 import (
 	"testing"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -13,20 +14,20 @@ import (
 // other formats have no such filter.
 func TestSpecForgeFilter(t *testing.T) {
 	fs := (&Options{Format: FormatSpecForge}).filters()
-	msgs := func(m ...sink.Message) *sink.Record {
+	msgs := func(m ...chat.Message) *sink.Record {
 		return &sink.Record{ID: "1", Messages: m, Content: "a", Reasoning: "r", FinishReason: "stop"}
 	}
-	user := sink.Message{Role: "user", Content: "q"}
+	user := chat.Message{Role: "user", Content: "q"}
 	for name, rec := range map[string]*sink.Record{
-		"a blank id":                    {ID: " ", Messages: []sink.Message{user}, Content: "a", FinishReason: "stop"},
-		"a blank user turn":             msgs(sink.Message{Role: "user", Content: " \t"}),
-		"a user turn blank to Python":   msgs(sink.Message{Role: "user", Content: "\x1c\u3000"}),
-		"a blank system turn":           msgs(sink.Message{Role: "system", Content: ""}, user),
-		"a tool turn answering no call": msgs(user, sink.Message{Role: "assistant", Content: "call"}, sink.Message{Role: "tool", Content: "42"}),
-		"a system turn after a user":    msgs(user, sink.Message{Role: "system", Content: "s"}),
+		"a blank id":                    {ID: " ", Messages: []chat.Message{user}, Content: "a", FinishReason: "stop"},
+		"a blank user turn":             msgs(chat.Message{Role: "user", Content: " \t"}),
+		"a user turn blank to Python":   msgs(chat.Message{Role: "user", Content: "\x1c\u3000"}),
+		"a blank system turn":           msgs(chat.Message{Role: "system", Content: ""}, user),
+		"a tool turn answering no call": msgs(user, chat.Message{Role: "assistant", Content: "call"}, chat.Message{Role: "tool", Content: "42"}),
+		"a system turn after a user":    msgs(user, chat.Message{Role: "system", Content: "s"}),
 		"two user turns in a row":       msgs(user, user),
-		"an assistant turn first":       msgs(sink.Message{Role: "assistant", Content: "hi"}, user),
-		"a prompt ending in an answer":  msgs(user, sink.Message{Role: "assistant", Content: "prefill"}),
+		"an assistant turn first":       msgs(chat.Message{Role: "assistant", Content: "hi"}, user),
+		"a prompt ending in an answer":  msgs(user, chat.Message{Role: "assistant", Content: "prefill"}),
 	} {
 		i := drop(fs, rec, ReasoningField)
 		if i < 0 || fs[i].Name != FilterSpecForge {
@@ -37,7 +38,7 @@ func TestSpecForgeFilter(t *testing.T) {
 		if i := drop(fs, wholeRecord(), mode); i >= 0 {
 			t.Errorf("a sound whole conversation (--reasoning %s) dropped by %s", mode, fs[i].Name)
 		}
-		sys := msgs(sink.Message{Role: "system", Content: "s"}, sink.Message{Role: "system", Content: "t"}, user)
+		sys := msgs(chat.Message{Role: "system", Content: "s"}, chat.Message{Role: "system", Content: "t"}, user)
 		if i := drop(fs, sys, mode); i >= 0 {
 			t.Errorf("two system turns before the user's (--reasoning %s) dropped by %s", mode, fs[i].Name)
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -27,7 +28,7 @@ func speculatorsDir(t *testing.T, format string) string {
 			t1 := sink.Turn{Content: "two " + id, FinishReason: "stop", PromptTokens: 7, CompletionTokens: 1,
 				PromptTokenIDs: []int32{1, 2, 3, 10, int32(sample), 4, 5}, TokenIDs: []int32{20}}
 			r := &sink.Record{ID: id, Sample: sample, Model: "qwen3-8b", Attempts: 2,
-				Messages: []sink.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "q1"},
+				Messages: []chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "q1"},
 					{Role: "assistant", Content: t0.Content}, {Role: "user", Content: "q2"}},
 				Content: t1.Content, FinishReason: t1.FinishReason, PromptTokens: 10, CompletionTokens: 3,
 				PromptTokenIDs: t1.PromptTokenIDs, TokenIDs: t1.TokenIDs, Turns: []sink.Turn{t0, t1}}
@@ -138,7 +139,7 @@ func TestSpeculatorsRefusesWithoutIDs(t *testing.T) {
 // from its top-level ids, its conversation the messages and the answer.
 func TestSpeculatorsSingleTurn(t *testing.T) {
 	r := &sink.Record{ID: "7", Sample: 1, Model: "qwen3-8b", Attempts: 1,
-		Messages: []sink.Message{{Role: "user", Content: "q"}}, Content: "a", Reasoning: "think", FinishReason: "stop",
+		Messages: []chat.Message{{Role: "user", Content: "q"}}, Content: "a", Reasoning: "think", FinishReason: "stop",
 		PromptTokens: 2, CompletionTokens: 3, PromptTokenIDs: []int32{5, 6}, TokenIDs: []int32{7, 8, 9}}
 	dir := writeDir(t, sink.FormatJSONL, 2, r)
 	out := filepath.Join(t.TempDir(), "train.jsonl")

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -25,15 +26,15 @@ import (
 const weatherTools = `[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}},` +
 	`{"type":"function","function":{"name":"get_time","parameters":{"type":"object"}}}]`
 
-func tcall(id, name, args string) sink.ToolCall {
-	return sink.ToolCall{ID: id, Type: "function", Function: sink.ToolFunction{Name: name, Arguments: args}}
+func tcall(id, name, args string) chat.ToolCall {
+	return chat.ToolCall{ID: id, Type: "function", Function: chat.ToolFunction{Name: name, Arguments: args}}
 }
 
 // gen is one target generation; results are the row's cached results
 // spliced after its calls (none for the last generation).
 type gen struct {
 	content, reasoning string
-	calls              []sink.ToolCall
+	calls              []chat.ToolCall
 	results            []string
 }
 
@@ -41,7 +42,7 @@ type gen struct {
 // ids distinct: turn k generates 2+k ids 1000k+1, 1000k+2, ...
 func toolRecord(id string, div *sink.Divergence, gens ...gen) *sink.Record {
 	rec := &sink.Record{ID: id, Model: "qwen3-8b", Attempts: 1, Tools: weatherTools, Divergence: div,
-		Messages: []sink.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "q " + id}}}
+		Messages: []chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "q " + id}}}
 	prompt := []int32{1, 2, 3}
 	for k, g := range gens {
 		ids := make([]int32, 2+k)
@@ -59,10 +60,10 @@ func toolRecord(id string, div *sink.Divergence, gens ...gen) *sink.Record {
 			rec.PromptTokenIDs, rec.TokenIDs = slices.Clone(prompt), ids
 			break
 		}
-		rec.Messages = append(rec.Messages, sink.Message{Role: "assistant", Content: g.content, ToolCalls: g.calls})
+		rec.Messages = append(rec.Messages, chat.Message{Role: "assistant", Content: g.content, ToolCalls: g.calls})
 		prompt = append(append(prompt, ids...), 7, 8)
 		for i, c := range g.calls {
-			rec.Messages = append(rec.Messages, sink.Message{Role: "tool", Content: g.results[i], ToolCallID: c.ID})
+			rec.Messages = append(rec.Messages, chat.Message{Role: "tool", Content: g.results[i], ToolCallID: c.ID})
 			prompt = append(prompt, int32(500+i))
 		}
 	}
@@ -76,22 +77,22 @@ func toolRecord(id string, div *sink.Divergence, gens ...gen) *sink.Record {
 func toolRecords() map[string]*sink.Record {
 	paris := tcall("call_0", "get_weather", `{"city": "Paris"}`)
 	clock := tcall("call_1", "get_time", `{}`)
-	answered := gen{content: "", reasoning: "Weather first.", calls: []sink.ToolCall{paris}, results: []string{`{"sky": "clear"}`}}
+	answered := gen{content: "", reasoning: "Weather first.", calls: []chat.ToolCall{paris}, results: []string{`{"sky": "clear"}`}}
 	return map[string]*sink.Record{
 		"t": toolRecord("t", nil, answered,
-			gen{reasoning: "Now the time.", calls: []sink.ToolCall{clock}, results: []string{"12:00"}},
+			gen{reasoning: "Now the time.", calls: []chat.ToolCall{clock}, results: []string{"12:00"}},
 			gen{content: "Clear sky at noon.", reasoning: "Both known."}),
 		"p": toolRecord("p", &sink.Divergence{Kind: sink.DivergedParallelCalls, Turn: 0, Detail: "2 calls"},
-			gen{calls: []sink.ToolCall{paris, clock}}),
+			gen{calls: []chat.ToolCall{paris, clock}}),
 		"m": toolRecord("m", &sink.Divergence{Kind: sink.DivergedMoreCalls, Turn: 1},
-			answered, gen{calls: []sink.ToolCall{clock}}),
+			answered, gen{calls: []chat.ToolCall{clock}}),
 		"u": toolRecord("u", &sink.Divergence{Kind: sink.DivergedUnknownTool, Turn: 1, Detail: "get_news"},
-			answered, gen{calls: []sink.ToolCall{tcall("call_9", "get_news", `{"q": "x"}`)}}),
+			answered, gen{calls: []chat.ToolCall{tcall("call_9", "get_news", `{"q": "x"}`)}}),
 		"a": toolRecord("a", &sink.Divergence{Kind: sink.DivergedAnswerForCall, Turn: 1},
 			answered, gen{content: "I think it is noon."}),
-		"x": toolRecord("x", nil, gen{calls: []sink.ToolCall{tcall("call_0", "get_weather", `{"city": "Par`)}, results: []string{"?"}},
+		"x": toolRecord("x", nil, gen{calls: []chat.ToolCall{tcall("call_0", "get_weather", `{"city": "Par`)}, results: []string{"?"}},
 			gen{content: "Unknown."}),
-		"s": toolRecord("s", nil, gen{content: "Let me look.", calls: []sink.ToolCall{paris}, results: []string{"sun"}},
+		"s": toolRecord("s", nil, gen{content: "Let me look.", calls: []chat.ToolCall{paris}, results: []string{"sun"}},
 			gen{content: "Sunny."}),
 	}
 }
@@ -213,7 +214,7 @@ func checkRowConversation(t *testing.T, what string, conv []any, rec *sink.Recor
 			assistants++
 			tcs, _ := m["tool_calls"].([]any)
 			if i == len(conv)-1 {
-				var got []sink.ToolCall
+				var got []chat.ToolCall
 				b, _ := json.Marshal(tcs)
 				if err := json.Unmarshal(b, &got); err != nil || !reflect.DeepEqual(got, rec.Turns[k].ToolCalls) {
 					t.Errorf("%s: the generation's calls %s (%v), want %+v", what, b, err, rec.Turns[k].ToolCalls)
@@ -427,7 +428,7 @@ func FuzzToolCallTurns(f *testing.F) {
 	f.Add(`{"q": "<think>\n</think>\n\n<tool_call>"}`, " ", "x\n</think>\n\ny")
 	f.Add(`null`, "Let me look.", "")
 	f.Fuzz(func(t *testing.T, args, content, reasoning string) {
-		rec := toolRecord("f", nil, gen{content: content, reasoning: reasoning, calls: []sink.ToolCall{tcall("c", "get_weather", args)}, results: []string{"r"}},
+		rec := toolRecord("f", nil, gen{content: content, reasoning: reasoning, calls: []chat.ToolCall{tcall("c", "get_weather", args)}, results: []string{"r"}},
 			gen{content: "done"})
 		var want any
 		wantErr := json.Unmarshal([]byte(args), &want)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/chat"
 )
 
 // messageTurn is a turn of the messages format: OpenAI's, an assistant
@@ -21,7 +21,7 @@ type messageTurn struct {
 	Role             string          `json:"role" parquet:"role"`
 	Content          string          `json:"content" parquet:"content"`
 	ReasoningContent string          `json:"reasoning_content,omitempty" parquet:"reasoning_content,optional"`
-	ToolCalls        []sink.ToolCall `json:"tool_calls,omitempty" parquet:"tool_calls,list"`
+	ToolCalls        []chat.ToolCall `json:"tool_calls,omitempty" parquet:"tool_calls,list"`
 	ToolCallID       string          `json:"tool_call_id,omitempty" parquet:"tool_call_id,optional"`
 }
 
@@ -75,7 +75,7 @@ func sharegptTurns(conv []Turn, mode string) []fromTurn {
 
 // callsValue is calls as a function_call turn's value. Arguments that are
 // not JSON (refused by sharegptRefusal) are written as a JSON string.
-func callsValue(calls []sink.ToolCall) string {
+func callsValue(calls []chat.ToolCall) string {
 	vs := make([]sharegptCallValue, len(calls))
 	for i, c := range calls {
 		args := json.RawMessage(c.Function.Arguments)
@@ -98,7 +98,7 @@ func callsValue(calls []sink.ToolCall) string {
 // SpecForge's loader silently replaces them with {}: a row that would
 // train on a call the model did not make. (A chat template walks the
 // arguments as an object.)
-func badArguments(calls []sink.ToolCall) string {
+func badArguments(calls []chat.ToolCall) string {
 	for _, c := range calls {
 		var args map[string]json.RawMessage
 		if json.Unmarshal([]byte(c.Function.Arguments), &args) != nil || args == nil {

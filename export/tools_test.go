@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -19,11 +20,11 @@ func TestMessagesCarryToolCalls(t *testing.T) {
 	recs := fixtureRecords()[:1]
 	tool := *recs[0]
 	tool.ID, tool.Sample, tool.Content, tool.Reasoning, tool.FinishReason = "t", 0, "", "Call it.", "tool_calls"
-	tool.Messages = []sink.Message{{Role: "user", Content: "Q"},
-		{Role: "assistant", ToolCalls: []sink.ToolCall{{ID: "c0", Type: "function", Function: sink.ToolFunction{Name: "f", Arguments: `{}`}}}},
+	tool.Messages = []chat.Message{{Role: "user", Content: "Q"},
+		{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "c0", Type: "function", Function: chat.ToolFunction{Name: "f", Arguments: `{}`}}}},
 		{Role: "tool", Content: "r", ToolCallID: "c0"}}
 	tool.Tools = `[{"function":{"name":"f"},"type":"function"}]`
-	tool.ToolCalls = []sink.ToolCall{{ID: "c1", Type: "function", Function: sink.ToolFunction{Name: "f", Arguments: `{"a": 1`}}}
+	tool.ToolCalls = []chat.ToolCall{{ID: "c1", Type: "function", Function: chat.ToolFunction{Name: "f", Arguments: `{"a": 1`}}}
 	dir := writeDir(t, sink.FormatJSONL, 10, append(recs, &tool)...)
 	tmp := t.TempDir()
 	run(t, options(t, FormatMessages, filepath.Join(tmp, "m.jsonl"), dir))

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/pool"
 	"github.com/synthgen/synthgen/generator/runstats"
@@ -129,7 +130,7 @@ func TestToolRowsRunAgainstTheMock(t *testing.T) {
 			if res.Content != "The tool said: the result of the tool, which is long en" || res.FinishReason != "stop" || res.ToolCalls != nil {
 				t.Errorf("record r: content %q, finish %q, calls %v: the tool's result was not sent", res.Content, res.FinishReason, res.ToolCalls)
 			}
-			wantMsgs := []sink.Message{{Role: "system", Content: "s"}, {Role: "user", Content: "Q"},
+			wantMsgs := []chat.Message{{Role: "system", Content: "s"}, {Role: "user", Content: "Q"},
 				{Role: "tool", Content: "the result of the tool, which is long enough to be cut at forty characters", ToolCallID: "c9"}}
 			if !reflect.DeepEqual(res.Messages, wantMsgs) {
 				t.Errorf("record r: messages %+v, want %+v", res.Messages, wantMsgs)

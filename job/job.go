@@ -10,9 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/dataset/template"
-	"github.com/synthgen/synthgen/sink"
 )
 
 // Job is what a run asks: which rows (Selection), how a row becomes the
@@ -46,7 +45,7 @@ type Prompting struct {
 	// Template is prompt.messages: the turns sent, each content a
 	// template rendered over the row's own fields (dataset.Template);
 	// empty: the row's own turns.
-	Template []template.Message `json:"messages,omitempty" key:"prompt.messages,zero"`
+	Template []chat.Message `json:"messages,omitempty" key:"prompt.messages,zero"`
 }
 
 // Turns is generation.turns: TurnsFirst answers the conversation up to its
@@ -294,28 +293,19 @@ func (j Job) Total(rows int64) int64 { return rows * int64(j.Samples()) }
 
 // Messages is the conversation sent for p: its turns, with the system turn
 // replaced or set when the job has a system prompt.
-func (p Prompting) Messages(turns []dataset.Message) []sink.Message {
-	msgs := make([]sink.Message, 0, len(turns)+1)
+func (p Prompting) Messages(turns []chat.Message) []chat.Message {
+	msgs := make([]chat.Message, 0, len(turns)+1)
 	if p.SystemPrompt != "" {
-		msgs = append(msgs, sink.Message{Role: "system", Content: p.SystemPrompt})
+		msgs = append(msgs, chat.Message{Role: "system", Content: p.SystemPrompt})
 	}
 	for _, m := range turns {
 		if m.Role == "system" && p.SystemPrompt != "" {
 			continue
 		}
-		msgs = append(msgs, sink.Message{Role: m.Role, Content: m.Content, ToolCalls: recordCalls(m.ToolCalls), ToolCallID: m.ToolCallID})
+		if len(m.ToolCalls) == 0 {
+			m.ToolCalls = nil // a row's empty tool_calls list is none, in the record as in the request
+		}
+		msgs = append(msgs, m)
 	}
 	return msgs
-}
-
-// recordCalls is a row's tool calls as the record holds them.
-func recordCalls(calls []dataset.ToolCall) []sink.ToolCall {
-	if len(calls) == 0 {
-		return nil
-	}
-	out := make([]sink.ToolCall, len(calls))
-	for i, c := range calls {
-		out[i] = sink.ToolCall{ID: c.ID, Type: c.Type, Function: sink.ToolFunction(c.Function)}
-	}
-	return out
 }

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/dataset/stamp"
-	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -427,8 +427,8 @@ func TestTurnsDefault(t *testing.T) {
 }
 
 // qaTemplate is a two-turn prompt.messages.
-func qaTemplate() []template.Message {
-	return []template.Message{{Role: "system", Content: "Answer in {{.lang}}."}, {Role: "user", Content: "{{.question}}"}}
+func qaTemplate() []chat.Message {
+	return []chat.Message{{Role: "system", Content: "Answer in {{.lang}}."}, {Role: "user", Content: "{{.question}}"}}
 }
 
 // TestJobTemplateLeavesOlderHashes: a job without a template (and without

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/synthgen/synthgen/chat"
 )
 
 // testJob is a job as its owner would encode it: the sink only stores it.
@@ -42,7 +44,7 @@ func testRecord(i int) *Record {
 		ID:     strconv.Itoa(i),
 		Sample: i % 2,
 		Source: "math",
-		Messages: []Message{
+		Messages: []chat.Message{
 			{Role: "system", Content: "be brief"},
 			{Role: "user", Content: fmt.Sprintf("question %d: is <b> & \"c\" \n ok?", i)},
 		},

@@ -7,50 +7,30 @@ import (
 	"strings"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/sink/keyset"
 )
 
-// Message is one chat turn as it was sent to the server: an assistant
-// turn's tool calls and a tool turn's call id as the row had them.
-type Message struct {
-	Role       string     `json:"role" parquet:"role"`
-	Content    string     `json:"content" parquet:"content"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty" parquet:"tool_calls,list"`
-	ToolCallID string     `json:"tool_call_id,omitempty" parquet:"tool_call_id,optional"`
-}
-
-// ToolCall is one call of a tool, OpenAI's shape: Arguments is the JSON
-// text as the model (or the row) wrote it, valid JSON or not.
-type ToolCall struct {
-	ID       string       `json:"id" parquet:"id"`
-	Type     string       `json:"type" parquet:"type"`
-	Function ToolFunction `json:"function" parquet:"function"`
-}
-
-// ToolFunction is the function a ToolCall names and its arguments.
-type ToolFunction struct {
-	Name      string `json:"name" parquet:"name"`
-	Arguments string `json:"arguments" parquet:"arguments"`
-}
-
 // Record is one answer: one row per (ID, Sample) in every output format.
 // Field names and types are an interface (docs/reference.md, "The record"): users'
-// scripts read them, so they change only with that page.
+// scripts read them, so they change only with that page. Messages are the
+// turns as they were sent to the server, an assistant turn's tool calls and
+// a tool turn's call id as the row had them.
 type Record struct {
-	ID               string    `json:"id" parquet:"id"`
-	Sample           int       `json:"sample" parquet:"sample"`
-	Source           string    `json:"source" parquet:"source"`
-	Messages         []Message `json:"messages" parquet:"messages,list"`
-	Reasoning        string    `json:"reasoning" parquet:"reasoning"`
-	Content          string    `json:"content" parquet:"content"`
-	FinishReason     string    `json:"finish_reason" parquet:"finish_reason"`
-	Model            string    `json:"model" parquet:"model"`
-	PromptTokens     int       `json:"prompt_tokens" parquet:"prompt_tokens"`
-	CompletionTokens int       `json:"completion_tokens" parquet:"completion_tokens"`
-	LatencyMS        float64   `json:"latency_ms" parquet:"latency_ms"`
-	TTFTMS           float64   `json:"ttft_ms" parquet:"ttft_ms"`
-	Attempts         int       `json:"attempts" parquet:"attempts"`
-	CreatedAt        time.Time `json:"created_at" parquet:"created_at,timestamp(millisecond)"`
+	ID               string         `json:"id" parquet:"id"`
+	Sample           int            `json:"sample" parquet:"sample"`
+	Source           string         `json:"source" parquet:"source"`
+	Messages         []chat.Message `json:"messages" parquet:"messages,list"`
+	Reasoning        string         `json:"reasoning" parquet:"reasoning"`
+	Content          string         `json:"content" parquet:"content"`
+	FinishReason     string         `json:"finish_reason" parquet:"finish_reason"`
+	Model            string         `json:"model" parquet:"model"`
+	PromptTokens     int            `json:"prompt_tokens" parquet:"prompt_tokens"`
+	CompletionTokens int            `json:"completion_tokens" parquet:"completion_tokens"`
+	LatencyMS        float64        `json:"latency_ms" parquet:"latency_ms"`
+	TTFTMS           float64        `json:"ttft_ms" parquet:"ttft_ms"`
+	Attempts         int            `json:"attempts" parquet:"attempts"`
+	CreatedAt        time.Time      `json:"created_at" parquet:"created_at,timestamp(millisecond)"`
 	// The tokens, with generation.return_token_ids and generation.logprobs
 	// (tokens.go): the ids the server tokenized the prompt into and those
 	// it generated, whether their count disagrees with usage, and the
@@ -79,9 +59,9 @@ type Record struct {
 	// text as sent ("" none); the model's calls in the answer, as sent
 	// (finish_reason tool_calls); how many of them have arguments that
 	// are not valid JSON (kept as sent, never repaired).
-	Tools            string     `json:"tools,omitempty" parquet:"tools,optional"`
-	ToolCalls        []ToolCall `json:"tool_calls,omitempty" parquet:"tool_calls,list"`
-	ToolCallsInvalid int        `json:"tool_calls_invalid,omitempty" parquet:"tool_calls_invalid,optional"`
+	Tools            string          `json:"tools,omitempty" parquet:"tools,optional"`
+	ToolCalls        []chat.ToolCall `json:"tool_calls,omitempty" parquet:"tool_calls,list"`
+	ToolCallsInvalid int             `json:"tool_calls_invalid,omitempty" parquet:"tool_calls_invalid,optional"`
 	// Divergence is where a whole conversation with tools left the row's
 	// path and ended there (generation.turns: all); nil when it followed
 	// the row to its end.
@@ -127,8 +107,8 @@ type Turn struct {
 	Logprobs         *Logprobs `json:"logprobs,omitempty" parquet:"logprobs,optional"`
 	// The turn's tool calls, as the record's: the target's own, as sent;
 	// the row's cached result for each follows it in Record.Messages.
-	ToolCalls        []ToolCall `json:"tool_calls,omitempty" parquet:"tool_calls,list"`
-	ToolCallsInvalid int        `json:"tool_calls_invalid,omitempty" parquet:"tool_calls_invalid,optional"`
+	ToolCalls        []chat.ToolCall `json:"tool_calls,omitempty" parquet:"tool_calls,list"`
+	ToolCallsInvalid int             `json:"tool_calls_invalid,omitempty" parquet:"tool_calls_invalid,optional"`
 }
 
 // Key identifies a record: a prompt id and the sample number. Package

@@ -3,6 +3,8 @@ package sink
 import (
 	"reflect"
 	"testing"
+
+	"github.com/synthgen/synthgen/chat"
 )
 
 // toolRecord is testRecord(i) answered with a tool call after a
@@ -10,12 +12,12 @@ import (
 func toolRecord(i int) *Record {
 	r := testRecord(i)
 	r.Messages = append(r.Messages,
-		Message{Role: "assistant", ToolCalls: []ToolCall{{ID: "c1", Type: "function", Function: ToolFunction{Name: "get_weather", Arguments: `{"city": "Paris"}`}}}},
-		Message{Role: "tool", Content: "18C", ToolCallID: "c1"})
+		chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "c1", Type: "function", Function: chat.ToolFunction{Name: "get_weather", Arguments: `{"city": "Paris"}`}}}},
+		chat.Message{Role: "tool", Content: "18C", ToolCallID: "c1"})
 	r.Content, r.FinishReason = "", "tool_calls"
 	r.Tools = `[{"function":{"name":"get_weather","parameters":{"type":"object"}},"type":"function"}]`
-	r.ToolCalls = []ToolCall{{ID: "chatcmpl-tool-1", Type: "function", Function: ToolFunction{Name: "get_weather", Arguments: `{"city": "Par`}},
-		{ID: "chatcmpl-tool-2", Type: "function", Function: ToolFunction{Name: "add", Arguments: `{}`}}}
+	r.ToolCalls = []chat.ToolCall{{ID: "chatcmpl-tool-1", Type: "function", Function: chat.ToolFunction{Name: "get_weather", Arguments: `{"city": "Par`}},
+		{ID: "chatcmpl-tool-2", Type: "function", Function: chat.ToolFunction{Name: "add", Arguments: `{}`}}}
 	r.ToolCallsInvalid = InvalidToolCalls(r.ToolCalls)
 	return r
 }

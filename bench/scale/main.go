@@ -30,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/config"
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/sink"
@@ -249,7 +250,7 @@ func writeDir(dir, glob string, i, dirs int, file string, rows int64) error {
 		for _, row := range order {
 			rec := &sink.Record{
 				ID: name + ":" + strconv.FormatInt(row, 10), Sample: 0,
-				Messages: []sink.Message{{Role: "user", Content: "question " + strconv.FormatInt(row, 10)}},
+				Messages: []chat.Message{{Role: "user", Content: "question " + strconv.FormatInt(row, 10)}},
 				Content:  "answer " + strconv.FormatInt(row, 10), FinishReason: "stop", Model: "mock-model",
 				PromptTokens: 9, CompletionTokens: 3 + int(row%13), LatencyMS: 12, Attempts: 1, CreatedAt: at,
 			}

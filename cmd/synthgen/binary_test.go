@@ -28,6 +28,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -571,7 +572,7 @@ func checkCompleteWith(t testing.TB, dir string, n int, check func(r sink.Record
 // checkRecord asserts that r is the answer to dataset row i.
 func checkRecord(t testing.TB, r sink.Record, i int, model string) {
 	t.Helper()
-	want := []sink.Message{{Role: "user", Content: promptText(i)}}
+	want := []chat.Message{{Role: "user", Content: promptText(i)}}
 	switch {
 	case !reflect.DeepEqual(turnsNilCalls(r.Messages), want):
 		t.Errorf("record %d: messages %+v, want %+v", i, r.Messages, want)

@@ -33,6 +33,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -133,12 +134,12 @@ func checkConversation(t testing.TB, r sink.Record, i, turns int) {
 		t.Errorf("record %d: %d turns, want %d", i, len(r.Turns), turns)
 		return
 	}
-	var want []sink.Message
+	var want []chat.Message
 	for k := range turns {
 		if k > 0 {
-			want = append(want, sink.Message{Role: "assistant", Content: r.Turns[k-1].Content})
+			want = append(want, chat.Message{Role: "assistant", Content: r.Turns[k-1].Content})
 		}
-		want = append(want, sink.Message{Role: "user", Content: turnText(i, k)})
+		want = append(want, chat.Message{Role: "user", Content: turnText(i, k)})
 	}
 	if !reflect.DeepEqual(r.Messages, want) {
 		t.Errorf("record %d: the last turn was sent %+v, want %+v", i, r.Messages, want)

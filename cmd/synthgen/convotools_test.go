@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -40,7 +41,7 @@ func (h *holdToolResult) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		Messages []sink.Message `json:"messages"`
+		Messages []chat.Message `json:"messages"`
 	}
 	if json.Unmarshal(body, &req) == nil && len(req.Messages) > 0 {
 		last := req.Messages[len(req.Messages)-1].Content
@@ -132,7 +133,7 @@ func checkToolConversation(t *testing.T, r sink.Record) {
 		t.Fatalf("record %s: turns %+v divergence %+v, want a call then an answer", r.ID, r.Turns, r.Divergence)
 	}
 	call := r.Turns[0].ToolCalls
-	want := []sink.Message{{Role: "user", Content: "q " + r.ID}, {Role: "assistant", ToolCalls: call},
+	want := []chat.Message{{Role: "user", Content: "q " + r.ID}, {Role: "assistant", ToolCalls: call},
 		{Role: "tool", Content: "result " + r.ID, ToolCallID: call[0].ID}}
 	if !reflect.DeepEqual(r.Messages, want) || call[0].Function.Name != "get_weather" || call[0].ID == "" {
 		t.Errorf("record %s sent\n%+v\nwant\n%+v", r.ID, r.Messages, want)

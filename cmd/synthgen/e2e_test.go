@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/mockserver"
 	"github.com/synthgen/synthgen/sink"
 	"github.com/synthgen/synthgen/ui/progress"
@@ -391,7 +392,7 @@ func TestParquetReadByDuckDB(t *testing.T) {
 		ID           string         `json:"id"`
 		Sample       json.Number    `json:"sample"`
 		Source       string         `json:"source"`
-		Messages     []sink.Message `json:"messages"`
+		Messages     []chat.Message `json:"messages"`
 		Reasoning    string         `json:"reasoning"`
 		Content      string         `json:"content"`
 		FinishReason string         `json:"finish_reason"`

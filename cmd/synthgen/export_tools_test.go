@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/sink"
@@ -32,8 +33,8 @@ func toolConversationDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	call := func(id, name, args string) []sink.ToolCall {
-		return []sink.ToolCall{{ID: id, Type: "function", Function: sink.ToolFunction{Name: name, Arguments: args}}}
+	call := func(id, name, args string) []chat.ToolCall {
+		return []chat.ToolCall{{ID: id, Type: "function", Function: chat.ToolFunction{Name: name, Arguments: args}}}
 	}
 	c0, c1 := call("call_0", "get_weather", `{"city": "Paris"}`), call("call_1", "get_time", `{}`)
 	turns := []sink.Turn{
@@ -43,7 +44,7 @@ func toolConversationDir(t *testing.T) string {
 	}
 	last := turns[2]
 	rec := &sink.Record{ID: "0", Model: "m", Attempts: 1, CreatedAt: time.UnixMilli(1_700_000_000_000).UTC(),
-		Messages: []sink.Message{{Role: "user", Content: "question 0"}, {Role: "assistant", ToolCalls: c0},
+		Messages: []chat.Message{{Role: "user", Content: "question 0"}, {Role: "assistant", ToolCalls: c0},
 			{Role: "tool", Content: `{"sky": "clear"}`, ToolCallID: "call_0"}, {Role: "assistant", ToolCalls: c1},
 			{Role: "tool", Content: "12:00", ToolCallID: "call_1"}},
 		Content: last.Content, FinishReason: last.FinishReason, PromptTokenIDs: last.PromptTokenIDs, TokenIDs: last.TokenIDs, Turns: turns,

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/job/plan"
@@ -66,7 +67,7 @@ func inspectFixture(t *testing.T, format, datasetPath string, ids, failed []int,
 	}
 	for _, i := range ids {
 		r := &sink.Record{
-			ID: strconv.Itoa(i), Messages: []sink.Message{{Role: "user", Content: "q"}},
+			ID: strconv.Itoa(i), Messages: []chat.Message{{Role: "user", Content: "q"}},
 			Content: "a", FinishReason: "stop", Model: "m", PromptTokens: 10, CompletionTokens: 100 + i,
 			Attempts: 1, CreatedAt: time.UnixMilli(1_700_000_000_000).UTC(),
 		}

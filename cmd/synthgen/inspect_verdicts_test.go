@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/synthgen/synthgen/dataset/template"
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/internal/diskfault"
 	"github.com/synthgen/synthgen/mockserver"
 	"github.com/synthgen/synthgen/sink"
@@ -150,7 +150,7 @@ func TestSecondPassSaysTheFirstPassFailedKeys(t *testing.T) {
 	first := inspectFixture(t, sink.FormatJSONL, ds, seq(0, 9, 1), []int{9}, "")
 	m := startMock(t, mockserver.Options{MeanTokens: 5})
 	second := filepath.Join(t.TempDir(), "judged")
-	grade := []template.Message{{Role: "user", Content: "Grade: {{.content}}"}}
+	grade := []chat.Message{{Role: "user", Content: "Grade: {{.content}}"}}
 	r := cliRun(t, passArgs(m.BaseURL, first, second, "jsonl", grade, t)...)
 	r.ok(t, "second pass")
 	const want = "has 1 key failed for good"

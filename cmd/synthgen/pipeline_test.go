@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/config"
 	"github.com/synthgen/synthgen/mockserver"
 	"github.com/synthgen/synthgen/sink"
@@ -65,7 +66,7 @@ func TestWorkedPipeline(t *testing.T) {
 	}
 	for i, row := range rows {
 		rec := a.Records[sink.Key{ID: strconv.Itoa(i)}]
-		want := []sink.Message{
+		want := []chat.Message{
 			{Role: "system", Content: fmt.Sprintf("Answer in %s, from the context given, in a few sentences.", row["lang"])},
 			{Role: "user", Content: fmt.Sprintf("Context: %s\n\nQuestion: %s\n", row["context"], row["question"])},
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/mockserver"
 	"github.com/synthgen/synthgen/sink"
@@ -28,7 +29,7 @@ func tokenArgs(k int) []string {
 // for it: the prompt's ids those of the messages it was sent (msgs), the
 // answer's one a generated piece, spelling its text, as many as
 // usage.completion_tokens, and k logprobs a token, by id, the token first.
-func checkTokens(t testing.TB, what string, msgs []sink.Message, reasoning, content string, completion int,
+func checkTokens(t testing.TB, what string, msgs []chat.Message, reasoning, content string, completion int,
 	prompt, ids []int32, mismatch string, lp *sink.Logprobs, k int) {
 	t.Helper()
 	var contents []string

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -66,9 +67,9 @@ func TestToolCallsReadByDuckDB(t *testing.T) {
 			t.Fatal(err)
 		}
 		var rec struct {
-			Messages  []sink.Message  `json:"messages"`
+			Messages  []chat.Message  `json:"messages"`
 			Tools     string          `json:"tools"`
-			ToolCalls []sink.ToolCall `json:"tool_calls"`
+			ToolCalls []chat.ToolCall `json:"tool_calls"`
 		}
 		raw, _ := json.Marshal(got.Record)
 		if err := json.Unmarshal(raw, &rec); err != nil {
@@ -86,8 +87,8 @@ func TestToolCallsReadByDuckDB(t *testing.T) {
 
 // turnsNilCalls is ms with each turn's empty list of calls nil: Parquet
 // readers give an empty list where the JSONL line has none.
-func turnsNilCalls(ms []sink.Message) []sink.Message {
-	out := append([]sink.Message(nil), ms...)
+func turnsNilCalls(ms []chat.Message) []chat.Message {
+	out := append([]chat.Message(nil), ms...)
 	for i := range out {
 		if len(out[i].ToolCalls) == 0 {
 			out[i].ToolCalls = nil

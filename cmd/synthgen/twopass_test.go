@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synthgen/synthgen/dataset/template"
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -45,7 +45,7 @@ func qaDataset(t testing.TB, dir string, n int) string {
 	return path
 }
 
-func templateFlag(t testing.TB, turns ...template.Message) string {
+func templateFlag(t testing.TB, turns ...chat.Message) string {
 	t.Helper()
 	b, err := json.Marshal(turns)
 	if err != nil {
@@ -55,26 +55,26 @@ func templateFlag(t testing.TB, turns ...template.Message) string {
 }
 
 var (
-	answerTemplate = []template.Message{
+	answerTemplate = []chat.Message{
 		{Role: "system", Content: "Answer in {{.lang}}."},
 		{Role: "user", Content: "Context: {{.context}}\nQuestion: {{.question}}"},
 	}
-	judgeTemplate = []template.Message{
+	judgeTemplate = []chat.Message{
 		{Role: "system", Content: "You grade answers from 1 to 10."},
 		{Role: "user", Content: "{{(index .messages 1).content}}\nAnswer ({{.finish_reason}}): {{.content}}"},
 	}
 )
 
 // judgeSent is what the second pass sends for a first-pass record.
-func judgeSent(r sink.Record) []sink.Message {
-	return []sink.Message{
+func judgeSent(r sink.Record) []chat.Message {
+	return []chat.Message{
 		{Role: "system", Content: "You grade answers from 1 to 10."},
 		{Role: "user", Content: r.Messages[1].Content + "\nAnswer (" + r.FinishReason + "): " + r.Content},
 	}
 }
 
 // passArgs are one pass's flags.
-func passArgs(baseURL, data, out, format string, turns []template.Message, t testing.TB, extra ...string) []string {
+func passArgs(baseURL, data, out, format string, turns []chat.Message, t testing.TB, extra ...string) []string {
 	return append([]string{"run",
 		"--dataset.path", data,
 		"--endpoint.base_url", baseURL,

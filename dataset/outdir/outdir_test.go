@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset"
-	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -32,7 +32,7 @@ func firstPass(t testing.TB, dir string, n, samples int, format string, size int
 		for k := range samples {
 			rec := &sink.Record{
 				ID: strconv.Itoa(i), Sample: k, Source: "src",
-				Messages:  []sink.Message{{Role: "user", Content: fmt.Sprintf("question %d", i)}},
+				Messages:  []chat.Message{{Role: "user", Content: fmt.Sprintf("question %d", i)}},
 				Reasoning: "thought", Content: fmt.Sprintf("answer %d.%d", i, k), FinishReason: "stop", Model: "m",
 				PromptTokens: 3, CompletionTokens: 4, Attempts: 1, CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 			}
@@ -69,7 +69,7 @@ func readRows(t *testing.T, opts dataset.Options) ([]dataset.Prompt, []*dataset.
 	}
 }
 
-var judge = []template.Message{
+var judge = []chat.Message{
 	{Role: "system", Content: "You grade answers."},
 	{Role: "user", Content: "Q: {{(index .messages 0).content}} ({{.source}}, {{.finish_reason}}, {{.completion_tokens}} tokens)\nA: {{.content}}\nThought: {{.reasoning}}\n{{json .messages}}"},
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset/internal/number"
 )
 
@@ -36,7 +37,7 @@ var batchRoles = map[string]string{
 // body's other request fields and p.Model with body.model. method and url
 // may be left out (some providers' files do): they can only mean a chat
 // completion by POST, and any other value is a bad row.
-func batchRequest(r row, p *Row) ([]Message, *FieldError) {
+func batchRequest(r row, p *Row) ([]chat.Message, *FieldError) {
 	if fe := batchConst(r, "method", batchMethod); fe != nil {
 		return nil, fe
 	}
@@ -153,13 +154,13 @@ func shown(v any) string {
 // turn's tool_calls (its content then possibly null) and a tool turn's
 // tool_call_id. A turn carrying more (name, refusal) is a bad row: a record
 // holds exactly the turns sent.
-func batchMessages(v any) ([]Message, *FieldError) {
+func batchMessages(v any) ([]chat.Message, *FieldError) {
 	const list = "body.messages"
 	items, fe := turnList(v, list)
 	if fe != nil {
 		return nil, fe
 	}
-	msgs := make([]Message, 0, len(items))
+	msgs := make([]chat.Message, 0, len(items))
 	for i, it := range items {
 		at := list + "[" + strconv.Itoa(i) + "]"
 		turn, ok := it.(map[string]any)
@@ -180,7 +181,7 @@ func batchMessages(v any) ([]Message, *FieldError) {
 				return nil, fieldErr(at+"."+k, fmt.Errorf("not sent: a turn is sent as role, content, an assistant's tool_calls and a tool's tool_call_id only"))
 			}
 		}
-		var m Message
+		var m chat.Message
 		if m.ToolCalls, fe = toolCalls(turn["tool_calls"], at+".tool_calls"); fe != nil {
 			return nil, fe
 		}

@@ -8,25 +8,16 @@ package shape
 import (
 	"errors"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset/template"
 )
-
-// Message is one chat turn with an OpenAI role (system, user, assistant,
-// tool). An assistant turn may carry ToolCalls (its Content then possibly
-// empty: null in the row), a tool turn the ToolCallID it answers.
-type Message struct {
-	Role       string
-	Content    string
-	ToolCalls  []ToolCall
-	ToolCallID string
-}
 
 // Row is what a row's shape makes of it (dataset.Prompt holds each).
 type Row struct {
 	// ID is the id the row names (its id field, a batch row's custom_id);
 	// "" when it names none.
 	ID       string
-	Messages []Message
+	Messages []chat.Message
 	Source   string
 	// Tools is the row's tools list as sent, JSON text ("" none): tools.go.
 	Tools string

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset/internal/number"
 	"github.com/synthgen/synthgen/dataset/template"
 )
@@ -48,7 +49,7 @@ type Converter struct {
 // the row bad.
 func (c *Converter) Convert(r row, p *Row) *FieldError {
 	var (
-		msgs []Message
+		msgs []chat.Message
 		id   string
 		fe   *FieldError
 	)
@@ -171,7 +172,7 @@ var roles = map[string]string{
 // included (their content is left empty: a job that regenerates whole
 // conversations replaces them with the model's own answers); nil for the
 // shapes that hold a single prompt.
-func (c *Converter) Conversation(r row) ([]Message, *FieldError) {
+func (c *Converter) Conversation(r row) ([]chat.Message, *FieldError) {
 	switch c.shape(r) {
 	case FormatShareGPT:
 		return turns(r, "conversations", "from", "value", true)
@@ -191,7 +192,7 @@ func (c *Converter) Conversation(r row) ([]Message, *FieldError) {
 // the model answers once where they stand. Asked once more, the second
 // answer would follow the model's own turn with nothing new to answer, a
 // conversation no chat (and no draft model trained on the data) sees.
-func turns(r row, list, roleKey, contentKey string, whole bool) ([]Message, *FieldError) {
+func turns(r row, list, roleKey, contentKey string, whole bool) ([]chat.Message, *FieldError) {
 	items, fe := turnList(r[list], list)
 	if fe != nil {
 		return nil, fe
@@ -199,7 +200,7 @@ func turns(r row, list, roleKey, contentKey string, whole bool) ([]Message, *Fie
 	if items, fe = functionTurns(items, list, roleKey); fe != nil { // sharegpt_tools.go
 		return nil, fe
 	}
-	msgs := make([]Message, 0, 2)
+	msgs := make([]chat.Message, 0, 2)
 	hasUser := false
 	for i, it := range items {
 		at := func(key string) string { return list + "[" + strconv.Itoa(i) + "]" + dot(key) }
@@ -250,7 +251,7 @@ func turns(r row, list, roleKey, contentKey string, whole bool) ([]Message, *Fie
 			}
 			hasUser = true
 		}
-		m := Message{Role: role, Content: content}
+		m := chat.Message{Role: role, Content: content}
 		if role == "tool" {
 			if m.ToolCallID, fe = optionalString(turn, "tool_call_id", at("tool_call_id")); fe != nil {
 				return nil, fe
@@ -269,7 +270,7 @@ func turns(r row, list, roleKey, contentKey string, whole bool) ([]Message, *Fie
 // tool calls there (a regenerated conversation asks whether the model
 // calls where the row did; the calls themselves are never sent). Assistant
 // turns in a row are one placeholder, their calls together.
-func placeholder(msgs []Message, turn map[string]any, hasUser bool, roleAt, callsAt string) ([]Message, *FieldError) {
+func placeholder(msgs []chat.Message, turn map[string]any, hasUser bool, roleAt, callsAt string) ([]chat.Message, *FieldError) {
 	if !hasUser {
 		// An answer with no question before it: nothing to ask.
 		return nil, fieldErr(roleAt, ErrNoUserTurn)
@@ -282,7 +283,7 @@ func placeholder(msgs []Message, turn map[string]any, hasUser bool, roleAt, call
 		msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, calls...)
 		return msgs, nil
 	}
-	return append(msgs, Message{Role: "assistant", ToolCalls: calls}), nil
+	return append(msgs, chat.Message{Role: "assistant", ToolCalls: calls}), nil
 }
 
 // turnList is a list of turns, present and not empty.
@@ -360,7 +361,7 @@ func contentOf(v any, field string, parts bool) (string, *FieldError) {
 	return "", fieldErr(field, ErrNotString)
 }
 
-func promptColumn(r row, field string) ([]Message, *FieldError) {
+func promptColumn(r row, field string) ([]chat.Message, *FieldError) {
 	s, fe := stringField(r, field, field)
 	if fe != nil {
 		return nil, fe
@@ -368,11 +369,11 @@ func promptColumn(r row, field string) ([]Message, *FieldError) {
 	if strings.TrimSpace(s) == "" {
 		return nil, fieldErr(field, ErrEmpty)
 	}
-	return []Message{{Role: "user", Content: s}}, nil
+	return []chat.Message{{Role: "user", Content: s}}, nil
 }
 
 // alpaca makes one user turn of instruction and, when present, input.
-func alpaca(r row) ([]Message, *FieldError) {
+func alpaca(r row) ([]chat.Message, *FieldError) {
 	inst, fe := stringField(r, "instruction", "instruction")
 	if fe != nil {
 		return nil, fe
@@ -389,7 +390,7 @@ func alpaca(r row) ([]Message, *FieldError) {
 			inst += "\n\n" + in
 		}
 	}
-	return []Message{{Role: "user", Content: inst}}, nil
+	return []chat.Message{{Role: "user", Content: inst}}, nil
 }
 
 func stringField(m map[string]any, key, field string) (string, *FieldError) {
@@ -450,14 +451,10 @@ func scalarString(v any) string {
 
 // rendered is the messages tmpl makes of row r, or the field that makes it
 // a bad row.
-func rendered(tmpl *template.Template, r row) ([]Message, *FieldError) {
+func rendered(tmpl *template.Template, r row) ([]chat.Message, *FieldError) {
 	turns, fe := tmpl.Render(r)
 	if fe != nil {
 		return nil, fieldErr(fe.Field, fe.Err)
 	}
-	msgs := make([]Message, len(turns))
-	for i, t := range turns {
-		msgs[i] = Message{Role: t.Role, Content: t.Content}
-	}
-	return msgs, nil
+	return turns, nil
 }

@@ -13,28 +13,16 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/synthgen/synthgen/chat"
 )
-
-// ToolCall is one call an assistant turn makes, OpenAI's shape. Arguments
-// is the JSON text of the arguments, as sent (a row's object is encoded).
-type ToolCall struct {
-	ID       string
-	Type     string
-	Function ToolFunction
-}
-
-// ToolFunction is the function a ToolCall names and its arguments.
-type ToolFunction struct {
-	Name      string
-	Arguments string
-}
 
 // ErrNotJSON: a column meant to hold JSON text does not.
 var ErrNotJSON = errors.New("not JSON")
 
 // toolCalls reads an assistant turn's tool_calls at field at: absent or
 // null is none; otherwise a list of calls each with a function name.
-func toolCalls(v any, at string) ([]ToolCall, *FieldError) {
+func toolCalls(v any, at string) ([]chat.ToolCall, *FieldError) {
 	if v == nil {
 		return nil, nil
 	}
@@ -42,14 +30,14 @@ func toolCalls(v any, at string) ([]ToolCall, *FieldError) {
 	if !ok {
 		return nil, fieldErr(at, ErrNotList)
 	}
-	calls := make([]ToolCall, 0, len(items))
+	calls := make([]chat.ToolCall, 0, len(items))
 	for i, it := range items {
 		here := at + "[" + strconv.Itoa(i) + "]"
 		obj, ok := it.(map[string]any)
 		if !ok {
 			return nil, fieldErr(here, ErrNotObject)
 		}
-		var c ToolCall
+		var c chat.ToolCall
 		var fe *FieldError
 		if c.ID, fe = optionalString(obj, "id", here+".id"); fe != nil {
 			return nil, fe

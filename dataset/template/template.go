@@ -15,19 +15,12 @@ import (
 	"sync"
 	"text/template"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset/internal/number"
 )
 
 // Key is the config key of the message templates, for messages.
 const Key = "prompt.messages"
-
-// Message is one turn of prompt.messages: its role and a text/template of
-// its content, rendered over each row's fields; Render's turns are
-// Messages too, their content rendered.
-type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
 
 // Template is prompt.messages compiled: each turn's content parsed once,
 // rendered per row (render).
@@ -178,11 +171,12 @@ func (e *Error) Unwrap() error { return e.Err }
 // templateRoles are the roles a turn of prompt.messages may have.
 var templateRoles = map[string]bool{"system": true, "user": true, "assistant": true}
 
-// Compile parses every turn of msgs (nil: no template, nil). A turn
-// that does not parse is an *Error with the line and column; the
+// Compile parses every turn of msgs (nil: no template, nil): its role
+// and its content, a text/template (a template turn has no tool calls;
+// prompt.messages cannot give one). A turn that does not parse is an *Error with the line and column; the
 // roles must be system, user or assistant, and the last turn a user turn
 // (no request ends with an assistant turn).
-func Compile(msgs []Message) (*Template, error) {
+func Compile(msgs []chat.Message) (*Template, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
@@ -265,17 +259,17 @@ func (e *templateFieldError) Error() string {
 
 func (e *templateFieldError) Unwrap() error { return e.err }
 
-// Render makes the messages of row r (a decoded row: JSON numbers as
+// Render makes the messages of row r, new ones each call (a decoded row: JSON numbers as
 // json.Number, Parquet bytes as []byte), or names the field that makes it
 // a bad row (a *FieldError). A null field is a missing one. A system turn that renders empty
 // is left out; another turn that does is a bad row.
-func (t *Template) Render(r map[string]any) ([]Message, *FieldError) {
+func (t *Template) Render(r map[string]any) ([]chat.Message, *FieldError) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := &t.state
 	st.reset()
 	data, _ := st.templateData(r).(map[string]any)
-	msgs := make([]Message, 0, len(t.turns))
+	msgs := make([]chat.Message, 0, len(t.turns))
 	for i := range t.turns {
 		turn := &t.turns[i]
 		in := data
@@ -300,7 +294,7 @@ func (t *Template) Render(r map[string]any) ([]Message, *FieldError) {
 			}
 			return nil, fieldErr("", fmt.Errorf("%s (%s) renders empty", turn.name, turn.role))
 		}
-		msgs = append(msgs, Message{Role: turn.role, Content: out})
+		msgs = append(msgs, chat.Message{Role: turn.role, Content: out})
 	}
 	return msgs, nil
 }

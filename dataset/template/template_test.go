@@ -6,10 +6,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/synthgen/synthgen/chat"
 )
 
-func userTurn(content string) []Message {
-	return []Message{{Role: "user", Content: content}}
+func userTurn(content string) []chat.Message {
+	return []chat.Message{{Role: "user", Content: content}}
 }
 
 // TestCompileErrorHasItsPlace: a template that does not parse is an
@@ -129,7 +131,7 @@ func FuzzTemplateRender(f *testing.F) {
 	for _, s := range []string{`{"q":"x","context":"c","lang":"en"}`, `{"q":null}`, `{"xs":["a",null]}`, `{"meta":{"lang":3}}`, `{"q":"<no value>"}`, `{"messages":[{"role":"user"}]}`} {
 		f.Add(s)
 	}
-	tmpl, err := Compile([]Message{
+	tmpl, err := Compile([]chat.Message{
 		{Role: "system", Content: `{{.lang | default "en"}} {{if .context}}{{.context}}{{end}}`},
 		{Role: "user", Content: `{{.q}} {{range .xs}}{{.}}{{end}} {{json .meta}} {{.meta.lang | default 1}} {{range .messages}}{{.role}}{{end}} {{truncate 5 (trim (printf "%v" .q))}}`},
 	})

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
@@ -24,9 +25,9 @@ import (
 // not run); where the model leaves the row's path (divergence) the
 // conversation ends there.
 type conversation struct {
-	full  []sink.Message  // the whole conversation, assistant turns as placeholders; nil: one request
+	full  []chat.Message  // the whole conversation, assistant turns as placeholders; nil: one request
 	tools map[string]bool // the names of the tools the row offers
-	last  []sink.Message  // what was sent for the latest turn
+	last  []chat.Message  // what was sent for the latest turn
 
 	final            wire.Response // the latest answer
 	turns            []sink.Turn   // every answer of a whole conversation
@@ -44,13 +45,13 @@ type conversation struct {
 
 // requests yields the messages of each request in turn; the caller records
 // each answer with answered before it asks for the next.
-func (c *conversation) requests() iter.Seq[[]sink.Message] {
-	return func(yield func([]sink.Message) bool) {
+func (c *conversation) requests() iter.Seq[[]chat.Message] {
+	return func(yield func([]chat.Message) bool) {
 		if c.full == nil {
 			yield(c.last)
 			return
 		}
-		sent := make([]sink.Message, 0, len(c.full)+1)
+		sent := make([]chat.Message, 0, len(c.full)+1)
 		for i := 0; i < len(c.full); {
 			m := c.full[i]
 			if m.Role != "assistant" && m.Role != "tool" {
@@ -73,7 +74,7 @@ func (c *conversation) requests() iter.Seq[[]sink.Message] {
 
 // segmentEnd is the index of the turn after the segment's answers and
 // results that start at i: the next user or system turn, or the end.
-func segmentEnd(full []sink.Message, i int) int {
+func segmentEnd(full []chat.Message, i int) int {
 	for i < len(full) && (full[i].Role == "assistant" || full[i].Role == "tool") {
 		i++
 	}
@@ -84,8 +85,8 @@ func segmentEnd(full []sink.Message, i int) int {
 // placeholders and cached results) are row, after sent: until it answers
 // in text (true, with its answer appended), diverges from the row or the
 // run stops (false: the conversation ends).
-func (c *conversation) segment(yield func([]sink.Message) bool, sent, row []sink.Message) ([]sink.Message, bool) {
-	var calls, results []sink.Message // the row's placeholders, its cached results
+func (c *conversation) segment(yield func([]chat.Message) bool, sent, row []chat.Message) ([]chat.Message, bool) {
+	var calls, results []chat.Message // the row's placeholders, its cached results
 	for _, m := range row {
 		if m.Role == "tool" {
 			results = append(results, m)
@@ -107,7 +108,7 @@ func (c *conversation) segment(yield func([]sink.Message) bool, sent, row []sink
 				c.diverge(sink.DivergedAnswerForCall, "the row called "+calls[k].ToolCalls[0].Function.Name)
 				return sent, false
 			}
-			return append(sent, sink.Message{Role: "assistant", Content: answer.Content}), true
+			return append(sent, chat.Message{Role: "assistant", Content: answer.Content}), true
 		}
 		call := answer.ToolCalls[0]
 		switch {
@@ -121,8 +122,8 @@ func (c *conversation) segment(yield func([]sink.Message) bool, sent, row []sink
 		if c.diverged != nil {
 			return sent, false
 		}
-		sent = append(sent, sink.Message{Role: "assistant", Content: answer.Content, ToolCalls: answer.ToolCalls},
-			sink.Message{Role: "tool", Content: results[used].Content, ToolCallID: call.ID})
+		sent = append(sent, chat.Message{Role: "assistant", Content: answer.Content, ToolCalls: answer.ToolCalls},
+			chat.Message{Role: "tool", Content: results[used].Content, ToolCallID: call.ID})
 		used++
 	}
 }
@@ -154,9 +155,9 @@ func (c *conversation) diverge(kind, detail string) {
 }
 
 // answered records the answer to msgs, which took attempts tries.
-func (c *conversation) answered(msgs []sink.Message, resp wire.Response, attempts int) {
+func (c *conversation) answered(msgs []chat.Message, resp wire.Response, attempts int) {
 	c.last, c.final = msgs, resp
-	calls := recordToolCalls(resp.ToolCalls)
+	calls := resp.ToolCalls
 	invalid := sink.InvalidToolCalls(calls)
 	if c.full != nil {
 		c.turns = append(c.turns, sink.Turn{

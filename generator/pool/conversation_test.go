@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
@@ -23,7 +24,7 @@ import (
 // whether it fails (and how).
 type talker struct {
 	mu   sync.Mutex
-	sent [][]wire.Message
+	sent [][]chat.Message
 	fail func(last string, nth int) error // nth: how often this last turn was asked before
 	seen map[string]int
 }
@@ -64,12 +65,12 @@ type conversationSource struct {
 func newConversationSource(ids []string, turns int, trailing bool) *conversationSource {
 	s := &conversationSource{trailing: trailing}
 	for i, id := range ids {
-		var conv []dataset.Message
+		var conv []chat.Message
 		for k := range turns {
-			conv = append(conv, dataset.Message{Role: "user", Content: fmt.Sprintf("%s/u%d", id, k)}, dataset.Message{Role: "assistant"})
+			conv = append(conv, chat.Message{Role: "user", Content: fmt.Sprintf("%s/u%d", id, k)}, chat.Message{Role: "assistant"})
 		}
 		if trailing {
-			conv = append(conv, dataset.Message{Role: "user", Content: id + "/last"})
+			conv = append(conv, chat.Message{Role: "user", Content: id + "/last"})
 		}
 		s.rows = append(s.rows, dataset.Prompt{ID: id, Index: int64(i), Messages: conv[:1], Conversation: conv})
 	}
@@ -117,19 +118,19 @@ func TestWholeConversation(t *testing.T) {
 	if !ok || len(recs) != 2 {
 		t.Fatalf("records %v, want a and b", recs)
 	}
-	sys := sink.Message{Role: "system", Content: "be brief"}
-	want := []sink.Message{sys, {Role: "user", Content: "a/u0"}, {Role: "assistant", Content: "answer to a/u0"},
+	sys := chat.Message{Role: "system", Content: "be brief"}
+	want := []chat.Message{sys, {Role: "user", Content: "a/u0"}, {Role: "assistant", Content: "answer to a/u0"},
 		{Role: "user", Content: "a/u1"}, {Role: "assistant", Content: "answer to a/u1"}, {Role: "user", Content: "a/last"}}
 	if !reflect.DeepEqual(r.Messages, want) {
 		t.Errorf("the last turn was sent\n%+v\nwant\n%+v", r.Messages, want)
 	}
-	var asked [][]wire.Message
+	var asked [][]chat.Message
 	for _, m := range c.sent {
 		if strings.HasPrefix(m[len(m)-1].Content, "a/") {
 			asked = append(asked, m)
 		}
 	}
-	if len(asked) != 3 || !reflect.DeepEqual(asked[0], wireMessages(want[:2])) || !reflect.DeepEqual(asked[1], wireMessages(want[:4])) || !reflect.DeepEqual(asked[2], wireMessages(want)) {
+	if len(asked) != 3 || !reflect.DeepEqual(asked[0], want[:2]) || !reflect.DeepEqual(asked[1], want[:4]) || !reflect.DeepEqual(asked[2], want) {
 		t.Errorf("requests for a:\n%+v\nwant the conversation grown by the model's own answers, turn by turn", asked)
 	}
 	for _, m := range r.Messages {

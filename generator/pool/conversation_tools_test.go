@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
@@ -36,7 +37,7 @@ type scriptedServer struct {
 }
 
 type chatBody struct {
-	Messages   []sink.Message  `json:"messages"`
+	Messages   []chat.Message  `json:"messages"`
 	Tools      json.RawMessage `json:"tools"`
 	ToolChoice string          `json:"tool_choice"`
 	Stream     bool            `json:"stream"`
@@ -107,13 +108,13 @@ func (s *scriptedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 const scriptedTools = `[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}},{"type":"function","function":{"name":"g"}}]`
 
-func rowCall(name string) dataset.Message {
-	return dataset.Message{Role: "assistant", ToolCalls: []dataset.ToolCall{{ID: "row-" + name, Type: "function", Function: dataset.ToolFunction{Name: name, Arguments: "{}"}}}}
+func rowCall(name string) chat.Message {
+	return chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "row-" + name, Type: "function", Function: chat.ToolFunction{Name: name, Arguments: "{}"}}}}
 }
 
 // runScripted runs one row's whole conversation against a scriptedServer
 // and returns its record and the requests the server saw.
-func runScripted(t *testing.T, stream bool, conv []dataset.Message, script []scripted) (sink.Record, []chatBody) {
+func runScripted(t *testing.T, stream bool, conv []chat.Message, script []scripted) (sink.Record, []chatBody) {
 	t.Helper()
 	srv := &scriptedServer{script: script}
 	ts := httptest.NewServer(srv)
@@ -157,7 +158,7 @@ func bothShapes(t *testing.T, f func(t *testing.T, stream bool)) {
 // until it answers; the record holds every generation.
 func TestToolConversationFollowsRow(t *testing.T) {
 	bothShapes(t, func(t *testing.T, stream bool) {
-		conv := []dataset.Message{
+		conv := []chat.Message{
 			{Role: "user", Content: "Q1"},
 			rowCall("f"), {Role: "tool", Content: "r1", ToolCallID: "row-f"},
 			rowCall("f"), {Role: "tool", Content: "r2", ToolCallID: "row-f"},
@@ -177,13 +178,13 @@ func TestToolConversationFollowsRow(t *testing.T) {
 		if len(bodies) != 5 {
 			t.Fatalf("%d requests, want 5", len(bodies))
 		}
-		call := func(n int, name, args string) sink.Message {
-			return sink.Message{Role: "assistant", ToolCalls: []sink.ToolCall{{ID: fmt.Sprintf("chatcmpl-tool-%d-0", n), Type: "function", Function: sink.ToolFunction{Name: name, Arguments: args}}}}
+		call := func(n int, name, args string) chat.Message {
+			return chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: fmt.Sprintf("chatcmpl-tool-%d-0", n), Type: "function", Function: chat.ToolFunction{Name: name, Arguments: args}}}}
 		}
-		result := func(n int, content string) sink.Message {
-			return sink.Message{Role: "tool", Content: content, ToolCallID: fmt.Sprintf("chatcmpl-tool-%d-0", n)}
+		result := func(n int, content string) chat.Message {
+			return chat.Message{Role: "tool", Content: content, ToolCallID: fmt.Sprintf("chatcmpl-tool-%d-0", n)}
 		}
-		want := []sink.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "Q1"},
+		want := []chat.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "Q1"},
 			call(0, "f", `{"city": "Paris"}`), result(0, "r1"), call(1, "f", `{"city": "Par`), result(1, "r2"),
 			{Role: "assistant", Content: "T1"}, {Role: "user", Content: "Q2"}, call(3, "g", "{}"), result(3, "r3")}
 		for i, n := range []int{2, 4, 6, 8, 10} {
@@ -208,7 +209,7 @@ func TestToolConversationFollowsRow(t *testing.T) {
 // TestToolConversationDiverges: each way the target leaves the row ends the
 // conversation at that answer, the record written and saying how.
 func TestToolConversationDiverges(t *testing.T) {
-	oneCall := []dataset.Message{{Role: "user", Content: "Q"}, rowCall("f"), {Role: "tool", Content: "r1"}, {Role: "assistant"}}
+	oneCall := []chat.Message{{Role: "user", Content: "Q"}, rowCall("f"), {Role: "tool", Content: "r1"}, {Role: "assistant"}}
 	for _, tt := range []struct {
 		name   string
 		script []scripted

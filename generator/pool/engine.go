@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/shape"
@@ -250,7 +251,7 @@ func (e *Engine) Drain() { e.drainOnce.Do(func() { close(e.drain) }) }
 type task struct {
 	prompt dataset.Prompt
 	sample int
-	msgs   []sink.Message
+	msgs   []chat.Message
 	// pending: the key is in Engine.pending until the writer takes its
 	// result (pending.go).
 	pending bool

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
@@ -25,7 +26,7 @@ type endlessSource struct{ i int64 }
 func (s *endlessSource) Next() (dataset.Prompt, error) {
 	s.i++
 	id := strconv.FormatInt(s.i, 10)
-	return dataset.Prompt{ID: id, Index: s.i, Messages: []dataset.Message{{Role: "user", Content: "prompt " + id}}}, nil
+	return dataset.Prompt{ID: id, Index: s.i, Messages: []chat.Message{{Role: "user", Content: "prompt " + id}}}, nil
 }
 
 // discardSink measures the Engine alone: nothing is skipped, nothing kept.
@@ -109,7 +110,7 @@ func BenchmarkThroughput(b *testing.B) {
 	})
 	b.Run("minimal", func(b *testing.B) {
 		hc := &http.Client{Transport: wire.NewTransport(n, nil)}
-		body, _ := wire.EncodeRequest(wire.Request{Sampling: job.Sampling{Model: "test-model", MaxTokens: 64}, Messages: []wire.Message{{Role: "user", Content: "prompt 1"}}})
+		body, _ := wire.EncodeRequest(wire.Request{Sampling: job.Sampling{Model: "test-model", MaxTokens: 64}, Messages: []chat.Message{{Role: "user", Content: "prompt 1"}}})
 		measure(b, func(stop <-chan struct{}) {
 			var wg sync.WaitGroup
 			for range n {
@@ -184,5 +185,5 @@ func (s *countedSource) Next() (dataset.Prompt, error) {
 	}
 	s.i++
 	id := strconv.FormatInt(s.i, 10)
-	return dataset.Prompt{ID: id, Index: s.i, Messages: []dataset.Message{{Role: "user", Content: "prompt " + id}}}, nil
+	return dataset.Prompt{ID: id, Index: s.i, Messages: []chat.Message{{Role: "user", Content: "prompt " + id}}}, nil
 }

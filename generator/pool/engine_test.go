@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
@@ -37,7 +38,7 @@ func newSliceSource(ids ...string) *sliceSource {
 	for i, id := range ids {
 		s.prompts = append(s.prompts, dataset.Prompt{
 			ID: id, Index: int64(i), Source: "test",
-			Messages: []dataset.Message{{Role: "user", Content: "prompt " + id}},
+			Messages: []chat.Message{{Role: "user", Content: "prompt " + id}},
 		})
 	}
 	return s

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/mockserver"
@@ -93,7 +94,7 @@ func TestPacerFollowsTheStatedLimits(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1e9, 0)
 	p := newPacer(RateLimits{RequestsPerMinute: 60}, func() time.Time { return now })
-	req := wire.Request{Messages: []wire.Message{{Role: "user", Content: "0123456789012345"}}}
+	req := wire.Request{Messages: []chat.Message{{Role: "user", Content: "0123456789012345"}}}
 	req.MaxTokens = 100
 	bytes, total := p.cost(req)
 	if bytes != 20 || total != 106 {
@@ -173,7 +174,7 @@ func TestPacerSignals(t *testing.T) {
 	t.Parallel()
 	clock := time.Unix(0, 0)
 	p := newPacer(RateLimits{RequestsPerMinute: 120, TokensPerMinute: 6000}, func() time.Time { return clock })
-	req := wire.Request{Messages: []wire.Message{{Role: "user", Content: "four"}}}
+	req := wire.Request{Messages: []chat.Message{{Role: "user", Content: "four"}}}
 	req.MaxTokens = 10
 	_, cost := p.cost(req) // (4+4)/4 + 1 + 10
 	ctx := context.Background()

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/shape"
 	"github.com/synthgen/synthgen/generator/wire"
@@ -48,7 +49,7 @@ func (s *shapeServer) Complete(_ context.Context, req wire.Request, _ func(int))
 	}
 	if id == "call" { // a tool call: no content
 		return wire.Response{Model: req.Model, FinishReason: "tool_calls", PromptTokens: 5, CompletionTokens: 9, UsageKnown: true,
-			ToolCalls: []wire.ToolCall{{ID: "chatcmpl-tool-1", Type: "function", Function: wire.ToolFunction{Name: "get_weather", Arguments: `{"city":"Paris"}`}}}}, nil
+			ToolCalls: []chat.ToolCall{{ID: "chatcmpl-tool-1", Type: "function", Function: chat.ToolFunction{Name: "get_weather", Arguments: `{"city":"Paris"}`}}}}, nil
 	}
 	return wire.Response{Model: req.Model, Reasoning: "let me think {not json", Content: content, FinishReason: "stop", PromptTokens: 5, CompletionTokens: 9, UsageKnown: true}, nil
 }

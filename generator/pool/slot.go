@@ -7,6 +7,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/shape"
 	"github.com/synthgen/synthgen/generator/wire"
@@ -52,8 +53,8 @@ func (e *Engine) do(ctx, wait context.Context, route *router, j task) result {
 // asked on resume). The answer is returned by value: a pointer to it cost
 // an allocation per request.
 // Each attempt goes to the endpoint route picks (router.go).
-func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Tracker, j task, msgs []sink.Message) (resp wire.Response, attempts int, fail *sink.ErrorRecord) {
-	req := wire.Request{Sampling: e.opts.Sampling, Messages: wireMessages(msgs), Params: j.prompt.Params, Tools: j.prompt.Tools, Stream: e.opts.Stream}
+func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Tracker, j task, msgs []chat.Message) (resp wire.Response, attempts int, fail *sink.ErrorRecord) {
+	req := wire.Request{Sampling: e.opts.Sampling, Messages: msgs, Params: j.prompt.Params, Tools: j.prompt.Tools, Stream: e.opts.Stream}
 	var onDelta func(int) // a plain answer has no deltas: no closure to allocate
 	if req.Stream {
 		onDelta = tr.Delta
@@ -270,7 +271,7 @@ func (e *Engine) record(j task, c *conversation, latency time.Duration) *sink.Re
 	if model == "" {
 		model = e.opts.Sampling.Model
 	}
-	calls := recordToolCalls(resp.ToolCalls)
+	calls := resp.ToolCalls
 	invalid := sink.InvalidToolCalls(calls)
 	if c.full != nil {
 		invalid = c.invalid

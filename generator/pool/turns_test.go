@@ -7,10 +7,10 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/job"
-	"github.com/synthgen/synthgen/sink"
 )
 
 // TestNoAnswerFollowsAnAnswer: a row with two assistant turns in a row, read
@@ -57,10 +57,10 @@ func TestNoAnswerFollowsAnAnswer(t *testing.T) {
 					t.Errorf("a request ends with an assistant turn: %+v", m)
 				}
 			}
-			u := func(s string) sink.Message { return sink.Message{Role: "user", Content: s} }
-			want := [][]sink.Message{{u("u1")}}
+			u := func(s string) chat.Message { return chat.Message{Role: "user", Content: s} }
+			want := [][]chat.Message{{u("u1")}}
 			if turns == job.TurnsAll {
-				want = append(want, []sink.Message{u("u1"), {Role: "assistant", Content: "answer to u1"}, u("u2")})
+				want = append(want, []chat.Message{u("u1"), {Role: "assistant", Content: "answer to u1"}, u("u2")})
 			}
 			if len(c.sent) != len(want) {
 				t.Fatalf("sent %+v, want %+v", c.sent, want)
@@ -70,7 +70,7 @@ func TestNoAnswerFollowsAnAnswer(t *testing.T) {
 					t.Fatalf("request %d: %+v, want %+v", i, c.sent[i], want[i])
 				}
 				for j := range want[i] {
-					if !reflect.DeepEqual(c.sent[i][j], wireMessages(want[i][j : j+1])[0]) {
+					if !reflect.DeepEqual(c.sent[i][j], want[i][j : j+1][0]) {
 						t.Errorf("request %d: %+v, want %+v", i, c.sent[i], want[i])
 					}
 				}

@@ -113,88 +113,92 @@ func scanChunk(data []byte) (chunkDelta, bool) {
 func scanAnswer(data []byte, shape answerShape, tb *tokenBuf) (d chunkDelta, picked, ok bool) {
 	tb.reset()
 	s := chunkScanner{Cursor: jsonlex.Cursor{B: data}, shape: shape, tb: tb}
-	var (
-		model, object jsonlex.Span
-		pick          chunkChoice
-		usage         bool
-		counts        usageCounts
-		seen          uint8
-	)
-	s.WS()
-	if !s.Consume('{') {
+	var f answerFields
+	if !s.answer(&f) {
 		return chunkDelta{}, false, false
 	}
+	return f.delta(data, tb), f.picked, true
+}
+
+// answerFields are an answer's top-level members as the scanner found
+// them: spans of the body, its text not yet copied out.
+type answerFields struct {
+	model, object jsonlex.Span
+	pick          chunkChoice
+	picked        bool // a choice with index 0 was there
+	usage         bool
+	counts        usageCounts
+}
+
+// answer scans the whole body, one object, into f; false when the
+// reference decoder must read it (malformed, an error body, a duplicate
+// key, a key the reference would read differently).
+func (s *chunkScanner) answer(f *answerFields) bool {
+	s.WS()
+	if !s.Consume('{') {
+		return false
+	}
+	var seen uint8
 	for first := true; ; first = false {
 		key, done, ok := s.member(first)
 		if !ok {
-			return chunkDelta{}, false, false
+			return false
 		}
 		if done {
 			break
 		}
-		bit := uint8(0)
-		switch string(key.b) {
-		case "model":
-			bit = 1 << 0
-			if model, ok = s.stringOrNull(); !ok {
-				return chunkDelta{}, false, false
-			}
-		case "choices":
-			bit = 1 << 1
-			if ok = s.choices(&pick, &picked); !ok {
-				return chunkDelta{}, false, false
-			}
-		case "usage":
-			bit = 1 << 2
-			if usage, counts, ok = s.usage(); !ok {
-				return chunkDelta{}, false, false
-			}
-		case "object":
-			bit = 1 << 3
-			if object, ok = s.stringOrNull(); !ok {
-				return chunkDelta{}, false, false
-			}
-			// An error body is the reference's to classify; an escaped
-			// value is compared there too, rather than unquoted here.
-			if object.Esc || string(data[object.Lo:object.Hi]) == "error" {
-				return chunkDelta{}, false, false
-			}
-		case "error":
-			bit = 1 << 4
-			// Any value but null makes the chunk an error event.
-			if !s.null() {
-				return chunkDelta{}, false, false
-			}
-		case "message":
-			bit = 1 << 5
-			if !s.SkipValue() {
-				return chunkDelta{}, false, false
-			}
-		case "prompt_token_ids":
-			bit = 1 << 6
-			if !s.int32s(&tb.prompt) {
-				return chunkDelta{}, false, false
-			}
-		default:
-			if !s.unknown(key, topKeys) {
-				return chunkDelta{}, false, false
-			}
+		bit, ok := s.topMember(key, f)
+		if !ok {
+			return false
 		}
 		if seen&bit != 0 {
-			return chunkDelta{}, false, false // duplicate key: encoding/json merges, last wins
+			return false // duplicate key: encoding/json merges, last wins
 		}
 		seen |= bit
 	}
 	s.WS()
-	if s.I != len(data) {
-		return chunkDelta{}, false, false
-	}
+	return s.I == len(s.B)
+}
 
-	d = chunkDelta{PromptTokens: counts.prompt, CompletionTokens: counts.compl, CachedTokens: counts.cached, UsageKnown: usage}
+// topMember reads the value of the top-level member key into f. bit is
+// the member's own (0 for a key the reference ignores, which may repeat),
+// to catch a duplicate; !ok when the reference decoder must read the body.
+func (s *chunkScanner) topMember(key strKey, f *answerFields) (bit uint8, ok bool) {
+	switch string(key.b) {
+	case "model":
+		f.model, ok = s.stringOrNull()
+		return 1 << 0, ok
+	case "choices":
+		return 1 << 1, s.choices(&f.pick, &f.picked)
+	case "usage":
+		f.usage, f.counts, ok = s.usage()
+		return 1 << 2, ok
+	case "object":
+		if f.object, ok = s.stringOrNull(); !ok {
+			return 0, false
+		}
+		// An error body is the reference's to classify; an escaped
+		// value is compared there too, rather than unquoted here.
+		return 1 << 3, !f.object.Esc && string(s.B[f.object.Lo:f.object.Hi]) != "error"
+	case "error":
+		// Any value but null makes the chunk an error event.
+		return 1 << 4, s.null()
+	case "message":
+		return 1 << 5, s.SkipValue()
+	case "prompt_token_ids":
+		return 1 << 6, s.int32s(&s.tb.prompt)
+	default:
+		return 0, s.unknown(key, topKeys)
+	}
+}
+
+// delta is the chunkDelta f found in data, its token lists slices of tb.
+func (f *answerFields) delta(data []byte, tb *tokenBuf) chunkDelta {
+	d := chunkDelta{PromptTokens: f.counts.prompt, CompletionTokens: f.counts.compl, CachedTokens: f.counts.cached, UsageKnown: f.usage}
 	tb.fill(&d)
-	reasoning := pick.reasoning
+	reasoning := f.pick.reasoning
 	if reasoning.Empty() { // pickReasoning: an empty `reasoning` does not count
-		reasoning = pick.reasonAlt
+		reasoning = f.pick.reasonAlt
 	}
 	// One allocation for all the text: the fields are slices of one string,
 	// so keeping one keeps the chunk's text (a few hundred bytes) alive;
@@ -202,19 +206,19 @@ func scanAnswer(data []byte, shape answerShape, tb *tokenBuf) (d chunkDelta, pic
 	var arr [512]byte
 	buf := arr[:0]
 	var ends [4]int
-	for i, sp := range [4]jsonlex.Span{model, reasoning, pick.content, pick.finish} {
+	for i, sp := range [4]jsonlex.Span{f.model, reasoning, f.pick.content, f.pick.finish} {
 		buf = jsonlex.AppendSpan(buf, data, sp)
 		ends[i] = len(buf)
 	}
 	if len(buf) == 0 {
-		return d, picked, true
+		return d
 	}
 	all := string(buf)
 	d.Model = all[:ends[0]]
 	d.Reasoning = all[ends[0]:ends[1]]
 	d.Content = all[ends[1]:ends[2]]
 	d.FinishReason = all[ends[2]:ends[3]]
-	return d, picked, true
+	return d
 }
 
 // chunkScanner is a cursor over one chunk.

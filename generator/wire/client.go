@@ -1,3 +1,14 @@
+// Package wire is synthgen's client of OpenAI-compatible chat completion
+// servers (vLLM, SGLang, llama.cpp, hosted APIs): one request, plain or
+// streamed, read into a Response or an *Error that says whether to retry.
+// Its jobs, by file: the request body and the reading of the answer
+// (request.go, decode.go, chunkscan.go, tokenscan.go, tokens.go,
+// toolcalls.go: encoding, response and SSE decoding, tool-call delta
+// assembly); the HTTP client over them (client.go, send.go, transport.go,
+// tls.go, redact.go, ratelimit.go); stranded streams, the requests a
+// server holds without a byte while later ones are answered (stranded.go);
+// and model discovery from /v1/models (model.go). It speaks package chat's
+// messages, the record's own, so nothing is copied on the way in or out.
 package wire
 
 import (
@@ -12,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/job"
 )
 
@@ -24,16 +36,6 @@ import (
 // go-openai's own types still say what an error status was (openai.go,
 // the one file that imports it): Classify reads *openai.APIError and
 // *openai.RequestError, as go-openai reports them.
-
-// Message is one chat turn as sent. It has the record's fields
-// (sink.Message) in their order, so that the caller passes the record's
-// messages as they are (pool's wireMessages), with no copy per request.
-type Message struct {
-	Role       string     `json:"role"`
-	Content    string     `json:"content"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-}
 
 // Logprobs are an answer's per-token logprobs: the record's fields
 // (sink.Logprobs) in their order, so that the record takes them by a
@@ -105,7 +107,9 @@ const defaultMaxConns = 256
 //     extra_body's, for that row: a row's temperature 0 is sent as 0.
 type Request struct {
 	job.Sampling
-	Messages []Message
+	// Messages are encoded as they are, not copied: the caller's turns
+	// (the record's) must not change while the request is in flight.
+	Messages []chat.Message
 	// Params are the row's own request fields, values as the dataset
 	// decoded them (json.Number keeps a number as written).
 	Params map[string]any
@@ -133,7 +137,7 @@ type Response struct {
 	TTFT         time.Duration // streaming: time to the first reasoning/content delta
 	// ToolCalls are the answer's calls as the server sent them (a stream's
 	// assembled by index: toolcalls.go); nil for none.
-	ToolCalls []ToolCall
+	ToolCalls []chat.ToolCall
 	// The tokens (tokens.go), when the server sent them: the prompt's and
 	// the answer's ids, the answer's logprobs (nil: none), and what of
 	// them disagrees with usage ("" when nothing, or nothing to check).

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/job"
 )
 
@@ -91,7 +92,7 @@ func replay(t testing.TB, name string) http.HandlerFunc {
 func userReq(stream bool) Request {
 	return Request{
 		Sampling: job.Sampling{Model: "Qwen/Qwen3-8B", MaxTokens: 64, Temperature: 0.6, TopP: 0.95},
-		Messages: []Message{{Role: "user", Content: "What is 2+2?"}},
+		Messages: []chat.Message{{Role: "user", Content: "What is 2+2?"}},
 
 		Stream: stream,
 	}
@@ -278,7 +279,7 @@ func TestRequestBody(t *testing.T) {
 			s := newServer(t, replay(t, file))
 			req := Request{
 				Sampling: job.Sampling{Model: "Qwen/Qwen3-8B", MaxTokens: 1024, Temperature: 0, TopP: 0.95, Extra: tt.extra},
-				Messages: []Message{
+				Messages: []chat.Message{
 					{Role: "system", Content: "You are terse."},
 					{Role: "user", Content: "Say \"hi\"\n\t<ok> & done ✓"},
 				},

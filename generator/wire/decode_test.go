@@ -19,6 +19,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/job"
 )
 
@@ -202,7 +203,7 @@ func TestEncodeRequestStrings(t *testing.T) {
 		"", "plain", `quote " and \ backslash`, "new\nline\ttab\r\x00\x1f\x7f", "<tag> & 'x'",
 		"ünïcødé ✓ 😊", "\u2028\u2029", "bad \xff utf8 \xe2\x82", strings.Repeat("long ", 1000),
 	} {
-		req := Request{Sampling: job.Sampling{Model: s}, Messages: []Message{{Role: "user", Content: s}}}
+		req := Request{Sampling: job.Sampling{Model: s}, Messages: []chat.Message{{Role: "user", Content: s}}}
 		body, err := EncodeRequest(req)
 		if err != nil {
 			t.Fatal(err)
@@ -312,7 +313,7 @@ func FuzzEncodeRequest(f *testing.F) {
 	f.Add("Qwen/Qwen3-8B", "user", "What is 2+2?", 0.0)
 	f.Add("m", "system", "\x00\"\\\n\xff😊", 0.6)
 	f.Fuzz(func(t *testing.T, model, role, content string, temp float64) {
-		body, err := EncodeRequest(Request{Sampling: job.Sampling{Model: model, Temperature: temp}, Messages: []Message{{Role: role, Content: content}}, Stream: true})
+		body, err := EncodeRequest(Request{Sampling: job.Sampling{Model: model, Temperature: temp}, Messages: []chat.Message{{Role: role, Content: content}}, Stream: true})
 		if err != nil {
 			return // NaN or Inf temperature: refused, never sent
 		}
@@ -334,7 +335,7 @@ func FuzzEncodeRequest(f *testing.F) {
 func BenchmarkEncodeRequest(b *testing.B) {
 	req := Request{
 		Sampling: job.Sampling{Model: "Qwen/Qwen3-8B", MaxTokens: 8192, Temperature: 0.6, TopP: 0.95, Extra: map[string]any{"top_k": 20, "chat_template_kwargs": map[string]any{"enable_thinking": true}}},
-		Messages: []Message{
+		Messages: []chat.Message{
 			{Role: "system", Content: "You are a helpful assistant."},
 			{Role: "user", Content: strings.Repeat("Explain the difference between a process and a thread. ", 30)},
 		},
@@ -404,7 +405,7 @@ func TestEncodeRequestRowParams(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body, err := EncodeRequest(Request{Sampling: spec, Messages: []Message{}, Params: tt.params})
+			body, err := EncodeRequest(Request{Sampling: spec, Messages: []chat.Message{}, Params: tt.params})
 			if err != nil {
 				t.Fatal(err)
 			}

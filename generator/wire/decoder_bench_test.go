@@ -59,6 +59,9 @@ func BenchmarkStreamDecoder(b *testing.B) {
 	}))
 	b.Cleanup(s.Close)
 	req := userReq(true)
+	// Room for every chunk: userReq's 64 tokens would have the answer cut
+	// as overlong (answerBound) long before its 512 chunks.
+	req.MaxTokens = 2 * textChunks
 	for _, dec := range chunkDecoders {
 		b.Run(dec.name, func(b *testing.B) {
 			c := New(Options{BaseURL: s.URL + "/v1", MaxConns: 4})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/mockserver"
 )
@@ -23,7 +24,7 @@ func TestLimitsStatedInEveryAnswer(t *testing.T) {
 		t.Cleanup(ts.Close)
 		c := New(Options{BaseURL: ts.URL + "/v1"})
 		req := Request{Sampling: job.Sampling{Model: "m", MaxTokens: 10}, Stream: stream,
-			Messages: []Message{{Role: "user", Content: "two words"}}}
+			Messages: []chat.Message{{Role: "user", Content: "two words"}}}
 		r, err := c.Complete(context.Background(), req, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -27,19 +27,8 @@ import (
 // when Logprobs > 0, then Extra's keys in sorted order, then the row's
 // Params in sorted order, each replacing the field of the same name.
 func EncodeRequest(req Request) ([]byte, error) {
-	if _, ok := req.Extra["stream"]; ok {
-		return nil, errors.New(`extra_body: "stream" is set by generation.stream, not extra_body`)
-	}
-	for _, k := range []string{"stream", "stream_options", "model", "messages"} {
-		if _, ok := req.Params[k]; ok {
-			return nil, fmt.Errorf("the row's %q cannot replace the job's", k)
-		}
-	}
-	if math.IsNaN(req.Temperature) || math.IsInf(req.Temperature, 0) {
-		return nil, fmt.Errorf("temperature: %v is not a JSON number", req.Temperature)
-	}
-	if math.IsNaN(req.TopP) || math.IsInf(req.TopP, 0) {
-		return nil, fmt.Errorf("top_p: %v is not a JSON number", req.TopP)
+	if err := checkRequest(&req); err != nil {
+		return nil, err
 	}
 	n := 128
 	for _, m := range req.Messages {
@@ -47,7 +36,49 @@ func EncodeRequest(req Request) ([]byte, error) {
 	}
 	w := newBodyWriter(n)
 	w.buf.WriteByte('{')
-	first := true
+	first, err := w.jobFields(&req)
+	if err != nil {
+		return nil, err
+	}
+	if first, err = w.fields(first, "extra_body.", req.Extra, req.rowHas); err != nil {
+		return nil, err
+	}
+	if _, err = w.fields(first, "the row's ", req.Params, nil); err != nil {
+		return nil, err
+	}
+	if w.err != nil {
+		return nil, w.err
+	}
+	w.buf.WriteByte('}')
+	return w.buf.Bytes(), nil
+}
+
+// checkRequest refuses a request whose body could not be what it means:
+// a field only synthgen sets that extra_body or the row would replace, a
+// temperature or top_p that JSON cannot hold.
+func checkRequest(req *Request) error {
+	if _, ok := req.Extra["stream"]; ok {
+		return errors.New(`extra_body: "stream" is set by generation.stream, not extra_body`)
+	}
+	for _, k := range []string{"stream", "stream_options", "model", "messages"} {
+		if _, ok := req.Params[k]; ok {
+			return fmt.Errorf("the row's %q cannot replace the job's", k)
+		}
+	}
+	if math.IsNaN(req.Temperature) || math.IsInf(req.Temperature, 0) {
+		return fmt.Errorf("temperature: %v is not a JSON number", req.Temperature)
+	}
+	if math.IsNaN(req.TopP) || math.IsInf(req.TopP, 0) {
+		return fmt.Errorf("top_p: %v is not a JSON number", req.TopP)
+	}
+	return nil
+}
+
+// jobFields writes the fields synthgen sets itself, in EncodeRequest's
+// order, each one left out when extra_body or the row sets it instead
+// (fields writes those after). first says whether none was written.
+func (w *bodyWriter) jobFields(req *Request) (first bool, err error) {
+	first = true
 	key := func(k string) bool {
 		if _, over := req.Extra[k]; over || req.rowHas(k) {
 			return false
@@ -68,7 +99,7 @@ func EncodeRequest(req Request) ([]byte, error) {
 	}
 	if req.Tools != "" {
 		if !json.Valid([]byte(req.Tools)) {
-			return nil, errors.New("tools: the row's tools are not JSON")
+			return first, errors.New("tools: the row's tools are not JSON")
 		}
 		if key("tools") {
 			w.buf.WriteString(req.Tools)
@@ -115,18 +146,7 @@ func EncodeRequest(req Request) ([]byte, error) {
 			w.buf.WriteString("true")
 		}
 	}
-	var err error
-	if first, err = w.fields(first, "extra_body.", req.Extra, req.rowHas); err != nil {
-		return nil, err
-	}
-	if _, err = w.fields(first, "the row's ", req.Params, nil); err != nil {
-		return nil, err
-	}
-	if w.err != nil {
-		return nil, w.err
-	}
-	w.buf.WriteByte('}')
-	return w.buf.Bytes(), nil
+	return first, nil
 }
 
 // bodyWriter writes the body's strings and messages with encoding/json,

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/mockserver"
 )
 
@@ -38,7 +39,7 @@ func TestStrandedStreamsAreCut(t *testing.T) {
 	c := New(Options{BaseURL: "http://" + addr + "/v1", StallTimeout: 2 * time.Second, OnAwait: func(d int) { awaiting.Add(int64(d)) }})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	req := Request{Stream: true, Messages: []Message{{Role: "user", Content: "a long answer please"}}}
+	req := Request{Stream: true, Messages: []chat.Message{{Role: "user", Content: "a long answer please"}}}
 	req.Model, req.MaxTokens = "m", 30
 
 	type outcome struct {
@@ -270,7 +271,7 @@ func TestPlainRequestsLostToARestartAreCut(t *testing.T) {
 	c.await.idleGrace = 0 // the requests were sent a moment before the scrape (TestIdleRuleWaitsItsGrace holds the grace)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	req := Request{Messages: []Message{{Role: "user", Content: "a long answer please"}}}
+	req := Request{Messages: []chat.Message{{Role: "user", Content: "a long answer please"}}}
 	req.Model, req.MaxTokens = "m", 30
 	first := make(chan error, 3)
 	for range 3 {

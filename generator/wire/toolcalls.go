@@ -10,22 +10,9 @@ package wire
 import (
 	"encoding/json"
 	"slices"
+
+	"github.com/synthgen/synthgen/chat"
 )
-
-// ToolCall is one call of a tool, OpenAI's shape (the record's
-// sink.ToolCall, field for field). Arguments is the text the server sent,
-// valid JSON or not.
-type ToolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function ToolFunction `json:"function"`
-}
-
-// ToolFunction is the function a ToolCall names and its arguments.
-type ToolFunction struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
 
 // toolCallJSON is one entry of a message's or a delta's tool_calls.
 // Arguments are raw: a string is its text, anything else (a server that
@@ -44,7 +31,7 @@ type toolCallJSON struct {
 // its index (the position when the server named none) and what it carries.
 type toolDelta struct {
 	Index int
-	Call  ToolCall
+	Call  chat.ToolCall
 }
 
 // toolDeltas is what a decoded tool_calls list carries; nil for none.
@@ -59,8 +46,8 @@ func toolDeltas(in []toolCallJSON) []toolDelta {
 		if t.Index != nil {
 			idx = *t.Index
 		}
-		out[i] = toolDelta{Index: idx, Call: ToolCall{ID: t.ID, Type: t.Type,
-			Function: ToolFunction{Name: t.Function.Name, Arguments: argumentsText(t.Function.Arguments)}}}
+		out[i] = toolDelta{Index: idx, Call: chat.ToolCall{ID: t.ID, Type: t.Type,
+			Function: chat.ToolFunction{Name: t.Function.Name, Arguments: argumentsText(t.Function.Arguments)}}}
 	}
 	return out
 }
@@ -84,7 +71,7 @@ func argumentsText(raw json.RawMessage) string {
 // from the first delta that names them, its arguments' fragments
 // concatenated in order; calls in the order their index first came.
 type toolAcc struct {
-	calls []ToolCall
+	calls []chat.ToolCall
 	args  [][]byte
 	at    map[int]int // index -> position in calls
 	size  int         // bytes of names and arguments, for the answer's bound
@@ -99,7 +86,7 @@ func (t *toolAcc) add(ds []toolDelta) {
 			}
 			pos = len(t.calls)
 			t.at[d.Index] = pos
-			t.calls = append(t.calls, ToolCall{})
+			t.calls = append(t.calls, chat.ToolCall{})
 			t.args = append(t.args, nil)
 		}
 		c := &t.calls[pos]
@@ -118,11 +105,11 @@ func (t *toolAcc) add(ds []toolDelta) {
 }
 
 // result is the calls assembled; nil for none.
-func (t *toolAcc) result() []ToolCall {
+func (t *toolAcc) result() []chat.ToolCall {
 	if len(t.calls) == 0 {
 		return nil
 	}
-	out := make([]ToolCall, len(t.calls))
+	out := make([]chat.ToolCall, len(t.calls))
 	for i := range t.calls {
 		out[i] = t.calls[i]
 		out[i].Function.Arguments = string(t.args[i])
@@ -131,7 +118,7 @@ func (t *toolAcc) result() []ToolCall {
 }
 
 // plainToolCalls is a plain message's calls, as sent.
-func plainToolCalls(ds []toolDelta) []ToolCall {
+func plainToolCalls(ds []toolDelta) []chat.ToolCall {
 	var t toolAcc
 	t.add(ds)
 	return t.result()
@@ -139,7 +126,7 @@ func plainToolCalls(ds []toolDelta) []ToolCall {
 
 // message writes one turn: role, content (null for an assistant turn of
 // tool calls alone, as OpenAI's shape has it), tool_calls, tool_call_id.
-func (w *bodyWriter) message(m *Message) {
+func (w *bodyWriter) message(m *chat.Message) {
 	w.buf.WriteString(`{"role":`)
 	w.value(m.Role)
 	w.buf.WriteString(`,"content":`)
@@ -161,11 +148,11 @@ func (w *bodyWriter) message(m *Message) {
 
 // messages writes the conversation, [] when empty: by encoding/json in
 // one call, as ever, unless a turn calls tools (whose content may be null).
-func (w *bodyWriter) messages(msgs []Message) {
+func (w *bodyWriter) messages(msgs []chat.Message) {
 	if msgs == nil {
-		msgs = []Message{}
+		msgs = []chat.Message{}
 	}
-	if !slices.ContainsFunc(msgs, func(m Message) bool { return len(m.ToolCalls) > 0 }) {
+	if !slices.ContainsFunc(msgs, func(m chat.Message) bool { return len(m.ToolCalls) > 0 }) {
 		w.value(msgs)
 		return
 	}

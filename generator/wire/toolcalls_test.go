@@ -6,13 +6,15 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/synthgen/synthgen/chat"
 )
 
 // vllmCalls are the calls of plain_both_content_null_tool_calls.json and
 // stream_tool_calls.sse, as the server sent them.
-var vllmCalls = []ToolCall{
-	{ID: "chatcmpl-tool-9cfff31470c8d39b", Type: "function", Function: ToolFunction{Name: "add", Arguments: `{"a": 3, "b": 5}`}},
-	{ID: "chatcmpl-tool-afe2dd0e7aedad5f", Type: "function", Function: ToolFunction{Name: "multiply", Arguments: `{"a": 8, "b": 8}`}},
+var vllmCalls = []chat.ToolCall{
+	{ID: "chatcmpl-tool-9cfff31470c8d39b", Type: "function", Function: chat.ToolFunction{Name: "add", Arguments: `{"a": 3, "b": 5}`}},
+	{ID: "chatcmpl-tool-afe2dd0e7aedad5f", Type: "function", Function: chat.ToolFunction{Name: "multiply", Arguments: `{"a": 8, "b": 8}`}},
 }
 
 // TestToolCallsFromAnswers: a plain answer's tool_calls and a stream's
@@ -65,9 +67,9 @@ func TestToolCallsAssembledByIndex(t *testing.T) {
 		a.add(&d)
 	}
 	r := a.result()
-	want := []ToolCall{
-		{ID: "b", Type: "function", Function: ToolFunction{Name: "g", Arguments: "[1,2"}},
-		{ID: "a", Function: ToolFunction{Name: "f", Arguments: `{"x": 1}`}},
+	want := []chat.ToolCall{
+		{ID: "b", Type: "function", Function: chat.ToolFunction{Name: "g", Arguments: "[1,2"}},
+		{ID: "a", Function: chat.ToolFunction{Name: "f", Arguments: `{"x": 1}`}},
 	}
 	if !reflect.DeepEqual(r.ToolCalls, want) || r.Chunks != 5 {
 		t.Errorf("calls %+v (%d chunks), want %+v", r.ToolCalls, r.Chunks, want)
@@ -80,9 +82,9 @@ func TestToolCallsAssembledByIndex(t *testing.T) {
 func TestEncodeRequestTools(t *testing.T) {
 	t.Parallel()
 	tools := `[{"type":"function","function":{"name":"f","description":"<x>"}}]`
-	req := Request{Messages: []Message{
+	req := Request{Messages: []chat.Message{
 		{Role: "user", Content: "Q"},
-		{Role: "assistant", ToolCalls: []ToolCall{{ID: "c1", Type: "function", Function: ToolFunction{Name: "f", Arguments: `{"a":"<b>"}`}}}},
+		{Role: "assistant", ToolCalls: []chat.ToolCall{{ID: "c1", Type: "function", Function: chat.ToolFunction{Name: "f", Arguments: `{"a":"<b>"}`}}}},
 		{Role: "tool", Content: "r", ToolCallID: "c1"},
 	}, Tools: tools}
 	req.Model = "m"

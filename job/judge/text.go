@@ -21,7 +21,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/synthgen/synthgen/dataset/template"
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/internal/human"
 	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/job/plan"
@@ -83,7 +83,7 @@ func (p *printer) dir(d Dir, title string) {
 	p.printf("== %s ==\n", title)
 	if m := r.Manifest; m != nil && len(r.Dirs) == 0 {
 		model := ""
-		var turns []template.Message
+		var turns []chat.Message
 		if job, err := job.ManifestJob(r.Dir, m.Job, m.Legacy); err == nil {
 			model, turns = job.Sampling.Model, job.Prompt.Template
 		}
@@ -322,7 +322,7 @@ func orNone(s string) string {
 
 // template prints the job's prompt.messages, each turn's template as
 // written (quoted: newlines as \n).
-func (p *printer) template(turns []template.Message) {
+func (p *printer) template(turns []chat.Message) {
 	if len(turns) == 0 {
 		return
 	}

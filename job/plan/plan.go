@@ -12,9 +12,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/dataset/stamp"
-	"github.com/synthgen/synthgen/dataset/template"
 	"github.com/synthgen/synthgen/internal/extsort"
 	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/sink"
@@ -76,9 +76,9 @@ type Planner struct {
 }
 
 type planTarget struct {
-	sel      dataset.Selection  // the dataset read and, for one job, its rows
-	whole    bool               // generation.turns: all: a row's every turn is read
-	template []template.Message // prompt.messages: a row that does not render is bad
+	sel      dataset.Selection // the dataset read and, for one job, its rows
+	whole    bool              // generation.turns: all: a row's every turn is read
+	template []chat.Message    // prompt.messages: a row that does not render is bad
 	contains func(index int64) bool
 	held     Holdings
 	distinct int64 // distinct keys on disk
@@ -158,7 +158,7 @@ func (p *Planner) Count(path string) {
 		}
 		var g *group
 		for _, h := range groups {
-			if sameRows(h.opts.Selection, t.sel) && h.opts.Conversations == t.whole && slices.Equal(h.opts.Template, t.template) {
+			if sameRows(h.opts.Selection, t.sel) && h.opts.Conversations == t.whole && slices.EqualFunc(h.opts.Template, t.template, sameTurn) {
 				g = h
 				break
 			}
@@ -416,3 +416,7 @@ func Resolve(sel dataset.Selection) string {
 	}
 	return p
 }
+
+// sameTurn says whether two prompt.messages turns are the same: a
+// template's turn is a role and a content template, never tool calls.
+func sameTurn(a, b chat.Message) bool { return a.Role == b.Role && a.Content == b.Content }

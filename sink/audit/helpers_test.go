@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -45,7 +46,7 @@ func testRecord(i int) *sink.Record {
 		ID:     strconv.Itoa(i),
 		Sample: i % 2,
 		Source: "math",
-		Messages: []sink.Message{
+		Messages: []chat.Message{
 			{Role: "system", Content: "be brief"},
 			{Role: "user", Content: fmt.Sprintf("question %d: is <b> & \"c\" \n ok?", i)},
 		},

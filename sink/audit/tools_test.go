@@ -4,6 +4,7 @@ import (
 	"maps"
 	"testing"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -12,8 +13,8 @@ import (
 // Parquet alike.
 func TestToolCounts(t *testing.T) {
 	t.Parallel()
-	call := func(args string) sink.ToolCall {
-		return sink.ToolCall{ID: "c", Type: "function", Function: sink.ToolFunction{Name: "f", Arguments: args}}
+	call := func(args string) chat.ToolCall {
+		return chat.ToolCall{ID: "c", Type: "function", Function: chat.ToolFunction{Name: "f", Arguments: args}}
 	}
 	for _, format := range []string{"jsonl", "parquet"} {
 		t.Run(format, func(t *testing.T) {
@@ -22,12 +23,12 @@ func TestToolCounts(t *testing.T) {
 			recs := []*sink.Record{testRecord(0), testRecord(1), testRecord(2), testRecord(3)}
 			// A first-turn answer with two calls, one not JSON.
 			recs[0].Turns = nil
-			recs[0].ToolCalls, recs[0].ToolCallsInvalid = []sink.ToolCall{call("{}"), call("{")}, 1
+			recs[0].ToolCalls, recs[0].ToolCallsInvalid = []chat.ToolCall{call("{}"), call("{")}, 1
 			// A whole conversation: a call, then the answer.
-			recs[1].Turns = []sink.Turn{{ToolCalls: []sink.ToolCall{call("{")}, ToolCallsInvalid: 1}, {Content: "done"}}
+			recs[1].Turns = []sink.Turn{{ToolCalls: []chat.ToolCall{call("{")}, ToolCallsInvalid: 1}, {Content: "done"}}
 			recs[1].ToolCallsInvalid = 1
 			// One that diverged at its second call.
-			recs[2].Turns = []sink.Turn{{ToolCalls: []sink.ToolCall{call("{}")}}, {ToolCalls: []sink.ToolCall{call("{}")}}}
+			recs[2].Turns = []sink.Turn{{ToolCalls: []chat.ToolCall{call("{}")}}, {ToolCalls: []chat.ToolCall{call("{}")}}}
 			recs[2].ToolCalls = recs[2].Turns[1].ToolCalls
 			recs[2].Divergence = &sink.Divergence{Kind: sink.DivergedMoreCalls, Turn: 1, Detail: "f"}
 			// One that answered where its row called: no call at all.

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/autoconc"
 	"github.com/synthgen/synthgen/generator/runstats"
@@ -61,7 +62,7 @@ func fixtureRecord(i int) sink.Record {
 	r := sink.Record{
 		ID:     strconv.Itoa(i),
 		Source: []string{"math", "code", "chat"}[i%3],
-		Messages: []sink.Message{
+		Messages: []chat.Message{
 			{Role: "system", Content: "be brief"},
 			{Role: "user", Content: fmt.Sprintf("question %d: explain %s", i, strings.Repeat("why ", i%5+1))},
 		},

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
-	"github.com/synthgen/synthgen/sink"
 )
 
 // FuzzViewHistory: whatever history.jsonl holds (torn lines, other JSON,
@@ -90,7 +90,7 @@ func FuzzViewTools(f *testing.F) {
 	f.Add(`{"function":{}}`, "\xff[")
 	f.Fuzz(func(t *testing.T, tools, args string) {
 		_ = toolsOf(tools)
-		c := toolCallsOf([]sink.ToolCall{{ID: "a", Function: sink.ToolFunction{Arguments: args}}}, []sink.Message{{Role: "tool", ToolCallID: "a", Content: args}})
+		c := toolCallsOf([]chat.ToolCall{{ID: "a", Function: chat.ToolFunction{Arguments: args}}}, []chat.Message{{Role: "tool", ToolCallID: "a", Content: args}})
 		if len(c) != 1 || len(c[0].Results) != 1 {
 			t.Fatalf("calls %+v", c)
 		}

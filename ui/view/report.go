@@ -21,6 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/internal/durable"
 	"github.com/synthgen/synthgen/sink"
 )
@@ -192,7 +193,7 @@ func cutRecord(rec *sink.Record, n int) (*sink.Record, bool) {
 		return s[:i] + fmt.Sprintf("\n[… %d more bytes: the directory holds them all]", len(s)-i)
 	}
 	r.Reasoning, r.Content = c(r.Reasoning), c(r.Content)
-	r.Messages = append([]sink.Message(nil), rec.Messages...)
+	r.Messages = append([]chat.Message(nil), rec.Messages...)
 	for i := range r.Messages {
 		r.Messages[i].Content = c(r.Messages[i].Content)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -106,7 +107,7 @@ func writeScaleDir(t *testing.T, dir, format string, n int) {
 	for i := range n {
 		r := sink.Record{
 			ID: strconv.Itoa(i), Source: "math",
-			Messages:  []sink.Message{{Role: "user", Content: fmt.Sprintf("question %d: %s", i, text(i, 120))}},
+			Messages:  []chat.Message{{Role: "user", Content: fmt.Sprintf("question %d: %s", i, text(i, 120))}},
 			Reasoning: text(i, 300+i%400), Content: text(i+1, 200+i%300),
 			FinishReason: "stop", Model: "mock-model", PromptTokens: 40 + i%30, CompletionTokens: 100 + i%1900,
 			LatencyMS: float64(500 + i%9000), TTFTMS: float64(20 + i%300), Attempts: 1,

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -24,7 +25,7 @@ type callView struct {
 
 // toolCallsOf is calls as the page shows them, each with the results in
 // msgs that name its id.
-func toolCallsOf(calls []sink.ToolCall, msgs []sink.Message) []callView {
+func toolCallsOf(calls []chat.ToolCall, msgs []chat.Message) []callView {
 	out := make([]callView, 0, len(calls))
 	for _, c := range calls {
 		v := callView{ID: c.ID, Name: c.Function.Name, Args: c.Function.Arguments}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -35,23 +36,23 @@ func toolRecord(i int) sink.Record {
 		return r
 	}
 	id := "call_" + strconv.Itoa(i)
-	first := sink.ToolCall{ID: id, Type: "function", Function: sink.ToolFunction{Name: "get_weather", Arguments: `{"city":"Paris","days":2}`}}
+	first := chat.ToolCall{ID: id, Type: "function", Function: chat.ToolFunction{Name: "get_weather", Arguments: `{"city":"Paris","days":2}`}}
 	r.Tools = toolsJSON
 	r.Messages = append(r.Messages,
-		sink.Message{Role: "assistant", ToolCalls: []sink.ToolCall{first}},
-		sink.Message{Role: "tool", ToolCallID: id, Content: weatherReply + " #" + strconv.Itoa(i)})
+		chat.Message{Role: "assistant", ToolCalls: []chat.ToolCall{first}},
+		chat.Message{Role: "tool", ToolCallID: id, Content: weatherReply + " #" + strconv.Itoa(i)})
 	last := sink.Turn{Content: "It is clear in Paris.", FinishReason: "stop", CompletionTokens: 9}
 	if i%6 == 4 {
-		last = sink.Turn{FinishReason: "tool_calls", CompletionTokens: 12, ToolCallsInvalid: 1, ToolCalls: []sink.ToolCall{
-			{ID: "call_x", Type: "function", Function: sink.ToolFunction{Name: hostileTool, Arguments: hostileArgs}},
-			{ID: "call_y", Type: "function", Function: sink.ToolFunction{Name: "get_weather", Arguments: invalidArgs}}}}
+		last = sink.Turn{FinishReason: "tool_calls", CompletionTokens: 12, ToolCallsInvalid: 1, ToolCalls: []chat.ToolCall{
+			{ID: "call_x", Type: "function", Function: chat.ToolFunction{Name: hostileTool, Arguments: hostileArgs}},
+			{ID: "call_y", Type: "function", Function: chat.ToolFunction{Name: "get_weather", Arguments: invalidArgs}}}}
 		r.Divergence = &sink.Divergence{Kind: sink.DivergedUnknownTool, Turn: 1, Detail: hostileTool}
 	}
 	if i == 7 { // one generation, not a whole conversation: its answer is the call
-		r.Messages, r.Content, r.FinishReason, r.ToolCalls = r.Messages[:2], "", "tool_calls", []sink.ToolCall{first}
+		r.Messages, r.Content, r.FinishReason, r.ToolCalls = r.Messages[:2], "", "tool_calls", []chat.ToolCall{first}
 		return r
 	}
-	r.Turns = []sink.Turn{{FinishReason: "tool_calls", CompletionTokens: 14, ToolCalls: []sink.ToolCall{first}}, last}
+	r.Turns = []sink.Turn{{FinishReason: "tool_calls", CompletionTokens: 14, ToolCalls: []chat.ToolCall{first}}, last}
 	r.Content, r.FinishReason, r.ToolCalls, r.ToolCallsInvalid = last.Content, last.FinishReason, last.ToolCalls, last.ToolCallsInvalid
 	return r
 }
@@ -85,12 +86,12 @@ func toolsDir(t *testing.T, format string, n int) ([]sink.Record, string) {
 // TestToolCallsOf: valid arguments pretty-printed, invalid ones kept as
 // sent and flagged, each call with the results naming its id only.
 func TestToolCallsOf(t *testing.T) {
-	calls := []sink.ToolCall{
-		{ID: "a", Function: sink.ToolFunction{Name: "f", Arguments: `{"x":1}`}},
-		{ID: "b", Function: sink.ToolFunction{Name: "g", Arguments: invalidArgs}},
-		{Function: sink.ToolFunction{Name: "h", Arguments: `{}`}},
+	calls := []chat.ToolCall{
+		{ID: "a", Function: chat.ToolFunction{Name: "f", Arguments: `{"x":1}`}},
+		{ID: "b", Function: chat.ToolFunction{Name: "g", Arguments: invalidArgs}},
+		{Function: chat.ToolFunction{Name: "h", Arguments: `{}`}},
 	}
-	msgs := []sink.Message{{Role: "tool", ToolCallID: "b", Content: "rb"}, {Role: "user", ToolCallID: "a", Content: "not a result"},
+	msgs := []chat.Message{{Role: "tool", ToolCallID: "b", Content: "rb"}, {Role: "user", ToolCallID: "a", Content: "not a result"},
 		{Role: "tool", ToolCallID: "a", Content: "ra"}, {Role: "tool", Content: "no id"}}
 	got := toolCallsOf(calls, msgs)
 	want := []callView{
