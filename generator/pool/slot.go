@@ -5,6 +5,8 @@ package pool
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/synthgen/synthgen/generator/runstats"
@@ -158,6 +160,14 @@ func (e *Engine) attempt(ctx, wait context.Context, route *router, tr *runstats.
 	// Its share of the endpoint's rate limits first (pace.go): the wait
 	// is in the slot, so the limits are back-pressure too.
 	promptBytes, tokens := ep.pace.cost(req)
+	if limit, never := ep.pace.neverFits(tokens); never {
+		// No wait lets it in: said at the first stated limit, instead
+		// of 429s paced until the outage bound.
+		route.unpick(l)
+		a.ce = neverFitsError(req.MaxTokens, tokens, limit)
+		a.err = a.ce
+		return a, true
+	}
 	if ep.pace.wait(wait, tokens) != nil {
 		route.unpick(l)
 		return a, false
@@ -195,6 +205,13 @@ func (e *Engine) attempt(ctx, wait context.Context, route *router, tr *runstats.
 		}
 	}
 	return a, true
+}
+
+// neverFitsError is the failure of a request of tokens (max_tokens among
+// them) that the server's stated tokens a minute, limit, can never admit:
+// not retryable, naming both numbers.
+func neverFitsError(maxTokens, tokens, limit int) *wire.Error {
+	return &wire.Error{Status: http.StatusTooManyRequests, Cause: "http_429", Message: fmt.Sprintf("max_tokens %d plus the prompt (%d tokens in all, as the server counts them) can never fit its stated limit of %d tokens a minute (x-ratelimit-limit-tokens): lower generation.max_tokens", maxTokens, tokens, limit)}
 }
 
 // outcome is what decide needs of attempt a; its two questions with
