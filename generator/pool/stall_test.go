@@ -191,7 +191,15 @@ func TestSilentReplicasAreRoutedAround(t *testing.T) {
 	group := wire.NewReplicas()
 	targets := make([]Endpoint, len(urls))
 	for i, u := range urls {
-		targets[i] = Endpoint{URL: u, Client: wire.New(wire.Options{BaseURL: u, MaxConns: conc, Timeout: 10 * time.Minute, StallTimeout: 200 * time.Millisecond, Replicas: group})}
+		// The silent replicas' loss is judged by their own clients'
+		// stall timeout; the well one's is long, so that a gap in its
+		// streams on a loaded machine is never cut as a stall (which,
+		// once the silent ones are out, would be the prompt's attempt).
+		stall := 200 * time.Millisecond
+		if i == 0 {
+			stall = 10 * time.Minute
+		}
+		targets[i] = Endpoint{URL: u, Client: wire.New(wire.Options{BaseURL: u, MaxConns: conc, Timeout: 10 * time.Minute, StallTimeout: stall, Replicas: group})}
 	}
 	stats := runstats.NewStats(nil)
 	stats.SetEndpoints(urls)
@@ -261,7 +269,11 @@ func TestLoneSilentRequestMoves(t *testing.T) {
 	group := wire.NewReplicas()
 	targets := make([]Endpoint, len(urls))
 	for i, u := range urls {
-		targets[i] = Endpoint{URL: u, Client: wire.New(wire.Options{BaseURL: u, MaxConns: 1, Timeout: 10 * time.Minute, StallTimeout: 100 * time.Millisecond, Replicas: group})}
+		stall := 100 * time.Millisecond
+		if i == 1 {
+			stall = 10 * time.Minute // the sound one's gaps on a loaded machine are not stalls
+		}
+		targets[i] = Endpoint{URL: u, Client: wire.New(wire.Options{BaseURL: u, MaxConns: 1, Timeout: 10 * time.Minute, StallTimeout: stall, Replicas: group})}
 	}
 	stats := runstats.NewStats(nil)
 	stats.SetEndpoints(urls)
