@@ -89,6 +89,7 @@ type pacer struct {
 	only429   time.Time     // since when every answer was a 429; zero: the last was not
 	out       bool          // said to be out (outageAfter of 429s)
 	rounds    int           // holds of 429s that said nothing since the last answer
+	saidNever bool          // a request was found never to fit the stated tokens a minute
 
 	waiting atomic.Int64 // requests waiting for their share now
 
@@ -389,17 +390,23 @@ func (p *pacer) limited(e *wire.Error) (hold time.Duration, ok bool, said string
 // neverFits reports whether a request of tokens (its prompt's estimate
 // plus its max_tokens, as cost counts it) exceeds the tokens a minute the
 // server stated: no wait lets it in, and each 429 would only be paced.
-func (p *pacer) neverFits(tokens int) (limit int, never bool) {
+// first is set on the first request found never to fit, so that the run's
+// log says it once.
+func (p *pacer) neverFits(tokens int) (limit int, never, first bool) {
 	if p == nil {
-		return 0, false
+		return 0, false, false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.stated[1] || p.tok == nil {
-		return 0, false
+		return 0, false, false
 	}
 	limit = p.tok.Burst()
-	return limit, tokens > limit
+	if tokens <= limit {
+		return limit, false, false
+	}
+	first, p.saidNever = !p.saidNever, true
+	return limit, true, first
 }
 
 // outSince is when an endpoint said to be out began answering only 429s.

@@ -237,14 +237,17 @@ func TestAnUnsaid429BacksOffByRounds(t *testing.T) {
 func TestNeverFitsTheStatedTokenLimit(t *testing.T) {
 	t.Parallel()
 	p := newPacer(RateLimits{TokensPerMinute: 5000}, RetryPolicy{}, time.Now)
-	if _, never := p.neverFits(20010); never {
+	if _, never, _ := p.neverFits(20010); never {
 		t.Fatal("a configured limit taken for the server's")
 	}
 	p.limited(&wire.Error{Status: 429, Limits: wire.Limits{Tokens: wire.Limit{Known: true, Limit: 10000, Remaining: 10000}}})
-	if limit, never := p.neverFits(20010); !never || limit != 10000 {
-		t.Fatalf("20010 tokens against a stated 10000: limit %d, never %v", limit, never)
+	if limit, never, first := p.neverFits(20010); !never || limit != 10000 || !first {
+		t.Fatalf("20010 tokens against a stated 10000: limit %d, never %v, first %v", limit, never, first)
 	}
-	if _, never := p.neverFits(9000); never {
+	if _, _, first := p.neverFits(20010); first {
+		t.Fatal("a second request that never fits said again")
+	}
+	if _, never, _ := p.neverFits(9000); never {
 		t.Fatal("9000 tokens against a stated 10000 said never to fit")
 	}
 }

@@ -160,12 +160,15 @@ func (e *Engine) attempt(ctx, wait context.Context, route *router, tr *runstats.
 	// Its share of the endpoint's rate limits first (pace.go): the wait
 	// is in the slot, so the limits are back-pressure too.
 	promptBytes, tokens := ep.pace.cost(req)
-	if limit, never := ep.pace.neverFits(tokens); never {
+	if limit, never, first := ep.pace.neverFits(tokens); never {
 		// No wait lets it in: said at the first stated limit, instead
 		// of 429s paced until the outage bound.
 		route.unpick(l)
 		a.ce = neverFitsError(req.MaxTokens, tokens, limit)
 		a.err = a.ce
+		if first {
+			route.say(fmt.Sprintf("endpoint %s: %s; such requests fail at once", ep.url, a.ce.Message))
+		}
 		return a, true
 	}
 	if ep.pace.wait(wait, tokens) != nil {
