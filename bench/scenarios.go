@@ -448,35 +448,10 @@ func scale(ctx context.Context, c *config, ids bool) ([]row, error) {
 		return nil, err
 	}
 	defer m.stop()
-	type phases struct {
-		fill, resume, rerun usage
-		firstRequest        time.Duration
-	}
-	chain := func(rows int64) (phases, error) {
-		var p phases
-		var err error
+	chain := func(rows int64) (scalePhases, error) {
 		j := job{data: data, ids: ids, limit: rows / 2, format: "jsonl", maxTokens: 2 * tokens,
 			shardSize: 100_000, dir: filepath.Join(c.work, fmt.Sprintf("%s-%d", name, rows))}
-		if p.fill, err = run(c.synthgen(ctx, m, j), nil); err != nil {
-			return p, err
-		}
-		j.limit = rows
-		p.resume, p.firstRequest, err = runWatched(ctx, m, c.synthgen(ctx, m, j))
-		if err != nil {
-			return p, fmt.Errorf("the resume of %d rows at 50%%: %w", rows, err)
-		}
-		after, err := m.metric(promptTokensMetric)
-		if err != nil {
-			return p, err
-		}
-		p.rerun, err = run(c.synthgen(ctx, m, j), nil)
-		if err != nil {
-			return p, err
-		}
-		if again, err := m.metric(promptTokensMetric); err != nil || again != after {
-			return p, fmt.Errorf("the rerun of the finished %d-row job asked the mock (prompt tokens %v -> %v, %v)", rows, after, again, err)
-		}
-		return p, nil
+		return c.scaleChain(ctx, m, j, rows)
 	}
 	small, err := chain(sz.smallRows)
 	if err != nil {
@@ -512,27 +487,71 @@ func scale(ctx context.Context, c *config, ids bool) ([]row, error) {
 		if err != nil {
 			return nil, err
 		}
-		perKey := func(big, small usage, bigKeys, smallKeys int64) float64 {
-			return float64(big.maxRSS-small.maxRSS) / float64(bigKeys-smallKeys)
-		}
-		runs := []struct {
-			what               string
-			big, mid, small    usage
-			bigK, midK, smallK int64
-		}{
-			{"the fill from empty (keys written)", big.fill, mid.fill, small.fill, sz.bigRows / 2, sz.midRows / 2, sz.smallRows / 2},
-			{"the run that completes the job (keys held)", big.resume, mid.resume, small.resume, sz.bigRows, sz.midRows, sz.smallRows},
-			{"the rerun (keys loaded)", big.rerun, mid.rerun, small.rerun, sz.bigRows, sz.midRows, sz.smallRows},
-		}
-		for _, r := range runs {
-			rows = append(rows,
-				absolute(name, fmt.Sprintf("bytes of RSS per key, %s, %s to %s", r.what, count(r.midK), count(r.bigK)),
-					perKey(r.big, r.mid, r.bigK, r.midK), atMost(16)),
-				absolute(name, fmt.Sprintf("bytes of RSS per key, %s, %s to %s (fixed costs in)", r.what, count(r.smallK), count(r.bigK)),
-					perKey(r.big, r.small, r.bigK, r.smallK), nil))
-		}
+		rows = append(rows, perKeyRows(name, sz, big, mid, small)...)
 	}
 	return rows, nil
+}
+
+// scalePhases are the three runs of one job size: the fill of its first
+// half, the resume that completes it (and how long it took to its first
+// request), the rerun of the finished job.
+type scalePhases struct {
+	fill, resume, rerun usage
+	firstRequest        time.Duration
+}
+
+// scaleChain runs j to half of rows, then to all of them, then again, and
+// fails if the rerun of the finished job asked the mock anything.
+func (c *config) scaleChain(ctx context.Context, m *mock, j job, rows int64) (scalePhases, error) {
+	var p scalePhases
+	var err error
+	if p.fill, err = run(c.synthgen(ctx, m, j), nil); err != nil {
+		return p, err
+	}
+	j.limit = rows
+	p.resume, p.firstRequest, err = runWatched(ctx, m, c.synthgen(ctx, m, j))
+	if err != nil {
+		return p, fmt.Errorf("the resume of %d rows at 50%%: %w", rows, err)
+	}
+	after, err := m.metric(promptTokensMetric)
+	if err != nil {
+		return p, err
+	}
+	p.rerun, err = run(c.synthgen(ctx, m, j), nil)
+	if err != nil {
+		return p, err
+	}
+	if again, err := m.metric(promptTokensMetric); err != nil || again != after {
+		return p, fmt.Errorf("the rerun of the finished %d-row job asked the mock (prompt tokens %v -> %v, %v)", rows, after, again, err)
+	}
+	return p, nil
+}
+
+// perKeyRows are the bytes of RSS a key costs in each run of a string-id
+// job, from the mid size to the big one (the target) and from the small
+// one (fixed costs in, shown beside it).
+func perKeyRows(name string, sz sizes, big, mid, small scalePhases) []row {
+	perKey := func(big, small usage, bigKeys, smallKeys int64) float64 {
+		return float64(big.maxRSS-small.maxRSS) / float64(bigKeys-smallKeys)
+	}
+	runs := []struct {
+		what               string
+		big, mid, small    usage
+		bigK, midK, smallK int64
+	}{
+		{"the fill from empty (keys written)", big.fill, mid.fill, small.fill, sz.bigRows / 2, sz.midRows / 2, sz.smallRows / 2},
+		{"the run that completes the job (keys held)", big.resume, mid.resume, small.resume, sz.bigRows, sz.midRows, sz.smallRows},
+		{"the rerun (keys loaded)", big.rerun, mid.rerun, small.rerun, sz.bigRows, sz.midRows, sz.smallRows},
+	}
+	var rows []row
+	for _, r := range runs {
+		rows = append(rows,
+			absolute(name, fmt.Sprintf("bytes of RSS per key, %s, %s to %s", r.what, count(r.midK), count(r.bigK)),
+				perKey(r.big, r.mid, r.bigK, r.midK), atMost(16)),
+			absolute(name, fmt.Sprintf("bytes of RSS per key, %s, %s to %s (fixed costs in)", r.what, count(r.smallK), count(r.bigK)),
+				perKey(r.big, r.small, r.bigK, r.smallK), nil))
+	}
+	return rows
 }
 
 // count writes a number of rows as 25K or 1M when it is round.

@@ -335,35 +335,44 @@ func (r *Reader) openNext() error {
 	return nil
 }
 
+// ready makes r.cur the file the next row comes from, closing one whose
+// limit is reached; false: r.err says why not (io.EOF at the end).
+func (r *Reader) ready() bool {
+	if r.opts.Limit > 0 && r.index >= r.opts.Limit {
+		if !r.opts.ByFile() {
+			r.err = io.EOF
+			return false
+		}
+		// Split by file, the limit is each file's: the rest of this
+		// one is not read.
+		if r.cur != nil {
+			err := r.cur.close()
+			r.cur = nil
+			if err != nil {
+				r.err = fmt.Errorf("close %s: %w", r.curPath, err)
+				return false
+			}
+		}
+	}
+	if r.cur == nil {
+		if r.nextFile == len(r.files) {
+			r.err = io.EOF
+			return false
+		}
+		if r.err = r.openNext(); r.err != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // Next returns the next prompt of this shard. It returns io.EOF at the end,
 // a *RowError for a bad row when OnBadRow is fail, and an error naming the
 // file when a file cannot be read; after an error, Next returns it again.
 func (r *Reader) Next() (Prompt, error) {
 	for r.err == nil {
-		if r.opts.Limit > 0 && r.index >= r.opts.Limit {
-			if !r.opts.ByFile() {
-				r.err = io.EOF
-				break
-			}
-			// Split by file, the limit is each file's: the rest of this
-			// one is not read.
-			if r.cur != nil {
-				err := r.cur.close()
-				r.cur = nil
-				if err != nil {
-					r.err = fmt.Errorf("close %s: %w", r.curPath, err)
-					break
-				}
-			}
-		}
-		if r.cur == nil {
-			if r.nextFile == len(r.files) {
-				r.err = io.EOF
-				break
-			}
-			if r.err = r.openNext(); r.err != nil {
-				break
-			}
+		if !r.ready() {
+			break
 		}
 		index, fileRow := r.rowIndex(), r.index
 		want := r.opts.ByFile() || r.opts.Shard.Contains(index)

@@ -136,26 +136,8 @@ func (c *hubClient) downloadOnce(name hubRef, u, part string, want int64) (retry
 		return true, err
 	}
 	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusPartialContent:
-		if start, ok := contentRangeStart(resp.Header.Get("Content-Range")); !ok || start != have {
-			// Not the part asked for: start over rather than guess.
-			fp.Truncate(0)
-			return true, fmt.Errorf("download %s: the server sent bytes from %q, not from %d", name, resp.Header.Get("Content-Range"), have)
-		}
-	case http.StatusOK:
-		have = 0 // the server ignored the range: the whole file follows
-		if err := fp.Truncate(0); err != nil {
-			return false, fmt.Errorf("download %s: %w", name, err)
-		}
-	case http.StatusRequestedRangeNotSatisfiable:
-		fp.Truncate(0)
-		return true, fmt.Errorf("download %s: the server refused to resume at byte %d", name, have)
-	default:
-		return transient(resp.StatusCode), c.statusError(name, resp)
-	}
-	if _, err := fp.Seek(have, io.SeekStart); err != nil {
-		return false, fmt.Errorf("download %s: %w", name, err)
+	if have, retry, err = c.resumeAt(name, resp, fp, have); err != nil {
+		return retry, err
 	}
 
 	// Nothing received for hubIdleTimeout cancels the request: a stalled
@@ -187,6 +169,34 @@ func (c *hubClient) downloadOnce(name hubRef, u, part string, want int64) (retry
 		return false, fmt.Errorf("download %s: %w", name, err)
 	}
 	return false, nil
+}
+
+// resumeAt reads the answer to a request for the file from byte have:
+// the part asked for, or the whole file (the server ignored the range),
+// and seeks fp to where its body goes; retry and err as downloadOnce's.
+func (c *hubClient) resumeAt(name hubRef, resp *http.Response, fp *os.File, have int64) (at int64, retry bool, err error) {
+	switch resp.StatusCode {
+	case http.StatusPartialContent:
+		if start, ok := contentRangeStart(resp.Header.Get("Content-Range")); !ok || start != have {
+			// Not the part asked for: start over rather than guess.
+			fp.Truncate(0)
+			return 0, true, fmt.Errorf("download %s: the server sent bytes from %q, not from %d", name, resp.Header.Get("Content-Range"), have)
+		}
+	case http.StatusOK:
+		have = 0 // the server ignored the range: the whole file follows
+		if err := fp.Truncate(0); err != nil {
+			return 0, false, fmt.Errorf("download %s: %w", name, err)
+		}
+	case http.StatusRequestedRangeNotSatisfiable:
+		fp.Truncate(0)
+		return 0, true, fmt.Errorf("download %s: the server refused to resume at byte %d", name, have)
+	default:
+		return 0, transient(resp.StatusCode), c.statusError(name, resp)
+	}
+	if _, err := fp.Seek(have, io.SeekStart); err != nil {
+		return 0, false, fmt.Errorf("download %s: %w", name, err)
+	}
+	return have, false, nil
 }
 
 // contentRangeStart reads the first byte of "bytes START-END/SIZE".

@@ -261,11 +261,22 @@ func (c *Controller) decide(r Reading, s promscrape.Sample, preempted int) Decis
 	if dt <= 0 {
 		return c.hold("measuring")
 	}
+	rate, fresh := c.measure(r, dt)
+	if d, ok := c.trouble(r, s, preempted, fresh); ok {
+		return d
+	}
+	return c.grow(rate, s)
+}
+
+// measure takes reading r, dt seconds after the last, into the measurement
+// at the current limit, and returns the throughput measured so far and
+// whether the limit was just moved (fresh).
+func (c *Controller) measure(r Reading, dt float64) (rate float64, fresh bool) {
 	// The client's counts only grow.
 	tokens := math.Max(r.Tokens-c.prev.Tokens, 0)
 	answers := math.Max(r.Answers-c.prev.Answers, 0)
 	c.prev = r
-	fresh := c.fresh
+	fresh = c.fresh
 	c.fresh = false
 	switch {
 	case c.refill > 0:
@@ -279,28 +290,39 @@ func (c *Controller) decide(r Reading, s promscrape.Sample, preempted int) Decis
 		c.measAnswers += answers
 		c.measN++
 	}
-	rate := c.measTokens / math.Max(c.measTime, 1e-9)
+	return c.measTokens / math.Max(c.measTime, 1e-9), fresh
+}
 
+// trouble is the decision when the server says the limit is too high
+// (preemptions, a full KV cache, a queue), or when the measurement says
+// nothing yet of the limit; ok false: neither, the limit may grow.
+func (c *Controller) trouble(r Reading, s promscrape.Sample, preempted int, fresh bool) (d Decision, ok bool) {
 	// Trouble right after a cut is the tail of the limit before it.
 	judge := !fresh || c.grew
 	switch {
 	case judge && preempted > 0:
-		return c.backOff(fmt.Sprintf("back off: %d %s", preempted, plural(preempted, "preemption", "preemptions")), c.o.Backoff)
+		return c.backOff(fmt.Sprintf("back off: %d %s", preempted, plural(preempted, "preemption", "preemptions")), c.o.Backoff), true
 	case judge && s.HasKV && s.KVCacheUsage >= c.o.KVFull:
-		return c.backOff(fmt.Sprintf("back off: KV cache %.0f%% full", 100*s.KVCacheUsage), c.o.Backoff)
+		return c.backOff(fmt.Sprintf("back off: KV cache %.0f%% full", 100*s.KVCacheUsage), c.o.Backoff), true
 	case judge && s.Waiting > math.Max(2, float64(c.limit)/20):
 		c.tooHigh = c.limit
 		c.slow = false
 		to := max(int(math.Min(s.Running, float64(c.o.Ceiling))), int(float64(c.limit)*0.9))
-		return c.move(to, fmt.Sprintf("back off: %.0f waiting in the server's queue", s.Waiting))
+		return c.move(to, fmt.Sprintf("back off: %.0f waiting in the server's queue", s.Waiting)), true
 	case r.InFlight < c.limit*9/10:
 		// What this measured is the dataset's pace, not the limit's.
 		c.remeasure()
-		return c.hold(fmt.Sprintf("hold: limit not reached (%d in flight)", r.InFlight))
+		return c.hold(fmt.Sprintf("hold: limit not reached (%d in flight)", r.InFlight)), true
 	case !c.measured():
-		return c.hold(fmt.Sprintf("measuring at %d", c.limit))
+		return c.hold(fmt.Sprintf("measuring at %d", c.limit)), true
 	}
+	return Decision{}, false
+}
 
+// grow is the decision at a limit measured without trouble at throughput
+// rate: back to the limit before when the growth did not pay, else up by a
+// step the knee, the KV cache and the ceiling allow, or hold.
+func (c *Controller) grow(rate float64, s promscrape.Sample) Decision {
 	if step := float64(c.limit)/float64(c.baseLimit) - 1; c.base > 0 && rate < c.base*(1+c.o.Gain*step) {
 		if c.measN < 2 {
 			return c.hold(fmt.Sprintf("measuring at %d", c.limit))

@@ -15,12 +15,13 @@ package pool
 // providers count them: its prompt's estimate (bytes/4, corrected by the
 // answers' usage) plus its max_tokens.
 //
-// A 429 that states when to come back (retry-after, retry-after-ms, or a
-// reset header with nothing left) is pacing too: it holds the endpoint
-// back until then (at most maxPaceHold), uses up none of the prompt's
-// attempts and says nothing of the replica's health. A server that answers
-// nothing but such 429s for outageAfter is said to be out, and its
-// requests wait as they do for a server that is down.
+// Every 429 is pacing too: it holds the endpoint back (at most
+// maxPaceHold), uses up none of the prompt's attempts and says nothing of
+// the replica's health. The hold is what the server said (retry-after,
+// retry-after-ms, or a reset header with nothing left), else a backoff
+// that doubles from retry.initial_backoff with each round of 429s since
+// the last answer. A server that answers nothing but 429s for outageAfter is said
+// to be out, and its requests wait as they do for a server that is down.
 
 import (
 	"context"
@@ -32,6 +33,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/synthgen/synthgen/generator/wire"
+	"github.com/synthgen/synthgen/internal/backoff"
 )
 
 // RateLimits are the limits an endpoint is held to where the server states
@@ -50,6 +52,21 @@ const (
 	outageAfter = 10 * time.Minute
 )
 
+// unsaidHold is the backoff after 429s that say nothing of when to come
+// back, by their round since the last answer: retry.initial_backoff,
+// doubling, at most retry.max_backoff and maxPaceHold (a second and a
+// minute where those are not set).
+func unsaidHold(r RetryPolicy) backoff.Policy {
+	p := backoff.Policy{Initial: r.InitialBackoff, Max: maxPaceHold}
+	if p.Initial <= 0 {
+		p.Initial = time.Second
+	}
+	if r.MaxBackoff > 0 {
+		p.Max = min(p.Max, max(r.MaxBackoff, p.Initial))
+	}
+	return p
+}
+
 // Which limit makes requests wait (pacer.binds).
 const (
 	BindRequests = "requests"
@@ -59,8 +76,9 @@ const (
 // pacer is one endpoint's buckets and hold; safe for concurrent use. A nil
 // pacer (an endpoint made by hand in a test) paces nothing.
 type pacer struct {
-	now func() time.Time
-	cfg RateLimits
+	now    func() time.Time
+	cfg    RateLimits
+	unsaid backoff.Policy // the hold after 429s that say nothing (unsaidHold)
 
 	mu        sync.Mutex
 	req, tok  *rate.Limiter // nil: no limit known
@@ -70,6 +88,8 @@ type pacer struct {
 	binds     string        // the limit that last made a request wait
 	only429   time.Time     // since when every answer was a 429; zero: the last was not
 	out       bool          // said to be out (outageAfter of 429s)
+	rounds    int           // holds of 429s that said nothing since the last answer
+	saidNever bool          // a request was found never to fit the stated tokens a minute
 
 	waiting atomic.Int64 // requests waiting for their share now
 
@@ -139,8 +159,8 @@ func (p *pacer) tick(now time.Time) {
 	p.lastEvent = now
 }
 
-func newPacer(cfg RateLimits, now func() time.Time) *pacer {
-	p := &pacer{now: now, cfg: cfg, perByte: 0.25}
+func newPacer(cfg RateLimits, retry RetryPolicy, now func() time.Time) *pacer {
+	p := &pacer{now: now, cfg: cfg, unsaid: unsaidHold(retry), perByte: 0.25}
 	if n := cfg.RequestsPerMinute; n > 0 {
 		p.req = rate.NewLimiter(rate.Limit(float64(n)/60), max(1, n/60))
 	}
@@ -272,7 +292,7 @@ func (p *pacer) answered(l wire.Limits, bytes, promptTokens int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
-	p.only429, p.out = time.Time{}, false
+	p.only429, p.out, p.rounds = time.Time{}, false, 0
 	p.follow(l, now)
 	if promptTokens > 0 && bytes > 0 {
 		// An exponential average of the tokens a byte makes: what the
@@ -309,9 +329,9 @@ func (p *pacer) follow(l wire.Limits, now time.Time) {
 }
 
 // limited takes the end of every attempt wait let go (e nil: answered),
-// and reports whether it is a 429 that is pacing (the server said when to
-// come back): then the endpoint is held back until then, at most
-// maxPaceHold, and the hold is returned. said is a line to log when the
+// and reports whether it is a 429, which is always pacing: the endpoint is
+// held back until the server said, or by its own backoff, at most maxPaceHold,
+// and the hold is returned. said is a line to log when the
 // endpoint has answered nothing but 429s for outageAfter, once.
 func (p *pacer) limited(e *wire.Error) (hold time.Duration, ok bool, said string) {
 	if p == nil {
@@ -339,13 +359,20 @@ func (p *pacer) limited(e *wire.Error) (hold time.Duration, ok bool, said string
 			}
 		}
 	}
-	if hold <= 0 {
-		return 0, false, ""
-	}
-	hold = min(hold, maxPaceHold)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
+	if hold <= 0 {
+		// Said nothing of when to come back: a backoff of its own, a
+		// round longer each time a 429 ends after the last hold did
+		// (the requests in flight during a hold are one round, not
+		// one each).
+		if !now.Before(p.holdUntil) || p.rounds == 0 {
+			p.rounds++
+		}
+		hold = p.unsaid.Ceiling(p.rounds)
+	}
+	hold = min(hold, maxPaceHold)
 	p.follow(e.Limits, now)
 	if until := now.Add(hold); until.After(p.holdUntil) {
 		p.holdUntil = until
@@ -358,6 +385,28 @@ func (p *pacer) limited(e *wire.Error) (hold time.Duration, ok bool, said string
 		said = fmt.Sprintf("answered nothing but 429 (rate limited) for %v: out, as a server that is down; its requests wait, none fails for it", now.Sub(p.only429).Round(time.Second))
 	}
 	return hold, true, said
+}
+
+// neverFits reports whether a request of tokens (its prompt's estimate
+// plus its max_tokens, as cost counts it) exceeds the tokens a minute the
+// server stated: no wait lets it in, and each 429 would only be paced.
+// first is set on the first request found never to fit, so that the run's
+// log says it once.
+func (p *pacer) neverFits(tokens int) (limit int, never, first bool) {
+	if p == nil {
+		return 0, false, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.stated[1] || p.tok == nil {
+		return 0, false, false
+	}
+	limit = p.tok.Burst()
+	if tokens <= limit {
+		return limit, false, false
+	}
+	first, p.saidNever = !p.saidNever, true
+	return limit, true, first
 }
 
 // outSince is when an endpoint said to be out began answering only 429s.

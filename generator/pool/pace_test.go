@@ -93,7 +93,7 @@ func TestPacedToTheStatedLimits(t *testing.T) {
 func TestPacerFollowsTheStatedLimits(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1e9, 0)
-	p := newPacer(RateLimits{RequestsPerMinute: 60}, func() time.Time { return now })
+	p := newPacer(RateLimits{RequestsPerMinute: 60}, RetryPolicy{}, func() time.Time { return now })
 	req := wire.Request{Messages: []chat.Message{{Role: "user", Content: "0123456789012345"}}}
 	req.MaxTokens = 100
 	bytes, total := p.cost(req)
@@ -117,8 +117,8 @@ func TestPacerFollowsTheStatedLimits(t *testing.T) {
 	if !ok || hold != maxPaceHold {
 		t.Fatalf("429 with Retry-After 1h: hold %v (pacing %v), want %v", hold, ok, maxPaceHold)
 	}
-	if _, ok, _ := p.limited(&wire.Error{Status: 429}); ok {
-		t.Fatal("a 429 that says nothing of when to come back taken for pacing")
+	if hold, ok, _ := p.limited(&wire.Error{Status: 429}); !ok || hold != time.Second {
+		t.Fatalf("a 429 that says nothing of when to come back: hold %v (pacing %v), want 1s of pacing", hold, ok)
 	}
 	now = now.Add(outageAfter)
 	if _, _, said := p.limited(&wire.Error{Status: 429, RetryAfter: time.Second}); said == "" {
@@ -137,7 +137,7 @@ func TestPacerFollowsTheStatedLimits(t *testing.T) {
 // share it reserved goes back.
 func TestPacingWaitEndsWithTheContext(t *testing.T) {
 	t.Parallel()
-	p := newPacer(RateLimits{RequestsPerMinute: 1}, time.Now) // one request, then one a minute
+	p := newPacer(RateLimits{RequestsPerMinute: 1}, RetryPolicy{}, time.Now) // one request, then one a minute
 	if err := p.wait(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestPacingWaitEndsWithTheContext(t *testing.T) {
 func TestPacerSignals(t *testing.T) {
 	t.Parallel()
 	clock := time.Unix(0, 0)
-	p := newPacer(RateLimits{RequestsPerMinute: 120, TokensPerMinute: 6000}, func() time.Time { return clock })
+	p := newPacer(RateLimits{RequestsPerMinute: 120, TokensPerMinute: 6000}, RetryPolicy{}, func() time.Time { return clock })
 	req := wire.Request{Messages: []chat.Message{{Role: "user", Content: "four"}}}
 	req.MaxTokens = 10
 	_, cost := p.cost(req) // (4+4)/4 + 1 + 10
@@ -203,5 +203,52 @@ func TestPacerSignals(t *testing.T) {
 	want := Signals{Ended: 2, Limited: 1, Waited: 1, Busy: 5, RequestsPerMinute: 120, TokensPerMinute: 6000, Cost: float64(cost)}
 	if got != want {
 		t.Errorf("signals %+v, want %+v", got, want)
+	}
+}
+
+// A 429 that says nothing of when to come back is pacing as well: its
+// hold doubles with each round of them (the 429s of requests in flight
+// during a hold are one round), bounded, and starts again after an answer.
+func TestAnUnsaid429BacksOffByRounds(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1e9, 0)
+	p := newPacer(RateLimits{}, RetryPolicy{InitialBackoff: time.Second, MaxBackoff: 5 * time.Second}, func() time.Time { return now })
+	bare := &wire.Error{Status: 429}
+	step := func(want time.Duration) {
+		t.Helper()
+		hold, ok, _ := p.limited(bare)
+		if !ok || hold != want {
+			t.Fatalf("hold %v (pacing %v), want %v", hold, ok, want)
+		}
+	}
+	step(time.Second)
+	step(time.Second) // in flight during the hold: the same round
+	for _, want := range []time.Duration{2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second} {
+		now = now.Add(time.Minute) // the hold over: a new round
+		step(want)
+	}
+	p.answered(wire.Limits{}, 0, 0)
+	now = now.Add(time.Minute)
+	step(time.Second)
+}
+
+// A request whose max_tokens and prompt exceed the tokens a minute the
+// server states can never be admitted: neverFits says so once a limit is
+// stated, and not before.
+func TestNeverFitsTheStatedTokenLimit(t *testing.T) {
+	t.Parallel()
+	p := newPacer(RateLimits{TokensPerMinute: 5000}, RetryPolicy{}, time.Now)
+	if _, never, _ := p.neverFits(20010); never {
+		t.Fatal("a configured limit taken for the server's")
+	}
+	p.limited(&wire.Error{Status: 429, Limits: wire.Limits{Tokens: wire.Limit{Known: true, Limit: 10000, Remaining: 10000}}})
+	if limit, never, first := p.neverFits(20010); !never || limit != 10000 || !first {
+		t.Fatalf("20010 tokens against a stated 10000: limit %d, never %v, first %v", limit, never, first)
+	}
+	if _, _, first := p.neverFits(20010); first {
+		t.Fatal("a second request that never fits said again")
+	}
+	if _, never, _ := p.neverFits(9000); never {
+		t.Fatal("9000 tokens against a stated 10000 said never to fit")
 	}
 }

@@ -26,42 +26,8 @@ func (e *Engine) produce(ctx context.Context, src Source, out Output, start func
 	if ss, ok := out.(seenSink); ok {
 		asked.seen, asked.pending = ss.Seen, &e.pending
 	}
-	samples := int64(e.opts.Sampling.Samples)
-	// Bad rows leave the run's total as the Source skips them.
-	counter, _ := src.(badRowCounter)
-	var bad int64
-	countBad := func() {
-		if counter == nil {
-			return
-		}
-		if n := counter.Skipped(); n > bad {
-			e.stats.AddBadRows(n-bad, (n-bad)*samples)
-			bad = n
-		}
-	}
-	defer countBad()
-	rs, reports := src.(repeatSource)
-	if reports {
-		// The Source makes a repeat a bad row, with its file and line.
-		rs.SetRepeat(func(id string, index int64, _ bool) bool {
-			if e.repeatRow(&asked, id, index) {
-				e.stats.AddRepeated(1)
-				return true
-			}
-			return false
-		})
-		defer rs.SetRepeat(nil)
-	}
-	if sk, ok := src.(skipper); ok {
-		// A row none of whose keys is asked is passed over before it is
-		// decoded (with row-index ids, without reading it at all): a
-		// resume costs what finding the line ends costs. id shares the
-		// reader's buffer: skipRow only looks it up, never keeps it.
-		sk.SetSkip(func(id string, index int64, _ bool) bool {
-			return e.skipRow(&asked, id, index, held)
-		})
-		defer sk.SetSkip(nil)
-	}
+	countBad, reports, unhook := e.hook(src, &asked, held)
+	defer unhook()
 	notedModel := false
 	for {
 		if e.draining() || ctx.Err() != nil {
@@ -79,7 +45,7 @@ func (e *Engine) produce(ctx context.Context, src Source, out Output, start func
 		if !reports && e.repeatRow(&asked, p.ID, p.Index) {
 			// A Source that cannot report it: the repeat is counted as a
 			// bad row all the same, out of the run's total.
-			e.stats.AddBadRows(1, samples)
+			e.stats.AddBadRows(1, int64(e.opts.Sampling.Samples))
 			e.stats.AddRepeated(1)
 			continue
 		}
@@ -88,26 +54,86 @@ func (e *Engine) produce(ctx context.Context, src Source, out Output, start func
 			fmt.Fprintf(e.opts.Log, "note: rows ask for model %q (first at %s); every request goes to %q, the one model the server serves (endpoint.model)\n",
 				p.Model, p.Location, e.opts.Sampling.Model)
 		}
-		msgs := e.opts.Prompt.Messages(p.Messages)
-		for s := range e.opts.Sampling.Samples {
-			k := sink.Key{ID: p.ID, Sample: s}
-			if held.Done(k) {
-				e.stats.AddAlreadyDone(1)
-				continue
-			}
-			if !e.opts.RetryErrors && held.Failed(k) {
-				e.stats.AddAlreadyFailed(1)
-				continue
-			}
-			if e.draining() || ctx.Err() != nil {
-				return false, nil
-			}
-			start(task{prompt: p, sample: s, msgs: msgs, pending: asked.add(k, byIndex)})
-		}
-		if byIndex {
-			asked.addRow(p.Index)
+		if !e.startRow(ctx, p, held, &asked, byIndex, start) {
+			return false, nil
 		}
 	}
+}
+
+// hook sets src's hooks that the Source offers: a count of its bad rows
+// (countBad takes what it skipped since into the stats), repeats reported
+// as bad rows (reports), and rows passed over before they are decoded.
+// unhook takes them off, then counts the last bad rows.
+func (e *Engine) hook(src Source, asked *askedKeys, held sink.Recovered) (countBad func(), reports bool, unhook func()) {
+	samples := int64(e.opts.Sampling.Samples)
+	// Bad rows leave the run's total as the Source skips them.
+	counter, _ := src.(badRowCounter)
+	var bad int64
+	countBad = func() {
+		if counter == nil {
+			return
+		}
+		if n := counter.Skipped(); n > bad {
+			e.stats.AddBadRows(n-bad, (n-bad)*samples)
+			bad = n
+		}
+	}
+	rs, reports := src.(repeatSource)
+	if reports {
+		// The Source makes a repeat a bad row, with its file and line.
+		rs.SetRepeat(func(id string, index int64, _ bool) bool {
+			if e.repeatRow(asked, id, index) {
+				e.stats.AddRepeated(1)
+				return true
+			}
+			return false
+		})
+	}
+	sk, skips := src.(skipper)
+	if skips {
+		// A row none of whose keys is asked is passed over before it is
+		// decoded (with row-index ids, without reading it at all): a
+		// resume costs what finding the line ends costs. id shares the
+		// reader's buffer: skipRow only looks it up, never keeps it.
+		sk.SetSkip(func(id string, index int64, _ bool) bool {
+			return e.skipRow(asked, id, index, held)
+		})
+	}
+	unhook = func() {
+		if skips {
+			sk.SetSkip(nil)
+		}
+		if reports {
+			rs.SetRepeat(nil)
+		}
+		countBad()
+	}
+	return countBad, reports, unhook
+}
+
+// startRow starts a task for each of row p's samples not held already
+// (done, or failed without --retry-errors); false: the run stops.
+func (e *Engine) startRow(ctx context.Context, p dataset.Prompt, held sink.Recovered, asked *askedKeys, byIndex bool, start func(task)) bool {
+	msgs := e.opts.Prompt.Messages(p.Messages)
+	for s := range e.opts.Sampling.Samples {
+		k := sink.Key{ID: p.ID, Sample: s}
+		if held.Done(k) {
+			e.stats.AddAlreadyDone(1)
+			continue
+		}
+		if !e.opts.RetryErrors && held.Failed(k) {
+			e.stats.AddAlreadyFailed(1)
+			continue
+		}
+		if e.draining() || ctx.Err() != nil {
+			return false
+		}
+		start(task{prompt: p, sample: s, msgs: msgs, pending: asked.add(k, byIndex)})
+	}
+	if byIndex {
+		asked.addRow(p.Index)
+	}
+	return true
 }
 
 // skipper is a Source that can pass over rows before decoding them

@@ -5,6 +5,8 @@ package pool
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/synthgen/synthgen/chat"
@@ -51,21 +53,15 @@ func (e *Engine) do(ctx, wait context.Context, route *router, j task) result {
 // ask sends one request of key j until it is answered (resp, attempts > 0),
 // fails for good (fail), or the run stops (neither, attempts 0: the key is
 // asked on resume). The answer is returned by value: a pointer to it cost
-// an allocation per request.
-// Each attempt goes to the endpoint route picks (router.go).
+// an allocation per request. Each attempt goes to the endpoint route picks
+// (router.go); what follows it is decide's (attempt.go).
 func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Tracker, j task, msgs []chat.Message) (resp wire.Response, attempts int, fail *sink.ErrorRecord) {
 	req := wire.Request{Sampling: e.opts.Sampling, Messages: msgs, Params: j.prompt.Params, Tools: j.prompt.Tools, Stream: e.opts.Stream}
 	var onDelta func(int) // a plain answer has no deltas: no closure to allocate
 	if req.Stream {
 		onDelta = tr.Delta
 	}
-	// charged counts the attempts held against the prompt: not those that
-	// failed because the whole server was away (see outage.go), nor, with
-	// several endpoints, those that failed on one replica while another
-	// could take the prompt at once (health.go). Those are bounded too, so a
-	// prompt that crashes every server it is sent to cannot keep the run
-	// busy forever.
-	charged, excused, moved := 0, 0, 0
+	b := newBudget(e.opts.Retry.MaxAttempts, len(route.eps), e.opts.SchemaRetries)
 	var avoid tried // the endpoints this prompt failed on since its last charged attempt
 	// cut is the last answer cut at max_tokens that on_length: retry asked
 	// again with more room: if the longer answer cannot be had (the server
@@ -73,156 +69,190 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 	// one is what on_length: keep would have recorded, and is kept.
 	var cut wire.Response
 	haveCut := false
-	misshapen := 0 // answers not in the job's shape (shape.go)
-	for attempt := 1; ; attempt++ {
-		if attempt > 1 && e.draining() {
+	for {
+		if b.attempt > 0 && e.draining() {
 			// A retry would be a new request: the key is asked on resume.
 			return wire.Response{}, 0, nil
 		}
-		l := route.pick(avoid)
-		ep := l.ep
-		// Its share of the endpoint's rate limits first (pace.go): the
-		// wait is in the slot, so the limits are back-pressure too.
-		promptBytes, tokens := ep.pace.cost(req)
-		if ep.pace.wait(wait, tokens) != nil {
-			route.unpick(l)
+		b.send()
+		a, ok := e.attempt(ctx, wait, route, tr, req, onDelta, avoid)
+		if !ok {
 			return wire.Response{}, 0, nil
 		}
-		tr.SendingTo(ep.stats)
-		epoch := ep.gate.sent()
-		r, err := ep.client.Complete(ctx, req, onDelta)
-		if serverAnswered(err) {
-			ep.gate.answered(epoch)
-		}
-		if err == nil {
-			used := 0
-			if r.UsageKnown {
-				used = r.PromptTokens
-			}
-			ep.pace.answered(r.Limits, promptBytes, used)
-		}
-		if err == nil && !sameModel(e.opts.Sampling.Model, r.Model) {
-			err = modelMismatch(ep.url, r.Model, e.opts.Sampling.Model)
-		}
-		var ce, fault *wire.Error
-		if err != nil {
-			ce = wire.Classify(err)
-			if ctx.Err() == nil && replicaFault(ce) {
-				fault = ce
-			}
-		}
-		hold, paced, said := ep.pace.limited(ce)
-		if paced {
-			fault = nil // the server's pacing, not the replica's failure
-		}
-		route.release(l, tr.Origin(), r, err, fault)
-		if err == nil {
-			if next := e.moreRoom(req, r); next > 0 {
-				// Cut at max_tokens, and the job asks for the whole
-				// answer: again, with more room (a new request, so a
-				// drain stops it like a retry). The cut answer is kept
-				// in case the longer one cannot be had.
-				tr.Retry(wire.CauseLength)
-				req.MaxTokens = next
-				cut, haveCut = r, true
+		o := e.outcome(ctx, wait, route, a, &avoid)
+		o.haveCut = haveCut
+		switch decide(o, &b) {
+		case stepAnswered:
+			return a.resp, b.attempt, nil
+		case stepAgain:
+			// Cut at max_tokens, and the job asks for the whole answer:
+			// again, with more room (a new request, so a drain stops it
+			// like a retry). The cut answer is kept in case the longer
+			// one cannot be had.
+			tr.Retry(wire.CauseLength)
+			req.MaxTokens = a.next
+			cut, haveCut = a.resp, true
+		case stepElsewhere:
+			if o.answered { // misshapen: asked again at once, elsewhere if it can
+				tr.RetryBecause(shape.Cause, a.bad.Error())
+				avoid = e.elsewhereNext(route, avoid, a.ep)
 				continue
 			}
-			if bad := e.misshapen(r); bad != nil {
-				// Answered, but not in the shape asked: the prompt's
-				// failure, asked again at once (no backoff: the server
-				// is well) until SchemaRetries are used up.
-				if misshapen++; misshapen > e.opts.SchemaRetries {
-					return wire.Response{}, attempt, e.shapeFailure(j, attempt, bad)
-				}
-				tr.RetryBecause(shape.Cause, bad.Error())
-				avoid = e.elsewhereNext(route, avoid, ep)
-				continue
-			}
-			return r, attempt, nil
-		}
-		if ctx.Err() != nil || ce.Cause == wire.CauseCanceled {
-			// Not a failure of the key: the run is stopping. Nothing is
-			// written, so a resume asks again.
+			tr.RetryBecause(a.ce.Cause, a.ce.Error())
+		case stepPaced:
+			// The endpoint is held back until the server said (or its
+			// backoff), and the prompt is asked again, none of its
+			// retry.max_attempts used; with several replicas another
+			// takes it at once.
+			route.holdBack(a.ep, a.hold, a.said)
+			tr.RetryBecause(a.ce.Cause, a.ce.Error())
+		case stepMisshapen:
+			return wire.Response{}, b.attempt, e.shapeFailure(j, b.attempt, a.bad)
+		case stepStop:
 			return wire.Response{}, 0, nil
-		}
-		if paced {
-			// A 429 that says when to come back: the endpoint is held
-			// back until then, and the prompt is asked again, none of
-			// its retry.max_attempts used. With several replicas it
-			// goes to another at once, and, as a request moved off a
-			// failing one, is not the record's attempt either.
-			route.holdBack(ep, hold, said)
-			tr.RetryBecause(ce.Cause, ce.Error())
-			if route.several() {
-				attempt--
-			}
-			continue
-		}
-		charged++
-		if route.excusable(ce) && ep.gate != nil && excused < e.opts.Retry.MaxAttempts {
-			// Is its server away? Then its gate closes, and the attempt
-			// goes at once to another endpoint that is up, or, when none
-			// is, waits until one is back.
-			back, werr := ep.gate.trip(wait)
-			if werr == nil && back != nil {
-				werr = route.waitUp(wait)
-			}
-			if werr != nil {
-				return wire.Response{}, 0, nil
-			}
-			if back != nil {
-				charged--
-				excused++
-				tr.RetryBecause(ce.Cause, ce.Error())
-				if route.several() {
-					// Not the prompt's attempt: its replica went away
-					// under it, and it goes to another. The stats count
-					// the retry, by cause; the record's attempts do not.
-					attempt--
-				}
-				continue // an endpoint is up: try at once
-			}
-		}
-		if fault != nil && ce.Retryable && route.several() && moved < e.opts.Retry.MaxAttempts*len(route.eps) {
-			// The replica failed it, and another well one can take it
-			// now: there, at once and uncharged. Only when every
-			// endpoint has failed it since its last charged attempt is
-			// the attempt the prompt's.
-			if avoid == nil {
-				avoid = make(tried, len(route.eps))
-			}
-			avoid[ep.idx] = true
-			if route.elsewhere(avoid) {
-				charged--
-				moved++
-				attempt--
-				tr.RetryBecause(ce.Cause, ce.Error())
-				continue
-			}
-		}
-		clear(avoid) // a charged attempt: the next may go anywhere
-		if haveCut && (ce.Cause == wire.CauseTooLong || !ce.Retryable || charged >= e.opts.Retry.MaxAttempts) {
+		case stepKeepCut:
+			clear(avoid)
 			if bad := e.misshapen(cut); bad != nil {
-				return wire.Response{}, attempt, e.shapeFailure(j, attempt, bad)
+				return wire.Response{}, b.attempt, e.shapeFailure(j, b.attempt, bad)
 			}
-			return cut, attempt, nil
-		}
-		if !ce.Retryable || charged >= e.opts.Retry.MaxAttempts {
-			return wire.Response{}, attempt, &sink.ErrorRecord{
+			return cut, b.attempt, nil
+		case stepFail:
+			return wire.Response{}, b.attempt, &sink.ErrorRecord{
 				ID:        j.prompt.ID,
 				Sample:    j.sample,
-				Status:    ce.Status,
-				Message:   ce.Message,
-				Attempts:  attempt,
-				Cause:     ce.Cause,
+				Status:    a.ce.Status,
+				Message:   a.ce.Message,
+				Attempts:  b.attempt,
+				Cause:     a.ce.Cause,
 				CreatedAt: e.opts.Now().UTC(),
 			}
-		}
-		tr.RetryBecause(ce.Cause, ce.Error())
-		if !backoff.Sleep(wait, e.backoff(charged, ce.RetryAfter)) {
-			return wire.Response{}, 0, nil
+		case stepBackOff:
+			clear(avoid) // a charged attempt: the next may go anywhere
+			tr.RetryBecause(a.ce.Cause, a.ce.Error())
+			if !backoff.Sleep(wait, e.backoff(b.charged, a.ce.RetryAfter)) {
+				return wire.Response{}, 0, nil
+			}
 		}
 	}
+}
+
+// sent is one attempt as it ended: the answer or its classified error, the
+// endpoint it went to, and what the answer's checks and the pacer said.
+type sent struct {
+	ep    *endpoint
+	resp  wire.Response
+	err   error
+	ce    *wire.Error // err classified; nil when answered
+	fault *wire.Error // ce when it is the replica's failure
+	next  int         // more room to ask again with (moreRoom), 0: none
+	bad   error       // the answer is not in the job's shape
+	paced bool
+	hold  time.Duration
+	said  string
+}
+
+// attempt sends req once, to the endpoint route picks after its share of
+// the rate limits, and reports how it ended; ok false: the run stopped
+// while it waited for its share.
+func (e *Engine) attempt(ctx, wait context.Context, route *router, tr *runstats.Tracker, req wire.Request, onDelta func(int), avoid tried) (a sent, ok bool) {
+	l := route.pick(avoid)
+	ep := l.ep
+	a.ep = ep
+	// Its share of the endpoint's rate limits first (pace.go): the wait
+	// is in the slot, so the limits are back-pressure too.
+	promptBytes, tokens := ep.pace.cost(req)
+	if limit, never, first := ep.pace.neverFits(tokens); never {
+		// No wait lets it in: said at the first stated limit, instead
+		// of 429s paced until the outage bound.
+		route.unpick(l)
+		a.ce = neverFitsError(req.MaxTokens, tokens, limit)
+		a.err = a.ce
+		if first {
+			route.say(fmt.Sprintf("endpoint %s: %s; such requests fail at once", ep.url, a.ce.Message))
+		}
+		return a, true
+	}
+	if ep.pace.wait(wait, tokens) != nil {
+		route.unpick(l)
+		return a, false
+	}
+	tr.SendingTo(ep.stats)
+	epoch := ep.gate.sent()
+	a.resp, a.err = ep.client.Complete(ctx, req, onDelta)
+	if serverAnswered(a.err) {
+		ep.gate.answered(epoch)
+	}
+	if a.err == nil {
+		used := 0
+		if a.resp.UsageKnown {
+			used = a.resp.PromptTokens
+		}
+		ep.pace.answered(a.resp.Limits, promptBytes, used)
+	}
+	if a.err == nil && !sameModel(e.opts.Sampling.Model, a.resp.Model) {
+		a.err = modelMismatch(ep.url, a.resp.Model, e.opts.Sampling.Model)
+	}
+	if a.err != nil {
+		a.ce = wire.Classify(a.err)
+		if ctx.Err() == nil && replicaFault(a.ce) {
+			a.fault = a.ce
+		}
+	}
+	a.hold, a.paced, a.said = ep.pace.limited(a.ce)
+	if a.paced {
+		a.fault = nil // the server's pacing, not the replica's failure
+	}
+	route.release(l, tr.Origin(), a.resp, a.err, a.fault)
+	if a.err == nil {
+		if a.next = e.moreRoom(req, a.resp); a.next == 0 {
+			a.bad = e.misshapen(a.resp)
+		}
+	}
+	return a, true
+}
+
+// neverFitsError is the failure of a request of tokens (max_tokens among
+// them) that the server's stated tokens a minute, limit, can never admit:
+// not retryable, naming both numbers.
+func neverFitsError(maxTokens, tokens, limit int) *wire.Error {
+	return &wire.Error{Status: http.StatusTooManyRequests, Cause: "http_429", Message: fmt.Sprintf("max_tokens %d plus the prompt (%d tokens in all, as the server counts them) can never fit its stated limit of %d tokens a minute (x-ratelimit-limit-tokens): lower generation.max_tokens", maxTokens, tokens, limit)}
+}
+
+// outcome is what decide needs of attempt a; its two questions with
+// effects (is the server away, can another replica take it) are asked
+// only when decide reaches them.
+func (e *Engine) outcome(ctx, wait context.Context, route *router, a sent, avoid *tried) outcome {
+	o := outcome{answered: a.err == nil, moreRoom: a.next > 0, misshapen: a.bad != nil, several: route.several()}
+	if o.answered {
+		return o
+	}
+	ce := a.ce
+	o.stopping = ctx.Err() != nil || ce.Cause == wire.CauseCanceled
+	o.paced = a.paced
+	o.excusable = route.excusable(ce) && a.ep.gate != nil
+	o.fault = a.fault != nil && ce.Retryable
+	o.retryable = ce.Retryable
+	o.tooLong = ce.Cause == wire.CauseTooLong
+	o.away = func() (back, stop bool) {
+		// Is its server away? Then its gate closes, and the attempt
+		// goes at once to another endpoint that is up, or, when none
+		// is, waits until one is back.
+		ch, err := a.ep.gate.trip(wait)
+		if err == nil && ch != nil {
+			err = route.waitUp(wait)
+		}
+		return ch != nil, err != nil
+	}
+	o.elsewhere = func() bool {
+		// The replica failed it: only when every endpoint has failed it
+		// since its last charged attempt is the attempt the prompt's.
+		if *avoid == nil {
+			*avoid = make(tried, len(route.eps))
+		}
+		(*avoid)[a.ep.idx] = true
+		return route.elsewhere(*avoid)
+	}
+	return o
 }
 
 // moreRoom is the max_tokens to ask again with after r, the answer to req,

@@ -191,7 +191,15 @@ func TestSilentReplicasAreRoutedAround(t *testing.T) {
 	group := wire.NewReplicas()
 	targets := make([]Endpoint, len(urls))
 	for i, u := range urls {
-		targets[i] = Endpoint{URL: u, Client: wire.New(wire.Options{BaseURL: u, MaxConns: conc, Timeout: 10 * time.Minute, StallTimeout: 200 * time.Millisecond, Replicas: group})}
+		// The silent replicas' loss is judged by their own clients'
+		// stall timeout; the well one's is long, so that a gap in its
+		// streams on a loaded machine is never cut as a stall (which,
+		// once the silent ones are out, would be the prompt's attempt).
+		stall := 200 * time.Millisecond
+		if i == 0 {
+			stall = 10 * time.Minute
+		}
+		targets[i] = Endpoint{URL: u, Client: wire.New(wire.Options{BaseURL: u, MaxConns: conc, Timeout: 10 * time.Minute, StallTimeout: stall, Replicas: group})}
 	}
 	stats := runstats.NewStats(nil)
 	stats.SetEndpoints(urls)
@@ -228,3 +236,70 @@ type headersSent struct{ http.ResponseWriter }
 
 func (w headersSent) WriteHeader(int) {}
 func (w headersSent) Flush()          { w.ResponseWriter.(http.Flusher).Flush() }
+
+// TestLoneSilentRequestMoves: one request in flight (concurrency 1) on a
+// replica that lists the model and never sends a byte, beside a sound one
+// with nothing to say because it holds nothing: the request moves there,
+// uncharged, after a bounded wait (stall_timeout, a few before the sound one
+// first answered), and every row is written at its first attempt; the run
+// does not sit at endpoint.timeout.
+func TestLoneSilentRequestMoves(t *testing.T) {
+	t.Parallel()
+	const rows = 20
+	well := startReplica(t, mockserver.New(mockserver.Options{MeanTokens: 8, Seed: 1}), func(h http.Handler) http.Handler { return h })
+	quit := make(chan struct{})
+	var silentAsked atomic.Int64
+	mute := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/models") {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"object":"list","data":[{"id":"` + mockserver.DefaultModel + `","object":"model"}]}`))
+			return
+		}
+		silentAsked.Add(1)
+		select {
+		case <-r.Context().Done():
+		case <-quit:
+		}
+	}))
+	t.Cleanup(mute.Close)
+	t.Cleanup(func() { close(quit) })
+	// The silent one first: the run's first request goes to it before
+	// the sound one has said anything.
+	urls := []string{mute.URL + "/v1", well.url()}
+	group := wire.NewReplicas()
+	targets := make([]Endpoint, len(urls))
+	for i, u := range urls {
+		stall := 100 * time.Millisecond
+		if i == 1 {
+			stall = 10 * time.Minute // the sound one's gaps on a loaded machine are not stalls
+		}
+		targets[i] = Endpoint{URL: u, Client: wire.New(wire.Options{BaseURL: u, MaxConns: 1, Timeout: 10 * time.Minute, StallTimeout: stall, Replicas: group})}
+	}
+	stats := runstats.NewStats(nil)
+	stats.SetEndpoints(urls)
+	eo := mockOptions(1, 2)
+	eo.Sampling.MaxTokens = 8
+	eo.Endpoints = targets
+	eng, err := New(targets[0].Client, stats, eo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := openRetrySink(t, dir)
+	// The bound is the test's failure, not its measure: without the rule
+	// the first request sits at endpoint.timeout (10 minutes).
+	snap := runEveryRow(t, eng, stats, out, rows, 5*time.Minute)
+	recs := recordsByID(t, dir)
+	if len(recs) != rows {
+		t.Fatalf("%d of %d rows written", len(recs), rows)
+	}
+	for id, r := range recs {
+		if r.Attempts != 1 {
+			t.Errorf("id %s: attempts %d, want 1: a silent replica's loss is not the prompt's", id, r.Attempts)
+		}
+	}
+	if silentAsked.Load() == 0 || snap.RetriesByCause[wire.CauseStall] != silentAsked.Load() {
+		t.Errorf("the silent replica was asked %d times, retries for stall %d: want every one of its requests moved",
+			silentAsked.Load(), snap.RetriesByCause[wire.CauseStall])
+	}
+}

@@ -234,18 +234,7 @@ func (s *Stats) figures() (Snapshot, []*Endpoint) {
 	snap.Last10s = s.windowLocked(snap, shortWindow)
 	snap.Last60s = s.windowLocked(snap, longWindow)
 
-	if s.done > 0 {
-		snap.CompletionAvg = float64(s.compTokens) / float64(s.done)
-		snap.TruncatedShare = float64(s.truncated) / float64(s.done)
-	}
-	snap.CompletionP50 = s.lengths.quantile(0.5)
-	snap.CompletionP90 = s.lengths.quantile(0.9)
-	snap.CompletionMax = s.lengths.max
-	snap.TTFTP50 = time.Duration(s.ttft.quantile(0.5)) * time.Microsecond
-	snap.TTFTP90 = time.Duration(s.ttft.quantile(0.9)) * time.Microsecond
-	snap.ITLP50 = time.Duration(s.itl.quantile(0.5)) * time.Microsecond
-	snap.ITLP90 = time.Duration(s.itl.quantile(0.9)) * time.Microsecond
-
+	s.distributionsLocked(&snap)
 	mean, sd, residual := s.lengths.kaplanMeier(running, s.done)
 	snap.ExpectedCompletion = mean
 	snap.ExpectedCompletionSE = math.NaN()
@@ -260,6 +249,22 @@ func (s *Stats) figures() (Snapshot, []*Endpoint) {
 		}
 	}
 	return snap, s.endpoints
+}
+
+// distributionsLocked fills snap's answer lengths, time to first token and
+// inter-token latency: means and quantiles. Called with mu.
+func (s *Stats) distributionsLocked(snap *Snapshot) {
+	if s.done > 0 {
+		snap.CompletionAvg = float64(s.compTokens) / float64(s.done)
+		snap.TruncatedShare = float64(s.truncated) / float64(s.done)
+	}
+	snap.CompletionP50 = s.lengths.quantile(0.5)
+	snap.CompletionP90 = s.lengths.quantile(0.9)
+	snap.CompletionMax = s.lengths.max
+	snap.TTFTP50 = time.Duration(s.ttft.quantile(0.5)) * time.Microsecond
+	snap.TTFTP90 = time.Duration(s.ttft.quantile(0.9)) * time.Microsecond
+	snap.ITLP50 = time.Duration(s.itl.quantile(0.5)) * time.Microsecond
+	snap.ITLP90 = time.Duration(s.itl.quantile(0.9)) * time.Microsecond
 }
 
 // heldLocked counts what the directory held at open (Stats.SeedHeld)

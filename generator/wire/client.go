@@ -562,7 +562,7 @@ func (c *Client) failStall(ctx context.Context, stall time.Duration, err error) 
 	}
 	if errors.Is(context.Cause(ctx), errSilent) {
 		return &Error{Cause: CauseStall, Retryable: true,
-			Message: fmt.Sprintf("no answer, not even headers, for %s (endpoint.stall_timeout) while other replicas answered: this server takes requests and says nothing", stall),
+			Message: fmt.Sprintf("no answer, not even headers, for %s (endpoint.stall_timeout) while other replicas answered or stood idle: this server takes requests and says nothing", stall),
 			Err:     fmt.Errorf("%w: %v", errSilent, err)}
 	}
 	if errors.Is(context.Cause(ctx), errStalled) {

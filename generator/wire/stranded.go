@@ -31,7 +31,12 @@ import (
 // endpoint.timeout, shown up with no failure. Cut with cause stall, it is
 // the replica's failure, and the pool sends the request to another one.
 // A busy server is not silent: its running streams send bytes, and its
-// queue moves (an earlier request has its headers).
+// queue moves (an earlier request has its headers). Another replica that
+// holds nothing (no request waiting, no stream being read) and has answered
+// before would take the request at once, so it counts as answering (one
+// never heard from, after silentAlone stall timeouts): else one request in flight,
+// or a job's last rows, on a silent replica beside an idle sound one would
+// wait endpoint.timeout, since the sound one has nothing to say.
 
 // A plain request has no byte before its whole answer, and a server answers
 // plain requests out of order (the short ones first), so being overtaken
@@ -50,9 +55,15 @@ var errStranded = errors.New("no answer while later requests were answered")
 // overtaken while its server then showed nothing running or waiting.
 var errIdle = errors.New("no answer while later requests were answered and the server shows none running or waiting")
 
+// silentAlone is how many stall timeouts a stream waits with no byte
+// before an idle replica that has never answered counts as one that could
+// take it: the first requests of a run have no answer to go by, and a
+// replica that was never heard from may be as silent as this one.
+const silentAlone = 3
+
 // errSilent is the cause with which the watch cancels a stream whose
 // server said nothing for StallTimeout while another replica answered.
-var errSilent = errors.New("no answer while other replicas answered")
+var errSilent = errors.New("no answer while other replicas answered or stood idle")
 
 // awaiting is one client's streams that have had no headers yet.
 type awaiting struct {
@@ -190,7 +201,7 @@ func (a *awaiting) check() {
 		a.mu.Lock()
 		w, still := a.waiting[seq]
 		a.mu.Unlock()
-		if !still || a.signSince(w.sent) || !a.peers.signSince(a, w.sent) {
+		if !still || a.signSince(w.sent) || !a.peers.couldAnswer(a, w.sent, now.Sub(w.sent) >= silentAlone*a.stall) {
 			continue
 		}
 		a.mu.Lock()
@@ -250,6 +261,15 @@ func (a *awaiting) signSince(t time.Time) bool {
 	return false
 }
 
+// idle reports whether the server holds none of this client's requests
+// (none waits for its headers, no stream is being read) and has answered
+// before; unproven, whether or not it has.
+func (a *awaiting) idle(unproven bool) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.waiting) == 0 && len(a.reading) == 0 && (unproven || !a.sign.IsZero())
+}
+
 // reads registers a stream's body being read, whose bytes show that its
 // server is alive; the func returned, called once the body is done with,
 // ends that.
@@ -279,13 +299,16 @@ type Replicas struct {
 // NewReplicas returns an empty group; each New with it joins.
 func NewReplicas() *Replicas { return &Replicas{} }
 
-// signSince reports whether a member other than self said anything after t.
-func (r *Replicas) signSince(self *awaiting, t time.Time) bool {
+// couldAnswer reports whether a member other than self said anything
+// after t, or holds nothing now and so would take a request at once: one
+// that has answered before, or, when long is set (the request waited
+// silentAlone stall timeouts), any.
+func (r *Replicas) couldAnswer(self *awaiting, t time.Time, long bool) bool {
 	r.mu.Lock()
 	members := r.members
 	r.mu.Unlock()
 	for _, m := range members {
-		if m != self && m.signSince(t) {
+		if m != self && (m.signSince(t) || m.idle(long)) {
 			return true
 		}
 	}

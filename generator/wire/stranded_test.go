@@ -134,9 +134,10 @@ func TestQueuedStreamsWaitTheirTurn(t *testing.T) {
 
 // TestSilentReplicaStreamsAreCut: among replicas, a stream without headers
 // a StallTimeout after it was sent, to a server that has said nothing since
-// while another replica answered, is cut with errSilent; not while no
-// replica answered, nor while its own server shows life: headers to an
-// earlier request, or bytes on a stream being read.
+// while another replica answered or stood idle, is cut with errSilent; not
+// while every other replica holds requests and says nothing either, nor
+// while its own server shows life: headers to an earlier request, or bytes
+// on a stream being read.
 func TestSilentReplicaStreamsAreCut(t *testing.T) {
 	clk := newFakeClock()
 	now, advance := clk.now, clk.advance
@@ -150,13 +151,14 @@ func TestSilentReplicaStreamsAreCut(t *testing.T) {
 			other.Add(1)
 		}
 	}
+	bWaits := b.sent(func(error) {}, false) // the other replica holds one, silent too
 	_ = a.sent(cut, false)
 	advance(time.Hour)
 	a.check()
 	if silent.Load()+other.Load() != 0 {
-		t.Fatal("cut while no replica answered: the fault may be anyone's")
+		t.Fatal("cut while no replica answered and none stood idle: the fault may be anyone's")
 	}
-	b.sent(func(error) {}, false)(true) // the other replica answers
+	bWaits(true) // the other replica answers
 	a.check()
 	if silent.Load() != 1 || other.Load() != 0 {
 		t.Fatalf("silent %d, other %d: want the silent replica's stream cut as errSilent", silent.Load(), other.Load())
@@ -184,6 +186,35 @@ func TestSilentReplicaStreamsAreCut(t *testing.T) {
 	a.check()
 	if silent.Load() != 1 {
 		t.Fatal("cut a stream of a server whose queue moves")
+	}
+	// The one request in flight: the other replica never answered yet,
+	// but holds nothing and would take it at once.
+	// An idle one never heard from counts after silentAlone stall
+	// timeouts; one that answered before, after one.
+	pair := NewReplicas()
+	lone, idle := testAwaiting(t, clk, time.Second, pair), testAwaiting(t, clk, time.Second, pair)
+	_ = lone.sent(cut, false)
+	for _, step := range []struct {
+		after time.Duration
+		want  int64
+	}{{time.Second / 2, 1}, {time.Second, 1}, {2 * time.Second, 2}} {
+		advance(step.after)
+		lone.check()
+		if silent.Load() != step.want {
+			t.Fatalf("%v after: %d cut as silent, want %d", step.after, silent.Load(), step.want)
+		}
+	}
+	idle.sent(func(error) {}, false)(true) // answered, and holds nothing
+	_ = lone.sent(cut, false)
+	advance(time.Second / 2)
+	lone.check()
+	if silent.Load() != 2 {
+		t.Fatal("cut before StallTimeout")
+	}
+	advance(time.Second)
+	lone.check()
+	if silent.Load() != 3 {
+		t.Fatalf("silent %d: want the one request in flight cut beside an idle replica that answered", silent.Load())
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -92,17 +93,9 @@ func (s Sample) Lacks() []string {
 	return out
 }
 
-// Parse reads Prometheus text exposition format. Families it does not know
-// (histograms, summaries, info gauges, other servers' metrics) are skipped.
-// A malformed text is an error naming the line.
-func Parse(r io.Reader, at time.Time) (Sample, error) {
-	// Metric names with ':' are valid under the legacy scheme, which is
-	// what vLLM's Python client writes.
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	families, err := p.TextToMetricFamilies(r)
-	if err != nil {
-		return Sample{}, fmt.Errorf("parse metrics: %w", err)
-	}
+// sumFamilies is each family's series summed, with their count; a
+// histogram or summary family is left out (nothing here reads one).
+func sumFamilies(families map[string]*dto.MetricFamily) map[string]agg {
 	sums := make(map[string]agg, len(families))
 	for name, mf := range families {
 		var a agg
@@ -123,7 +116,21 @@ func Parse(r io.Reader, at time.Time) (Sample, error) {
 			sums[name] = a
 		}
 	}
+	return sums
+}
 
+// Parse reads Prometheus text exposition format. Families it does not know
+// (histograms, summaries, info gauges, other servers' metrics) are skipped.
+// A malformed text is an error naming the line.
+func Parse(r io.Reader, at time.Time) (Sample, error) {
+	// Metric names with ':' are valid under the legacy scheme, which is
+	// what vLLM's Python client writes.
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return Sample{}, fmt.Errorf("parse metrics: %w", err)
+	}
+	sums := sumFamilies(families)
 	s := Sample{At: at, Kind: KindUnknown, Found: make(map[string]bool)}
 	lookup := func(name string) (agg, bool) {
 		if name == "" {

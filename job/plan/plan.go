@@ -351,27 +351,32 @@ func readPass(opts dataset.Options, targets []*planTarget, sorted bool, tmp stri
 		}
 	}
 	for _, t := range targets {
-		if t.sorted == nil {
-			continue
-		}
-		t.unordered = false
-		ids, err := t.sorted.Sorted()
-		if err != nil {
-			return err
-		}
-		t.join = newJoiner(t.held, t.plan)
-		for {
-			id, ok := ids.Next()
-			if !ok {
-				break
+		if t.sorted != nil {
+			if err := t.joinSorted(); err != nil {
+				return err
 			}
-			t.join.add(id)
-		}
-		if err := ids.Err(); err != nil {
-			return err
 		}
 	}
 	return nil
+}
+
+// joinSorted joins the ids the pass gathered for t, in order, with what
+// its directory holds.
+func (t *planTarget) joinSorted() error {
+	t.unordered = false
+	ids, err := t.sorted.Sorted()
+	if err != nil {
+		return err
+	}
+	t.join = newJoiner(t.held, t.plan)
+	for {
+		id, ok := ids.Next()
+		if !ok {
+			break
+		}
+		t.join.add(id)
+	}
+	return ids.Err()
 }
 
 // compareOutput stamps the output directory a target's job read (a first
