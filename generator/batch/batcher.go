@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +44,19 @@ type Options struct {
 	OnChange func([]Entry)
 }
 
+// keep is what Close leaves of a downloaded batch whose collection did
+// not go cleanly.
+type keep int
+
+const (
+	// keepFiles: collected, but some lines were malformed; its files stay
+	// for a look at them.
+	keepFiles keep = iota + 1
+	// keepDownloaded: its files could not be read; it stays downloaded,
+	// files and all, for a later run to collect.
+	keepDownloaded
+)
+
 // Batcher is the pool's Completer in the batch mode: each request becomes
 // a line of the open batch, and waits for its answer in the batch's output.
 type Batcher struct {
@@ -56,6 +70,7 @@ type Batcher struct {
 	ready   map[string]answer      // answers that came before their request
 	known   map[string]bool        // custom_ids in a recorded batch not yet answered
 	ended   bool                   // intake has stopped
+	keep    map[int]keep           // batches whose collection left something to look at
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -80,7 +95,7 @@ func Open(o Options) (*Batcher, error) {
 	}
 	l.onChange = o.OnChange
 	l.told()
-	b := &Batcher{o: o, l: l, waiters: map[string]chan answer{}, ready: map[string]answer{}, known: map[string]bool{}}
+	b := &Batcher{o: o, l: l, waiters: map[string]chan answer{}, ready: map[string]answer{}, known: map[string]bool{}, keep: map[int]keep{}}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	var left []*Entry
 	for _, e := range l.f.Batches {
@@ -169,7 +184,11 @@ func (a answer) response() (wire.Response, error) {
 	}
 	r, err := wire.DecodeBody(a.body)
 	if err != nil {
-		return r, &wire.Error{Cause: wire.CauseBatch, Message: err.Error(), Err: err}
+		msg := err.Error()
+		if a.where != "" {
+			msg = a.where + ": " + msg
+		}
+		return r, &wire.Error{Cause: wire.CauseBatch, Message: msg, Err: err}
 	}
 	return r, nil
 }
@@ -297,11 +316,15 @@ func (b *Batcher) Close(clean bool) error {
 		return nil
 	}
 	for _, e := range b.l.f.Batches {
-		if e.State != StateDownloaded {
+		if e.State != StateDownloaded || b.keep[e.Number] == keepDownloaded {
 			continue
 		}
 		if err := b.l.update(func() { e.State = StateCollected }); err != nil {
 			return err
+		}
+		if b.keep[e.Number] == keepFiles {
+			fmt.Fprintf(b.o.Log, "batch %d: its files kept in %s for the malformed lines named above\n", e.Number, filepath.Join(b.o.Dir, FilesDir))
+			continue
 		}
 		for _, p := range pathsOf(b.o.Dir, e.Number) {
 			_ = os.Remove(p)
