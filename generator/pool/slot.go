@@ -94,6 +94,9 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 			ep.gate.answered(epoch)
 		}
 		if err == nil {
+			if p := e.opts.Price; p != nil {
+				tr.Billed(p.Cost(r.PromptTokens, r.CachedTokens, r.CompletionTokens))
+			}
 			used := 0
 			if r.UsageKnown {
 				used = r.PromptTokens
