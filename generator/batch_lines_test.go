@@ -8,11 +8,13 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/synthgen/synthgen/generator/batch"
 	"github.com/synthgen/synthgen/mockserver"
 	"github.com/synthgen/synthgen/mockserver/batchapi"
 )
@@ -111,5 +113,41 @@ func TestBatchAnswerOverItsFailure(t *testing.T) {
 	ok, failed := len(recordCount(t, s.Dir)), s.Stats.Snapshot().Errors
 	if ok != 14 || failed != 6 {
 		t.Errorf("%d answered records and %d errors, want 14 and 6 (the mock's FailShare 0.3 of 20)", ok, failed)
+	}
+}
+
+// TestBatchInputNeverOverMaxBytes: batch.max_bytes bounds an input file to
+// the byte: with room for two lines and three bytes short of a third, each
+// batch holds two (the size of a line once guessed 3 bytes short let a
+// third in, over the bound).
+func TestBatchInputNeverOverMaxBytes(t *testing.T) {
+	t.Parallel()
+	_, ts := newMock(t)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "probe"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := batchSetup(t, ts.URL, filepath.Join(dir, "probe"), 1)
+	runBatch(t, context.Background(), s)
+	es, err := batch.ReadLedger(s.Dir)
+	if err != nil || len(es) != 1 {
+		t.Fatalf("probe: ledger %+v (%v)", es, err)
+	}
+	line := es[0].Bytes // every row's line is as long: q0 ... q9
+	s = batchSetup(t, ts.URL, dir, 10)
+	s.Batch.MaxBytes = 3*line - 2
+	if res := runBatch(t, context.Background(), s); res.Outcome != OutcomeDone {
+		t.Fatalf("outcome %s, want done", res.Outcome)
+	}
+	if es, err = batch.ReadLedger(s.Dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if e.Bytes > s.Batch.MaxBytes || e.Requests > 2 {
+			t.Errorf("batch %d: %d requests, %d bytes, over batch.max_bytes %d (a line is %d)", e.Number, e.Requests, e.Bytes, s.Batch.MaxBytes, line)
+		}
+	}
+	if len(es) != 5 {
+		t.Errorf("%d batches of 10 lines, want 5 of two", len(es))
 	}
 }
