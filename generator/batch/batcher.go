@@ -104,7 +104,7 @@ func Open(o Options) (*Batcher, error) {
 	var left []*Entry
 	var leftIDs [][]string
 	for _, e := range l.f.Batches {
-		if e.State == StateCollected || e.State == StateAbandoned {
+		if e.State.Ended() {
 			continue
 		}
 		ids, err := b.inputIDs(e)
@@ -344,7 +344,7 @@ func (b *Batcher) Close(clean bool) error {
 		if e.State != StateDownloaded || b.keep[e.Number] == keepDownloaded {
 			continue
 		}
-		if err := b.l.update(func() { e.State = StateCollected }); err != nil {
+		if err := b.l.move(e, StateCollected, nil); err != nil {
 			return err
 		}
 		if b.keep[e.Number] == keepFiles {

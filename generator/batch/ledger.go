@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -28,21 +29,40 @@ const (
 // sent; then with its file id once uploaded, its batch id once created,
 // downloaded once its output and error files are on disk, and collected
 // once its answers are records.
+type State string
+
 const (
-	StateIntended   = "intended"
-	StateUploaded   = "uploaded"
-	StateSubmitted  = "submitted"
-	StateDownloaded = "downloaded"
-	StateCollected  = "collected"
+	StateIntended   State = "intended"
+	StateUploaded   State = "uploaded"
+	StateSubmitted  State = "submitted"
+	StateDownloaded State = "downloaded"
+	StateCollected  State = "collected"
 	// StateAbandoned: given up before the server took it (its upload or
 	// creation refused); its rows were error records.
-	StateAbandoned = "abandoned"
+	StateAbandoned State = "abandoned"
 )
+
+// nextStates are the states each may move to; collected and abandoned
+// are the ends. A resumed intended batch may have been uploaded and
+// created unrecorded: it is uploaded again and found by its metadata, so
+// it still moves one step at a time.
+var nextStates = map[State][]State{
+	StateIntended:   {StateUploaded, StateAbandoned},
+	StateUploaded:   {StateSubmitted, StateAbandoned},
+	StateSubmitted:  {StateDownloaded},
+	StateDownloaded: {StateCollected},
+}
+
+// CanMove says whether a batch in state s may move to state to.
+func (s State) CanMove(to State) bool { return slices.Contains(nextStates[s], to) }
+
+// Ended says the batch needs nothing more: collected, or abandoned.
+func (s State) Ended() bool { return s == StateCollected || s == StateAbandoned }
 
 // Entry is one batch in the ledger.
 type Entry struct {
 	Number       int    `json:"number"`
-	State        string `json:"state"`
+	State        State  `json:"state"`
 	Requests     int    `json:"requests"`
 	Bytes        int64  `json:"bytes"`
 	FileID       string `json:"input_file_id,omitempty"`
@@ -126,8 +146,26 @@ func readLedger(path string) (ledgerFile, error) {
 		if e == nil || e.Number != i+1 {
 			return f, fmt.Errorf("%s: batch %d is out of order", path, i+1)
 		}
+		if _, ok := nextStates[e.State]; !ok && !e.State.Ended() {
+			return f, fmt.Errorf("%s: batch %d: state %q is none of a batch's", path, i+1, e.State)
+		}
 	}
 	return f, nil
+}
+
+// move takes e to state to, with the other changes of that step, and saves
+// the ledger; a move the states do not allow is refused, the ledger as it
+// was.
+func (l *ledger) move(e *Entry, to State, change func()) error {
+	if from := e.State; !from.CanMove(to) {
+		return fmt.Errorf("%s: batch %d cannot go from %s to %s", LedgerName, e.Number, from, to)
+	}
+	return l.update(func() {
+		e.State = to
+		if change != nil {
+			change()
+		}
+	})
 }
 
 // update changes e under the lock and saves the ledger.

@@ -27,7 +27,7 @@ func (b *Batcher) run(e *Entry, ids []string, resumed bool) {
 			}
 			b.say(e, "failed: %v", err)
 			if e.BatchID == "" {
-				_ = b.l.update(func() { e.State = StateAbandoned })
+				_ = b.l.move(e, StateAbandoned, nil)
 			}
 			b.failAll(ids, "batch: "+err.Error())
 			return
@@ -80,7 +80,7 @@ func (b *Batcher) submit(e *Entry, resumed bool) error {
 		if err != nil {
 			return err
 		}
-		if err := b.l.update(func() { e.FileID, e.State = f.ID, StateUploaded }); err != nil {
+		if err := b.l.move(e, StateUploaded, func() { e.FileID = f.ID }); err != nil {
 			return err
 		}
 		b.say(e, "uploaded as %s", f.ID)
@@ -107,7 +107,7 @@ func (b *Batcher) submit(e *Entry, resumed bool) error {
 	if err != nil {
 		return err
 	}
-	if err := b.l.update(func() { e.BatchID, e.Status, e.State, e.Counts = got.ID, got.Status, StateSubmitted, got.Counts }); err != nil {
+	if err := b.l.move(e, StateSubmitted, func() { e.BatchID, e.Status, e.Counts = got.ID, got.Status, got.Counts }); err != nil {
 		return err
 	}
 	b.say(e, "submitted as %s (%s)", got.ID, got.Status)
@@ -152,9 +152,7 @@ func (b *Batcher) download(e *Entry, bt *Batch) error {
 			return err
 		}
 	}
-	return b.l.update(func() {
-		e.State, e.OutputFileID, e.ErrorFileID = StateDownloaded, bt.OutputFileID, bt.ErrorFileID
-	})
+	return b.l.move(e, StateDownloaded, func() { e.OutputFileID, e.ErrorFileID = bt.OutputFileID, bt.ErrorFileID })
 }
 
 func (b *Batcher) fetch(id, path string) error {
