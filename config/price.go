@@ -98,6 +98,10 @@ func ParsePrice(s string) (Price, error) {
 	return p, nil
 }
 
+// maxPrice bounds a price, USD per million tokens: far above any provider's,
+// and low enough that a run's cost stays finite.
+const maxPrice = 1e6
+
 func parseTokenPrice(b []byte) (TokenPrice, error) {
 	var tp TokenPrice
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -108,6 +112,11 @@ func parseTokenPrice(b []byte) (TokenPrice, error) {
 	check := func(name string, v float64) error {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return fmt.Errorf("%s %v: a price is a number of dollars, 0 or more", name, v)
+		}
+		if v > maxPrice {
+			// A cost must stay a finite number: 1e308 a million tokens
+			// is +Inf after the first answer, which no record can hold.
+			return fmt.Errorf("%s %v: over %v USD per million tokens (a dollar a token), past any provider's price", name, v, maxPrice)
 		}
 		return nil
 	}

@@ -56,6 +56,8 @@ func TestPriceRefused(t *testing.T) {
 		{"field beside models", []string{`--endpoint.price={"input":1,"gpt-4o":{"input":1}}`}, `"input" beside model names`},
 		{"not an object", []string{`--endpoint.price=2.5`}, "not a JSON object"},
 		{"empty object", []string{`--endpoint.price={}`}, "prices nothing"},
+		{"past any finite cost", []string{`--endpoint.price={"input":1,"output":1e308}`}, "output 1e+308: over"},
+		{"cached past any finite cost", []string{`--endpoint.price={"m":{"input":1,"output":1,"cached_input":2e6}}`}, "cached_input 2e+06: over"},
 		{"model never asked", []string{"--endpoint.model=gpt-4o", `--endpoint.price={"gpt-4o":{"input":1},"gpt4o-mini":{"input":1}}`}, `model "gpt4o-mini" is never asked`},
 		{"model asked lacks a price", []string{"--endpoint.model=m", `--endpoint.price={"gpt-4o":{"input":1}}`}, `model "gpt-4o" is never asked`},
 	} {

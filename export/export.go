@@ -291,6 +291,9 @@ func (o Options) run(ctx context.Context) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := nothingKept(sum); err != nil {
+		return nil, err
+	}
 	switch o.Format {
 	case FormatSpecForge:
 		err = write(ctx, o, x, sum, shape[specforgeRow]{record: specforgeOf})
@@ -307,6 +310,42 @@ func (o Options) run(ctx context.Context) (*Summary, error) {
 		return nil, err
 	}
 	return sum, nil
+}
+
+// NothingKeptError is an export whose filters took every record it read:
+// an empty training file is no success, so nothing is written. Summary
+// says what each filter dropped.
+type NothingKeptError struct{ Summary *Summary }
+
+func (e *NothingKeptError) Error() string {
+	var took []string
+	for _, f := range e.Summary.Filters {
+		if f.Dropped == 0 {
+			continue
+		}
+		what := fmt.Sprintf("%s took %d (%s)", f.Name, f.Dropped, f.Rule)
+		switch {
+		case f.Flag != "":
+			what += "; " + f.Flag + " keeps them"
+		case f.Name == FilterSpecForge || f.Name == FilterShareGPT:
+			what += "; no flag keeps them in --format " + e.Summary.Format + ", --format messages writes them as they are"
+		default:
+			what += "; no flag keeps them"
+		}
+		took = append(took, what)
+	}
+	return fmt.Sprintf("nothing to export: the filters took all %d records read: %s", e.Summary.Read, strings.Join(took, "; "))
+}
+
+// nothingKept refuses an export of zero rows from records read: every one
+// was filtered out (a job of records failed for good only, or of none, is
+// refused before, by the audit; openai-batch --include-errors' error lines
+// are rows).
+func nothingKept(sum *Summary) error {
+	if sum.Read == 0 || sum.Exported > 0 || sum.ErrorLines > 0 {
+		return nil
+	}
+	return &NothingKeptError{Summary: sum}
 }
 
 // percentile is the nearest-rank p-th percentile of the values a

@@ -5,7 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -501,5 +504,32 @@ func TestParquetRowGroupsBounded(t *testing.T) {
 	}
 	if pf.NumRows() != sum.Exported || len(pf.RowGroups()) < int(sum.Exported/2) {
 		t.Errorf("%d rows in %d row groups, want the %d exported in groups of at most 2", pf.NumRows(), len(pf.RowGroups()), sum.Exported)
+	}
+}
+
+// TestNothingKeptIsRefused: an export whose filters take every record it
+// read writes nothing and fails, naming each filter that took them and the
+// flag that keeps them; with the flag the same records are exported.
+func TestNothingKeptIsRefused(t *testing.T) {
+	at := time.UnixMilli(1_700_000_000_000).UTC()
+	var recs []*sink.Record
+	for i := range 3 {
+		recs = append(recs, &sink.Record{ID: fmt.Sprint(i), Messages: []chat.Message{{Role: "user", Content: "q"}},
+			Content: "cut", FinishReason: "length", Model: "qwen3-8b", Attempts: 1, CreatedAt: at})
+	}
+	dir := writeDir(t, sink.FormatJSONL, 10, recs...)
+	out := filepath.Join(t.TempDir(), "train.jsonl")
+	_, err := Run(context.Background(), options(t, FormatMessages, out, dir))
+	var nk *NothingKeptError
+	if !errors.As(err, &nk) || !strings.Contains(err.Error(), "truncated took 3") || !strings.Contains(err.Error(), "--keep-truncated keeps them") {
+		t.Fatalf("export of only truncated records: %v, want a refusal naming the truncated filter and --keep-truncated", err)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s: %v, want nothing written", out, err)
+	}
+	o := options(t, FormatMessages, out, dir)
+	o.KeepTruncated = true
+	if s := run(t, o); s.Exported != 3 {
+		t.Errorf("with --keep-truncated: %d exported, want 3", s.Exported)
 	}
 }

@@ -138,7 +138,7 @@ func TestBatchRun(t *testing.T) {
 	if b, err = os.ReadFile(filepath.Join(s.Dir, "report.json")); err == nil {
 		err = json.Unmarshal(b, &report)
 	}
-	if err != nil || len(report.Batches) != 3 || report.Batches[2].State != batch.StateCollected || report.Batches[2].Requests != 5 {
+	if err != nil || len(report.Batches) != 3 || report.Batches[2].State != string(batch.StateCollected) || report.Batches[2].Requests != 5 {
 		t.Errorf("report.json's batches: %+v (%v), want three, the third of 5 requests, collected", report.Batches, err)
 	}
 }

@@ -55,7 +55,7 @@ func (r *Runner) closeBatch(res Result) error {
 func batchRecords(es []batch.Entry) []runstats.BatchRecord {
 	out := make([]runstats.BatchRecord, len(es))
 	for i, e := range es {
-		out[i] = runstats.BatchRecord{Number: e.Number, State: e.State, Status: e.Status,
+		out[i] = runstats.BatchRecord{Number: e.Number, State: string(e.State), Status: e.Status,
 			Requests: e.Requests, Completed: e.Counts.Completed, Failed: e.Counts.Failed}
 	}
 	return out

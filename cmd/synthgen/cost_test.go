@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/synthgen/synthgen/config"
 	"math"
 	"os"
 	"path/filepath"
@@ -133,6 +134,22 @@ func TestBatchCostAtPriceFactor(t *testing.T) {
 		})
 		if rep := readReport(t, out); rep.Cost == nil || math.Abs(*rep.Cost-sum) > 1e-9 {
 			t.Errorf("%s: report.json cost %v, want the records' %v", tc.name, rep.Cost, sum)
+		}
+	}
+}
+
+// TestPriceFactorCoversCachedInput: batch.price_factor scales every part
+// of the price, the cached input's too, whether given or taken from input.
+func TestPriceFactorCoversCachedInput(t *testing.T) {
+	t.Parallel()
+	cached := 1.0
+	for _, tc := range []struct {
+		tp         config.TokenPrice
+		wantCached float64
+	}{{config.TokenPrice{Input: 2, Output: 8, CachedInput: &cached}, 0.5}, {config.TokenPrice{Input: 2, Output: 8}, 1}} {
+		p, ok := priceOf(config.Price{All: &tc.tp}, 0.5)("m")
+		if !ok || p.Input != 1 || p.Output != 4 || p.CachedInput != tc.wantCached {
+			t.Errorf("%+v at 0.5: %+v, want input 1, output 4, cached_input %v", tc.tp, p, tc.wantCached)
 		}
 	}
 }

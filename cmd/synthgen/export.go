@@ -109,7 +109,8 @@ exit 4, naming the counts, unless --partial: a training file of part of the
 job is then written, and what it lacks is said on stderr.
 
 Exit status: 0 when written, 4 when the job is not done (without --partial),
-1 when a directory is invalid, the job has no keys, or the export failed (a
+1 when a directory is invalid, the job has no keys, its filters took every
+record (each filter named, and the flag that keeps its records), or the export failed (a
 full disk says so), 2 for bad flags, an --out refused, or a DIR that is not an
 output directory, 130 when a signal stopped it.`
 
@@ -192,12 +193,15 @@ func runExport(cmd *cobra.Command, dirs []string, o export.Options, partial, ove
 	o.Overwrite, o.Log = overwrite, stderr
 	sum, err := export.Run(cmd.Context(), o)
 	var refused *export.RefusedError
+	var nothing *export.NothingKeptError
 	if de := diskError(cmp.Or(tmp, os.TempDir()), err); de != nil {
 		return de // its index spills beside the output too
 	}
 	switch {
 	case errors.As(err, &refused):
 		return usageError(err, refused.Hint())
+	case errors.As(err, &nothing):
+		return &exitError{code: exitFailure, err: fmt.Errorf("export: refused: %w", err), hint: "nothing was written under " + o.Out + "; keep those records as the message says, or export another format"}
 	case errors.Is(err, export.ErrInterrupted):
 		return &exitError{code: exitInterrupted, err: fmt.Errorf("export: %w", err), hint: "run the same export again"}
 	case err != nil:

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -44,6 +45,19 @@ type Options struct {
 	OnChange func([]Entry)
 }
 
+// keep is what Close leaves of a downloaded batch whose collection did
+// not go cleanly.
+type keep int
+
+const (
+	// keepFiles: collected, but some lines were malformed; its files stay
+	// for a look at them.
+	keepFiles keep = iota + 1
+	// keepDownloaded: its files could not be read; it stays downloaded,
+	// files and all, for a later run to collect.
+	keepDownloaded
+)
+
 // Batcher is the pool's Completer in the batch mode: each request becomes
 // a line of the open batch, and waits for its answer in the batch's output.
 type Batcher struct {
@@ -57,6 +71,9 @@ type Batcher struct {
 	ready   map[string]answer      // answers that came before their request
 	known   map[string]bool        // custom_ids in a recorded batch not yet answered
 	ended   bool                   // intake has stopped
+	keep    map[int]keep           // batches whose collection left something to look at
+
+	recording sync.Mutex // one batch recorded at a time (record)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -81,21 +98,28 @@ func Open(o Options) (*Batcher, error) {
 	}
 	l.onChange = o.OnChange
 	l.told()
-	b := &Batcher{o: o, l: l, waiters: map[string]chan answer{}, ready: map[string]answer{}, known: map[string]bool{}}
+	b := &Batcher{o: o, l: l, waiters: map[string]chan answer{}, ready: map[string]answer{}, known: map[string]bool{}, keep: map[int]keep{}}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	// Every entry's input is read before any goroutine starts: an entry
+	// that cannot be read fails Open with nothing left running.
 	var left []*Entry
+	var leftIDs [][]string
 	for _, e := range l.f.Batches {
-		if e.State == StateCollected || e.State == StateAbandoned {
+		if e.State.Ended() {
 			continue
 		}
 		ids, err := b.inputIDs(e)
 		if err != nil {
+			b.cancel()
 			return nil, err
 		}
 		for _, id := range ids {
 			b.known[id] = true
 		}
-		left = append(left, e)
+		left, leftIDs = append(left, e), append(leftIDs, ids)
+	}
+	for i, e := range left {
+		ids := leftIDs[i]
 		b.wg.Go(func() { b.run(e, ids, true) })
 	}
 	if len(left) > 0 {
@@ -170,10 +194,22 @@ func (a answer) response() (wire.Response, error) {
 	}
 	r, err := wire.DecodeBody(a.body)
 	if err != nil {
-		return r, &wire.Error{Cause: wire.CauseBatch, Message: err.Error(), Err: err}
+		msg := err.Error()
+		if a.where != "" {
+			msg = a.where + ": " + msg
+		}
+		return r, &wire.Error{Cause: wire.CauseBatch, Message: msg, Err: err}
 	}
 	return r, nil
 }
+
+// An input line is linePrefix, the custom_id (JSON), lineMiddle, the
+// request's body, lineEnd.
+const (
+	linePrefix = `{"custom_id":`
+	lineMiddle = `,"method":"POST","url":"` + lineURL + `","body":`
+	lineEnd    = "}\n"
+)
 
 // add writes the request's line into the open batch, first sending the
 // open batch if the line would take it past MaxBytes.
@@ -184,18 +220,19 @@ func (b *Batcher) add(cid string, req wire.Request) error {
 		return err
 	}
 	id, _ := json.Marshal(cid)
-	n := int64(len(id) + len(body) + 64)
+	// The line's exact length: an input file is never over MaxBytes.
+	n := int64(len(linePrefix) + len(id) + len(lineMiddle) + len(body) + len(lineEnd))
 	if n > b.o.MaxBytes {
 		return fmt.Errorf("the request's line (%d bytes) is over batch.max_bytes (%d)", n, b.o.MaxBytes)
 	}
 	if int64(b.open.Len())+n > b.o.MaxBytes {
 		b.seal()
 	}
-	b.open.WriteString(`{"custom_id":`)
+	b.open.WriteString(linePrefix)
 	b.open.Write(id)
-	b.open.WriteString(`,"method":"POST","url":"` + lineURL + `","body":`)
+	b.open.WriteString(lineMiddle)
 	b.open.Write(body)
-	b.open.WriteString("}\n")
+	b.open.WriteString(lineEnd)
 	b.openIDs = append(b.openIDs, cid)
 	if len(b.openIDs) >= b.o.MaxRequests {
 		b.seal()
@@ -215,23 +252,30 @@ func (b *Batcher) maybeSeal() {
 	}
 }
 
-// seal records the open batch, its input file on disk and its entry in
-// the ledger, both fsynced, and only then starts submitting it.
+// seal hands the open batch to a goroutine that records it, its input
+// file on disk and its entry in the ledger, both fsynced, and only then
+// submits it. It is called with b.mu held, which every Complete takes: the
+// buffer is handed over, not copied, and written outside the lock.
 func (b *Batcher) seal() {
 	ids := b.openIDs
-	b.openIDs = nil
-	data := bytes.Clone(b.open.Bytes())
-	b.open.Reset()
-	e, err := b.record(data, len(ids))
-	if err != nil {
-		go b.failAll(ids, "batch: "+err.Error())
-		return
-	}
-	fmt.Fprintf(b.o.Log, "batch %d: %d requests, %d bytes, recorded\n", e.Number, e.Requests, e.Bytes)
-	b.wg.Go(func() { b.run(e, ids, false) })
+	data := b.open.Bytes()
+	b.openIDs, b.open = nil, bytes.Buffer{}
+	b.wg.Go(func() {
+		e, err := b.record(data, len(ids))
+		if err != nil {
+			b.failAll(ids, "batch: "+err.Error())
+			return
+		}
+		fmt.Fprintf(b.o.Log, "batch %d: %d requests, %d bytes, recorded\n", e.Number, e.Requests, e.Bytes)
+		b.run(e, ids, false)
+	})
 }
 
+// record writes a batch's input file and adds its entry to the ledger;
+// batches are recorded one at a time, so each file is its entry's number.
 func (b *Batcher) record(data []byte, n int) (*Entry, error) {
+	b.recording.Lock()
+	defer b.recording.Unlock()
 	input, _, _ := files(b.o.Dir, b.l.next())
 	if err := durable.MkdirAll(layout.Dir(b.o.Dir).BatchFiles()); err != nil {
 		return nil, err
@@ -298,11 +342,15 @@ func (b *Batcher) Close(clean bool) error {
 		return nil
 	}
 	for _, e := range b.l.f.Batches {
-		if e.State != StateDownloaded {
+		if e.State != StateDownloaded || b.keep[e.Number] == keepDownloaded {
 			continue
 		}
-		if err := b.l.update(func() { e.State = StateCollected }); err != nil {
+		if err := b.l.move(e, StateCollected, nil); err != nil {
 			return err
+		}
+		if b.keep[e.Number] == keepFiles {
+			fmt.Fprintf(b.o.Log, "batch %d: its files kept in %s for the malformed lines named above\n", e.Number, filepath.Join(b.o.Dir, FilesDir))
+			continue
 		}
 		for _, p := range pathsOf(b.o.Dir, e.Number) {
 			_ = os.Remove(p)

@@ -25,8 +25,10 @@ const (
 	FilesDir   = layout.BatchFilesName
 )
 
-// The states of a batch, in order (see runfiles, which reads the ledger
-// for the view).
+// The states of a batch, in order (runfiles.BatchState: the view reads
+// the ledger there).
+type State = runfiles.BatchState
+
 const (
 	StateIntended   = runfiles.BatchIntended
 	StateUploaded   = runfiles.BatchUploaded
@@ -84,6 +86,21 @@ func openLedger(dir string) (*ledger, error) {
 func ReadLedger(dir string) ([]Entry, error) { return runfiles.ReadBatches(dir) }
 
 func readLedger(path string) (ledgerFile, error) { return runfiles.ReadBatchLedger(path) }
+
+// move takes e to state to, with the other changes of that step, and saves
+// the ledger; a move the states do not allow is refused, the ledger as it
+// was.
+func (l *ledger) move(e *Entry, to State, change func()) error {
+	if from := e.State; !from.CanMove(to) {
+		return fmt.Errorf("%s: batch %d cannot go from %s to %s", LedgerName, e.Number, from, to)
+	}
+	return l.update(func() {
+		e.State = to
+		if change != nil {
+			change()
+		}
+	})
+}
 
 // update changes e under the lock and saves the ledger.
 func (l *ledger) update(change func()) error {

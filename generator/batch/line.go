@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 
 	"github.com/synthgen/synthgen/sink"
@@ -52,11 +53,18 @@ type answer struct {
 	body   []byte
 	status int    // the line's status code; 0: none
 	fail   string // "" with a body
+	where  string // the file and line it came from; "": none
 }
 
-// eachLine calls each with every non-empty line of r, numbered from 1;
-// an error names the file and line.
-func eachLine(r io.Reader, name string, each func(b []byte) error) error {
+// errBadLine marks a line that is not what its file should hold: it costs
+// that line only, and reading goes on with the next.
+var errBadLine = errors.New("malformed line")
+
+// eachLine calls each with every non-empty line of r, numbered from 1. A
+// line each refuses with errBadLine, or one over maxLine, is given to bad
+// (its error names the file and line) and reading goes on; any other error
+// ends the read, naming the file and line.
+func eachLine(r io.Reader, name string, each func(b []byte, n int) error, bad func(error)) error {
 	br := bufio.NewReaderSize(r, 1<<16)
 	for n := 1; ; n++ {
 		b, err := readLine(br)
@@ -64,42 +72,68 @@ func eachLine(r io.Reader, name string, each func(b []byte) error) error {
 			return nil
 		}
 		if err == nil && len(b) > 0 {
-			err = each(b)
+			err = each(b, n)
 		}
-		if err != nil {
-			return fmt.Errorf("%s:%d: %w", name, n, err)
+		if err == nil {
+			continue
 		}
+		err = fmt.Errorf("%s:%d: %w", name, n, err)
+		if !errors.Is(err, errBadLine) || bad == nil {
+			return err
+		}
+		bad(err)
 	}
 }
 
-// readLines calls each with every line of a batch's output or error file;
-// a line that is not a batch line is an error naming its file and line.
-func readLines(r io.Reader, name string, each func(cid string, a answer)) error {
-	return eachLine(r, name, func(b []byte) error {
+// cidPattern finds the custom_id in a line that is not JSON, so that the
+// line's request is told which line failed it.
+var cidPattern = regexp.MustCompile(`"custom_id"\s*:\s*"([^"\\]+)"`)
+
+// readLines calls each with every line of a batch's output or error file.
+// A line that is not a batch line costs that line only: it goes to bad
+// with its file and line named, and to its request when its custom_id can
+// be read, and the lines after it are read.
+func readLines(r io.Reader, name string, each func(cid string, a answer), bad func(err error)) error {
+	return eachLine(r, name, func(b []byte, n int) error {
+		where := name + ":" + strconv.Itoa(n)
 		var l outputLine
-		if err := json.Unmarshal(b, &l); err != nil {
-			return fmt.Errorf("not a batch output line: %w", err)
+		err := json.Unmarshal(b, &l)
+		if err == nil && l.CustomID == "" {
+			err = errors.New("custom_id: missing")
 		}
-		if l.CustomID == "" {
-			return errors.New("custom_id: missing")
+		if err != nil {
+			err = fmt.Errorf("%w: not a batch output line: %w", errBadLine, err)
+			cid := l.CustomID
+			if m := cidPattern.FindSubmatch(b); cid == "" && m != nil {
+				cid = string(m[1])
+			}
+			if cid != "" {
+				each(cid, answer{fail: where + ": " + err.Error(), where: where})
+			}
+			return err
 		}
-		each(l.CustomID, l.answer())
+		a := l.answer()
+		a.where = where
+		each(l.CustomID, a)
 		return nil
-	})
+	}, bad)
 }
 
 func (l *outputLine) answer() answer {
 	var a answer
 	if l.Response != nil {
 		a.status = l.Response.StatusCode
-		if a.status == 200 && l.Error == nil {
-			a.body = l.Response.Body
+		body := l.Response.Body
+		if a.status == 200 && l.Error == nil && len(body) > 0 && string(body) != "null" {
+			a.body = body
 			return a
 		}
 	}
 	switch {
 	case l.Error != nil:
 		a.fail = l.Error.Code + ": " + l.Error.Message
+	case l.Response != nil && a.status == 200:
+		a.fail = "status 200 without a body"
 	case l.Response != nil:
 		a.fail = fmt.Sprintf("status %d: %s", a.status, truncate(l.Response.Body, 300))
 	default:
@@ -122,7 +156,7 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 		frag, err := br.ReadSlice('\n')
 		line = append(line, frag...)
 		if len(line) > maxLine {
-			return nil, fmt.Errorf("a line longer than %d bytes", maxLine)
+			return nil, skipLine(br)
 		}
 		switch err {
 		case nil:
@@ -140,9 +174,25 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
+// skipLine reads past the rest of a line over maxLine, so that the lines
+// after it are read: the line is a bad line, or the read's error.
+func skipLine(br *bufio.Reader) error {
+	for {
+		_, err := br.ReadSlice('\n')
+		switch err {
+		case nil, io.EOF:
+			return fmt.Errorf("%w: longer than %d bytes", errBadLine, maxLine)
+		case bufio.ErrBufferFull:
+			continue
+		default:
+			return err
+		}
+	}
+}
+
 // inputIDs calls each with the custom_id of every line of a batch input file.
 func inputIDs(r io.Reader, name string, each func(cid string)) error {
-	return eachLine(r, name, func(b []byte) error {
+	return eachLine(r, name, func(b []byte, _ int) error {
 		var l struct {
 			CustomID string `json:"custom_id"`
 		}
@@ -151,5 +201,5 @@ func inputIDs(r io.Reader, name string, each func(cid string)) error {
 		}
 		each(l.CustomID)
 		return nil
-	})
+	}, nil)
 }

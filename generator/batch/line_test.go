@@ -19,7 +19,7 @@ func TestReadLines(t *testing.T) {
 {"id":"batch_req_4","custom_id":"0.1.d"}
 `
 	got := map[string]answer{}
-	if err := readLines(strings.NewReader(in), "out.jsonl", func(cid string, a answer) { got[cid] = a }); err != nil {
+	if err := readLines(strings.NewReader(in), "out.jsonl", func(cid string, a answer) { got[cid] = a }, nil); err != nil {
 		t.Fatal(err)
 	}
 	if a := got["0.1.a"]; a.fail != "" || string(a.body) != `{"choices":[]}` {
@@ -34,11 +34,46 @@ func TestReadLines(t *testing.T) {
 	if a := got["0.1.d"]; a.fail == "" {
 		t.Errorf("d: %+v, want a failure", a)
 	}
-	for _, bad := range []string{"{\"custom_id\":\"x\"}\nnot json\n", "{\"id\":\"r\"}\n"} {
-		err := readLines(strings.NewReader(bad), "out.jsonl", func(string, answer) {})
-		if err == nil || !strings.Contains(err.Error(), "out.jsonl:") {
-			t.Errorf("%q: %v, want an error naming out.jsonl and the line", bad, err)
+}
+
+// TestReadLinesBadLines: a malformed line costs that line only, named by
+// file and line; the lines after it are read, and a bad line whose
+// custom_id can be read fails that request, naming the line.
+func TestReadLinesBadLines(t *testing.T) {
+	in := `{"custom_id":"0.1.a","response":{"status_code":200,"body":{}}}
+not json
+{"custom_id":"0.1.b","response":{"status_code":200,"bo
+{"id":"r"}
+{"custom_id":"0.1.c","response":{"status_code":200,"body":{}}}
+{"custom_id":7}
+`
+	got := map[string]answer{}
+	var bad []string
+	err := readLines(strings.NewReader(in), "out.jsonl", func(cid string, a answer) { got[cid] = a },
+		func(err error) { bad = append(bad, err.Error()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"out.jsonl:2: ", "out.jsonl:3: ", "out.jsonl:4: malformed line: not a batch output line: custom_id: missing", "out.jsonl:6: "}
+	if len(bad) != len(want) {
+		t.Fatalf("bad lines %q, want %d of them", bad, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(bad[i], w) {
+			t.Errorf("bad line %d: %q, want it to start %q", i, bad[i], w)
 		}
+	}
+	if a := got["0.1.a"]; a.body == nil || a.where != "out.jsonl:1" {
+		t.Errorf("a: %+v", a)
+	}
+	if a := got["0.1.c"]; a.body == nil || a.where != "out.jsonl:5" {
+		t.Errorf("c, after the bad lines: %+v", a)
+	}
+	if a := got["0.1.b"]; a.body != nil || !strings.HasPrefix(a.fail, "out.jsonl:3: ") {
+		t.Errorf("b, a truncated line: %+v, want a failure naming out.jsonl:3", a)
+	}
+	if len(got) != 3 {
+		t.Errorf("answers %v, want a, b and c", got)
 	}
 }
 
@@ -51,8 +86,12 @@ func FuzzReadLines(f *testing.F) {
 	f.Add("\n\n{")
 	f.Fuzz(func(t *testing.T, s string) {
 		_ = readLines(strings.NewReader(s), "f", func(cid string, a answer) {
-			if cid == "" || (a.fail == "") == (a.body == nil) {
-				t.Fatalf("custom_id %q answer %+v: neither or both of a body and a failure", cid, a)
+			if cid == "" || (a.fail == "") == (a.body == nil) || a.where == "" {
+				t.Fatalf("custom_id %q answer %+v: neither or both of a body and a failure, or no line named", cid, a)
+			}
+		}, func(err error) {
+			if !strings.HasPrefix(err.Error(), "f:") {
+				t.Fatalf("bad line %v: names no file and line", err)
 			}
 		})
 	})

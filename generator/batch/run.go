@@ -27,7 +27,7 @@ func (b *Batcher) run(e *Entry, ids []string, resumed bool) {
 			}
 			b.say(e, "failed: %v", err)
 			if e.BatchID == "" {
-				_ = b.l.update(func() { e.State = StateAbandoned })
+				_ = b.l.move(e, StateAbandoned, nil)
 			}
 			b.failAll(ids, "batch: "+err.Error())
 			return
@@ -80,7 +80,7 @@ func (b *Batcher) submit(e *Entry, resumed bool) error {
 		if err != nil {
 			return err
 		}
-		if err := b.l.update(func() { e.FileID, e.State = f.ID, StateUploaded }); err != nil {
+		if err := b.l.move(e, StateUploaded, func() { e.FileID = f.ID }); err != nil {
 			return err
 		}
 		b.say(e, "uploaded as %s", f.ID)
@@ -107,7 +107,7 @@ func (b *Batcher) submit(e *Entry, resumed bool) error {
 	if err != nil {
 		return err
 	}
-	if err := b.l.update(func() { e.BatchID, e.Status, e.State, e.Counts = got.ID, got.Status, StateSubmitted, got.Counts }); err != nil {
+	if err := b.l.move(e, StateSubmitted, func() { e.BatchID, e.Status, e.Counts = got.ID, got.Status, got.Counts }); err != nil {
 		return err
 	}
 	b.say(e, "submitted as %s (%s)", got.ID, got.Status)
@@ -152,9 +152,7 @@ func (b *Batcher) download(e *Entry, bt *Batch) error {
 			return err
 		}
 	}
-	return b.l.update(func() {
-		e.State, e.OutputFileID, e.ErrorFileID = StateDownloaded, bt.OutputFileID, bt.ErrorFileID
-	})
+	return b.l.move(e, StateDownloaded, func() { e.OutputFileID, e.ErrorFileID = bt.OutputFileID, bt.ErrorFileID })
 }
 
 func (b *Batcher) fetch(id, path string) error {
@@ -170,39 +168,67 @@ func (b *Batcher) fetch(id, path string) error {
 }
 
 // collect hands every line of e's downloaded files to its request; a
-// request no line answers fails with why.
+// request no line answers fails with why. A custom_id on several lines
+// (in the output and the error file, or twice in one) keeps its answer
+// over any failure. A malformed line costs that line only: it is said,
+// named by file and line, and the files are kept past the run's end for
+// a look; a file that cannot be read leaves the batch downloaded, for the
+// next run to collect.
 func (b *Batcher) collect(e *Entry, ids []string, why string) error {
 	if why == "" {
 		why = fmt.Sprintf("batch %s %s without this request's answer", e.BatchID, e.Status)
 	}
-	seen := make(map[string]bool, len(ids))
+	answered := make(map[string]bool, len(ids))
+	failed := map[string]answer{} // the first failure of each custom_id not answered
+	var bad []string
 	_, output, errs := files(b.o.Dir, e.Number)
 	for _, p := range []string{output, errs} {
 		f, err := os.Open(p)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
-		if err != nil {
-			return err
+		if err == nil {
+			err = readLines(f, p, func(cid string, a answer) {
+				switch {
+				case answered[cid]:
+				case a.body != nil:
+					answered[cid] = true
+					delete(failed, cid)
+					b.deliver(cid, a)
+				default:
+					if _, ok := failed[cid]; !ok {
+						failed[cid] = a
+					}
+				}
+			}, func(err error) {
+				bad = append(bad, err.Error())
+				b.say(e, "%v", err)
+			})
+			f.Close()
 		}
-		err = readLines(f, p, func(cid string, a answer) {
-			if !seen[cid] {
-				seen[cid] = true
-				b.deliver(cid, a)
-			}
-		})
-		f.Close()
 		if err != nil {
-			return err
+			b.mu.Lock()
+			b.keep[e.Number] = keepDownloaded
+			b.mu.Unlock()
+			return fmt.Errorf("collecting: %w (kept downloaded: --retry-errors collects it without sending its rows again)", err)
 		}
+	}
+	for cid, a := range failed {
+		b.deliver(cid, a)
+	}
+	if len(bad) > 0 {
+		why = fmt.Sprintf("%s (%d malformed lines in its files, the first %s)", why, len(bad), bad[0])
+		b.mu.Lock()
+		b.keep[e.Number] = keepFiles
+		b.mu.Unlock()
 	}
 	var missing []string
 	for _, id := range ids {
-		if !seen[id] {
+		if _, ok := failed[id]; !ok && !answered[id] {
 			missing = append(missing, id)
 		}
 	}
 	b.failAll(missing, why)
-	b.say(e, "collected: %d answers, %d without", len(ids)-len(missing), len(missing))
+	b.say(e, "collected: %d answers, %d failed, %d without a line, %d malformed lines", len(answered), len(failed), len(missing), len(bad))
 	return nil
 }

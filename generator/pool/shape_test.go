@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -279,5 +280,53 @@ func TestSchemaFailureKeepsItsSample(t *testing.T) {
 	}
 	if len(samples) != 3 || !samples[0] || !samples[1] || !samples[2] {
 		t.Errorf("error records of samples %v, want 0, 1 and 2", samples)
+	}
+}
+
+// TestRefusedAnswersAreBilled: every answer the server sent counts at its
+// usage in the billed figure, those refused for their shape and those of a
+// key that failed too, while the cost stays the kept answers' own: the
+// records' sum. The figures are the server's usage times the price, so
+// they must match exactly what a provider bills for them.
+func TestRefusedAnswersAreBilled(t *testing.T) {
+	srv := &shapeServer{bad: map[string]int{"ok": 0, "once": 1, "never": -1}, seen: map[string]int{}}
+	stats := runstats.NewStats(nil)
+	price := runstats.Price{Input: 2, Output: 10, CachedInput: 1}
+	stats.SetPrice(price)
+	o := testOptions(1)
+	o.Sampling.ResponseFormat = verdictFormat()
+	o.SchemaRetries = 2
+	o.Price = &price
+	eng, err := New(srv, stats, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := openSink(t, dir)
+	if _, err := eng.Run(context.Background(), newSliceSource("ok", "once", "never"), out); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	one := price.Cost(5, 0, 9) // every answer of shapeServer
+	answers := srv.seen["ok"] + srv.seen["once"] + srv.seen["never"]
+	if answers != 1+2+3 {
+		t.Fatalf("%d answers sent, want 6", answers)
+	}
+	var kept float64
+	for _, r := range recordsByID(t, dir) {
+		kept += r.Cost
+	}
+	snap := stats.Snapshot()
+	if want := 2 * one; math.Abs(kept-want) > 1e-12 || math.Abs(snap.Cost-want) > 1e-12 {
+		t.Errorf("kept cost %v, records' %v, want two answers' %v", snap.Cost, kept, want)
+	}
+	if want := float64(answers) * one; math.Abs(snap.Billed-want) > 1e-12 {
+		t.Errorf("billed %v, want %d answers' %v", snap.Billed, answers, want)
+	}
+	rec := runstats.NewProgressRecord(snap, nil)
+	if rec.CostBilled == nil || *rec.CostBilled != snap.Billed {
+		t.Errorf("status.json's cost_billed %v, want %v", rec.CostBilled, snap.Billed)
 	}
 }

@@ -183,6 +183,9 @@ func (e *Engine) attempt(ctx, wait context.Context, route *router, tr *runstats.
 		ep.gate.answered(epoch)
 	}
 	if a.err == nil {
+		if p := e.opts.Price; p != nil { // billed, whatever becomes of the answer
+			tr.Billed(p.Cost(a.resp.PromptTokens, a.resp.CachedTokens, a.resp.CompletionTokens))
+		}
 		used := 0
 		if a.resp.UsageKnown {
 			used = a.resp.PromptTokens

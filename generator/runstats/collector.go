@@ -19,7 +19,7 @@ type Collector struct {
 	done, failed, retries, inFlight          *prometheus.Desc
 	completionTokens, runningTokens, prompt  *prometheus.Desc
 	planned, alreadyDone, alreadyFailed, eta *prometheus.Desc
-	cost, costProjected                      *prometheus.Desc // with endpoint.price only
+	cost, costBilled, costProjected          *prometheus.Desc // with endpoint.price only
 	// Per endpoint, label endpoint (its URL, password masked), with
 	// several replicas only.
 	epUp, epInFlight, epRequests, epFailures, epAnswers, epTokens, epReqRate, epTokRate *prometheus.Desc
@@ -51,6 +51,8 @@ func NewCollector(stats *Stats) *Collector {
 		eta: d("synthgen_eta_seconds", "Estimated seconds to the end of the run, from tokens; absent while unknown."),
 
 		cost: d("synthgen_cost_usd_total", "USD the answered requests cost at endpoint.price, from their usage; absent without a price."),
+		costBilled: d("synthgen_cost_billed_usd_total",
+			"USD every answer the server sent cost at endpoint.price, those thrown away (retried, refused, of a key that failed) too; absent without a price."),
 		costProjected: d("synthgen_cost_projected_usd",
 			"USD the run is projected to cost: synthgen_cost_usd_total plus the mean answer's cost for each request to come; absent without a price or an answer."),
 
@@ -68,7 +70,7 @@ func NewCollector(stats *Stats) *Collector {
 // Describe sends every descriptor the collector can emit.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.done, c.failed, c.retries, c.inFlight,
-		c.completionTokens, c.runningTokens, c.prompt, c.planned, c.alreadyDone, c.alreadyFailed, c.eta, c.cost, c.costProjected,
+		c.completionTokens, c.runningTokens, c.prompt, c.planned, c.alreadyDone, c.alreadyFailed, c.eta, c.cost, c.costBilled, c.costProjected,
 		c.epUp, c.epInFlight, c.epRequests, c.epFailures, c.epAnswers, c.epTokens, c.epReqRate, c.epTokRate} {
 		ch <- d
 	}
@@ -104,6 +106,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if s.Priced {
 		counter(c.cost, s.Cost)
+		counter(c.costBilled, s.Billed)
 		if s.Done > 0 {
 			gauge(c.costProjected, s.CostProjected)
 		}

@@ -67,6 +67,9 @@ type ProgressRecord struct {
 	// without a price.
 	Cost          *float64 `json:"cost,omitempty"`
 	CostProjected *float64 `json:"cost_projected,omitempty"`
+	// CostBilled is what every answer the server sent cost, those thrown
+	// away (retried, refused, failed) too; absent without a price.
+	CostBilled *float64 `json:"cost_billed,omitempty"`
 
 	Server *ServerRecord `json:"server,omitempty"`
 	// Endpoints are each endpoint's figures, with several (endpoint.base_url
@@ -186,7 +189,7 @@ func NewProgressRecord(s Snapshot, server *promscrape.Rates) ProgressRecord {
 		}
 	}
 	if s.Priced {
-		rec.Cost = finite(s.Cost)
+		rec.Cost, rec.CostBilled = finite(s.Cost), finite(s.Billed)
 		if s.Done > 0 {
 			rec.CostProjected = finite(s.CostProjected)
 		}

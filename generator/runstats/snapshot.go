@@ -133,6 +133,10 @@ type Snapshot struct {
 	Priced        bool
 	Cost          float64
 	CostProjected float64
+	// Billed is what every answer the server sent this run cost, the kept
+	// ones (Cost) and those thrown away (retried, refused, of a key that
+	// failed): what the provider bills, as far as usage says.
+	Billed float64
 
 	// Endpoints are each endpoint's figures, in base_url order: one per
 	// replica (stats_endpoint.go); empty when no run named them.
@@ -243,7 +247,7 @@ func (s *Stats) figures() (Snapshot, []*Endpoint) {
 	}
 	etaOf(&snap, flight, residual)
 	if p := s.price.Load(); p != nil {
-		snap.Priced, snap.Cost = true, s.cost
+		snap.Priced, snap.Cost, snap.Billed = true, s.cost, max(s.billed, s.cost)
 		if s.done > 0 {
 			snap.CostProjected = projectCost(&snap, *p, s.cost, s.compTokens, s.done)
 		}

@@ -102,6 +102,7 @@ type Stats struct {
 	compTokens int64             // final completion tokens of completed requests
 	promptTok  int64
 	cost       float64 // USD of completed requests at endpoint.price
+	billed     float64 // USD of every answer the server sent, kept or not (Tracker.Billed)
 	truncated  int64
 	lengths    sampleSet // completion tokens per completed request
 	ttft       sampleSet // microseconds
@@ -323,6 +324,17 @@ func (r *Tracker) streamed() int64 { return r.kept.Load() + r.cur.Load() }
 // deltas stay credited when a later turn's attempt is retried (they are
 // taken back only if the key fails or is cancelled, leaving no record).
 func (r *Tracker) TurnDone() { r.kept.Add(r.cur.Swap(0)) }
+
+// Billed counts what one answer the server sent cost at endpoint.price,
+// whatever becomes of it: an answer asked again (cut at max_tokens, not
+// in the job's shape, from another model) or one of a conversation that
+// fails later was billed all the same, and Snapshot.Billed says so beside
+// the kept answers' Cost.
+func (r *Tracker) Billed(usd float64) {
+	r.s.mu.Lock()
+	r.s.billed += usd
+	r.s.mu.Unlock()
+}
 
 // Begin records that one request entered a slot (in flight +1).
 func (s *Stats) Begin() *Tracker {

@@ -16,6 +16,7 @@ package judge
 import (
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -333,8 +334,13 @@ func (p *printer) template(turns []chat.Message) {
 }
 
 // dollars is a cost for a person: cents, or four decimals below a dollar,
-// where a small run's cost and one record's lie.
+// where a small run's cost and one record's lie, and more under a
+// hundredth of a cent, so that a cheap record (a batch's, at half price)
+// never reads $0.0000.
 func dollars(v float64) string {
+	if v > 0 && v < 0.0001 {
+		return fmt.Sprintf("$%.*f", 1-int(math.Floor(math.Log10(v))), v)
+	}
 	if v < 1 {
 		return fmt.Sprintf("$%.4f", v)
 	}

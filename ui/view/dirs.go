@@ -164,6 +164,7 @@ var figureKeys = []struct{ key, label string }{
 	// With endpoint.price only (absent without).
 	{"cost", "cost so far (USD)"},
 	{"cost_projected", "cost projected to the end (USD)"},
+	{"cost_billed", "billed, answers not kept too (USD)"},
 	{"completion_avg", "completion mean"},
 	{"completion_p50", "completion p50"},
 	{"completion_p90", "completion p90"},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/synthgen/synthgen/sink/layout"
 )
@@ -13,21 +14,40 @@ import (
 // readers (the view) read it here, beside the run's other files, without
 // importing the batch machinery.
 
-// The states of a batch, in order. A batch is recorded intended (its
-// input file on disk, naming its requests' custom_ids) before anything is
-// sent; then with its file id once uploaded, its batch id once created,
-// downloaded once its output and error files are on disk, and collected
-// once its answers are records.
+// BatchState is where a batch is, in order. A batch is recorded intended
+// (its input file on disk, naming its requests' custom_ids) before
+// anything is sent; then with its file id once uploaded, its batch id once
+// created, downloaded once its output and error files are on disk, and
+// collected once its answers are records.
+type BatchState string
+
 const (
-	BatchIntended   = "intended"
-	BatchUploaded   = "uploaded"
-	BatchSubmitted  = "submitted"
-	BatchDownloaded = "downloaded"
-	BatchCollected  = "collected"
+	BatchIntended   BatchState = "intended"
+	BatchUploaded   BatchState = "uploaded"
+	BatchSubmitted  BatchState = "submitted"
+	BatchDownloaded BatchState = "downloaded"
+	BatchCollected  BatchState = "collected"
 	// BatchAbandoned: given up before the server took it (its upload or
 	// creation refused); its rows were error records.
-	BatchAbandoned = "abandoned"
+	BatchAbandoned BatchState = "abandoned"
 )
+
+// nextBatchStates are the states each may move to; collected and
+// abandoned are the ends. A resumed intended batch may have been uploaded
+// and created unrecorded: it is uploaded again and found by its metadata,
+// so it still moves one step at a time.
+var nextBatchStates = map[BatchState][]BatchState{
+	BatchIntended:   {BatchUploaded, BatchAbandoned},
+	BatchUploaded:   {BatchSubmitted, BatchAbandoned},
+	BatchSubmitted:  {BatchDownloaded},
+	BatchDownloaded: {BatchCollected},
+}
+
+// CanMove says whether a batch in state s may move to state to.
+func (s BatchState) CanMove(to BatchState) bool { return slices.Contains(nextBatchStates[s], to) }
+
+// Ended says the batch needs nothing more: collected, or abandoned.
+func (s BatchState) Ended() bool { return s == BatchCollected || s == BatchAbandoned }
 
 // BatchCounts is a batch's request_counts, as the provider reports them.
 type BatchCounts struct {
@@ -39,7 +59,7 @@ type BatchCounts struct {
 // BatchEntry is one batch in the ledger.
 type BatchEntry struct {
 	Number       int         `json:"number"`
-	State        string      `json:"state"`
+	State        BatchState  `json:"state"`
 	Requests     int         `json:"requests"`
 	Bytes        int64       `json:"bytes"`
 	FileID       string      `json:"input_file_id,omitempty"`
@@ -88,6 +108,9 @@ func ReadBatchLedger(path string) (BatchLedger, error) {
 	for i, e := range f.Batches {
 		if e == nil || e.Number != i+1 {
 			return f, fmt.Errorf("%s: batch %d is out of order", path, i+1)
+		}
+		if _, ok := nextBatchStates[e.State]; !ok && !e.State.Ended() {
+			return f, fmt.Errorf("%s: batch %d: state %q is none of a batch's", path, i+1, e.State)
 		}
 	}
 	return f, nil
