@@ -137,6 +137,16 @@ type Snapshot struct {
 	// Endpoints are each endpoint's figures, in base_url order: one per
 	// replica (stats_endpoint.go); empty when no run named them.
 	Endpoints []EndpointSnapshot
+
+	// notStarted is the keys no request has begun for (etaOf), flight
+	// those begun and not ended, and flightTurns the turns these have had
+	// answered; perKey the requests a completed key took on average (1
+	// before any): for paceOf, which counts requests, not keys.
+	notStarted, flight, flightTurns int64
+	perKey                          float64
+	// byRate is the ETA of the remaining tokens at the last minute's
+	// rate, and its error bar (etaOf).
+	byRate, byRateErr float64
 }
 
 // EndpointsUp counts the endpoints whose gate is open.
@@ -170,6 +180,7 @@ func (s *Stats) Snapshot() Snapshot {
 			snap.Endpoints[i] = es.snapshot(snap.Elapsed)
 		}
 	}
+	paceOf(&snap)
 	return snap
 }
 
@@ -213,6 +224,7 @@ func (s *Stats) figures() (Snapshot, []*Endpoint) {
 	for r := range s.inFlight {
 		f := inFlight{tokens: r.streamed(), rate: r.ownRate(since)}
 		flight = append(flight, f)
+		snap.flightTurns += r.turns.Load()
 		snap.RunningTokens += f.tokens
 	}
 	slices.SortFunc(flight, func(a, b inFlight) int { return cmp.Compare(a.tokens, b.tokens) })
@@ -234,7 +246,9 @@ func (s *Stats) figures() (Snapshot, []*Endpoint) {
 	snap.Last10s = s.windowLocked(snap, shortWindow)
 	snap.Last60s = s.windowLocked(snap, longWindow)
 
+	snap.perKey = 1
 	if s.done > 0 {
+		snap.perKey = float64(s.turnsDone) / float64(s.done)
 		snap.CompletionAvg = float64(s.compTokens) / float64(s.done)
 		snap.TruncatedShare = float64(s.truncated) / float64(s.done)
 	}
@@ -327,6 +341,7 @@ func etaOf(snap *Snapshot, flight []inFlight, residual []float64) {
 	// Started: every request not ended, whether it holds its slot or its
 	// answer waits for the writer.
 	notStarted := max(snap.Total-snap.Done-snap.Errors-int64(len(flight)), 0)
+	snap.notStarted, snap.flight = notStarted, int64(len(flight))
 	rem := float64(notStarted) * l
 	var tail float64 // seconds the slowest request in flight still needs
 	for k, f := range flight {
@@ -354,11 +369,105 @@ func etaOf(snap *Snapshot, flight []inFlight, residual []float64) {
 		return
 	}
 	snap.ETAKnown = true
-	snap.ETA = secondsToDuration(max(rem/rate, tail))
+	byRate := rem / rate
+	// The error bar is what the estimate has earned: the lengths' standard
+	// error for the requests to come, and the rate's own, which is
+	// measured on the answers of its window (a count: relative error
+	// 1/sqrt(n)). A few answers in a short window make a wide bar however
+	// steady the lengths look.
+	var errLen float64
 	if se := snap.ExpectedCompletionSE; !math.IsNaN(se) {
-		snap.ETAError = secondsToDuration(float64(notStarted+int64(len(flight))) * se / rate)
+		errLen = float64(notStarted+int64(len(flight))) * se / rate
 	}
+	rel := rateError(snap.Last60s)
+	snap.byRate, snap.byRateErr = byRate, math.Hypot(errLen, byRate*rel)
+	if tail > byRate {
+		snap.ETA = secondsToDuration(tail)
+		snap.ETAError = secondsToDuration(tail * max(rel, 1/math.Sqrt(float64(max(snap.Done, 1)))))
+		return
+	}
+	snap.ETA = secondsToDuration(byRate)
+	snap.ETAError = secondsToDuration(snap.byRateErr)
 }
+
+// rateError is the relative standard error of a window's rate: its
+// answers are a count, so 1/sqrt(n); 1 (all of it) with none.
+func rateError(w Throughput) float64 {
+	n := w.ReqPerSec * w.Span.Seconds()
+	if n < 1 {
+		return 1
+	}
+	return 1 / math.Sqrt(n)
+}
+
+// paceOf holds the ETA to what the endpoints' rate limits allow
+// (endpoint.max_requests_per_minute, max_tokens_per_minute, or the
+// limits a server states): when every endpoint up is paced, the requests
+// still to send cannot go faster than the sum of their paces, less what
+// the buckets admit at once, and the last of them then takes an answer's
+// time. The rate of the last minute alone misses it: a full bucket's
+// burst at the start makes a rate the pacing does not keep. With several
+// turns a key is several requests (the turns the completed keys took).
+func paceOf(snap *Snapshot) {
+	if !snap.ETAKnown || snap.Total == 0 || len(snap.Endpoints) == 0 {
+		return
+	}
+	var perSec, ready float64
+	for _, e := range snap.Endpoints {
+		if e.State != EndpointUp {
+			continue
+		}
+		if e.PacePerSec <= 0 {
+			return // an endpoint up without limits: the pace binds nothing
+		}
+		perSec += e.PacePerSec
+		ready += e.PaceReady
+	}
+	if perSec <= 0 {
+		return
+	}
+	// The requests not yet given their share: every key to come and every
+	// key in flight takes perKey requests; those in flight have had
+	// flightTurns answered and hold one more (sent, or waiting with its
+	// share reserved, which ready counts).
+	need := float64(snap.notStarted+snap.flight)*snap.perKey - float64(snap.flightTurns+snap.flight)
+	admit := max(need-ready, 0) / perSec
+	if need-ready <= 0 {
+		return // the buckets admit every request left at once
+	}
+	// An answer's time: by Little's law, the requests at the servers over
+	// the rate they answer at; before any answer, the first token's time
+	// and a request's tokens at the inter-token latency.
+	answer := snap.TTFTP50.Seconds() + snap.ExpectedCompletion/max(snap.perKey, 1)*snap.ITLP50.Seconds()
+	var atServer int64
+	var answering float64
+	for _, e := range snap.Endpoints {
+		atServer += max(e.InFlight-e.Paced, 0)
+		answering += e.Last60s.ReqPerSec
+	}
+	if atServer > 0 && answering > 0 {
+		answer = float64(atServer) / answering
+	}
+	paced := admit + answer // the last request sent, then its answer
+	// While requests wait for their share the pace is what holds the run
+	// back, not the server: the ETA is the pace's. The last minute's rate
+	// would mix the burst before with the waits now, and the requests' own
+	// rates no longer tell the tail (a key between paced turns streams
+	// nothing while it waits). With none waiting the server may be the
+	// slower: the larger of the two.
+	if waiting, _ := snap.Paced(); waiting == 0 && paced <= snap.byRate {
+		snap.ETA, snap.ETAError = secondsToDuration(snap.byRate), secondsToDuration(snap.byRateErr)
+		return
+	}
+	snap.ETA = secondsToDuration(paced)
+	// The pace is known; what it has not earned is whether the server
+	// keeps up with it (the last minute's count), one request's interval,
+	// and the answer's time from the answers so far.
+	answerErr := answer / math.Sqrt(float64(max(snap.Done, 1)))
+	snap.ETAError = secondsToDuration(math.Sqrt(sq(admit*rateError(snap.Last60s)) + sq(1/perSec) + sq(answerErr)))
+}
+
+func sq(x float64) float64 { return x * x }
 
 func secondsToDuration(s float64) time.Duration {
 	if s >= math.MaxInt64/float64(time.Second) {
