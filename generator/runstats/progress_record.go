@@ -99,8 +99,12 @@ type ServerRecord struct {
 	Time string `json:"time,omitempty"`
 	// Kind is the server's: "vllm", "sglang" or "llamacpp", from the names
 	// of its metrics; absent when not known (or replicas of several kinds).
-	Kind                     string   `json:"kind,omitempty"`
-	WindowS                  float64  `json:"window_s"`
+	Kind    string  `json:"kind,omitempty"`
+	WindowS float64 `json:"window_s"`
+	// AgeS is how old the figures are, from the sample they end at, when
+	// the progress record before showed the same (no newer sample came
+	// since); absent when they were measured since the record before.
+	AgeS                     *float64 `json:"age_s,omitempty"`
 	GenTokPerS               float64  `json:"gen_tok_per_s"`
 	PromptTokPerS            float64  `json:"prompt_tok_per_s"`
 	Running                  float64  `json:"running"`

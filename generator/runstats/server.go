@@ -21,9 +21,11 @@ type ServerView struct {
 	// once a replica).
 	told map[promscrape.Kind]bool
 	sum  *promscrape.Rates
-	// sumFrom is when sum's window began: its earliest endpoint's.
-	sumFrom    time.Time
-	lastOutage time.Time
+	// sumFrom is when sum's window began: its earliest endpoint's; sumTo
+	// when it ended, its latest sample's. shownTo is the sumTo of the
+	// figures the last record showed: the same again are not fresh.
+	sumFrom, sumTo, shownTo time.Time
+	lastOutage              time.Time
 }
 
 // serverEndpoint is one /metrics: its last sample and the rates since the
@@ -57,7 +59,7 @@ func (v *ServerView) Update(ctx context.Context, say func(msg string)) {
 		return
 	}
 	var each []promscrape.Rates
-	var from time.Time
+	var from, to time.Time
 	for _, ep := range v.eps {
 		v.updateOne(ctx, ep, say)
 		if ep.rates == nil {
@@ -66,6 +68,9 @@ func (v *ServerView) Update(ctx context.Context, say func(msg string)) {
 		each = append(each, *ep.rates)
 		if from.IsZero() || ep.from.Before(from) {
 			from = ep.from
+		}
+		if ep.prev.At.After(to) {
+			to = ep.prev.At
 		}
 	}
 	if len(each) == 0 {
@@ -76,7 +81,21 @@ func (v *ServerView) Update(ctx context.Context, say func(msg string)) {
 	if len(v.eps) > 1 {
 		sum.Of = len(v.eps)
 	}
-	v.sum, v.sumFrom = &sum, from
+	v.sum, v.sumFrom, v.sumTo = &sum, from, to
+}
+
+// Shown says the figures a record at now shows were shown before: no
+// sample came since the last record (a scrape shared with another reader
+// for half an interval, a tick late on a loaded machine, or the final
+// record after the last tick), and how old they are, measured from the
+// sample they end at. Call it once a record, as Record does.
+func (v *ServerView) Shown(now time.Time) (age time.Duration, old bool) {
+	if v.Latest() == nil {
+		return 0, false
+	}
+	old = !v.sumTo.After(v.shownTo)
+	v.shownTo = v.sumTo
+	return max(now.Sub(v.sumTo), 0), old
 }
 
 // possessive is "vLLM's", "llama.cpp's", or "the server's" for a kind not
@@ -108,7 +127,9 @@ func (v *ServerView) updateOne(ctx context.Context, ep *serverEndpoint, say func
 		}
 	}
 	if ep.prev != nil && !s.At.After(ep.prev.At) {
-		return // a shared scrape with no newer sample: the rates stand
+		// A shared scrape with no newer sample: the rates stand, and the
+		// record that shows them again says their age (Shown).
+		return
 	}
 	if ep.prev != nil {
 		rates := promscrape.Between(*ep.prev, s)
@@ -151,9 +172,13 @@ func (v *ServerView) Each() []*promscrape.Rates {
 }
 
 // Record is the progress record of snap with the servers' view: summed,
-// and each endpoint's with several.
+// and each endpoint's with several; the summed figures carry their age
+// when the record before showed them already (Shown).
 func (v *ServerView) Record(snap Snapshot) ProgressRecord {
 	rec := NewProgressRecord(snap, v.At(snap))
 	rec.SetEndpointServers(v.Each())
+	if age, old := v.Shown(snap.At); old && rec.Server != nil {
+		rec.Server.AgeS = finite(age.Seconds())
+	}
 	return rec
 }

@@ -72,3 +72,46 @@ func TestServerViewNamesTheKind(t *testing.T) {
 		t.Errorf("unknown kind recorded as %q", rec.Kind)
 	}
 }
+
+// The check of issue 41: no two consecutive progress records show the
+// same server figures unless the later says their age. A shared scrape
+// hands the same sample to a tick that came early, and the final record
+// follows the last tick with no scrape between.
+func TestServerViewMarksFiguresShownAgain(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	same := llamaSample(at(10), 1000)
+	f := &fakeScrapes{each: [][]*promscrape.Sample{
+		{llamaSample(at(0), 0), same, same, llamaSample(at(20), 3000)},
+	}}
+	v := NewServerView(f.funcs())
+	say := func(string) {}
+	var recs []ProgressRecord
+	for i, now := range []int{0, 10, 14, 20, 21} { // the last: the final record, no scrape
+		if i < 4 {
+			v.Update(context.Background(), say)
+		}
+		recs = append(recs, v.Record(Snapshot{At: at(now)}))
+	}
+	if recs[0].Server != nil {
+		t.Errorf("one sample: server = %+v, want none (no rate yet)", recs[0].Server)
+	}
+	for i := 1; i < len(recs); i++ {
+		prev, cur := recs[i-1].Server, recs[i].Server
+		if prev == nil || cur == nil {
+			continue
+		}
+		if prev.GenTokPerS == cur.GenTokPerS && prev.WindowS == cur.WindowS && cur.AgeS == nil {
+			t.Errorf("records %d and %d show the same figures (%v tok/s over %vs), the later not marked old", i-1, i, cur.GenTokPerS, cur.WindowS)
+		}
+	}
+	for i, want := range []float64{-1, -1, 4, -1, 1} { // -1: fresh
+		s := recs[i].Server
+		switch {
+		case want < 0 && s != nil && s.AgeS != nil:
+			t.Errorf("record %d: age %v, want fresh figures", i, *s.AgeS)
+		case want >= 0 && (s == nil || s.AgeS == nil || *s.AgeS != want):
+			t.Errorf("record %d: server %+v, want figures %vs old", i, s, want)
+		}
+	}
+}

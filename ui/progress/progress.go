@@ -201,9 +201,8 @@ func (r *Reporter) Run(ctx context.Context, stats *runstats.Stats) {
 // report writes the status record and, unless quiet, one line, JSON object
 // or bar redraw.
 func (r *Reporter) report(snap runstats.Snapshot, final bool) {
-	server := r.server.At(snap)
-	rec := runstats.NewProgressRecord(snap, server)
-	rec.SetEndpointServers(r.server.Each())
+	rec := r.server.Record(snap)
+	server := r.server.Latest()
 	if r.opts.Status != nil {
 		r.opts.Status(rec, final)
 	}
@@ -225,6 +224,10 @@ func (r *Reporter) report(snap runstats.Snapshot, final bool) {
 		}
 	default:
 		line := Line(snap, server, r.draining())
+		if server != nil && rec.Server != nil && rec.Server.AgeS != nil {
+			// The server block ends the line: its age follows it.
+			line += fmt.Sprintf(" (%.0fs old)", *rec.Server.AgeS)
+		}
 		if r.opts.Auto != nil {
 			line += AutoText(r.opts.Auto())
 		}
