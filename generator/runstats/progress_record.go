@@ -36,15 +36,19 @@ type ProgressRecord struct {
 	// ServerDownSince is set while the server refuses connections.
 	ServerDownSince *time.Time `json:"server_down_since,omitempty"`
 
-	ReqPerS          float64 `json:"req_per_s"`
-	TokPerS          float64 `json:"tok_per_s"`
-	PromptTokPerS    float64 `json:"prompt_tok_per_s"`
-	ReqPerS10s       float64 `json:"req_per_s_10s"`
-	TokPerS10s       float64 `json:"tok_per_s_10s"`
-	ReqPerS60s       float64 `json:"req_per_s_60s"`
-	TokPerS60s       float64 `json:"tok_per_s_60s"`
-	CompletionTokens int64   `json:"completion_tokens"`
-	PromptTokens     int64   `json:"prompt_tokens"`
+	// ReqPerS and the windows' count keys done (a record each);
+	// RequestsPerS the requests the servers answered, every turn's, shown
+	// only when it differs (generation.turns: all).
+	ReqPerS          float64  `json:"req_per_s"`
+	RequestsPerS     *float64 `json:"requests_per_s,omitempty"`
+	TokPerS          float64  `json:"tok_per_s"`
+	PromptTokPerS    float64  `json:"prompt_tok_per_s"`
+	ReqPerS10s       float64  `json:"req_per_s_10s"`
+	TokPerS10s       float64  `json:"tok_per_s_10s"`
+	ReqPerS60s       float64  `json:"req_per_s_60s"`
+	TokPerS60s       float64  `json:"tok_per_s_60s"`
+	CompletionTokens int64    `json:"completion_tokens"`
+	PromptTokens     int64    `json:"prompt_tokens"`
 
 	CompletionAvg  float64 `json:"completion_avg"`
 	CompletionP50  int64   `json:"completion_p50"`
@@ -200,5 +204,8 @@ func NewProgressRecord(s Snapshot, server *promscrape.Rates) ProgressRecord {
 	}
 	rec.Endpoints = newEndpointRecords(s.Endpoints)
 	rec.Paced, rec.PacedBy = s.Paced()
+	if s.SeveralTurns() {
+		rec.RequestsPerS = finite(s.RequestsPerSec())
+	}
 	return rec
 }

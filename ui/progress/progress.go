@@ -279,6 +279,12 @@ func Line(s runstats.Snapshot, server *promscrape.Rates, drain *drainState) stri
 	}
 	fmt.Fprintf(&b, "%s progress %d/%s (%s) (%d errors, %d failed earlier) %s req/s %s tok/s avg completion %s tok in flight %d %s",
 		s.At.UTC().Format(time.RFC3339), s.Completed(), total, Percent(s.Completed(), s.Planned()), s.Errors, s.AlreadyFailed, fmtRate(s.ReqPerSec), fmtTok(s.TokPerSec), fmtAvg(s), s.InFlight, eta)
+	if s.SeveralTurns() {
+		// req/s counts keys; with several turns a key the servers took
+		// more requests: both, each named, this one in a block of its own
+		// so that the fields before keep their places.
+		fmt.Fprintf(&b, " | %s requests/s, every turn (req/s counts keys)", fmtRate(s.RequestsPerSec()))
+	}
 	fmt.Fprintf(&b, " | 10s %s tok/s %s req/s | 60s %s tok/s %s req/s | retries %d",
 		fmtTok(s.Last10s.TokPerSec), fmtRate(s.Last10s.ReqPerSec),
 		fmtTok(s.Last60s.TokPerSec), fmtRate(s.Last60s.ReqPerSec), s.Retries)

@@ -664,3 +664,42 @@ func TestReporterLeavesOutAReplicaThatIsDown(t *testing.T) {
 		t.Errorf("the gone replica's server = %+v, want none (its last rates are of a server that is gone)", s)
 	}
 }
+
+// With generation.turns: all req/s counts keys while the servers take a
+// request a turn: the line names both (issue 41), and says nothing extra
+// with one turn a key.
+func TestLineNamesKeysAndRequests(t *testing.T) {
+	for _, turns := range []int{1, 3} {
+		clk := &testClock{t: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
+		stats := runstats.NewStats(clk.now)
+		stats.SetTotal(100)
+		stats.SetEndpoints([]string{"http://a"})
+		ep := stats.EndpointLedgers(1)[0]
+		for range 20 {
+			tr := stats.Begin()
+			tr.SendingTo(ep)
+			for range turns {
+				ep.Ended(clk.now(), clk.now(), true, true, 10)
+				tr.TurnDone()
+			}
+			tr.Done(runstats.Outcome{CompletionTokens: 10 * turns, UsageKnown: true})
+		}
+		clk.advance(10 * time.Second)
+		snap := stats.Snapshot()
+		line := Line(snap, nil, nil)
+		rec := runstats.NewProgressRecord(snap, nil)
+		if turns == 1 {
+			if strings.Contains(line, "requests/s") || rec.RequestsPerS != nil {
+				t.Errorf("one turn a key: line %q, requests_per_s %v; want neither", line, rec.RequestsPerS)
+			}
+			continue
+		}
+		// 20 keys in 10 s, 60 requests.
+		if !strings.Contains(line, " 2.0 req/s ") || !strings.Contains(line, " | 6.0 requests/s, every turn (req/s counts keys) | ") {
+			t.Errorf("three turns a key: line %q, want 2.0 req/s and 6.0 requests/s named", line)
+		}
+		if rec.RequestsPerS == nil || *rec.RequestsPerS != 6 || rec.ReqPerS != 2 {
+			t.Errorf("record: req_per_s %v, requests_per_s %v; want 2 and 6", rec.ReqPerS, rec.RequestsPerS)
+		}
+	}
+}
