@@ -175,7 +175,6 @@ func confidence(done int64) string {
 	}
 }
 
-
 // RequestsPerSec is the requests the endpoints answered a second since
 // the run's first, every turn's (their ReqPerSec summed). ReqPerSec counts
 // keys: with generation.turns: all a conversation of five turns is one
