@@ -26,6 +26,10 @@ type ServerView struct {
 	// figures the last record showed: the same again are not fresh.
 	sumFrom, sumTo, shownTo time.Time
 	lastOutage              time.Time
+	// answered is set once a snapshot has an answer done (At): a fresh
+	// server shows its token and preemption counters only after its first
+	// request finishes, so what a sample lacks is said only from then.
+	answered bool
 }
 
 // serverEndpoint is one /metrics: its last sample and the rates since the
@@ -51,9 +55,11 @@ func NewServerView(scrapes []func(context.Context) (promscrape.Sample, error)) *
 // Update takes one sample of each endpoint's metrics and the rates since
 // the one before; the sum is of the endpoints whose scrape answered
 // (Rates.Servers of Rates.Of). A failure is told to say once, and so is the recovery:
-// the server's view is an extra, never a reason to stop. The first answer
-// of a server whose kind does not report some figures (llama.cpp: no
-// preemptions) says which, once for its kind.
+// the server's view is an extra, never a reason to stop. The first sample
+// taken after the run had an answer (At saw one) says which figures a
+// server's kind does not report (llama.cpp: no preemptions), once for its
+// kind: before, a fresh server lacks counters it makes at its first
+// answer.
 func (v *ServerView) Update(ctx context.Context, say func(msg string)) {
 	if len(v.eps) == 0 {
 		return
@@ -119,7 +125,7 @@ func (v *ServerView) updateOne(ctx context.Context, ep *serverEndpoint, say func
 	if ep.health.Answered() {
 		say(fmt.Sprintf("metrics: reachable again; showing %s view", possessive(s.Kind)))
 	}
-	if ep.prev == nil && s.Kind.Known() && !v.told[s.Kind] {
+	if v.answered && s.Kind.Known() && !v.told[s.Kind] {
 		v.told[s.Kind] = true
 		if lacks := s.Lacks(); len(lacks) > 0 {
 			say(fmt.Sprintf("metrics: %s's /metrics has no %s; the server's view shows what it reports",
@@ -144,6 +150,9 @@ func (v *ServerView) updateOne(ctx context.Context, ep *serverEndpoint, say func
 func (v *ServerView) At(snap Snapshot) *promscrape.Rates {
 	if snap.LastOutageSince.After(v.lastOutage) {
 		v.lastOutage = snap.LastOutageSince
+	}
+	if snap.Done > 0 {
+		v.answered = true
 	}
 	return v.Latest()
 }

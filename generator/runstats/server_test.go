@@ -48,6 +48,7 @@ func TestServerViewNamesTheKind(t *testing.T) {
 		{llamaSample(at(0), 0), llamaSample(at(10), 500), llamaSample(at(20), 1000), llamaSample(at(30), 1500), llamaSample(at(40), 2000)},
 	}}
 	v := NewServerView(f.funcs())
+	v.At(Snapshot{Done: 1}) // an answer done: what a sample lacks now stays lacking
 	var said []string
 	say := func(m string) { said = append(said, m) }
 	for range 5 {
@@ -112,6 +113,44 @@ func TestServerViewMarksFiguresShownAgain(t *testing.T) {
 			t.Errorf("record %d: age %v, want fresh figures", i, *s.AgeS)
 		case want >= 0 && (s == nil || s.AgeS == nil || *s.AgeS != want):
 			t.Errorf("record %d: server %+v, want figures %vs old", i, s, want)
+		}
+	}
+}
+
+// A fresh vLLM shows its token and preemption counters only once its
+// first request finishes (issue 41: llm-d-inference-sim): samples before
+// the run's first answer lacking them say nothing; a counter that stays
+// missing after it is said, once.
+func TestServerViewSaysMissingOnlyWhenItStays(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	bare := func(s int) *promscrape.Sample { // gauges only: no counters yet
+		return &promscrape.Sample{At: at(s), Kind: promscrape.KindVLLM, HasRunning: true, HasWaiting: true, HasKV: true}
+	}
+	full := func(s int, gen float64) *promscrape.Sample {
+		smp := bare(s)
+		smp.GenerationTokens, smp.HasGeneration, smp.HasPrompt, smp.HasPreemptions = gen, true, true, true
+		return smp
+	}
+	for _, c := range []struct {
+		name    string
+		samples []*promscrape.Sample
+		want    string
+	}{
+		{"counters come with the first answer", []*promscrape.Sample{bare(0), bare(10), full(20, 100), full(30, 200)}, ""},
+		{"counters never come", []*promscrape.Sample{bare(0), bare(10), bare(20), bare(30)},
+			"metrics: vLLM's /metrics has no generated tokens nor prompt tokens nor preemptions; the server's view shows what it reports"},
+	} {
+		f := &fakeScrapes{each: [][]*promscrape.Sample{c.samples}}
+		v := NewServerView(f.funcs())
+		var said []string
+		for i := range c.samples {
+			v.Update(context.Background(), func(m string) { said = append(said, m) })
+			// The run's first answer is done by the third sample.
+			v.At(Snapshot{Done: int64(max(i-1, 0))})
+		}
+		if got := strings.Join(said, "\n"); got != c.want {
+			t.Errorf("%s: said %q, want %q", c.name, got, c.want)
 		}
 	}
 }
