@@ -299,9 +299,17 @@
   }
 
   function histPlot(container, id, title, hist, mark) {
+    // The axis runs to the data; a mark beyond it (max_tokens far above
+    // the longest answer) is named in the note instead of drawn.
+    const top = hist.width * hist.counts.length;
+    let beyond = "";
+    if (mark && mark.at > top * 1.25) {
+      beyond = " · " + mark.label + ", beyond the longest answer";
+      mark = null;
+    }
     const box = addPlot(container, id, title,
       "n " + fmt(hist.n, 0) + " · mean " + fmt(hist.mean) + " · p50 " + fmt(hist.p50, 3) + " · p90 " + fmt(hist.p90, 3) +
-      " · max " + fmt(hist.max, 3) + " " + hist.unit);
+      " · max " + fmt(hist.max, 3) + " " + hist.unit + beyond);
     const xs = hist.counts.map(function (_, i) { return (i + 0.5) * hist.width; });
     const plugins = [];
     if (mark) {
@@ -326,7 +334,7 @@
         },
       });
     }
-    const hi = Math.max(hist.width * hist.counts.length, mark ? mark.at * 1.02 : 0);
+    const hi = Math.max(top, mark ? mark.at * 1.02 : 0);
     const u = new uPlot({
       width: widthOf(box), height: 200,
       scales: { x: { time: false, range: [0, hi] }, y: { range: yUpTo(hist.counts) } },
