@@ -474,7 +474,7 @@ func (r *Reporter) Summary(stats *runstats.Stats, outcome string) string {
 	fmt.Fprintf(tw, "  completion\tavg %s\tp50 %d\tp90 %d\tmax %d tok\ttruncated %.1f%%\n",
 		fmtAvg(s), s.CompletionP50, s.CompletionP90, s.CompletionMax, 100*s.TruncatedShare)
 	if s.Priced {
-		fmt.Fprintf(tw, "  cost\t%s\t%s an answer\n", dollars(s.Cost), dollars(s.Cost/float64(max(s.Done, 1))))
+		fmt.Fprintf(tw, "  cost\t%s\t%s an answer\n", human.Dollars(s.Cost), human.Dollars(s.Cost/float64(max(s.Done, 1))))
 	}
 	if s.TTFTP50 > 0 {
 		fmt.Fprintf(tw, "  latency\tttft p50 %s\tp90 %s\titl p50 %s\tp90 %s\n",
