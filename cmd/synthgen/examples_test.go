@@ -211,3 +211,26 @@ func TestREADMEBuildStampsTheCommit(t *testing.T) {
 		t.Errorf("%q under GOFLAGS=-buildvcs=false: version says\n%s\nwant the commit %s", line, out, commit[:12])
 	}
 }
+
+// TestDrafterExampleNamesItsTurns: the README sells generation.turns: all
+// for draft-model training, so the drafter example states its choice,
+// not the default by silence, with the comment that says why.
+func TestDrafterExampleNamesItsTurns(t *testing.T) {
+	text, err := os.ReadFile("../../examples/perfectblend-25k.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(text), "\n")
+	for i, line := range lines {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "turns:"); ok {
+			if v = strings.TrimSpace(v); v != "first" && v != "all" {
+				t.Errorf("line %d: turns: %q, want first or all", i+1, v)
+			}
+			if above := strings.Join(lines[max(i-10, 0):i], "\n"); !strings.Contains(above, "`first`") || !strings.Contains(above, "`all`") {
+				t.Errorf("line %d: turns: %s without the comment above it that weighs first against all", i+1, v)
+			}
+			return
+		}
+	}
+	t.Error("examples/perfectblend-25k.yaml does not name generation.turns")
+}

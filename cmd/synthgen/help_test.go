@@ -95,3 +95,41 @@ func TestRunHelpListsEveryConfigKey(t *testing.T) {
 		}
 	}
 }
+
+// Bool flags read as what they are in --help: `--force`, not
+// `--force[=true|false]` (pflag's since 1.0.6), and their descriptions in
+// the column of the others: the syntax turns into as many spaces (issue 41).
+func TestHelpBoolFlagsBare(t *testing.T) {
+	for _, args := range [][]string{{"run", "--help"}, {"inspect", "--help"}, {"mock", "--help"}} {
+		var out, errOut cliBuffer
+		cmd := newRootCmd()
+		cmd.SetArgs(args)
+		cmd.SetOut(&out)
+		cmd.SetErr(&errOut)
+		if err := cmd.ExecuteContext(context.Background()); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if help := out.String(); strings.Contains(help, boolSyntax) {
+			t.Errorf("%v shows %s:\n%s", args, boolSyntax, help)
+		}
+	}
+	var out cliBuffer
+	cmd := newRootCmd()
+	cmd.SetArgs([]string{"run", "--help"})
+	cmd.SetOut(&out)
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	col := func(flag, desc string) int {
+		for _, line := range strings.Split(out.String(), "\n") {
+			if strings.Contains(line, flag+" ") && strings.Contains(line, desc) {
+				return strings.Index(line, desc)
+			}
+		}
+		t.Fatalf("no line of %s", flag)
+		return 0
+	}
+	if f, c := col("--force", "resume even though"), col("--config string", "config file"); f != c {
+		t.Errorf("--force's description at column %d, --config's at %d", f, c)
+	}
+}

@@ -110,7 +110,9 @@ func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
 	defer out.Close()
 	out.Notes = append(same, out.Notes...)
 	judged := judgeInspect(out)
-	if err := printInspect(w, out, f); err != nil {
+	// `inspect DIR | head`: the reader took what it wanted and went away;
+	// the verdict is still the exit code, and nothing is said about it.
+	if err := printInspect(w, out, f); err != nil && !readerGone(err) {
 		return err
 	}
 	return judged

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -366,5 +367,29 @@ func TestInspectRunHistoryOutcomes(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// closedPipe is stdout after `| head` has exited: every write fails as the
+// kernel says then.
+type closedPipe struct{}
+
+func (closedPipe) Write([]byte) (int, error) {
+	return 0, &os.PathError{Op: "write", Path: "/dev/stdout", Err: syscall.EPIPE}
+}
+
+// `synthgen inspect DIR | head`: no "write report: broken pipe" error, the
+// verdict's exit code all the same (issue 41).
+func TestInspectIntoClosedPipe(t *testing.T) {
+	ds := inspectDataset(t, 10)
+	dir := inspectFixture(t, sink.FormatJSONL, ds, seq(0, 7, 1), []int{7}, "")
+	for _, f := range []inspectFlags{{}, {json: true}} {
+		err := runInspect(closedPipe{}, []string{dir}, f)
+		if exitCode(err) != exitPending || strings.Contains(fmt.Sprint(err), "write report") {
+			t.Errorf("json=%v: exit %d: %v, want %d: the verdict, not the closed pipe", f.json, exitCode(err), err, exitPending)
+		}
+	}
+	if !readerGone(fmt.Errorf("write report: %w", &os.PathError{Op: "write", Path: "/dev/stdout", Err: syscall.EPIPE})) {
+		t.Error("readerGone misses a wrapped EPIPE")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 )
 
 func main() {
@@ -15,6 +16,9 @@ func main() {
 	err := profiled(func() error { return newRootCmd().ExecuteContext(context.Background()) })
 	if err == nil {
 		return
+	}
+	if readerGone(err) {
+		os.Exit(exitCode(err)) // `synthgen ... | head`: nobody reads a message now
 	}
 	if askedFor(err) {
 		fmt.Fprintln(os.Stderr, err)
@@ -27,3 +31,8 @@ func main() {
 	}
 	os.Exit(exitCode(err))
 }
+
+// readerGone reports whether err is a write to a pipe whose reader closed
+// it (SIGPIPE is ignored, so the write fails with EPIPE instead): `synthgen
+// inspect DIR | head` is a reader done, not an error to tell.
+func readerGone(err error) bool { return errors.Is(err, syscall.EPIPE) }

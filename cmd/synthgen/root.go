@@ -74,6 +74,12 @@ reboot) and run the same command again: it resumes where it was.`,
 		RunE:                       func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	root.SetVersionTemplate("{{versionText}}")
+	// cobra's usage with pflag's flag lines but for bool flags (flagUsages).
+	usage := root.UsageTemplate()
+	for _, fs := range []string{".LocalFlags", ".InheritedFlags"} {
+		usage = strings.ReplaceAll(usage, fs+".FlagUsages", "flagUsages "+fs)
+	}
+	root.SetUsageTemplate(usage)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError(suggestFlag(c, err), fmt.Sprintf("see '%s --help'", c.CommandPath()))
 	})
@@ -83,6 +89,19 @@ reboot) and run the same command again: it resumes where it was.`,
 
 func init() {
 	cobra.AddTemplateFunc("versionText", versionText)
+	cobra.AddTemplateFunc("flagUsages", flagUsages)
+}
+
+// boolSyntax is what pflag (since 1.0.6) writes after every bool flag's
+// name in --help: `--force[=true|false]`, which reads as if the flag took
+// a value, while `--force` alone is the way to set it.
+const boolSyntax = "[=true|false]"
+
+// flagUsages is fs's flag lines as pflag writes them, each bool flag's
+// boolSyntax turned into as many spaces, so the descriptions stay in
+// their column.
+func flagUsages(fs *pflag.FlagSet) string {
+	return strings.ReplaceAll(fs.FlagUsages(), boolSyntax, strings.Repeat(" ", len(boolSyntax)))
 }
 
 // unknownCommand refuses a first argument that names no command, with the

@@ -419,6 +419,33 @@ func (p *pacer) outSince() (time.Time, bool) {
 	return p.only429, p.out
 }
 
+// allows is the pace the limits in force allow, for the ETA: requests a
+// second (the requests' limit, or the tokens' over the mean admission
+// cost, whichever is less) and the requests the buckets would admit now
+// without waiting (negative: owed to requests already waiting). 0, 0
+// with no limit known.
+func (p *pacer) allows() (perSec, ready float64) {
+	if p == nil {
+		return 0, 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	if p.req != nil {
+		perSec, ready = float64(p.req.Limit()), p.req.TokensAt(now)
+	}
+	if p.tok != nil && p.meanCost > 0 {
+		r, n := float64(p.tok.Limit())/p.meanCost, p.tok.TokensAt(now)/p.meanCost
+		if perSec == 0 || r < perSec {
+			perSec = r
+		}
+		if p.req == nil || n < ready {
+			ready = n
+		}
+	}
+	return perSec, ready
+}
+
 // state is what the figures show: the requests waiting now and the limit
 // that binds.
 func (p *pacer) state() (waiting int64, binds string) {

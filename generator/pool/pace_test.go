@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"math"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -250,5 +251,44 @@ func TestNeverFitsTheStatedTokenLimit(t *testing.T) {
 	}
 	if _, never, _ := p.neverFits(9000); never {
 		t.Fatal("9000 tokens against a stated 10000 said never to fit")
+	}
+}
+
+// allows is the pace the ETA plans with: the requests' limit a second, or
+// the tokens' over a request's mean cost where that is less, and what the
+// buckets admit now, negative once requests owe their shares.
+func TestPacerAllows(t *testing.T) {
+	t.Parallel()
+	if r, n := (*pacer)(nil).allows(); r != 0 || n != 0 {
+		t.Errorf("nil pacer allows %v, %v; want 0, 0", r, n)
+	}
+	clock := time.Unix(0, 0)
+	now := func() time.Time { return clock }
+	p := newPacer(RateLimits{RequestsPerMinute: 120}, RetryPolicy{}, now)
+	if r, n := p.allows(); r != 2 || n != 2 {
+		t.Errorf("120 a minute: allows %v a second, %v ready; want 2, 2 (a second's burst)", r, n)
+	}
+	for range 3 {
+		p.req.ReserveN(clock, 1) // two from the burst, one owed
+	}
+	if _, n := p.allows(); n != -1 {
+		t.Errorf("after 3 reserved: %v ready, want -1", n)
+	}
+	clock = clock.Add(time.Second)
+	if _, n := p.allows(); n != 1 {
+		t.Errorf("a second later: %v ready, want 1", n)
+	}
+
+	// The tokens' limit over a request's mean admission cost, where that
+	// is less than the requests' limit.
+	for _, tpm := range []int{6000, 600} {
+		p := newPacer(RateLimits{RequestsPerMinute: 120, TokensPerMinute: tpm}, RetryPolicy{}, now)
+		req := wire.Request{Messages: []chat.Message{{Role: "user", Content: "four"}}}
+		req.MaxTokens = 10
+		_, cost := p.cost(req)
+		want := min(2, float64(tpm)/60/float64(cost))
+		if r, _ := p.allows(); math.Abs(r-want) > 1e-9 {
+			t.Errorf("%d tokens a minute, %d a request: allows %v a second, want %v", tpm, cost, r, want)
+		}
 	}
 }

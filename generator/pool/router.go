@@ -50,6 +50,7 @@ type endpoint struct {
 func (ep *endpoint) State() runstats.GateState {
 	st := ep.gateState()
 	st.Paced, st.PacedBy = ep.pace.state()
+	st.PacePerSec, st.PaceReady = ep.pace.allows()
 	return st
 }
 

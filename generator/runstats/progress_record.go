@@ -36,15 +36,19 @@ type ProgressRecord struct {
 	// ServerDownSince is set while the server refuses connections.
 	ServerDownSince *time.Time `json:"server_down_since,omitempty"`
 
-	ReqPerS          float64 `json:"req_per_s"`
-	TokPerS          float64 `json:"tok_per_s"`
-	PromptTokPerS    float64 `json:"prompt_tok_per_s"`
-	ReqPerS10s       float64 `json:"req_per_s_10s"`
-	TokPerS10s       float64 `json:"tok_per_s_10s"`
-	ReqPerS60s       float64 `json:"req_per_s_60s"`
-	TokPerS60s       float64 `json:"tok_per_s_60s"`
-	CompletionTokens int64   `json:"completion_tokens"`
-	PromptTokens     int64   `json:"prompt_tokens"`
+	// ReqPerS and the windows' count keys done (a record each);
+	// RequestsPerS the requests the servers answered, every turn's, shown
+	// only when it differs (generation.turns: all).
+	ReqPerS          float64  `json:"req_per_s"`
+	RequestsPerS     *float64 `json:"requests_per_s,omitempty"`
+	TokPerS          float64  `json:"tok_per_s"`
+	PromptTokPerS    float64  `json:"prompt_tok_per_s"`
+	ReqPerS10s       float64  `json:"req_per_s_10s"`
+	TokPerS10s       float64  `json:"tok_per_s_10s"`
+	ReqPerS60s       float64  `json:"req_per_s_60s"`
+	TokPerS60s       float64  `json:"tok_per_s_60s"`
+	CompletionTokens int64    `json:"completion_tokens"`
+	PromptTokens     int64    `json:"prompt_tokens"`
 
 	CompletionAvg  float64 `json:"completion_avg"`
 	CompletionP50  int64   `json:"completion_p50"`
@@ -102,8 +106,12 @@ type ServerRecord struct {
 	Time string `json:"time,omitempty"`
 	// Kind is the server's: "vllm", "sglang" or "llamacpp", from the names
 	// of its metrics; absent when not known (or replicas of several kinds).
-	Kind                     string   `json:"kind,omitempty"`
-	WindowS                  float64  `json:"window_s"`
+	Kind    string  `json:"kind,omitempty"`
+	WindowS float64 `json:"window_s"`
+	// AgeS is how old the figures are, from the sample they end at, when
+	// the progress record before showed the same (no newer sample came
+	// since); absent when they were measured since the record before.
+	AgeS                     *float64 `json:"age_s,omitempty"`
 	GenTokPerS               float64  `json:"gen_tok_per_s"`
 	PromptTokPerS            float64  `json:"prompt_tok_per_s"`
 	Running                  float64  `json:"running"`
@@ -199,5 +207,8 @@ func NewProgressRecord(s Snapshot, server *promscrape.Rates) ProgressRecord {
 	}
 	rec.Endpoints = newEndpointRecords(s.Endpoints)
 	rec.Paced, rec.PacedBy = s.Paced()
+	if s.SeveralTurns() {
+		rec.RequestsPerS = finite(s.RequestsPerSec())
+	}
 	return rec
 }

@@ -21,9 +21,15 @@ type ServerView struct {
 	// once a replica).
 	told map[promscrape.Kind]bool
 	sum  *promscrape.Rates
-	// sumFrom is when sum's window began: its earliest endpoint's.
-	sumFrom    time.Time
-	lastOutage time.Time
+	// sumFrom is when sum's window began: its earliest endpoint's; sumTo
+	// when it ended, its latest sample's. shownTo is the sumTo of the
+	// figures the last record showed: the same again are not fresh.
+	sumFrom, sumTo, shownTo time.Time
+	lastOutage              time.Time
+	// answered is set once a snapshot has an answer done (At): a fresh
+	// server shows its token and preemption counters only after its first
+	// request finishes, so what a sample lacks is said only from then.
+	answered bool
 }
 
 // serverEndpoint is one /metrics: its last sample and the rates since the
@@ -49,15 +55,17 @@ func NewServerView(scrapes []func(context.Context) (promscrape.Sample, error)) *
 // Update takes one sample of each endpoint's metrics and the rates since
 // the one before; the sum is of the endpoints whose scrape answered
 // (Rates.Servers of Rates.Of). A failure is told to say once, and so is the recovery:
-// the server's view is an extra, never a reason to stop. The first answer
-// of a server whose kind does not report some figures (llama.cpp: no
-// preemptions) says which, once for its kind.
+// the server's view is an extra, never a reason to stop. The first sample
+// taken after the run had an answer (At saw one) says which figures a
+// server's kind does not report (llama.cpp: no preemptions), once for its
+// kind: before, a fresh server lacks counters it makes at its first
+// answer.
 func (v *ServerView) Update(ctx context.Context, say func(msg string)) {
 	if len(v.eps) == 0 {
 		return
 	}
 	var each []promscrape.Rates
-	var from time.Time
+	var from, to time.Time
 	for _, ep := range v.eps {
 		v.updateOne(ctx, ep, say)
 		if ep.rates == nil {
@@ -66,6 +74,9 @@ func (v *ServerView) Update(ctx context.Context, say func(msg string)) {
 		each = append(each, *ep.rates)
 		if from.IsZero() || ep.from.Before(from) {
 			from = ep.from
+		}
+		if ep.prev.At.After(to) {
+			to = ep.prev.At
 		}
 	}
 	if len(each) == 0 {
@@ -76,7 +87,21 @@ func (v *ServerView) Update(ctx context.Context, say func(msg string)) {
 	if len(v.eps) > 1 {
 		sum.Of = len(v.eps)
 	}
-	v.sum, v.sumFrom = &sum, from
+	v.sum, v.sumFrom, v.sumTo = &sum, from, to
+}
+
+// Shown says the figures a record at now shows were shown before: no
+// sample came since the last record (a scrape shared with another reader
+// for half an interval, a tick late on a loaded machine, or the final
+// record after the last tick), and how old they are, measured from the
+// sample they end at. Call it once a record, as Record does.
+func (v *ServerView) Shown(now time.Time) (age time.Duration, old bool) {
+	if v.Latest() == nil {
+		return 0, false
+	}
+	old = !v.sumTo.After(v.shownTo)
+	v.shownTo = v.sumTo
+	return max(now.Sub(v.sumTo), 0), old
 }
 
 // possessive is "vLLM's", "llama.cpp's", or "the server's" for a kind not
@@ -100,7 +125,7 @@ func (v *ServerView) updateOne(ctx context.Context, ep *serverEndpoint, say func
 	if ep.health.Answered() {
 		say(fmt.Sprintf("metrics: reachable again; showing %s view", possessive(s.Kind)))
 	}
-	if ep.prev == nil && s.Kind.Known() && !v.told[s.Kind] {
+	if v.answered && s.Kind.Known() && !v.told[s.Kind] {
 		v.told[s.Kind] = true
 		if lacks := s.Lacks(); len(lacks) > 0 {
 			say(fmt.Sprintf("metrics: %s's /metrics has no %s; the server's view shows what it reports",
@@ -108,7 +133,9 @@ func (v *ServerView) updateOne(ctx context.Context, ep *serverEndpoint, say func
 		}
 	}
 	if ep.prev != nil && !s.At.After(ep.prev.At) {
-		return // a shared scrape with no newer sample: the rates stand
+		// A shared scrape with no newer sample: the rates stand, and the
+		// record that shows them again says their age (Shown).
+		return
 	}
 	if ep.prev != nil {
 		rates := promscrape.Between(*ep.prev, s)
@@ -123,6 +150,9 @@ func (v *ServerView) updateOne(ctx context.Context, ep *serverEndpoint, say func
 func (v *ServerView) At(snap Snapshot) *promscrape.Rates {
 	if snap.LastOutageSince.After(v.lastOutage) {
 		v.lastOutage = snap.LastOutageSince
+	}
+	if snap.Done > 0 {
+		v.answered = true
 	}
 	return v.Latest()
 }
@@ -151,9 +181,13 @@ func (v *ServerView) Each() []*promscrape.Rates {
 }
 
 // Record is the progress record of snap with the servers' view: summed,
-// and each endpoint's with several.
+// and each endpoint's with several; the summed figures carry their age
+// when the record before showed them already (Shown).
 func (v *ServerView) Record(snap Snapshot) ProgressRecord {
 	rec := NewProgressRecord(snap, v.At(snap))
 	rec.SetEndpointServers(v.Each())
+	if age, old := v.Shown(snap.At); old && rec.Server != nil {
+		rec.Server.AgeS = finite(age.Seconds())
+	}
 	return rec
 }

@@ -141,6 +141,16 @@ type Snapshot struct {
 	// Endpoints are each endpoint's figures, in base_url order: one per
 	// replica (stats_endpoint.go); empty when no run named them.
 	Endpoints []EndpointSnapshot
+
+	// notStarted is the keys no request has begun for (etaOf), flight
+	// those begun and not ended, and flightTurns the turns these have had
+	// answered; perKey the requests a completed key took on average (1
+	// before any): for paceOf, which counts requests, not keys.
+	notStarted, flight, flightTurns int64
+	perKey                          float64
+	// byRate is the ETA of the remaining tokens at the last minute's
+	// rate, and its error bar (etaOf).
+	byRate, byRateErr float64
 }
 
 // EndpointsUp counts the endpoints whose gate is open.
@@ -174,6 +184,7 @@ func (s *Stats) Snapshot() Snapshot {
 			snap.Endpoints[i] = es.snapshot(snap.Elapsed)
 		}
 	}
+	paceOf(&snap)
 	return snap
 }
 
@@ -217,6 +228,7 @@ func (s *Stats) figures() (Snapshot, []*Endpoint) {
 	for r := range s.inFlight {
 		f := inFlight{tokens: r.streamed(), rate: r.ownRate(since)}
 		flight = append(flight, f)
+		snap.flightTurns += r.turns.Load()
 		snap.RunningTokens += f.tokens
 	}
 	slices.SortFunc(flight, func(a, b inFlight) int { return cmp.Compare(a.tokens, b.tokens) })
@@ -258,7 +270,9 @@ func (s *Stats) figures() (Snapshot, []*Endpoint) {
 // distributionsLocked fills snap's answer lengths, time to first token and
 // inter-token latency: means and quantiles. Called with mu.
 func (s *Stats) distributionsLocked(snap *Snapshot) {
+	snap.perKey = 1
 	if s.done > 0 {
+		snap.perKey = float64(s.turnsDone) / float64(s.done)
 		snap.CompletionAvg = float64(s.compTokens) / float64(s.done)
 		snap.TruncatedShare = float64(s.truncated) / float64(s.done)
 	}
@@ -310,81 +324,6 @@ func (s *Stats) windowLocked(snap Snapshot, w time.Duration) Throughput {
 	// A burst of retries can take back more tokens than a window credited:
 	// a rate is never shown negative.
 	return Throughput{Span: w, ReqPerSec: float64(reqs) / secs, TokPerSec: max(float64(tok)/secs, 0), PromptTokPerSec: float64(prompt) / secs}
-}
-
-// inFlight is one request in flight as the ETA sees it: what it streamed
-// so far and its own rate (Tracker.ownRate; 0 unknown).
-type inFlight struct {
-	tokens int64
-	rate   float64
-}
-
-// etaOf sets the remaining tokens and the ETA from the product-limit
-// estimate (snap.ExpectedCompletion is its mean) and the requests in
-// flight, sorted by tokens, with their mean residual lengths (kaplanMeier).
-//
-// A request in flight at c tokens still needs, on average, what the
-// answers longer than c had beyond c: the curve's mean residual length at
-// c, which is 0 only past the longest answer seen. The run cannot end
-// before its slowest request in flight has streamed that at its own rate,
-// however fast the server is overall: in the tail, with a few long
-// answers left, the overall rate of the last minute says "0s" while they
-// need tens of seconds more. So the ETA is the larger of the remaining
-// tokens over the overall rate and the longest of those own times.
-func etaOf(snap *Snapshot, flight []inFlight, residual []float64) {
-	l := snap.ExpectedCompletion
-	// Started: every request not ended, whether it holds its slot or its
-	// answer waits for the writer.
-	notStarted := max(snap.Total-snap.Done-snap.Errors-int64(len(flight)), 0)
-	rem := float64(notStarted) * l
-	var tail float64 // seconds the slowest request in flight still needs
-	for k, f := range flight {
-		left := residual[k]
-		rem += left
-		if f.rate > 0 {
-			tail = max(tail, left/f.rate)
-		}
-	}
-	snap.RemainingTokens = rem
-	rate := snap.Last60s.TokPerSec
-	if snap.Total > 0 && notStarted == 0 && len(flight) == 0 {
-		snap.ETAKnown = true // nothing left
-		return
-	}
-	if !snap.ServerDownSince.IsZero() {
-		snap.ETAUnknown = "outage"
-		return
-	}
-	if len(snap.Batches) > 0 {
-		snap.ETAUnknown = "batch"
-		return
-	}
-	if rate <= 0 || l <= 0 {
-		return
-	}
-	snap.ETAKnown = true
-	snap.ETA = secondsToDuration(max(rem/rate, tail))
-	if se := snap.ExpectedCompletionSE; !math.IsNaN(se) {
-		snap.ETAError = secondsToDuration(float64(notStarted+int64(len(flight))) * se / rate)
-	}
-}
-
-func secondsToDuration(s float64) time.Duration {
-	if s >= math.MaxInt64/float64(time.Second) {
-		return time.Duration(math.MaxInt64)
-	}
-	return time.Duration(math.Round(s * float64(time.Second)))
-}
-
-func confidence(done int64) string {
-	switch {
-	case done < 30:
-		return "low"
-	case done < 300:
-		return "medium"
-	default:
-		return "high"
-	}
 }
 
 func copyCounts(m map[string]int64) map[string]int64 {

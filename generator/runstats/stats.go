@@ -104,6 +104,7 @@ type Stats struct {
 	cost       float64 // USD of completed requests at endpoint.price
 	billed     float64 // USD of every answer the server sent, kept or not (Tracker.Billed)
 	truncated  int64
+	turnsDone  int64     // requests the completed keys took (a turn each; 1 without TurnDone)
 	lengths    sampleSet // completion tokens per completed request
 	ttft       sampleSet // microseconds
 	itl        sampleSet // microseconds
@@ -295,6 +296,7 @@ type Tracker struct {
 	cur   atomic.Int64             // deltas of the attempt under way
 	ep    atomic.Pointer[Endpoint] // where the attempt under way was sent; nil: not said
 	kept  atomic.Int64             // deltas of the turns already answered (a whole conversation)
+	turns atomic.Int64             // turns answered (TurnDone): the requests the key took so far
 	// firstAt is when the request's first delta came (nanoseconds after
 	// start, +1 so that 0 means none yet) and firstN how many it carried:
 	// the request's own rate is what it streamed since (ownRate).
@@ -323,7 +325,10 @@ func (r *Tracker) streamed() int64 { return r.kept.Load() + r.cur.Load() }
 // TurnDone records that one turn of a whole conversation was answered: its
 // deltas stay credited when a later turn's attempt is retried (they are
 // taken back only if the key fails or is cancelled, leaving no record).
-func (r *Tracker) TurnDone() { r.kept.Add(r.cur.Swap(0)) }
+func (r *Tracker) TurnDone() {
+	r.kept.Add(r.cur.Swap(0))
+	r.turns.Add(1)
+}
 
 // Billed counts what one answer the server sent cost at endpoint.price,
 // whatever becomes of it: an answer asked again (cut at max_tokens, not
@@ -480,6 +485,7 @@ func (r *Tracker) Done(o Outcome) {
 	b.reqs++
 	b.prompt += int64(o.PromptTokens)
 	s.done++
+	s.turnsDone += max(r.turns.Load(), 1)
 	s.compTokens += final
 	s.promptTok += int64(o.PromptTokens)
 	s.cost += o.Cost

@@ -66,6 +66,10 @@ type GateState struct {
 	// (requests or tokens).
 	Paced   int64
 	PacedBy string
+	// PacePerSec is the requests a second its rate limits allow (0: no
+	// limit known), PaceReady those they would admit now without waiting
+	// (negative: owed to the requests waiting): the ETA's floor.
+	PacePerSec, PaceReady float64
 }
 
 type gateRef struct{ g Gate }
@@ -180,6 +184,9 @@ type EndpointSnapshot struct {
 	// now, PacedBy the limit that binds (GateState).
 	Paced   int64
 	PacedBy string
+	// PacePerSec and PaceReady are its pace (GateState): what its rate
+	// limits allow.
+	PacePerSec, PaceReady float64
 	// Cumulative rates over the run's Elapsed, and the recent windows as
 	// the run's (Snapshot.Last10s, Last60s); tokens at completion.
 	ReqPerSec, TokPerSec float64
@@ -208,6 +215,8 @@ func (es *Endpoint) snapshot(elapsed time.Duration) EndpointSnapshot {
 		StreamedTokens:   es.streamed.Load(),
 		Paced:            gs.Paced,
 		PacedBy:          gs.PacedBy,
+		PacePerSec:       gs.PacePerSec,
+		PaceReady:        gs.PaceReady,
 	}
 	switch {
 	case gs.Down && gs.Probing:

@@ -102,7 +102,9 @@ func TestStatsRampTokensWithoutCompletions(t *testing.T) {
 		t.Fatal("ETAKnown = false during a ramp with tokens flowing")
 	}
 	checkD(t, "ETA", snap.ETA, 620*time.Second)
-	checkD(t, "ETAError", snap.ETAError, 0)
+	// No answer yet to measure the rate on: the error bar is the whole
+	// estimate, not a certainty the ETA has not earned.
+	checkD(t, "ETAError", snap.ETAError, 620*time.Second)
 	if snap.Confidence != "low" {
 		t.Errorf("Confidence = %q, want low", snap.Confidence)
 	}
@@ -315,9 +317,10 @@ func TestStatsDistributions(t *testing.T) {
 	// population sd over sqrt(n): sd of 100..1000 is sqrt(82500).
 	checkF(t, "ExpectedCompletion", snap.ExpectedCompletion, 550)
 	checkF(t, "ExpectedCompletionSE", snap.ExpectedCompletionSE, math.Sqrt(82500)/math.Sqrt(10))
-	// 10 left × 550 tokens at 5500/10 s = 550 tok/s: 10 s ± 10×SE/550.
+	// 10 left × 550 tokens at 5500/10 s = 550 tok/s: 10 s ± 10×SE/550 for
+	// the lengths, and ± 10 s/sqrt(10) for a rate measured on 10 answers.
 	checkD(t, "ETA", snap.ETA, 10*time.Second)
-	checkD(t, "ETAError", snap.ETAError, secondsToDuration(10*math.Sqrt(8250)/550))
+	checkD(t, "ETAError", snap.ETAError, secondsToDuration(math.Hypot(10*math.Sqrt(8250)/550, 10/math.Sqrt(10))))
 
 	// A retried request's latency spans its earlier attempts: no ITL from it.
 	r := s.Begin()
@@ -371,7 +374,9 @@ func TestStatsETABiasCorrection(t *testing.T) {
 	// 1680 + 370 + 200 + 200 + 0 = 2450 tokens at 175 tok/s = 14 s.
 	checkF(t, "RemainingTokens", snap.RemainingTokens, 2450)
 	checkD(t, "ETA", snap.ETA, 14*time.Second)
-	checkD(t, "ETAError", snap.ETAError, secondsToDuration(8*snap.ExpectedCompletionSE/175))
+	// The lengths' error for the 8 to come, and the rate's: 2 answers in
+	// its window, ± 14 s/sqrt(2).
+	checkD(t, "ETAError", snap.ETAError, secondsToDuration(math.Hypot(8*snap.ExpectedCompletionSE/175, 14/math.Sqrt(2))))
 
 	// The completed-only ETA would have said 4×150 + 0 + ... : far lower.
 	naive := (4*150 + 100) / 175.0

@@ -7,7 +7,9 @@ package human
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,5 +52,23 @@ func Duration(d time.Duration) string {
 		return fmt.Sprintf("%dm%02ds", d/time.Minute, d%time.Minute/time.Second)
 	default:
 		return fmt.Sprintf("%ds", d/time.Second)
+	}
+}
+
+// Dollars is an amount in USD for a person: $0 for nothing, whole
+// dollars from $100, cents from a cent, and below a cent three
+// significant digits ($0.000412), so that one small answer's cost never
+// reads $0.0000.
+func Dollars(v float64) string {
+	switch a := math.Abs(v); {
+	case v == 0:
+		return "$0"
+	case a >= 100:
+		return fmt.Sprintf("$%.0f", v)
+	case a >= 0.01:
+		return fmt.Sprintf("$%.2f", v)
+	default:
+		decimals := 2 - int(math.Floor(math.Log10(a)))
+		return "$" + strconv.FormatFloat(v, 'f', decimals, 64)
 	}
 }

@@ -38,3 +38,16 @@ func TestDuration(t *testing.T) {
 		}
 	}
 }
+
+// A cost below a cent keeps three significant digits: one answer's
+// $0.0000412 is not $0.0000 (issue 41).
+func TestDollars(t *testing.T) {
+	for v, want := range map[float64]string{
+		0: "$0", 0.0000412: "$0.0000412", 0.00049: "$0.000490", 0.0093: "$0.00930", 0.01: "$0.01",
+		0.4912: "$0.49", 12.345: "$12.35", 1234.5: "$1234", 1e-7: "$0.000000100",
+	} {
+		if got := Dollars(v); got != want {
+			t.Errorf("Dollars(%v) = %q, want %q", v, got, want)
+		}
+	}
+}

@@ -16,7 +16,6 @@ package judge
 import (
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -177,7 +176,7 @@ func finishLines(tw io.Writer, r *audit.Audit) {
 		human.Num(r.CompletionTokens), human.Num(r.CompletionTokens/r.Records))
 	if r.Cost > 0 {
 		// The records' own costs, at the price of the run that wrote each.
-		fmt.Fprintf(tw, "cost\t%s (avg %s per record)\n", dollars(r.Cost), dollars(r.Cost/float64(r.Records)))
+		fmt.Fprintf(tw, "cost\t%s (avg %s per record)\n", human.Dollars(r.Cost), human.Dollars(r.Cost/float64(r.Records)))
 	}
 	fmt.Fprintf(tw, "reason\tempty in %s (%.1f%%); <think> tags in content in %s (%.1f%%)\n", human.Num(r.EmptyReasoning),
 		100*r.EmptyReasoningShare, human.Num(r.ThinkTags), 100*r.ThinkTagsShare)
@@ -331,18 +330,4 @@ func (p *printer) template(turns []chat.Message) {
 	for i, t := range turns {
 		p.printf("  [%d] %s: %s\n", i+1, t.Role, strconv.Quote(t.Content))
 	}
-}
-
-// dollars is a cost for a person: cents, or four decimals below a dollar,
-// where a small run's cost and one record's lie, and more under a
-// hundredth of a cent, so that a cheap record (a batch's, at half price)
-// never reads $0.0000.
-func dollars(v float64) string {
-	if v > 0 && v < 0.0001 {
-		return fmt.Sprintf("$%.*f", 1-int(math.Floor(math.Log10(v))), v)
-	}
-	if v < 1 {
-		return fmt.Sprintf("$%.4f", v)
-	}
-	return fmt.Sprintf("$%.2f", v)
 }

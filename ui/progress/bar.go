@@ -102,7 +102,7 @@ func barLine(s runstats.Snapshot, server *promscrape.Rates, drain *drainState, w
 	add(10, "avg %s tok", fmtAvg(s))
 	if c := costText(s); c != "" {
 		// The projection first to go: the cost so far says what was spent.
-		texts := []string{c, dollars(s.Cost)}
+		texts := []string{c, human.Dollars(s.Cost)}
 		fields = append(fields, barField{7, texts})
 	}
 	if drain != nil {

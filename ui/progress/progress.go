@@ -201,9 +201,8 @@ func (r *Reporter) Run(ctx context.Context, stats *runstats.Stats) {
 // report writes the status record and, unless quiet, one line, JSON object
 // or bar redraw.
 func (r *Reporter) report(snap runstats.Snapshot, final bool) {
-	server := r.server.At(snap)
-	rec := runstats.NewProgressRecord(snap, server)
-	rec.SetEndpointServers(r.server.Each())
+	rec := r.server.Record(snap)
+	server := r.server.Latest()
 	if r.opts.Status != nil {
 		r.opts.Status(rec, final)
 	}
@@ -225,6 +224,10 @@ func (r *Reporter) report(snap runstats.Snapshot, final bool) {
 		}
 	default:
 		line := Line(snap, server, r.draining())
+		if server != nil && rec.Server != nil && rec.Server.AgeS != nil {
+			// The server block ends the line: its age follows it.
+			line += fmt.Sprintf(" (%.0fs old)", *rec.Server.AgeS)
+		}
 		if r.opts.Auto != nil {
 			line += AutoText(r.opts.Auto())
 		}
@@ -276,6 +279,12 @@ func Line(s runstats.Snapshot, server *promscrape.Rates, drain *drainState) stri
 	}
 	fmt.Fprintf(&b, "%s progress %d/%s (%s) (%d errors, %d failed earlier) %s req/s %s tok/s avg completion %s tok in flight %d %s",
 		s.At.UTC().Format(time.RFC3339), s.Completed(), total, Percent(s.Completed(), s.Planned()), s.Errors, s.AlreadyFailed, fmtRate(s.ReqPerSec), fmtTok(s.TokPerSec), fmtAvg(s), s.InFlight, eta)
+	if s.SeveralTurns() {
+		// req/s counts keys; with several turns a key the servers took
+		// more requests: both, each named, this one in a block of its own
+		// so that the fields before keep their places.
+		fmt.Fprintf(&b, " | %s requests/s, every turn (req/s counts keys)", fmtRate(s.RequestsPerSec()))
+	}
 	fmt.Fprintf(&b, " | 10s %s tok/s %s req/s | 60s %s tok/s %s req/s | retries %d",
 		fmtTok(s.Last10s.TokPerSec), fmtRate(s.Last10s.ReqPerSec),
 		fmtTok(s.Last60s.TokPerSec), fmtRate(s.Last60s.ReqPerSec), s.Retries)
@@ -465,9 +474,9 @@ func (r *Reporter) Summary(stats *runstats.Stats, outcome string) string {
 	fmt.Fprintf(tw, "  completion\tavg %s\tp50 %d\tp90 %d\tmax %d tok\ttruncated %.1f%%\n",
 		fmtAvg(s), s.CompletionP50, s.CompletionP90, s.CompletionMax, 100*s.TruncatedShare)
 	if s.Priced {
-		fmt.Fprintf(tw, "  cost\t%s\t%s an answer", dollars(s.Cost), dollars(s.Cost/float64(max(s.Done, 1))))
+		fmt.Fprintf(tw, "  cost\t%s\t%s an answer", human.Dollars(s.Cost), human.Dollars(s.Cost/float64(max(s.Done, 1))))
 		if billedApart(s) {
-			fmt.Fprintf(tw, "\t%s billed (answers not kept too)", dollars(s.Billed))
+			fmt.Fprintf(tw, "\t%s billed (answers not kept too)", human.Dollars(s.Billed))
 		}
 		fmt.Fprintln(tw)
 	}

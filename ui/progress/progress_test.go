@@ -142,8 +142,8 @@ func TestFormatLineWithServer(t *testing.T) {
 		Preemptions: 2, HasPreemptions: true, HasSpec: true, AcceptanceRate: 0.72, MeanAcceptanceLength: 3.1, Window: 10 * time.Second}
 	got := Line(stats.Snapshot(), server, nil)
 	// 9 keys left × 500 tokens at 20000/20 s = 1000 tok/s: 4.5 s; the SE is 0
-	// (all lengths equal).
-	want := "2025-06-01T12:00:20Z progress 140/150 (93.3%) (1 errors, 0 failed earlier) 2.0 req/s 1000 tok/s avg completion 500 tok in flight 0 eta 5s" +
+	// (all lengths equal), the rate's measured on 40 answers: ±4.5/sqrt(40).
+	want := "2025-06-01T12:00:20Z progress 140/150 (93.3%) (1 errors, 0 failed earlier) 2.0 req/s 1000 tok/s avg completion 500 tok in flight 0 eta 5s ±1s" +
 		" | 10s 0 tok/s 0.0 req/s | 60s 1000 tok/s 2.0 req/s | retries 0" +
 		" | server 1234 tok/s running 9 waiting 1 kv 87% preemptions 2 spec acceptance 72% length 3.10"
 	if got != want {
@@ -288,9 +288,14 @@ func TestReporterServerView(t *testing.T) {
 		t.Errorf("failure message missing:\n%s", out)
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	last := lines[len(lines)-1]
-	if !strings.HasSuffix(last, "| server 2000 tok/s running 180 waiting 20 kv 50% preemptions 0") {
-		t.Errorf("last line = %q, want the server's 2000 tok/s", last)
+	figures := "| server 2000 tok/s running 180 waiting 20 kv 50% preemptions 0"
+	if tick := lines[len(lines)-2]; !strings.HasSuffix(tick, figures) {
+		t.Errorf("the last tick's line = %q, want the server's 2000 tok/s", tick)
+	}
+	// The final line comes with no scrape since: the same figures, marked
+	// old (the sample's clock is ahead of the run's here: 0s).
+	if last := lines[len(lines)-1]; !strings.HasSuffix(last, figures+" (0s old)") {
+		t.Errorf("final line = %q, want the same figures marked old", last)
 	}
 }
 
@@ -657,5 +662,44 @@ func TestReporterLeavesOutAReplicaThatIsDown(t *testing.T) {
 	}
 	if s := rec.Endpoints[2].Server; s != nil {
 		t.Errorf("the gone replica's server = %+v, want none (its last rates are of a server that is gone)", s)
+	}
+}
+
+// With generation.turns: all req/s counts keys while the servers take a
+// request a turn: the line names both (issue 41), and says nothing extra
+// with one turn a key.
+func TestLineNamesKeysAndRequests(t *testing.T) {
+	for _, turns := range []int{1, 3} {
+		clk := &testClock{t: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)}
+		stats := runstats.NewStats(clk.now)
+		stats.SetTotal(100)
+		stats.SetEndpoints([]string{"http://a"})
+		ep := stats.EndpointLedgers(1)[0]
+		for range 20 {
+			tr := stats.Begin()
+			tr.SendingTo(ep)
+			for range turns {
+				ep.Ended(clk.now(), clk.now(), true, true, 10)
+				tr.TurnDone()
+			}
+			tr.Done(runstats.Outcome{CompletionTokens: 10 * turns, UsageKnown: true})
+		}
+		clk.advance(10 * time.Second)
+		snap := stats.Snapshot()
+		line := Line(snap, nil, nil)
+		rec := runstats.NewProgressRecord(snap, nil)
+		if turns == 1 {
+			if strings.Contains(line, "requests/s") || rec.RequestsPerS != nil {
+				t.Errorf("one turn a key: line %q, requests_per_s %v; want neither", line, rec.RequestsPerS)
+			}
+			continue
+		}
+		// 20 keys in 10 s, 60 requests.
+		if !strings.Contains(line, " 2.0 req/s ") || !strings.Contains(line, " | 6.0 requests/s, every turn (req/s counts keys) | ") {
+			t.Errorf("three turns a key: line %q, want 2.0 req/s and 6.0 requests/s named", line)
+		}
+		if rec.RequestsPerS == nil || *rec.RequestsPerS != 6 || rec.ReqPerS != 2 {
+			t.Errorf("record: req_per_s %v, requests_per_s %v; want 2 and 6", rec.ReqPerS, rec.RequestsPerS)
+		}
 	}
 }

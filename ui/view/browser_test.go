@@ -239,6 +239,21 @@ func checkRunPage(t *testing.T, b *browser, v *viewDir, records int) {
 	if s := plots["d0-tok"].Series; !slices.Contains(s, "server (/metrics)") || !slices.Contains(s, "client, last 10 s") {
 		t.Errorf("the tok/s plot shows %v: the client's beside the server's", s)
 	}
+	// Each count of the in-flight plot says what it counts; paced keys and
+	// the requests of every turn are series of their own (issue 41).
+	for id, want := range map[string][]string{
+		"d0-inflight": {"in flight (keys holding a slot)", "paced (of them, waiting for a rate limit's share)", "limit"},
+		"d0-req":      {"keys/s, last 10 s", "requests/s, every turn, whole run"},
+	} {
+		for _, w := range want {
+			if !slices.Contains(plots[id].Series, w) {
+				t.Errorf("plot %s shows %v, not %q", id, plots[id].Series, w)
+			}
+		}
+	}
+	if note := eval[string](b, `document.getElementById("d0-inflight").textContent`); !strings.Contains(note, "in flight: keys holding a slot") {
+		t.Errorf("the in-flight plot does not say what in flight counts: %q", note)
+	}
 	for _, id := range []string{"completion", "reasoning", "content", "latency", "ttft"} {
 		if p := plots[id]; p.Total != records || p.Points != histBins {
 			t.Errorf("distribution %s: %d records in %d bins, want %d in %d", id, p.Total, p.Points, records, histBins)
@@ -276,6 +291,13 @@ func checkRunPage(t *testing.T, b *browser, v *viewDir, records int) {
 // the file's; anything else as the file spells it.
 func checkFigureText(t *testing.T, key, text, raw string) {
 	t.Helper()
+	// A time to first token with none streamed is written 0 and reads n/a.
+	if noSample[key] && raw == "0" {
+		if text != "n/a (no answer streamed)" {
+			t.Errorf("figure %s: the page shows %q for no sample, want n/a", key, text)
+		}
+		return
+	}
 	want, err := strconv.ParseFloat(raw, 64)
 	if err != nil {
 		if text != raw {

@@ -147,40 +147,48 @@ type Figure struct {
 	Raw   string
 }
 
-// figureKeys are the figures the run page shows, in order, with a label.
+// figureKeys are the figures the run page shows, in order, with a label
+// that says whose each is: the job's (every run of the directory, earlier
+// ones included) or this run's (the latest, since it started).
 var figureKeys = []struct{ key, label string }{
 	{"state", "state"},
-	{"done", "keys done (earlier runs included)"},
-	{"total", "keys of the job"},
-	{"already_done", "done before this run"},
-	{"errors", "failed for good in this run"},
-	{"retries", "attempts retried"},
-	{"in_flight", "in flight"},
-	{"tok_per_s", "tok/s (whole run)"},
-	{"tok_per_s_60s", "tok/s (last 60 s)"},
-	{"req_per_s", "req/s (whole run)"},
-	{"completion_tokens", "completion tokens"},
-	{"prompt_tokens", "prompt tokens"},
+	{"done", "keys done: job (earlier runs included)"},
+	{"total", "keys: job"},
+	{"already_done", "keys done before this run"},
+	{"errors", "failed for good: this run"},
+	{"retries", "attempts retried: this run"},
+	{"in_flight", "in flight (keys holding a slot)"},
+	{"tok_per_s", "tok/s: this run, whole"},
+	{"tok_per_s_60s", "tok/s: this run, last 60 s"},
+	{"req_per_s", "keys/s (req/s): this run, whole"},
+	{"requests_per_s", "requests/s, every turn: this run, whole"},
+	{"completion_tokens", "completion tokens: this run"},
+	{"prompt_tokens", "prompt tokens: this run"},
 	// With endpoint.price only (absent without).
-	{"cost", "cost so far (USD)"},
-	{"cost_projected", "cost projected to the end (USD)"},
-	{"cost_billed", "billed, answers not kept too (USD)"},
-	{"completion_avg", "completion mean"},
-	{"completion_p50", "completion p50"},
-	{"completion_p90", "completion p90"},
-	{"completion_max", "completion max"},
-	{"truncated_share", "share cut at max_tokens"},
-	{"ttft_p50_s", "ttft p50 (s)"},
-	{"ttft_p90_s", "ttft p90 (s)"},
-	{"elapsed_s", "elapsed (s)"},
-	{"written", "records written by this run"},
-	{"error_records", "error records written by this run"},
-	{"skipped", "keys already done"},
-	{"canceled", "requests cut by the stop"},
-	{"duration_s", "duration (s)"},
-	{"exit_code", "exit code"},
+	{"cost", "cost so far (USD): this run"},
+	{"cost_projected", "cost projected to this run's end (USD)"},
+	{"cost_billed", "billed, answers not kept too (USD): this run"},
+	{"completion_avg", "completion mean: this run's answers"},
+	{"completion_p50", "completion p50: this run's answers"},
+	{"completion_p90", "completion p90: this run's answers"},
+	{"completion_max", "completion max: this run's answers"},
+	{"truncated_share", "share cut at max_tokens: this run's answers"},
+	{"ttft_p50_s", "ttft p50 (s): this run's streamed answers"},
+	{"ttft_p90_s", "ttft p90 (s): this run's streamed answers"},
+	{"elapsed_s", "elapsed (s): this run"},
+	{"written", "records written: this run"},
+	{"error_records", "error records written: this run"},
+	{"skipped", "keys already done: skipped by this run"},
+	{"canceled", "requests cut by the stop: this run"},
+	{"duration_s", "duration (s): this run"},
+	{"exit_code", "exit code: this run"},
 	{"error", "error"},
 }
+
+// noSample are the figures a run without any sample of them writes as 0:
+// a time to first token is never 0, so 0 is "none was streamed" (the
+// batch mode, stream: false), shown n/a.
+var noSample = map[string]bool{"ttft_p50_s": true, "ttft_p90_s": true}
 
 // Figures are the figures of v (a ReportRecord or StatusRecord), each as
 // its JSON spells it, for the keys figureKeys lists that v has.
@@ -204,7 +212,11 @@ func Figures(v any) []Figure {
 		if json.Unmarshal(raw, &s) == nil {
 			val = s
 		}
-		out = append(out, Figure{Key: f.key, Label: f.label, Value: figureValue(val), Raw: val})
+		shown := figureValue(val)
+		if noSample[f.key] && val == "0" {
+			shown = "n/a (no answer streamed)"
+		}
+		out = append(out, Figure{Key: f.key, Label: f.label, Value: shown, Raw: val})
 	}
 	return out
 }

@@ -210,6 +210,13 @@ func writeHistory(t testing.TB, dir string, run1, run2 int) []runfiles.HistoryRe
 		r.InFlight = min(int64(i*16), 64)
 		r.Done, r.Total = done+int64(i*3), 10000
 		r.TokPerS10s = float64(i * 150)
+		// Run 2 is paced to a hosted endpoint's limits and answers three
+		// turns a key: some keys wait for their share, and the servers
+		// take three requests a key.
+		r.Paced = min(int64(i*4), 30)
+		r.ReqPerS = float64(i) / 10
+		requests := 3 * r.ReqPerS
+		r.RequestsPerS = &requests
 		r.Endpoints = []runstats.EndpointRecord{{URL: "http://a:8000/v1", TokPerS10s: float64(i * 100)}, {URL: "http://b:8000/v1", TokPerS10s: float64(i * 50)}}
 		add(1, i, r)
 	}

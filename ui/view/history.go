@@ -45,8 +45,10 @@ type Series struct {
 	// T is each point's time, Unix seconds.
 	T []float64 `json:"t"`
 	// Lines are the figures by their name in status.json: tok_per_s_10s,
-	// tok_per_s, server_gen_tok_per_s, req_per_s_10s, req_per_s,
-	// in_flight, limit, server_running, server_waiting, no_byte_yet,
+	// tok_per_s, server_gen_tok_per_s, req_per_s_10s, req_per_s (keys),
+	// requests_per_s (every turn's; null with one a key), in_flight
+	// (keys holding a slot), paced (of them, those waiting for a rate
+	// limit's share), limit, server_running, server_waiting, no_byte_yet,
 	// kv_cache_usage (percent), preemptions, done, errors, retries.
 	Lines map[string][]num `json:"lines"`
 	// ErrorsByCause and RetriesByCause are each cause's count so far in
@@ -95,7 +97,7 @@ type Move struct {
 
 // lineNames are the fixed series, in the order the page lists them.
 var lineNames = []string{"tok_per_s_10s", "tok_per_s", "server_gen_tok_per_s", "req_per_s_10s", "req_per_s",
-	"in_flight", "limit", "server_running", "server_waiting", "no_byte_yet", "kv_cache_usage", "preemptions", "done",
+	"requests_per_s", "in_flight", "paced", "limit", "server_running", "server_waiting", "no_byte_yet", "kv_cache_usage", "preemptions", "done",
 	"errors", "retries"}
 
 func unixSec(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
@@ -135,7 +137,8 @@ func ReadHistory(dir string) (*Series, error) {
 	return s, nil
 }
 
-// fill makes the series of recs, in the order written.
+// fill makes the series of recs, in the order written: each point's
+// figures (point), and the marks on the time axis (mark).
 func (s *Series) fill(recs []runfiles.HistoryRecord) {
 	n := len(recs)
 	s.Points = n
@@ -143,126 +146,150 @@ func (s *Series) fill(recs []runfiles.HistoryRecord) {
 	for _, name := range lineNames {
 		s.Lines[name] = make([]num, n)
 	}
-	causes := func(m map[string][]num, get func(r *runfiles.HistoryRecord) map[string]int64) {
-		names := map[string]bool{}
-		for i := range recs {
-			for c := range get(&recs[i]) {
-				names[c] = true
-			}
-		}
-		for c := range names {
-			vals := make([]num, n)
-			for i := range recs {
-				vals[i] = num(get(&recs[i])[c])
-			}
-			m[c] = vals
-		}
-	}
-	causes(s.ErrorsByCause, func(r *runfiles.HistoryRecord) map[string]int64 { return r.ErrorsByCause })
-	causes(s.RetriesByCause, func(r *runfiles.HistoryRecord) map[string]int64 { return r.RetriesByCause })
-
-	urls := []string{}
-	for i := range recs {
-		for _, e := range recs[i].Endpoints {
-			if !slices.Contains(urls, e.URL) {
-				urls = append(urls, e.URL)
-			}
-		}
-	}
-	for _, u := range urls {
-		s.Endpoints = append(s.Endpoints, EndpointSeries{URL: u, Tok: make([]num, n), Share: make([]num, n)})
-	}
-
+	s.ErrorsByCause = causes(recs, func(r *runfiles.HistoryRecord) map[string]int64 { return r.ErrorsByCause })
+	s.RetriesByCause = causes(recs, func(r *runfiles.HistoryRecord) map[string]int64 { return r.RetriesByCause })
+	s.Endpoints = endpointSeries(recs)
 	down := -1 // the outage going on: an index into s.Outages
 	for i := range recs {
-		r := &recs[i]
-		s.T[i] = unixSec(r.Time)
-		set := func(name string, v num) { s.Lines[name][i] = v }
-		set("tok_per_s_10s", num(r.TokPerS10s))
-		set("tok_per_s", num(r.TokPerS))
-		set("req_per_s_10s", num(r.ReqPerS10s))
-		set("req_per_s", num(r.ReqPerS))
-		set("in_flight", num(r.InFlight))
-		set("no_byte_yet", num(r.NoByteYet))
-		set("done", num(r.Done))
-		set("errors", num(r.Errors))
-		set("retries", num(r.Retries))
-		limit := none
-		if r.Concurrency > 0 {
-			limit = num(r.Concurrency)
-		}
-		if r.ConcurrencyAuto != nil {
-			limit = num(r.ConcurrencyAuto.Limit)
-		}
-		set("limit", limit)
-		gen, running, waiting, kv, pre := none, none, none, none, none
-		if sv := r.Server; sv != nil {
-			gen, running, waiting = num(sv.GenTokPerS), num(sv.Running), num(sv.Waiting)
-			if sv.KVCacheUsage != nil {
-				kv = num(*sv.KVCacheUsage * 100)
-			}
-			if sv.Preemptions != nil {
-				pre = num(*sv.Preemptions)
-			}
-		}
-		set("server_gen_tok_per_s", gen)
-		set("server_running", running)
-		set("server_waiting", waiting)
-		set("kv_cache_usage", kv)
-		set("preemptions", pre)
+		s.T[i] = unixSec(recs[i].Time)
+		s.point(i, &recs[i])
+		down = s.mark(recs, i, down)
+	}
+}
 
+// causes is each cause's count at each point, 0 where it had none yet.
+func causes(recs []runfiles.HistoryRecord, get func(r *runfiles.HistoryRecord) map[string]int64) map[string][]num {
+	m := map[string][]num{}
+	for i := range recs {
+		for c := range get(&recs[i]) {
+			if _, ok := m[c]; !ok {
+				m[c] = make([]num, len(recs))
+			}
+		}
+	}
+	for c, vals := range m {
+		for i := range recs {
+			vals[i] = num(get(&recs[i])[c])
+		}
+	}
+	return m
+}
+
+// endpointSeries are the endpoints the history names, in the order they
+// first appear, each with its tok/s and share at each point.
+func endpointSeries(recs []runfiles.HistoryRecord) []EndpointSeries {
+	var out []EndpointSeries
+	for i := range recs {
+		for _, e := range recs[i].Endpoints {
+			if !slices.ContainsFunc(out, func(s EndpointSeries) bool { return s.URL == e.URL }) {
+				out = append(out, EndpointSeries{URL: e.URL, Tok: make([]num, len(recs)), Share: make([]num, len(recs))})
+			}
+		}
+	}
+	for i := range recs {
 		var sum float64
-		for _, e := range r.Endpoints {
+		for _, e := range recs[i].Endpoints {
 			sum += e.TokPerS10s
 		}
-		for k := range s.Endpoints {
-			s.Endpoints[k].Tok[i], s.Endpoints[k].Share[i] = none, none
-			for _, e := range r.Endpoints {
-				if e.URL == s.Endpoints[k].URL {
-					s.Endpoints[k].Tok[i] = num(e.TokPerS10s)
+		for k := range out {
+			out[k].Tok[i], out[k].Share[i] = none, none
+			for _, e := range recs[i].Endpoints {
+				if e.URL == out[k].URL {
+					out[k].Tok[i] = num(e.TokPerS10s)
 					if sum > 0 {
-						s.Endpoints[k].Share[i] = num(100 * e.TokPerS10s / sum)
+						out[k].Share[i] = num(100 * e.TokPerS10s / sum)
 					}
 				}
 			}
 		}
+	}
+	return out
+}
 
-		// Runs: a new started_at is a new run.
-		if k := len(s.Runs); k == 0 || !s.Runs[k-1].StartedAt.Equal(r.StartedAt) {
-			s.Runs = append(s.Runs, RunMark{Run: k + 1, StartedAt: r.StartedAt, From: s.T[i], AlreadyDone: r.AlreadyDone})
-			down = -1 // an outage does not span runs
+// point sets the lines' values at point i from r.
+func (s *Series) point(i int, r *runfiles.HistoryRecord) {
+	set := func(name string, v num) { s.Lines[name][i] = v }
+	set("tok_per_s_10s", num(r.TokPerS10s))
+	set("tok_per_s", num(r.TokPerS))
+	set("req_per_s_10s", num(r.ReqPerS10s))
+	set("req_per_s", num(r.ReqPerS))
+	requests := none // shown only where it differs from req/s: several turns a key
+	if r.RequestsPerS != nil {
+		requests = num(*r.RequestsPerS)
+	}
+	set("requests_per_s", requests)
+	set("in_flight", num(r.InFlight))
+	set("paced", num(r.Paced))
+	set("no_byte_yet", num(r.NoByteYet))
+	set("done", num(r.Done))
+	set("errors", num(r.Errors))
+	set("retries", num(r.Retries))
+	limit := none
+	if r.Concurrency > 0 {
+		limit = num(r.Concurrency)
+	}
+	if r.ConcurrencyAuto != nil {
+		limit = num(r.ConcurrencyAuto.Limit)
+	}
+	set("limit", limit)
+	gen, running, waiting, kv, pre := none, none, none, none, none
+	if sv := r.Server; sv != nil {
+		gen, running, waiting = num(sv.GenTokPerS), num(sv.Running), num(sv.Waiting)
+		if sv.KVCacheUsage != nil {
+			kv = num(*sv.KVCacheUsage * 100)
 		}
-		run := &s.Runs[len(s.Runs)-1]
-		run.To, run.State = s.T[i], string(r.State)
-		run.Points++
-
-		// Outages: server_down_since set, until a point without it.
-		switch {
-		case r.ServerDownSince != nil && (down < 0 || !sameTime(s.Outages[down].From, *r.ServerDownSince)):
-			s.Outages = append(s.Outages, Outage{From: unixSec(*r.ServerDownSince), To: s.T[i]})
-			down = len(s.Outages) - 1
-		case r.ServerDownSince != nil:
-			s.Outages[down].To = s.T[i]
-		case down >= 0:
-			s.Outages[down].To = s.T[i]
-			down = -1
-		}
-
-		// Moves of concurrency: auto's limit, by its count of moves.
-		if a := r.ConcurrencyAuto; a != nil && a.Moves > 0 {
-			prev := 0
-			if i > 0 && recs[i-1].ConcurrencyAuto != nil && recs[i-1].StartedAt.Equal(r.StartedAt) {
-				prev = recs[i-1].ConcurrencyAuto.Moves
-			}
-			if a.Moves != prev {
-				t := s.T[i]
-				if !a.MovedAt.IsZero() {
-					t = unixSec(a.MovedAt)
-				}
-				s.Moves = append(s.Moves, Move{T: t, Limit: a.Limit, Reason: a.Reason})
-			}
+		if sv.Preemptions != nil {
+			pre = num(*sv.Preemptions)
 		}
 	}
+	set("server_gen_tok_per_s", gen)
+	set("server_running", running)
+	set("server_waiting", waiting)
+	set("kv_cache_usage", kv)
+	set("preemptions", pre)
+}
+
+// mark extends the runs, the outages and the moves with point i; down is
+// the outage going on (an index into s.Outages, -1: none), returned as it
+// stands after the point.
+func (s *Series) mark(recs []runfiles.HistoryRecord, i, down int) int {
+	r := &recs[i]
+	// Runs: a new started_at is a new run.
+	if k := len(s.Runs); k == 0 || !s.Runs[k-1].StartedAt.Equal(r.StartedAt) {
+		s.Runs = append(s.Runs, RunMark{Run: k + 1, StartedAt: r.StartedAt, From: s.T[i], AlreadyDone: r.AlreadyDone})
+		down = -1 // an outage does not span runs
+	}
+	run := &s.Runs[len(s.Runs)-1]
+	run.To, run.State = s.T[i], string(r.State)
+	run.Points++
+
+	// Outages: server_down_since set, until a point without it.
+	switch {
+	case r.ServerDownSince != nil && (down < 0 || !sameTime(s.Outages[down].From, *r.ServerDownSince)):
+		s.Outages = append(s.Outages, Outage{From: unixSec(*r.ServerDownSince), To: s.T[i]})
+		down = len(s.Outages) - 1
+	case r.ServerDownSince != nil:
+		s.Outages[down].To = s.T[i]
+	case down >= 0:
+		s.Outages[down].To = s.T[i]
+		down = -1
+	}
+
+	// Moves of concurrency: auto's limit, by its count of moves.
+	if a := r.ConcurrencyAuto; a != nil && a.Moves > 0 {
+		prev := 0
+		if i > 0 && recs[i-1].ConcurrencyAuto != nil && recs[i-1].StartedAt.Equal(r.StartedAt) {
+			prev = recs[i-1].ConcurrencyAuto.Moves
+		}
+		if a.Moves != prev {
+			t := s.T[i]
+			if !a.MovedAt.IsZero() {
+				t = unixSec(a.MovedAt)
+			}
+			s.Moves = append(s.Moves, Move{T: t, Limit: a.Limit, Reason: a.Reason})
+		}
+	}
+	return down
 }
 
 func sameTime(t float64, u time.Time) bool { return math.Abs(t-unixSec(u)) < 1e-6 }

@@ -37,6 +37,12 @@ func checkAgainstAudit(t *testing.T, ix *Index, dir string, want []sink.Record) 
 		t.Fatal(err)
 	}
 	d := ix.Dist(2048)
+	// The completion histogram's axis runs to the longest answer, not to
+	// max_tokens (issue 41): its bins cover the data and no more, however
+	// far above it max_tokens is.
+	if h := ix.Dist(1 << 20).Completion; h.N > 0 && (h.Width*histBins < h.Max || h.Width*(histBins-1) > max(h.Max, histBins)) {
+		t.Errorf("completion histogram: %d bins of %v for a longest answer of %v (max_tokens 1048576)", histBins, h.Width, h.Max)
+	}
 	finish := map[string]int64{}
 	for _, c := range d.Finish {
 		if !strings.HasPrefix(c.Name, "error: ") {

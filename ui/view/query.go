@@ -242,7 +242,7 @@ func (ix *Index) countsLocked(by []int64) []Count {
 }
 
 // Dist is the index's distributions, cached until the entries change;
-// maxTokens is marked on the completion tokens'.
+// maxTokens is marked on the completion tokens' by the page.
 func (ix *Index) Dist(maxTokens int) *Dist {
 	ix.cacheMu.Lock()
 	defer ix.cacheMu.Unlock()
@@ -298,7 +298,10 @@ func (ix *Index) Dist(maxTokens int) *Dist {
 		}
 		return vals
 	}
-	d.Completion = histOf(collect(func(b *block, j int) float32 { return float32(b.compl[j]) }), "tokens", float64(maxTokens), true, 1)
+	// The axis runs to the longest answer, not to max_tokens: answers of a
+	// few hundred tokens under a max_tokens of 8192 would sit in two bars.
+	// The page marks max_tokens when it is on the axis and names it when not.
+	d.Completion = histOf(collect(func(b *block, j int) float32 { return float32(b.compl[j]) }), "tokens", 0, true, 1)
 	d.Reasoning = histOf(collect(func(b *block, j int) float32 { return float32(b.rlen[j]) }), "characters", 0, true, 1)
 	d.Content = histOf(collect(func(b *block, j int) float32 { return float32(b.clen[j]) }), "characters", 0, true, 1)
 	d.Latency = histOf(collect(func(b *block, j int) float32 { return b.lat[j] }), "s", 0, false, 1e-3)

@@ -291,6 +291,14 @@ func TestViewHistoryAPI(t *testing.T) {
 		if got := h.Lines["limit"][i]; got == nil || (r.ConcurrencyAuto != nil && *got != float64(r.ConcurrencyAuto.Limit)) {
 			t.Errorf("point %d: limit %v", i, got)
 		}
+		// Paced keys are their own series; requests a second with every
+		// turn only where the record has them (several turns a key).
+		if got := h.Lines["paced"][i]; got == nil || *got != float64(r.Paced) {
+			t.Errorf("point %d: paced %v, want %d", i, got, r.Paced)
+		}
+		if got := h.Lines["requests_per_s"][i]; (got == nil) != (r.RequestsPerS == nil) || (got != nil && *got != *r.RequestsPerS) {
+			t.Errorf("point %d: requests_per_s %v, want %v", i, got, r.RequestsPerS)
+		}
 	}
 	if len(h.Runs) != 2 || h.Runs[0].Points != 20 || h.Runs[1].Points != 10 || h.Runs[1].AlreadyDone == 0 || h.Runs[1].State != "done" {
 		t.Errorf("runs %+v", h.Runs)

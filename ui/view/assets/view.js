@@ -248,17 +248,31 @@
       { label: "server (/metrics)", values: L.server_gen_tok_per_s },
       { label: "client, whole run", values: L.tok_per_s, dash: [5, 4] },
     ], { y: "tok/s", note: "tok/s is what the server does; req/s (below) lags it while long answers ramp up" });
-    timePlot(container, p + "req", "requests per second and keys done", h, [
-      { label: "req/s, last 10 s", values: L.req_per_s_10s },
-      { label: "req/s, whole run", values: L.req_per_s, dash: [5, 4] },
+    // req/s counts keys (a record each); with several turns a key the
+    // servers took more requests, a series of its own (all null, and so
+    // left out, with one turn a key).
+    timePlot(container, p + "req", "keys answered per second (req/s) and keys done", h, [
+      { label: "keys/s, last 10 s", values: L.req_per_s_10s },
+      { label: "keys/s, whole run", values: L.req_per_s, dash: [5, 4] },
+      { label: "requests/s, every turn, whole run", values: L.requests_per_s, dash: [2, 3] },
       { label: "keys done", values: L.done, scale: "y2", color: "#7f7f7f" },
-    ], { y: "req/s", y2: "done" });
-    timePlot(container, p + "inflight", "requests in flight and the limit", h, [
-      { label: "in flight", values: L.in_flight },
+    ], {
+      y: "per s", y2: "done",
+      note: "req/s counts keys: with generation.turns: all a conversation is one key and a request a turn",
+    });
+    timePlot(container, p + "inflight", "keys in flight, paced, and the limit", h, [
+      { label: "in flight (keys holding a slot)", values: L.in_flight },
+      { label: "paced (of them, waiting for a rate limit's share)", values: L.paced, color: "#9467bd" },
       { label: "limit", values: L.limit, dash: [6, 3], color: "#ff7f0e" },
       { label: "server running", values: L.server_running },
       { label: "no byte yet", values: L.no_byte_yet },
-    ], { moves: true, note: h.moves.length ? "▼ concurrency: auto moved the limit (the last moves below)" : "" });
+    ], {
+      moves: true,
+      note: "in flight: keys holding a slot, sent or waiting (paced: for a rate limit's share; or between turns); " +
+        "the server runs in flight − paced at most. The limit is concurrency, or concurrency: auto's limit in force, " +
+        "which steers the requests sent: slots it has lowered empty as their answers come" +
+        (h.moves.length ? ". ▼ auto moved the limit (the last moves below)" : ""),
+    });
     timePlot(container, p + "queue", "the server's queue and preemptions", h, [
       { label: "waiting", values: L.server_waiting },
       { label: "preemptions (per scrape window)", values: L.preemptions, scale: "y2", color: "#d62728" },
@@ -285,9 +299,17 @@
   }
 
   function histPlot(container, id, title, hist, mark) {
+    // The axis runs to the data; a mark beyond it (max_tokens far above
+    // the longest answer) is named in the note instead of drawn.
+    const top = hist.width * hist.counts.length;
+    let beyond = "";
+    if (mark && mark.at > top * 1.25) {
+      beyond = " · " + mark.label + ", beyond the longest answer";
+      mark = null;
+    }
     const box = addPlot(container, id, title,
       "n " + fmt(hist.n, 0) + " · mean " + fmt(hist.mean) + " · p50 " + fmt(hist.p50, 3) + " · p90 " + fmt(hist.p90, 3) +
-      " · max " + fmt(hist.max, 3) + " " + hist.unit);
+      " · max " + fmt(hist.max, 3) + " " + hist.unit + beyond);
     const xs = hist.counts.map(function (_, i) { return (i + 0.5) * hist.width; });
     const plugins = [];
     if (mark) {
@@ -312,7 +334,7 @@
         },
       });
     }
-    const hi = Math.max(hist.width * hist.counts.length, mark ? mark.at * 1.02 : 0);
+    const hi = Math.max(top, mark ? mark.at * 1.02 : 0);
     const u = new uPlot({
       width: widthOf(box), height: 200,
       scales: { x: { time: false, range: [0, hi] }, y: { range: yUpTo(hist.counts) } },
