@@ -97,6 +97,7 @@ type router struct {
 	now     func() time.Time
 	maxHold time.Duration // the longest a Retry-After holds an endpoint back (max_backoff)
 	say     func(string)  // one line to the run's log; never nil
+	place   *placer       // placement by prefix (place.go); nil with one endpoint
 
 	mu   sync.Mutex // guards what follows and every endpoint's health
 	next int        // where the next pick starts scanning: ties go round robin
@@ -121,6 +122,9 @@ func (e *Engine) newRouter(life context.Context) *router {
 	}
 	if e.opts.Log != nil {
 		r.say = func(line string) { fmt.Fprintln(e.opts.Log, line) }
+	}
+	if len(targets) > 1 {
+		r.place = newPlacer(e.opts.Sampling.Count())
 	}
 	for i, t := range targets {
 		ep := &endpoint{idx: i, url: t.URL, client: t.Client, stats: ledgers[i], route: r, pace: newPacer(e.opts.Rate, time.Now)}
@@ -207,8 +211,10 @@ type lease struct {
 // in turn. With none such it relaxes, in this order: avoid, then health and
 // holds (every open gate), then the gates themselves; when every gate is
 // closed the attempt fails, as it would have with one server, and its slot
-// waits at the gates (waitUp).
-func (r *router) pick(avoid tried) lease {
+// waits at the gates (waitUp). The endpoint so chosen gives way to one,
+// among those the same rule allows, that was sent the longest run of pre's
+// leading messages, unless that one is loaded past the bound (place.go).
+func (r *router) pick(avoid tried, pre prefixChain) lease {
 	if len(r.eps) == 1 {
 		ep := r.eps[0]
 		ep.stats.AddInFlight(1)
@@ -236,7 +242,9 @@ func (r *router) pick(avoid tried) lease {
 	}
 	best := -1
 	var bestRoom int64
+	var fitted func(int, *endpoint) bool
 	for _, fit := range fits {
+		fitted = fit
 		for k := range n {
 			i := (r.next + k) % n
 			ep := r.eps[i]
@@ -252,6 +260,9 @@ func (r *router) pick(avoid tried) lease {
 		}
 	}
 	r.next = (best + 1) % n
+	if len(pre) > 0 && r.place != nil {
+		best = r.place.choose(pre, r.eps, best, fitted)
+	}
 	ep := r.eps[best]
 	ep.stats.AddInFlight(1)
 	return lease{ep: ep}

@@ -66,6 +66,10 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 	// busy forever.
 	charged, excused, moved := 0, 0, 0
 	var avoid tried // the endpoints this prompt failed on since its last charged attempt
+	var pre prefixChain
+	if route.several() {
+		pre = chainOf(req.Messages) // placement by prefix (place.go)
+	}
 	// cut is the last answer cut at max_tokens that on_length: retry asked
 	// again with more room: if the longer answer cannot be had (the server
 	// refuses it as too long for its context, or fails for good), the cut
@@ -78,7 +82,7 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 			// A retry would be a new request: the key is asked on resume.
 			return wire.Response{}, 0, nil
 		}
-		l := route.pick(avoid)
+		l := route.pick(avoid, pre)
 		ep := l.ep
 		// Its share of the endpoint's rate limits first (pace.go): the
 		// wait is in the slot, so the limits are back-pressure too.
