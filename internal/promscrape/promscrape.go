@@ -62,6 +62,15 @@ type Sample struct {
 	SpecAcceptLength float64
 	HasSpecGauges    bool
 
+	// The prefix cache: vLLM's counters of prompt tokens looked up and
+	// found (HasPrefix), or SGLang's hit rate over its last batches
+	// (HasPrefixRate).
+	PrefixQueries float64
+	PrefixHits    float64
+	HasPrefix     bool
+	PrefixRate    float64
+	HasPrefixRate bool
+
 	// Found holds the metric names of the kind's (kind.go, the `_total`
 	// form) that the text contained.
 	Found map[string]bool
@@ -177,6 +186,11 @@ func Parse(r io.Reader, at time.Time) (Sample, error) {
 	if mean(names.specLength, &s.SpecAcceptLength) && mean(names.specRate, &s.SpecAcceptRate) {
 		s.HasSpecGauges = s.SpecAcceptLength > 0
 	}
+	q := read(names.prefixQueries, &s.PrefixQueries)
+	h := read(names.prefixHits, &s.PrefixHits)
+	s.HasPrefix = q && h
+	// A rate outside 0..1 cannot be true: it is left out, as absent.
+	s.HasPrefixRate = mean(names.prefixRate, &s.PrefixRate) && s.PrefixRate >= 0 && s.PrefixRate <= 1
 	return s, nil
 }
 
@@ -222,6 +236,16 @@ type Rates struct {
 	MeanAcceptanceLength float64
 	HasSpec              bool
 
+	// PrefixHitRate is the share of the prompt tokens looked up in the
+	// prefix cache during the window that were found there (from vLLM's
+	// counters, PrefixQueried and PrefixHit being those tokens), or SGLang's
+	// own rate at the later sample. HasPrefix is false without either, when
+	// nothing was looked up, and when the counters cannot be true (more
+	// found than looked up): a figure that cannot be true is not shown.
+	PrefixHitRate            float64
+	PrefixQueried, PrefixHit float64
+	HasPrefix                bool
+
 	Window time.Duration
 
 	// Servers is how many servers' rates these are (1 for one server's,
@@ -262,6 +286,14 @@ func Between(a, b Sample) Rates {
 	if !r.HasSpec && b.HasSpecGauges {
 		r.HasSpec = true
 		r.AcceptanceRate, r.MeanAcceptanceLength = b.SpecAcceptRate, b.SpecAcceptLength
+	}
+	if a.HasPrefix && b.HasPrefix {
+		q, h := delta(a.PrefixQueries, b.PrefixQueries), delta(a.PrefixHits, b.PrefixHits)
+		if q > 0 && h >= 0 && h <= q {
+			r.HasPrefix, r.PrefixHitRate, r.PrefixQueried, r.PrefixHit = true, h/q, q, h
+		}
+	} else if b.HasPrefixRate {
+		r.HasPrefix, r.PrefixHitRate = true, b.PrefixRate
 	}
 	return r
 }

@@ -323,6 +323,9 @@ func ServerText(r promscrape.Rates) string {
 	if r.HasPreemptions {
 		fmt.Fprintf(&b, " preemptions %.0f", r.Preemptions)
 	}
+	if r.HasPrefix {
+		fmt.Fprintf(&b, " prefix hits %.0f%%", 100*r.PrefixHitRate)
+	}
 	if r.HasSpec {
 		fmt.Fprintf(&b, " spec acceptance %.0f%% length %.2f", 100*r.AcceptanceRate, r.MeanAcceptanceLength)
 	}
