@@ -1,16 +1,21 @@
 package pool
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/synthgen/synthgen/dataset"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
+	"github.com/synthgen/synthgen/job"
 	"github.com/synthgen/synthgen/mockserver"
 )
 
@@ -25,15 +30,20 @@ func words(tag string, n int) string {
 
 // runOnReplicas runs prompts against three mock replicas that each keep a
 // prefix cache and returns their stats.
-func runOnReplicas(t *testing.T, prompts []dataset.Prompt, samples int) []mockserver.Stats {
+// tune, when not nil, sets the run's options; wrap, when not nil, wraps
+// each replica's handler.
+func runOnReplicas(t *testing.T, prompts []dataset.Prompt, samples int, tune func(*Options), wrap func(http.Handler) http.Handler) []mockserver.Stats {
 	t.Helper()
+	if wrap == nil {
+		wrap = func(h http.Handler) http.Handler { return h }
+	}
 	const conc = 12
 	opts := mockserver.Options{Model: "test-model", MeanTokens: 8, TokenDelay: 100 * time.Microsecond, Seed: 5, PrefixCache: 4096}
 	reps := make([]*replica, 3)
 	targets := make([]Endpoint, 3)
 	urls := make([]string, 3)
 	for i := range reps {
-		reps[i] = startReplica(t, mockserver.New(opts), func(h http.Handler) http.Handler { return h })
+		reps[i] = startReplica(t, mockserver.New(opts), wrap)
 		urls[i] = reps[i].url()
 		targets[i] = Endpoint{URL: urls[i], Client: wire.New(wire.Options{BaseURL: urls[i], MaxConns: conc})}
 	}
@@ -42,6 +52,9 @@ func runOnReplicas(t *testing.T, prompts []dataset.Prompt, samples int) []mockse
 	eo := testOptions(conc)
 	eo.Endpoints = targets
 	eo.Sampling.Samples = samples
+	if tune != nil {
+		tune(&eo)
+	}
 	eng, err := New(targets[0].Client, stats, eo)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +116,7 @@ func TestPlaceSixSystemPrompts(t *testing.T) {
 			{Role: "user", Content: words("u"+strconv.Itoa(i)+"_", userWords)},
 		}}
 	}
-	st := runOnReplicas(t, prompts, 1)
+	st := runOnReplicas(t, prompts, 1, nil, nil)
 	judgePrefill(t, st, 6*sysWords+rows*(sysWords+userWords)-rows*sysWords)
 }
 
@@ -118,6 +131,73 @@ func TestPlaceFourSamples(t *testing.T) {
 			{Role: "user", Content: words("p"+strconv.Itoa(i)+"_", promptWords)},
 		}}
 	}
-	st := runOnReplicas(t, prompts, 4)
+	st := runOnReplicas(t, prompts, 4, nil, nil)
 	judgePrefill(t, st, rows*promptWords)
+}
+
+// leastPrefill is the prefill of requests (each its messages) on one
+// replica that keeps every prefix: each request computes only what
+// follows its longest run of leading messages an earlier request had,
+// counted in words as the mock counts tokens.
+type leastPrefill struct {
+	mu    sync.Mutex
+	seen  map[uint64]bool
+	total int64
+}
+
+func (l *leastPrefill) add(msgs []wire.Message) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	chain := chainOf(msgs)
+	n, hit := 0, 0
+	for i, m := range msgs {
+		n += len(strings.Fields(m.Content))
+		if l.seen[chain[i]] {
+			hit = n
+		}
+	}
+	for _, h := range chain {
+		l.seen[h] = true
+	}
+	l.total += int64(max(n, 1) - hit)
+}
+
+// tap records each chat request's messages into l, then serves it.
+func (l *leastPrefill) tap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				return
+			}
+			var req struct {
+				Messages []wire.Message `json:"messages"`
+			}
+			if json.Unmarshal(body, &req) == nil {
+				l.add(req.Messages)
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Whole conversations (turns: all, 120 of four turns): each turn goes
+// where its earlier turns went.
+func TestPlaceWholeConversations(t *testing.T) {
+	t.Parallel()
+	const rows, turns = 120, 4
+	prompts := make([]dataset.Prompt, rows)
+	for i := range prompts {
+		var conv []dataset.Message
+		for k := range turns {
+			conv = append(conv,
+				dataset.Message{Role: "user", Content: words("c"+strconv.Itoa(i)+"t"+strconv.Itoa(k)+"_", 60)},
+				dataset.Message{Role: "assistant", Content: "earlier answer"})
+		}
+		prompts[i] = dataset.Prompt{ID: strconv.Itoa(i), Index: int64(i), Source: "test", Messages: conv[:1], Conversation: conv}
+	}
+	least := &leastPrefill{seen: map[uint64]bool{}}
+	st := runOnReplicas(t, prompts, 1, func(o *Options) { o.Prompt = job.Prompting{Turns: job.TurnsAll} }, least.tap)
+	judgePrefill(t, st, least.total)
 }
