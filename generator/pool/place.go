@@ -57,13 +57,15 @@ func chainOf(msgs []wire.Message) prefixChain {
 const (
 	// placeSlack and placeRatio are the bound: the replica holding the
 	// prefix is passed over when it has more than placeSlack requests in
-	// flight above the one the load chose and more than placeRatio times
-	// its count (SGLang's balance_abs_threshold and
-	// balance_rel_threshold, scaled to a client's concurrency). Both must
-	// hold, so that a few requests more on a busy replica keep their
-	// prefix, and a replica is not loaded far past an idle one.
+	// flight above the one the load chose, more than placeRatio times its
+	// count (SGLang's balance_abs_threshold and balance_rel_threshold,
+	// scaled to a client's concurrency), and the load's choice starves:
+	// fewer than half its share of the requests in flight. All must hold.
+	// Counts in flight move as answers end in bursts, and a spill is paid
+	// for good (one more replica computes the prefix): a replica that has
+	// half its share still batches, and the prefix stays where it is.
 	placeSlack = 4
-	placeRatio = 1.5
+	placeRatio = 2
 	// placeMax bounds the prefixes remembered. Past it the memory starts
 	// again: a prefix forgotten costs at most one more computation on
 	// each replica.
@@ -107,7 +109,7 @@ func (p *placer) choose(pre prefixChain, eps []*endpoint, best int, fit func(int
 				owner = k
 			}
 		}
-		if owner >= 0 && p.withinBound(eps[owner], eps[best]) {
+		if owner >= 0 && p.withinBound(eps, eps[owner], eps[best]) {
 			chosen = owner
 		}
 	}
@@ -121,10 +123,18 @@ func (p *placer) choose(pre prefixChain, eps []*endpoint, best int, fit func(int
 }
 
 // withinBound reports whether owner may take a request the load would have
-// sent to least: see placeSlack.
-func (p *placer) withinBound(owner, least *endpoint) bool {
+// sent to least, of eps: see placeSlack.
+func (p *placer) withinBound(eps []*endpoint, owner, least *endpoint) bool {
 	over := least.headroom() - owner.headroom()
-	return over <= p.slack || float64(owner.stats.InFlight()) <= placeRatio*float64(least.stats.InFlight())
+	if over <= p.slack || float64(owner.stats.InFlight()) <= placeRatio*float64(least.stats.InFlight()) {
+		return true
+	}
+	var total int64
+	for _, ep := range eps {
+		total += ep.stats.InFlight()
+	}
+	starves := 2*int64(len(eps))*least.stats.InFlight() < total
+	return !starves
 }
 
 // bit is replica i's bit in a placer's mask; replicas past the 64th are

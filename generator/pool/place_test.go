@@ -126,3 +126,24 @@ func TestChainOf(t *testing.T) {
 		t.Fatal("text moved between role and content hashed alike")
 	}
 }
+
+// A replica with half its share in flight still batches: the holder keeps
+// its prefix though it has more than twice as many; one that starves
+// (under half its share) takes the row.
+func TestPlaceBoundWaitsForStarving(t *testing.T) {
+	r := placeRouter(3)
+	pre := chat("system", "S", "user", "q")
+	owner := pickHeld(r, pre)
+	a, b := (owner+1)%3, (owner+2)%3
+	setInFlight(r.eps[owner].stats, 12)
+	setInFlight(r.eps[a].stats, 5)
+	setInFlight(r.eps[b].stats, 7)
+	if got := pickHeld(r, pre); got != owner {
+		t.Fatalf("12, 5, 7 in flight (share 8): the row went to %d, want the holder %d", got, owner)
+	}
+	setInFlight(r.eps[owner].stats, 12)
+	setInFlight(r.eps[a].stats, 3)
+	if got := pickHeld(r, pre); got != a {
+		t.Fatalf("12, 3, 7 in flight (share 7.3): the row went to %d, want the starving %d", got, a)
+	}
+}
