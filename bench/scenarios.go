@@ -67,6 +67,7 @@ var scenarios = []scenario{
 	{"scale-index", func(ctx context.Context, c *config) ([]row, error) { return scale(ctx, c, false) }},
 	{"scale-id", func(ctx context.Context, c *config) ([]row, error) { return scale(ctx, c, true) }},
 	{"prefix", prefix},
+	{"tail", tailScenario},
 }
 
 func scenarioNames() []string {
