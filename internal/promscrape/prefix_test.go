@@ -2,6 +2,7 @@ package promscrape
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -63,5 +64,18 @@ func TestPrefixSum(t *testing.T) {
 	})
 	if !sum.HasPrefix || !near(sum.PrefixHitRate, 0.3) {
 		t.Fatalf("summed hit rate %v, want 0.3 (1200 of 4000)", sum.PrefixHitRate)
+	}
+}
+
+// A figure that cannot be true says why, so that it is said once.
+func TestPrefixUntrueSaysWhy(t *testing.T) {
+	a := parseString(t, vllmPrefix(100, 0), t0)
+	b := parseString(t, vllmPrefix(200, 300), t0.Add(time.Second))
+	if r := Between(a, b); r.HasPrefix || r.PrefixUntrue == "" {
+		t.Fatalf("300 found of 100 looked up: has %v, why %q", r.HasPrefix, r.PrefixUntrue)
+	}
+	s := parseString(t, "sglang:num_running_reqs 1\nsglang:cache_hit_rate -0.5\n", t0)
+	if r := Between(s, s); r.HasPrefix || !strings.Contains(r.PrefixUntrue, "sglang:cache_hit_rate") {
+		t.Fatalf("a rate of -0.5: has %v, why %q", r.HasPrefix, r.PrefixUntrue)
 	}
 }

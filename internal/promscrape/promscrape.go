@@ -70,6 +70,9 @@ type Sample struct {
 	HasPrefix     bool
 	PrefixRate    float64
 	HasPrefixRate bool
+	// PrefixUntrue says why a prefix-cache figure the server reported
+	// cannot be true (a rate outside 0..1); it is then left out.
+	PrefixUntrue string
 
 	// Found holds the metric names of the kind's (kind.go, the `_total`
 	// form) that the text contained.
@@ -190,7 +193,12 @@ func Parse(r io.Reader, at time.Time) (Sample, error) {
 	h := read(names.prefixHits, &s.PrefixHits)
 	s.HasPrefix = q && h
 	// A rate outside 0..1 cannot be true: it is left out, as absent.
-	s.HasPrefixRate = mean(names.prefixRate, &s.PrefixRate) && s.PrefixRate >= 0 && s.PrefixRate <= 1
+	if mean(names.prefixRate, &s.PrefixRate) {
+		s.HasPrefixRate = s.PrefixRate >= 0 && s.PrefixRate <= 1
+		if !s.HasPrefixRate {
+			s.PrefixUntrue = fmt.Sprintf("%s is %g, not within 0..1", names.prefixRate, s.PrefixRate)
+		}
+	}
 	return s, nil
 }
 
@@ -245,6 +253,7 @@ type Rates struct {
 	PrefixHitRate            float64
 	PrefixQueried, PrefixHit float64
 	HasPrefix                bool
+	PrefixUntrue             string // why a figure the server reported was left out; "" when none was
 
 	Window time.Duration
 
@@ -289,11 +298,17 @@ func Between(a, b Sample) Rates {
 	}
 	if a.HasPrefix && b.HasPrefix {
 		q, h := delta(a.PrefixQueries, b.PrefixQueries), delta(a.PrefixHits, b.PrefixHits)
-		if q > 0 && h >= 0 && h <= q {
+		switch {
+		case h > q:
+			r.PrefixUntrue = fmt.Sprintf("%.0f prompt tokens found in the prefix cache of %.0f looked up", h, q)
+		case q > 0:
 			r.HasPrefix, r.PrefixHitRate, r.PrefixQueried, r.PrefixHit = true, h/q, q, h
 		}
 	} else if b.HasPrefixRate {
 		r.HasPrefix, r.PrefixHitRate = true, b.PrefixRate
+	}
+	if b.PrefixUntrue != "" {
+		r.PrefixUntrue = b.PrefixUntrue
 	}
 	return r
 }
