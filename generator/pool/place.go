@@ -21,18 +21,23 @@ import (
 	"github.com/synthgen/synthgen/generator/wire"
 )
 
-// prefixChain is a request's leading messages hashed as a chain: [i] is the
-// hash of its messages 0..i. A request with a longer prefix in common with
-// another shares its first entries.
-type prefixChain []uint64
+// prefixChain is a request's leading messages hashed as a chain: hash[i]
+// is the hash of its messages 0..i, size[i] their bytes (roles and texts).
+// A request with a longer prefix in common with another shares its first
+// entries.
+type prefixChain struct {
+	hash []uint64
+	size []int
+}
 
 // chainOf hashes msgs into their prefix chain. Roles, texts, tool calls and
 // tool call ids are each followed by a separator no text holds, so no two
 // different message lists hash alike by shifting text between fields.
 func chainOf(msgs []wire.Message) prefixChain {
-	out := make(prefixChain, len(msgs))
+	out := prefixChain{hash: make([]uint64, len(msgs)), size: make([]int, len(msgs))}
 	var d xxhash.Digest
 	var prev [8]byte
+	n := 0
 	for i, m := range msgs {
 		d.Reset()
 		_, _ = d.Write(prev[:])
@@ -48,8 +53,10 @@ func chainOf(msgs []wire.Message) prefixChain {
 			field(c.Function.Name)
 			field(c.Function.Arguments)
 		}
-		out[i] = d.Sum64()
-		binary.LittleEndian.PutUint64(prev[:], out[i])
+		out.hash[i] = d.Sum64()
+		binary.LittleEndian.PutUint64(prev[:], out.hash[i])
+		n += len(m.Role) + len(m.Content)
+		out.size[i] = n
 	}
 	return out
 }
@@ -92,11 +99,13 @@ func newPlacer(samples int) *placer {
 // best, the replica the load chose, and fit, which replicas may take it
 // (the same rule that chose best). The longest prefix held by a fitting
 // replica within the bound wins, then shorter ones; else best. The choice
-// is then remembered as holding every prefix of pre.
-func (p *placer) choose(pre prefixChain, eps []*endpoint, best int, fit func(int, *endpoint) bool) int {
-	chosen := best
-	for i := len(pre) - 1; i >= 0 && chosen == best; i-- {
-		mask := p.held[pre[i]]
+// is then remembered as holding every prefix of pre. held is the share of
+// pre's bytes the chosen replica was sent before: the client's estimate of
+// the prefill its cache saves.
+func (p *placer) choose(pre prefixChain, eps []*endpoint, best int, fit func(int, *endpoint) bool) (chosen int, held float64) {
+	chosen = best
+	for i := len(pre.hash) - 1; i >= 0 && chosen == best; i-- {
+		mask := p.held[pre.hash[i]]
 		if mask == 0 || mask&bit(best) != 0 {
 			if mask != 0 {
 				break // the load's choice holds this prefix already
@@ -113,13 +122,21 @@ func (p *placer) choose(pre prefixChain, eps []*endpoint, best int, fit func(int
 			chosen = owner
 		}
 	}
-	if len(p.held)+len(pre) > placeMax {
+	for i := len(pre.hash) - 1; i >= 0; i-- {
+		if p.held[pre.hash[i]]&bit(chosen) != 0 {
+			if total := pre.size[len(pre.size)-1]; total > 0 {
+				held = float64(pre.size[i]) / float64(total)
+			}
+			break
+		}
+	}
+	if len(p.held)+len(pre.hash) > placeMax {
 		clear(p.held)
 	}
-	for _, h := range pre {
+	for _, h := range pre.hash {
 		p.held[h] |= bit(chosen)
 	}
-	return chosen
+	return chosen, held
 }
 
 // withinBound reports whether owner may take a request the load would have

@@ -32,7 +32,7 @@ func words(tag string, n int) string {
 // prefix cache and returns their stats.
 // tune, when not nil, sets the run's options; wrap, when not nil, wraps
 // each replica's handler.
-func runOnReplicas(t *testing.T, prompts []dataset.Prompt, samples int, tune func(*Options), wrap func(http.Handler) http.Handler) []mockserver.Stats {
+func runOnReplicas(t *testing.T, prompts []dataset.Prompt, samples int, tune func(*Options), wrap func(http.Handler) http.Handler) ([]mockserver.Stats, runstats.Snapshot) {
 	t.Helper()
 	if wrap == nil {
 		wrap = func(h http.Handler) http.Handler { return h }
@@ -70,6 +70,7 @@ func runOnReplicas(t *testing.T, prompts []dataset.Prompt, samples int, tune fun
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
 	}
+	snap := stats.Snapshot()
 	stats.Stop()
 	if want := len(prompts) * samples; sum.Written != want || sum.Failed != 0 {
 		t.Fatalf("written %d, failed %d; want %d and 0", sum.Written, sum.Failed, want)
@@ -78,14 +79,32 @@ func runOnReplicas(t *testing.T, prompts []dataset.Prompt, samples int, tune fun
 	for i, r := range reps {
 		st[i] = r.m.Stats()
 	}
-	return st
+	return st, snap
 }
 
 // judgePrefill checks the prefill the replicas computed against least, the
 // least any routing could (each prefix once), at most 1.15x, and that
 // every replica answered at least 20% of the requests.
-func judgePrefill(t *testing.T, st []mockserver.Stats, least int64) {
+//
+// The client's estimate of the share of prompt tokens its placement sent
+// where their leading messages had gone must come within 0.1 of the
+// replicas' own hit rate (it counts bytes, they count words).
+func judgePrefill(t *testing.T, st []mockserver.Stats, snap runstats.Snapshot, least int64) {
 	t.Helper()
+	var queried, hit, placed, held int64
+	for _, s := range st {
+		queried += s.PrefixQueries
+		hit += s.PrefixHits
+	}
+	for _, e := range snap.Endpoints {
+		placed += e.PlacedPrompt
+		held += e.PlacedHeld
+	}
+	rate, est := float64(hit)/float64(queried), float64(held)/float64(max(placed, 1))
+	t.Logf("hit rate %.3f, the client's estimate %.3f", rate, est)
+	if placed == 0 || est < rate-0.1 || est > rate+0.1 {
+		t.Errorf("the client's estimate %.3f (of %d prompt tokens) is not within 0.1 of the replicas' hit rate %.3f", est, placed, rate)
+	}
 	var computed, requests int64
 	for _, s := range st {
 		computed += s.PrefixQueries - s.PrefixHits
@@ -116,8 +135,8 @@ func TestPlaceSixSystemPrompts(t *testing.T) {
 			{Role: "user", Content: words("u"+strconv.Itoa(i)+"_", userWords)},
 		}}
 	}
-	st := runOnReplicas(t, prompts, 1, nil, nil)
-	judgePrefill(t, st, 6*sysWords+rows*(sysWords+userWords)-rows*sysWords)
+	st, snap := runOnReplicas(t, prompts, 1, nil, nil)
+	judgePrefill(t, st, snap, 6*sysWords+rows*(sysWords+userWords)-rows*sysWords)
 }
 
 // Four samples of one prompt: the prompt computed once, where its first
@@ -131,8 +150,8 @@ func TestPlaceFourSamples(t *testing.T) {
 			{Role: "user", Content: words("p"+strconv.Itoa(i)+"_", promptWords)},
 		}}
 	}
-	st := runOnReplicas(t, prompts, 4, nil, nil)
-	judgePrefill(t, st, rows*promptWords)
+	st, snap := runOnReplicas(t, prompts, 4, nil, nil)
+	judgePrefill(t, st, snap, rows*promptWords)
 }
 
 // leastPrefill is the prefill of requests (each its messages) on one
@@ -152,11 +171,11 @@ func (l *leastPrefill) add(msgs []wire.Message) {
 	n, hit := 0, 0
 	for i, m := range msgs {
 		n += len(strings.Fields(m.Content))
-		if l.seen[chain[i]] {
+		if l.seen[chain.hash[i]] {
 			hit = n
 		}
 	}
-	for _, h := range chain {
+	for _, h := range chain.hash {
 		l.seen[h] = true
 	}
 	l.total += int64(max(n, 1) - hit)
@@ -198,6 +217,6 @@ func TestPlaceWholeConversations(t *testing.T) {
 		prompts[i] = dataset.Prompt{ID: strconv.Itoa(i), Index: int64(i), Source: "test", Messages: conv[:1], Conversation: conv}
 	}
 	least := &leastPrefill{seen: map[uint64]bool{}}
-	st := runOnReplicas(t, prompts, 1, func(o *Options) { o.Prompt = job.Prompting{Turns: job.TurnsAll} }, least.tap)
-	judgePrefill(t, st, least.total)
+	st, snap := runOnReplicas(t, prompts, 1, func(o *Options) { o.Prompt = job.Prompting{Turns: job.TurnsAll} }, least.tap)
+	judgePrefill(t, st, snap, least.total)
 }

@@ -119,10 +119,10 @@ func TestPlaceSkipsUnfitHolder(t *testing.T) {
 func TestChainOf(t *testing.T) {
 	a := chat("system", "S", "user", "x")
 	b := chat("system", "S", "user", "y")
-	if a[0] != b[0] || a[1] == b[1] {
+	if a.hash[0] != b.hash[0] || a.hash[1] == b.hash[1] {
 		t.Fatalf("chains %x and %x: want the first equal, the second not", a, b)
 	}
-	if c, d := chat("ab", "c"), chat("a", "bc"); c[0] == d[0] {
+	if c, d := chat("ab", "c"), chat("a", "bc"); c.hash[0] == d.hash[0] {
 		t.Fatal("text moved between role and content hashed alike")
 	}
 }

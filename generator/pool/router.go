@@ -200,6 +200,10 @@ func (r *router) changed(ep *endpoint, down bool, since time.Time) {
 type lease struct {
 	ep    *endpoint
 	trial bool
+	// placed: chosen by prefix (place.go), held the share of the prompt
+	// the endpoint was sent before.
+	placed bool
+	held   float64
 }
 
 // pick chooses the endpoint for one attempt and counts it in flight there
@@ -260,12 +264,14 @@ func (r *router) pick(avoid tried, pre prefixChain) lease {
 		}
 	}
 	r.next = (best + 1) % n
-	if len(pre) > 0 && r.place != nil {
-		best = r.place.choose(pre, r.eps, best, fitted)
+	var l lease
+	if len(pre.hash) > 0 && r.place != nil {
+		l.placed = true
+		best, l.held = r.place.choose(pre, r.eps, best, fitted)
 	}
-	ep := r.eps[best]
-	ep.stats.AddInFlight(1)
-	return lease{ep: ep}
+	l.ep = r.eps[best]
+	l.ep.stats.AddInFlight(1)
+	return l
 }
 
 // elsewhere reports whether an attempt that failed on the endpoints in
@@ -304,6 +310,10 @@ func (r *router) release(l lease, origin time.Time, resp wire.Response, err erro
 		}
 	}
 	ep.stats.Ended(origin, r.stats.Now(), serverAnswered(err), err == nil, tokens)
+	if l.placed && err == nil && resp.UsageKnown {
+		p := int64(resp.PromptTokens)
+		ep.stats.AddPlaced(p, int64(l.held*float64(p)+0.5))
+	}
 	if len(r.eps) == 1 {
 		return
 	}

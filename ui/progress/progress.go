@@ -304,8 +304,27 @@ func Line(s runstats.Snapshot, server *promscrape.Rates, drain *drainState) stri
 	if server != nil {
 		b.WriteString(" | server ")
 		b.WriteString(ServerText(*server))
+		if est, ok := prefixHeldEst(s); ok && server.HasPrefix {
+			fmt.Fprintf(&b, " (client est. %.0f%%)", 100*est)
+		}
 	}
 	return b.String()
+}
+
+// prefixHeldEst is the client's estimate of the share of the prompt tokens
+// its placement by prefix sent where their leading messages had gone
+// before (runstats.Endpoint.AddPlaced), over every endpoint; false before
+// an answer so placed.
+func prefixHeldEst(s runstats.Snapshot) (float64, bool) {
+	var prompt, held int64
+	for _, e := range s.Endpoints {
+		prompt += e.PlacedPrompt
+		held += e.PlacedHeld
+	}
+	if prompt == 0 {
+		return 0, false
+	}
+	return float64(held) / float64(prompt), true
 }
 
 // formatServer renders the server's view: generation tok/s first, after
