@@ -76,7 +76,7 @@ const (
 	// placeMax bounds the prefixes remembered. Past it the memory starts
 	// again: a prefix forgotten costs at most one more computation on
 	// each replica.
-	placeMax = 1 << 20
+	placeMax = 1 << 18
 )
 
 // placer remembers which replicas were sent each prefix. It is guarded by
