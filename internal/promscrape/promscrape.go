@@ -298,11 +298,12 @@ func Between(a, b Sample) Rates {
 	}
 	if a.HasPrefix && b.HasPrefix {
 		q, h := delta(a.PrefixQueries, b.PrefixQueries), delta(a.PrefixHits, b.PrefixHits)
-		switch {
-		case h > q:
-			r.PrefixUntrue = fmt.Sprintf("%.0f prompt tokens found in the prefix cache of %.0f looked up", h, q)
+		switch rate := h / q; {
+		case h > q || (q > 0 && !(rate >= 0 && rate <= 1)):
+			// More found than looked up, or counts that are not numbers.
+			r.PrefixUntrue = fmt.Sprintf("%g prompt tokens found in the prefix cache of %g looked up", h, q)
 		case q > 0:
-			r.HasPrefix, r.PrefixHitRate, r.PrefixQueried, r.PrefixHit = true, h/q, q, h
+			r.HasPrefix, r.PrefixHitRate, r.PrefixQueried, r.PrefixHit = true, rate, q, h
 		}
 	} else if b.HasPrefixRate {
 		r.HasPrefix, r.PrefixHitRate = true, b.PrefixRate
