@@ -26,3 +26,19 @@ func TestLinePrefixHits(t *testing.T) {
 		t.Errorf("with 3000 of 4000 placed where held: %q", got)
 	}
 }
+
+// Each replica's hit rate and preemptions, in order, "-" where one has
+// none; nothing with one endpoint or with neither figure.
+func TestReplicasText(t *testing.T) {
+	a := &promscrape.Rates{HasPrefix: true, PrefixHitRate: 0.81, HasPreemptions: true, Preemptions: 0}
+	b := &promscrape.Rates{HasPreemptions: true, Preemptions: 2}
+	if got, want := ReplicasText([]*promscrape.Rates{a, b, nil}), " | replicas hits 81/-/-% preemptions 0/2/-"; got != want {
+		t.Errorf("ReplicasText = %q, want %q", got, want)
+	}
+	if got := ReplicasText([]*promscrape.Rates{a}); got != "" {
+		t.Errorf("one endpoint: %q", got)
+	}
+	if got := ReplicasText([]*promscrape.Rates{{}, nil}); got != "" {
+		t.Errorf("no figures: %q", got)
+	}
+}

@@ -225,6 +225,9 @@ func (r *Reporter) report(snap runstats.Snapshot, final bool) {
 		}
 	default:
 		line := Line(snap, server, r.draining())
+		if server != nil {
+			line += ReplicasText(r.server.Each())
+		}
 		if r.opts.Auto != nil {
 			line += AutoText(r.opts.Auto())
 		}
@@ -309,6 +312,42 @@ func Line(s runstats.Snapshot, server *promscrape.Rates, drain *drainState) stri
 		}
 	}
 	return b.String()
+}
+
+// ReplicasText is each replica's prefix-cache hit rate and preemptions,
+// in base_url order, after the summed server figures: " | replicas hits
+// 81/80/90% preemptions 0/2/0"; "-" for a replica that does not report
+// one (or did not answer its last scrape); "" with one endpoint or when no
+// replica reports either.
+func ReplicasText(each []*promscrape.Rates) string {
+	if len(each) < 2 {
+		return ""
+	}
+	hits, pre := make([]string, len(each)), make([]string, len(each))
+	anyHits, anyPre := false, false
+	for i, r := range each {
+		hits[i], pre[i] = "-", "-"
+		if r == nil {
+			continue
+		}
+		if r.HasPrefix {
+			hits[i], anyHits = fmt.Sprintf("%.0f", 100*r.PrefixHitRate), true
+		}
+		if r.HasPreemptions {
+			pre[i], anyPre = fmt.Sprintf("%.0f", r.Preemptions), true
+		}
+	}
+	var b strings.Builder
+	if anyHits {
+		b.WriteString(" hits " + strings.Join(hits, "/") + "%")
+	}
+	if anyPre {
+		b.WriteString(" preemptions " + strings.Join(pre, "/"))
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return " | replicas" + b.String()
 }
 
 // prefixHeldEst is the client's estimate of the share of the prompt tokens
