@@ -147,3 +147,18 @@ func TestPlaceBoundWaitsForStarving(t *testing.T) {
 		t.Fatalf("12, 3, 7 in flight (share 7.3): the row went to %d, want the starving %d", got, a)
 	}
 }
+
+// Past placeMax prefixes the memory starts again: the next request is
+// placed by load, and its prefixes are remembered afresh.
+func TestPlaceForgetsPastTheBound(t *testing.T) {
+	r := placeRouter(2)
+	p := r.place
+	for i := range placeMax {
+		p.held[uint64(i)+1] = 1
+	}
+	pre := chat("system", "S", "user", "q")
+	r.pick(nil, pre)
+	if n := len(p.held); n != len(pre.hash) {
+		t.Fatalf("%d prefixes remembered after the reset, want the %d of the last request", n, len(pre.hash))
+	}
+}
