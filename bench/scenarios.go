@@ -66,6 +66,8 @@ var scenarios = []scenario{
 	{"streaming-tokens", streamingTokens},
 	{"scale-index", func(ctx context.Context, c *config) ([]row, error) { return scale(ctx, c, false) }},
 	{"scale-id", func(ctx context.Context, c *config) ([]row, error) { return scale(ctx, c, true) }},
+	{"prefix", prefix},
+	{"tail", tailScenario},
 }
 
 func scenarioNames() []string {

@@ -84,6 +84,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		g.startStream() // llama.cpp's way: no byte while queued
 	}
 	s.promptTokens.Add(int64(prompt))
+	s.prefix.lookup(req.Messages)
 	g.start = time.Now()
 	g.toks = s.newTokenReply(&req)
 	if t := req.toolReply(); t != nil {

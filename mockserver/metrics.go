@@ -73,6 +73,20 @@ func (s *Server) registerMetrics() {
 		}, func() float64 { return float64(s.recomputed()) }),
 		s.success,
 	)
+	if s.prefix != nil {
+		s.registry.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name:        "vllm:prefix_cache_queries_total",
+				Help:        "Prefix cache queries, in terms of number of queried tokens.",
+				ConstLabels: labels,
+			}, func() float64 { q, _ := s.prefix.counts(); return float64(q) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name:        "vllm:prefix_cache_hits_total",
+				Help:        "Prefix cache hits, in terms of number of cached tokens.",
+				ConstLabels: labels,
+			}, func() float64 { _, h := s.prefix.counts(); return float64(h) }),
+		)
+	}
 }
 
 func (s *Server) kvCacheUsage() float64 {

@@ -145,6 +145,11 @@ type Options struct {
 	// and vLLM with --enable-prompt-tokens-details do: for clients that
 	// price cached tokens apart. 0: the details are null (vLLM's default).
 	CachedTokens int
+	// PrefixCache keeps a per-server LRU of that many computed prompt
+	// prefixes (leading messages; prefixcache.go) and counts the prompt
+	// tokens asked and found computed, as vLLM's prefix_cache_queries and
+	// prefix_cache_hits. 0: no cache, and the two metrics are not exported.
+	PrefixCache int
 	// Batch configures /v1/files and /v1/batches (batchapi); its Clock is
 	// Clock when nil, its Answer the server's own chat answer.
 	Batch batchapi.Options
@@ -181,6 +186,9 @@ func (o Options) Validate() error {
 	}
 	if o.BatchScale < 0 {
 		return fmt.Errorf("batch scale %d: must not be negative", o.BatchScale)
+	}
+	if o.PrefixCache < 0 {
+		return fmt.Errorf("prefix cache %d: must not be negative", o.PrefixCache)
 	}
 	if !(o.StallRate >= 0 && o.StallRate <= 1) {
 		return fmt.Errorf("stall rate %v: must be between 0 and 1", o.StallRate)
@@ -259,6 +267,10 @@ type Stats struct {
 	// InvalidJSON counts the answers made not valid for the shape their
 	// request asked (Options.RateInvalidJSON); they are Completed.
 	InvalidJSON int64
+	// PrefixQueries and PrefixHits are the prompt tokens of requests that
+	// started running and those of them found in the prefix cache
+	// (Options.PrefixCache); the prefill computed is their difference.
+	PrefixQueries, PrefixHits int64
 	// Limited counts the requests answered 429 for being past Options.RPM
 	// or TPM; they are not in Requests.
 	Limited int64
@@ -289,6 +301,8 @@ type Server struct {
 	restart  chan struct{}            // RestartEvery's signal to Serve
 
 	invalidJSON atomic.Int64 // answers made out of their shape on purpose (schema.go)
+
+	prefix *prefixCache // Options.PrefixCache; nil without
 
 	limits  *limits      // RPM and TPM (ratelimit.go); nil without
 	limited atomic.Int64 // requests refused past them
@@ -323,6 +337,7 @@ func New(opts Options) *Server {
 		injected:  map[string]*atomic.Int64{},
 		restart:   make(chan struct{}, 1),
 		limits:    newLimits(opts),
+		prefix:    newPrefixCache(opts.PrefixCache),
 	}
 	for _, r := range opts.rates() {
 		s.faulty = s.faulty || r > 0
@@ -368,6 +383,7 @@ func (s *Server) Options() Options { return s.opts }
 // Stats returns a snapshot of the counters. Each field is read atomically;
 // the fields together are not one instant.
 func (s *Server) Stats() Stats {
+	queries, hits := s.prefix.counts()
 	return Stats{
 		Requests:         s.requests.Load(),
 		Stalled:          s.stalled.Load(),
@@ -388,6 +404,8 @@ func (s *Server) Stats() Stats {
 		Held:             s.conns.held.Load(),
 		InvalidJSON:      s.invalidJSON.Load(),
 		Limited:          s.limited.Load(),
+		PrefixQueries:    queries,
+		PrefixHits:       hits,
 	}
 }
 

@@ -105,30 +105,30 @@ func TestRouterTakesOutAFailingEndpoint(t *testing.T) {
 		t.Errorf("said %q, want one line naming the cause", said)
 	}
 	for range 30 {
-		if l := r.pick(nil); l.ep.idx == 2 {
+		if l := r.pick(nil, prefixChain{}); l.ep.idx == 2 {
 			t.Fatal("a sick endpoint took an ordinary request before its trial was due")
 		}
 	}
 	// Its trial comes after trialFirst, and only one at a time.
 	clock.add(trialFirst)
-	l := r.pick(nil)
+	l := r.pick(nil, prefixChain{})
 	if l.ep.idx != 2 || !l.trial {
 		t.Fatalf("trial due: picked %d (trial %v), want endpoint 2's trial", l.ep.idx, l.trial)
 	}
 	if r.eps[2].State().Probing != true {
 		t.Error("a trial in flight: the endpoint is not shown probing")
 	}
-	if o := r.pick(nil); o.ep.idx == 2 {
+	if o := r.pick(nil, prefixChain{}); o.ep.idx == 2 {
 		t.Fatal("a second trial while the first is in flight")
 	}
 	// A failed trial puts the next off, doubled.
 	r.release(l, clock.now(), wire.Response{}, fail, fail)
 	clock.add(trialFirst)
-	if o := r.pick(nil); o.ep.idx == 2 {
+	if o := r.pick(nil, prefixChain{}); o.ep.idx == 2 {
 		t.Fatal("the next trial came after trialFirst, want after twice that")
 	}
 	clock.add(trialFirst)
-	l = r.pick(nil)
+	l = r.pick(nil, prefixChain{})
 	if !l.trial {
 		t.Fatal("the second trial is not due after twice trialFirst")
 	}
@@ -167,13 +167,13 @@ func TestRouterRetryAfterHoldsTheEndpoint(t *testing.T) {
 		t.Error("endpoint 1 is well: elsewhere says there is none")
 	}
 	for range 5 {
-		if l := r.pick(nil); l.ep.idx != 1 {
+		if l := r.pick(nil, prefixChain{}); l.ep.idx != 1 {
 			t.Fatal("a request went to the endpoint its Retry-After holds back")
 		}
 	}
 	clock.add(10 * time.Second) // maxHold, not the hour asked
 	setInFlight(r.eps[1].stats, 5)
-	if l := r.pick(nil); l.ep.idx != 0 {
+	if l := r.pick(nil, prefixChain{}); l.ep.idx != 0 {
 		t.Errorf("after max_backoff the held endpoint is still passed over")
 	}
 }

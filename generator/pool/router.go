@@ -98,6 +98,7 @@ type router struct {
 	now     func() time.Time
 	maxHold time.Duration // the longest a Retry-After holds an endpoint back (max_backoff)
 	say     func(string)  // one line to the run's log; never nil
+	place   *placer       // placement by prefix (place.go); nil with one endpoint
 
 	mu   sync.Mutex // guards what follows and every endpoint's health
 	next int        // where the next pick starts scanning: ties go round robin
@@ -122,6 +123,9 @@ func (e *Engine) newRouter(life context.Context) *router {
 	}
 	if e.opts.Log != nil {
 		r.say = func(line string) { fmt.Fprintln(e.opts.Log, line) }
+	}
+	if len(targets) > 1 {
+		r.place = newPlacer(e.opts.Sampling.Count())
 	}
 	for i, t := range targets {
 		ep := &endpoint{idx: i, url: t.URL, client: t.Client, stats: ledgers[i], route: r, pace: newPacer(e.opts.Rate, e.opts.Retry, time.Now)}
@@ -197,6 +201,10 @@ func (r *router) changed(ep *endpoint, down bool, since time.Time) {
 type lease struct {
 	ep    *endpoint
 	trial bool
+	// placed: chosen by prefix (place.go), held the share of the prompt
+	// the endpoint was sent before.
+	placed bool
+	held   float64
 }
 
 // pick chooses the endpoint for one attempt and counts it in flight there
@@ -208,8 +216,10 @@ type lease struct {
 // in turn. With none such it relaxes, in this order: avoid, then health and
 // holds (every open gate), then the gates themselves; when every gate is
 // closed the attempt fails, as it would have with one server, and its slot
-// waits at the gates (waitUp).
-func (r *router) pick(avoid tried) lease {
+// waits at the gates (waitUp). The endpoint so chosen gives way to one,
+// among those the same rule allows, that was sent the longest run of pre's
+// leading messages, unless that one is loaded past the bound (place.go).
+func (r *router) pick(avoid tried, pre prefixChain) lease {
 	if len(r.eps) == 1 {
 		ep := r.eps[0]
 		ep.stats.AddInFlight(1)
@@ -237,7 +247,9 @@ func (r *router) pick(avoid tried) lease {
 	}
 	best := -1
 	var bestRoom int64
+	var fitted func(int, *endpoint) bool
 	for _, fit := range fits {
+		fitted = fit
 		for k := range n {
 			i := (r.next + k) % n
 			ep := r.eps[i]
@@ -253,9 +265,14 @@ func (r *router) pick(avoid tried) lease {
 		}
 	}
 	r.next = (best + 1) % n
-	ep := r.eps[best]
-	ep.stats.AddInFlight(1)
-	return lease{ep: ep}
+	var l lease
+	if len(pre.hash) > 0 && r.place != nil {
+		l.placed = true
+		best, l.held = r.place.choose(pre, r.eps, best, fitted)
+	}
+	l.ep = r.eps[best]
+	l.ep.stats.AddInFlight(1)
+	return l
 }
 
 // elsewhere reports whether an attempt that failed on the endpoints in
@@ -294,6 +311,10 @@ func (r *router) release(l lease, origin time.Time, resp wire.Response, err erro
 		}
 	}
 	ep.stats.Ended(origin, r.stats.Now(), serverAnswered(err), err == nil, tokens)
+	if l.placed && err == nil && resp.UsageKnown {
+		p := int64(resp.PromptTokens)
+		ep.stats.AddPlaced(p, int64(l.held*float64(p)+0.5))
+	}
 	if len(r.eps) == 1 {
 		return
 	}

@@ -65,7 +65,7 @@ func TestRouterPicksFewestInFlight(t *testing.T) {
 	// Ties in turn: 0, 1, 2, then 0 again once each holds one.
 	var got []int
 	for range 6 {
-		got = append(got, r.indexOf(r.pick(nil).ep))
+		got = append(got, r.indexOf(r.pick(nil, prefixChain{}).ep))
 	}
 	if want := []int{0, 1, 2, 0, 1, 2}; !slices.Equal(got, want) {
 		t.Errorf("picks %v, want %v", got, want)
@@ -73,21 +73,21 @@ func TestRouterPicksFewestInFlight(t *testing.T) {
 	// Endpoint 1 frees two: it has the fewest and takes the next two.
 	r.release(lease{ep: r.eps[1]}, time.Now(), wire.Response{}, nil, nil)
 	r.release(lease{ep: r.eps[1]}, time.Now(), wire.Response{}, nil, nil)
-	if a, b := r.indexOf(r.pick(nil).ep), r.indexOf(r.pick(nil).ep); a != 1 || b != 1 {
+	if a, b := r.indexOf(r.pick(nil, prefixChain{}).ep), r.indexOf(r.pick(nil, prefixChain{}).ep); a != 1 || b != 1 {
 		t.Errorf("after endpoint 1 freed two, picks %d, %d; want 1, 1", a, b)
 	}
 	// A closed gate is passed over, however few it has in flight.
 	r.eps[2].gate.down.Store(true)
 	setInFlight(r.eps[2].stats, 0)
 	for range 4 {
-		if i := r.indexOf(r.pick(nil).ep); i == 2 {
+		if i := r.indexOf(r.pick(nil, prefixChain{}).ep); i == 2 {
 			t.Fatal("picked endpoint 2, whose gate is closed")
 		}
 	}
 	// Every gate closed: one is still picked, the one with the fewest.
 	r.eps[0].gate.down.Store(true)
 	r.eps[1].gate.down.Store(true)
-	if i := r.indexOf(r.pick(nil).ep); i != 2 {
+	if i := r.indexOf(r.pick(nil, prefixChain{}).ep); i != 2 {
 		t.Errorf("with every gate closed, picked %d; want 2 (fewest in flight)", i)
 	}
 }
@@ -101,13 +101,13 @@ func TestRouterPrefersHeadroom(t *testing.T) {
 	setInFlight(r.eps[0].stats, 6)
 	r.stats.SetEndpointLimit(1, 32)
 	setInFlight(r.eps[1].stats, 20)
-	if i := r.indexOf(r.pick(nil).ep); i != 1 {
+	if i := r.indexOf(r.pick(nil, prefixChain{}).ep); i != 1 {
 		t.Errorf("picked %d; want 1 (12 free against 2)", i)
 	}
 	// Room equal (12 each): in turn.
 	r.stats.SetEndpointLimit(0, 18)
 	setInFlight(r.eps[1].stats, 20)
-	if a, b := r.indexOf(r.pick(nil).ep), r.indexOf(r.pick(nil).ep); a == b {
+	if a, b := r.indexOf(r.pick(nil, prefixChain{}).ep), r.indexOf(r.pick(nil, prefixChain{}).ep); a == b {
 		t.Errorf("equal room picked %d twice; want each in turn", a)
 	}
 	snap := r.stats.Snapshot()

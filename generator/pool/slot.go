@@ -63,6 +63,10 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 	}
 	b := newBudget(e.opts.Retry.MaxAttempts, len(route.eps), e.opts.SchemaRetries)
 	var avoid tried // the endpoints this prompt failed on since its last charged attempt
+	var pre prefixChain
+	if route.several() {
+		pre = chainOf(req.Messages) // placement by prefix (place.go)
+	}
 	// cut is the last answer cut at max_tokens that on_length: retry asked
 	// again with more room: if the longer answer cannot be had (the server
 	// refuses it as too long for its context, or fails for good), the cut
@@ -75,7 +79,7 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 			return wire.Response{}, 0, nil
 		}
 		b.send()
-		a, ok := e.attempt(ctx, wait, route, tr, req, onDelta, avoid)
+		a, ok := e.attempt(ctx, wait, route, tr, req, onDelta, avoid, pre)
 		if !ok {
 			return wire.Response{}, 0, nil
 		}
@@ -154,8 +158,8 @@ type sent struct {
 // attempt sends req once, to the endpoint route picks after its share of
 // the rate limits, and reports how it ended; ok false: the run stopped
 // while it waited for its share.
-func (e *Engine) attempt(ctx, wait context.Context, route *router, tr *runstats.Tracker, req wire.Request, onDelta func(int), avoid tried) (a sent, ok bool) {
-	l := route.pick(avoid)
+func (e *Engine) attempt(ctx, wait context.Context, route *router, tr *runstats.Tracker, req wire.Request, onDelta func(int), avoid tried, pre prefixChain) (a sent, ok bool) {
+	l := route.pick(avoid, pre)
 	ep := l.ep
 	a.ep = ep
 	// Its share of the endpoint's rate limits first (pace.go): the wait

@@ -29,6 +29,11 @@ type EndpointRecord struct {
 	// now, PacedBy the limit that binds: requests or tokens.
 	Paced   int64  `json:"paced,omitempty"`
 	PacedBy string `json:"paced_by,omitempty"`
+	// PrefixHeldEst is the client's estimate of the share of the prompt
+	// tokens sent here that a prefix sent here before covers: the prefill
+	// it expects the server's prefix cache to save (compare the server's
+	// prefix_cache_hit_rate). Absent before an answer.
+	PrefixHeldEst *float64 `json:"prefix_held_est,omitempty"`
 	// Server is this endpoint's own /metrics, when the caller scrapes each
 	// (the record's server field is their sum).
 	Server *ServerRecord `json:"server,omitempty"`
@@ -49,6 +54,9 @@ func newEndpointRecords(eps []EndpointSnapshot) []EndpointRecord {
 			ReqPerS10s: e.Last10s.ReqPerSec, TokPerS10s: e.Last10s.TokPerSec,
 			ReqPerS60s: e.Last60s.ReqPerSec, TokPerS60s: e.Last60s.TokPerSec,
 			Paced: e.Paced, PacedBy: e.PacedBy,
+		}
+		if e.PlacedPrompt > 0 {
+			out[i].PrefixHeldEst = finite(float64(e.PlacedHeld) / float64(e.PlacedPrompt))
 		}
 		if !e.DownSince.IsZero() {
 			t := e.DownSince

@@ -120,6 +120,9 @@ type ServerRecord struct {
 	Preemptions              *float64 `json:"preemptions,omitempty"` // absent: the server exposes no such counter
 	SpecAcceptanceRate       *float64 `json:"spec_acceptance_rate,omitempty"`
 	SpecMeanAcceptanceLength *float64 `json:"spec_mean_acceptance_length,omitempty"`
+	// PrefixCacheHitRate is the share of prompt tokens the server found in
+	// its prefix cache over the window; absent when it reports none.
+	PrefixCacheHitRate *float64 `json:"prefix_cache_hit_rate,omitempty"`
 	// With several replicas, how many answered their last scrape (the
 	// figures are their sum) of how many there are.
 	ReplicasSummed int `json:"replicas_summed,omitempty"`
@@ -147,6 +150,9 @@ func NewServerRecord(r promscrape.Rates) *ServerRecord {
 	}
 	if r.HasKV {
 		out.KVCacheUsage = finite(r.KVCacheUsage)
+	}
+	if r.HasPrefix {
+		out.PrefixCacheHitRate = finite(r.PrefixHitRate)
 	}
 	if r.HasSpec {
 		out.SpecAcceptanceRate = finite(r.AcceptanceRate)

@@ -20,7 +20,9 @@ type ServerView struct {
 	// told is the kinds whose missing figures were said (once a kind, not
 	// once a replica).
 	told map[promscrape.Kind]bool
-	sum  *promscrape.Rates
+	// toldPrefix: a prefix-cache figure that cannot be true was said (once a run).
+	toldPrefix bool
+	sum        *promscrape.Rates
 	// sumFrom is when sum's window began: its earliest endpoint's; sumTo
 	// when it ended, its latest sample's. shownTo is the sumTo of the
 	// figures the last record showed: the same again are not fresh.
@@ -140,6 +142,10 @@ func (v *ServerView) updateOne(ctx context.Context, ep *serverEndpoint, say func
 	if ep.prev != nil {
 		rates := promscrape.Between(*ep.prev, s)
 		ep.rates, ep.from = &rates, ep.prev.At
+		if rates.PrefixUntrue != "" && !v.toldPrefix {
+			v.toldPrefix = true
+			say(fmt.Sprintf("metrics: %s cannot be true; the prefix-cache hit rate is not shown while it is so", rates.PrefixUntrue))
+		}
 	}
 	ep.prev = &s
 }

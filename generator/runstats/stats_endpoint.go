@@ -39,6 +39,10 @@ type Endpoint struct {
 	// the next request back, so the caps should add up to it.
 	limit atomic.Int64
 	gate  atomic.Pointer[gateRef] // the Run's gate for it; nil before Run or when it cannot be probed
+	// placedPrompt and placedHeld are the prompt tokens of the answers
+	// placed by prefix (with several endpoints) and the client's estimate
+	// of those it had sent there before (AddPlaced).
+	placedPrompt, placedHeld atomic.Int64
 
 	mu        sync.Mutex
 	requests  int64 // attempts it answered (a completion, or any HTTP status below 500)
@@ -164,6 +168,15 @@ func (es *Endpoint) Ended(origin, now time.Time, answered, completed bool, token
 	b.tokens += tokens
 }
 
+// AddPlaced counts an answer of prompt tokens placed here by prefix, held
+// of them the client's estimate of those its leading messages, sent here
+// before, cover: the prefill the client expects the server's prefix cache
+// to save.
+func (es *Endpoint) AddPlaced(prompt, held int64) {
+	es.placedPrompt.Add(prompt)
+	es.placedHeld.Add(held)
+}
+
 // EndpointSnapshot is one endpoint's figures at one moment.
 type EndpointSnapshot struct {
 	URL       string    // passwords masked; "" when the run did not name it
@@ -187,6 +200,10 @@ type EndpointSnapshot struct {
 	// PacePerSec and PaceReady are its pace (GateState): what its rate
 	// limits allow.
 	PacePerSec, PaceReady float64
+	// PlacedPrompt and PlacedHeld are the prompt tokens of the answers
+	// placed by prefix and the client's estimate of those a prefix sent
+	// there before covers (Endpoint.AddPlaced).
+	PlacedPrompt, PlacedHeld int64
 	// Cumulative rates over the run's Elapsed, and the recent windows as
 	// the run's (Snapshot.Last10s, Last60s); tokens at completion.
 	ReqPerSec, TokPerSec float64
@@ -217,6 +234,8 @@ func (es *Endpoint) snapshot(elapsed time.Duration) EndpointSnapshot {
 		PacedBy:          gs.PacedBy,
 		PacePerSec:       gs.PacePerSec,
 		PaceReady:        gs.PaceReady,
+		PlacedPrompt:     es.placedPrompt.Load(),
+		PlacedHeld:       es.placedHeld.Load(),
 	}
 	switch {
 	case gs.Down && gs.Probing:

@@ -56,6 +56,10 @@ const (
 	MetricSpecDrafts       = "vllm:spec_decode_num_drafts_total"
 	MetricSpecDraftTokens  = "vllm:spec_decode_num_draft_tokens_total"
 	MetricSpecAccepted     = "vllm:spec_decode_num_accepted_tokens_total"
+	// Automatic prefix caching, in prompt tokens: those looked up in the
+	// cache and those found there (vLLM V1).
+	MetricPrefixQueries = "vllm:prefix_cache_queries_total"
+	MetricPrefixHits    = "vllm:prefix_cache_hits_total"
 )
 
 // SGLang's names (python/sglang/srt/metrics/collector.py; the server
@@ -72,6 +76,7 @@ const (
 	MetricSGLangRetracted        = "sglang:num_retracted_requests_total"
 	MetricSGLangSpecAcceptRate   = "sglang:spec_accept_rate"
 	MetricSGLangSpecAcceptLength = "sglang:spec_accept_length"
+	MetricSGLangCacheHitRate     = "sglang:cache_hit_rate" // the radix cache's hit rate over recent batches, 0..1
 )
 
 // llama.cpp's names (llama-server, served only when started with
@@ -98,6 +103,8 @@ type kindNames struct {
 	preemptions                               string
 	specDrafts, specDraftTokens, specAccepted string // counters
 	specRate, specLength                      string // gauges
+	prefixQueries, prefixHits                 string // counters, in prompt tokens
+	prefixRate                                string // a gauge, 0..1
 }
 
 // kindTable is every kind read, in the order a text is matched against
@@ -110,6 +117,7 @@ var kindTable = []kindNames{
 		kv:          []string{MetricKVCacheUsage, MetricGPUCacheUsage},
 		preemptions: MetricPreemptions,
 		specDrafts:  MetricSpecDrafts, specDraftTokens: MetricSpecDraftTokens, specAccepted: MetricSpecAccepted,
+		prefixQueries: MetricPrefixQueries, prefixHits: MetricPrefixHits,
 	},
 	{
 		kind:       KindSGLang,
@@ -118,6 +126,7 @@ var kindTable = []kindNames{
 		kv:          []string{MetricSGLangTokenUsage},
 		preemptions: MetricSGLangRetracted,
 		specRate:    MetricSGLangSpecAcceptRate, specLength: MetricSGLangSpecAcceptLength,
+		prefixRate: MetricSGLangCacheHitRate,
 	},
 	{
 		kind:       KindLlamaCpp,
@@ -131,7 +140,8 @@ var kindTable = []kindNames{
 // names is every name of k's, "" left out.
 func (k kindNames) names() []string {
 	out := append([]string{k.generation, k.prompt, k.running, k.waiting, k.preemptions,
-		k.specDrafts, k.specDraftTokens, k.specAccepted, k.specRate, k.specLength}, k.kv...)
+		k.specDrafts, k.specDraftTokens, k.specAccepted, k.specRate, k.specLength,
+		k.prefixQueries, k.prefixHits, k.prefixRate}, k.kv...)
 	n := 0
 	for _, s := range out {
 		if s != "" {

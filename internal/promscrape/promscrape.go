@@ -63,6 +63,18 @@ type Sample struct {
 	SpecAcceptLength float64
 	HasSpecGauges    bool
 
+	// The prefix cache: vLLM's counters of prompt tokens looked up and
+	// found (HasPrefix), or SGLang's hit rate over its last batches
+	// (HasPrefixRate).
+	PrefixQueries float64
+	PrefixHits    float64
+	HasPrefix     bool
+	PrefixRate    float64
+	HasPrefixRate bool
+	// PrefixUntrue says why a prefix-cache figure the server reported
+	// cannot be true (a rate outside 0..1); it is then left out.
+	PrefixUntrue string
+
 	// Found holds the metric names of the kind's (kind.go, the `_total`
 	// form) that the text contained.
 	Found map[string]bool
@@ -184,6 +196,16 @@ func Parse(r io.Reader, at time.Time) (Sample, error) {
 	if mean(names.specLength, &s.SpecAcceptLength) && mean(names.specRate, &s.SpecAcceptRate) {
 		s.HasSpecGauges = s.SpecAcceptLength > 0
 	}
+	q := read(names.prefixQueries, &s.PrefixQueries)
+	h := read(names.prefixHits, &s.PrefixHits)
+	s.HasPrefix = q && h
+	// A rate outside 0..1 cannot be true: it is left out, as absent.
+	if mean(names.prefixRate, &s.PrefixRate) {
+		s.HasPrefixRate = s.PrefixRate >= 0 && s.PrefixRate <= 1
+		if !s.HasPrefixRate {
+			s.PrefixUntrue = fmt.Sprintf("%s is %g, not within 0..1", names.prefixRate, s.PrefixRate)
+		}
+	}
 	return s, nil
 }
 
@@ -229,6 +251,17 @@ type Rates struct {
 	MeanAcceptanceLength float64
 	HasSpec              bool
 
+	// PrefixHitRate is the share of the prompt tokens looked up in the
+	// prefix cache during the window that were found there (from vLLM's
+	// counters, PrefixQueried and PrefixHit being those tokens), or SGLang's
+	// own rate at the later sample. HasPrefix is false without either, when
+	// nothing was looked up, and when the counters cannot be true (more
+	// found than looked up): a figure that cannot be true is not shown.
+	PrefixHitRate            float64
+	PrefixQueried, PrefixHit float64
+	HasPrefix                bool
+	PrefixUntrue             string // why a figure the server reported was left out; "" when none was
+
 	Window time.Duration
 
 	// Servers is how many servers' rates these are (1 for one server's,
@@ -269,6 +302,21 @@ func Between(a, b Sample) Rates {
 	if !r.HasSpec && b.HasSpecGauges {
 		r.HasSpec = true
 		r.AcceptanceRate, r.MeanAcceptanceLength = b.SpecAcceptRate, b.SpecAcceptLength
+	}
+	if a.HasPrefix && b.HasPrefix {
+		q, h := delta(a.PrefixQueries, b.PrefixQueries), delta(a.PrefixHits, b.PrefixHits)
+		switch rate := h / q; {
+		case h > q || (q > 0 && !(rate >= 0 && rate <= 1)):
+			// More found than looked up, or counts that are not numbers.
+			r.PrefixUntrue = fmt.Sprintf("%g prompt tokens found in the prefix cache of %g looked up", h, q)
+		case q > 0:
+			r.HasPrefix, r.PrefixHitRate, r.PrefixQueried, r.PrefixHit = true, rate, q, h
+		}
+	} else if b.HasPrefixRate {
+		r.HasPrefix, r.PrefixHitRate = true, b.PrefixRate
+	}
+	if b.PrefixUntrue != "" {
+		r.PrefixUntrue = b.PrefixUntrue
 	}
 	return r
 }

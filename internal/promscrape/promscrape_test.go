@@ -331,6 +331,9 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add("vllm:num_requests_running{engine=\"0\"} NaN\n")
 	f.Add("# TYPE x histogram\nx_bucket{le=\"+Inf\"} 1\nx_count 1\n")
+	f.Add("vllm:prefix_cache_queries_total 10\nvllm:prefix_cache_hits_total 30\n")
+	f.Add("sglang:num_running_reqs 1\nsglang:cache_hit_rate NaN\n")
+	f.Add("vllm:prefix_cache_queries_total +Inf\nvllm:prefix_cache_hits_total +Inf\n")
 	f.Fuzz(func(t *testing.T, text string) {
 		s, err := Parse(strings.NewReader(text), t0)
 		if err != nil {
@@ -341,6 +344,13 @@ func FuzzParse(f *testing.F) {
 		}
 		if s.Found == nil {
 			t.Fatal("nil Found on success")
+		}
+		// A prefix-cache hit rate shown is a share, whatever the text says.
+		before := Sample{At: t0.Add(-time.Second), Kind: s.Kind, HasPrefix: s.HasPrefix}
+		for _, r := range []Rates{Between(s, s), Between(before, s)} {
+			if r.HasPrefix && !(r.PrefixHitRate >= 0 && r.PrefixHitRate <= 1) {
+				t.Fatalf("hit rate %v shown from %q", r.PrefixHitRate, text)
+			}
 		}
 	})
 }

@@ -4,7 +4,8 @@ package promscrape
 // waiting and preemptions add up; the KV cache usage is the mean of those
 // that report it (each replica has its own cache, so with equal GPUs it is
 // the share of all the caches in use); the speculative decoding figures are
-// the mean weighted by each one's generation rate. The window is the
+// the mean weighted by each one's generation rate; the prefix-cache hit
+// rate is that of every token looked up. The window is the
 // longest; Servers counts the replicas summed; Kind is theirs when they
 // are all of one kind, else KindUnknown.
 func Sum(each []Rates) Rates {
@@ -19,6 +20,8 @@ func Sum(each []Rates) Rates {
 	var kvN int
 	var specW, specRate, specLen float64
 	var specN int
+	var rateN int // replicas with a hit rate but no counts (SGLang)
+	var rateSum float64
 	for _, r := range each {
 		if r.Kind != out.Kind {
 			out.Kind = KindUnknown
@@ -35,6 +38,14 @@ func Sum(each []Rates) Rates {
 			out.KVCacheUsage += r.KVCacheUsage
 			kvN++
 		}
+		switch {
+		case r.HasPrefix && r.PrefixQueried > 0:
+			out.PrefixQueried += r.PrefixQueried
+			out.PrefixHit += r.PrefixHit
+		case r.HasPrefix:
+			rateN++
+			rateSum += r.PrefixHitRate
+		}
 		if r.HasSpec {
 			specN++
 			specW += r.GenTokPerSec
@@ -44,6 +55,14 @@ func Sum(each []Rates) Rates {
 	}
 	if kvN > 0 {
 		out.KVCacheUsage /= float64(kvN)
+	}
+	// The hit rate of all the tokens looked up; replicas that report only
+	// a rate are its mean when none reports counts.
+	switch {
+	case out.PrefixQueried > 0:
+		out.HasPrefix, out.PrefixHitRate = true, out.PrefixHit/out.PrefixQueried
+	case rateN > 0:
+		out.HasPrefix, out.PrefixHitRate = true, rateSum/float64(rateN)
 	}
 	if specN > 0 {
 		out.HasSpec = true

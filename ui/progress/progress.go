@@ -228,6 +228,9 @@ func (r *Reporter) report(snap runstats.Snapshot, final bool) {
 			// The server block ends the line: its age follows it.
 			line += fmt.Sprintf(" (%.0fs old)", *rec.Server.AgeS)
 		}
+		if server != nil {
+			line += ReplicasText(r.server.Each()) // each replica's own, after the sum
+		}
 		if r.opts.Auto != nil {
 			line += AutoText(r.opts.Auto())
 		}
@@ -313,8 +316,63 @@ func Line(s runstats.Snapshot, server *promscrape.Rates, drain *drainState) stri
 	if server != nil {
 		b.WriteString(" | server ")
 		b.WriteString(ServerText(*server))
+		if est, ok := prefixHeldEst(s); ok && server.HasPrefix {
+			fmt.Fprintf(&b, " (client est. %.0f%%)", 100*est)
+		}
 	}
 	return b.String()
+}
+
+// ReplicasText is each replica's prefix-cache hit rate and preemptions,
+// in base_url order, after the summed server figures: " | replicas hits
+// 81/80/90% preemptions 0/2/0"; "-" for a replica that does not report
+// one (or did not answer its last scrape); "" with one endpoint or when no
+// replica reports either.
+func ReplicasText(each []*promscrape.Rates) string {
+	if len(each) < 2 {
+		return ""
+	}
+	hits, pre := make([]string, len(each)), make([]string, len(each))
+	anyHits, anyPre := false, false
+	for i, r := range each {
+		hits[i], pre[i] = "-", "-"
+		if r == nil {
+			continue
+		}
+		if r.HasPrefix {
+			hits[i], anyHits = fmt.Sprintf("%.0f", 100*r.PrefixHitRate), true
+		}
+		if r.HasPreemptions {
+			pre[i], anyPre = fmt.Sprintf("%.0f", r.Preemptions), true
+		}
+	}
+	var b strings.Builder
+	if anyHits {
+		b.WriteString(" hits " + strings.Join(hits, "/") + "%")
+	}
+	if anyPre {
+		b.WriteString(" preemptions " + strings.Join(pre, "/"))
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return " | replicas" + b.String()
+}
+
+// prefixHeldEst is the client's estimate of the share of the prompt tokens
+// its placement by prefix sent where their leading messages had gone
+// before (runstats.Endpoint.AddPlaced), over every endpoint; false before
+// an answer so placed.
+func prefixHeldEst(s runstats.Snapshot) (float64, bool) {
+	var prompt, held int64
+	for _, e := range s.Endpoints {
+		prompt += e.PlacedPrompt
+		held += e.PlacedHeld
+	}
+	if prompt == 0 {
+		return 0, false
+	}
+	return float64(held) / float64(prompt), true
 }
 
 // formatServer renders the server's view: generation tok/s first, after
@@ -331,6 +389,9 @@ func ServerText(r promscrape.Rates) string {
 	}
 	if r.HasPreemptions {
 		fmt.Fprintf(&b, " preemptions %.0f", r.Preemptions)
+	}
+	if r.HasPrefix {
+		fmt.Fprintf(&b, " prefix hits %.0f%%", 100*r.PrefixHitRate)
 	}
 	if r.HasSpec {
 		fmt.Fprintf(&b, " spec acceptance %.0f%% length %.2f", 100*r.AcceptanceRate, r.MeanAcceptanceLength)

@@ -183,6 +183,9 @@ func writeHistory(t testing.TB, dir string, run1, run2 int) []runfiles.HistoryRe
 		r.Done, r.Total = done, 10000
 		r.TokPerS10s, r.TokPerS, r.ReqPerS10s, r.ReqPerS = float64(i*100), float64(i*80), float64(i)/10, float64(i)/12
 		r.Server = &runstats.ServerRecord{GenTokPerS: float64(i * 105), Running: float64(inFlight), Waiting: float64(i % 4), KVCacheUsage: kv(float64(i%10) / 10)}
+		if i%2 == 0 {
+			r.Server.PrefixCacheHitRate = kv(0.25) // a server that reports a prefix cache, every other scrape
+		}
 		r.ErrorsByCause = map[string]int64{"timeout": int64(i / 10)}
 		r.RetriesByCause = map[string]int64{"connection": int64(i / 5)}
 		r.Errors, r.Retries = int64(i/10), int64(i/5)

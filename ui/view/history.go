@@ -97,7 +97,8 @@ type Move struct {
 
 // lineNames are the fixed series, in the order the page lists them.
 var lineNames = []string{"tok_per_s_10s", "tok_per_s", "server_gen_tok_per_s", "req_per_s_10s", "req_per_s",
-	"requests_per_s", "in_flight", "paced", "limit", "server_running", "server_waiting", "no_byte_yet", "kv_cache_usage", "preemptions", "done",
+	"requests_per_s", "in_flight", "paced", "limit", "server_running", "server_waiting", "no_byte_yet", "kv_cache_usage", "prefix_cache_hit_rate", "preemptions",
+	"done",
 	"errors", "retries"}
 
 func unixSec(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
@@ -232,11 +233,14 @@ func (s *Series) point(i int, r *runfiles.HistoryRecord) {
 		limit = num(r.ConcurrencyAuto.Limit)
 	}
 	set("limit", limit)
-	gen, running, waiting, kv, pre := none, none, none, none, none
+	gen, running, waiting, kv, pre, hits := none, none, none, none, none, none
 	if sv := r.Server; sv != nil {
 		gen, running, waiting = num(sv.GenTokPerS), num(sv.Running), num(sv.Waiting)
 		if sv.KVCacheUsage != nil {
 			kv = num(*sv.KVCacheUsage * 100)
+		}
+		if sv.PrefixCacheHitRate != nil {
+			hits = num(*sv.PrefixCacheHitRate * 100)
 		}
 		if sv.Preemptions != nil {
 			pre = num(*sv.Preemptions)
@@ -246,6 +250,7 @@ func (s *Series) point(i int, r *runfiles.HistoryRecord) {
 	set("server_running", running)
 	set("server_waiting", waiting)
 	set("kv_cache_usage", kv)
+	set("prefix_cache_hit_rate", hits)
 	set("preemptions", pre)
 }
 

@@ -285,6 +285,9 @@ func TestViewHistoryAPI(t *testing.T) {
 		if got := h.Lines["in_flight"][i]; got == nil || *got != float64(r.InFlight) {
 			t.Errorf("point %d: in_flight %v, want %d", i, got, r.InFlight)
 		}
+		if got, sv := h.Lines["prefix_cache_hit_rate"][i], r.Server; (got == nil) != (sv == nil || sv.PrefixCacheHitRate == nil) || (got != nil && *got != 25) {
+			t.Errorf("point %d: prefix cache hit rate %v, server %+v; want 25 (percent) where the record has 0.25", i, got, sv)
+		}
 		if got := h.Lines["server_gen_tok_per_s"][i]; (got == nil) != (r.Server == nil) {
 			t.Errorf("point %d: server tok/s %v, server %v", i, got, r.Server)
 		}

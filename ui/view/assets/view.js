@@ -277,8 +277,9 @@
       { label: "waiting", values: L.server_waiting },
       { label: "preemptions (per scrape window)", values: L.preemptions, scale: "y2", color: "#d62728" },
     ], { y: "requests", y2: "preemptions" });
-    timePlot(container, p + "kv", "the server's KV cache use", h, [
+    timePlot(container, p + "kv", "the server's KV cache use and prefix-cache hit rate", h, [
       { label: "KV cache %", values: L.kv_cache_usage },
+      { label: "prefix cache hits % (of prompt tokens)", values: L.prefix_cache_hit_rate, dash: [5, 4] },
     ], { y: "%", percent: true });
     const errs = [
       { label: "failed for good", values: L.errors, color: "#b42318" },
