@@ -246,6 +246,23 @@ func (c Config) Validate() error {
 	if fe := c.validatePrice(); fe != nil {
 		errs = append(errs, fe)
 	}
+	if h := c.Hidden; h.Enabled {
+		if h.Dir == "" {
+			add("hidden_states.dir", h.Dir, "must name the extraction server's shared_storage_path as this machine sees it")
+		}
+		if h.Layers <= 0 {
+			add("hidden_states.layers", h.Layers, "must be the count of the server's eagle_aux_hidden_state_layer_ids (> 0)")
+		}
+		if h.HiddenSize <= 0 {
+			add("hidden_states.hidden_size", h.HiddenSize, "must be the target's hidden size (> 0)")
+		}
+		if h.LockWait <= 0 {
+			add("hidden_states.lock_wait", h.LockWait, "must be positive")
+		}
+		if !c.Generation.ReturnTokenIDs {
+			add("hidden_states.enabled", h.Enabled, "needs generation.return_token_ids: the states are of the ids the server gave")
+		}
+	}
 
 	switch len(errs) {
 	case 0:
