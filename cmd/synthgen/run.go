@@ -131,7 +131,10 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 		printHeader(rs.stderr, cfg, r, metrics)
 	}
 	metrics.registerAuto(r.Auto())
-	return rs.run(r)
+	if err := rs.run(r); err != nil || !cfg.Hidden.Enabled || rs.sd.ctx.Err() != nil {
+		return err
+	}
+	return runHidden(rs.sd.ctx, cfg, rs.notes(), rs.stderr)
 }
 
 // runSession is one `synthgen run` once its configuration is read: where

@@ -38,6 +38,10 @@ type Options struct {
 	// the lock held) before each file is written: a test closes it to let
 	// writes go on, or never does for a lock never released.
 	Hold <-chan struct{}
+	// Gate, when not nil, is called with the file's sequence number (from
+	// 1) before it is written, the lock held: a test blocks in it to stop
+	// a client at a known point.
+	Gate func(n int64)
 }
 
 // Counts are what the server did, for tests to judge by.
@@ -52,6 +56,7 @@ type Server struct {
 	files, mismatched, nan, reqs atomic.Int64
 	mu                           sync.Mutex
 	rng                          *rand.Rand
+	asked                        map[string]int // files begun, by the ids they are of
 	wg                           sync.WaitGroup
 }
 
@@ -63,12 +68,19 @@ func New(opts Options) *Server {
 	if opts.Hidden <= 0 {
 		opts.Hidden = 8
 	}
-	return &Server{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x4869646465))}
+	return &Server{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x4869646465)), asked: map[string]int{}}
 }
 
 // Counts returns a snapshot of the counters.
 func (s *Server) Counts() Counts {
 	return Counts{Requests: s.reqs.Load(), Files: s.files.Load(), Mismatched: s.mismatched.Load(), NaN: s.nan.Load()}
+}
+
+// Asked is how many files were begun for exactly these ids.
+func (s *Server) Asked(ids []int64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.asked[fmt.Sprint(ids)]
 }
 
 // Wait returns once every file begun has been written (or failed).
@@ -142,6 +154,7 @@ func (s *Server) Begin(ids []int64) (string, error) {
 		return "", fmt.Errorf("lock %s: %w", path, err)
 	}
 	s.mu.Lock()
+	s.asked[fmt.Sprint(ids)]++
 	mismatch := s.rng.Float64() < s.opts.RateMismatch
 	nan := !mismatch && s.rng.Float64() < s.opts.RateNaN
 	at := s.rng.IntN(len(ids))
@@ -152,6 +165,9 @@ func (s *Server) Begin(ids []int64) (string, error) {
 		defer lock.Close() // closing the descriptor releases the flock; the file stays
 		if s.opts.Hold != nil {
 			<-s.opts.Hold
+		}
+		if s.opts.Gate != nil {
+			s.opts.Gate(n)
 		}
 		if err := s.write(path, ids, mismatch, nan, at); err == nil {
 			s.files.Add(1)

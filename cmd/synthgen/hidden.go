@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/synthgen/synthgen/config"
+	"github.com/synthgen/synthgen/generator/hidden"
+)
+
+// hiddenConfig is the pass's view of the configuration: the extraction
+// server is hidden_states.base_url, or the first generation endpoint.
+func hiddenConfig(cfg config.Config) hidden.Config {
+	base := cfg.Hidden.BaseURL
+	if base == "" {
+		if urls := cfg.Endpoint.BaseURLs(); len(urls) > 0 {
+			base = urls[0]
+		}
+	}
+	return hidden.Config{
+		BaseURL: base, APIKey: cfg.APIKey(), Model: cfg.Endpoint.Model,
+		Dir: cfg.Hidden.Dir, Layers: cfg.Hidden.Layers, HiddenSize: cfg.Hidden.HiddenSize,
+		LockWait: cfg.Hidden.LockWait, Attempts: cfg.Retry.MaxAttempts, Workers: min(max(cfg.Concurrency, 1), 64),
+		HTTP: &http.Client{Timeout: cfg.Endpoint.Timeout},
+	}
+}
+
+// runHidden is the hidden-state pass after a run that ended: every record
+// of output.dir with token ids, its states kept once under DIR/hidden. A
+// unit that failed every attempt makes the run's exit non-zero; a later
+// run asks it again.
+func runHidden(ctx context.Context, cfg config.Config, notes, stderr io.Writer) error {
+	hc := hiddenConfig(cfg)
+	fmt.Fprintf(notes, "hidden states: %s a token (%d layers × %d, bf16, and its id); extracting from %s into %s/%s\n",
+		humanize.IBytes(uint64(hidden.BytesPerToken(hc.Layers, hc.HiddenSize))), hc.Layers, hc.HiddenSize, hc.BaseURL, cfg.Output.Dir, hidden.DirName)
+	res, err := hidden.Run(ctx, cfg.Output.Dir, hc, nil)
+	fmt.Fprintf(notes, "hidden states: %d units, %d kept now, %d kept before, %d failed; projected %s at start, %s kept (%d bytes)\n",
+		res.Units, res.Kept, res.Skipped, len(res.Failed), humanize.IBytes(uint64(res.Projected)), humanize.IBytes(uint64(res.Bytes)), res.Bytes)
+	if err != nil {
+		return err
+	}
+	if n := len(res.Failed); n > 0 {
+		f := res.Failed[0]
+		fmt.Fprintf(stderr, "hidden states: %s %d turn %d: %s\n", f.ID, f.Sample, f.Turn, f.Cause)
+		return fmt.Errorf("hidden states: %d units failed every attempt (listed in %s/%s/%s); run again to ask them again", n, cfg.Output.Dir, hidden.DirName, hidden.FailedName)
+	}
+	return nil
+}
