@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 
 	"github.com/dustin/go-humanize"
 
@@ -47,6 +50,29 @@ func runHidden(ctx context.Context, cfg config.Config, notes, stderr io.Writer) 
 		f := res.Failed[0]
 		fmt.Fprintf(stderr, "hidden states: %s %d turn %d: %s\n", f.ID, f.Sample, f.Turn, f.Cause)
 		return fmt.Errorf("hidden states: %d units failed every attempt (listed in %s/%s/%s); run again to ask them again", n, cfg.Output.Dir, hidden.DirName, hidden.FailedName)
+	}
+	return nil
+}
+
+// printHidden adds to inspect's text a line a directory whose run kept
+// hidden states: the files kept and their bytes, from its kept log, read
+// without changing it (a pass may be appending).
+func printHidden(w io.Writer, dirs []string) error {
+	for _, d := range dirs {
+		hd := filepath.Join(d, hidden.DirName)
+		if _, err := os.Stat(filepath.Join(hd, hidden.LogName)); err != nil {
+			continue
+		}
+		log, err := hidden.ReadLog(hd)
+		if err != nil {
+			return err
+		}
+		line := fmt.Sprintf("hidden states: %s kept, %s (%d bytes) in %s", pluralNum(int64(len(log.Files())), "file", "files"),
+			humanize.IBytes(uint64(log.Bytes())), log.Bytes(), hd)
+		if b, err := os.ReadFile(filepath.Join(hd, hidden.FailedName)); err == nil && len(b) > 0 {
+			line += fmt.Sprintf("; %d failed in the last pass (%s)", bytes.Count(b, []byte{'\n'}), hidden.FailedName)
+		}
+		fmt.Fprintln(w, line)
 	}
 	return nil
 }

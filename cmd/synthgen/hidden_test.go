@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,6 +125,10 @@ func TestHiddenStatesKill9Resume(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(hsDir); len(ents) != 0 {
 		t.Errorf("server directory holds %d entries after the pass", len(ents))
+	}
+	ins := cliRun(t, "inspect", out)
+	if !strings.Contains(ins.stdout, fmt.Sprintf("hidden states: %d files kept", len(units))) || !strings.Contains(ins.stdout, fmt.Sprintf("(%d bytes)", total)) {
+		t.Errorf("inspect does not say the files and bytes kept (%d):\n%s", total, ins.stdout)
 	}
 	c := hs.Counts()
 	if c.Mismatched == 0 || c.NaN == 0 {

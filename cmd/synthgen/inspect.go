@@ -112,6 +112,11 @@ func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
 	if err := printInspect(w, out, f); err != nil {
 		return err
 	}
+	if !f.json {
+		if err := printHidden(w, dirs); err != nil {
+			return err
+		}
+	}
 	return judged
 }
 

@@ -1,13 +1,13 @@
 package hidden
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/synthgen/synthgen/sink"
@@ -46,41 +46,56 @@ type Log struct {
 // OpenLog reads dir's log (cutting a torn last line a kill left) and opens
 // it for appending.
 func OpenLog(dir string) (*Log, error) {
-	path := dir + "/" + LogName
-	data, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	l := &Log{path: path, kept: map[unitKey]Entry{}}
-	good := 0
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, 1<<20)
-	for line := 1; sc.Scan(); line++ {
-		end := good + len(sc.Bytes()) + 1
-		if end > len(data) || data[end-1] != '\n' {
-			break // the last line has no newline: an append cut by a kill
-		}
-		var e Entry
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.File == "" {
-			return nil, fmt.Errorf("%s:%d: not a kept entry: %v", path, line, err)
-		}
-		l.add(e)
-		good = end
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o644)
+	l, good, err := readLog(dir)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, err
 	}
-	if err := f.Truncate(int64(good)); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("truncate %s: %w", path, err)
+	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", l.path, err)
 	}
-	if _, err := f.Seek(int64(good), 0); err != nil {
+	if err := f.Truncate(good); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("seek %s: %w", path, err)
+		return nil, fmt.Errorf("truncate %s: %w", l.path, err)
+	}
+	if _, err := f.Seek(good, 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("seek %s: %w", l.path, err)
 	}
 	l.f = f
 	return l, nil
+}
+
+// ReadLog reads dir's log without changing it (for inspect, while a pass
+// may be appending): a torn last line is left out, not cut. Close is not
+// needed on the result.
+func ReadLog(dir string) (*Log, error) {
+	l, _, err := readLog(dir)
+	return l, err
+}
+
+// readLog parses the complete lines of dir's log; good is their length.
+func readLog(dir string) (l *Log, good int64, err error) {
+	path := filepath.Join(dir, LogName)
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	l = &Log{path: path, kept: map[unitKey]Entry{}}
+	for line := 1; len(data) > 0; line++ {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			break // the last line has no newline: an append cut by a kill
+		}
+		var e Entry
+		if err := json.Unmarshal(data[:i], &e); err != nil || e.File == "" {
+			return nil, 0, fmt.Errorf("%s:%d: not a kept entry: %v", path, line, err)
+		}
+		l.add(e)
+		good += int64(i + 1)
+		data = data[i+1:]
+	}
+	return l, good, nil
 }
 
 func (l *Log) add(e Entry) {
@@ -136,5 +151,10 @@ func (l *Log) Bytes() int64 {
 	return l.bytes
 }
 
-// Close closes the log file.
-func (l *Log) Close() error { return l.f.Close() }
+// Close closes the log file (nothing for a log from ReadLog).
+func (l *Log) Close() error {
+	if l.f == nil {
+		return nil
+	}
+	return l.f.Close()
+}
