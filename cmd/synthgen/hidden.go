@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
+	"time"
 
 	"github.com/dustin/go-humanize"
 
@@ -40,7 +42,18 @@ func runHidden(ctx context.Context, cfg config.Config, notes, stderr io.Writer) 
 	hc := hiddenConfig(cfg)
 	fmt.Fprintf(notes, "hidden states: %s a token (%d layers × %d, bf16, and its id); extracting from %s into %s/%s\n",
 		humanize.IBytes(uint64(hidden.BytesPerToken(hc.Layers, hc.HiddenSize))), hc.Layers, hc.HiddenSize, hc.BaseURL, cfg.Output.Dir, hidden.DirName)
-	res, err := hidden.Run(ctx, cfg.Output.Dir, hc, nil)
+	var kept, keptBytes atomic.Int64
+	stop := hiddenProgress(notes, cfg.Progress.Interval, &kept, &keptBytes)
+	res, err := hidden.Run(ctx, cfg.Output.Dir, hc, hidden.Hooks{
+		Start: func(r hidden.Result) {
+			fmt.Fprintf(notes, "hidden states: %d units, %d kept before; %s projected for the rest\n", r.Units, r.Skipped, humanize.IBytes(uint64(r.Projected)))
+		},
+		Kept: func(e hidden.Entry) {
+			kept.Add(1)
+			keptBytes.Add(e.Bytes)
+		},
+	})
+	stop()
 	fmt.Fprintf(notes, "hidden states: %d units, %d kept now, %d kept before, %d failed; projected %s at start, %s kept (%d bytes)\n",
 		res.Units, res.Kept, res.Skipped, len(res.Failed), humanize.IBytes(uint64(res.Projected)), humanize.IBytes(uint64(res.Bytes)), res.Bytes)
 	if err != nil {
@@ -75,4 +88,29 @@ func printHidden(w io.Writer, dirs []string) error {
 		fmt.Fprintln(w, line)
 	}
 	return nil
+}
+
+// hiddenProgress prints a line every interval while the pass runs: the
+// units kept by it and their bytes. The projection is on the pass's first
+// line and its last. The returned stop ends the lines.
+func hiddenProgress(w io.Writer, every time.Duration, kept, bytes *atomic.Int64) (stop func()) {
+	if w == io.Discard || every <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(w, "hidden states: %d units kept so far, %s\n", kept.Load(), humanize.IBytes(uint64(bytes.Load())))
+			}
+		}
+	}()
+	return func() { close(done); <-ended }
 }

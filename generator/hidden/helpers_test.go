@@ -163,7 +163,7 @@ func checkValues(t *testing.T, path string, want []int64) {
 
 func run(t *testing.T, outDir string, cfg Config) Result {
 	t.Helper()
-	res, err := Run(context.Background(), outDir, cfg, nil)
+	res, err := Run(context.Background(), outDir, cfg, Hooks{})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}

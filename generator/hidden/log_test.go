@@ -66,3 +66,23 @@ func TestFileName(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyAcrossFilesystems: the copy a move falls back to across
+// filesystems gives the final name whole and leaves no temporary.
+func TestCopyAcrossFilesystems(t *testing.T) {
+	src, dst := filepath.Join(t.TempDir(), "a.safetensors"), filepath.Join(t.TempDir(), "b.safetensors")
+	data := []byte(strings.Repeat("states", 1000))
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := copyFile(src, dst); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(dst); err != nil || string(b) != string(data) {
+		t.Fatalf("copy: %d bytes, %v", len(b), err)
+	}
+	ents, _ := os.ReadDir(filepath.Dir(dst))
+	if len(ents) != 1 {
+		t.Errorf("%d entries beside the copy, want none", len(ents)-1)
+	}
+}

@@ -137,11 +137,20 @@ func Free(dir string) (int64, error) {
 	return int64(st.Bavail) * int64(st.Bsize), nil
 }
 
+// Hooks are told what a pass does as it goes; a nil one is not called.
+type Hooks struct {
+	// Start is told the units and the projection once the space is checked,
+	// before the first request.
+	Start func(Result)
+	// Kept is told every file kept, from the pass's workers (not at once).
+	Kept func(Entry)
+}
+
 // Run is the pass over outDir's records: recover, project and refuse when
 // the disk cannot hold the projection, extract every unit not kept, write
 // the failures, sweep the server's leftovers. A full disk stops it with
 // nothing half-kept; the error wraps ENOSPC.
-func Run(ctx context.Context, outDir string, cfg Config, onKept func(Entry)) (Result, error) {
+func Run(ctx context.Context, outDir string, cfg Config, hooks Hooks) (Result, error) {
 	if err := cfg.Check(); err != nil {
 		return Result{}, err
 	}
@@ -163,13 +172,20 @@ func Run(ctx context.Context, outDir string, cfg Config, onKept func(Entry)) (Re
 	if res.Projected > free {
 		return res, fmt.Errorf("hidden states: %d bytes projected for %d units, %d free under %s", res.Projected, len(us), free, outDir)
 	}
+	for _, u := range us {
+		if log.Has(u) {
+			res.Skipped++
+		}
+	}
+	if hooks.Start != nil {
+		hooks.Start(res)
+	}
 	x := NewExtractor(cfg, outDir, log)
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(cfg.Workers)
 	for _, u := range us {
 		if log.Has(u) {
-			res.Skipped++
 			continue
 		}
 		g.Go(func() error {
@@ -179,8 +195,8 @@ func Run(ctx context.Context, outDir string, cfg Config, onKept func(Entry)) (Re
 			switch {
 			case err == nil:
 				res.Kept++
-				if onKept != nil {
-					onKept(e)
+				if hooks.Kept != nil {
+					hooks.Kept(e)
 				}
 			case gctx.Err() != nil, errors.Is(err, syscall.ENOSPC):
 				return err

@@ -129,7 +129,7 @@ func TestDiskFull(t *testing.T) {
 		return nil
 	})
 	cfg.Workers = 1
-	res, err := Run(context.Background(), out, cfg, nil)
+	res, err := Run(context.Background(), out, cfg, Hooks{})
 	restore()
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("Run = %v, want ENOSPC", err)
@@ -152,7 +152,7 @@ func TestLockNeverReleased(t *testing.T) {
 	_, cfg := connector(t, hiddenstates.Options{Hold: hold})
 	t.Cleanup(func() { close(hold) })
 	cfg.Attempts, cfg.LockWait = 2, 20e6
-	res, err := Run(context.Background(), out, cfg, nil)
+	res, err := Run(context.Background(), out, cfg, Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestRefusesWithoutSpace(t *testing.T) {
 	out := writeRun(t, 2)
 	srv, cfg := connector(t, hiddenstates.Options{})
 	cfg.Layers, cfg.HiddenSize = 1<<24, 1<<24
-	res, err := Run(context.Background(), out, cfg, nil)
+	res, err := Run(context.Background(), out, cfg, Hooks{})
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprint(res.Projected)) || !strings.Contains(err.Error(), "free") {
 		t.Fatalf("Run = %v, want a refusal naming %d bytes", err, res.Projected)
 	}
