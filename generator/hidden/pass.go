@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
@@ -155,6 +156,9 @@ func Run(ctx context.Context, outDir string, cfg Config, hooks Hooks) (Result, e
 		return Result{}, err
 	}
 	cfg = cfg.withDefaults()
+	// Files in the server's directory finished before now are no unit's
+	// of this pass; the sweep at the end removes only those and its own.
+	started := time.Now()
 	log, err := Recover(outDir)
 	if err != nil {
 		return Result{}, err
@@ -214,7 +218,7 @@ func Run(ctx context.Context, outDir string, cfg Config, hooks Hooks) (Result, e
 	if err != nil {
 		return res, fmt.Errorf("hidden states: %w", err)
 	}
-	return res, Sweep(cfg.Dir)
+	return res, Sweep(cfg.Dir, started)
 }
 
 func writeFailed(outDir string, fails []Failure) error {
@@ -237,12 +241,13 @@ func writeFailed(outDir string, fails []Failure) error {
 	return durable.WriteFile(filepath.Join(outDir, DirName, FailedName), []byte(b.String()), 0o644)
 }
 
-// Sweep removes from the server's directory every file whose lock is free,
-// and the lock: the files of generation requests (which the connector
-// writes too), of checks that failed, and of passes killed before the
-// move. A file still locked is being written and is left. The directory
-// must be this job's alone: another job's finished files would go too.
-func Sweep(dir string) error {
+// Sweep removes from the server's directory every file last written before
+// cutoff whose lock is free, and its lock: the files of generation requests
+// (which the connector writes too) and of passes killed before the move.
+// This pass's own bad files are removed as they are found. A file still
+// locked is being written, and one written after cutoff may be another
+// shard's pass's (several shards can share one server): both are left.
+func Sweep(dir string, cutoff time.Time) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("sweep %s: %w", dir, err)
@@ -253,7 +258,8 @@ func Sweep(dir string) error {
 			continue
 		}
 		path := filepath.Join(dir, n)
-		if held(path + ".lock") {
+		info, err := e.Info()
+		if err != nil || !info.ModTime().Before(cutoff) || held(path+".lock") {
 			continue
 		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
