@@ -150,6 +150,12 @@ func (x *Extractor) request(ctx context.Context, ids []int64) (string, error) {
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("extract: HTTP %d: %.200s", resp.StatusCode, data)
 	}
+	return x.answerPath(data)
+}
+
+// answerPath is the local path of the file an answer names in its
+// kv_transfer_params.hidden_states_path.
+func (x *Extractor) answerPath(data []byte) (string, error) {
 	var ans struct {
 		KV *struct {
 			Path string `json:"hidden_states_path"`
