@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -192,5 +193,36 @@ func checkHiddenFile(t *testing.T, path string, ids []int64, layers, size int) {
 				}
 			}
 		}
+	}
+}
+
+// TestHiddenStatesAfterFailedKeys: a run whose some keys failed for good
+// still gives the records it wrote their states, and exits as a run with
+// failed keys does (3).
+func TestHiddenStatesAfterFailedKeys(t *testing.T) {
+	work := t.TempDir()
+	ds := writeShareGPT(t, work, 30)
+	out, hsDir := filepath.Join(work, "out"), filepath.Join(work, "hs")
+	if err := os.Mkdir(hsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := startMock(t, mockserver.Options{MeanTokens: 20, Seed: 5, Rate500: 0.2,
+		HiddenStates: hiddenstates.Options{Dir: hsDir, Layers: 2, Hidden: 4}})
+	res := cliRun(t, "run", "--dataset.path", ds, "--endpoint.base_url", m.BaseURL, "--output.dir", out,
+		"--output.format", "jsonl", "--generation.return_token_ids", "--retry.max_attempts", "1", "--concurrency", "4",
+		"--hidden_states.enabled", "--hidden_states.dir", hsDir, "--hidden_states.layers", "2", "--hidden_states.hidden_size", "4")
+	var ee *exitError
+	if !errors.As(res.err, &ee) || ee.code != exitIncomplete {
+		t.Fatalf("run = %v, want exit %d for failed keys; stderr:\n%s", res.err, exitIncomplete, res.stderr)
+	}
+	units, err := hidden.Units(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(units) == 0 || len(units) == 30 {
+		t.Fatalf("%d records written of 30: the faults did not leave some failed", len(units))
+	}
+	if kept := readKept(t, out); len(kept) != len(units) {
+		t.Errorf("%d files kept for %d records written", len(kept), len(units))
 	}
 }
