@@ -15,6 +15,7 @@ import (
 
 	"github.com/synthgen/synthgen/config"
 	"github.com/synthgen/synthgen/generator/hidden"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 )
 
 // hiddenConfig is the pass's view of the configuration: the extraction
@@ -54,6 +55,13 @@ func runHidden(ctx context.Context, cfg config.Config, notes, stderr io.Writer) 
 		},
 	})
 	stop()
+	// report.json was written when the run ended; the pass's figures join it.
+	if rerr := runfiles.AddHiddenStates(cfg.Output.Dir, runfiles.HiddenStatesRecord{
+		Units: res.Units, Kept: res.Kept, KeptBefore: res.Skipped, Failed: len(res.Failed),
+		ProjectedBytes: res.Projected, BytesKept: res.Bytes,
+	}); rerr != nil {
+		fmt.Fprintf(stderr, "warning: hidden states: %v\n", rerr)
+	}
 	fmt.Fprintf(notes, "hidden states: %d units, %d kept now, %d kept before, %d failed; projected %s at start, %s kept (%d bytes)\n",
 		res.Units, res.Kept, res.Skipped, len(res.Failed), humanize.IBytes(uint64(res.Projected)), humanize.IBytes(uint64(res.Bytes)), res.Bytes)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/generator/hidden"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/internal/safetensors"
 	"github.com/synthgen/synthgen/mockserver"
 	"github.com/synthgen/synthgen/mockserver/hiddenstates"
@@ -130,6 +132,15 @@ func TestHiddenStatesKill9Resume(t *testing.T) {
 	ins := cliRun(t, "inspect", out)
 	if !strings.Contains(ins.stdout, fmt.Sprintf("hidden states: %d files kept", len(units))) || !strings.Contains(ins.stdout, fmt.Sprintf("(%d bytes)", total)) {
 		t.Errorf("inspect does not say the files and bytes kept (%d):\n%s", total, ins.stdout)
+	}
+	var rep struct {
+		Hidden runfiles.HiddenStatesRecord `json:"hidden_states"`
+	}
+	if b, err := os.ReadFile(filepath.Join(out, runfiles.ReportFile)); err != nil || json.Unmarshal(b, &rep) != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	if rep.Hidden.BytesKept != total || rep.Hidden.Units != len(units) || rep.Hidden.KeptBefore != len(keptBefore) || rep.Hidden.Kept != len(units)-len(keptBefore) {
+		t.Errorf("report.json hidden_states %+v; the files hold %d bytes, %d kept before the kill", rep.Hidden, total, len(keptBefore))
 	}
 	c := hs.Counts()
 	if c.Mismatched == 0 || c.NaN == 0 {
