@@ -208,8 +208,8 @@ func checkHiddenFile(t *testing.T, path string, ids []int64, layers, size int) {
 }
 
 // TestHiddenStatesAfterFailedKeys: a run whose some keys failed for good
-// still gives the records it wrote their states, and exits as a run with
-// failed keys does (3).
+// still gives the records it wrote (in Parquet parts: the pass reads both
+// formats) their states, and exits as a run with failed keys does (3).
 func TestHiddenStatesAfterFailedKeys(t *testing.T) {
 	work := t.TempDir()
 	ds := writeShareGPT(t, work, 30)
@@ -220,7 +220,7 @@ func TestHiddenStatesAfterFailedKeys(t *testing.T) {
 	m := startMock(t, mockserver.Options{MeanTokens: 20, Seed: 5, Rate500: 0.2,
 		HiddenStates: hiddenstates.Options{Dir: hsDir, Layers: 2, Hidden: 4}})
 	res := cliRun(t, "run", "--dataset.path", ds, "--endpoint.base_url", m.BaseURL, "--output.dir", out,
-		"--output.format", "jsonl", "--generation.return_token_ids", "--retry.max_attempts", "1", "--concurrency", "4",
+		"--output.format", "parquet", "--generation.return_token_ids", "--retry.max_attempts", "1", "--concurrency", "4",
 		"--hidden_states.enabled", "--hidden_states.dir", hsDir, "--hidden_states.layers", "2", "--hidden_states.hidden_size", "4")
 	var ee *exitError
 	if !errors.As(res.err, &ee) || ee.code != exitIncomplete {
