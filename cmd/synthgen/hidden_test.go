@@ -130,6 +130,7 @@ func TestHiddenStatesKill9Resume(t *testing.T) {
 		t.Errorf("server directory holds %d entries after the pass", len(ents))
 	}
 	ins := cliRun(t, "inspect", out)
+	ins.ok(t, "inspect of a run with hidden states") // DIR/hidden is no stranger to it
 	if !strings.Contains(ins.stdout, fmt.Sprintf("hidden states: %d files kept", len(units))) || !strings.Contains(ins.stdout, fmt.Sprintf("(%d bytes)", total)) {
 		t.Errorf("inspect does not say the files and bytes kept (%d):\n%s", total, ins.stdout)
 	}
