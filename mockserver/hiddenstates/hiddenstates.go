@@ -10,9 +10,11 @@
 package hiddenstates
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -207,4 +209,41 @@ func (s *Server) write(path string, ids []int64, mismatch, nan bool, at int) err
 		err = cerr
 	}
 	return err
+}
+
+// Chat wraps a chat-completions handler so that every request leaves the
+// file of its prompt, as the connector does for a generation request (a
+// client must clean up what it did not ask for); ids tokenizes the
+// messages' contents as the chat handler does.
+func (s *Server) Chat(chat http.Handler, ids func(contents ...string) []int32) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var req struct {
+			Messages []struct {
+				Content json.RawMessage `json:"content"`
+			} `json:"messages"`
+		}
+		if json.Unmarshal(body, &req) == nil {
+			var contents []string
+			for _, m := range req.Messages {
+				var c string
+				if json.Unmarshal(m.Content, &c) == nil {
+					contents = append(contents, c)
+				}
+			}
+			var ids64 []int64
+			for _, v := range ids(contents...) {
+				ids64 = append(ids64, int64(v))
+			}
+			if len(ids64) > 0 {
+				_, _ = s.Begin(ids64)
+			}
+		}
+		chat.ServeHTTP(w, r)
+	})
 }
