@@ -21,14 +21,16 @@ import (
 // hiddenConfig is the pass's view of the configuration: the extraction
 // server is hidden_states.base_url, or the first generation endpoint.
 func hiddenConfig(cfg config.Config) hidden.Config {
-	base := cfg.Hidden.BaseURL
+	// The generation endpoint's key goes to it alone: an extraction server
+	// of its own (a local vLLM) is sent none.
+	base, key := cfg.Hidden.BaseURL, ""
 	if base == "" {
 		if urls := cfg.Endpoint.BaseURLs(); len(urls) > 0 {
-			base = urls[0]
+			base, key = urls[0], cfg.APIKey()
 		}
 	}
 	return hidden.Config{
-		BaseURL: base, APIKey: cfg.APIKey(), Model: cfg.Endpoint.Model,
+		BaseURL: base, APIKey: key, Model: cfg.Endpoint.Model,
 		Dir: cfg.Hidden.Dir, Layers: cfg.Hidden.Layers, HiddenSize: cfg.Hidden.HiddenSize,
 		LockWait: cfg.Hidden.LockWait, Attempts: cfg.Retry.MaxAttempts, Workers: min(max(cfg.Concurrency, 1), 64),
 		HTTP: &http.Client{Timeout: cfg.Endpoint.Timeout},
