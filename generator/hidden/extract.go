@@ -123,22 +123,24 @@ func (x *Extractor) once(ctx context.Context, u Unit) (Entry, error) {
 // request sends the prefill-only completion and returns the local path of
 // the file the server names.
 func (x *Extractor) request(ctx context.Context, ids []int64) (string, error) {
-	body, err := json.Marshal(map[string]any{
-		"model": x.cfg.Model, "prompt": ids, "max_tokens": 1, "return_token_ids": true,
-	})
+	req := map[string]any{"prompt": ids, "max_tokens": 1, "return_token_ids": true}
+	if x.cfg.Model != "" {
+		req["model"] = x.cfg.Model // empty: vLLM's one served model
+	}
+	body, err := json.Marshal(req)
 	if err != nil {
 		return "", err
 	}
 	url := strings.TrimSuffix(x.cfg.BaseURL, "/") + "/completions"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return "", fmt.Errorf("extract: %w", err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Content-Type", "application/json")
 	if x.cfg.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+x.cfg.APIKey)
+		hreq.Header.Set("Authorization", "Bearer "+x.cfg.APIKey)
 	}
-	resp, err := x.cfg.HTTP.Do(req)
+	resp, err := x.cfg.HTTP.Do(hreq)
 	if err != nil {
 		return "", fmt.Errorf("extract: %w", err)
 	}
