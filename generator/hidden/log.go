@@ -41,6 +41,11 @@ type Log struct {
 	path  string
 	kept  map[unitKey]Entry
 	bytes int64
+	size  int64 // the log's length: its complete lines
+	// broken is the error of a failed append: a part of a line may be on
+	// disk, so no line may follow it in this process; the next OpenLog
+	// cuts the part.
+	broken error
 }
 
 // OpenLog reads dir's log (cutting a torn last line a kill left) and opens
@@ -62,7 +67,7 @@ func OpenLog(dir string) (*Log, error) {
 		f.Close()
 		return nil, fmt.Errorf("seek %s: %w", l.path, err)
 	}
-	l.f = f
+	l.f, l.size = f, good
 	return l, nil
 }
 
@@ -123,12 +128,21 @@ func (l *Log) Mark(e Entry) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.broken != nil {
+		return l.broken
+	}
 	if _, err := l.f.Write(append(line, '\n')); err != nil {
-		return fmt.Errorf("append %s: %w", l.path, err)
+		l.broken = fmt.Errorf("append %s: %w", l.path, err)
+		_ = l.f.Truncate(l.size) // best effort; OpenLog cuts a torn tail anyway
+		return l.broken
 	}
 	if err := l.f.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", l.path, err)
+		// The line may or may not be durable: the file it names is not
+		// counted kept here; if the line survives, the next run keeps it.
+		l.broken = fmt.Errorf("fsync %s: %w", l.path, err)
+		return l.broken
 	}
+	l.size += int64(len(line)) + 1
 	l.add(e)
 	return nil
 }

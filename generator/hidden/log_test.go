@@ -86,3 +86,28 @@ func TestCopyAcrossFilesystems(t *testing.T) {
 		t.Errorf("%d entries beside the copy, want none", len(ents)-1)
 	}
 }
+
+// TestLogBrokenAfterFailedAppend: once an append fails (a part of a line
+// may be on disk), no later mark is taken in this process, so no line can
+// follow a torn one.
+func TestLogBrokenAfterFailedAppend(t *testing.T) {
+	dir := t.TempDir()
+	l, err := OpenLog(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Mark(Entry{ID: "a", Turn: -1, File: "a.s0.safetensors", Bytes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	l.f.Close() // the next write fails, as on a failing disk
+	if err := l.Mark(Entry{ID: "b", Turn: -1, File: "b.s0.safetensors", Bytes: 1}); err == nil {
+		t.Fatal("a mark on a failed log succeeded")
+	}
+	if err := l.Mark(Entry{ID: "c", Turn: -1, File: "c.s0.safetensors", Bytes: 1}); err == nil {
+		t.Fatal("a mark after a failed append succeeded")
+	}
+	r, err := ReadLog(dir)
+	if err != nil || len(r.Files()) != 1 {
+		t.Fatalf("log after the failure: %v, %v", r.Files(), err)
+	}
+}
