@@ -23,6 +23,7 @@ type Config struct {
 	Output      OutputConfig     `mapstructure:"output"`
 	Progress    ProgressConfig   `mapstructure:"progress"`
 	Batch       BatchConfig      `mapstructure:"batch"`
+	Hidden      HiddenConfig     `mapstructure:"hidden_states"`
 	Shutdown    ShutdownConfig   `mapstructure:"shutdown"`
 
 	// ConcurrencyAuto is set by the concurrency key's "auto" or "auto:N"
@@ -130,6 +131,24 @@ type ProgressConfig struct {
 	Interval time.Duration `mapstructure:"interval"`
 }
 
+// HiddenConfig is the hidden-state pass (generator/hidden): after the
+// generation, every record with token ids is prefilled again on a server
+// run with vLLM's extract_hidden_states method and its file kept under
+// DIR/hidden.
+type HiddenConfig struct {
+	Enabled bool `mapstructure:"enabled"`
+	// Dir is the connector's shared_storage_path as this machine sees it.
+	Dir string `mapstructure:"dir"`
+	// BaseURL is the extraction server; empty: the first endpoint.base_url.
+	BaseURL string `mapstructure:"base_url"`
+	// Layers and HiddenSize are the shape past the token axis every file
+	// must have: the count of eagle_aux_hidden_state_layer_ids and the
+	// model's hidden size.
+	Layers     int           `mapstructure:"layers"`
+	HiddenSize int           `mapstructure:"hidden_size"`
+	LockWait   time.Duration `mapstructure:"lock_wait"`
+}
+
 // BatchConfig is the batch-API run mode (generator/batch): the pending
 // rows sent as a provider's batches instead of one request each.
 type BatchConfig struct {
@@ -189,6 +208,7 @@ func Default() Config {
 		Progress: ProgressConfig{Interval: 10 * time.Second},
 		Shutdown: ShutdownConfig{Grace: 2 * time.Minute},
 		Batch:    BatchConfig{MaxRequests: 50000, MaxBytes: 200_000_000, InFlight: 2, PollInterval: 30 * time.Second, CompletionWindow: "24h", PriceFactor: 0.5},
+		Hidden:   HiddenConfig{LockWait: 10 * time.Minute},
 	}
 }
 

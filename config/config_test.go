@@ -26,6 +26,7 @@ func documentedDefaults() Config {
 	c.Output = OutputConfig{Dir: "out/run", Format: "parquet", ShardSize: 1000, SyncInterval: time.Second}
 	c.Progress.Interval = 10 * time.Second
 	c.Batch = BatchConfig{MaxRequests: 50000, MaxBytes: 200_000_000, InFlight: 2, PollInterval: 30 * time.Second, CompletionWindow: "24h", PriceFactor: 0.5}
+	c.Hidden = HiddenConfig{LockWait: 10 * time.Minute}
 	c.Shutdown.Grace = 2 * time.Minute
 	return c
 }

@@ -92,6 +92,12 @@ var keys = []key{
 	{name: "batch.poll_interval", usage: "time between two looks at a submitted batch's status", field: func(c *Config) any { return &c.Batch.PollInterval }},
 	{name: "batch.completion_window", usage: "the completion_window each batch is created with (OpenAI accepts 24h)", field: func(c *Config) any { return &c.Batch.CompletionWindow }},
 	{name: "batch.price_factor", usage: "what the provider bills a batch's tokens, as a share of endpoint.price (OpenAI and most providers: 0.5; 1: the same as one request each); the run's cost and each record's use it", field: func(c *Config) any { return &c.Batch.PriceFactor }},
+	{name: "hidden_states.enabled", usage: "after the generation, prefill every record with token ids (generation.return_token_ids) again on a server run with vLLM's extract_hidden_states method and keep its checked hidden-state file under DIR/hidden, exactly once", field: func(c *Config) any { return &c.Hidden.Enabled }},
+	{name: "hidden_states.dir", usage: "the extraction server's shared_storage_path as this machine sees it; this job's alone (the files it leaves there are removed)", field: func(c *Config) any { return &c.Hidden.Dir }},
+	{name: "hidden_states.base_url", url: true, usage: "root URL of the extraction server; empty: the first endpoint.base_url", field: func(c *Config) any { return &c.Hidden.BaseURL }},
+	{name: "hidden_states.layers", usage: "layers each file must hold per token: the count of eagle_aux_hidden_state_layer_ids the server was started with", field: func(c *Config) any { return &c.Hidden.Layers }},
+	{name: "hidden_states.hidden_size", usage: "the target's hidden size each file must hold per layer", field: func(c *Config) any { return &c.Hidden.HiddenSize }},
+	{name: "hidden_states.lock_wait", usage: "how long a file's lock may stay held before the attempt is given up (a server that died writing it)", field: func(c *Config) any { return &c.Hidden.LockWait }},
 
 	{name: "shutdown.grace", usage: "after the first signal, how long in-flight requests may still finish", field: func(c *Config) any { return &c.Shutdown.Grace }},
 }

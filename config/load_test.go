@@ -218,6 +218,8 @@ func TestLoadEveryKeyFromEnv(t *testing.T) {
 		"progress.interval": "7s", "shutdown.grace": "8s",
 		"batch.enabled": "true", "batch.max_requests": "10", "batch.max_bytes": "2048", "batch.in_flight": "3",
 		"batch.poll_interval": "9s", "batch.completion_window": "24h", "batch.price_factor": "0.4",
+		"hidden_states.enabled": "true", "hidden_states.dir": "/hs", "hidden_states.base_url": "http://h:3/v1",
+		"hidden_states.layers": "4", "hidden_states.hidden_size": "4096", "hidden_states.lock_wait": "11s",
 	}
 	for _, k := range Keys() {
 		v, ok := values[k]
@@ -235,6 +237,7 @@ func TestLoadEveryKeyFromEnv(t *testing.T) {
 	want := `{"batch":{"completion_window":"24h","enabled":true,"in_flight":3,"max_bytes":2048,"max_requests":10,"poll_interval":"9s","price_factor":0.4},"concurrency":4,"dataset":{"format":"prompt","id_field":"id","limit":5,"on_bad_row":"fail","params_field":"p","path":"d.jsonl","prompt_field":"q","shard_by":"files"},` +
 		`"endpoint":{"api_key_env":"K","base_url":"https://h:1/v1","ca_file":"ca.pem","insecure_skip_verify":true,"max_requests_per_minute":600,"max_tokens_per_minute":200000,"metrics_url":"http://h:2/metrics","model":"m","price":"{\"input\":2.5,\"output\":10}","stall_timeout":"0s","timeout":"1m0s"},` +
 		`"generation":{"extra_body":{"top_k":3},"logprobs":20,"max_tokens":9,"n":2,"on_length":"retry","require_reasoning":true,"require_token_ids":true,"response_format":"json_object","return_token_ids":true,"schema_retries":3,"stream":false,"system_prompt":"s","temperature":0,"tool_choice":"required","top_p":0.5,"turns":"all"},` +
+		`"hidden_states":{"base_url":"http://h:3/v1","dir":"/hs","enabled":true,"hidden_size":4096,"layers":4,"lock_wait":"11s"},` +
 		`"output":{"dir":"o","format":"jsonl","shard_size":6,"sync_interval":"0s"},"progress":{"interval":"7s"},"prompt":{"messages":[]},` +
 		`"retry":{"initial_backoff":"3s","max_attempts":2,"max_backoff":"4s"},"shutdown":{"grace":"8s"}}`
 	if string(b) != want {

@@ -76,6 +76,7 @@ func (c Config) Validate() error {
 	c.Progress.check(k)
 	c.Shutdown.check(k)
 	c.Batch.check(k)
+	c.checkHidden(k)
 	if fe := c.validatePrice(); fe != nil {
 		k.errs = append(k.errs, fe)
 	}
@@ -304,4 +305,28 @@ func redactOne(s string) string {
 		return u.Redacted()
 	}
 	return s
+}
+
+// checkHidden checks hidden_states.* only when the pass is on; it needs
+// generation.return_token_ids, so it sits with the key it names.
+func (c Config) checkHidden(k *checks) {
+	h := c.Hidden
+	if !h.Enabled {
+		return
+	}
+	if h.Dir == "" {
+		k.add("hidden_states.dir", h.Dir, "must name the extraction server's shared_storage_path as this machine sees it")
+	}
+	if h.Layers <= 0 {
+		k.add("hidden_states.layers", h.Layers, "must be the count of the server's eagle_aux_hidden_state_layer_ids (> 0)")
+	}
+	if h.HiddenSize <= 0 {
+		k.add("hidden_states.hidden_size", h.HiddenSize, "must be the target's hidden size (> 0)")
+	}
+	if h.LockWait <= 0 {
+		k.add("hidden_states.lock_wait", h.LockWait, "must be positive")
+	}
+	if !c.Generation.ReturnTokenIDs {
+		k.add("hidden_states.enabled", h.Enabled, "needs generation.return_token_ids: the states are of the ids the server gave")
+	}
 }

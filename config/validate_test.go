@@ -57,6 +57,12 @@ func TestValidate(t *testing.T) {
 		{"batch size", func(c *Config) { c.Batch.Enabled, c.Batch.MaxRequests = true, 0 }, `batch.max_requests: 0 is less than 1`},
 		{"batch window", func(c *Config) { c.Batch.Enabled, c.Batch.CompletionWindow = true, "" }, `batch.completion_window: must not be empty (OpenAI accepts 24h)`},
 		{"batch price factor", func(c *Config) { c.Batch.Enabled, c.Batch.PriceFactor = true, 0 }, `batch.price_factor: 0 is not greater than 0 and at most 1 (OpenAI bills a batch at 0.5)`},
+		{"hidden states without token ids", func(c *Config) {
+			c.Hidden.Enabled, c.Hidden.Dir, c.Hidden.Layers, c.Hidden.HiddenSize = true, "/hs", 4, 8
+		}, `hidden_states.enabled: needs generation.return_token_ids: the states are of the ids the server gave`},
+		{"hidden states without a dir", func(c *Config) {
+			c.Hidden.Enabled, c.Generation.ReturnTokenIDs, c.Hidden.Layers, c.Hidden.HiddenSize = true, true, 4, 8
+		}, `hidden_states.dir: must name the extraction server's shared_storage_path as this machine sees it`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

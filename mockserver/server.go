@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/synthgen/synthgen/mockserver/batchapi"
+	"github.com/synthgen/synthgen/mockserver/hiddenstates"
 )
 
 // ReasoningField values: where the reasoning text goes in messages and deltas.
@@ -153,6 +154,11 @@ type Options struct {
 	// Batch configures /v1/files and /v1/batches (batchapi); its Clock is
 	// Clock when nil, its Answer the server's own chat answer.
 	Batch batchapi.Options
+	// HiddenStates, with a Dir, makes the server an extraction server as
+	// vLLM with the extract_hidden_states method and its hidden-states
+	// connector is (hidden.go): POST /v1/completions writes the prompt's
+	// states under Dir, and every chat request writes a file of its prompt.
+	HiddenStates hiddenstates.Options
 }
 
 // DefaultModel is the model name served when Options.Model is empty.
@@ -283,8 +289,9 @@ type Server struct {
 	modelJSON []byte // the model name as a JSON string
 	created   int64  // the model's creation time in /v1/models
 	mux       *http.ServeMux
-	slots     chan struct{} // nil when MaxRunning is 0 or the batch model is on
-	batch     *batch        // the batch model; nil when off
+	hidden    *hiddenstates.Server // the extraction endpoint (hidden.go); nil when off
+	slots     chan struct{}        // nil when MaxRunning is 0 or the batch model is on
+	batch     *batch               // the batch model; nil when off
 
 	idPrefix uint64
 	idSeq    atomic.Uint64
@@ -357,7 +364,7 @@ func New(opts Options) *Server {
 
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
-	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	s.mux.Handle("POST /v1/chat/completions", s.withHiddenStates(http.HandlerFunc(s.handleChat)))
 	s.mux.Handle("GET /metrics", s.flavorMetrics())
 	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {})
 	bo := opts.Batch

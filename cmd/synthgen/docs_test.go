@@ -206,6 +206,7 @@ func TestDocsStayShort(t *testing.T) {
 // server flags, Slurm's, SpecForge's validator's.
 var foreignFlags = map[string]bool{
 	"reasoning-parser": true, "grammar-backend": true, // vLLM, SGLang
+	"speculative-config": true, "kv-transfer-config": true, // vLLM's hidden-state extraction
 	"array": true, "signal": true, "requeue": true, // sbatch
 	"expect-reasoning": true, "strict-think-markers": true, // validate_regenerated_data.py
 }

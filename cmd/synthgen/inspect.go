@@ -115,6 +115,11 @@ func runInspect(w io.Writer, dirs []string, f inspectFlags) error {
 	if err := printInspect(w, out, f); err != nil && !readerGone(err) {
 		return err
 	}
+	if !f.json {
+		if err := printHidden(w, dirs); err != nil {
+			return err
+		}
+	}
 	return judged
 }
 

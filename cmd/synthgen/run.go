@@ -130,7 +130,20 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 		printHeader(rs.stderr, cfg, r, metrics)
 	}
 	metrics.registerAuto(r.Auto())
-	return rs.run(r)
+	err = rs.run(r)
+	// The hidden-state pass follows a run that ended, failed keys or not
+	// (the records written have their states); not one stopped or broken.
+	var ee *exitError
+	if !cfg.Hidden.Enabled || rs.sd.ctx.Err() != nil || (err != nil && !(errors.As(err, &ee) && ee.code == exitIncomplete)) {
+		return err
+	}
+	if herr := runHidden(rs.sd.ctx, cfg, rs.notes(), rs.stderr); herr != nil {
+		if err == nil {
+			return herr
+		}
+		fmt.Fprintf(rs.stderr, "%v\n", herr)
+	}
+	return err
 }
 
 // runSession is one `synthgen run` once its configuration is read: where

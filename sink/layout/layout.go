@@ -36,6 +36,14 @@ const (
 // HiddenSuffix ends the name of every hidden-state file.
 const HiddenSuffix = ".safetensors"
 
+// Inside DIR/hidden, beside the files: the log of those kept (one JSON
+// line each, appended once a file is checked and in place) and the units
+// the last pass could not get.
+const (
+	HiddenLogName    = "kept.jsonl"
+	HiddenFailedName = "failed.jsonl"
+)
+
 // Dir is an output directory's path. Its methods give the path of each
 // file or folder in it.
 type Dir string
@@ -87,6 +95,10 @@ func (d Dir) PartLog(run int) string { return d.Join(PartLogName(run)) }
 // Hidden is DIR/hidden, the hidden-state files kept for records.
 func (d Dir) Hidden() string { return d.Join(HiddenName) }
 
+// HiddenLog is DIR/hidden/kept.jsonl; HiddenFailed DIR/hidden/failed.jsonl.
+func (d Dir) HiddenLog() string    { return d.Join(HiddenName, HiddenLogName) }
+func (d Dir) HiddenFailed() string { return d.Join(HiddenName, HiddenFailedName) }
+
 // HiddenFile is the hidden-state file of one turn (or generation) of the
 // record with key (id, sample): DIR/hidden/HiddenFileName(id, sample, turn).
 func (d Dir) HiddenFile(id string, sample, turn int) string {
@@ -110,7 +122,8 @@ func IsPartLog(name string) bool { return partLogPattern.MatchString(name) }
 const maxIDName = 160
 
 // HiddenFileName names the hidden-state file of one turn of a record:
-// ID.SAMPLE.TURN.safetensors, ID escaped so that any id is one file name
+// ID.SAMPLE.TURN.safetensors (ID.SAMPLE.safetensors for turn < 0, the
+// whole generation), ID escaped so that any id is one file name
 // in DIR/hidden (no "/", no leading ".", only [A-Za-z0-9_-] and %XX) and
 // two ids never share one (the empty id is "~"). An id whose escape passes maxIDName bytes is
 // cut there and ends in "~" and its FNV-1a hash, which keeps it unique in
@@ -122,6 +135,9 @@ func HiddenFileName(id string, sample, turn int) string {
 		esc = "~" // not a dot file; no escape is "~" alone
 	case len(esc) > maxIDName:
 		esc = esc[:maxIDName] + "~" + strconv.FormatUint(fnv64(id), 16)
+	}
+	if turn < 0 { // the whole generation, no turn of its own
+		return esc + "." + strconv.Itoa(sample) + HiddenSuffix
 	}
 	return esc + "." + strconv.Itoa(sample) + "." + strconv.Itoa(turn) + HiddenSuffix
 }

@@ -1,0 +1,299 @@
+package hidden
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
+
+	"github.com/synthgen/synthgen/internal/durable"
+	"github.com/synthgen/synthgen/sink"
+	"github.com/synthgen/synthgen/sink/layout"
+)
+
+// FailedName is the file inside DirName listing the units whose files
+// failed their checks or requests after every attempt, rewritten whole at
+// the end of a pass; a later pass asks them again.
+const FailedName = layout.HiddenFailedName
+
+// Failure is a unit given up on, and why.
+type Failure struct {
+	ID     string `json:"id"`
+	Sample int    `json:"sample"`
+	Turn   int    `json:"turn"`
+	Cause  string `json:"cause"`
+}
+
+// Result is what a pass did.
+type Result struct {
+	Units     int   // units with token ids in the records
+	Kept      int   // kept by this pass
+	Skipped   int   // kept before it
+	Projected int64 // bytes the units not yet kept will take
+	Bytes     int64 // bytes of every kept file after the pass
+	Failed    []Failure
+}
+
+// Recover makes outDir's hidden folder hold only kept files: a file moved
+// in whose mark never became durable (a kill between the two), and a copy's
+// temporary, are removed. It returns the open log.
+func Recover(outDir string) (*Log, error) {
+	dir := filepath.Join(outDir, DirName)
+	if err := durable.MkdirAll(dir); err != nil {
+		return nil, fmt.Errorf("hidden states: %w", err)
+	}
+	log, err := OpenLog(dir)
+	if err != nil {
+		return nil, err
+	}
+	kept := log.Files()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		log.Close()
+		return nil, fmt.Errorf("hidden states: %w", err)
+	}
+	removed := false
+	for _, e := range entries {
+		n := e.Name()
+		if n == LogName || n == FailedName {
+			continue
+		}
+		if _, ok := kept[n]; ok {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			log.Close()
+			return nil, fmt.Errorf("hidden states: remove unkept %s: %w", n, err)
+		}
+		removed = true
+	}
+	if removed {
+		if err := durable.SyncDir(dir); err != nil {
+			log.Close()
+			return nil, err
+		}
+	}
+	return log, nil
+}
+
+// Units reads every record of outDir's final data parts and lists their
+// units in key order.
+func Units(outDir string) ([]Unit, error) {
+	dataDir := filepath.Join(outDir, "data")
+	entries, err := os.ReadDir(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("hidden states: %w", err)
+	}
+	var us []Unit
+	for _, e := range entries {
+		p, ok := sink.ParsePart(e.Name())
+		if !ok || p.Suffix != "" {
+			continue
+		}
+		path := filepath.Join(dataDir, e.Name())
+		err := sink.ForEachRecord(path, func(rec *sink.Record, _ sink.Span) error {
+			us = append(us, UnitsOf(rec)...)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("hidden states: %w", err)
+		}
+	}
+	sort.SliceStable(us, func(i, j int) bool {
+		if c := sink.CompareKeys(us[i].Key, us[j].Key); c != 0 {
+			return c < 0
+		}
+		return us[i].Turn < us[j].Turn
+	})
+	return us, nil
+}
+
+// Project is the bytes the units not kept in log will take.
+func Project(us []Unit, log *Log, layers, hidden int) int64 {
+	var n int64
+	for _, u := range us {
+		if !log.Has(u) {
+			n += int64(len(u.IDs)) * BytesPerToken(layers, hidden)
+		}
+	}
+	return n
+}
+
+// Free is the space left to an unprivileged writer on dir's filesystem.
+func Free(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// Hooks are told what a pass does as it goes; a nil one is not called.
+type Hooks struct {
+	// Start is told the units and the projection once the space is checked,
+	// before the first request.
+	Start func(Result)
+	// Kept is told every file kept, from the pass's workers (not at once).
+	Kept func(Entry)
+}
+
+// Run is the pass over outDir's records: recover, project and refuse when
+// the disk cannot hold the projection, extract every unit not kept, write
+// the failures, sweep the server's leftovers. A full disk stops it with
+// nothing half-kept; the error wraps ENOSPC.
+func Run(ctx context.Context, outDir string, cfg Config, hooks Hooks) (Result, error) {
+	if err := cfg.Check(); err != nil {
+		return Result{}, err
+	}
+	cfg = cfg.withDefaults()
+	// Files in the server's directory finished before now are no unit's
+	// of this pass; the sweep at the end removes only those and its own.
+	started := time.Now()
+	log, err := Recover(outDir)
+	if err != nil {
+		return Result{}, err
+	}
+	defer log.Close()
+	us, err := Units(outDir)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Units: len(us), Projected: Project(us, log, cfg.Layers, cfg.HiddenSize)}
+	free, err := Free(filepath.Join(outDir, DirName))
+	if err != nil {
+		return res, err
+	}
+	if res.Projected > free {
+		return res, fmt.Errorf("hidden states: %d bytes projected for %d units, %d free under %s", res.Projected, len(us), free, outDir)
+	}
+	for _, u := range us {
+		if log.Has(u) {
+			res.Skipped++
+		}
+	}
+	if hooks.Start != nil {
+		hooks.Start(res)
+	}
+	x := NewExtractor(cfg, outDir, log)
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(cfg.Workers)
+	for _, u := range us {
+		if log.Has(u) {
+			continue
+		}
+		g.Go(func() error {
+			e, err := x.Extract(gctx, u)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				res.Kept++
+				if hooks.Kept != nil {
+					hooks.Kept(e)
+				}
+			case gctx.Err() != nil, errors.Is(err, syscall.ENOSPC):
+				return err
+			default:
+				res.Failed = append(res.Failed, Failure{ID: u.Key.ID, Sample: u.Key.Sample, Turn: u.Turn, Cause: err.Error()})
+			}
+			return nil
+		})
+	}
+	err = g.Wait()
+	res.Bytes = log.Bytes()
+	if werr := writeFailed(outDir, res.Failed); err == nil {
+		err = werr
+	}
+	if err != nil {
+		return res, fmt.Errorf("hidden states: %w", err)
+	}
+	return res, Sweep(cfg.Dir, started)
+}
+
+func writeFailed(outDir string, fails []Failure) error {
+	sort.Slice(fails, func(i, j int) bool {
+		a, b := fails[i], fails[j]
+		if c := sink.CompareKeys(sink.Key{ID: a.ID, Sample: a.Sample}, sink.Key{ID: b.ID, Sample: b.Sample}); c != 0 {
+			return c < 0
+		}
+		return a.Turn < b.Turn
+	})
+	var b strings.Builder
+	for _, f := range fails {
+		line, err := json.Marshal(f)
+		if err != nil {
+			return err
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return durable.WriteFile(filepath.Join(outDir, DirName, FailedName), []byte(b.String()), 0o644)
+}
+
+// Sweep removes from the server's directory every file last written before
+// cutoff whose lock is free, and its lock: the files of generation requests
+// (which the connector writes too) and of passes killed before the move.
+// This pass's own bad files are removed as they are found. A file still
+// locked is being written, and one written after cutoff may be another
+// shard's pass's (several shards can share one server): both are left.
+func Sweep(dir string, cutoff time.Time) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("sweep %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if !strings.HasSuffix(n, ".safetensors") {
+			continue
+		}
+		path := filepath.Join(dir, n)
+		info, err := e.Info()
+		if err != nil || !info.ModTime().Before(cutoff) || held(path+".lock") {
+			continue
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("sweep: %w", err)
+		}
+		_ = os.Remove(path + ".lock")
+	}
+	// Locks whose file is gone (moved or removed) are left by the server.
+	entries, err = os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("sweep %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasSuffix(n, ".safetensors.lock") && !held(filepath.Join(dir, n)) {
+			if _, err := os.Stat(filepath.Join(dir, strings.TrimSuffix(n, ".lock"))); errors.Is(err, fs.ErrNotExist) {
+				_ = os.Remove(filepath.Join(dir, n))
+			}
+		}
+	}
+	return nil
+}
+
+// held reports whether another process (or descriptor) holds lock.
+func held(lock string) bool {
+	f, err := os.Open(lock)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		return true
+	}
+	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return false
+}
