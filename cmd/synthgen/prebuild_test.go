@@ -95,8 +95,26 @@ func goBuild(dir string, env []string, args ...string) (string, error) {
 
 // e2eBinary is the binary the end-to-end tests run, built without -race
 // (the race detector instruments this test process, which hosts the mock,
-// not the program under test).
-var e2eBinary = &prebuilt{build: func(dir string) (string, error) { return goBuild(dir, nil) }}
+// not the program under test), in the Dockerfile's configuration
+// (shareBuildConfig): what the image ships is what the tests run.
+var e2eBinary = &prebuilt{build: func(dir string) (string, error) {
+	return goBuild(dir, shareBuildEnv, shareBuildFlags...)
+}}
+
+// shareBuildEnv and shareBuildFlags are the Dockerfile's build
+// configuration without its -ldflags (TestDockerfileBuildsStatic holds
+// the Dockerfile to both). Every go build of the tests
+// uses it (the README's and a plain build's add it to theirs) so that the
+// packages are compiled once without -race and every other build only
+// links: a build with cgo or without -trimpath compiles every package
+// again, and a build in another directory (TestPlainGoBuildNamesItsCommit)
+// did so on every run, warm cache or not, because without -trimpath the
+// directory is part of each package's cache key. Neither setting bears on
+// what those tests check (the version stamped into the binary).
+var (
+	shareBuildEnv   = []string{"CGO_ENABLED=0"}
+	shareBuildFlags = []string{"-trimpath"}
+)
 
 // dockerVersion is the VERSION the Dockerfile's build is given.
 const dockerVersion = "v9.9.9-dockerfile"

@@ -140,11 +140,13 @@ func TestPlainGoBuildNamesItsCommit(t *testing.T) {
 	build := func(extra ...string) string {
 		t.Helper()
 		bin := filepath.Join(t.TempDir(), "synthgen")
-		cmd := exec.Command(gobin, append(append([]string{"build"}, extra...), "-o", bin, "./cmd/synthgen")...)
+		cmd := exec.Command(gobin, append(append(append([]string{"build"}, shareBuildFlags...), extra...), "-o", bin, "./cmd/synthgen")...)
 		cmd.Dir = repo
 		// A GOFLAGS=-buildvcs=false in the environment would be the
-		// person's choice, not what a plain build does.
-		cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=auto")
+		// person's choice, not what a plain build does. The tests' shared
+		// configuration (prebuild_test.go) stamps the same version and
+		// spares compiling every package of the copy again.
+		cmd.Env = append(append(os.Environ(), shareBuildEnv...), "GOFLAGS=-buildvcs=auto")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go build %v: %v\n%s", extra, err, out)
 		}
