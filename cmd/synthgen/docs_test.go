@@ -207,6 +207,7 @@ func TestDocsStayShort(t *testing.T) {
 var foreignFlags = map[string]bool{
 	"reasoning-parser": true, "grammar-backend": true, // vLLM, SGLang
 	"speculative-config": true, "kv-transfer-config": true, // vLLM's hidden-state extraction
+	"gpu-memory-utilization": true, "enable-prefix-caching": true, "disable-radix-cache": true, // the prefix cache
 	"array": true, "signal": true, "requeue": true, // sbatch
 	"expect-reasoning": true, "strict-think-markers": true, // validate_regenerated_data.py
 }
