@@ -19,7 +19,7 @@ import (
 )
 
 // Outputs reads synthgen output directories. outdir.Reader (package
-// dataset/outdir) is the one; generator and generator/job set it in
+// dataset/outdir) is the one; generator and job set it in
 // Options.Outputs.
 type Outputs interface {
 	// Manifest is the name of the file that makes a directory an output

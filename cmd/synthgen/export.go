@@ -2,8 +2,8 @@ package main
 
 // synthgen export DIR... --format F --out PATH: the records of output
 // directories as one training file. The directories are judged as inspect
-// judges them (package generator/judge) and refused when invalid; the export,
-// and what it may overwrite, is internal/export's. This file holds the
+// judges them (package job/judge) and refused when invalid; the export,
+// and what it may overwrite, is package export's. This file holds the
 // flags, the refusal and the summary.
 
 import (

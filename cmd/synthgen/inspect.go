@@ -2,7 +2,7 @@ package main
 
 // synthgen inspect DIR...: an audit of output directories for a person
 // (or, with --json, a script). The audit, the verdict and its text are
-// package generator/judge's; this file holds the flags and the exit codes.
+// package job/judge's; this file holds the flags and the exit codes.
 // Several directories (one per --shard i/n) are also read as one dataset:
 // a "combined" section adds them up, and a key in two of them is a
 // duplicate. The exit code is 1 when anything is invalid.

@@ -1,7 +1,7 @@
 package main
 
 // synthgen view DIR...: a local web page that plots a run and browses its
-// answers (internal/view), or with --html one self-contained file of it.
+// answers (ui/view), or with --html one self-contained file of it.
 // This file holds the flags, the address policy (loopback unless --public,
 // and then a token) and the serving loop.
 

@@ -1,7 +1,7 @@
 // Package judge is what inspect and export judge of output directories:
 // each one's audit (package sink/audit), all of them as one dataset, each
 // counted against its job's selection of the dataset (package
-// generator/plan), and the verdict: invalid, incomplete, done, or unknown.
+// job/plan), and the verdict: invalid, incomplete, done, or unknown.
 // A directory can be sound (no duplicate, every part reads) and still hold
 // part of its job: a script doing `inspect && export` after a crash must
 // not ship a partial training file, so both judge the job, not only the

@@ -1,6 +1,6 @@
 // Package schemagen draws JSON values valid for a JSON Schema, as a server
 // with structured outputs writes them, and spoils them on purpose: the
-// mock's answers in the shape a request asks (internal/mockserver's
+// mock's answers in the shape a request asks (mockserver's
 // schema.go). Every draw comes from the caller's rand, so a value is a
 // pure function of its seed.
 package schemagen
