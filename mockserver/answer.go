@@ -4,28 +4,11 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+
+	"github.com/synthgen/synthgen/mockserver/tokenids"
 )
 
-// vocabulary is the mock's tokenizer: every generated token is one of these
-// word pieces. A few need JSON escaping (newline, tab, quote, backslash, <, &)
-// or are multi-byte UTF-8, so clients' decoders are exercised on them.
-var vocabulary = [...]string{
-	" the", " a", " of", " to", " and", " in", " is", " that", " for", " it",
-	" we", " be", " as", " on", " with", " this", " by", " are", " or", " not",
-	" so", " if", " then", " which", " can", " from", " at", " an", " but", " all",
-	" model", " answer", " question", " step", " first", " next", " value", " number", " sum", " equal",
-	" let", " me", " think", " check", " again", " wait", " okay", " right", " yes", " no",
-	" compute", " result", " case", " example", " because", " therefore", " each", " two", " three", " one",
-	" data", " set", " list", " function", " return", " true", " false", " input", " output", " test",
-	" x", " y", " n", " k", " i", " =", " +", " -", " *", " /",
-	"ing", "ed", "s", "ly", "er", "tion", "al", "ive", "ment", "ness",
-	",", ".", ":", ";", "?", "!", "(", ")", " 0", " 1",
-	" 2", " 3", " 42", " 100", " π", " café", " naïve", " ≤", " →", " ✓",
-	"\n", "\n\n", "\t", " \"", "\"", " '", " \\", " <b>", " &", " `code`",
-	" so", " the", " we", " is", " of", " a", " to", " and",
-}
-
-// tokens holds each vocabulary piece JSON-encoded, in the shapes the
+// tokens holds each vocabulary piece (tokenids.Vocabulary) JSON-encoded, in the shapes the
 // handlers splice into responses, so no response is built with json.Marshal.
 type tokens struct {
 	escaped [][]byte // the JSON string's inside, without quotes: for plain answers
@@ -59,7 +42,7 @@ func unquoted(s string) []byte {
 
 func newTokens(reasoningField string) *tokens {
 	t := &tokens{}
-	for _, piece := range vocabulary {
+	for _, piece := range tokenids.Vocabulary {
 		q, err := json.Marshal(piece)
 		if err != nil {
 			panic(err) // a string always marshals
@@ -146,5 +129,5 @@ func newPlan(seed int64, hash uint64, meanTokens, limit int) plan {
 
 // next returns the index of the next token piece.
 func (p *plan) next() int {
-	return int(p.rng.Uint64() % uint64(len(vocabulary)))
+	return int(p.rng.Uint64() % uint64(len(tokenids.Vocabulary)))
 }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/synthgen/synthgen/mockserver/tokenids"
 )
 
 // maxBodyBytes bounds a request body: the longest real prompts are far below.
@@ -86,7 +88,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	s.promptTokens.Add(int64(prompt))
 	s.prefix.lookup(req.Messages)
 	g.start = time.Now()
-	g.toks = s.newTokenReply(&req)
+	g.toks = tokenids.NewReply(&req.Fields, s.opts.IgnoreTokenIDs, req.promptHash(), req.contents())
 	if t := req.toolReply(); t != nil {
 		if !g.tools(t, prompt, req.Stream, req.includeUsage()) {
 			s.abort(w, g.done)
@@ -185,9 +187,9 @@ type generation struct {
 	running bool
 	stallAt int // the token before which the answer stalls; -1: never
 	fault   string
-	faultAt int         // the token before which a mid-answer fault strikes; -1: never
-	faulted bool        // the answer ended in its fault
-	toks    *tokenReply // the token ids and logprobs asked for (tokenids.go); nil: none
+	faultAt int             // the token before which a mid-answer fault strikes; -1: never
+	faulted bool            // the answer ended in its fault
+	toks    *tokenids.Reply // the token ids and logprobs asked for; nil: none
 }
 
 // strike ends the answer with its mid-answer fault (what was gathered
@@ -334,7 +336,7 @@ func (g *generation) stream(p *plan, prompt int, usage bool) bool {
 			g.buf = append(g.buf, head...)
 			g.buf = append(g.buf, roleDelta...)
 			if g.toks != nil {
-				g.buf = g.toks.appendRoleTail(g.buf)
+				g.buf = g.toks.AppendRoleTail(g.buf)
 			} else {
 				g.buf = append(g.buf, tailNone...)
 			}
@@ -358,7 +360,7 @@ func (g *generation) stream(p *plan, prompt int, usage bool) bool {
 		}
 		switch length := i == p.total-1 && p.finish == "length"; {
 		case g.toks != nil:
-			g.buf = g.toks.appendTokenTail(g.buf, i, t, length)
+			g.buf = g.toks.AppendTokenTail(g.buf, i, t, length)
 		case length:
 			g.buf = append(g.buf, tailLength...)
 		default:
@@ -434,7 +436,7 @@ func (g *generation) plain(p *plan, prompt int) bool {
 		} else {
 			g.buf = append(g.buf, s.tok.escaped[t]...)
 		}
-		g.toks.note(t)
+		g.toks.Note(t)
 		g.pending++
 	}
 	if p.reasoning == p.total && field != FieldNone { // no content token was generated
@@ -444,15 +446,15 @@ func (g *generation) plain(p *plan, prompt int) bool {
 		return g.strike(false)
 	}
 	g.buf = append(g.buf, `","tool_calls":[]},"logprobs":`...)
-	g.buf = g.toks.appendLogprobs(g.buf, 0, g.toks.pieces()...)
+	g.buf = g.toks.AppendChoiceLogprobs(g.buf)
 	g.buf = append(g.buf, `,"finish_reason":"`...)
 	g.buf = append(g.buf, p.finish...)
 	g.buf = append(g.buf, `","stop_reason":null`...)
-	g.buf = g.toks.appendChoiceIDs(g.buf)
+	g.buf = g.toks.AppendChoiceIDs(g.buf)
 	g.buf = append(g.buf, `}],"usage":`...)
 	g.buf = appendUsage(g.buf, prompt, p.total, true, g.s.cached(prompt))
 	g.buf = append(g.buf, `,"prompt_logprobs":null`...)
-	g.buf = g.toks.appendPromptIDs(g.buf)
+	g.buf = g.toks.AppendPromptIDs(g.buf)
 	g.buf = append(g.buf, '}')
 	g.finish(p.finish)
 

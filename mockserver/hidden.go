@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/synthgen/synthgen/mockserver/hiddenstates"
+	"github.com/synthgen/synthgen/mockserver/tokenids"
 )
 
 // withHiddenStates mounts the extraction endpoint when Options.HiddenStates
@@ -15,7 +16,7 @@ func (s *Server) withHiddenStates(chat http.Handler) http.Handler {
 	}
 	s.hidden = hiddenstates.New(s.opts.HiddenStates)
 	s.mux.Handle("POST /v1/completions", s.hidden)
-	return s.hidden.Chat(chat, PromptTokenIDs)
+	return s.hidden.Chat(chat, tokenids.Prompt)
 }
 
 // HiddenStates is the extraction server, nil without Options.HiddenStates.Dir.

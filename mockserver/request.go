@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"strconv"
+
+	"github.com/synthgen/synthgen/mockserver/tokenids"
 )
 
 // chatRequest is the part of an OpenAI chat completion request the mock
@@ -27,7 +30,7 @@ type chatRequest struct {
 	GuidedJSON        json.RawMessage `json:"guided_json"`
 	StructuredOutputs json.RawMessage `json:"structured_outputs"`
 	toolFields                        // tools.go
-	tokenFields                       // return_token_ids, logprobs (tokenids.go)
+	tokenids.Fields                   // return_token_ids, logprobs
 }
 
 type streamOptions struct {
@@ -118,7 +121,7 @@ func parseRequest(body []byte) (chatRequest, error) {
 	if req.Temperature != nil && *req.Temperature < 0 {
 		return req, fmt.Errorf("temperature: must be non-negative, got %s", strconv.FormatFloat(*req.Temperature, 'g', -1, 64))
 	}
-	if err := req.tokenFields.check(); err != nil {
+	if err := req.Fields.Check(); err != nil {
 		return req, err
 	}
 	return req, nil
@@ -168,6 +171,17 @@ func fnvString(h uint64, s string) uint64 {
 	}
 	h *= fnvPrime // the zero separator: h ^= 0 is a no-op
 	return h
+}
+
+// contents are the messages' texts, in order.
+func (r *chatRequest) contents() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for _, m := range r.Messages {
+			if !yield(string(m.Content)) {
+				return
+			}
+		}
+	}
 }
 
 // promptTokens approximates the prompt's length in tokens by its words.

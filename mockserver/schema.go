@@ -24,6 +24,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/synthgen/synthgen/mockserver/schemagen"
+	"github.com/synthgen/synthgen/mockserver/tokenids"
 )
 
 // invalidJSONSalt keeps RateInvalidJSON's draw apart from the others'.
@@ -123,7 +124,7 @@ func (p *plan) piece(i int) (int, bool) {
 // past the JSON are word pieces.
 func (s *Server) shapeAnswer(p *plan, sh *answerShape, hash, id uint64, limit int) {
 	rng := rand.New(rand.NewPCG(uint64(s.opts.Seed)^0x6a736f6e, hash))
-	g := schemagen.New(rng, sh.root, vocabulary[:])
+	g := schemagen.New(rng, sh.root, tokenids.Vocabulary[:])
 	var v any
 	if sh.object {
 		v = map[string]any{"answer": g.Words(1, 6), "value": rng.IntN(100)}

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/synthgen/synthgen/mockserver/tokenids"
 )
 
 // tokenAnswer is what an answer says of its tokens.
@@ -104,7 +106,7 @@ func spell(t *testing.T, what string, ids []int32) string {
 	t.Helper()
 	var b strings.Builder
 	for _, id := range ids {
-		p, ok := TokenPiece(id)
+		p, ok := tokenids.Text(id)
 		if !ok {
 			t.Fatalf("%s: id %d is none the mock generates", what, id)
 		}
@@ -181,7 +183,7 @@ func TestTokenIDs(t *testing.T) {
 				st := askTokens(t, ts.URL, body, true)
 				pl := askTokens(t, ts.URL, body, false)
 				again := askTokens(t, ts.URL, body, true)
-				wantPrompt := PromptTokenIDs("You are terse.", text)
+				wantPrompt := tokenids.Prompt("You are terse.", text)
 				for name, a := range map[string]tokenAnswer{"streamed": st, "plain": pl} {
 					if !slices.Equal(a.prompt, wantPrompt) || len(a.prompt) != a.promptN {
 						t.Errorf("%s: prompt ids %v (usage %d), want %v", name, a.prompt, a.promptN, wantPrompt)
@@ -229,7 +231,7 @@ func TestTokenLogprobs(t *testing.T) {
 				if len(names) != 5 {
 					t.Fatalf("token %d: %d alternatives, want 5", i, len(names))
 				}
-				piece, _ := TokenPiece(id)
+				piece, _ := tokenids.Text(id)
 				if want := map[bool]string{true: "token_id:" + strconv.Itoa(int(id)), false: piece}[byID]; names[0] != want {
 					t.Errorf("token %d: first alternative %q, want the token itself %q", i, names[0], want)
 				}
@@ -277,16 +279,11 @@ func TestTokenRequestRefusals(t *testing.T) {
 	}
 }
 
-func TestPromptTokenIDs(t *testing.T) {
-	if got := PromptTokenIDs("", " \n"); !slices.Equal(got, []int32{emptyPromptID}) {
-		t.Errorf("no words: %v", got)
-	}
-	a, b := PromptTokenIDs("two words"), PromptTokenIDs("two", "words")
-	if len(a) != 2 || !slices.Equal(a, b) || a[0] == a[1] {
-		t.Errorf("ids %v and %v: want one a word, by the word", a, b)
-	}
+// TestPromptIDsAsUsage: a prompt has as many ids as its usage counts
+// tokens.
+func TestPromptIDsAsUsage(t *testing.T) {
 	req := chatRequest{Messages: []chatMessage{{Role: "user", Content: "a b\tc\nd"}}}
-	if n := len(PromptTokenIDs("a b\tc\nd")); n != req.promptTokens() {
+	if n := len(tokenids.Prompt("a b\tc\nd")); n != req.promptTokens() {
 		t.Errorf("%d ids, usage counts %d", n, req.promptTokens())
 	}
 }

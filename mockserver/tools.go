@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/synthgen/synthgen/mockserver/schemagen"
+	"github.com/synthgen/synthgen/mockserver/tokenids"
 )
 
 // toolFields are the request's and messages' tool fields the mock reads.
@@ -130,7 +131,7 @@ func callFrame(name string) (head, tail string) {
 }
 
 // ToolCallText is the text the tokens of a call of name with arguments
-// spell (their ids are its bytes', see TokenPiece): after the answer's
+// spell (their ids are its bytes', see tokenids.Text): after the answer's
 // reasoning, a call answer's token_ids are exactly these.
 func ToolCallText(name, arguments string) string {
 	head, tail := callFrame(name)
@@ -145,8 +146,8 @@ type toolChunk struct {
 }
 
 // tools sends a tool answer, streamed or plain. Its tokens are its text's
-// bytes (textIDs): the reasoning's, then the call's (ToolCallText) or the
-// text's; usage counts them, and with return_token_ids (tokenids.go) the
+// bytes (tokenids.Bytes): the reasoning's, then the call's (ToolCallText) or the
+// text's; usage counts them, and with return_token_ids (tokenids) the
 // answer carries their ids and the prompt's, in vLLM's places. It carries
 // no logprobs.
 func (g *generation) tools(t *toolAnswer, prompt int, stream, usage bool) bool {
@@ -201,8 +202,8 @@ func (g *generation) toolsPlain(msg map[string]any, chunks []toolChunk, tail, fi
 	}
 	text.WriteString(tail)
 	choice := map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish, "stop_reason": nil}
-	if g.toks != nil && g.toks.ids {
-		choice["token_ids"] = textIDs(text.String())
+	if g.toks.IDs() {
+		choice["token_ids"] = tokenids.Bytes(text.String())
 	}
 	g.pending = int64(text.Len())
 	g.buf = g.appendEnvelope(g.buf, "chat.completion")
@@ -211,7 +212,7 @@ func (g *generation) toolsPlain(msg map[string]any, chunks []toolChunk, tail, fi
 	g.buf = append(g.buf, `,"usage":`...)
 	g.buf = appendUsage(g.buf, prompt, text.Len(), true, g.s.cached(prompt))
 	g.buf = append(g.buf, `,"prompt_logprobs":null`...)
-	g.buf = g.toks.appendPromptIDs(g.buf)
+	g.buf = g.toks.AppendPromptIDs(g.buf)
 	g.buf = append(g.buf, '}')
 	g.finish(finish)
 	g.w.Header().Set("Content-Type", "application/json")
@@ -227,7 +228,7 @@ func (g *generation) toolsStream(chunks []toolChunk, tail, finish string, prompt
 	g.buf = g.appendChunkHead(g.buf)
 	g.buf = append(g.buf, roleDelta...)
 	if g.toks != nil {
-		g.buf = g.toks.appendRoleTail(g.buf)
+		g.buf = g.toks.AppendRoleTail(g.buf)
 	} else {
 		g.buf = append(g.buf, tailNone...)
 	}
@@ -238,13 +239,13 @@ func (g *generation) toolsStream(chunks []toolChunk, tail, finish string, prompt
 		}
 		g.buf = g.appendChunkHead(g.buf)
 		g.buf = appendJSON(g.buf, c.delta)
-		g.buf = g.toks.appendIDsTail(g.buf, "", textIDs(c.text))
+		g.buf = g.toks.AppendIDsTail(g.buf, "", tokenids.Bytes(c.text))
 		g.pending += int64(len(c.text))
 		completion += len(c.text)
 	}
 	g.buf = g.appendChunkHead(g.buf)
 	g.buf = append(g.buf, emptyDelta...)
-	g.buf = g.toks.appendIDsTail(g.buf, finish, textIDs(tail))
+	g.buf = g.toks.AppendIDsTail(g.buf, finish, tokenids.Bytes(tail))
 	g.pending += int64(len(tail))
 	if usage {
 		g.buf = append(g.buf, "data: "...)

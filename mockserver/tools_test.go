@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/synthgen/synthgen/mockserver/tokenids"
 )
 
 // toolBody offers a tool whose call's arguments are {"city":
@@ -46,9 +48,9 @@ func TestToolAnswerTokenIDs(t *testing.T) {
 				_, ts := start(t, Options{Seed: 3, ReasoningField: field})
 				_, ignoring := start(t, Options{Seed: 3, ReasoningField: field, IgnoreTokenIDs: true})
 				body := toolBody(c.after)
-				wantPrompt := PromptTokenIDs("weather in Paris?")
+				wantPrompt := tokenids.Prompt("weather in Paris?")
 				if c.after != "" {
-					wantPrompt = PromptTokenIDs("weather in Paris?", "", c.after)
+					wantPrompt = tokenids.Prompt("weather in Paris?", "", c.after)
 				}
 				var got [][]int32
 				for _, streamed := range []bool{true, false} {

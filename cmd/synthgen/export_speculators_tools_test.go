@@ -11,6 +11,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/synthgen/synthgen/mockserver"
+	"github.com/synthgen/synthgen/mockserver/tokenids"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -96,7 +97,7 @@ func checkToolRow(t *testing.T, what string, row specRow, recs map[string]sink.R
 	if !slices.Equal(row.InputIDs, append(slices.Clone(tn.PromptTokenIDs), tn.TokenIDs...)) {
 		t.Fatalf("%s: %s: input_ids are not generation %d's prompt ids then its ids", what, row.ID, k)
 	}
-	if !slices.Equal(tn.PromptTokenIDs, mockserver.PromptTokenIDs(sent...)) {
+	if !slices.Equal(tn.PromptTokenIDs, tokenids.Prompt(sent...)) {
 		t.Errorf("%s: %s: the input's prompt ids are not the mock's for the %d messages before the generation", what, row.ID, len(sent))
 	}
 	want := make([]int32, len(row.InputIDs))

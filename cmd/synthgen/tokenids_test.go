@@ -17,6 +17,7 @@ import (
 	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/mockserver"
+	"github.com/synthgen/synthgen/mockserver/tokenids"
 	"github.com/synthgen/synthgen/sink"
 )
 
@@ -36,7 +37,7 @@ func checkTokens(t testing.TB, what string, msgs []chat.Message, reasoning, cont
 	for _, m := range msgs {
 		contents = append(contents, m.Content)
 	}
-	if want := mockserver.PromptTokenIDs(contents...); !slices.Equal(prompt, want) {
+	if want := tokenids.Prompt(contents...); !slices.Equal(prompt, want) {
 		t.Errorf("%s: prompt ids %v, want the mock's for what was sent, %v", what, prompt, want)
 	}
 	spelled, ok := mockSpelling(ids)
@@ -77,7 +78,7 @@ func checkTokens(t testing.TB, what string, msgs []chat.Message, reasoning, cont
 func mockSpelling(ids []int32) (string, bool) {
 	var b strings.Builder
 	for _, id := range ids {
-		p, ok := mockserver.TokenPiece(id)
+		p, ok := tokenids.Text(id)
 		if !ok {
 			return "", false
 		}

@@ -3,11 +3,11 @@ package autoconc
 // The judged tests of concurrency: auto: the loop (Prepare, Step) scrapes
 // the /metrics of batch-model servers over HTTP and steers the limit a
 // client holds in them, on a clock the test advances. The servers
-// (mockserver.Held) run the mock's batch model stepped on that clock, so
-// their throughput is a function of the requests held, never of the CPU
-// this test gets: the same moves on any machine, loaded or not, in well
-// under a second. cmd/synthgen's auto tests check the same loop wired
-// into a real run.
+// (held.Server, mockserver/held) run the mock's batch model stepped on
+// that clock, so their throughput is a function of the requests held,
+// never of the CPU this test gets: the same moves on any machine, loaded
+// or not, in well under a second. cmd/synthgen's auto tests check the same
+// loop wired into a real run.
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/internal/promscrape"
-	"github.com/synthgen/synthgen/mockserver"
+	"github.com/synthgen/synthgen/mockserver/held"
 )
 
 // The knee model, as cmd/synthgen's kneeMock: prompts of kneePrompt
@@ -30,8 +30,8 @@ const (
 	kneeMaxTokens = 24
 )
 
-func kneeServer(knee, requests int) mockserver.HeldOptions {
-	return mockserver.HeldOptions{
+func kneeServer(knee, requests int) held.Options {
+	return held.Options{
 		Prompt: kneePrompt, MinTokens: 16, MaxTokens: kneeMaxTokens,
 		TokenDelay: 40 * time.Millisecond, BatchScale: 400,
 		KVBudget: knee * (kneePrompt + kneeMaxTokens), MaxRunning: 512,
@@ -54,7 +54,7 @@ type heldResult struct {
 	moves     []heldMove
 	limit     int   // the run's, at the end
 	endpoints []int // each endpoint's limit at the end (several endpoints)
-	counts    []mockserver.HeldCounts
+	counts    []held.Counts
 	took      time.Duration // on the test's clock
 	log       string
 }
@@ -77,15 +77,15 @@ func (r *recordingTarget) SetLimit(limit int, why string, at time.Time) int {
 // 500 ms (a run's with progress.interval 500ms), until all their requests
 // are answered. tokensAtEnd: the client counts an answer's tokens at its
 // end (a plain request), else as they stream.
-func runHeld(t *testing.T, ceiling int, tokensAtEnd bool, opts ...mockserver.HeldOptions) heldResult {
+func runHeld(t *testing.T, ceiling int, tokensAtEnd bool, opts ...held.Options) heldResult {
 	t.Helper()
 	const every = 500 * time.Millisecond
 	ctx := context.Background()
 	clock := time.Unix(1_700_000_000, 0)
-	servers := make([]*mockserver.Held, len(opts))
+	servers := make([]*held.Server, len(opts))
 	eps := make([]Endpoint, len(opts))
 	for i, o := range opts {
-		servers[i] = mockserver.NewHeld(o)
+		servers[i] = held.New(o)
 		ts := httptest.NewServer(servers[i])
 		t.Cleanup(ts.Close)
 		sc := promscrape.NewScraper(ts.URL+"/metrics", ts.Client())
@@ -142,8 +142,8 @@ func runHeld(t *testing.T, ceiling int, tokensAtEnd bool, opts ...mockserver.Hel
 		took: clock.Sub(tg.start), log: log.String()}
 }
 
-func counts(servers []*mockserver.Held) []mockserver.HeldCounts {
-	var c []mockserver.HeldCounts
+func counts(servers []*held.Server) []held.Counts {
+	var c []held.Counts
 	for _, s := range servers {
 		c = append(c, s.Counts())
 	}
@@ -152,8 +152,8 @@ func counts(servers []*mockserver.Held) []mockserver.HeldCounts {
 
 // runFixed holds limit requests in a server made from o until all are
 // answered.
-func runFixed(o mockserver.HeldOptions, limit int) mockserver.HeldCounts {
-	s := mockserver.NewHeld(o)
+func runFixed(o held.Options, limit int) held.Counts {
+	s := held.New(o)
 	for s.Counts().Answers < o.Requests {
 		s.Advance(limit, time.Second)
 	}

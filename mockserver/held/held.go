@@ -1,17 +1,20 @@
-package mockserver
-
-// Held is the batch model (batch.go) stepped on a clock its caller
-// advances, for tests of concurrency: auto that must not judge a knee by
-// the CPU they happen to get. Its throughput is a function of the requests
-// the client holds in it, and nothing else: each batch step every running
-// request makes one token and the step takes TokenDelay x (1 +
-// running/BatchScale) of the caller's time, under the same admission,
-// KV budget and recompute preemption as the HTTP server's batch model. The
-// same options give the same counts, on any machine.
+// Package held is the mock's batch model stepped on a clock its caller
+// advances, for tests of concurrency: auto that must not judge a knee by the
+// CPU they happen to get. It is apart from mockserver because it shares
+// nothing with the HTTP server but the model: no chat answers, no real
+// time, no faults.
+//
+// Its throughput is a function of the requests the client holds in it, and
+// nothing else: each batch step every running request makes one token and
+// the step takes TokenDelay x (1 + running/BatchScale) of the caller's
+// time, under the same admission, KV budget and recompute preemption as
+// the HTTP server's batch model (mockserver's batch.go). The same options
+// give the same counts, on any machine.
 //
 // It serves vLLM's /metrics over HTTP (the gauges and counters a
 // Controller reads), so a test scrapes it as a run does; the client's own
 // counts, which a run takes from its answers, are Counts.
+package held
 
 import (
 	"math/rand/v2"
@@ -24,8 +27,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// HeldOptions configure a Held; zero fields take the defaults.
-type HeldOptions struct {
+// Options configure a Server; zero fields take the defaults.
+type Options struct {
 	Prompt     int           // prompt tokens of every request: default 400
 	MinTokens  int           // shortest answer: default MaxTokens*2/3
 	MaxTokens  int           // longest answer: default 24
@@ -36,14 +39,14 @@ type HeldOptions struct {
 	Requests   int           // requests the client has to send; 0: no end
 	// CountTokensAtEnd: vllm:generation_tokens_total moves only when a
 	// request ends, and is absent before the first end (as
-	// Options.CountTokensAtEnd).
+	// mockserver's Options.CountTokensAtEnd).
 	CountTokensAtEnd bool
 	Seed             uint64 // the answers' lengths
 }
 
-// HeldCounts are what the client counted of a Held's answers, and what
+// Counts are what the client counted of a Server's answers, and what
 // the server did.
-type HeldCounts struct {
+type Counts struct {
 	Sent        int     // requests the client sent
 	InFlight    int     // sent and not answered
 	Answers     int     // answers ended
@@ -53,10 +56,10 @@ type HeldCounts struct {
 	Recomputed  int // tokens generated again after a preemption
 }
 
-// Held is a batch-model server on the caller's clock; safe for concurrent
-// use.
-type Held struct {
-	o        HeldOptions
+// Server is a batch-model server on the caller's clock; safe for
+// concurrent use.
+type Server struct {
+	o        Options
 	registry *prometheus.Registry
 
 	mu      sync.Mutex
@@ -65,11 +68,11 @@ type Held struct {
 	waiting []*heldSeq // FIFO; a preempted request goes to the front
 	used    int        // KV tokens held by the running requests
 	due     time.Duration
-	c       HeldCounts
+	c       Counts
 	serverT float64 // vllm:generation_tokens_total
 }
 
-// heldSeq is one request in a Held.
+// heldSeq is one request in a Server.
 type heldSeq struct {
 	length int // tokens of its answer
 	sent   int // tokens the client has
@@ -77,8 +80,8 @@ type heldSeq struct {
 	kv     int
 }
 
-// NewHeld returns a Held with nothing in flight.
-func NewHeld(o HeldOptions) *Held {
+// New returns a Server with nothing in flight.
+func New(o Options) *Server {
 	if o.Prompt <= 0 {
 		o.Prompt = 400
 	}
@@ -94,7 +97,7 @@ func NewHeld(o HeldOptions) *Held {
 	if o.BatchScale <= 0 {
 		o.BatchScale = 400
 	}
-	h := &Held{o: o, rng: rand.New(rand.NewPCG(o.Seed, 1))}
+	h := &Server{o: o, rng: rand.New(rand.NewPCG(o.Seed, 1))}
 	h.register()
 	return h
 }
@@ -103,7 +106,7 @@ func NewHeld(o HeldOptions) *Held {
 // holding up to hold requests in it: whenever fewer are in flight (and
 // Requests allows) it sends another at once, as a pool does; with more in
 // flight (the limit went down) it waits for answers.
-func (h *Held) Advance(hold int, d time.Duration) {
+func (h *Server) Advance(hold int, d time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	end := h.due + d
@@ -123,7 +126,7 @@ func (h *Held) Advance(hold int, d time.Duration) {
 }
 
 // fill sends requests up to hold in flight and admits who fits. h.mu is held.
-func (h *Held) fill(hold int) {
+func (h *Server) fill(hold int) {
 	for h.c.InFlight < hold && (h.o.Requests == 0 || h.c.Sent < h.o.Requests) {
 		n := h.o.MinTokens + h.rng.IntN(h.o.MaxTokens-h.o.MinTokens+1)
 		h.waiting = append(h.waiting, &heldSeq{length: n})
@@ -147,8 +150,8 @@ func (h *Held) fill(hold int) {
 
 // step is one batch step: every running request makes a token, in
 // admission order, the newest preempted while the cache is over budget
-// (as batch.grow). h.mu is held.
-func (h *Held) step() {
+// (as mockserver's batch.grow). h.mu is held.
+func (h *Server) step() {
 	for i := 0; i < len(h.running); i++ {
 		q := h.running[i]
 		q.kv++
@@ -191,14 +194,14 @@ func (h *Held) step() {
 }
 
 // Counts returns the client's counts and the server's.
-func (h *Held) Counts() HeldCounts {
+func (h *Server) Counts() Counts {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.c
 }
 
 // ServeHTTP serves /metrics in vLLM's text format.
-func (h *Held) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/metrics" {
 		http.NotFound(w, r)
 		return
@@ -207,7 +210,7 @@ func (h *Held) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // register exposes the gauges and counters under vLLM's names.
-func (h *Held) register() {
+func (h *Server) register() {
 	labels := prometheus.Labels{"model_name": "mock-model", "engine": "0"}
 	read := func(f func() float64) func() float64 {
 		return func() float64 {
@@ -237,11 +240,22 @@ func (h *Held) register() {
 	tokens := counter("vllm:generation_tokens_total", func() float64 { return h.serverT })
 	if h.o.CountTokensAtEnd {
 		// No counter before the first end, as llm-d-inference-sim.
-		tokens = &untilFirstEnd{Collector: tokens, ended: func() bool {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			return h.c.Answers > 0
-		}}
+		tokens = afterFirstEnd{tokens, h}
 	}
 	h.registry.MustRegister(tokens)
+}
+
+// afterFirstEnd collects its Collector once an answer of h has ended.
+type afterFirstEnd struct {
+	prometheus.Collector
+	h *Server
+}
+
+func (a afterFirstEnd) Collect(ch chan<- prometheus.Metric) {
+	a.h.mu.Lock()
+	ended := a.h.c.Answers > 0
+	a.h.mu.Unlock()
+	if ended {
+		a.Collector.Collect(ch)
+	}
 }

@@ -1,4 +1,4 @@
-package mockserver
+package held
 
 import (
 	"io"
@@ -10,15 +10,15 @@ import (
 
 // heldKnee is the batch model with its knee at 100 in flight: prompts of
 // 400 tokens, answers of at most 24, a KV budget of 100 x 424 tokens.
-func heldKnee() HeldOptions {
-	return HeldOptions{Prompt: 400, MinTokens: 16, MaxTokens: 24, TokenDelay: 40 * time.Millisecond,
+func heldKnee() Options {
+	return Options{Prompt: 400, MinTokens: 16, MaxTokens: 24, TokenDelay: 40 * time.Millisecond,
 		BatchScale: 400, KVBudget: 100 * 424, Seed: 1}
 }
 
 // heldRate is the tokens a second the client receives holding n requests
-// in a fresh Held, over 10 s after a 5 s warm-up.
-func heldRate(o HeldOptions, n int) (float64, HeldCounts) {
-	h := NewHeld(o)
+// in a fresh Server, over 10 s after a 5 s warm-up.
+func heldRate(o Options, n int) (float64, Counts) {
+	h := New(o)
 	h.Advance(n, 5*time.Second)
 	before := h.Counts()
 	h.Advance(n, 10*time.Second)
@@ -55,14 +55,14 @@ func TestHeldThroughputIsAFunctionOfTheRequestsHeld(t *testing.T) {
 	}
 }
 
-// TestHeldEndsAndServesMetrics: a Held with Requests ends once they are all
+// TestHeldEndsAndServesMetrics: a Server with Requests ends once they are all
 // answered, and serves vLLM's gauges and counters; counting tokens at the
 // end, it has no token counter before the first answer ends.
 func TestHeldEndsAndServesMetrics(t *testing.T) {
 	t.Parallel()
 	o := heldKnee()
 	o.Requests, o.CountTokensAtEnd = 50, true
-	h := NewHeld(o)
+	h := New(o)
 	ts := httptest.NewServer(h)
 	defer ts.Close()
 	scrape := func() string {
