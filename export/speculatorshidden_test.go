@@ -319,3 +319,36 @@ func TestSpeculatorsHiddenRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestSpeculatorsHiddenKilledLeftover: the temporary directory of an export
+// killed midway (links to kept files in it) is removed by the next export
+// of the same --out, which says so, and the kept files, whose links it
+// held, stay whole.
+func TestSpeculatorsHiddenKilledLeftover(t *testing.T) {
+	dir := hiddenDir(t)
+	parent := t.TempDir()
+	out := filepath.Join(parent, "spec")
+	left := filepath.Join(parent, ".spec"+tempTag+"12345.tmp")
+	if err := os.MkdirAll(filepath.Join(left, hsDirName), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	keptPath := filepath.Join(layout.Dir(dir).Hidden(), layout.HiddenFileName("a", 0, 0))
+	before, err := os.ReadFile(keptPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(keptPath, filepath.Join(left, hsDirName, hsName(0))); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	o := options(t, FormatSpeculatorsHidden, out, dir)
+	o.Log = &log
+	run(t, o)
+	if _, err := os.Lstat(left); !errors.Is(err, os.ErrNotExist) || !strings.Contains(log.String(), left) {
+		t.Errorf("leftover %s: %v; log %q", left, err, log.String())
+	}
+	after, err := os.ReadFile(keptPath)
+	if err != nil || !bytes.Equal(before, after) {
+		t.Errorf("kept file after the leftover was removed: %v, same bytes %v", err, bytes.Equal(before, after))
+	}
+}
