@@ -25,9 +25,14 @@ var dsFeatures = map[string]any{
 	"seq_len":   map[string]any{"dtype": "int64", "_type": "Value"},
 }
 
-// arrowBatchRows is the rows of one record batch: datasets' own writer
-// batches 1,000 rows, and a batch is held in memory until written.
-const arrowBatchRows = 1000
+// A record batch is held in memory until written: it closes at
+// arrowBatchRows rows (datasets' own writer batches 1,000) or, for long
+// rows (1,000 of 64K tokens would be 1 GB), at arrowBatchValues ids and
+// mask values (32 MB).
+var (
+	arrowBatchRows   = 1000
+	arrowBatchValues = 4 << 20
+)
 
 // arrowRows writes speculators rows as the Arrow IPC stream that
 // datasets' save_to_disk writes and load_from_disk memory-maps
@@ -39,6 +44,7 @@ type arrowRows struct {
 	w    *ipc.Writer
 	b    *array.RecordBuilder
 	rows int
+	vals int // input_ids and loss_mask values in the open batch
 	done bool
 }
 
@@ -81,7 +87,9 @@ func (a *arrowRows) add(row speculatorsRow) error {
 		}
 	}
 	a.b.Field(2).(*array.Int64Builder).Append(int64(len(row.InputIDs)))
-	if a.rows++; a.rows == arrowBatchRows {
+	a.rows++
+	a.vals += len(row.InputIDs) + len(row.LossMask)
+	if a.rows == arrowBatchRows || a.vals >= arrowBatchValues {
 		return a.flush()
 	}
 	return nil
@@ -93,7 +101,7 @@ func (a *arrowRows) flush() error {
 	}
 	rec := a.b.NewRecordBatch()
 	defer rec.Release()
-	a.rows = 0
+	a.rows, a.vals = 0, 0
 	if err := a.w.Write(rec); err != nil {
 		return fmt.Errorf("arrow: %w", err)
 	}

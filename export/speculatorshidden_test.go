@@ -352,3 +352,45 @@ func TestSpeculatorsHiddenKilledLeftover(t *testing.T) {
 		t.Errorf("kept file after the leftover was removed: %v, same bytes %v", err, bytes.Equal(before, after))
 	}
 }
+
+// TestSpeculatorsHiddenBatches: rows split over several record batches (by
+// rows, then by values) read back as the same rows.
+func TestSpeculatorsHiddenBatches(t *testing.T) {
+	dir := hiddenDir(t)
+	one := filepath.Join(t.TempDir(), "one")
+	run(t, options(t, FormatSpeculatorsHidden, one, dir))
+	wantIDs, wantMasks, wantLens := arrowRowsOf(t, one)
+	rows, vals := arrowBatchRows, arrowBatchValues
+	t.Cleanup(func() { arrowBatchRows, arrowBatchValues = rows, vals })
+	for _, bound := range [][2]int{{2, 1 << 20}, {1000, 12}} {
+		arrowBatchRows, arrowBatchValues = bound[0], bound[1]
+		out := filepath.Join(t.TempDir(), "many")
+		run(t, options(t, FormatSpeculatorsHidden, out, dir))
+		ids, masks, lens := arrowRowsOf(t, out)
+		if n := arrowBatches(t, out); n < 3 {
+			t.Errorf("batches of %v: %d record batches, want several", bound, n)
+		}
+		if !slices.EqualFunc(ids, wantIDs, slices.Equal) || !slices.EqualFunc(masks, wantMasks, slices.Equal) || !slices.Equal(lens, wantLens) {
+			t.Errorf("batches of %v: rows differ from one batch's", bound)
+		}
+	}
+}
+
+func arrowBatches(t *testing.T, out string) int {
+	t.Helper()
+	f, err := os.Open(filepath.Join(out, arrowName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := ipc.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	n := 0
+	for r.Next() {
+		n++
+	}
+	return n
+}
