@@ -60,6 +60,10 @@ type Options struct {
 	Job job.Job
 	// Version is the synthgen version that made the directories.
 	Version string
+
+	// hidden are the directories' kept hidden-state files (speculators-
+	// hidden only; run loads them).
+	hidden hiddenKept
 }
 
 // Filter names, in the order they are applied: a record is counted by the
@@ -74,6 +78,9 @@ const (
 	// FilterShareGPT (sharegpt only): a conversation LLaMA-Factory's
 	// ShareGPT reader skips or cannot render (tools.go).
 	FilterShareGPT = "sharegpt"
+	// FilterHiddenStates (speculators-hidden only): a turn with no kept
+	// hidden-state file, which the trainer could not train on.
+	FilterHiddenStates = "hidden_states"
 )
 
 // Filter is one filter and what it did.
@@ -115,6 +122,14 @@ type Summary struct {
 	// row and ended there (Record.Divergence).
 	ToolCalls int64 `json:"tool_calls"`
 	Diverged  int64 `json:"diverged"`
+
+	// HiddenLinked and HiddenCopied count the hidden-state files of a
+	// speculators-hidden export hard-linked and copied (across file
+	// systems) into hidden_states/; NoHidden names the first rows (at most
+	// maxNoHidden) the hidden_states filter dropped.
+	HiddenLinked int64    `json:"hidden_linked,omitempty"`
+	HiddenCopied int64    `json:"hidden_copied,omitempty"`
+	NoHidden     []string `json:"no_hidden_states,omitempty"`
 }
 
 // countTools adds an exported record's calls and divergence to s.
@@ -161,7 +176,16 @@ func (o *Options) Check() error {
 	if o.HF && o.Out == "-" {
 		return errors.New("--hf: --out must be a directory to create, not -")
 	}
+	if o.Format == FormatSpeculatorsHidden {
+		return o.checkSpeculatorsHidden()
+	}
 	return nil
+}
+
+// perTurn says whether the format writes a row per generation (the
+// speculators formats) rather than one per record.
+func (o *Options) perTurn() bool {
+	return o.Format == FormatSpeculators || o.Format == FormatSpeculatorsHidden
 }
 
 func (o *Options) parquet() bool { return !o.HF && strings.HasSuffix(o.Out, ".parquet") }
@@ -172,7 +196,7 @@ func (o *Options) filters() []Filter {
 		{Name: FilterEmpty, Rule: "no content (empty or whitespace only)", Active: true},
 		{Name: FilterThinkTags, Rule: "<think> or </think> in content: the server split no reasoning out", Active: !o.KeepThinkTags, Flag: "--keep-think-tags"},
 	}
-	if o.Format == FormatSpeculators {
+	if o.perTurn() {
 		fs[0].Rule = `finish_reason "length": a turn cut at max_tokens (its row is dropped, the conversation's other turns stay)`
 		fs[0].perTurn = true
 	}
@@ -183,6 +207,10 @@ func (o *Options) filters() []Filter {
 	if o.Format == FormatShareGPT {
 		fs = append(fs, Filter{Name: FilterShareGPT, Active: true,
 			Rule: "a row LLaMA-Factory's ShareGPT reader skips or cannot render: turns out of order, a call's arguments not a JSON object, text (or inline, </think> or <tool_call> in the reasoning) beside a call"})
+	}
+	if o.Format == FormatSpeculatorsHidden { // last: buildIndex counts it there
+		fs = append(fs, Filter{Name: FilterHiddenStates, Active: true, perTurn: true,
+			Rule: "a turn with no kept hidden-state file (no line in DIR/hidden/kept.jsonl: the pass was not run, has not reached it, or failed for it, see DIR/hidden/failed.jsonl)"})
 	}
 	return fs
 }
@@ -264,9 +292,15 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 // run is Run once its output is known to be safe to write and the
 // signals are watched.
 func (o Options) run(ctx context.Context) (*Summary, error) {
+	if o.Format == FormatSpeculatorsHidden {
+		var err error
+		if o.hidden, err = readHiddenKept(o.Dirs); err != nil {
+			return nil, err
+		}
+	}
 	tmpDir, spill := os.TempDir(), spillPattern("")
 	if o.Out != "-" {
-		if o.HF {
+		if o.HF || o.Format == FormatSpeculatorsHidden {
 			if err := durable.MkdirAll(filepath.Dir(o.Out)); err != nil {
 				return nil, err
 			}
@@ -305,6 +339,8 @@ func (o Options) run(ctx context.Context) (*Summary, error) {
 		err = write(ctx, o, x, sum, shape[batchLine]{record: batchOf, failure: batchErrorOf})
 	case FormatSpeculators:
 		err = write(ctx, o, x, sum, shape[speculatorsRow]{records: speculatorsOf(o.Job, o.KeepTruncated)})
+	case FormatSpeculatorsHidden:
+		err = writeSpeculatorsHidden(ctx, o, x, sum)
 	}
 	if err != nil {
 		return nil, err

@@ -16,10 +16,14 @@ const (
 	FormatMessages    = "messages"
 	FormatOpenAIBatch = "openai-batch"
 	FormatSpeculators = "speculators"
+	// FormatSpeculatorsHidden is speculators' offline training directory:
+	// the speculators rows as its trainer loads them, and each row's
+	// hidden states beside them (speculatorshidden.go).
+	FormatSpeculatorsHidden = "speculators-hidden"
 )
 
 // Formats lists the export formats.
-var Formats = []string{FormatSpecForge, FormatShareGPT, FormatMessages, FormatOpenAIBatch, FormatSpeculators}
+var Formats = []string{FormatSpecForge, FormatShareGPT, FormatMessages, FormatOpenAIBatch, FormatSpeculators, FormatSpeculatorsHidden}
 
 // specforgeRow is one line of SpecForge's conversation format as its
 // scripts/regenerate_train_data.py writes a regenerated row (with

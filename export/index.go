@@ -94,17 +94,22 @@ func buildIndex(ctx context.Context, o Options, tmpDir, spillPattern string) (*i
 				filters[i].Dropped++
 				return nil
 			}
-			var rows int64
-			if o.Format == FormatSpeculators {
+			var kept []sink.Turn
+			if o.perTurn() {
 				if why := speculatorsMissing(rec, o.Job.Sampling.ReturnTokenIDs); why != "" {
 					return errors.New(why)
 				}
-				kept, cut := speculatorsKept(rec, o.KeepTruncated)
+				var cut int
+				var noFile []int
+				kept, cut, noFile = speculatorsKept(rec, o.KeepTruncated, o.hidden.has(rec))
 				filters[0].Dropped += int64(cut) // filters[0] is truncated, per turn here
-				if kept == 0 {
+				if len(noFile) > 0 {
+					filters[len(filters)-1].Dropped += int64(len(noFile)) // the hidden_states filter is last
+					sum.noHidden(rec, o.Job.Samples() > 1, noFile)
+				}
+				if len(kept) == 0 {
 					return nil
 				}
-				rows = int64(kept)
 			}
 			e := entry{id: rec.ID, sample: int32(rec.Sample), src: src, off: at.Offset, n: int32(at.Len)}
 			if spill {
@@ -131,10 +136,10 @@ func buildIndex(ctx context.Context, o Options, tmpDir, spillPattern string) (*i
 				return err
 			}
 			sum.countTools(rec)
-			if o.Format == FormatSpeculators {
+			if o.perTurn() {
 				// A row is a turn: its tokens, finish reason and reasoning.
-				sum.Exported += rows
-				for _, t := range answersKept(rec, o.KeepTruncated) {
+				sum.Exported += int64(len(kept))
+				for _, t := range kept {
 					sum.PromptTokens += int64(t.PromptTokens)
 					sum.CompletionTokens += int64(t.CompletionTokens)
 					sum.FinishReasons[t.FinishReason]++

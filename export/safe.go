@@ -63,6 +63,9 @@ func (o *Options) checkOut() error {
 			return refuse("write the export outside it", "--out %s is inside %s, a directory being exported", out, d)
 		}
 	}
+	if o.Format == FormatSpeculatorsHidden {
+		return newDirOut(out)
+	}
 	st, err := os.Stat(out)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

@@ -39,6 +39,19 @@ type speculatorsRow struct {
 	LossMask      []int32         `json:"loss_mask" parquet:"loss_mask,list"`
 	Conversations []messageTurn   `json:"conversations" parquet:"conversations,list"`
 	Metadata      speculatorsMeta `json:"metadata" parquet:"metadata"`
+	// turn is the generation's turn as the hidden-state pass names it
+	// (hiddenTurn): no column, the key of its file for speculators-hidden.
+	turn int
+}
+
+// hiddenTurn is the turn number of answer k of rec as the hidden-state
+// pass (generator/hidden.UnitsOf) names its file: the index in
+// Record.Turns, -1 for a record of one answer.
+func hiddenTurn(rec *sink.Record, k int) int {
+	if len(rec.Turns) == 0 {
+		return -1
+	}
+	return k
 }
 
 // speculatorsMeta is the script's metadata: the generation's
@@ -84,22 +97,31 @@ func speculatorsMissing(rec *sink.Record, asked bool) string {
 	return ""
 }
 
-// speculatorsKept counts the turns of rec that become rows and those a
-// cut at max_tokens drops.
-func speculatorsKept(rec *sink.Record, keepTruncated bool) (kept, truncated int) {
-	kept = len(answersKept(rec, keepTruncated))
-	return kept, len(answers(rec)) - kept
-}
-
-// answersKept are the answers of rec that become speculators rows.
-func answersKept(rec *sink.Record, keepTruncated bool) []sink.Turn {
-	var out []sink.Turn
-	for _, a := range answers(rec) {
-		if a.FinishReason != "length" || keepTruncated {
-			out = append(out, a)
+// speculatorsKept returns the answers of rec that become rows, how many a
+// cut at max_tokens drops, and (has not nil: speculators-hidden) the
+// turns of those left that has says have no hidden-state file, which are
+// dropped too. has takes the pass's turn number (hiddenTurn).
+func speculatorsKept(rec *sink.Record, keepTruncated bool, has func(turn int) bool) (kept []sink.Turn, truncated int, noFile []int) {
+	for k, a := range answers(rec) {
+		switch {
+		case a.FinishReason == "length" && !keepTruncated:
+			truncated++
+		case has != nil && !has(hiddenTurn(rec, k)):
+			noFile = append(noFile, k)
+		default:
+			kept = append(kept, a)
 		}
 	}
-	return out
+	return kept, truncated, noFile
+}
+
+// speculatorsRowID names the row of answer k of rec: <id>_gen<k>, and
+// <id>_s<sample>_gen<k> when the job asked several samples.
+func speculatorsRowID(rec *sink.Record, several bool, k int) string {
+	if several {
+		return rec.ID + "_s" + strconv.Itoa(rec.Sample) + "_gen" + strconv.Itoa(k)
+	}
+	return rec.ID + "_gen" + strconv.Itoa(k)
 }
 
 // speculatorsOf is a record as its rows, one per generation kept.
@@ -118,10 +140,6 @@ func speculatorsOf(j job.Job, keepTruncated bool) func(rec *sink.Record, mode st
 			}
 		}
 		skip := len(ends) - len(turns)
-		prefix := rec.ID + "_gen"
-		if several {
-			prefix = rec.ID + "_s" + strconv.Itoa(rec.Sample) + "_gen"
-		}
 		rows := make([]speculatorsRow, 0, len(turns))
 		for k, t := range turns {
 			if t.FinishReason == "length" && !keepTruncated {
@@ -138,7 +156,8 @@ func speculatorsOf(j job.Job, keepTruncated bool) func(rec *sink.Record, mode st
 				upTo = ends[skip+k] + 1
 			}
 			rows = append(rows, speculatorsRow{
-				ID:            prefix + strconv.Itoa(k),
+				turn:          hiddenTurn(rec, k),
+				ID:            speculatorsRowID(rec, several, k),
 				PrimaryID:     rec.ID,
 				InputIDs:      ids,
 				LossMask:      mask,

@@ -41,10 +41,31 @@ func (s *Summary) WriteText(w io.Writer, ndirs int) {
 		fmt.Fprintf(w, "  tools    %s; %s left the row's conversation and end at the generation that left it\n",
 			human.Count(s.ToolCalls, "call", "calls"), human.Count(s.Diverged, "conversation", "conversations"))
 	}
+	if s.HiddenLinked > 0 || s.HiddenCopied > 0 {
+		fmt.Fprintf(w, "  hidden   %s hard-linked, %s copied (another file system) into hidden_states/\n",
+			human.Count(s.HiddenLinked, "file", "files"), human.Num(s.HiddenCopied))
+	}
+	if len(s.NoHidden) > 0 {
+		fmt.Fprintf(w, "  no file  rows without a kept hidden-state file: %s", strings.Join(s.NoHidden, ", "))
+		if n := s.dropped(FilterHiddenStates); n > int64(len(s.NoHidden)) {
+			fmt.Fprintf(w, " and %s more", human.Num(n-int64(len(s.NoHidden))))
+		}
+		fmt.Fprintln(w)
+	}
 	pm, cm := s.Mean()
 	fmt.Fprintf(w, "  tokens   prompt %s (mean %.0f), completion %s (mean %.0f, p50 %d, p90 %d)\n",
 		human.Num(s.PromptTokens), pm, human.Num(s.CompletionTokens), cm, s.CompletionP50, s.CompletionP90)
 	if len(s.Files) > 1 {
 		fmt.Fprintf(w, "  files    %s\n", strings.Join(s.Files, ", "))
 	}
+}
+
+// dropped is what the filter name dropped, 0 when it is not one of s's.
+func (s *Summary) dropped(name string) int64 {
+	for _, f := range s.Filters {
+		if f.Name == name {
+			return f.Dropped
+		}
+	}
+	return 0
 }

@@ -90,9 +90,10 @@ func (w *parquetWriter[T]) close() error {
 	return w.w.Close()
 }
 
-// write reads the entries in key order and writes them to the output.
-func write[T any](ctx context.Context, o Options, x *index, sum *Summary, sh shape[T]) error {
-	rows := func(yield func(T) error) error {
+// rowsOf reads the entries in key order and gives each row sh makes of
+// them to yield, stopping between records when ctx is done.
+func rowsOf[T any](ctx context.Context, o Options, x *index, sh shape[T]) func(yield func(T) error) error {
+	return func(yield func(T) error) error {
 		var rec sink.Record
 		var buf []byte
 		return x.each(func(i int, e entry) error {
@@ -119,6 +120,11 @@ func write[T any](ctx context.Context, o Options, x *index, sum *Summary, sh sha
 			return yield(sh.record(&rec, o.Reasoning))
 		})
 	}
+}
+
+// write reads the entries in key order and writes them to the output.
+func write[T any](ctx context.Context, o Options, x *index, sum *Summary, sh shape[T]) error {
+	rows := rowsOf(ctx, o, x, sh)
 	switch {
 	case o.HF:
 		return writeHF(ctx, o, sum, rows)

@@ -203,13 +203,14 @@ func TestDocsStayShort(t *testing.T) {
 }
 
 // foreignFlags are other programs' flags the pages name: vLLM's and SGLang's
-// server flags, Slurm's, SpecForge's validator's.
+// server flags, Slurm's, SpecForge's validator's, speculators' trainer's.
 var foreignFlags = map[string]bool{
 	"reasoning-parser": true, "grammar-backend": true, // vLLM, SGLang
 	"speculative-config": true, "kv-transfer-config": true, // vLLM's hidden-state extraction
 	"gpu-memory-utilization": true, "enable-prefix-caching": true, "disable-radix-cache": true, // the prefix cache
 	"array": true, "signal": true, "requeue": true, // sbatch
 	"expect-reasoning": true, "strict-think-markers": true, // validate_regenerated_data.py
+	"data-path": true, "d2t-path": true, "t2d-path": true, // speculators' scripts/train.py
 }
 
 // TestDocsFlagsExist: a flag the pages name (`--name` in backticks) is a flag

@@ -65,6 +65,16 @@ Formats (--format):
                 {finish_reason, is_tool_call, usage, sampling_params}}. Needs
                 a run with generation.return_token_ids: true; a cut turn's
                 row is dropped (truncated counts turns).
+  speculators-hidden
+                speculators' offline training directory (--out: a new
+                directory, its trainer's --data-path): the speculators rows
+                as datasets' save_to_disk writes them (data-00000-of-00001.arrow,
+                dataset_info.json, state.json: input_ids, loss_mask, seq_len)
+                and hidden_states/hs_<row>.safetensors, row i's kept file of
+                the hidden-state pass (DIR/hidden/), hard-linked (copied only
+                across file systems), its token_ids checked against the row.
+                A turn with no kept file is dropped (the hidden_states filter),
+                counted and named.
 
 Output (--out):
   a file        JSONL; Parquet when PATH ends in .parquet (not openai-batch)
@@ -86,6 +96,8 @@ Filters (what each dropped is printed on stderr and in the card):
                 out of the loader's order or a call's arguments not a JSON object
   sharegpt      (sharegpt only) turns out of LLaMA-Factory's order, a call's
                 arguments not a JSON object, or text beside a call
+  hidden_states (speculators-hidden only) a turn with no kept hidden-state
+                file (DIR/hidden/kept.jsonl); always on
   Requests that failed for good are never training rows (openai-batch can
   write them as error lines with --include-errors).
 

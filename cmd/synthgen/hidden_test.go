@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -236,5 +238,84 @@ func TestHiddenStatesAfterFailedKeys(t *testing.T) {
 	}
 	if kept := readKept(t, out); len(kept) != len(units) {
 		t.Errorf("%d files kept for %d records written", len(kept), len(units))
+	}
+}
+
+// TestExportSpeculatorsHidden: a run with the hidden-state pass against
+// the mock, then `export --format speculators-hidden`: one hs_<row> file
+// per record, each the kept file's bytes with the record's ids; an
+// existing --out is a usage error; a record whose kept file is gone is
+// named on stderr and counted, and an export left with no file at all
+// exits 1 with nothing written.
+func TestExportSpeculatorsHidden(t *testing.T) {
+	work := t.TempDir()
+	ds := writeShareGPT(t, work, 12)
+	out, hsDir := filepath.Join(work, "out"), filepath.Join(work, "hs")
+	if err := os.Mkdir(hsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := startMock(t, mockserver.Options{MeanTokens: 20, Seed: 7, HiddenStates: hiddenstates.Options{Dir: hsDir, Layers: 2, Hidden: 4}})
+	cliRun(t, "run", "--dataset.path", ds, "--endpoint.base_url", m.BaseURL, "--output.dir", out,
+		"--output.format", "jsonl", "--generation.return_token_ids", "--concurrency", "4",
+		"--hidden_states.enabled", "--hidden_states.dir", hsDir, "--hidden_states.layers", "2", "--hidden_states.hidden_size", "4").ok(t, "run")
+	kept := readKept(t, out)
+	if len(kept) != 12 {
+		t.Fatalf("%d files kept, want 12", len(kept))
+	}
+	spec := filepath.Join(work, "spec")
+	cliRun(t, "export", out, "--format", "speculators-hidden", "--out", spec).ok(t, "export")
+	units, err := hidden.Units(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The rows are in key order: the ids here are row numbers, decimal,
+	// which export orders as numbers; the units are in the parts' order.
+	slices.SortFunc(units, func(a, b hidden.Unit) int {
+		return cmp.Or(cmp.Compare(len(a.Key.ID), len(b.Key.ID)), cmp.Compare(a.Key.ID, b.Key.ID))
+	})
+	for i, u := range units {
+		checkHiddenFile(t, filepath.Join(spec, "hidden_states", fmt.Sprintf("hs_%d.safetensors", i)), u.IDs, 2, 4)
+	}
+	if r := cliRun(t, "export", out, "--format", "speculators-hidden", "--out", spec); exitCode(r.err) != exitUsage {
+		t.Errorf("export to an existing --out: exit %d (%v), want %d", exitCode(r.err), r.err, exitUsage)
+	}
+
+	// The first record's kept file and line gone: its row is named.
+	gone := units[0]
+	logPath := filepath.Join(out, hidden.DirName, hidden.LogName)
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	var rest []string
+	for _, l := range lines {
+		if !strings.Contains(l, `"file":"`+gone.FileName()+`"`) {
+			rest = append(rest, l)
+		}
+	}
+	if len(rest) != len(lines)-1 {
+		t.Fatalf("no kept line for %s", gone.FileName())
+	}
+	if err := os.WriteFile(logPath, []byte(strings.Join(rest, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(out, hidden.DirName, gone.FileName())); err != nil {
+		t.Fatal(err)
+	}
+	r := cliRun(t, "export", out, "--format", "speculators-hidden", "--out", filepath.Join(work, "spec2"))
+	r.ok(t, "export without one file")
+	if !strings.Contains(r.stderr, gone.Key.ID+"_gen0") || !strings.Contains(r.stderr, "hidden_states") {
+		t.Errorf("stderr does not name %s_gen0:\n%s", gone.Key.ID, r.stderr)
+	}
+	if err := os.WriteFile(logPath, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = cliRun(t, "export", out, "--format", "speculators-hidden", "--out", filepath.Join(work, "spec3"))
+	if exitCode(r.err) != exitFailure {
+		t.Errorf("export with no kept file: exit %d (%v), want %d", exitCode(r.err), r.err, exitFailure)
+	}
+	if _, err := os.Lstat(filepath.Join(work, "spec3")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("spec3 written: %v", err)
 	}
 }
