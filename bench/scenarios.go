@@ -247,7 +247,11 @@ func zeroLatency(ctx context.Context, c *config) ([]row, error) {
 			}
 			*l.runs = append(*l.runs, u)
 		}
-		for i, bin := range c.bins() {
+		for k := range c.bins() {
+			// Paired, the two swap places each round: neither always runs
+			// right after the yardsticks.
+			i := (k + round) % len(c.bins())
+			bin := c.bins()[i]
 			j := job{data: data, limit: sz.zeroN, format: "jsonl", maxTokens: answerTokens, bin: bin,
 				dir: filepath.Join(c.work, fmt.Sprintf("%s-%d-%d", name, round, i))}
 			su, err := run(c.synthgen(ctx, m, j), nil)
