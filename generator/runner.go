@@ -338,6 +338,15 @@ func (r *Runner) Job() job.Job { return r.job }
 // max_model_len); 0 when it did not say.
 func (r *Runner) MaxModelLen() int { return r.maxModelLen }
 
+// BatchesResumed is the number of batches an earlier run submitted that
+// this one collects (0 outside the batch mode).
+func (r *Runner) BatchesResumed() int {
+	if r.batch == nil {
+		return 0
+	}
+	return r.batch.Resumed()
+}
+
 // Keys is the number of keys (rows x samples) the job selects.
 func (r *Runner) Keys() int64 { return r.job.Total(r.rows) }
 

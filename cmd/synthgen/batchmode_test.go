@@ -69,6 +69,7 @@ func TestBatchModeKill(t *testing.T) {
 				t.Fatalf("resume: exit %d; stderr:\n%s", code, r.stderr(t))
 			}
 			checkComplete(t, dir+"/out", batchModeRows, mockserver.DefaultModel)
+			checkBatchHeader(t, r.stderr(t), tc.name != "create held")
 			sub := m.Batches().Submitted()
 			if len(sub) != batchModeRows {
 				t.Errorf("%d custom_ids submitted, want %d", len(sub), batchModeRows)
@@ -118,5 +119,22 @@ func waitHeld(t *testing.T, hold *batchapi.Hold, p *proc) {
 	case <-hold.Reached():
 	case <-time.After(time.Minute):
 		t.Fatalf("the run never reached the hold; stderr:\n%s", strings.TrimSpace(p.stderr(t)))
+	}
+}
+
+// checkBatchHeader: the batch mode's header says batches, not a pool's
+// "in flight" count no server sees, and a resume that collects batches an
+// earlier run submitted says so after the header, not before it.
+func checkBatchHeader(t *testing.T, stderr string, collects bool) {
+	t.Helper()
+	head, _, _ := strings.Cut(stderr, "\n")
+	if !strings.HasPrefix(head, "synthgen ") || !strings.Contains(head, "batch mode: up to 10 requests a batch, 3 batches at once") {
+		t.Errorf("first line %q: want the header, naming the batch mode's sizes", head)
+	}
+	if strings.Contains(head, "in flight") {
+		t.Errorf("header %q counts the pool as in flight", head)
+	}
+	if collects && !strings.Contains(stderr, "\nbatch: collecting ") {
+		t.Errorf("a resume collecting earlier batches did not say so after its header:\n%s", stderr)
 	}
 }

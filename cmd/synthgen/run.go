@@ -412,9 +412,18 @@ func openError(err error) error {
 
 func printHeader(stderr io.Writer, cfg config.Config, r *generator.Runner, metrics *selfMetricsServer) {
 	job := r.Job()
-	fmt.Fprintf(stderr, "synthgen %s: %d prompts from %s -> %s (%s), model %s at %s, %s in flight\n",
+	flight := config.FormatConcurrency(cfg.Concurrency, cfg.ConcurrencyAuto) + " in flight"
+	if b := cfg.Batch; b.Enabled {
+		// The pool holds a batch's worth of rows per batch in flight, but
+		// nothing is in flight at the server until a batch is submitted.
+		flight = fmt.Sprintf("batch mode: up to %d requests a batch, %d batches at once", b.MaxRequests, b.InFlight)
+	}
+	fmt.Fprintf(stderr, "synthgen %s: %d prompts from %s -> %s (%s), model %s at %s, %s\n",
 		version, r.Rows(), job.Selection.Path, cfg.Output.Dir, cfg.Output.Format, job.Sampling.Model,
-		redact.URLs(cfg.Endpoint.BaseURLs()), config.FormatConcurrency(cfg.PoolSize(), cfg.ConcurrencyAuto && !cfg.Batch.Enabled))
+		redact.URLs(cfg.Endpoint.BaseURLs()), flight)
+	if n := r.BatchesResumed(); n > 0 {
+		fmt.Fprintf(stderr, "batch: collecting %d batches an earlier run submitted\n", n)
+	}
 	if n := r.MaxModelLen(); n > 0 {
 		// A prompt plus max_tokens longer than this is refused (too_long).
 		fmt.Fprintf(stderr, "model context: max_model_len %d tokens\n", n)

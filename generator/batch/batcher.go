@@ -71,6 +71,7 @@ type Batcher struct {
 	ready   map[string]answer      // answers that came before their request
 	known   map[string]bool        // custom_ids in a recorded batch not yet answered
 	ended   bool                   // intake has stopped
+	resumed int                    // batches an earlier run left, collected from Open on
 	keep    map[int]keep           // batches whose collection left something to look at
 
 	recording sync.Mutex // one batch recorded at a time (record)
@@ -122,9 +123,7 @@ func Open(o Options) (*Batcher, error) {
 		ids := leftIDs[i]
 		b.wg.Go(func() { b.run(e, ids, true) })
 	}
-	if len(left) > 0 {
-		fmt.Fprintf(o.Log, "batch: collecting %d batches an earlier run submitted\n", len(left))
-	}
+	b.resumed = len(left)
 	b.wg.Go(b.tick)
 	return b, nil
 }
@@ -140,6 +139,10 @@ func (b *Batcher) inputIDs(e *Entry) ([]string, error) {
 	err = inputIDs(f, input, func(id string) { ids = append(ids, id) })
 	return ids, err
 }
+
+// Resumed is the number of batches an earlier run submitted that this
+// one collects (said by the caller, after its own header).
+func (b *Batcher) Resumed() int { return b.resumed }
 
 // Drain says no new key will come: the open batch goes as soon as every
 // key in flight waits.

@@ -15,8 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/synthgen/synthgen/internal/backoff"
 	"github.com/synthgen/synthgen/internal/diskfault"
 	"github.com/synthgen/synthgen/internal/durable"
@@ -200,12 +198,12 @@ func (x *Extractor) waitLock(ctx context.Context, path string) error {
 	defer deadline.Stop()
 	poll := backoff.Policy{Initial: 5 * time.Millisecond, Max: 500 * time.Millisecond}
 	for attempt := 1; ; attempt++ {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
-		if err == nil {
-			return unix.Flock(int(f.Fd()), unix.LOCK_UN)
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
+		locked, err := lockedByOther(f)
+		if err != nil {
 			return fmt.Errorf("lock %s: %w", path, err)
+		}
+		if !locked {
+			return nil
 		}
 		t := time.NewTimer(poll.Ceiling(attempt))
 		select {

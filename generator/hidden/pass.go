@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	"golang.org/x/sys/unix"
 
 	"github.com/synthgen/synthgen/internal/durable"
 	"github.com/synthgen/synthgen/sink"
@@ -128,15 +127,6 @@ func Project(us []Unit, log *Log, layers, hidden int) int64 {
 		}
 	}
 	return n
-}
-
-// Free is the space left to an unprivileged writer on dir's filesystem.
-func Free(dir string) (int64, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return 0, fmt.Errorf("statfs %s: %w", dir, err)
-	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
 }
 
 // Hooks are told what a pass does as it goes; a nil one is not called.
@@ -291,9 +281,6 @@ func held(lock string) bool {
 		return false
 	}
 	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
-		return true
-	}
-	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-	return false
+	locked, err := lockedByOther(f)
+	return locked || err != nil
 }

@@ -23,8 +23,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/synthgen/synthgen/internal/safetensors"
 )
 
@@ -151,7 +149,7 @@ func (s *Server) Begin(ids []int64) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("lock %s: %w", path, err)
 	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+	if err := lockExclusive(lock); err != nil {
 		lock.Close()
 		return "", fmt.Errorf("lock %s: %w", path, err)
 	}
