@@ -171,3 +171,35 @@ func TestDatasetMatchesYardstick(t *testing.T) {
 		}
 	}
 }
+
+// TestPairing: -base is refused where no scenario would run it, and a
+// paired row carries the base's figure, this build's ratio to it and the
+// round-by-round spread, in the table and in the JSON.
+func TestPairing(t *testing.T) {
+	for _, c := range []struct {
+		only, base, bin string
+		ok              bool
+	}{
+		{"", "", "", true}, {"zero-latency", "3318c3a", "", true}, {"zero-latency", "", "/x", true},
+		{"", "3318c3a", "", false}, {"littles-law", "3318c3a", "", false}, {"zero-latency", "a", "/x", false},
+	} {
+		if err := checkPairing(c.only, c.base, c.bin); (err == nil) != c.ok {
+			t.Errorf("checkPairing(%q, %q, %q) = %v, want ok %v", c.only, c.base, c.bin, err, c.ok)
+		}
+	}
+	r := pair(compare("s", "CPU", 90, 100, atMostX(1.05)), 80)
+	if *r.Base != 80 || *r.VsBase != 90.0/80 || *r.Ratio != 0.9 {
+		t.Errorf("paired row %+v", r)
+	}
+	runs := [][]usage{{{cpu: 10}, {cpu: 12}, {cpu: 9}}, {{cpu: 10}, {cpu: 8}, {cpu: 10}}}
+	sp := spread("s", "CPU", runs, func(u usage) float64 { return float64(u.cpu) })
+	if len(sp) != 2 || sp[0].Synthgen != 0.9 || sp[1].Synthgen != 1.5 {
+		t.Errorf("spread %+v, want 0.9 and 1.5", sp)
+	}
+	var out bytes.Buffer
+	printTable(&out, append([]row{r}, sp...))
+	if lines := strings.Split(out.String(), "\n"); !strings.HasSuffix(strings.TrimSpace(lines[0]), "vs base") ||
+		!strings.Contains(lines[1], "1.125x") {
+		t.Errorf("table:\n%s", &out)
+	}
+}

@@ -6,6 +6,7 @@
 //	go run ./bench                  # the full run (make bench), about 6 minutes
 //	go run ./bench -size tiny       # every scenario at a tiny size: proves they work
 //	go run ./bench -only streaming  # one scenario
+//	go run ./bench -only zero-latency -base 3318c3a  # this build against another commit's
 //
 // Every child (the mock, synthgen, the yardstick) is its own process, so its
 // CPU time and peak RSS come from its own rusage. Ratios within one run are
@@ -44,6 +45,8 @@ type config struct {
 	size    sizes
 	only    string
 	bin     string // synthgen binary
+	base    string // -base: the other commit of a paired run (empty: not paired)
+	baseBin string // its synthgen binary
 	json    string // results file
 	work    string // temp dir of datasets and output dirs
 	log     io.Writer
@@ -56,8 +59,10 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	size := fs.String("size", "full", "full (the targets are for this size) or tiny (proves the scenarios work, in seconds)")
 	only := fs.String("only", "", "run one scenario: "+strings.Join(scenarioNames(), ", "))
 	bin := fs.String("bin", "", "the synthgen binary to measure (empty: go build ./cmd/synthgen into a temp dir)")
-	out := fs.String("json", "", "where to write the results (empty: bench/results.json in the module)")
+	out := fs.String("json", "", "where to write the results (empty: bench/results.json in the module; none in a paired run)")
 	keep := fs.Bool("keep", false, "keep the temp dir of datasets and output dirs (its path is printed)")
+	base := fs.String("base", "", "a git commit to pair with: its synthgen is built too and run in turn with this one (needs -only, a scenario that pairs: "+strings.Join(pairedNames(), ", ")+")")
+	baseBin := fs.String("base-bin", "", "like -base, with that commit's synthgen binary already built")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -70,6 +75,10 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "bench: -only %q: want one of %s\n", *only, strings.Join(scenarioNames(), ", "))
 		return 2
 	}
+	if err := checkPairing(*only, *base, *baseBin); err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 2
+	}
 	work, err := os.MkdirTemp("", "synthgen-bench-")
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: temp dir: %v\n", err)
@@ -80,7 +89,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	} else {
 		defer os.RemoveAll(work)
 	}
-	cfg := &config{size: sz, only: *only, bin: *bin, json: *out, work: work, log: stderr}
+	cfg := &config{size: sz, only: *only, bin: *bin, base: *base, baseBin: *baseBin, json: *out, work: work, log: stderr}
 	if err := cfg.prepare(ctx); err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 1
@@ -101,7 +110,11 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		rows = append(rows, got...)
 	}
 	printTable(stdout, rows)
-	res := results{Size: *size, Machine: cfg.machine, Results: rows}
+	res := results{Size: *size, Machine: cfg.machine, Base: cfg.base, Results: rows}
+	if cfg.json == "" { // a paired run: results.json is the full run's
+		fmt.Fprintf(stdout, "\n%s; paired with %s\n", cfg.machine, cfg.base)
+		return 0
+	}
 	if err := res.write(cfg.json); err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 1
@@ -117,23 +130,20 @@ func (c *config) prepare(ctx context.Context) error {
 	if err != nil && (c.bin == "" || c.json == "") {
 		return err
 	}
-	if c.json == "" {
+	if c.json == "" && c.base == "" && c.baseBin == "" {
 		c.json = filepath.Join(root, "bench", "results.json")
 	}
 	if c.bin == "" {
 		c.bin = filepath.Join(c.work, "synthgen")
-		version := "bench"
-		if out, err := exec.CommandContext(ctx, "git", "-C", root, "describe", "--tags", "--always", "--dirty").Output(); err == nil {
-			version = strings.TrimSpace(string(out))
-		}
-		build := exec.CommandContext(ctx, "go", "build", "-ldflags", "-X main.version="+version, "-o", c.bin, "./cmd/synthgen")
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build ./cmd/synthgen in %s: %w\n%s", root, err, out)
+		if err := build(ctx, root, describe(ctx, root, "--dirty"), c.bin); err != nil {
+			return err
 		}
 	}
 	if _, err := os.Stat(c.bin); err != nil {
 		return fmt.Errorf("-bin %s: %w", c.bin, err)
+	}
+	if err := c.prepareBase(ctx, root); err != nil {
+		return err
 	}
 	c.machine = describeMachine(ctx, c.bin)
 	return nil
@@ -196,6 +206,11 @@ type row struct {
 	Ratio     *float64 `json:"ratio"`
 	Target    string   `json:"target"`
 	Pass      *bool    `json:"pass"`
+	// In a paired run (-base), the other commit's figure (its own ratio to
+	// the yardstick is this ratio's Synthgen over Base) and this build's
+	// over it.
+	Base   *float64 `json:"base,omitempty"`
+	VsBase *float64 `json:"vs_base,omitempty"`
 }
 
 // target is a bound on a ratio (or, with no yardstick, on the value).
@@ -253,26 +268,47 @@ func absolute(scenario, figure string, v float64, t *target) row {
 }
 
 func printTable(w io.Writer, rows []row) {
+	paired := slices.ContainsFunc(rows, func(r row) bool { return r.Base != nil })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tfigure\tsynthgen\tyardstick\tratio\ttarget\tpass")
+	head := "scenario\tfigure\tsynthgen\tyardstick\tratio\ttarget\tpass"
+	if paired {
+		head += "\tbase\tvs base"
+	}
+	fmt.Fprintln(tw, head)
 	for _, r := range rows {
-		y, ratio, pass := "-", "-", "-"
-		if r.Yardstick != nil {
-			y = num(*r.Yardstick)
-		}
-		if r.Ratio != nil {
-			ratio = fmt.Sprintf("%.3fx", *r.Ratio)
-		}
-		if r.Pass != nil {
-			pass = map[bool]string{true: "yes", false: "NO"}[*r.Pass]
-		}
 		t := r.Target
 		if t == "" {
 			t = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Scenario, r.Figure, num(r.Synthgen), y, ratio, t, pass)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s", r.Scenario, r.Figure, num(r.Synthgen),
+			numOr(r.Yardstick), ratioOr(r.Ratio), t, passOr(r.Pass))
+		if paired {
+			fmt.Fprintf(tw, "\t%s\t%s", numOr(r.Base), ratioOr(r.VsBase))
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+}
+
+func numOr(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return num(*v)
+}
+
+func ratioOr(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.3fx", *v)
+}
+
+func passOr(p *bool) string {
+	if p == nil {
+		return "-"
+	}
+	return map[bool]string{true: "yes", false: "NO"}[*p]
 }
 
 // num prints a figure with three significant digits or more.
@@ -291,6 +327,7 @@ func num(v float64) string {
 
 type results struct {
 	Size    string  `json:"size"`
+	Base    string  `json:"base,omitempty"` // the commit a paired run measured against
 	Machine machine `json:"machine"`
 	Results []row   `json:"results"`
 }

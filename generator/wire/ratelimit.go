@@ -31,21 +31,35 @@ type Limits struct {
 func (l Limits) Known() bool { return l.Requests.Known || l.Tokens.Known }
 
 // parseLimits reads the x-ratelimit-* headers of h; a header that does not
-// parse is as if absent.
+// parse is as if absent. It runs on every answer, and most servers (vLLM,
+// the mock) state no limits: the keys are written in their canonical form,
+// so no lookup builds or canonicalizes a string.
 func parseLimits(h http.Header) Limits {
 	if h == nil {
 		return Limits{}
 	}
-	return Limits{Requests: parseLimit(h, "requests"), Tokens: parseLimit(h, "tokens")}
+	return Limits{Requests: parseLimit(h, &requestLimitKeys), Tokens: parseLimit(h, &tokenLimitKeys)}
 }
 
-func parseLimit(h http.Header, what string) Limit {
-	limit, err1 := strconv.ParseInt(strings.TrimSpace(h.Get("x-ratelimit-limit-"+what)), 10, 64)
-	left, err2 := strconv.ParseInt(strings.TrimSpace(h.Get("x-ratelimit-remaining-"+what)), 10, 64)
+// limitKeys are one limit's headers, canonical: limit, remaining, reset.
+type limitKeys [3]string
+
+var (
+	requestLimitKeys = limitKeys{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"}
+	tokenLimitKeys   = limitKeys{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"}
+)
+
+func parseLimit(h http.Header, k *limitKeys) Limit {
+	v := h[k[0]] // as h.Get: a canonical key needs no canonicalizing
+	if len(v) == 0 {
+		return Limit{}
+	}
+	limit, err1 := strconv.ParseInt(strings.TrimSpace(v[0]), 10, 64)
+	left, err2 := strconv.ParseInt(strings.TrimSpace(h.Get(k[1])), 10, 64)
 	if err1 != nil || err2 != nil || limit <= 0 || left < 0 {
 		return Limit{}
 	}
-	return Limit{Known: true, Limit: limit, Remaining: left, Reset: parseReset(h.Get("x-ratelimit-reset-" + what))}
+	return Limit{Known: true, Limit: limit, Remaining: left, Reset: parseReset(h.Get(k[2]))}
 }
 
 // parseReset reads a reset time in OpenAI's forms ("1s", "6m0s", "20ms",

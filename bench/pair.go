@@ -1,0 +1,124 @@
+package main
+
+// The paired mode (-base): this build and another commit's run in turn in
+// one session, so a regression shows as a ratio between two commits of
+// synthgen, not as a drift against a yardstick whose own speed moves from
+// run to run on a shared machine.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// pairedNames are the scenarios that run the base build beside this one.
+func pairedNames() []string {
+	var names []string
+	for _, s := range scenarios {
+		if s.paired {
+			names = append(names, s.name)
+		}
+	}
+	return names
+}
+
+// checkPairing refuses a paired run that would measure nothing paired.
+func checkPairing(only, base, baseBin string) error {
+	if base == "" && baseBin == "" {
+		return nil
+	}
+	if base != "" && baseBin != "" {
+		return errors.New("-base and -base-bin: give one")
+	}
+	for _, s := range scenarios {
+		if s.name == only && s.paired {
+			return nil
+		}
+	}
+	return fmt.Errorf("-base needs -only with a scenario that pairs: %s", strings.Join(pairedNames(), ", "))
+}
+
+// prepareBase builds -base's synthgen from `git archive` of the commit,
+// with the flags this build gets, into the work dir.
+func (c *config) prepareBase(ctx context.Context, root string) error {
+	if c.baseBin != "" {
+		if c.base == "" {
+			c.base = c.baseBin
+		}
+		_, err := os.Stat(c.baseBin)
+		return err
+	}
+	if c.base == "" {
+		return nil
+	}
+	src := filepath.Join(c.work, "base-src")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		return err
+	}
+	archive := exec.CommandContext(ctx, "sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, c.base, src)
+	if out, err := archive.CombinedOutput(); err != nil {
+		return fmt.Errorf("git archive %s: %w\n%s", c.base, err, out)
+	}
+	c.baseBin = filepath.Join(c.work, "synthgen-base")
+	return build(ctx, src, describe(ctx, root, c.base), c.baseBin)
+}
+
+// build is `go build ./cmd/synthgen` in dir, with the version stamped as
+// make build stamps it.
+func build(ctx context.Context, dir, version, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", "-X main.version="+version, "-o", out, "./cmd/synthgen")
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/synthgen in %s: %w\n%s", dir, err, b)
+	}
+	return nil
+}
+
+// describe names a commit as the version string does (git describe).
+func describe(ctx context.Context, root, what string) string {
+	out, err := exec.CommandContext(ctx, "git", "-C", root, "describe", "--tags", "--always", what).Output()
+	if err != nil {
+		return "bench"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// pair sets a row's base figure and this build's ratio to it.
+func pair(r row, base float64) row {
+	b := base
+	r.Base = &b
+	if base != 0 {
+		v := r.Synthgen / base
+		r.VsBase = &v
+	}
+	return r
+}
+
+// bins are the synthgen builds a paired scenario runs in turn each round:
+// this one, then the base if there is one.
+func (c *config) bins() []string {
+	if c.baseBin == "" {
+		return []string{c.bin}
+	}
+	return []string{c.bin, c.baseBin}
+}
+
+// spread is the lowest and the highest of the rounds' own ratios, this
+// build's run over the base's run of the same round: the medians alone
+// hide how far a shared machine moved them.
+func spread(scenario, figure string, runs [][]usage, f func(usage) float64) []row {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for r := range runs[0] {
+		v := f(runs[0][r]) / f(runs[1][r])
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	return []row{
+		absolute(scenario, figure+" vs base, round by round: lowest", lo, nil),
+		absolute(scenario, figure+" vs base, round by round: highest", hi, nil),
+	}
+}
