@@ -108,7 +108,7 @@ type outcome struct {
 	moreRoom  bool // answered, cut at max_tokens, and the job wants more
 	misshapen bool // answered, not in the job's shape
 	stopping  bool // the run's context ended, or the request was canceled
-	paced     bool // a 429 that is pacing (pace.go)
+	paced     bool // a 429 that is pacing (package pace)
 	several   bool // more than one endpoint
 	excusable bool // a failure its server's absence could explain (router.excusable), with a gate to ask
 	fault     bool // the replica's failure, retryable (replicaFault)

@@ -87,7 +87,7 @@ type Options struct {
 	UniqueIDs bool
 	Retry     RetryPolicy
 	// Rate is each endpoint's rate limits where its server states none
-	// (pace.go); the zero value: none.
+	// (package pace); the zero value: none.
 	Rate RateLimits
 	// SyncInterval is how often the writer flushes the sink when results
 	// stop arriving; 0 means the sink syncs on every write itself.

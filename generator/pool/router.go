@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/synthgen/synthgen/generator/pool/pace"
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/wire"
 )
@@ -40,7 +41,7 @@ type endpoint struct {
 	stats  *runstats.Endpoint
 	route  *router
 	health health
-	pace   *pacer // its rate limits (pace.go)
+	pace   *pace.Pacer // its rate limits
 }
 
 // State is the endpoint's state as its figures show it (runstats.Gate): down
@@ -49,8 +50,8 @@ type endpoint struct {
 // why.
 func (ep *endpoint) State() runstats.GateState {
 	st := ep.gateState()
-	st.Paced, st.PacedBy = ep.pace.state()
-	st.PacePerSec, st.PaceReady = ep.pace.allows()
+	st.Paced, st.PacedBy = ep.pace.State()
+	st.PacePerSec, st.PaceReady = ep.pace.Allows()
 	return st
 }
 
@@ -60,7 +61,7 @@ func (ep *endpoint) gateState() runstats.GateState {
 	if ep.gate.Down() {
 		st = runstats.GateState{Down: true, Probing: ep.gate.Probing(), Since: ep.gate.downSince(), Reason: ep.gate.reason()}
 	}
-	if since, out := ep.pace.outSince(); out && !st.Down {
+	if since, out := ep.pace.OutSince(); out && !st.Down {
 		st = runstats.GateState{Down: true, Since: since, Reason: "answers nothing but 429 (rate limited)"}
 	}
 	if ep.route == nil || !ep.route.several() {
@@ -128,7 +129,7 @@ func (e *Engine) newRouter(life context.Context) *router {
 		r.place = newPlacer(e.opts.Sampling.Count())
 	}
 	for i, t := range targets {
-		ep := &endpoint{idx: i, url: t.URL, client: t.Client, stats: ledgers[i], route: r, pace: newPacer(e.opts.Rate, e.opts.Retry, time.Now)}
+		ep := &endpoint{idx: i, url: t.URL, client: t.Client, stats: ledgers[i], route: r, pace: newPacer(e.opts.Rate, e.opts.Retry)}
 		// With several endpoints, one that comes back serving another
 		// model (or one that was down at start, never checked) stays out:
 		// the others carry the load. One endpoint keeps the single
@@ -365,7 +366,7 @@ func (r *router) unpick(l lease) {
 }
 
 // holdBack holds ep back for d, as a 429 that stated its reset asked
-// (pace.go): its pacer holds its own requests; with several endpoints the
+// (package pace): its pacer holds its own requests; with several endpoints the
 // others take the new ones meanwhile. said, when not empty, is logged.
 func (r *router) holdBack(ep *endpoint, d time.Duration, said string) {
 	if said != "" {

@@ -162,10 +162,10 @@ func (e *Engine) attempt(ctx, wait context.Context, route *router, tr *runstats.
 	l := route.pick(avoid, pre)
 	ep := l.ep
 	a.ep = ep
-	// Its share of the endpoint's rate limits first (pace.go): the wait
+	// Its share of the endpoint's rate limits first (package pace): the wait
 	// is in the slot, so the limits are back-pressure too.
-	promptBytes, tokens := ep.pace.cost(req)
-	if limit, never, first := ep.pace.neverFits(tokens); never {
+	promptBytes, tokens := ep.pace.Cost(req)
+	if limit, never, first := ep.pace.NeverFits(tokens); never {
 		// No wait lets it in: said at the first stated limit, instead
 		// of 429s paced until the outage bound.
 		route.unpick(l)
@@ -176,7 +176,7 @@ func (e *Engine) attempt(ctx, wait context.Context, route *router, tr *runstats.
 		}
 		return a, true
 	}
-	if ep.pace.wait(wait, tokens) != nil {
+	if ep.pace.Wait(wait, tokens) != nil {
 		route.unpick(l)
 		return a, false
 	}
@@ -194,7 +194,7 @@ func (e *Engine) attempt(ctx, wait context.Context, route *router, tr *runstats.
 		if a.resp.UsageKnown {
 			used = a.resp.PromptTokens
 		}
-		ep.pace.answered(a.resp.Limits, promptBytes, used)
+		ep.pace.Answered(a.resp.Limits, promptBytes, used)
 	}
 	if a.err == nil && !sameModel(e.opts.Sampling.Model, a.resp.Model) {
 		a.err = modelMismatch(ep.url, a.resp.Model, e.opts.Sampling.Model)
@@ -205,7 +205,7 @@ func (e *Engine) attempt(ctx, wait context.Context, route *router, tr *runstats.
 			a.fault = a.ce
 		}
 	}
-	a.hold, a.paced, a.said = ep.pace.limited(a.ce)
+	a.hold, a.paced, a.said = ep.pace.Limited(a.ce)
 	if a.paced {
 		a.fault = nil // the server's pacing, not the replica's failure
 	}
