@@ -138,8 +138,19 @@ func TestBatchRun(t *testing.T) {
 	if b, err = os.ReadFile(filepath.Join(s.Dir, "report.json")); err == nil {
 		err = json.Unmarshal(b, &report)
 	}
-	if err != nil || len(report.Batches) != 3 || report.Batches[2].State != string(batch.StateCollected) || report.Batches[2].Requests != 5 {
-		t.Errorf("report.json's batches: %+v (%v), want three, the third of 5 requests, collected", report.Batches, err)
+	// Which batch holds the 5 left over depends on when each filled
+	// (slots race on a loaded machine): three batches of 10, 10 and 5 in
+	// some order, every one collected.
+	var sizes []int
+	for _, e := range report.Batches {
+		if e.State != string(batch.StateCollected) {
+			t.Errorf("report.json: batch %d is %s, want collected", e.Number, e.State)
+		}
+		sizes = append(sizes, e.Requests)
+	}
+	slices.Sort(sizes)
+	if err != nil || !slices.Equal(sizes, []int{5, 10, 10}) {
+		t.Errorf("report.json's batches: %+v (%v), want three of 10, 10 and 5 requests", report.Batches, err)
 	}
 }
 
