@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"unicode/utf8"
 
+	"github.com/synthgen/synthgen/generator/wire/codec"
 	"github.com/valyala/fastjson"
 )
 
@@ -27,24 +28,24 @@ import (
 // any byte below 0x20 sends the chunk to the reference first. Valid JSON has
 // them only as whitespace between tokens (\t \n \r), which an SSE data line
 // cannot hold (\n, \r) and vLLM does not write (\t).
-func fastChunk(data []byte) (chunkDelta, bool) {
+func fastChunk(data []byte) (codec.Delta, bool) {
 	for _, c := range data {
 		if c < 0x20 {
-			return chunkDelta{}, false
+			return codec.Delta{}, false
 		}
 	}
 	if fastjson.ValidateBytes(data) != nil {
-		return chunkDelta{}, false
+		return codec.Delta{}, false
 	}
 	p := chunkParsers.Get()
 	defer chunkParsers.Put(p)
 	v, err := p.ParseBytes(data)
 	if err != nil { // deeper than fastjson.MaxDepth
-		return chunkDelta{}, false
+		return codec.Delta{}, false
 	}
 	top, err := v.Object()
 	if err != nil {
-		return chunkDelta{}, false
+		return codec.Delta{}, false
 	}
 	var (
 		c          fastChunkState
@@ -87,10 +88,10 @@ func fastChunk(data []byte) (chunkDelta, bool) {
 		seen |= bit
 	})
 	if !ok {
-		return chunkDelta{}, false
+		return codec.Delta{}, false
 	}
 
-	d := chunkDelta{PromptTokens: prompt, CompletionTokens: compl, UsageKnown: usageKnown}
+	d := codec.Delta{PromptTokens: prompt, CompletionTokens: compl, UsageKnown: usageKnown}
 	reasoning := c.reasoning
 	if len(reasoning) == 0 { // pickReasoning: an empty `reasoning` does not count
 		reasoning = c.reasonAlt
@@ -119,7 +120,8 @@ func fastChunk(data []byte) (chunkDelta, bool) {
 
 var chunkParsers fastjson.ParserPool
 
-// topKeys, choiceKeys, deltaKeys, usageKeys: see chunkscan.go.
+// The keys the reference declares at each level (codec.ChunkKeys).
+var topKeys, choiceKeys, deltaKeys, usageKeys = codec.ChunkKeys()
 
 // foldsTo reports whether encoding/json would match key to one of known
 // (an exact match was already ruled out). encoding/json folds keys like

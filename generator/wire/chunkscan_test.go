@@ -6,11 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/synthgen/synthgen/internal/jsonlex"
+	"github.com/synthgen/synthgen/generator/wire/codec"
 )
 
 // chunkSeeds is every streamed chunk and body in testdata, the chunk shape
@@ -229,13 +228,13 @@ func TestChunkScanTestdata(t *testing.T) {
 func TestChunkScanValues(t *testing.T) {
 	tests := []struct {
 		in   string
-		want chunkDelta
+		want codec.Delta
 	}{
-		{benchChunk, chunkDelta{Model: "Qwen/Qwen3-8B", Reasoning: " token"}},
-		{`{"choices":[{"delta":{"content":"\ud83d\ude00 \ud83d"}}]}`, chunkDelta{Content: "😀 \uFFFD"}},
-		{"{\"choices\":[{\"delta\":{\"content\":\"a\xffb\"}}]}", chunkDelta{Content: "a\uFFFDb"}},
+		{benchChunk, codec.Delta{Model: "Qwen/Qwen3-8B", Reasoning: " token"}},
+		{`{"choices":[{"delta":{"content":"\ud83d\ude00 \ud83d"}}]}`, codec.Delta{Content: "😀 \uFFFD"}},
+		{"{\"choices\":[{\"delta\":{\"content\":\"a\xffb\"}}]}", codec.Delta{Content: "a\uFFFDb"}},
 		{`{"choices":[{"index":1,"delta":{"content":"one"}},{"index":0,"delta":{"reasoning":"","reasoning_content":"zero"},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}`,
-			chunkDelta{Reasoning: "zero", FinishReason: "length", PromptTokens: 3, CompletionTokens: 4, UsageKnown: true}},
+			codec.Delta{Reasoning: "zero", FinishReason: "length", PromptTokens: 3, CompletionTokens: 4, UsageKnown: true}},
 	}
 	for i, tt := range tests {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
@@ -332,7 +331,7 @@ func TestResponseScan(t *testing.T) {
 		if strings.Contains(p, "_tool_calls") {
 			continue // a call is the reference's to read (toolcalls.go)
 		}
-		if _, picked, ok := scanAnswer(body, messageShape, &tokenBuf{}); !ok || !picked {
+		if _, picked, ok := codec.Scan(body, codec.MessageShape, &codec.TokenBuf{}); !ok || !picked {
 			t.Errorf("%s: the fast path did not answer (ok %v, choice 0 %v)", p, ok, picked)
 		}
 	}
@@ -349,49 +348,9 @@ func FuzzResponseScanMatchesReference(f *testing.F) {
 	})
 }
 
-// TestScannerKeysFromDeclarations: the scanner knows the keys the reference
-// structs declare, and a declared key that the scanner does not read itself
-// sends the chunk to the reference, so that a field added to a reference
-// struct is decoded from every chunk that carries it.
-func TestScannerKeysFromDeclarations(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		got  []string
-		want []string
-	}{
-		{"top", topKeys, []string{"model", "choices", "usage", "prompt_token_ids", "object", "error", "message"}},
-		{"chunk choice", choiceKeys, []string{"index", "delta", "finish_reason", "token_ids", "logprobs"}},
-		{"plain choice", messageChoiceKeys, []string{"index", "message", "finish_reason", "token_ids", "logprobs"}},
-		{"text", deltaKeys, []string{"content", "reasoning", "reasoning_content", "token_ids", "tool_calls"}},
-		{"logprobs", logprobsKeys, []string{"content"}},
-		{"logprobs entry", logprobKeys, []string{"logprob", "top_logprobs"}},
-		{"alternative", alternativeKeys, []string{"token", "logprob"}},
-		{"usage", usageKeys, []string{"prompt_tokens", "completion_tokens", "prompt_tokens_details"}},
-		{"prompt tokens details", detailsKeys, []string{"cached_tokens"}},
-	} {
-		if !slices.Equal(tc.got, tc.want) {
-			t.Errorf("%s keys %q, want %q", tc.name, tc.got, tc.want)
-		}
-	}
-	type withTools struct {
-		textJSON
-		Refusal  []int32 `json:"refusal"`
-		Skipped  int     `json:"-"`
-		Untagged string
-	}
-	keys := jsonKeys(reflect.TypeFor[withTools]())
-	if want := []string{"content", "reasoning", "reasoning_content", "token_ids", "tool_calls", "refusal", "Untagged"}; !slices.Equal(keys, want) {
-		t.Fatalf("keys of a struct with a new field: %q, want %q", keys, want)
-	}
-	// A chunk whose delta carries the new key is the reference's.
-	s := chunkScanner{Cursor: jsonlex.Cursor{B: []byte(`[1,2]`)}}
-	if s.unknown(strKey{b: []byte("refusal")}, keys) {
-		t.Error("the scanner skipped a declared key it does not read; the reference must decode it")
-	}
-	if s.unknown(strKey{b: []byte("Refusal")}, keys) {
-		t.Error("the scanner skipped a key that case-folds to a declared one")
-	}
-	if !s.unknown(strKey{b: []byte("logprobs")}, keys) {
-		t.Error("an undeclared key must be skipped, as encoding/json ignores it")
-	}
+// scanChunk is the scanner's reading of a chunk alone, without the
+// reference behind it.
+func scanChunk(data []byte) (codec.Delta, bool) {
+	d, _, ok := codec.Scan(data, codec.ChunkShape, &codec.TokenBuf{})
+	return d, ok
 }

@@ -1,10 +1,10 @@
 // Package wire is synthgen's client of OpenAI-compatible chat completion
 // servers (vLLM, SGLang, llama.cpp, hosted APIs): one request, plain or
 // streamed, read into a Response or an *Error that says whether to retry.
-// Its jobs, by file: the request body and the reading of the answer
-// (request.go, decode.go, chunkscan.go, tokenscan.go, tokens.go,
-// toolcalls.go: encoding, response and SSE decoding, tool-call delta
-// assembly); the HTTP client over them (client.go, send.go, transport.go,
+// Its jobs, by file: the request body and the answer made a Response
+// (request.go, decode.go, tokens.go, toolcalls.go: encoding, a decoded
+// answer or chunk folded into a Response or an *Error, tool-call delta
+// assembly; the bytes are decoded by package codec); the HTTP client over them (client.go, send.go, transport.go,
 // tls.go, redact.go, ratelimit.go); stranded streams, the requests a
 // server holds without a byte while later ones are answered (stranded.go);
 // and model discovery from /v1/models (model.go). It speaks package chat's
@@ -24,12 +24,13 @@ import (
 	"time"
 
 	"github.com/synthgen/synthgen/chat"
+	"github.com/synthgen/synthgen/generator/wire/codec"
 	"github.com/synthgen/synthgen/job"
 )
 
 // This file is the client's face: one chat completion, plain or streamed,
 // and the model list. The request body is ours (request.go) and so is the
-// reading of the answer (decode.go, chunkscan.go): go-openai's request type
+// reading of the answer (decode.go, package codec): go-openai's request type
 // drops temperature 0 (omitempty) and has no room for extra_body or a row's
 // own fields, its response types drop vLLM's `reasoning`, and its stream
 // reader costs 1.43x our CPU per chunk (docs/decisions/, "wire client").
@@ -162,7 +163,7 @@ type Client struct {
 	await   *awaiting     // streams without headers yet (stranded.go); nil without StallTimeout
 	// chunkDecoder, when set, replaces decodeChunk: the stream benchmark
 	// runs each decoder inside the whole client.
-	chunkDecoder func([]byte) (chunkDelta, error)
+	chunkDecoder func([]byte) (codec.Delta, error)
 }
 
 // New builds a Client.
@@ -484,11 +485,11 @@ func (c *Client) completeStream(ctx context.Context, body io.Reader, stall time.
 	defer events.release()
 	decode := decodeChunkInto
 	if c.chunkDecoder != nil {
-		decode = func(b []byte, _ *tokenBuf) (chunkDelta, error) { return c.chunkDecoder(b) }
+		decode = func(b []byte, _ *codec.TokenBuf) (codec.Delta, error) { return c.chunkDecoder(b) }
 	}
 	var (
 		a  answer
-		tb tokenBuf // the chunks' token scratch, one chunk's at a time
+		tb codec.TokenBuf // the chunks' token scratch, one chunk's at a time
 	)
 	for {
 		raw, err := events.next()

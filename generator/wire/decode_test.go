@@ -20,6 +20,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/synthgen/synthgen/chat"
+	"github.com/synthgen/synthgen/generator/wire/codec"
 	"github.com/synthgen/synthgen/job"
 )
 
@@ -37,7 +38,7 @@ func sseChunks(t testing.TB, name string) [][]byte {
 
 func TestDecodeChunkVLLMStream(t *testing.T) {
 	chunks := sseChunks(t, "stream_reasoning_usage.sse")
-	want := []chunkDelta{
+	want := []codec.Delta{
 		{Model: "Qwen/Qwen3-8B"}, // role chunk: content "", reasoning_content null
 		{Model: "Qwen/Qwen3-8B", Reasoning: "Okay,"},
 		{Model: "Qwen/Qwen3-8B", Reasoning: " the user"}, // both names, same text: once
@@ -66,19 +67,19 @@ func TestDecodeChunk(t *testing.T) {
 	tests := []struct {
 		name  string
 		chunk string
-		want  chunkDelta
+		want  codec.Delta
 		cause string // an *Error's cause instead of a delta
 	}{
 		{name: "reasoning wins over a different reasoning_content",
-			chunk: `{"choices":[{"index":0,"delta":{"reasoning":"a","reasoning_content":"b"}}]}`, want: chunkDelta{Reasoning: "a"}},
+			chunk: `{"choices":[{"index":0,"delta":{"reasoning":"a","reasoning_content":"b"}}]}`, want: codec.Delta{Reasoning: "a"}},
 		{name: "empty reasoning falls back",
-			chunk: `{"choices":[{"index":0,"delta":{"reasoning":"","reasoning_content":"b"}}]}`, want: chunkDelta{Reasoning: "b"}},
+			chunk: `{"choices":[{"index":0,"delta":{"reasoning":"","reasoning_content":"b"}}]}`, want: codec.Delta{Reasoning: "b"}},
 		{name: "null content", chunk: `{"choices":[{"index":0,"delta":{"content":null,"reasoning":null}}],"usage":null}`},
 		{name: "other samples ignored",
-			chunk: `{"choices":[{"index":1,"delta":{"content":"x"}},{"index":0,"delta":{"content":"y"}}]}`, want: chunkDelta{Content: "y"}},
+			chunk: `{"choices":[{"index":1,"delta":{"content":"x"}},{"index":0,"delta":{"content":"y"}}]}`, want: codec.Delta{Content: "y"}},
 		{name: "usage with choices (continuous usage stats)",
 			chunk: `{"choices":[{"index":0,"delta":{"content":"x"}}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`,
-			want:  chunkDelta{Content: "x", PromptTokens: 3, CompletionTokens: 1, UsageKnown: true}},
+			want:  codec.Delta{Content: "x", PromptTokens: 3, CompletionTokens: 1, UsageKnown: true}},
 		{name: "not json", chunk: `{"choices":[`, cause: CauseDecode},
 		{name: "content of the wrong type", chunk: `{"choices":[{"index":0,"delta":{"content":["x"]}}]}`, cause: CauseDecode},
 		{name: "vllm flat error", chunk: `{"object":"error","message":"boom","type":"InternalServerError","param":null,"code":500}`, cause: "http_500"},

@@ -10,21 +10,23 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/synthgen/synthgen/generator/wire/codec"
 )
 
 // chunkDecoders are the decoders docs/decisions/2026-11-chunk-scanner.md compares, each with the same
 // encoding/json fallback for what its fast path does not vouch for.
 var chunkDecoders = []struct {
 	name   string
-	decode func([]byte) (chunkDelta, error)
+	decode func([]byte) (codec.Delta, error)
 }{
-	{"decoder=chunkscan", func(b []byte) (chunkDelta, error) {
+	{"decoder=chunkscan", func(b []byte) (codec.Delta, error) {
 		if d, ok := scanChunk(b); ok {
 			return d, nil
 		}
 		return decodeChunkReference(b)
 	}},
-	{"decoder=fastjson", func(b []byte) (chunkDelta, error) {
+	{"decoder=fastjson", func(b []byte) (codec.Delta, error) {
 		if d, ok := fastChunk(b); ok {
 			return d, nil
 		}

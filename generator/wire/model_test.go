@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/synthgen/synthgen/internal/redact"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/synthgen/synthgen/internal/redact"
 )
 
 func TestRedactURL(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/synthgen/synthgen/generator/wire/codec"
 )
 
 // BenchmarkStreamTokens runs a whole streamed Complete of 512 tokens with
@@ -59,7 +61,7 @@ func BenchmarkStreamTokens(b *testing.B) {
 func BenchmarkDecodeTokenChunk(b *testing.B) {
 	data := []byte(vllmTokenChunk(4096, 20))
 	b.Run("decoder=chunkscan", func(b *testing.B) {
-		var tb tokenBuf
+		var tb codec.TokenBuf
 		b.SetBytes(int64(len(data)))
 		b.ReportAllocs()
 		for b.Loop() {

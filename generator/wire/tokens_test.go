@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/synthgen/synthgen/generator/wire/codec"
 )
 
 // The answers of testdata/*token_ids_logprobs*: what the server tokenized
@@ -247,8 +249,8 @@ func vllmLogprob(a int) string {
 // reused buffer.
 func TestTokenChunkAllocs(t *testing.T) {
 	data := []byte(vllmTokenChunk(4096, 20))
-	var tb tokenBuf
-	if _, _, ok := scanAnswer(data, chunkShape, &tb); !ok {
+	var tb codec.TokenBuf
+	if _, _, ok := codec.Scan(data, codec.ChunkShape, &tb); !ok {
 		t.Fatal("the fast path refused a vLLM chunk with ids and logprobs")
 	}
 	if n := testing.AllocsPerRun(100, func() { _, _ = decodeChunkInto(data, &tb) }); n > 1 {
@@ -257,19 +259,6 @@ func TestTokenChunkAllocs(t *testing.T) {
 	d, _ := decodeChunkInto(data, &tb)
 	if len(d.TokenIDs) != 1 || len(d.Logprobs.TopIDs) != 20 || d.Logprobs.TopIDs[1] != 4096+13 || d.Logprobs.TopLogprob[2] != -2-float32(1236)/10000 {
 		t.Errorf("decoded %+v", d)
-	}
-}
-
-func TestParseTokenID(t *testing.T) {
-	for s, want := range map[string]int32{"token_id:0": 0, "token_id:151643": 151643, "token_id:2147483647": 2147483647} {
-		if got, ok := parseTokenID(s); !ok || got != want {
-			t.Errorf("parseTokenID(%q) = %d, %v; want %d", s, got, ok, want)
-		}
-	}
-	for _, s := range []string{"", "token_id:", "token_id:-1", "token_id:01", "token_id:2147483648", "token_id:99999999999", "token_id:1a", "Token_id:1", " token_id:1", "the"} {
-		if _, ok := parseTokenID(s); ok {
-			t.Errorf("parseTokenID(%q) took it for an id", s)
-		}
 	}
 }
 

@@ -8,64 +8,11 @@ package wire
 // fragments of its arguments), kept exactly as sent.
 
 import (
-	"encoding/json"
 	"slices"
 
 	"github.com/synthgen/synthgen/chat"
+	"github.com/synthgen/synthgen/generator/wire/codec"
 )
-
-// toolCallJSON is one entry of a message's or a delta's tool_calls.
-// Arguments are raw: a string is its text, anything else (a server that
-// sends an object) is kept as the JSON it sent.
-type toolCallJSON struct {
-	Index    *int   `json:"index"`
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	} `json:"function"`
-}
-
-// toolDelta is one entry of a chunk's (or a plain message's) tool_calls:
-// its index (the position when the server named none) and what it carries.
-type toolDelta struct {
-	Index int
-	Call  chat.ToolCall
-}
-
-// toolDeltas is what a decoded tool_calls list carries; nil for none.
-func toolDeltas(in []toolCallJSON) []toolDelta {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]toolDelta, len(in))
-	for i := range in {
-		t := &in[i]
-		idx := i
-		if t.Index != nil {
-			idx = *t.Index
-		}
-		out[i] = toolDelta{Index: idx, Call: chat.ToolCall{ID: t.ID, Type: t.Type,
-			Function: chat.ToolFunction{Name: t.Function.Name, Arguments: argumentsText(t.Function.Arguments)}}}
-	}
-	return out
-}
-
-// argumentsText is a raw JSON value's text: a string's contents, null nothing,
-// any other value its JSON as sent.
-func argumentsText(raw json.RawMessage) string {
-	if len(raw) == 0 || string(raw) == "null" {
-		return ""
-	}
-	if raw[0] == '"' {
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			return s
-		}
-	}
-	return string(raw)
-}
 
 // toolAcc assembles a stream's tool calls: each index's id, type and name
 // from the first delta that names them, its arguments' fragments
@@ -77,7 +24,7 @@ type toolAcc struct {
 	size  int         // bytes of names and arguments, for the answer's bound
 }
 
-func (t *toolAcc) add(ds []toolDelta) {
+func (t *toolAcc) add(ds []codec.ToolDelta) {
 	for _, d := range ds {
 		pos, ok := t.at[d.Index]
 		if !ok {
@@ -118,7 +65,7 @@ func (t *toolAcc) result() []chat.ToolCall {
 }
 
 // plainToolCalls is a plain message's calls, as sent.
-func plainToolCalls(ds []toolDelta) []chat.ToolCall {
+func plainToolCalls(ds []codec.ToolDelta) []chat.ToolCall {
 	var t toolAcc
 	t.add(ds)
 	return t.result()

@@ -1,4 +1,4 @@
-package wire
+package codec
 
 import (
 	"bytes"
@@ -85,37 +85,31 @@ type chunkChoice struct {
 	finish                        jsonlex.Span
 }
 
-// answerShape is where a choice keeps its text: a streamed chunk's
+// Shape is where a choice keeps its text: a streamed chunk's
 // choices[].delta, a plain answer's choices[].message. The two bodies are
 // otherwise the same object, and the reference decoders' structs differ
 // only there (chunkJSON, responseJSON).
-type answerShape struct {
+type Shape struct {
 	text string   // "delta" or "message"
 	keys []string // the choice's keys in the reference's struct
 }
 
+// ChunkShape is a streamed chunk's, MessageShape a plain answer's.
 var (
-	chunkShape   = answerShape{"delta", choiceKeys}
-	messageShape = answerShape{"message", messageChoiceKeys}
+	ChunkShape   = Shape{"delta", choiceKeys}
+	MessageShape = Shape{"message", messageChoiceKeys}
 )
 
-// scanChunk decodes data as decodeChunk would, or reports !ok when the
-// answer must come from decodeChunkReference.
-func scanChunk(data []byte) (chunkDelta, bool) {
-	d, _, ok := scanAnswer(data, chunkShape, &tokenBuf{})
-	return d, ok
-}
-
-// scanAnswer decodes a chunk or a plain answer (by shape) as its reference
+// Scan decodes a chunk or a plain answer (by shape) as its reference
 // would; picked says whether a choice with index 0 was there. Its token
 // ids and logprobs are read into tb (reset first), and d's token lists are
 // slices of it.
-func scanAnswer(data []byte, shape answerShape, tb *tokenBuf) (d chunkDelta, picked, ok bool) {
+func Scan(data []byte, shape Shape, tb *TokenBuf) (d Delta, picked, ok bool) {
 	tb.reset()
 	s := chunkScanner{Cursor: jsonlex.Cursor{B: data}, shape: shape, tb: tb}
 	var f answerFields
 	if !s.answer(&f) {
-		return chunkDelta{}, false, false
+		return Delta{}, false, false
 	}
 	return f.delta(data, tb), f.picked, true
 }
@@ -192,9 +186,9 @@ func (s *chunkScanner) topMember(key strKey, f *answerFields) (bit uint8, ok boo
 	}
 }
 
-// delta is the chunkDelta f found in data, its token lists slices of tb.
-func (f *answerFields) delta(data []byte, tb *tokenBuf) chunkDelta {
-	d := chunkDelta{PromptTokens: f.counts.prompt, CompletionTokens: f.counts.compl, CachedTokens: f.counts.cached, UsageKnown: f.usage}
+// delta is the Delta f found in data, its token lists slices of tb.
+func (f *answerFields) delta(data []byte, tb *TokenBuf) Delta {
+	d := Delta{PromptTokens: f.counts.prompt, CompletionTokens: f.counts.compl, CachedTokens: f.counts.cached, UsageKnown: f.usage}
 	tb.fill(&d)
 	reasoning := f.pick.reasoning
 	if reasoning.Empty() { // pickReasoning: an empty `reasoning` does not count
@@ -224,8 +218,8 @@ func (f *answerFields) delta(data []byte, tb *tokenBuf) chunkDelta {
 // chunkScanner is a cursor over one chunk.
 type chunkScanner struct {
 	jsonlex.Cursor
-	shape answerShape
-	tb    *tokenBuf // where the picked choice's token ids and logprobs go
+	shape Shape
+	tb    *TokenBuf // where the picked choice's token ids and logprobs go
 }
 
 // member steps to the next key of an object whose '{' was consumed: it
@@ -536,4 +530,12 @@ func (s *chunkScanner) promptTokensDetails() (cached int, ok bool) {
 			return 0, false
 		}
 	}
+}
+
+// ChunkKeys are the keys the reference declares for a chunk's top level,
+// its choice, its delta and its usage: a second fast path (the fastjson
+// variant the benchmarks measure the scanner against) must send a chunk
+// with a key that folds to one of them to the reference, as Scan does.
+func ChunkKeys() (top, choice, delta, usage []string) {
+	return topKeys, choiceKeys, deltaKeys, usageKeys
 }

@@ -1,4 +1,4 @@
-package wire
+package codec
 
 import (
 	"math"
@@ -7,11 +7,11 @@ import (
 	"github.com/synthgen/synthgen/internal/jsonlex"
 )
 
-// The chunk scanner's reading of token ids and logprobs (chunkscan.go),
+// The chunk scanner's reading of token ids and logprobs (scan.go),
 // held to the reference's logprobsJSON and []int32 fields like the rest:
 // whatever it cannot vouch for (a number that is no int32 or float32, a
 // duplicate key, an alternative named by text or with an escape) goes to
-// the reference. Every value is appended to the scanner's tokenBuf, so a
+// the reference. Every value is appended to the scanner's TokenBuf, so a
 // stream's chunks allocate nothing for them once the buffer has grown.
 
 // int32s appends a JSON array of int32 to *dst, as encoding/json fills a
@@ -223,7 +223,7 @@ func (s *chunkScanner) alternative() (id int32, lp float32, ok bool) {
 			bit = 1 << 0
 			var sp jsonlex.Span
 			if sp, ok = s.Str(); ok && !sp.Esc {
-				id, ok = parseTokenID(string(s.B[sp.Lo:sp.Hi]))
+				id, ok = ParseTokenID(string(s.B[sp.Lo:sp.Hi]))
 			} else {
 				ok = false
 			}
