@@ -131,8 +131,7 @@ func writeSpeculatorsHidden(ctx context.Context, o Options, x *index, sum *Summa
 	if err := newDirOut(o.Out); err != nil {
 		return err
 	}
-	parent := filepath.Dir(o.Out)
-	tmp, err := os.MkdirTemp(parent, tempPattern(o.Out))
+	tmp, err := tempDir(o.Out)
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,11 @@ import (
 // tempTag is what every temporary name of an export holds after ".OUT".
 const tempTag = ".synthgen-export-"
 
+// tempDir makes the temporary directory an export to the directory out
+// is built in, beside out (so the last rename stays on its filesystem)
+// and named by tempPattern (so a killed export's is found and removed).
+func tempDir(out string) (string, error) { return os.MkdirTemp(filepath.Dir(out), tempPattern(out)) }
+
 // tempPattern is the os.CreateTemp pattern of out's temporaries.
 func tempPattern(out string) string { return "." + filepath.Base(out) + tempTag + "*.tmp" }
 

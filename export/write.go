@@ -173,8 +173,7 @@ func writeHF[T any](ctx context.Context, o Options, sum *Summary, rows func(func
 	if err := o.replaceable(); err != nil {
 		return err
 	}
-	parent := filepath.Dir(o.Out)
-	tmp, err := os.MkdirTemp(parent, tempPattern(o.Out))
+	tmp, err := tempDir(o.Out)
 	if err != nil {
 		return err
 	}
@@ -273,5 +272,5 @@ func writeHF[T any](ctx context.Context, o Options, sum *Summary, rows func(func
 	if err := putInPlace(tmp, o.Out); err != nil {
 		return err
 	}
-	return durable.SyncDir(parent)
+	return durable.SyncDir(filepath.Dir(o.Out))
 }
