@@ -30,22 +30,22 @@ const (
 
 func tailScenario(ctx context.Context, c *config) ([]row, error) {
 	const name = "tail"
-	n := int64(400)
-	if c.size.rounds == 1 { // tiny
-		n = 64
+	n, delay, maxTokens := int64(400), tailDelay, tailMax
+	if c.size.rounds == 1 { // tiny: proves the scenario in about a second
+		n, delay, maxTokens = 64, tailDelay/4, 1024
 	}
 	data, err := c.dataset(n, false)
 	if err != nil {
 		return nil, err
 	}
-	m, err := startMock(ctx, c.bin, "--token-delay", tailDelay.String(), "--batch-scale", strconv.Itoa(tailBatchScale),
+	m, err := startMock(ctx, c.bin, "--token-delay", delay.String(), "--batch-scale", strconv.Itoa(tailBatchScale),
 		"--max-running", strconv.Itoa(tailRunning), "--mean-tokens", strconv.Itoa(tailMean))
 	if err != nil {
 		return nil, err
 	}
 	defer m.stop()
 	dir := filepath.Join(c.work, name)
-	cmd := c.synthgen(ctx, m, job{data: data, limit: n, format: "jsonl", maxTokens: tailMax, dir: dir})
+	cmd := c.synthgen(ctx, m, job{data: data, limit: n, format: "jsonl", maxTokens: maxTokens, dir: dir})
 	// synthgen's --concurrency is the size's; this job holds the model's
 	// batch full, no more.
 	cmd.Args = append(cmd.Args, "--concurrency", strconv.Itoa(tailRunning))
@@ -65,9 +65,9 @@ func tailScenario(ctx context.Context, c *config) ([]row, error) {
 		total += l
 		longest = max(longest, l)
 	}
-	step := float64(tailDelay) * (1 + float64(tailRunning)/tailBatchScale)
+	step := float64(delay) * (1 + float64(tailRunning)/tailBatchScale)
 	byRate := time.Duration(float64(total) * step / tailRunning)
-	alone := time.Duration(longest) * tailDelay
+	alone := time.Duration(longest) * delay
 	least := max(byRate, alone)
 	return []row{
 		compare(name, fmt.Sprintf("wall s over the model's least (%d answers, mean %d, longest %d tokens)", n, total/len(lengths), longest),

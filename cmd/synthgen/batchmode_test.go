@@ -21,6 +21,7 @@ import (
 const batchModeRows = 30 // three batches of 10
 
 func TestBatchModeKill(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		// stop returns once the run is where it is killed; after the kill,

@@ -25,6 +25,7 @@ import (
 // command completes the job: every key once, and only the keys missing
 // from disk asked again.
 func TestRunDiskFull(t *testing.T) {
+	t.Parallel()
 	const prompts, shard, durable = 200, 16, 2 * 16
 	for _, op := range []string{"write", "fsync"} {
 		t.Run(op, func(t *testing.T) {

@@ -25,6 +25,7 @@ import (
 // tokens that spell the reasoning and then the call as the target wrote
 // it (mockserver.ToolCallText), for an answer its reasoning and content.
 func TestExportSpeculatorsToolRun(t *testing.T) {
+	t.Parallel()
 	_, url := cliMock(t, nil)
 	for _, stream := range []bool{true, false} {
 		what := fmt.Sprintf("stream=%v", stream)

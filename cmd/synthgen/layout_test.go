@@ -70,6 +70,7 @@ func top(pkg string) string {
 // through any of their packages, so the floors can be read off the folders
 // (a cycle is named with the import that closes it).
 func TestTopLevelFoldersImportOneWay(t *testing.T) {
+	t.Parallel()
 	const module = "github.com/synthgen/synthgen/"
 	edges := map[string]map[string]string{} // folder -> folder -> one import that makes the edge
 	for _, sf := range moduleSources(t) {
@@ -138,6 +139,7 @@ func TestTopLevelFoldersImportOneWay(t *testing.T) {
 // TestOneTypePerChatWord: a message and a tool call are one type each
 // outside the mock server, which imitates a server and keeps its own.
 func TestOneTypePerChatWord(t *testing.T) {
+	t.Parallel()
 	where := map[string][]string{}
 	for _, sf := range moduleSources(t) {
 		if top(sf.pkg) == "mockserver" {
@@ -167,6 +169,7 @@ func TestOneTypePerChatWord(t *testing.T) {
 // directory is a string in one package, the type that owns the directory,
 // so a new file is added in one place.
 func TestOutputDirectoryFilesSpelledOnce(t *testing.T) {
+	t.Parallel()
 	names := []string{"manifest.json", "status.json", "report.json", "history.jsonl", "batches.json"}
 	where := map[string]map[string]bool{}
 	for _, sf := range moduleSources(t) {
@@ -208,6 +211,7 @@ func TestOutputDirectoryFilesSpelledOnce(t *testing.T) {
 // TestSizesAPersonCanHold: no function over 120 lines and at most 8 over
 // 80; no package over 3,500 lines; every package says what it is for.
 func TestSizesAPersonCanHold(t *testing.T) {
+	t.Parallel()
 	var over80 []string
 	lines := map[string]int{}
 	documented := map[string]bool{}

@@ -92,7 +92,7 @@ func cliRunFor(t *testing.T, d time.Duration, args ...string) cliResult {
 	t.Helper()
 	var stdout, stderr cliBuffer
 	cmd := newRootCmd()
-	cmd.SetArgs(args)
+	cmd.SetArgs(append([]string{}, args...)) // never nil: cobra reads os.Args for nil
 	cmd.SetOut(&stdout)
 	cmd.SetErr(&stderr)
 	ctx, cancel := context.WithTimeout(context.Background(), d)

@@ -139,6 +139,7 @@ func TestRunSeveralEndpoints(t *testing.T) {
 // TestRunEndpointsModelCheck: every endpoint must serve the model, and an
 // endpoint that is down at start does not stop the others.
 func TestRunEndpointsModelCheck(t *testing.T) {
+	t.Parallel()
 	_, a := cliMock(t, nil)
 	other := httptest.NewServer(mockserver.New(mockserver.Options{Model: "other-model"}))
 	t.Cleanup(other.Close)

@@ -46,6 +46,7 @@ func fileDataset(t *testing.T, files, pad int, rows func(i int) int) (string, []
 // directories is byte for byte the export of a single process running the
 // whole job split by file.
 func TestShardByFilePartitionsTheJob(t *testing.T) {
+	t.Parallel()
 	const files = 24 // a worker a file: more only repeat the same run
 	rows := func(i int) int { return 1 + i%3 }
 	glob, paths := fileDataset(t, files, 0, rows)

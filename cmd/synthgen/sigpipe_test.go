@@ -18,6 +18,7 @@ import (
 // the run's stdout after one line; the run must go on to its end (exit 0,
 // every record written, report.json done), not die of SIGPIPE.
 func TestClosedStdoutDoesNotStopTheRun(t *testing.T) {
+	t.Parallel()
 	const prompts = 40
 	m := startMock(t, mockserver.Options{TokenDelay: 2 * time.Millisecond, MeanTokens: 40, Seed: 5})
 	dir := t.TempDir()

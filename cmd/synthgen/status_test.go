@@ -165,6 +165,7 @@ var selfMetricsURLRe = regexp.MustCompile(`metrics: synthgen's own at (http://\S
 // the server's own count; --metrics-addr serves during the run and stops
 // with it.
 func TestRunStatusReportAndMetrics(t *testing.T) {
+	t.Parallel()
 	const n = 40
 	mock, srv := startStatusMock(t, mockserver.Options{TokenDelay: time.Millisecond, MeanTokens: 120})
 	data := writeMessagesDataset(t, n)
@@ -402,6 +403,7 @@ func TestVerdictAgreesWithOutcome(t *testing.T) {
 // write, not "done 0" for the first progress.interval; and the header says
 // how many keys are left, not only how many are done.
 func TestRunStatusResumeKnowsWhatIsDone(t *testing.T) {
+	t.Parallel()
 	_, srv := startStatusMock(t, mockserver.Options{TokenDelay: 4 * time.Millisecond, MeanTokens: 2000})
 	data := writeMessagesDataset(t, 30)
 	dir := filepath.Join(t.TempDir(), "out")

@@ -111,6 +111,7 @@ func dirRecords(t testing.TB, dir string) map[string]sink.Record {
 // and plain alike, in JSONL and Parquet; the same job gives the same ids
 // either way.
 func TestRunTokenIDs(t *testing.T) {
+	t.Parallel()
 	_, url := cliMock(t, nil)
 	data := cliDataset(t, 40, 0)
 	var first map[string]sink.Record
@@ -230,6 +231,7 @@ func TestRunWarnsWhenServerIgnoresTokenIDs(t *testing.T) {
 // status.json failed; against a server with ids the same command resumes
 // and every record carries ids.
 func TestRunRequireTokenIDs(t *testing.T) {
+	t.Parallel()
 	m, url := ignoringMock(t)
 	cj := cliJob{baseURL: url, data: cliDataset(t, 200, 0), dir: filepath.Join(t.TempDir(), "out")}
 	args := cj.args("--generation.return_token_ids", "--generation.require_token_ids", "--concurrency", "2")

@@ -215,6 +215,7 @@ func waitDone(t *testing.T, p *proc, n int64, timeout time.Duration) {
 // second began is refused on resume with the part that is new, and a first
 // pass a live run holds is refused with the pid holding it.
 func TestTwoPassRefusesChangedFirstPass(t *testing.T) {
+	t.Parallel()
 	clearSynthgenEnv(t)
 	synthgenBinary(t)
 	work := t.TempDir()

@@ -45,6 +45,7 @@ func loadedMock(t *testing.T, o mockserver.Options) (*scrapeLog, string) {
 // server and shows what it reports, the rate is the server's counter over
 // watch's window, and what llama.cpp does not report is said once.
 func TestWatchKinds(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		flavor, kind, name string
 		line               *regexp.Regexp

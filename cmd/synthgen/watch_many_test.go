@@ -16,6 +16,7 @@ import (
 // print their sum; --each adds each server's own figures, each the
 // server's counter over watch's own window.
 func TestWatchSeveralServers(t *testing.T) {
+	t.Parallel()
 	fakes := []*fakeVLLM{{step: 5000}, {step: 1000}}
 	var urls []string
 	for _, f := range fakes {

@@ -89,7 +89,7 @@ vllm:generation_tokens_created{engine="1",model_name="qwen"} 1.7769301736865187e
 func runWatchCmd(ctx context.Context, args ...string) (stdout, stderr string, err error) {
 	var out, errOut bytes.Buffer
 	cmd := newWatchCmd()
-	cmd.SetArgs(args)
+	cmd.SetArgs(append([]string{}, args...)) // never nil: cobra reads os.Args for nil
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)
 	cmd.SilenceUsage = true
@@ -125,6 +125,7 @@ func (f *fakeVLLM) lastDelta(t *testing.T) float64 {
 // The reported tok/s is the server's counter over watch's window, from any
 // of the three spellings of the URL; the line carries the server's gauges.
 func TestWatchRate(t *testing.T) {
+	t.Parallel()
 	for _, suffix := range []string{"", "/v1", "/metrics"} {
 		t.Run(suffix, func(t *testing.T) {
 			fake := &fakeVLLM{step: 5000}
@@ -162,6 +163,7 @@ func TestWatchRate(t *testing.T) {
 }
 
 func TestWatchFollowJSON(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// The fourth scrape is the Ctrl-C: three answered scrapes, two lines.
@@ -310,6 +312,7 @@ func streamLoad(ctx context.Context, wg *sync.WaitGroup, client *http.Client, ur
 // the tokens the mock counted between watch's two scrapes, over watch's
 // window: the rate a person reads is the server's own.
 func TestWatchMatchesMockTokenCount(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("2 s of streaming load")
 	}
@@ -382,6 +385,7 @@ func TestWatchBareHostPort(t *testing.T) {
 // with), for one server and for several, in text and in JSON; the lines
 // still name the server, with the password masked.
 func TestWatchRedactsPassword(t *testing.T) {
+	t.Parallel()
 	const secret = "secret"
 	withPassword := func(u string) string { return strings.Replace(u, "://", "://u:"+secret+"@", 1) }
 	// seen is every line watch shows: stdout, stderr, and the error and
