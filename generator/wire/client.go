@@ -326,26 +326,24 @@ func (c *Client) complete(ctx context.Context, req Request, onDelta func(n int))
 	if err != nil {
 		return Response{}, &Error{Cause: CauseRequest, Message: err.Error(), Err: err}
 	}
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	var (
-		stall time.Duration
-		abort context.CancelCauseFunc
-	)
+	var stall time.Duration
 	if req.Stream && c.stall > 0 {
-		// The watch starts once the headers came; a stall cancels this
-		// attempt alone, with errStalled as the cause.
-		stall = c.stall
-		ctx, abort = context.WithCancelCause(ctx)
+		stall = c.stall // the watch starts once the headers came
+	}
+	// One context a request, whatever may cut it: endpoint.timeout, a
+	// stall (errStalled), the stranded-stream rules (stranded.go). Each
+	// layer of contexts cost a plain request an allocation, a registration
+	// with its parent, and a step in every lookup net/http makes through
+	// the chain (docs/decisions/2026-11-plain-request-cpu.md, 2026-12-06).
+	ctx, abort, timer := c.requestContext(ctx, stall > 0 || c.await != nil)
+	if timer != nil {
+		defer timer.Stop()
+	}
+	if abort != nil {
 		defer abort(nil)
 	}
 	var waited func(headers bool)
 	if c.await != nil {
-		if abort == nil {
-			// A plain request: only the idle rule cuts it (stranded.go).
-			ctx, abort = context.WithCancelCause(ctx)
-			defer abort(nil)
-		}
 		waited = c.await.sent(abort, !req.Stream)
 	}
 	resp, err := c.send(ctx, http.MethodPost, "/chat/completions", body, req.Stream)
@@ -578,7 +576,11 @@ func (c *Client) failStall(ctx context.Context, stall time.Duration, err error) 
 // fails with whatever the transport made of it), then what an error status
 // said (its message, whether the prompt is too long, Retry-After).
 func (c *Client) fail(ctx context.Context, err error) *Error {
-	if ce := ctx.Err(); ce != nil && !errors.Is(err, ce) {
+	ce := ctx.Err()
+	if cause := context.Cause(ctx); errors.Is(cause, errTimedOut) {
+		ce = cause // the request's own timeout (requestContext): a deadline
+	}
+	if ce != nil && !errors.Is(err, ce) {
 		err = fmt.Errorf("%w (%v)", ce, err)
 	}
 	e := Classify(err)
@@ -607,4 +609,23 @@ func (c *Client) withTimeout(ctx context.Context) (context.Context, context.Canc
 		return context.WithTimeout(ctx, c.timeout)
 	}
 	return context.WithCancel(ctx)
+}
+
+// errTimedOut is the cause with which a request's own context ends at
+// endpoint.timeout: a deadline, classified as one (CauseTimeout).
+var errTimedOut = fmt.Errorf("endpoint.timeout: %w", context.DeadlineExceeded)
+
+// requestContext is ctx for one chat completion, which abort ends with a
+// cause, and the timer that ends it at the timeout (nil: no timeout);
+// the caller stops both. Neither a timeout nor cuttable: ctx itself, and
+// no context is made.
+func (c *Client) requestContext(ctx context.Context, cuttable bool) (context.Context, context.CancelCauseFunc, *time.Timer) {
+	if c.timeout <= 0 && !cuttable {
+		return ctx, nil, nil
+	}
+	ctx, abort := context.WithCancelCause(ctx)
+	if c.timeout <= 0 {
+		return ctx, abort, nil
+	}
+	return ctx, abort, time.AfterFunc(c.timeout, func() { abort(errTimedOut) })
 }
