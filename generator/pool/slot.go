@@ -83,7 +83,7 @@ func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Trac
 		if !ok {
 			return wire.Response{}, 0, nil
 		}
-		o := e.outcome(ctx, wait, route, a, &avoid)
+		o := e.outcome(ctx, wait, route, &a, &avoid)
 		o.haveCut = haveCut
 		switch decide(o, &b) {
 		case stepAnswered:
@@ -227,8 +227,10 @@ func neverFitsError(maxTokens, tokens, limit int) *wire.Error {
 
 // outcome is what decide needs of attempt a; its two questions with
 // effects (is the server away, can another replica take it) are asked
-// only when decide reaches them.
-func (e *Engine) outcome(ctx, wait context.Context, route *router, a sent, avoid *tried) outcome {
+// only when decide reaches them. Its closures hold the endpoint, not a:
+// a captured would move the whole attempt (its answer) to the heap on
+// every request, answered ones too.
+func (e *Engine) outcome(ctx, wait context.Context, route *router, a *sent, avoid *tried) outcome {
 	o := outcome{answered: a.err == nil, moreRoom: a.next > 0, misshapen: a.bad != nil, several: route.several()}
 	if o.answered {
 		return o
@@ -240,11 +242,12 @@ func (e *Engine) outcome(ctx, wait context.Context, route *router, a sent, avoid
 	o.fault = a.fault != nil && ce.Retryable
 	o.retryable = ce.Retryable
 	o.tooLong = ce.Cause == wire.CauseTooLong
+	ep := a.ep
 	o.away = func() (back, stop bool) {
 		// Is its server away? Then its gate closes, and the attempt
 		// goes at once to another endpoint that is up, or, when none
 		// is, waits until one is back.
-		ch, err := a.ep.gate.trip(wait)
+		ch, err := ep.gate.trip(wait)
 		if err == nil && ch != nil {
 			err = route.waitUp(wait)
 		}
@@ -256,7 +259,7 @@ func (e *Engine) outcome(ctx, wait context.Context, route *router, a sent, avoid
 		if *avoid == nil {
 			*avoid = make(tried, len(route.eps))
 		}
-		(*avoid)[a.ep.idx] = true
+		(*avoid)[ep.idx] = true
 		return route.elsewhere(*avoid)
 	}
 	return o

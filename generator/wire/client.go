@@ -342,14 +342,16 @@ func (c *Client) complete(ctx context.Context, req Request, onDelta func(n int))
 	if abort != nil {
 		defer abort(nil)
 	}
-	var waited func(headers bool)
+	var waited *awaiter
 	if c.await != nil {
 		waited = c.await.sent(abort, !req.Stream)
 	}
 	resp, err := c.send(ctx, http.MethodPost, "/chat/completions", body, req.Stream)
 	if waited != nil {
-		var se *statusError
-		waited(err == nil || errors.As(err, &se))
+		// An error status came with headers (send returns it unwrapped;
+		// errors.As here moved a variable to the heap on every request).
+		_, status := err.(*statusError)
+		waited.done(err == nil || status)
 	}
 	if err != nil {
 		return Response{}, c.failStall(ctx, stall, err)

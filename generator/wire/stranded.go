@@ -90,6 +90,8 @@ type awaiting struct {
 }
 
 type awaiter struct {
+	owner     *awaiting
+	seq       uint64
 	sent      time.Time
 	overtaken time.Time // when a later stream first had its headers; zero: not yet
 	cut       context.CancelCauseFunc
@@ -129,33 +131,38 @@ func (a *awaiting) interval() time.Duration {
 	return min(max(a.stall/4, 100*time.Millisecond), awaitShown)
 }
 
-// sent registers a request about to be sent, which cut cancels; done,
-// called once its headers came or it failed without them, ends the wait.
-// plain marks a request that is not streamed: its headers come with its
-// whole answer, so only the idle rule cuts it.
-func (a *awaiting) sent(cut context.CancelCauseFunc, plain bool) (done func(headers bool)) {
+// sent registers a request about to be sent, which cut cancels; its
+// done, called once its headers came or it failed without them, ends the
+// wait. plain marks a request that is not streamed: its headers come with
+// its whole answer, so only the idle rule cuts it.
+func (a *awaiting) sent(cut context.CancelCauseFunc, plain bool) *awaiter {
 	a.mu.Lock()
 	a.seq++
-	seq := a.seq
-	a.waiting[seq] = &awaiter{sent: a.now(), cut: cut, plain: plain}
+	w := &awaiter{owner: a, seq: a.seq, sent: a.now(), cut: cut, plain: plain}
+	a.waiting[w.seq] = w
 	if a.timer == nil {
 		a.timer = time.AfterFunc(a.interval(), a.check)
 	}
 	a.mu.Unlock()
-	return func(headers bool) {
-		a.mu.Lock()
-		w, still := a.waiting[seq] // not if check cut it
-		delete(a.waiting, seq)
-		if headers {
-			a.sign = a.now()
-			if seq > a.answered {
-				a.answered, a.answeredAt = seq, a.sign
-			}
+	return w
+}
+
+// done ends w's wait (a method, not a closure: every request, plain ones
+// too, registers, and a closure was an allocation each).
+func (w *awaiter) done(headers bool) {
+	a := w.owner
+	a.mu.Lock()
+	_, still := a.waiting[w.seq] // not if check cut it
+	delete(a.waiting, w.seq)
+	if headers {
+		a.sign = a.now()
+		if w.seq > a.answered {
+			a.answered, a.answeredAt = w.seq, a.sign
 		}
-		a.mu.Unlock()
-		if still && w.shown && a.onWait != nil {
-			a.onWait(-1)
-		}
+	}
+	a.mu.Unlock()
+	if still && w.shown && a.onWait != nil {
+		a.onWait(-1)
 	}
 }
 

@@ -108,15 +108,15 @@ func TestQueuedStreamsWaitTheirTurn(t *testing.T) {
 	if cuts.Load() != 0 {
 		t.Fatal("a stream waiting its turn, none overtaking it, was cut")
 	}
-	doneFirst(true) // the first in the queue had its headers: in order
+	doneFirst.done(true) // the first in the queue had its headers: in order
 	advance(time.Hour)
 	a.check()
 	if cuts.Load() != 0 {
 		t.Fatal("the second stream was cut though only an earlier one was answered")
 	}
 	doneThird := a.sent(cut, false)
-	doneThird(true) // a later one overtook the second
-	a.check()       // marks it overtaken
+	doneThird.done(true) // a later one overtook the second
+	a.check()            // marks it overtaken
 	if cuts.Load() != 0 {
 		t.Fatal("cut the moment it was overtaken, want StallTimeout after")
 	}
@@ -158,7 +158,7 @@ func TestSilentReplicaStreamsAreCut(t *testing.T) {
 	if silent.Load()+other.Load() != 0 {
 		t.Fatal("cut while no replica answered and none stood idle: the fault may be anyone's")
 	}
-	bWaits(true) // the other replica answers
+	bWaits.done(true) // the other replica answers
 	a.check()
 	if silent.Load() != 1 || other.Load() != 0 {
 		t.Fatalf("silent %d, other %d: want the silent replica's stream cut as errSilent", silent.Load(), other.Load())
@@ -170,7 +170,7 @@ func TestSilentReplicaStreamsAreCut(t *testing.T) {
 	_ = a.sent(cut, false)
 	advance(2 * time.Second)
 	body.last.Store(int64(2 * time.Second))
-	b.sent(func(error) {}, false)(true)
+	b.sent(func(error) {}, false).done(true)
 	a.check()
 	if silent.Load() != 1 {
 		t.Fatal("cut a stream of a server whose other stream sends bytes")
@@ -180,9 +180,9 @@ func TestSilentReplicaStreamsAreCut(t *testing.T) {
 	earlier := a.sent(func(error) {}, false)
 	_ = a.sent(cut, false)
 	advance(2 * time.Second)
-	earlier(true)
+	earlier.done(true)
 	advance(2 * time.Second)
-	b.sent(func(error) {}, false)(true)
+	b.sent(func(error) {}, false).done(true)
 	a.check()
 	if silent.Load() != 1 {
 		t.Fatal("cut a stream of a server whose queue moves")
@@ -204,7 +204,7 @@ func TestSilentReplicaStreamsAreCut(t *testing.T) {
 			t.Fatalf("%v after: %d cut as silent, want %d", step.after, silent.Load(), step.want)
 		}
 	}
-	idle.sent(func(error) {}, false)(true) // answered, and holds nothing
+	idle.sent(func(error) {}, false).done(true) // answered, and holds nothing
 	_ = lone.sent(cut, false)
 	advance(time.Second / 2)
 	lone.check()
@@ -239,9 +239,9 @@ func TestIdleServerCutsOvertakenRequests(t *testing.T) {
 	_ = a.sent(cut, false) // streamed
 	before := now()
 	advance(time.Second)
-	a.sent(func(error) {}, true)(true) // a later one answered
-	a.check()                          // both marked overtaken
-	a.load(before, 0, 0)               // a scrape from before: proves nothing
+	a.sent(func(error) {}, true).done(true) // a later one answered
+	a.check()                               // both marked overtaken
+	a.load(before, 0, 0)                    // a scrape from before: proves nothing
 	advance(time.Millisecond)
 	a.load(now(), 1, 0) // busy
 	advance(time.Hour / 2)
@@ -266,7 +266,7 @@ func TestIdleRuleWaitsItsGrace(t *testing.T) {
 	var cuts atomic.Int64
 	_ = a.sent(func(error) { cuts.Add(1) }, true)
 	clk.advance(100 * time.Millisecond)
-	a.sent(func(error) {}, true)(true) // a later, shorter one answered
+	a.sent(func(error) {}, true).done(true) // a later, shorter one answered
 	a.check()
 	clk.advance(100 * time.Millisecond)
 	a.load(now(), 0, 0) // idle: the server has not counted the first yet
@@ -357,7 +357,7 @@ func TestFailedStreamOvertakesNone(t *testing.T) {
 	a := testAwaiting(t, clk, time.Second, nil)
 	var cuts atomic.Int64
 	_ = a.sent(func(error) { cuts.Add(1) }, false)
-	a.sent(func(error) {}, false)(false) // failed without headers
+	a.sent(func(error) {}, false).done(false) // failed without headers
 	a.check()
 	clk.advance(time.Hour)
 	a.check()
