@@ -188,6 +188,7 @@ func (r *Runner) openPool(eps endpoints, opts dataset.Options) (err error) {
 		Log:          s.Log,
 		Retry:        s.Retry,
 		Rate:         s.Rate,
+		Signals:      s.Auto,
 		SyncInterval: s.SyncInterval,
 		Price:        eps.price,
 		// status.json as soon as what the directory holds is counted: when

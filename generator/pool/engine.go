@@ -89,6 +89,10 @@ type Options struct {
 	// Rate is each endpoint's rate limits where its server states none
 	// (package pace); the zero value: none.
 	Rate RateLimits
+	// Signals: Engine.Signals is read (concurrency: auto steers by the
+	// answers): every endpoint counts them. Without it only a paced
+	// endpoint does, and a request pays no lock for pacing.
+	Signals bool
 	// SyncInterval is how often the writer flushes the sink when results
 	// stop arriving; 0 means the sink syncs on every write itself.
 	SyncInterval time.Duration

@@ -14,7 +14,8 @@ type RateLimits = pace.Limits
 type Signals = pace.Signals
 
 // Signals are each endpoint's Signals in Options.Endpoints order; nil
-// before Run. Safe from any goroutine.
+// before Run. Safe from any goroutine. They are counted only with
+// Options.Signals or where the endpoint is paced (zero otherwise).
 func (e *Engine) Signals() []Signals {
 	r := e.route.Load()
 	if r == nil {
@@ -28,7 +29,8 @@ func (e *Engine) Signals() []Signals {
 }
 
 // newPacer is an endpoint's pacer under the configured limits, holding
-// back after 429s that say nothing by the retry policy's backoff.
-func newPacer(cfg RateLimits, retry RetryPolicy) *pace.Pacer {
-	return pace.New(cfg, pace.UnsaidHold(retry.InitialBackoff, retry.MaxBackoff), time.Now)
+// back after 429s that say nothing by the retry policy's backoff, and
+// counting its Signals when signals (Options.Signals).
+func newPacer(cfg RateLimits, retry RetryPolicy, signals bool) *pace.Pacer {
+	return pace.New(cfg, pace.UnsaidHold(retry.InitialBackoff, retry.MaxBackoff), time.Now, signals)
 }

@@ -129,7 +129,7 @@ func (e *Engine) newRouter(life context.Context) *router {
 		r.place = newPlacer(e.opts.Sampling.Count())
 	}
 	for i, t := range targets {
-		ep := &endpoint{idx: i, url: t.URL, client: t.Client, stats: ledgers[i], route: r, pace: newPacer(e.opts.Rate, e.opts.Retry)}
+		ep := &endpoint{idx: i, url: t.URL, client: t.Client, stats: ledgers[i], route: r, pace: newPacer(e.opts.Rate, e.opts.Retry, e.opts.Signals)}
 		// With several endpoints, one that comes back serving another
 		// model (or one that was down at start, never checked) stays out:
 		// the others carry the load. One endpoint keeps the single

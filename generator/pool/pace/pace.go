@@ -96,6 +96,13 @@ type Pacer struct {
 
 	waiting atomic.Int64 // requests waiting for their share now
 
+	// engaged: the pacer has work, a limit configured or stated, a 429
+	// seen, or Signals to count. Until then a request pays no lock here
+	// (a job without limits pays nothing for pacing): Cost, NeverFits,
+	// Wait, Answered and Limited return at once. Once set it stays.
+	engaged atomic.Bool
+	signals bool // count Signals (concurrency: auto); else they stay zero
+
 	// What the answers say, for concurrency: auto without /metrics
 	// (Signals): requests sent and not ended now, the request-seconds
 	// they spent at the server up to lastEvent, the attempts ended and
@@ -149,9 +156,11 @@ func (p *Pacer) tick(now time.Time) {
 }
 
 // New is an endpoint's pacer under the configured limits cfg, holding
-// back after unsaid 429s by unsaid (UnsaidHold), on the clock now.
-func New(cfg Limits, unsaid backoff.Policy, now func() time.Time) *Pacer {
-	p := &Pacer{now: now, cfg: cfg, unsaid: unsaid, perByte: 0.25}
+// back after unsaid 429s by unsaid (UnsaidHold), on the clock now;
+// signals: count what Signals reports (concurrency: auto reads them).
+func New(cfg Limits, unsaid backoff.Policy, now func() time.Time, signals bool) *Pacer {
+	p := &Pacer{now: now, cfg: cfg, unsaid: unsaid, perByte: defaultPerByte, signals: signals}
+	p.engaged.Store(signals || cfg.RequestsPerMinute > 0 || cfg.TokensPerMinute > 0)
 	if n := cfg.RequestsPerMinute; n > 0 {
 		p.req = rate.NewLimiter(rate.Limit(float64(n)/60), max(1, n/60))
 	}
@@ -160,6 +169,9 @@ func New(cfg Limits, unsaid backoff.Policy, now func() time.Time) *Pacer {
 	}
 	return p
 }
+
+// defaultPerByte is a prompt's tokens a byte until answers say.
+const defaultPerByte = 0.25
 
 // Cost is a request's tokens as a provider counts them at admission: its
 // prompt's estimate plus its max_tokens; bytes is the prompt's size, which
@@ -170,6 +182,9 @@ func (p *Pacer) Cost(req wire.Request) (bytes, total int) {
 	}
 	for _, m := range req.Messages {
 		bytes += len(m.Content) + len(m.Role)
+	}
+	if !p.engaged.Load() { // perByte is learnt once engaged
+		return bytes, int(float64(bytes)*defaultPerByte) + 1 + max(req.MaxTokens, 0)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -186,6 +201,9 @@ func (p *Pacer) Cost(req wire.Request) (bytes, total int) {
 func (p *Pacer) Wait(ctx context.Context, tokens int) error {
 	if p == nil {
 		return nil
+	}
+	if !p.engaged.Load() {
+		return ctx.Err()
 	}
 	if err := p.share(ctx, tokens); err != nil {
 		return err
@@ -280,6 +298,12 @@ func (p *Pacer) Answered(l wire.Limits, bytes, promptTokens int) {
 	if p == nil {
 		return
 	}
+	if !p.engaged.Load() {
+		if !l.Requests.Known && !l.Tokens.Known {
+			return
+		}
+		p.engaged.Store(true) // the server states its limits: paced from now
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
@@ -328,15 +352,22 @@ func (p *Pacer) Limited(e *wire.Error) (hold time.Duration, ok bool, said string
 	if p == nil {
 		return 0, false, ""
 	}
+	limited := e != nil && e.Status == 429
+	if !p.engaged.Load() {
+		if !limited {
+			return 0, false, ""
+		}
+		p.engaged.Store(true) // the first 429: paced from now
+	}
 	p.mu.Lock()
 	p.tick(p.now())
 	p.atServer = max(p.atServer-1, 0)
 	p.ended++
-	if e != nil && e.Status == 429 {
+	if limited {
 		p.said429++
 	}
 	p.mu.Unlock()
-	if e == nil || e.Status != 429 {
+	if !limited {
 		return 0, false, ""
 	}
 	hold = e.RetryAfter
@@ -384,7 +415,7 @@ func (p *Pacer) Limited(e *wire.Error) (hold time.Duration, ok bool, said string
 // first is set on the first request found never to fit, so that the run's
 // log says it once.
 func (p *Pacer) NeverFits(tokens int) (limit int, never, first bool) {
-	if p == nil {
+	if p == nil || !p.engaged.Load() { // no limit stated
 		return 0, false, false
 	}
 	p.mu.Lock()

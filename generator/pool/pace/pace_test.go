@@ -16,7 +16,7 @@ import (
 func TestPacerFollowsTheStatedLimits(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1e9, 0)
-	p := New(Limits{RequestsPerMinute: 60}, UnsaidHold(0, 0), func() time.Time { return now })
+	p := New(Limits{RequestsPerMinute: 60}, UnsaidHold(0, 0), func() time.Time { return now }, false)
 	req := wire.Request{Messages: []chat.Message{{Role: "user", Content: "0123456789012345"}}}
 	req.MaxTokens = 100
 	bytes, total := p.Cost(req)
@@ -60,7 +60,7 @@ func TestPacerFollowsTheStatedLimits(t *testing.T) {
 // share it reserved goes back.
 func TestPacingWaitEndsWithTheContext(t *testing.T) {
 	t.Parallel()
-	p := New(Limits{RequestsPerMinute: 1}, UnsaidHold(0, 0), time.Now) // one request, then one a minute
+	p := New(Limits{RequestsPerMinute: 1}, UnsaidHold(0, 0), time.Now, false) // one request, then one a minute
 	if err := p.Wait(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestPacingWaitEndsWithTheContext(t *testing.T) {
 func TestPacerSignals(t *testing.T) {
 	t.Parallel()
 	clock := time.Unix(0, 0)
-	p := New(Limits{RequestsPerMinute: 120, TokensPerMinute: 6000}, UnsaidHold(0, 0), func() time.Time { return clock })
+	p := New(Limits{RequestsPerMinute: 120, TokensPerMinute: 6000}, UnsaidHold(0, 0), func() time.Time { return clock }, true)
 	req := wire.Request{Messages: []chat.Message{{Role: "user", Content: "four"}}}
 	req.MaxTokens = 10
 	_, cost := p.Cost(req) // (4+4)/4 + 1 + 10
@@ -135,7 +135,7 @@ func TestPacerSignals(t *testing.T) {
 func TestAnUnsaid429BacksOffByRounds(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1e9, 0)
-	p := New(Limits{}, UnsaidHold(time.Second, 5*time.Second), func() time.Time { return now })
+	p := New(Limits{}, UnsaidHold(time.Second, 5*time.Second), func() time.Time { return now }, false)
 	bare := &wire.Error{Status: 429}
 	step := func(want time.Duration) {
 		t.Helper()
@@ -160,7 +160,7 @@ func TestAnUnsaid429BacksOffByRounds(t *testing.T) {
 // stated, and not before.
 func TestNeverFitsTheStatedTokenLimit(t *testing.T) {
 	t.Parallel()
-	p := New(Limits{TokensPerMinute: 5000}, UnsaidHold(0, 0), time.Now)
+	p := New(Limits{TokensPerMinute: 5000}, UnsaidHold(0, 0), time.Now, false)
 	if _, never, _ := p.NeverFits(20010); never {
 		t.Fatal("a configured limit taken for the server's")
 	}
@@ -186,7 +186,7 @@ func TestPacerAllows(t *testing.T) {
 	}
 	clock := time.Unix(0, 0)
 	now := func() time.Time { return clock }
-	p := New(Limits{RequestsPerMinute: 120}, UnsaidHold(0, 0), now)
+	p := New(Limits{RequestsPerMinute: 120}, UnsaidHold(0, 0), now, false)
 	if r, n := p.Allows(); r != 2 || n != 2 {
 		t.Errorf("120 a minute: allows %v a second, %v ready; want 2, 2 (a second's burst)", r, n)
 	}
@@ -204,7 +204,7 @@ func TestPacerAllows(t *testing.T) {
 	// The tokens' limit over a request's mean admission cost, where that
 	// is less than the requests' limit.
 	for _, tpm := range []int{6000, 600} {
-		p := New(Limits{RequestsPerMinute: 120, TokensPerMinute: tpm}, UnsaidHold(0, 0), now)
+		p := New(Limits{RequestsPerMinute: 120, TokensPerMinute: tpm}, UnsaidHold(0, 0), now, false)
 		req := wire.Request{Messages: []chat.Message{{Role: "user", Content: "four"}}}
 		req.MaxTokens = 10
 		_, cost := p.Cost(req)
@@ -212,5 +212,51 @@ func TestPacerAllows(t *testing.T) {
 		if r, _ := p.Allows(); math.Abs(r-want) > 1e-9 {
 			t.Errorf("%d tokens a minute, %d a request: allows %v a second, want %v", tpm, cost, r, want)
 		}
+	}
+}
+
+// A pacer with nothing to do (no limit configured or stated, no 429, no
+// Signals asked) counts nothing; the server's first stated limit, or its
+// first 429, engages it from that answer on.
+func TestPacerEngagesOnlyWhenThereIsWork(t *testing.T) {
+	t.Parallel()
+	clock := time.Unix(0, 0)
+	now := func() time.Time { return clock }
+	ctx := context.Background()
+	req := wire.Request{Messages: []chat.Message{{Role: "user", Content: "four"}}}
+	sendOne := func(p *Pacer, l wire.Limits) {
+		t.Helper()
+		_, cost := p.Cost(req)
+		if err := p.Wait(ctx, cost); err != nil {
+			t.Fatal(err)
+		}
+		clock = clock.Add(time.Second)
+		p.Answered(l, 8, 2)
+		p.Limited(nil)
+	}
+	idle := New(Limits{}, UnsaidHold(0, 0), now, false)
+	counting := New(Limits{}, UnsaidHold(0, 0), now, true)
+	for range 3 {
+		sendOne(idle, wire.Limits{})
+		sendOne(counting, wire.Limits{})
+	}
+	if s := idle.Signals(); s != (Signals{}) || idle.engaged.Load() {
+		t.Errorf("an idle pacer counted %+v (engaged %v)", s, idle.engaged.Load())
+	}
+	if s := counting.Signals(); s.Ended != 3 || s.Busy != 3 {
+		t.Errorf("a pacer asked for Signals counted %+v, want 3 ended, 3 request-seconds", s)
+	}
+	// The server states a limit of 60 a minute with none left: the next
+	// request waits for its share.
+	sendOne(idle, wire.Limits{Requests: wire.Limit{Known: true, Limit: 60, Remaining: 0}})
+	if !idle.engaged.Load() {
+		t.Fatal("a stated limit did not engage the pacer")
+	}
+	if perSec, _ := idle.Allows(); perSec != 1 {
+		t.Errorf("after a stated limit of 60 a minute it allows %v a second, want 1", perSec)
+	}
+	other := New(Limits{}, UnsaidHold(time.Second, 0), now, false)
+	if hold, ok, _ := other.Limited(&wire.Error{Status: 429}); !ok || hold != time.Second || !other.engaged.Load() {
+		t.Errorf("a first 429: hold %v, pacing %v, engaged %v", hold, ok, other.engaged.Load())
 	}
 }
