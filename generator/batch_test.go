@@ -297,3 +297,29 @@ func TestBatchRetriesWhatTheServerRefusesForNow(t *testing.T) {
 		t.Errorf("a wait of %v, past the poll interval", waits[i])
 	}
 }
+
+// TestBatchLastProgressIsCollected: the progress's last render (when
+// Hooks.Progress's context ends) sees the ledger as the run leaves it:
+// every batch collected, not downloaded, since the log has already said
+// each was collected.
+func TestBatchLastProgressIsCollected(t *testing.T) {
+	t.Parallel()
+	_, ts := newMock(t)
+	dir := t.TempDir()
+	s := batchSetup(t, ts.URL, dir, 25)
+	r, err := Open(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last []runstats.BatchState
+	res, err := r.Run(context.Background(), Hooks{
+		Progress: func(ctx context.Context) { <-ctx.Done(); last = s.Stats.Snapshot().BatchStates() },
+		Final:    func() runstats.ProgressRecord { return runstats.NewProgressRecord(s.Stats.Snapshot(), nil) },
+	})
+	if err != nil || res.Outcome != OutcomeDone {
+		t.Fatalf("outcome %s, %v", res.Outcome, err)
+	}
+	if len(last) != 1 || last[0].State != string(batch.StateCollected) || last[0].Batches != 3 {
+		t.Errorf("the last progress shows the batches %+v, want all 3 collected", last)
+	}
+}

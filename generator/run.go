@@ -79,7 +79,7 @@ func (r *Runner) Run(ctx context.Context, h Hooks) (Result, error) {
 	stopAuto, err := r.startAuto(ctx)
 	if err != nil {
 		res := Result{Outcome: OutcomeFailed, Err: err}
-		return r.end(res, h)
+		return r.end(res, h, func() {})
 	}
 	progressCtx, stopProgress := context.WithCancel(context.WithoutCancel(ctx))
 	var progress sync.WaitGroup
@@ -93,19 +93,19 @@ func (r *Runner) Run(ctx context.Context, h Hooks) (Result, error) {
 	}
 	sum, runErr := r.eng.Run(ctx, r.src, r.out)
 	r.setup.Stats.Stop()
-	stopProgress()
-	progress.Wait()
 	stopAuto()
 
 	res := Result{Summary: sum, Err: runErr, OnDisk: r.OnDisk(), Failed: r.FailedOpen(),
 		Interrupted: h.Interrupted() && (sum.Drained || sum.Canceled > 0)}
 	res.Outcome = res.outcome()
-	return r.end(res, h)
+	return r.end(res, h, func() { stopProgress(); progress.Wait() })
 }
 
-// end closes the output with res's outcome, then writes the final files
-// with the verdict.
-func (r *Runner) end(res Result, h Hooks) (Result, error) {
+// end closes the output with res's outcome, marks the batches collected,
+// stops the progress (whose last line then shows the batches as the
+// ledger leaves them, not downloaded after the log said collected), then
+// writes the final files with the verdict.
+func (r *Runner) end(res Result, h Hooks, stopProgress func()) (Result, error) {
 	// The manifest records the outcome known before the close; a close
 	// that fails writes no manifest, so it cannot change what is recorded.
 	res.CloseErr = r.closeOutput(res.Outcome)
@@ -115,6 +115,7 @@ func (r *Runner) end(res Result, h Hooks) (Result, error) {
 	if err := r.closeBatch(res); err != nil {
 		fmt.Fprintf(r.setup.Log, "warning: %s: %v\n", batch.LedgerName, err)
 	}
+	stopProgress()
 	err := h.Verdict(res)
 	o := runfiles.RunOutcome{ExitCode: h.ExitCode(err), State: res.Outcome.state(), Err: err, Summary: res.Summary, EndedAt: time.Now()}
 	if ferr := r.status.Finish(h.Final(), o); ferr != nil {

@@ -408,3 +408,23 @@ func TestDocsCommandsParse(t *testing.T) {
 		t.Errorf("%d synthgen command lines in the pages' code blocks; the reading of the blocks is broken", n)
 	}
 }
+
+// TestDocsGuideNamesHostedBatchAndPrice: the guide's entry for hosted
+// endpoints (docs/README.md) names what a person looking to pay less
+// there looks for: the provider's batch API and endpoint.price (issue 41).
+func TestDocsGuideNamesHostedBatchAndPrice(t *testing.T) {
+	guide := docPages(t)["docs/README.md"]
+	_, entry, ok := strings.Cut(guide, "[Hosted endpoints](hosted.md)")
+	if !ok {
+		t.Fatal("docs/README.md does not link hosted.md as Hosted endpoints")
+	}
+	// The entry runs to the next numbered one.
+	if i := regexp.MustCompile(`\n\d+\. `).FindStringIndex(entry); i != nil {
+		entry = entry[:i[0]]
+	}
+	for _, want := range []string{"batch API", "`batch.enabled`", "`endpoint.price`"} {
+		if !strings.Contains(entry, want) {
+			t.Errorf("docs/README.md's hosted endpoints entry does not name %s:\n%s", want, entry)
+		}
+	}
+}

@@ -6,6 +6,7 @@ package view
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -300,5 +301,75 @@ func TestViewBrowserRecordsTable(t *testing.T) {
 		}
 	}
 	b.screenshot("record-schema.png")
+	b.quiet()
+}
+
+// TestViewBrowserRecordsTableFits: in a window 1,400 px wide (900 high)
+// every column of the records table can be read: either the table fits
+// the window, or it scrolls sideways inside a box of its own that fits
+// the window, with the last column reached by scrolling that box; the
+// page itself does not scroll sideways, and each header sits over its
+// own column.
+func TestViewBrowserRecordsTableFits(t *testing.T) {
+	b := newBrowser(t)
+	v := resumedViewDir(t)
+	s, ts := serve(t, Options{Dirs: []string{v.dir}})
+	if err := s.Index().Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.do(chromedp.EmulateViewport(1400, 900))
+	b.open(ts.URL+"/records?per=50", false)
+	b.screenshot("records-1400.png")
+	type fit struct {
+		Viewport   float64   `json:"viewport"`
+		PageWidth  float64   `json:"page_width"`
+		Scroller   bool      `json:"scroller"`
+		BoxLeft    float64   `json:"box_left"`
+		BoxRight   float64   `json:"box_right"`
+		Headers    []string  `json:"headers"`
+		Lefts      []float64 `json:"lefts"`
+		Rights     []float64 `json:"rights"`
+		CellLefts  []float64 `json:"cell_lefts"`
+		CellRights []float64 `json:"cell_rights"`
+	}
+	// measure scrolls the table's box (if it has one) to its end, then
+	// reads where each header and each cell of the first row is.
+	const measure = `(() => {
+		const table = document.getElementById("records"), vw = document.documentElement.clientWidth;
+		let box = table.parentElement;
+		while (box && box !== document.body && !/auto|scroll/.test(getComputedStyle(box).overflowX)) box = box.parentElement;
+		const scroller = !!box && box !== document.body;
+		let left = 0, right = vw;
+		if (scroller) { box.scrollLeft = box.scrollWidth; const r = box.getBoundingClientRect(); left = r.left; right = r.right; }
+		const ths = [...table.querySelectorAll("thead th")], tds = [...table.querySelector("tbody tr").cells];
+		return {viewport: vw, page_width: document.documentElement.scrollWidth, scroller: scroller, box_left: left, box_right: right,
+			headers: ths.map(th => th.textContent),
+			lefts: ths.map(th => th.getBoundingClientRect().left), rights: ths.map(th => th.getBoundingClientRect().right),
+			cell_lefts: tds.map(td => td.getBoundingClientRect().left), cell_rights: tds.map(td => td.getBoundingClientRect().right)};
+	})()`
+	f := eval[fit](b, measure)
+	if f.Viewport != 1400 {
+		t.Fatalf("the window is %v px wide, want 1400", f.Viewport)
+	}
+	if f.PageWidth > f.Viewport {
+		t.Errorf("the page is %v px wide in a window of %v: it scrolls sideways, the table's right is cut", f.PageWidth, f.Viewport)
+	}
+	if f.BoxLeft < 0 || f.BoxRight > f.Viewport+0.5 {
+		t.Errorf("the table's box spans %.0f..%.0f px, the window 0..%.0f", f.BoxLeft, f.BoxRight, f.Viewport)
+	}
+	if len(f.Headers) < 13 || len(f.CellLefts) != len(f.Headers) {
+		t.Fatalf("%d headers %q over %d cells", len(f.Headers), f.Headers, len(f.CellLefts))
+	}
+	// The last columns (latency, ttft, errors), once the box is scrolled to
+	// its end, and every other one as well.
+	for i, h := range f.Headers {
+		if f.Rights[i] > f.BoxRight+0.5 || (!f.Scroller && f.Lefts[i] < f.BoxLeft-0.5) {
+			t.Errorf("column %q spans %.0f..%.0f px, outside %.0f..%.0f (scrolling: %v)", h, f.Lefts[i], f.Rights[i], f.BoxLeft, f.BoxRight, f.Scroller)
+		}
+		if math.Abs(f.Lefts[i]-f.CellLefts[i]) > 0.5 || math.Abs(f.Rights[i]-f.CellRights[i]) > 0.5 {
+			t.Errorf("header %q spans %.0f..%.0f px, its column's cell %.0f..%.0f", h, f.Lefts[i], f.Rights[i], f.CellLefts[i], f.CellRights[i])
+		}
+	}
+	b.screenshot("records-1400-end.png")
 	b.quiet()
 }

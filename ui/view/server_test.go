@@ -437,3 +437,35 @@ func TestViewRunPageShowsTheBatches(t *testing.T) {
 		t.Error("a batches.json that does not read hid the rest of the run page")
 	}
 }
+
+// TestViewFiguresSayWhose: a batch-mode run streams nothing, so its
+// report.json writes ttft 0: the page says n/a, never "ttft p50 0"; a
+// streamed run's time shows as a number. Every count or rate says whether
+// it is the job's (earlier runs included) or this run's (issue 41).
+func TestViewFiguresSayWhose(t *testing.T) {
+	for _, tc := range []struct {
+		ttft any
+		want string
+	}{{0, "n/a (no answer streamed)"}, {0.25, "0.25"}} {
+		fs := Figures(map[string]any{"state": "done", "done": 20, "in_flight": 0, "ttft_p50_s": tc.ttft, "ttft_p90_s": tc.ttft})
+		for _, f := range fs {
+			if strings.HasPrefix(f.Key, "ttft_") && f.Value != tc.want {
+				t.Errorf("%s %v reads %q, want %q", f.Key, tc.ttft, f.Value, tc.want)
+			}
+		}
+		if len(fs) != 5 {
+			t.Errorf("%d figures of 5: %+v", len(fs), fs)
+		}
+	}
+	// What is neither the job's nor a run's: its state, its error, what
+	// holds a slot now.
+	whoseless := map[string]bool{"state": true, "error": true, "in_flight": true}
+	for _, f := range figureKeys {
+		if whoseless[f.key] {
+			continue
+		}
+		if !strings.Contains(f.label, "job") && !strings.Contains(f.label, "this run") {
+			t.Errorf("figure %s: label %q says neither the job's nor this run's", f.key, f.label)
+		}
+	}
+}
