@@ -1,15 +1,20 @@
 package mockserver
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/synthgen/synthgen/mockserver/tokenids"
+)
 
 // OpenAI's n: several answers to one prompt in one request, as choices
 // 0..n-1 (vLLM computes the prompt once for all of them). Each choice is
 // drawn as an answer of its own (choice 0 is the answer n = 1 gets), so
 // their contents differ. A stream interleaves the choices token by token,
 // as vLLM's batch steps them, each chunk carrying its choice's index; the
-// usage counts the prompt once and every choice's tokens. The stall and
-// mid-answer faults are not drawn for such a request (the faults before an
-// answer are); token ids and logprobs are not answered for it.
+// usage counts the prompt once and every choice's tokens. Token ids and
+// logprobs are each choice's own, the prompt's ids at the top. The stall
+// and mid-answer faults are not drawn for such a request (the faults
+// before an answer are).
 
 // maxChoices bounds n as vLLM's default --max-num-seqs would.
 const maxChoices = 128
@@ -32,8 +37,10 @@ func choiceHash(h uint64, i int) uint64 { return h + uint64(i)*0x9e3779b97f4a7c1
 func (g *generation) answerN(req *chatRequest, shape *answerShape, n, prompt int) bool {
 	s := g.s
 	plans := make([]plan, n)
+	replies := make([]*tokenids.Reply, n)
 	for i := range plans {
 		h := choiceHash(req.promptHash(), i)
+		replies[i] = tokenids.NewReply(&req.Fields, s.opts.IgnoreTokenIDs, h, req.contents())
 		plans[i] = newPlan(s.opts.Seed, h, s.opts.MeanTokens, req.limit())
 		if shape != nil {
 			s.shapeAnswer(&plans[i], shape, h, g.id, req.limit())
@@ -41,9 +48,9 @@ func (g *generation) answerN(req *chatRequest, shape *answerShape, n, prompt int
 		s.fitContext(&plans[i], prompt)
 	}
 	if req.Stream {
-		return g.streamN(plans, prompt, req.includeUsage())
+		return g.streamN(plans, replies, prompt, req.includeUsage())
 	}
-	return g.plainN(plans, prompt)
+	return g.plainN(plans, replies, prompt)
 }
 
 // appendChoiceHead appends a stream chunk's frame up to choice i's delta.
@@ -57,7 +64,7 @@ func (g *generation) appendChoiceHead(b []byte, i int) []byte {
 
 // streamN streams the choices of plans interleaved: step k sends every
 // choice's k-th token, then each choice ends with its finish_reason.
-func (g *generation) streamN(plans []plan, prompt int, usage bool) bool {
+func (g *generation) streamN(plans []plan, replies []*tokenids.Reply, prompt int, usage bool) bool {
 	s := g.s
 	longest, total := 0, 0
 	for i := range plans {
@@ -69,13 +76,17 @@ func (g *generation) streamN(plans []plan, prompt int, usage bool) bool {
 			return false
 		}
 		for i := range plans {
-			p := &plans[i]
+			p, r := &plans[i], replies[i]
 			switch {
 			case k < p.total:
 				g.buf = g.appendChoiceHead(g.buf, i)
 				if k == 0 {
 					g.buf = append(g.buf, roleDelta...)
-					g.buf = append(g.buf, tailNone...)
+					if r != nil {
+						g.buf = r.AppendRoleTail(g.buf)
+					} else {
+						g.buf = append(g.buf, tailNone...)
+					}
 					g.buf = g.appendChoiceHead(g.buf, i)
 				}
 				t := p.next()
@@ -86,12 +97,18 @@ func (g *generation) streamN(plans []plan, prompt int, usage bool) bool {
 				} else {
 					g.buf = append(g.buf, s.tok.content[t]...)
 				}
-				g.buf = append(g.buf, tailNone...)
+				if r != nil {
+					g.buf = r.AppendTokenTail(g.buf, k, t, false)
+				} else {
+					g.buf = append(g.buf, tailNone...)
+				}
 				g.pending++
 			case k == p.total:
 				g.buf = g.appendChoiceHead(g.buf, i)
 				g.buf = append(g.buf, emptyDelta...)
-				if p.finish == "length" {
+				if r != nil {
+					g.buf = r.AppendIDsTail(g.buf, p.finish, nil)
+				} else if p.finish == "length" {
 					g.buf = append(g.buf, tailLength...)
 				} else {
 					g.buf = append(g.buf, tailStop...)
@@ -116,7 +133,7 @@ func (g *generation) streamN(plans []plan, prompt int, usage bool) bool {
 }
 
 // plainN sends the choices of plans as one chat.completion object.
-func (g *generation) plainN(plans []plan, prompt int) bool {
+func (g *generation) plainN(plans []plan, replies []*tokenids.Reply, prompt int) bool {
 	s := g.s
 	longest, total := 0, 0
 	for i := range plans {
@@ -133,7 +150,7 @@ func (g *generation) plainN(plans []plan, prompt int) bool {
 	g.buf = g.appendEnvelope(g.buf, "chat.completion")
 	g.buf = append(g.buf, `"choices":[`...)
 	for i := range plans {
-		p := &plans[i]
+		p, r := &plans[i], replies[i]
 		if i > 0 {
 			g.buf = append(g.buf, ',')
 		}
@@ -150,7 +167,9 @@ func (g *generation) plainN(plans []plan, prompt int) bool {
 			g.buf = append(g.buf, field...)
 			g.buf = append(g.buf, `":"`...)
 			for ; k < p.reasoning && k < p.total; k++ {
-				g.buf = append(g.buf, s.tok.escaped[p.next()]...)
+				t := p.next()
+				g.buf = append(g.buf, s.tok.escaped[t]...)
+				r.Note(t)
 			}
 			g.buf = append(g.buf, `",`...)
 		}
@@ -162,14 +181,21 @@ func (g *generation) plainN(plans []plan, prompt int) bool {
 			} else {
 				g.buf = append(g.buf, s.tok.escaped[t]...)
 			}
+			r.Note(t)
 		}
-		g.buf = append(g.buf, `","tool_calls":[]},"logprobs":null,"finish_reason":"`...)
+		g.buf = append(g.buf, `","tool_calls":[]},"logprobs":`...)
+		g.buf = r.AppendChoiceLogprobs(g.buf)
+		g.buf = append(g.buf, `,"finish_reason":"`...)
 		g.buf = append(g.buf, p.finish...)
-		g.buf = append(g.buf, `","stop_reason":null}`...)
+		g.buf = append(g.buf, `","stop_reason":null`...)
+		g.buf = r.AppendChoiceIDs(g.buf)
+		g.buf = append(g.buf, '}')
 	}
 	g.buf = append(g.buf, `],"usage":`...)
 	g.buf = appendUsage(g.buf, prompt, total, true, s.cached(prompt))
-	g.buf = append(g.buf, `,"prompt_logprobs":null}`...)
+	g.buf = append(g.buf, `,"prompt_logprobs":null`...)
+	g.buf = replies[0].AppendPromptIDs(g.buf)
+	g.buf = append(g.buf, '}')
 	g.finish(plans[0].finish)
 	g.w.Header().Set("Content-Type", "application/json")
 	g.w.Header().Set("Content-Length", strconv.Itoa(len(g.buf)))

@@ -109,3 +109,34 @@ func TestChoicesStreamCut(t *testing.T) {
 		t.Fatalf("got %v, want stream_cut", err)
 	}
 }
+
+// With token ids asked, each choice has its own and its own count, the
+// prompt's ids on each: the usage is split by what the server said.
+func TestChoicesTokenIDs(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		ts := httptest.NewServer(mockserver.New(mockserver.Options{Model: "m", MeanTokens: 16, Seed: 5}))
+		t.Cleanup(ts.Close)
+		c := New(Options{BaseURL: ts.URL + "/v1"})
+		req := Request{Sampling: job.Sampling{Model: "m", MaxTokens: 64, ReturnTokenIDs: true, Logprobs: 2}, Stream: stream, N: 3,
+			Messages: []chat.Message{{Role: "user", Content: "three of them"}}}
+		r, err := c.Complete(context.Background(), req, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Choices) != 3 {
+			t.Fatalf("stream %v: %d choices", stream, len(r.Choices))
+		}
+		sum := 0
+		for i, ch := range r.Choices {
+			if len(ch.TokenIDs) == 0 || ch.CompletionTokens != len(ch.TokenIDs) || len(ch.PromptTokenIDs) != r.PromptTokens ||
+				ch.Logprobs == nil || len(ch.Logprobs.TokenLogprobs) != len(ch.TokenIDs) || ch.TokenIDsMismatch != "" {
+				t.Errorf("stream %v: choice %d: %d ids, %d completion tokens, %d prompt ids of %d, mismatch %q",
+					stream, i, len(ch.TokenIDs), ch.CompletionTokens, len(ch.PromptTokenIDs), r.PromptTokens, ch.TokenIDsMismatch)
+			}
+			sum += ch.CompletionTokens
+		}
+		if sum != r.CompletionTokens {
+			t.Errorf("stream %v: choices count %d completion tokens, usage %d", stream, sum, r.CompletionTokens)
+		}
+	}
+}
