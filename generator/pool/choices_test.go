@@ -316,3 +316,57 @@ func TestNCutDuringRequest(t *testing.T) {
 		t.Errorf("the resume sent %d requests, want one per prompt left: %d", got, want)
 	}
 }
+
+// A failed n-request is retried as one sample's is; one that fails for
+// good writes the same error for each of its samples, once.
+func TestNRetriedAndFailed(t *testing.T) {
+	const rows, samples = 10, 3
+	for _, failAll := range []bool{false, true} {
+		rate := 0.4
+		if failAll {
+			rate = 1
+		}
+		m := mockserver.New(mockserver.Options{Model: "test-model", MeanTokens: 12, Seed: 9, Rate500: rate})
+		ts := httptest.NewServer(m)
+		opts := nOptions(2, samples, true)
+		opts.Retry.MaxAttempts = 20
+		if failAll {
+			opts.Retry.MaxAttempts = 2
+		}
+		eng, err := New(wire.New(wire.Options{BaseURL: ts.URL + "/v1"}), runstats.NewStats(nil), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		out := openSink(t, dir)
+		sum, err := eng.Run(context.Background(), newSliceSource(numberedIDs(rows)...), out)
+		ts.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Close()
+		if failAll {
+			if sum.Failed != rows*samples || sum.Written != 0 {
+				t.Errorf("failed %d, written %d; want every key failed once (%d)", sum.Failed, sum.Written, rows*samples)
+			}
+			if got := m.Stats().Requests; got != rows*2 {
+				t.Errorf("%d requests, want 2 attempts of each prompt's one request: %d", got, rows*2)
+			}
+			continue
+		}
+		recs := readNRecords(t, dir)
+		seen := byKey(t, recs)
+		retried := 0
+		for _, r := range recs {
+			if r.Attempts > 1 {
+				retried++
+			}
+		}
+		if len(seen) != rows*samples || len(recs) != rows*samples || sum.Failed != 0 {
+			t.Errorf("%d records of %d keys, %d failed; want %d once each", len(recs), len(seen), sum.Failed, rows*samples)
+		}
+		if retried == 0 || m.Stats().Requests <= rows {
+			t.Errorf("%d requests for %d prompts, %d records retried: the mock's 500s were not met", m.Stats().Requests, rows, retried)
+		}
+	}
+}
