@@ -114,6 +114,9 @@ func (c *config) prefixRun(ctx context.Context, data string, rows, n int, dir st
 		"--endpoint.base_url", strings.Join(urls, ","),
 		"--dataset.path", data, "--dataset.format", "messages",
 		"--generation.max_tokens", "16", "--generation.n", strconv.Itoa(n),
+		// One request per sample: their placement is what is measured (n
+		// in one request computes the prompt once by construction).
+		"--generation.n_per_request=false",
 		"--concurrency", "24", "--output.dir", dir)
 	cmd.Env = append(os.Environ(), "SYNTHGEN_ENDPOINT_BASE_URL=")
 	if _, err := run(cmd, nil); err != nil {

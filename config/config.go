@@ -73,13 +73,17 @@ type DatasetConfig struct {
 
 // GenerationConfig is what is asked of the model for every prompt.
 type GenerationConfig struct {
-	MaxTokens    int     `mapstructure:"max_tokens"`
-	Temperature  float64 `mapstructure:"temperature"`
-	TopP         float64 `mapstructure:"top_p"`
-	N            int     `mapstructure:"n"`
-	SystemPrompt string  `mapstructure:"system_prompt"`
-	Turns        string  `mapstructure:"turns"`
-	OnLength     string  `mapstructure:"on_length"`
+	MaxTokens   int     `mapstructure:"max_tokens"`
+	Temperature float64 `mapstructure:"temperature"`
+	TopP        float64 `mapstructure:"top_p"`
+	N           int     `mapstructure:"n"`
+	// NPerRequest asks a prompt's samples in one request carrying n (the
+	// server computes the prompt once); false: one request per sample. It
+	// changes no answer asked, so it is no part of the job.
+	NPerRequest  bool   `mapstructure:"n_per_request"`
+	SystemPrompt string `mapstructure:"system_prompt"`
+	Turns        string `mapstructure:"turns"`
+	OnLength     string `mapstructure:"on_length"`
 	// RequireReasoning makes answers without a reasoning field fatal when
 	// their content holds the model's thought in think tags (a server
 	// started without a reasoning parser); else that is a warning. It
@@ -186,6 +190,7 @@ func Default() Config {
 			Temperature:   0.6,
 			TopP:          0.95,
 			N:             1,
+			NPerRequest:   true,
 			Turns:         "first",
 			OnLength:      "keep",
 			ToolChoice:    "auto",

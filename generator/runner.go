@@ -64,6 +64,9 @@ type Setup struct {
 	// (generation.require_reasoning): the run drains and Run returns a
 	// *NoReasoningError. Else it is a warning on Log and in status.json.
 	RequireReasoning bool
+	// NPerRequest asks a prompt's samples in one request carrying n
+	// (generation.n_per_request; pool.Options.NPerRequest).
+	NPerRequest bool
 	// SchemaRetries is how often an answer not in the job's response
 	// format is asked again before it is a failure (cause "schema").
 	SchemaRetries int

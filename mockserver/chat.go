@@ -97,7 +97,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ok = g.answer(&req, shape, prompt, stalls)
+	if n := req.choices(s.opts.IgnoreN); n > 1 {
+		ok = g.answerN(&req, shape, n, prompt)
+	} else {
+		ok = g.answer(&req, shape, prompt, stalls)
+	}
 	*bp = g.buf[:0]
 	if !ok && g.faulted {
 		s.inject(g.fault)

@@ -134,6 +134,10 @@ type Options struct {
 	// for them (return_token_ids), as a server that does not know the
 	// field (vLLM before 0.10.2): for clients' detection of one.
 	IgnoreTokenIDs bool
+	// IgnoreN answers one choice whatever n a request asks for, as a
+	// server that does not know OpenAI's n: for clients' detection of one.
+	// Else n > 1 is answered with n choices (choices.go).
+	IgnoreN bool
 	// RPM and TPM are a hosted server's limits of requests and tokens per
 	// minute (ratelimit.go): buckets refilled continuously over a minute,
 	// OpenAI's x-ratelimit-* headers on every answer, a 429 past them.

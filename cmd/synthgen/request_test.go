@@ -423,7 +423,8 @@ func TestRunSendsWhatTheConfigSays(t *testing.T) {
 }
 
 // checkRequests checks the bodies of one run: n requests per prompt (the
-// engine asks each (id, sample) once, one answer per request), each
+// server answers one choice whatever n: the engine asks each (id, sample)
+// once, its one answer kept), each
 // carrying exactly the configured values and nothing else.
 func checkRequests(t *testing.T, bodies [][]byte, want shaping) {
 	t.Helper()
@@ -460,8 +461,17 @@ func checkRequests(t *testing.T, bodies [][]byte, want shaping) {
 			continue
 		}
 		for k := range body {
+			if k == "n" && want.n > 1 {
+				// This server answers one choice: it ignores n, which the
+				// first answers show, and each sample is its own request
+				// from then on (the first ones carried n, then the rest of
+				// their samples alone): n requests a prompt all the same.
+				if got := string(body[k]); got != strconv.Itoa(want.n) {
+					fail("n %s, want %d (generation.n)", got, want.n)
+				}
+				continue
+			}
 			if !allowed[k] {
-				// "n" among them: n samples are n requests, each asking one.
 				fail("unexpected key %q", k)
 			}
 		}

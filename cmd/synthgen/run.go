@@ -341,6 +341,7 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 		Force:            rf.force,
 		Rehash:           rf.rehash,
 		RequireReasoning: cfg.Generation.RequireReasoning,
+		NPerRequest:      cfg.Generation.NPerRequest,
 		SchemaRetries:    cfg.Generation.SchemaRetries,
 		RequireTokenIDs:  cfg.Generation.RequireTokenIDs,
 		OnBadRow:         cfg.Dataset.OnBadRow,

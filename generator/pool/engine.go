@@ -129,6 +129,10 @@ type Options struct {
 	// KeyedContext puts each key in its requests' context (KeyOf): the
 	// batch Completer names its lines by key.
 	KeyedContext bool
+	// NPerRequest asks the samples of a prompt still to do in one request
+	// carrying n (choices.go), until a server is found to ignore n; false:
+	// one request per sample.
+	NPerRequest bool
 }
 
 // ReasoningPolicy is what the Engine does about a server without a
@@ -175,6 +179,10 @@ type Engine struct {
 	// probeMin, when set (tests), replaces the outage gates' probe
 	// interval (1 s doubling to 30 s).
 	probeMin time.Duration
+
+	// nIgnored: a server answered one choice to a request for several
+	// (choices.go); from then on each sample is its own request.
+	nIgnored atomic.Bool
 }
 
 // serverAnswered reports whether a call's outcome shows the server is
@@ -259,6 +267,9 @@ type task struct {
 	// pending: the key is in Engine.pending until the writer takes its
 	// result (pending.go).
 	pending bool
+	// more are the prompt's other samples asked in the same request, as
+	// its choices 1.. (choices.go); nil: the one sample.
+	more []moreSample
 }
 
 func (j task) key() sink.Key { return sink.Key{ID: j.prompt.ID, Sample: j.sample} }
@@ -332,7 +343,13 @@ func (e *Engine) Run(ctx context.Context, src Source, out Output) (runstats.Summ
 	})
 	workers := startPool(e.opts.Concurrency, e.lim, func(j task) {
 		if e.draining() || reqCtx.Err() != nil {
-			results <- result{pending: j.pending, key: j.key(), unstarted: true} // taken after intake stopped
+			for _, s := range j.samples() {
+				results <- result{pending: s.pending, key: j.keyOf(s.sample), unstarted: true} // taken after intake stopped
+			}
+			return
+		}
+		if j.more != nil {
+			e.doChoices(reqCtx, waitCtx, gate, j, results)
 			return
 		}
 		r := e.do(reqCtx, waitCtx, gate, j)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/synthgen/synthgen/dataset"
+	"github.com/synthgen/synthgen/generator/wire"
 	"github.com/synthgen/synthgen/sink"
 	"github.com/synthgen/synthgen/sink/keyset"
 )
@@ -115,6 +116,8 @@ func (e *Engine) hook(src Source, asked *askedKeys, held sink.Recovered) (countB
 // (done, or failed without --retry-errors); false: the run stops.
 func (e *Engine) startRow(ctx context.Context, p dataset.Prompt, held sink.Recovered, asked *askedKeys, byIndex bool, start func(task)) bool {
 	msgs := e.opts.Prompt.Messages(p.Messages)
+	together := e.together(p)
+	var first *task
 	for s := range e.opts.Sampling.Samples {
 		k := sink.Key{ID: p.ID, Sample: s}
 		if held.Done(k) {
@@ -126,9 +129,27 @@ func (e *Engine) startRow(ctx context.Context, p dataset.Prompt, held sink.Recov
 			continue
 		}
 		if e.draining() || ctx.Err() != nil {
+			if first != nil {
+				start(*first) // its keys are pending: the worker says them unstarted
+			}
 			return false
 		}
-		start(task{prompt: p, sample: s, msgs: msgs, pending: asked.add(k, byIndex)})
+		pending := asked.add(k, byIndex)
+		switch {
+		case !together:
+			start(task{prompt: p, sample: s, msgs: msgs, pending: pending})
+		case first == nil:
+			first = &task{prompt: p, sample: s, msgs: msgs, pending: pending}
+		default:
+			first.more = append(first.more, moreSample{sample: s, pending: pending})
+			if len(first.more)+1 == wire.MaxChoices {
+				start(*first)
+				first = nil
+			}
+		}
+	}
+	if first != nil {
+		start(*first)
 	}
 	if byIndex {
 		asked.addRow(p.Index)

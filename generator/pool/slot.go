@@ -57,6 +57,9 @@ func (e *Engine) do(ctx, wait context.Context, route *router, j task) result {
 // (router.go); what follows it is decide's (attempt.go).
 func (e *Engine) ask(ctx, wait context.Context, route *router, tr *runstats.Tracker, j task, msgs []chat.Message) (resp wire.Response, attempts int, fail *sink.ErrorRecord) {
 	req := wire.Request{Sampling: e.opts.Sampling, Messages: msgs, Params: j.prompt.Params, Tools: j.prompt.Tools, Stream: e.opts.Stream}
+	if j.more != nil {
+		req.N = 1 + len(j.more)
+	}
 	var onDelta func(int) // a plain answer has no deltas: no closure to allocate
 	if req.Stream {
 		onDelta = tr.Delta
@@ -210,7 +213,7 @@ func (e *Engine) attempt(ctx, wait context.Context, route *router, tr *runstats.
 		a.fault = nil // the server's pacing, not the replica's failure
 	}
 	route.release(l, tr.Origin(), a.resp, a.err, a.fault)
-	if a.err == nil {
+	if a.err == nil && req.N < 2 { // several choices are checked each (choices.go)
 		if a.next = e.moreRoom(req, a.resp); a.next == 0 {
 			a.bad = e.misshapen(a.resp)
 		}

@@ -93,8 +93,8 @@ type Options struct {
 const defaultMaxConns = 256
 
 // Request is one chat completion to send: the job's Sampling (model,
-// max_tokens, temperature, top_p, extra_body; n is not sent, each sample
-// is its own request), the messages and how to read the answer.
+// max_tokens, temperature, top_p, extra_body; Sampling's n is not sent:
+// N is), the messages and how to read the answer.
 // EncodeRequest writes each field:
 //   - MaxTokens 0 is not sent (the server's default);
 //   - Temperature is always sent: 0 reaches the server as 0;
@@ -120,6 +120,10 @@ type Request struct {
 	// Stream asks for SSE, with stream_options.include_usage=true so the last
 	// chunk carries the token counts.
 	Stream bool
+	// N is how many answers this one request asks for (OpenAI's n, sent
+	// when > 1): the answer's choices are Response.Choices (choices.go).
+	// 0 or 1: one answer, n not sent.
+	N int
 }
 
 // Response is one complete answer.
@@ -149,6 +153,13 @@ type Response struct {
 	// Limits are the rate limits the server stated in the answer's
 	// headers (ratelimit.go); zero when it stated none.
 	Limits Limits
+	// Choices, for a request with N > 1, are the choices the server
+	// answered in index order (fewer than N from a server that ignores
+	// n), each a Response with its own text and its share of the usage
+	// (choices.go); the Response itself is its first choice with the
+	// request's whole usage. Index is a choice's index. nil for N <= 1.
+	Choices []Response
+	Index   int
 }
 
 // Client sends chat completions to one OpenAI-compatible server over
@@ -316,7 +327,9 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(n int))
 		// message: nothing it says reaches a record or a terminal unredacted.
 		return resp, c.key.redact(err)
 	}
-	resp.TokenIDsMismatch = tokenMismatch(req.ReturnTokenIDs, &resp)
+	if resp.Choices == nil { // several choices' are each checked (choices.go)
+		resp.TokenIDsMismatch = tokenMismatch(req.ReturnTokenIDs, &resp)
+	}
 	return resp, nil
 }
 
@@ -359,7 +372,7 @@ func (c *Client) complete(ctx context.Context, req Request, onDelta func(n int))
 	defer resp.Body.Close()
 	limits := parseLimits(resp.Header)
 	if !req.Stream {
-		r, err := c.completePlain(ctx, resp)
+		r, err := c.completePlain(ctx, resp, req.N)
 		r.Limits = limits
 		return r, err
 	}
@@ -379,7 +392,12 @@ func (c *Client) complete(ctx context.Context, req Request, onDelta func(n int))
 		}
 		events = watched
 	}
-	r, err := c.completeStream(ctx, events, stall, start, newAnswerBound(req), onDelta)
+	var r Response
+	if req.N > 1 {
+		r, err = c.completeStreamN(ctx, events, stall, start, newAnswerBound(req), req.N, onDelta)
+	} else {
+		r, err = c.completeStream(ctx, events, stall, start, newAnswerBound(req), onDelta)
+	}
 	r.Limits = limits
 	return r, err
 }
@@ -463,14 +481,19 @@ func (b answerBound) check(a *answer) error {
 const maxAlternatives = 64
 
 // completePlain reads and decodes a plain answer's body.
-func (c *Client) completePlain(ctx context.Context, resp *http.Response) (Response, error) {
+func (c *Client) completePlain(ctx context.Context, resp *http.Response, n int) (Response, error) {
 	buf := answerBufs.Get().(*answerBuf)
 	raw, err := readAllInto(buf.b, resp.Body, resp.ContentLength)
 	buf.b = raw
 	if err != nil {
 		return Response{}, c.fail(ctx, fmt.Errorf("read the answer (status %d): %w", resp.StatusCode, err))
 	}
-	answer, err := decodeResponse(raw)
+	var answer Response
+	if n > 1 {
+		answer, err = decodeResponseN(raw, n)
+	} else {
+		answer, err = decodeResponse(raw)
+	}
 	if err == nil {
 		// The answer's strings are copies: the buffer is free. An error
 		// may quote the body, so its buffer is left to the collector.

@@ -21,7 +21,7 @@ import (
 // EncodeRequest builds the exact JSON body of a chat completion request:
 // model, messages, tools and tool_choice (when the row has tools),
 // max_tokens (when > 0), temperature (always, 0 included),
-// top_p (when > 0), stream, stream_options when streaming,
+// top_p (when > 0), n (when N > 1), stream, stream_options when streaming,
 // response_format when the job asks for a shape, return_token_ids when
 // ReturnTokenIDs, logprobs, top_logprobs and return_tokens_as_token_ids
 // when Logprobs > 0, then Extra's keys in sorted order, then the row's
@@ -120,6 +120,9 @@ func (w *bodyWriter) jobFields(req *Request) (first bool, err error) {
 	}
 	if req.TopP > 0 && key("top_p") {
 		w.buf.Write(strconv.AppendFloat(w.buf.AvailableBuffer(), req.TopP, 'g', -1, 64))
+	}
+	if req.N > 1 && key("n") {
+		w.buf.Write(strconv.AppendInt(w.buf.AvailableBuffer(), int64(req.N), 10))
 	}
 	if key("stream") {
 		w.buf.Write(strconv.AppendBool(w.buf.AvailableBuffer(), req.Stream))

@@ -239,3 +239,69 @@ func DecodeAnswer(body []byte) (d Delta, choices int, picked, isError bool, err 
 	}
 	return Delta{}, len(r.Choices), false, false, nil
 }
+
+// Choice is one choice of an answer or a chunk to a request that asked
+// for several (OpenAI's n), by its index: its own text, finish, tool
+// calls, token ids and logprobs. The usage and the model are the
+// request's, on the top Delta that comes with the choices.
+type Choice struct {
+	Index int
+	Delta
+}
+
+// DecodeChunkChoices is DecodeChunk keeping every choice, in the order
+// sent: top carries the model, the usage and the prompt's ids; each
+// choice's Delta its own fields (and the prompt's ids). Read by
+// encoding/json alone: a request with n > 1 is one for n answers, and the
+// scanner's fast path stays the one-choice chunk's.
+func DecodeChunkChoices(data []byte) (top Delta, choices []Choice, isError bool, err error) {
+	var c chunkJSON
+	if err := json.Unmarshal(data, &c); err != nil {
+		return Delta{}, nil, false, err
+	}
+	if c.isError() {
+		return Delta{}, nil, true, nil
+	}
+	top = Delta{Model: c.Model, PromptTokenIDs: nilIfEmpty(c.PromptTokenIDs)}
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		choices = append(choices, Choice{Index: ch.Index, Delta: Delta{
+			Model: c.Model, Reasoning: pickReasoning(&ch.Delta), Content: ch.Delta.Content,
+			FinishReason: ch.FinishReason, PromptTokenIDs: top.PromptTokenIDs,
+			TokenIDs: pickTokenIDs(ch.TokenIDs, ch.Delta.TokenIDs), Logprobs: ch.Logprobs.tokens(),
+			ToolCalls: toolDeltas(ch.Delta.ToolCalls),
+		}})
+	}
+	if c.Usage != nil {
+		top.PromptTokens, top.CompletionTokens, top.UsageKnown = c.Usage.PromptTokens, c.Usage.CompletionTokens, true
+		top.CachedTokens = c.Usage.cached()
+	}
+	return top, choices, false, nil
+}
+
+// DecodeAnswerChoices is DecodeAnswer keeping every choice, as
+// DecodeChunkChoices does for a chunk.
+func DecodeAnswerChoices(body []byte) (top Delta, choices []Choice, isError bool, err error) {
+	var r responseJSON
+	if err := json.Unmarshal(body, &r); err != nil {
+		return Delta{}, nil, false, err
+	}
+	if r.isError() {
+		return Delta{}, nil, true, nil
+	}
+	top = Delta{Model: r.Model, PromptTokenIDs: nilIfEmpty(r.PromptTokenIDs)}
+	if r.Usage != nil {
+		top.PromptTokens, top.CompletionTokens, top.UsageKnown = r.Usage.PromptTokens, r.Usage.CompletionTokens, true
+		top.CachedTokens = r.Usage.cached()
+	}
+	for i := range r.Choices {
+		ch := &r.Choices[i]
+		choices = append(choices, Choice{Index: ch.Index, Delta: Delta{
+			Model: r.Model, Reasoning: pickReasoning(&ch.Message), Content: ch.Message.Content,
+			FinishReason: ch.FinishReason, PromptTokenIDs: top.PromptTokenIDs,
+			TokenIDs: pickTokenIDs(ch.TokenIDs, ch.Message.TokenIDs), Logprobs: ch.Logprobs.tokens(),
+			ToolCalls: toolDeltas(ch.Message.ToolCalls),
+		}})
+	}
+	return top, choices, false, nil
+}
