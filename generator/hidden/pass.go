@@ -40,7 +40,7 @@ type Result struct {
 	Kept      int   // kept by this pass
 	Skipped   int   // kept before it
 	Projected int64 // bytes the units not yet kept will take
-	Bytes     int64 // bytes of every kept file after the pass
+	Bytes     int64 // bytes of every kept file (before the pass at Hooks.Start, after it at the end)
 	Failed    []Failure
 	// Stopped: Hooks.Stop closed before every unit was asked; the units
 	// not kept are asked by the next pass.
@@ -197,6 +197,7 @@ func Run(ctx context.Context, outDir string, cfg Config, hooks Hooks) (Result, e
 			res.Skipped++
 		}
 	}
+	res.Bytes = log.Bytes()
 	if hooks.Start != nil {
 		hooks.Start(res)
 	}

@@ -44,8 +44,8 @@ func (s *StatusWriter) Hidden(h HiddenStatesRecord) error {
 
 // FinishHidden writes the final status.json and report.json once the
 // pass has ended: the run's own, with h, and in state (the run's, or the
-// pass's when it was interrupted or failed) with exitCode and err, the
-// whole command's outcome.
+// pass's when it was interrupted or failed; empty: the run's) with
+// exitCode and err, the whole command's outcome.
 func (s *StatusWriter) FinishHidden(h HiddenStatesRecord, state State, exitCode int, err error) error {
 	s.mu.Lock()
 	final, report := s.final, s.report
@@ -55,7 +55,9 @@ func (s *StatusWriter) FinishHidden(h HiddenStatesRecord, state State, exitCode 
 	}
 	st := *final
 	st.Time = time.Now()
-	st.State = state
+	if state != "" {
+		st.State = state
+	}
 	st.HiddenStates = &h
 	if err := writeJSON(layout.Dir(s.dir).Status(), st); err != nil {
 		return err
