@@ -203,11 +203,29 @@ func Run(ctx context.Context, outDir string, cfg Config, hooks Hooks) (Result, e
 	}
 	x := NewExtractor(cfg, outDir, log)
 	x.stop, x.onError = hooks.Stop, hooks.Error
+	err = extractAll(ctx, x, us, cfg.Workers, hooks, &res)
+	res.Bytes = log.Bytes()
+	if werr := writeFailed(outDir, res.Failed); err == nil {
+		err = werr
+	}
+	if err != nil {
+		return res, fmt.Errorf("hidden states: %w", err)
+	}
+	if err := Sweep(cfg.Dir, started); err != nil || !res.Stopped {
+		return res, err
+	}
+	return res, ErrStopped
+}
+
+// extractAll runs x over every unit of us not kept, workers at once,
+// counting into res; the error is what stops the pass (a cancelled ctx, a
+// full disk), not a unit given up on (res.Failed) or a stop (res.Stopped).
+func extractAll(ctx context.Context, x *Extractor, us []Unit, workers int, hooks Hooks, res *Result) error {
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(cfg.Workers)
+	g.SetLimit(workers)
 	for _, u := range us {
-		if log.Has(u) {
+		if x.log.Has(u) {
 			continue
 		}
 		if closed(hooks.Stop) {
@@ -244,18 +262,7 @@ func Run(ctx context.Context, outDir string, cfg Config, hooks Hooks) (Result, e
 			return nil
 		})
 	}
-	err = g.Wait()
-	res.Bytes = log.Bytes()
-	if werr := writeFailed(outDir, res.Failed); err == nil {
-		err = werr
-	}
-	if err != nil {
-		return res, fmt.Errorf("hidden states: %w", err)
-	}
-	if err := Sweep(cfg.Dir, started); err != nil || !res.Stopped {
-		return res, err
-	}
-	return res, ErrStopped
+	return g.Wait()
 }
 
 func writeFailed(outDir string, fails []Failure) error {
