@@ -378,6 +378,10 @@ func (r *Runner) Drain() {
 	}
 }
 
+// Status is the run's status.json and report.json writer, for what follows
+// the run in the same process (the hidden-state pass) once Run returned.
+func (r *Runner) Status() *runfiles.StatusWriter { return r.status }
+
 // Heartbeat rewrites status.json with rec (a progress record of the run's
 // Stats, with the server's view when the caller scrapes it) and the current
 // state. Safe from any goroutine; the caller's reporter calls it every

@@ -137,13 +137,7 @@ func runRun(cmd *cobra.Command, rf runFlags) error {
 	if !cfg.Hidden.Enabled || rs.sd.ctx.Err() != nil || (err != nil && !(errors.As(err, &ee) && ee.code == exitIncomplete)) {
 		return err
 	}
-	if herr := runHidden(rs.sd.ctx, cfg, rs.notes(), rs.stderr); herr != nil {
-		if err == nil {
-			return herr
-		}
-		fmt.Fprintf(rs.stderr, "%v\n", herr)
-	}
-	return err
+	return rs.runHidden(r.Status(), err)
 }
 
 // runSession is one `synthgen run` once its configuration is read: where

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -23,12 +24,14 @@ type shutdown struct {
 	cancel context.CancelCauseFunc
 	sigs   chan os.Signal
 	got    chan struct{} // closed on the first signal
-	armed  chan func()
+
+	mu    sync.Mutex
+	drain func() // what the first signal does (arm); nil: stop at once
 }
 
 func newShutdown(parent context.Context, grace time.Duration, stderr io.Writer) *shutdown {
 	ctx, cancel := context.WithCancelCause(parent)
-	s := &shutdown{ctx: ctx, cancel: cancel, sigs: make(chan os.Signal, 2), got: make(chan struct{}), armed: make(chan func(), 1)}
+	s := &shutdown{ctx: ctx, cancel: cancel, sigs: make(chan os.Signal, 2), got: make(chan struct{})}
 	signal.Ignore(syscall.SIGHUP)
 	signal.Notify(s.sigs, os.Interrupt, syscall.SIGTERM)
 	go s.watch(grace, stderr)
@@ -42,11 +45,9 @@ func (s *shutdown) watch(grace time.Duration, stderr io.Writer) {
 		return
 	}
 	close(s.got)
-	var drain func()
-	select {
-	case drain = <-s.armed:
-	default:
-	}
+	s.mu.Lock()
+	drain := s.drain
+	s.mu.Unlock()
 	if drain == nil {
 		s.cancel(errors.New("interrupted before the run started"))
 		return
@@ -66,8 +67,13 @@ func (s *shutdown) watch(grace time.Duration, stderr io.Writer) {
 	}
 }
 
-// arm hands over what the first signal does once the run has started.
-func (s *shutdown) arm(drain func()) { s.armed <- drain }
+// arm hands over what the first signal does once the run has started;
+// the hidden-state pass that follows the run arms its own in its place.
+func (s *shutdown) arm(drain func()) {
+	s.mu.Lock()
+	s.drain = drain
+	s.mu.Unlock()
+}
 
 // interrupted reports whether a signal came.
 func (s *shutdown) interrupted() bool {

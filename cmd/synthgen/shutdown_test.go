@@ -262,7 +262,7 @@ func TestRunRepeatedIDAskedOnce(t *testing.T) {
 // of its own instead of after the echo.
 func TestSecondSignalStartsANewLine(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	s := &shutdown{ctx: ctx, cancel: cancel, sigs: make(chan os.Signal, 2), got: make(chan struct{}), armed: make(chan func(), 1)}
+	s := &shutdown{ctx: ctx, cancel: cancel, sigs: make(chan os.Signal, 2), got: make(chan struct{})}
 	var out bytes.Buffer
 	drained := make(chan struct{})
 	s.arm(func() { close(drained) })

@@ -47,6 +47,10 @@ type Extractor struct {
 	// Hook, when not nil, runs after each Step with the unit's file name;
 	// crash tests panic in it to stop there as a kill would.
 	Hook func(step, file string)
+	// stop, once closed, starts no other attempt (Hooks.Stop); onError is
+	// told each failed attempt (Hooks.Error). Both may be nil.
+	stop    <-chan struct{}
+	onError func(Unit, error)
 }
 
 // NewExtractor extracts into outDir/DirName, marking in log.
@@ -62,7 +66,9 @@ func (x *Extractor) step(s, file string) {
 
 // Extract keeps u's states unless they are kept already. The error is a
 // *BadFile or the HTTP failure of the last attempt once the attempts are
-// used up; a full disk or a cancelled context ends it at once.
+// used up; a full disk or a cancelled context ends it at once, and a
+// closed stop before another attempt with ErrStopped (the unit is left
+// for the next pass, not failed).
 func (x *Extractor) Extract(ctx context.Context, u Unit) (Entry, error) {
 	var last error
 	for attempt := 1; attempt <= x.cfg.Attempts; attempt++ {
@@ -77,11 +83,34 @@ func (x *Extractor) Extract(ctx context.Context, u Unit) (Entry, error) {
 			return Entry{}, err
 		}
 		last = err
-		if attempt < x.cfg.Attempts && !backoff.Sleep(ctx, x.cfg.Backoff.Delay(attempt)) {
-			return Entry{}, ctx.Err()
+		if x.onError != nil {
+			x.onError(u, err)
+		}
+		if attempt == x.cfg.Attempts {
+			break
+		}
+		if closed(x.stop) || !sleepUnlessStopped(ctx, x.stop, x.cfg.Backoff.Delay(attempt)) {
+			if ctx.Err() != nil {
+				return Entry{}, ctx.Err()
+			}
+			return Entry{}, ErrStopped
 		}
 	}
 	return Entry{}, fmt.Errorf("%s after %d attempts: %w", u.FileName(), x.cfg.Attempts, last)
+}
+
+// sleepUnlessStopped waits d; false when ctx ends or stop closes first.
+func sleepUnlessStopped(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-stop:
+		return false
+	}
 }
 
 func (x *Extractor) once(ctx context.Context, u Unit) (Entry, error) {

@@ -40,8 +40,24 @@ type Result struct {
 	Kept      int   // kept by this pass
 	Skipped   int   // kept before it
 	Projected int64 // bytes the units not yet kept will take
-	Bytes     int64 // bytes of every kept file after the pass
+	Bytes     int64 // bytes of every kept file (before the pass at Hooks.Start, after it at the end)
 	Failed    []Failure
+	// Stopped: Hooks.Stop closed before every unit was asked; the units
+	// not kept are asked by the next pass.
+	Stopped bool
+}
+
+// ErrStopped is Run's error when Hooks.Stop ended the pass early: every
+// unit it kept is kept, the others are left for the next pass.
+var ErrStopped = errors.New("hidden states: stopped before every unit was asked; run again to go on")
+
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // Recover makes outDir's hidden folder hold only kept files: a file moved
@@ -136,6 +152,15 @@ type Hooks struct {
 	Start func(Result)
 	// Kept is told every file kept, from the pass's workers (not at once).
 	Kept func(Entry)
+	// Failed is told every unit given up on, as Kept is.
+	Failed func(Failure)
+	// Error is told every attempt that failed (a bad file, an HTTP
+	// error), retried or not, from the workers (perhaps at once).
+	Error func(Unit, error)
+	// Stop, once closed, drains the pass: no unit or attempt starts, the
+	// attempts in flight finish (and keep their files, or leave nothing
+	// kept), and Run returns ErrStopped. Nil: never.
+	Stop <-chan struct{}
 }
 
 // Run is the pass over outDir's records: recover, project and refuse when
@@ -172,19 +197,49 @@ func Run(ctx context.Context, outDir string, cfg Config, hooks Hooks) (Result, e
 			res.Skipped++
 		}
 	}
+	res.Bytes = log.Bytes()
 	if hooks.Start != nil {
 		hooks.Start(res)
 	}
 	x := NewExtractor(cfg, outDir, log)
+	x.stop, x.onError = hooks.Stop, hooks.Error
+	err = extractAll(ctx, x, us, cfg.Workers, hooks, &res)
+	res.Bytes = log.Bytes()
+	if werr := writeFailed(outDir, res.Failed); err == nil {
+		err = werr
+	}
+	if err != nil {
+		return res, fmt.Errorf("hidden states: %w", err)
+	}
+	if err := Sweep(cfg.Dir, started); err != nil || !res.Stopped {
+		return res, err
+	}
+	return res, ErrStopped
+}
+
+// extractAll runs x over every unit of us not kept, workers at once,
+// counting into res; the error is what stops the pass (a cancelled ctx, a
+// full disk), not a unit given up on (res.Failed) or a stop (res.Stopped).
+func extractAll(ctx context.Context, x *Extractor, us []Unit, workers int, hooks Hooks, res *Result) error {
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(cfg.Workers)
+	g.SetLimit(workers)
 	for _, u := range us {
-		if log.Has(u) {
+		if x.log.Has(u) {
 			continue
 		}
+		if closed(hooks.Stop) {
+			mu.Lock()
+			res.Stopped = true
+			mu.Unlock()
+			break
+		}
 		g.Go(func() error {
-			e, err := x.Extract(gctx, u)
+			var e Entry
+			err := ErrStopped
+			if !closed(hooks.Stop) { // the stop may have come while this waited for a worker
+				e, err = x.Extract(gctx, u)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -193,23 +248,21 @@ func Run(ctx context.Context, outDir string, cfg Config, hooks Hooks) (Result, e
 				if hooks.Kept != nil {
 					hooks.Kept(e)
 				}
+			case errors.Is(err, ErrStopped):
+				res.Stopped = true
 			case gctx.Err() != nil, errors.Is(err, syscall.ENOSPC):
 				return err
 			default:
-				res.Failed = append(res.Failed, Failure{ID: u.Key.ID, Sample: u.Key.Sample, Turn: u.Turn, Cause: err.Error()})
+				f := Failure{ID: u.Key.ID, Sample: u.Key.Sample, Turn: u.Turn, Cause: err.Error()}
+				res.Failed = append(res.Failed, f)
+				if hooks.Failed != nil {
+					hooks.Failed(f)
+				}
 			}
 			return nil
 		})
 	}
-	err = g.Wait()
-	res.Bytes = log.Bytes()
-	if werr := writeFailed(outDir, res.Failed); err == nil {
-		err = werr
-	}
-	if err != nil {
-		return res, fmt.Errorf("hidden states: %w", err)
-	}
-	return res, Sweep(cfg.Dir, started)
+	return g.Wait()
 }
 
 func writeFailed(outDir string, fails []Failure) error {

@@ -1,51 +1,75 @@
 package runfiles
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
+	"errors"
+	"time"
 
-	"github.com/synthgen/synthgen/internal/durable"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
-// HiddenStatesRecord is report.json's hidden_states block: what the
-// hidden-state pass (hidden_states.enabled), which runs after the run's
-// report is written, did.
+// HiddenStatesRecord is the hidden_states block of status.json while the
+// hidden-state pass (hidden_states.enabled) runs after the run, and of
+// status.json and report.json once it has ended.
 type HiddenStatesRecord struct {
+	// State is the pass's: running, draining (after the first signal),
+	// then done, interrupted (a signal: run again to go on) or failed.
+	State          State `json:"state"`
 	Units          int   `json:"units"`           // records' turns with token ids
-	Kept           int   `json:"kept"`            // files kept by this run
-	KeptBefore     int   `json:"kept_before"`     // files kept by earlier runs
+	Kept           int   `json:"kept"`            // files extracted and kept by this pass
+	KeptBefore     int   `json:"kept_before"`     // files kept by earlier passes
+	ToExtract      int   `json:"to_extract"`      // units neither kept nor given up on yet
 	Failed         int   `json:"failed"`          // units that failed every attempt (DIR/hidden/failed.jsonl)
+	Errors         int   `json:"errors"`          // attempts that failed (a bad file, an HTTP error), retried or not
 	ProjectedBytes int64 `json:"projected_bytes"` // what the units not kept at the start were to take
-	BytesKept      int64 `json:"bytes_kept"`      // the kept files' sizes, all runs
+	BytesKept      int64 `json:"bytes_kept"`      // the kept files' sizes, all passes
 }
 
-// AddHiddenStates adds h to dir's report.json as its last key, the bytes
-// before it unchanged, and writes the file again atomically.
-func AddHiddenStates(dir string, h HiddenStatesRecord) error {
-	path := filepath.Join(dir, ReportFile)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
+// Hidden rewrites status.json while the hidden-state pass runs: the
+// run's final status (what Finish wrote) at the time now, in the pass's
+// state (running or draining: the process is still at work), with h.
+// history.jsonl is not appended to: its points are the run's.
+func (s *StatusWriter) Hidden(h HiddenStatesRecord) error {
+	s.mu.Lock()
+	final := s.final
+	s.mu.Unlock()
+	if final == nil {
+		return errors.New("status: the hidden-state pass before the run's end")
 	}
-	body := bytes.TrimRight(b, " \n\r\t")
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(body, &probe); err != nil || len(body) == 0 || body[len(body)-1] != '}' {
-		return fmt.Errorf("report %s: not a JSON object", path)
+	st := *final
+	st.Time = time.Now()
+	st.State = h.State
+	st.HiddenStates = &h
+	return writeJSON(layout.Dir(s.dir).Status(), st)
+}
+
+// FinishHidden writes the final status.json and report.json once the
+// pass has ended: the run's own, with h, and in state (the run's, or the
+// pass's when it was interrupted or failed; empty: the run's) with
+// exitCode and err, the whole command's outcome.
+func (s *StatusWriter) FinishHidden(h HiddenStatesRecord, state State, exitCode int, err error) error {
+	s.mu.Lock()
+	final, report := s.final, s.report
+	s.mu.Unlock()
+	if final == nil || report == nil {
+		return errors.New("status: the hidden-state pass before the run's end")
 	}
-	if _, ok := probe["hidden_states"]; ok {
-		return fmt.Errorf("report %s: already has hidden_states", path)
+	st := *final
+	st.Time = time.Now()
+	if state != "" {
+		st.State = state
 	}
-	block, err := json.MarshalIndent(h, "  ", "  ")
-	if err != nil {
+	st.HiddenStates = &h
+	if err := writeJSON(layout.Dir(s.dir).Status(), st); err != nil {
 		return err
 	}
-	out := append([]byte{}, body[:len(body)-1]...)
-	out = bytes.TrimRight(out, " \n\r\t")
-	out = append(out, ",\n  \"hidden_states\": "...)
-	out = append(out, block...)
-	out = append(out, "\n}\n"...)
-	return durable.WriteFile(path, out, 0o644)
+	rep := *report
+	rep.StatusRecord = st
+	rep.Event = "report"
+	rep.EndedAt = st.Time
+	rep.DurationS = rep.EndedAt.Sub(s.info.StartedAt).Seconds()
+	rep.ExitCode, rep.Error = exitCode, ""
+	if err != nil {
+		rep.Error = err.Error()
+	}
+	return writeJSON(layout.Dir(s.dir).Report(), rep)
 }

@@ -76,6 +76,9 @@ type StatusRecord struct {
 	// ConcurrencyAuto is concurrency: auto's limit and why it last moved;
 	// absent under a fixed concurrency.
 	ConcurrencyAuto *autoconc.Record `json:"concurrency_auto,omitempty"`
+	// HiddenStates is the hidden-state pass (hidden_states.enabled) that
+	// follows the run: present from its start, absent without it.
+	HiddenStates *HiddenStatesRecord `json:"hidden_states,omitempty"`
 }
 
 // ReportConfig is the part of the job and its setup a reader of
@@ -137,6 +140,11 @@ type StatusWriter struct {
 
 	auto AutoRecorder // concurrency: auto; nil when fixed
 	hist *History     // history.jsonl; nil: none (tests)
+
+	// final and report are what Finish wrote, which the hidden-state
+	// pass's files start from (hidden.go); guarded by mu.
+	final  *StatusRecord
+	report *ReportRecord
 }
 
 // AutoRecorder is concurrency: auto's state as status.json shows it
@@ -241,6 +249,9 @@ func (s *StatusWriter) Finish(rec runstats.ProgressRecord, o RunOutcome) error {
 	if o.Err != nil {
 		rep.Error = o.Err.Error()
 	}
+	s.mu.Lock()
+	s.final, s.report = &st, &rep
+	s.mu.Unlock()
 	return errors.Join(writeJSON(layout.Dir(s.dir).Report(), rep), herr)
 }
 
