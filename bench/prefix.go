@@ -67,13 +67,15 @@ func prefix(ctx context.Context, c *config) ([]row, error) {
 		samples[i] = []map[string]string{{"role": "user", "content": wordsOf("p"+strconv.Itoa(i)+"_", 300)}}
 	}
 	cases := []struct {
-		what  string
-		rows  [][]map[string]string
-		n     int
-		least float64
+		what     string
+		rows     [][]map[string]string
+		n        int
+		together bool // the samples in one request carrying n
+		least    float64
 	}{
-		{"300 prompts under 6 system prompts", sys, 1, 6*prefixSysWords + prefixRows*prefixUserWords},
-		{"4 samples of one prompt", samples, prefixSamples, prefixSampleRows * 300},
+		{"300 prompts under 6 system prompts", sys, 1, false, 6*prefixSysWords + prefixRows*prefixUserWords},
+		{"4 samples of one prompt", samples, prefixSamples, false, prefixSampleRows * 300},
+		{"4 samples of one prompt in one request (n)", samples, prefixSamples, true, prefixSampleRows * 300},
 	}
 	var rows []row
 	for k, cs := range cases {
@@ -81,7 +83,7 @@ func prefix(ctx context.Context, c *config) ([]row, error) {
 		if err := writeMessages(data, cs.rows); err != nil {
 			return nil, err
 		}
-		computed, shares, err := c.prefixRun(ctx, data, len(cs.rows), cs.n, filepath.Join(c.work, fmt.Sprintf("prefix-out-%d", k)))
+		computed, shares, err := c.prefixRun(ctx, data, len(cs.rows), cs.n, cs.together, filepath.Join(c.work, fmt.Sprintf("prefix-out-%d", k)))
 		if err != nil {
 			return nil, err
 		}
@@ -93,8 +95,9 @@ func prefix(ctx context.Context, c *config) ([]row, error) {
 }
 
 // prefixRun runs one job against fresh replicas and returns the prefill
-// they computed and the least replica's share of the answers.
-func (c *config) prefixRun(ctx context.Context, data string, rows, n int, dir string) (computed, least float64, err error) {
+// they computed and the least replica's share of the answers (requests:
+// with together, a prompt's samples are one request carrying n).
+func (c *config) prefixRun(ctx context.Context, data string, rows, n int, together bool, dir string) (computed, least float64, err error) {
 	var mocks []*mock
 	defer func() {
 		for _, m := range mocks {
@@ -114,9 +117,9 @@ func (c *config) prefixRun(ctx context.Context, data string, rows, n int, dir st
 		"--endpoint.base_url", strings.Join(urls, ","),
 		"--dataset.path", data, "--dataset.format", "messages",
 		"--generation.max_tokens", "16", "--generation.n", strconv.Itoa(n),
-		// One request per sample: their placement is what is measured (n
-		// in one request computes the prompt once by construction).
-		"--generation.n_per_request=false",
+		// One request per sample: their placement is measured; together,
+		// the server's computing the prompt once for n answers.
+		"--generation.n_per_request="+strconv.FormatBool(together),
 		"--concurrency", "24", "--output.dir", dir)
 	cmd.Env = append(os.Environ(), "SYNTHGEN_ENDPOINT_BASE_URL=")
 	if _, err := run(cmd, nil); err != nil {
@@ -141,7 +144,11 @@ func (c *config) prefixRun(ctx context.Context, data string, rows, n int, dir st
 		answers = append(answers, a)
 		total += a
 	}
-	if want := float64(rows * n); total != want {
+	want := float64(rows * n)
+	if together {
+		want = float64(rows)
+	}
+	if total != want {
 		return 0, 0, fmt.Errorf("prefix: the replicas answered %.0f requests, want %.0f", total, want)
 	}
 	least = 1
