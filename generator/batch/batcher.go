@@ -193,7 +193,12 @@ func (b *Batcher) Complete(ctx context.Context, req wire.Request, _ func(int)) (
 
 func (a answer) response() (wire.Response, error) {
 	if a.fail != "" {
-		return wire.Response{}, &wire.Error{Cause: wire.CauseBatch, Message: a.fail}
+		// A line the server refused as too long for the model's context
+		// is too_long, as on the streaming path: never asked again, and
+		// counted apart by the summary.
+		e := &wire.Error{Status: a.status, Cause: wire.CauseBatch, Message: a.fail}
+		wire.MarkTooLong(e, a.errBody)
+		return wire.Response{}, e
 	}
 	r, err := wire.DecodeBody(a.body)
 	if err != nil {

@@ -50,10 +50,11 @@ func customID(k sink.Key, turns int) string {
 
 // answer is what a line brings its request: the body of a 200, or why not.
 type answer struct {
-	body   []byte
-	status int    // the line's status code; 0: none
-	fail   string // "" with a body
-	where  string // the file and line it came from; "": none
+	body    []byte
+	status  int    // the line's status code; 0: none
+	errBody []byte // the body of a status other than 200, for its error's cause
+	fail    string // "" with a body
+	where   string // the file and line it came from; "": none
 }
 
 // errBadLine marks a line that is not what its file should hold: it costs
@@ -127,6 +128,9 @@ func (l *outputLine) answer() answer {
 		if a.status == 200 && l.Error == nil && len(body) > 0 && string(body) != "null" {
 			a.body = body
 			return a
+		}
+		if a.status != 200 {
+			a.errBody = body
 		}
 	}
 	switch {
