@@ -233,19 +233,29 @@ func (b *Batcher) add(cid string, req wire.Request) error {
 	if n > b.o.MaxBytes {
 		return fmt.Errorf("the request's line (%d bytes) is over batch.max_bytes (%d)", n, b.o.MaxBytes)
 	}
-	if int64(b.open.Len())+n > b.o.MaxBytes {
+	var line bytes.Buffer
+	line.Grow(int(n))
+	line.WriteString(linePrefix)
+	line.Write(id)
+	line.WriteString(lineMiddle)
+	line.Write(body)
+	line.WriteString(lineEnd)
+	b.addLine(cid, line.Bytes())
+	return nil
+}
+
+// addLine writes a whole input line (its newline included) into the open
+// batch, first sending the open batch if the line would take it past
+// MaxBytes. b.mu is held.
+func (b *Batcher) addLine(cid string, line []byte) {
+	if int64(b.open.Len())+int64(len(line)) > b.o.MaxBytes {
 		b.seal()
 	}
-	b.open.WriteString(linePrefix)
-	b.open.Write(id)
-	b.open.WriteString(lineMiddle)
-	b.open.Write(body)
-	b.open.WriteString(lineEnd)
+	b.open.Write(line)
 	b.openIDs = append(b.openIDs, cid)
 	if len(b.openIDs) >= b.o.MaxRequests {
 		b.seal()
 	}
-	return nil
 }
 
 // maybeSeal sends the open batch when nothing more can join it soon: every

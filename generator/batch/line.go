@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/synthgen/synthgen/sink"
@@ -206,4 +208,26 @@ func inputIDs(r io.Reader, name string, each func(cid string)) error {
 		each(l.CustomID)
 		return nil
 	}, nil)
+}
+
+// inputLines reads a batch input file's lines by custom_id, each whole
+// with its newline, as they go into a new batch again.
+func inputLines(path string) (map[string][]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string][]byte{}
+	err = eachLine(f, path, func(b []byte, _ int) error {
+		var l struct {
+			CustomID string `json:"custom_id"`
+		}
+		if err := json.Unmarshal(b, &l); err != nil || l.CustomID == "" {
+			return errors.New("not a batch input line with a custom_id")
+		}
+		out[l.CustomID] = append(slices.Clip(b), '\n')
+		return nil
+	}, nil)
+	return out, err
 }

@@ -25,6 +25,10 @@ func (b *Batcher) run(e *Entry, ids []string, resumed bool) {
 			if b.ctx.Err() != nil {
 				return // the run ends: the next collects it
 			}
+			if errors.Is(err, errGone) {
+				b.abandon(e, ids, err)
+				return
+			}
 			b.say(e, "failed: %v", err)
 			if e.BatchID == "" {
 				_ = b.l.move(e, StateAbandoned, nil)
@@ -37,6 +41,39 @@ func (b *Batcher) run(e *Entry, ids []string, resumed bool) {
 		b.say(e, "%v", err)
 		b.failAll(ids, "batch: "+err.Error())
 	}
+}
+
+// goneTries is how many 404s in a row a batch's status gets before the
+// batch is taken as lost by the provider (errGone).
+const goneTries = 4
+
+// errGone: the provider answers 404 for a batch it was given, every try.
+var errGone = errors.New("the provider no longer knows batch")
+
+// abandon records batch e abandoned, the provider having lost it, says so
+// once, and asks its rows again in a new batch of this run: none of them
+// was answered (its output was never downloaded), so none is an error.
+func (b *Batcher) abandon(e *Entry, ids []string, why error) {
+	input, _, _ := files(b.o.Dir, e.Number)
+	lines, err := inputLines(input)
+	if err == nil {
+		err = b.l.move(e, StateAbandoned, nil)
+	}
+	if err != nil {
+		b.say(e, "%v; and its abandonment could not be recorded: %v", why, err)
+		b.failAll(ids, "batch: "+why.Error())
+		return
+	}
+	b.say(e, "%v: abandoned in %s; its %d requests, never answered, go again in a new batch", why, LedgerName, len(ids))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, id := range ids {
+		delete(b.known, id)
+		if _, waits := b.waiters[id]; waits {
+			b.addLine(id, lines[id])
+		}
+	}
+	b.maybeSeal()
 }
 
 func (b *Batcher) say(e *Entry, format string, args ...any) {
@@ -120,7 +157,20 @@ func (b *Batcher) submit(e *Entry, resumed bool) error {
 func (b *Batcher) poll(e *Entry) (string, error) {
 	for {
 		var bt Batch
-		if err := b.retry(func() (err error) { bt, err = b.o.API.Get(b.ctx, e.BatchID); return err }); err != nil {
+		gone := 0
+		err := b.retry(func() (err error) {
+			bt, err = b.o.API.Get(b.ctx, e.BatchID)
+			if notFound(err) {
+				// A 404 may be the provider's for a moment (a replica that
+				// has not seen the batch yet): asked a few times more.
+				if gone++; gone < goneTries {
+					return tryAgain{err}
+				}
+				return fmt.Errorf("%w %s (404 on %d tries, the last: %w)", errGone, e.BatchID, gone, err)
+			}
+			return err
+		})
+		if err != nil {
 			return "", err
 		}
 		if bt.Status != e.Status || bt.Counts != e.Counts {
