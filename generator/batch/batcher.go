@@ -43,6 +43,11 @@ type Options struct {
 	// status.json show them. It is called with the ledger's lock held, so
 	// it must not call the Batcher.
 	OnChange func([]Entry)
+	// Moved is given a copy of a batch once its new state is on disk (its
+	// entry added, intended, or moved), in the goroutine that moved it and
+	// before that goroutine takes its next step, no lock held; nil: not
+	// told. The tests stop a run there, as a kill right after that write.
+	Moved func(Entry)
 }
 
 // keep is what Close leaves of a downloaded batch whose collection did
@@ -73,6 +78,9 @@ type Batcher struct {
 	ended   bool                   // intake has stopped
 	resumed int                    // batches an earlier run left, collected from Open on
 	keep    map[int]keep           // batches whose collection left something to look at
+	// handed: downloaded batches each of whose answers went to its
+	// request; only these are marked collected by Close.
+	handed map[int]bool
 
 	recording sync.Mutex // one batch recorded at a time (record)
 
@@ -97,9 +105,9 @@ func Open(o Options) (*Batcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.onChange = o.OnChange
-	l.told()
-	b := &Batcher{o: o, l: l, waiters: map[string]chan answer{}, ready: map[string]answer{}, known: map[string]bool{}, keep: map[int]keep{}}
+	l.onChange, l.moved = o.OnChange, o.Moved
+	l.tellNow()
+	b := &Batcher{o: o, l: l, waiters: map[string]chan answer{}, ready: map[string]answer{}, known: map[string]bool{}, keep: map[int]keep{}, handed: map[int]bool{}}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	// Every entry's input is read before any goroutine starts: an entry
 	// that cannot be read fails Open with nothing left running.
@@ -284,6 +292,7 @@ func (b *Batcher) seal() {
 			b.failAll(ids, "batch: "+err.Error())
 			return
 		}
+		b.l.told(e)
 		fmt.Fprintf(b.o.Log, "batch %d: %d requests, %d bytes, recorded\n", e.Number, e.Requests, e.Bytes)
 		b.run(e, ids, false)
 	})
@@ -305,19 +314,22 @@ func (b *Batcher) record(data []byte, n int) (*Entry, error) {
 }
 
 // deliver hands a line's answer to its request, or keeps it for the
-// request to come.
-func (b *Batcher) deliver(cid string, a answer) {
+// request to come; false when neither (the request has given up waiting,
+// its run ending): the answer is only on disk.
+func (b *Batcher) deliver(cid string, a answer) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if ch, ok := b.waiters[cid]; ok {
 		delete(b.waiters, cid)
 		delete(b.known, cid)
 		ch <- a
-		return
+		return true
 	}
 	if b.known[cid] {
 		b.ready[cid] = a
+		return true
 	}
+	return false
 }
 
 func (b *Batcher) failAll(ids []string, why string) {
@@ -360,8 +372,8 @@ func (b *Batcher) Close(clean bool) error {
 		return nil
 	}
 	for _, e := range b.l.f.Batches {
-		if e.State != StateDownloaded || b.keep[e.Number] == keepDownloaded {
-			continue
+		if e.State != StateDownloaded || b.keep[e.Number] == keepDownloaded || !b.handed[e.Number] {
+			continue // its answers are on disk only: the next run collects them
 		}
 		if err := b.l.move(e, StateCollected, nil); err != nil {
 			return err

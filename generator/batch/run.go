@@ -231,6 +231,12 @@ func (b *Batcher) collect(e *Entry, ids []string, why string) error {
 	answered := make(map[string]bool, len(ids))
 	failed := map[string]answer{} // the first failure of each custom_id not answered
 	var bad []string
+	dropped := 0 // answers no request took
+	deliver := func(cid string, a answer) {
+		if !b.deliver(cid, a) {
+			dropped++
+		}
+	}
 	_, output, errs := files(b.o.Dir, e.Number)
 	for _, p := range []string{output, errs} {
 		f, err := os.Open(p)
@@ -244,7 +250,7 @@ func (b *Batcher) collect(e *Entry, ids []string, why string) error {
 				case a.body != nil:
 					answered[cid] = true
 					delete(failed, cid)
-					b.deliver(cid, a)
+					deliver(cid, a)
 				default:
 					if _, ok := failed[cid]; !ok {
 						failed[cid] = a
@@ -264,7 +270,7 @@ func (b *Batcher) collect(e *Entry, ids []string, why string) error {
 		}
 	}
 	for cid, a := range failed {
-		b.deliver(cid, a)
+		deliver(cid, a)
 	}
 	if len(bad) > 0 {
 		why = fmt.Sprintf("%s (%d malformed lines in its files, the first %s)", why, len(bad), bad[0])
@@ -278,7 +284,17 @@ func (b *Batcher) collect(e *Entry, ids []string, why string) error {
 			missing = append(missing, id)
 		}
 	}
-	b.failAll(missing, why)
+	for _, id := range missing {
+		deliver(id, answer{fail: why})
+	}
+	if dropped == 0 {
+		b.mu.Lock()
+		b.handed[e.Number] = true
+		b.mu.Unlock()
+	}
 	b.say(e, "collected: %d answers, %d failed, %d without a line, %d malformed lines", len(answered), len(failed), len(missing), len(bad))
+	if dropped > 0 {
+		b.say(e, "%d answers found no request waiting (the run ending): kept downloaded, the next run writes them", dropped)
+	}
 	return nil
 }
