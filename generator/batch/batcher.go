@@ -87,6 +87,20 @@ type Batcher struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	stopped chan error // the first error that ends the run (Stopped), buffered 1
+}
+
+// Stopped brings the error a batch ends the run with (ErrStuck): the
+// caller stops the run and returns it. It comes once, if ever.
+func (b *Batcher) Stopped() <-chan error { return b.stopped }
+
+// stop hands err to Stopped, unless an earlier error is there.
+func (b *Batcher) stop(err error) {
+	select {
+	case b.stopped <- err:
+	default:
+	}
 }
 
 var _ pool.Completer = (*Batcher)(nil)
@@ -107,7 +121,8 @@ func Open(o Options) (*Batcher, error) {
 	}
 	l.onChange, l.moved = o.OnChange, o.Moved
 	l.tellNow()
-	b := &Batcher{o: o, l: l, waiters: map[string]chan answer{}, ready: map[string]answer{}, known: map[string]bool{}, keep: map[int]keep{}, handed: map[int]bool{}}
+	b := &Batcher{o: o, l: l, waiters: map[string]chan answer{}, ready: map[string]answer{}, known: map[string]bool{}, keep: map[int]keep{}, handed: map[int]bool{},
+		stopped: make(chan error, 1)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	// Every entry's input is read before any goroutine starts: an entry
 	// that cannot be read fails Open with nothing left running.

@@ -29,6 +29,13 @@ func (b *Batcher) run(e *Entry, ids []string, resumed bool) {
 				b.abandon(e, ids, err)
 				return
 			}
+			if errors.Is(err, ErrStuck) {
+				// Its rows are answered at the provider: no error records;
+				// the run ends, the ledger keeping the batch submitted.
+				b.say(e, "%v", err)
+				b.stop(err)
+				return
+			}
 			b.say(e, "failed: %v", err)
 			if e.BatchID == "" {
 				_ = b.l.move(e, StateAbandoned, nil)
@@ -198,11 +205,52 @@ func (b *Batcher) download(e *Entry, bt *Batch) error {
 		if f.id == "" {
 			continue
 		}
-		if err := b.retry(func() error { return b.fetch(f.id, f.path) }); err != nil {
+		if err := b.fetchPatiently(e, f.id, f.path); err != nil {
 			return err
 		}
 	}
 	return b.l.move(e, StateDownloaded, func() { e.OutputFileID, e.ErrorFileID = bt.OutputFileID, bt.ErrorFileID })
+}
+
+// Downloads that keep failing: said after sayAfter failures in a row,
+// and given up (ErrStuck) once the waits between them pass outageBound,
+// the time an endpoint may answer nothing but 429s before it is said to
+// be out and a server still loading is waited for at start.
+const (
+	sayAfter    = 5
+	outageBound = 10 * time.Minute
+)
+
+// ErrStuck is a batch whose output cannot be downloaded for outageBound:
+// the run ends with it, the batch kept submitted in the ledger for the
+// same command to collect later.
+var ErrStuck = errors.New("cannot download")
+
+// fetchPatiently downloads file id of e's batch to path as retry does,
+// but says the failures once, after sayAfter of them, and gives up past
+// outageBound of waits (the run's clock, Options.After, is what passes).
+func (b *Batcher) fetchPatiently(e *Entry, id, path string) error {
+	p := backoff.Policy{Initial: time.Second, Max: max(b.o.PollInterval, time.Second)}
+	var waited time.Duration
+	for attempt := 1; ; attempt++ {
+		err := b.fetch(id, path)
+		if err == nil || !Transient(err) || b.ctx.Err() != nil {
+			return err
+		}
+		if waited >= outageBound {
+			return fmt.Errorf("%w file %s of %s for %s (%d tries, the last: %w): the run stops; %s keeps the batch, and the same command downloads it later", ErrStuck, id, e.BatchID, waited, attempt, err, LedgerName)
+		}
+		if attempt == sayAfter {
+			b.say(e, "file %s of %s: %d downloads failed, the last: %v; trying again for up to %s", id, e.BatchID, attempt, err, outageBound)
+		}
+		d := p.Ceiling(attempt)
+		waited += d
+		select {
+		case <-b.ctx.Done():
+			return b.ctx.Err()
+		case <-b.o.After(d):
+		}
+	}
 }
 
 func (b *Batcher) fetch(id, path string) error {
