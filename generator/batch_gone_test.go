@@ -51,8 +51,12 @@ func TestBatchGoneOnResumeIsAskedAgain(t *testing.T) {
 		m.ServeHTTP(w, r)
 	}))
 	t.Cleanup(ts.Close)
+	// The first run has a server of its own: a look it sent before its
+	// stop may reach a server after it, and is not the resume's.
+	first := httptest.NewServer(m)
+	t.Cleanup(first.Close)
 	dir := t.TempDir()
-	s := batchSetup(t, ts.URL, dir, 25)
+	s := batchSetup(t, first.URL, dir, 25)
 	log := &lineWaiter{want: ": submitted as", n: 3, seen: make(chan struct{})}
 	s.Log = log
 	ctx, cancel := context.WithCancel(context.Background())
