@@ -81,6 +81,9 @@ type Batcher struct {
 	// handed: downloaded batches each of whose answers went to its
 	// request; only these are marked collected by Close.
 	handed map[int]bool
+	// untaken: batches an answer of which came to a request as it gave
+	// up waiting (Complete): never marked collected by this run.
+	untaken map[int]bool
 
 	recording sync.Mutex // one batch recorded at a time (record)
 
@@ -121,7 +124,7 @@ func Open(o Options) (*Batcher, error) {
 	}
 	l.onChange, l.moved = o.OnChange, o.Moved
 	l.tellNow()
-	b := &Batcher{o: o, l: l, waiters: map[string]chan answer{}, ready: map[string]answer{}, known: map[string]bool{}, keep: map[int]keep{}, handed: map[int]bool{},
+	b := &Batcher{o: o, l: l, waiters: map[string]chan answer{}, ready: map[string]answer{}, known: map[string]bool{}, keep: map[int]keep{}, handed: map[int]bool{}, untaken: map[int]bool{},
 		stopped: make(chan error, 1)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	// Every entry's input is read before any goroutine starts: an entry
@@ -208,6 +211,10 @@ func (b *Batcher) Complete(ctx context.Context, req wire.Request, _ func(int)) (
 		b.mu.Lock()
 		if b.waiters[cid] == ch {
 			delete(b.waiters, cid)
+		} else if a := <-ch; a.batch > 0 {
+			// Its answer came as it gave up: that batch's answers are
+			// not all written, so Close leaves it downloaded.
+			b.untaken[a.batch] = true
 		}
 		b.mu.Unlock()
 		return wire.Response{}, ctx.Err()
@@ -387,7 +394,7 @@ func (b *Batcher) Close(clean bool) error {
 		return nil
 	}
 	for _, e := range b.l.f.Batches {
-		if e.State != StateDownloaded || b.keep[e.Number] == keepDownloaded || !b.handed[e.Number] {
+		if e.State != StateDownloaded || b.keep[e.Number] == keepDownloaded || !b.handed[e.Number] || b.untaken[e.Number] {
 			continue // its answers are on disk only: the next run collects them
 		}
 		if err := b.l.move(e, StateCollected, nil); err != nil {

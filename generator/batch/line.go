@@ -57,6 +57,7 @@ type answer struct {
 	errBody []byte // the body of a status other than 200, for its error's cause
 	fail    string // "" with a body
 	where   string // the file and line it came from; "": none
+	batch   int    // the number of the batch it came from; 0: none (a failure of its own)
 }
 
 // errBadLine marks a line that is not what its file should hold: it costs

@@ -281,6 +281,7 @@ func (b *Batcher) collect(e *Entry, ids []string, why string) error {
 	var bad []string
 	dropped := 0 // answers no request took
 	deliver := func(cid string, a answer) {
+		a.batch = e.Number
 		if !b.deliver(cid, a) {
 			dropped++
 		}
