@@ -410,10 +410,10 @@ var completerCases = []completerCase{{
 	},
 }, {
 	// The wire client classifies the 400 (wire.Classify: too_long, not
-	// retried); the batch mode gets the refusal as a failed line, whose
-	// cause is batch (never retried in the run) and whose message is
-	// the server's.
-	name: "a refusal (400, prompt over the context): *wire.Error, too_long (wire) or batch (batch), not retryable",
+	// retried); the batch mode gets the refusal as a failed line, which it
+	// reads the same way (wire.MarkTooLong): too_long there too, with the
+	// server's message.
+	name: "a refusal (400, prompt over the context): *wire.Error, too_long in every mode, not retryable",
 	mock: mockserver.Options{Seed: 1, MaxModelLen: 16},
 	check: func(t *testing.T, kind string, got call, _ *front) {
 		var we *wire.Error
@@ -424,9 +424,8 @@ var completerCases = []completerCase{{
 			t.Errorf("an answer %+v beside the refusal", got.resp)
 		}
 		cause := wire.Classify(got.err).Cause
-		want := map[string]string{kindStream: wire.CauseTooLong, kindPlain: wire.CauseTooLong, kindBatch: wire.CauseBatch}[kind]
-		if cause != want || we.Retryable {
-			t.Errorf("cause %q, retryable %v (%v): want %q, not retryable", cause, we.Retryable, got.err, want)
+		if cause != wire.CauseTooLong || we.Retryable {
+			t.Errorf("cause %q, retryable %v (%v): want %q, not retryable", cause, we.Retryable, got.err, wire.CauseTooLong)
 		}
 		if !strings.Contains(got.err.Error(), "context") && !strings.Contains(got.err.Error(), "max_model_len") && !strings.Contains(got.err.Error(), "maximum") {
 			t.Errorf("error %v does not carry the server's reason", got.err)

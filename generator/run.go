@@ -91,7 +91,11 @@ func (r *Runner) Run(ctx context.Context, h Hooks) (Result, error) {
 	if left := r.keysLeft(); left > 0 {
 		r.out.ReserveKeys(int(min(left, math.MaxInt32)))
 	}
-	sum, runErr := r.eng.Run(ctx, r.src, r.out)
+	runCtx, batchErr := r.batchStops(ctx)
+	sum, runErr := r.eng.Run(runCtx, r.src, r.out)
+	if err := batchErr(); err != nil && runErr == nil {
+		runErr = err
+	}
 	r.setup.Stats.Stop()
 	stopAuto()
 

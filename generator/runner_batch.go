@@ -1,8 +1,10 @@
 package generator
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"sync"
 
 	"github.com/synthgen/synthgen/generator/batch"
 	"github.com/synthgen/synthgen/generator/pool"
@@ -59,4 +61,33 @@ func batchRecords(es []batch.Entry) []runstats.BatchRecord {
 			Requests: e.Requests, Completed: e.Counts.Completed, Failed: e.Counts.Failed}
 	}
 	return out
+}
+
+// batchStops is ctx, ended early when a batch stops the run
+// (batch.Batcher.Stopped: an output that cannot be downloaded); done ends
+// the watch and returns that error, nil when none came.
+func (r *Runner) batchStops(ctx context.Context) (_ context.Context, done func() error) {
+	if r.batch == nil {
+		return ctx, func() error { return nil }
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case err := <-r.batch.Stopped():
+			cancel(err)
+		case <-quit:
+		}
+	})
+	return ctx, func() error {
+		close(quit)
+		wg.Wait()
+		err := context.Cause(ctx)
+		cancel(nil)
+		if errors.Is(err, batch.ErrStuck) {
+			return err
+		}
+		return nil
+	}
 }

@@ -7,6 +7,8 @@ package main
 // custom_id in one batch only.
 
 import (
+	"encoding/json"
+	"os"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -14,8 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synthgen/synthgen/generator/runstats"
+	"github.com/synthgen/synthgen/generator/runstats/runfiles"
 	"github.com/synthgen/synthgen/mockserver"
 	"github.com/synthgen/synthgen/mockserver/batchapi"
+	"github.com/synthgen/synthgen/sink/layout"
 )
 
 const batchModeRows = 30 // three batches of 10
@@ -138,4 +143,48 @@ func checkBatchHeader(t *testing.T, stderr string, collects bool) {
 	if collects && !strings.Contains(stderr, "\nbatch: collecting ") {
 		t.Errorf("a resume collecting earlier batches did not say so after its header:\n%s", stderr)
 	}
+}
+
+// TestBatchModeCountsWhileInProgress: counts that rise while a batch's
+// status stays in_progress reach the ledger's request_counts, status.json
+// and the progress line, not only at the status's next change. The
+// mock's clock is moved by hand: half the batch's time is half its lines.
+func TestBatchModeCountsWhileInProgress(t *testing.T) {
+	m := startMock(t, mockserver.Options{Seed: 1, Batch: batchapi.Options{InProgress: time.Hour, Clock: batchNow}})
+	dir := t.TempDir()
+	out := dir + "/out"
+	p := startSynthgen(t, "run", "run", "--dataset.path", writeShareGPT(t, dir, 10),
+		"--endpoint.base_url", m.BaseURL, "--output.dir", out, "--generation.max_tokens", "50",
+		"--batch.enabled", "--batch.max_requests", "10", "--batch.poll_interval", "5ms", "--progress.interval", "20ms")
+	p.waitForOutput(t, true, regexp.MustCompile(`batch 1: in_progress, 0 of 10 done`), time.Minute)
+	batchClock.Add(int64(30 * time.Minute))
+	p.waitForOutput(t, true, regexp.MustCompile(`batch 1: in_progress, 5 of 10 done, 0 failed`), time.Minute)
+	// The progress lines (on stdout) name the batch's count.
+	p.waitForOutput(t, false, regexp.MustCompile(`\| batches 1 in_progress \(5/10\)`), time.Minute)
+	es, err := runfiles.ReadBatches(out)
+	if err != nil || len(es) != 1 || es[0].Status != "in_progress" || es[0].Counts != (runfiles.BatchCounts{Total: 10, Completed: 5}) {
+		t.Errorf("batches.json: %+v (%v), want batch 1 in_progress with 5 of 10 completed", es, err)
+	}
+	waitStatusBatch(t, out, runstats.BatchRecord{Number: 1, State: "submitted", Status: "in_progress", Requests: 10, Completed: 5})
+	stop := ticking()
+	code := p.wait(t, time.Minute)
+	stop()
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, p.stderr(t))
+	}
+	checkComplete(t, out, 10, mockserver.DefaultModel)
+}
+
+// waitStatusBatch waits until status.json (rewritten every
+// progress.interval) shows want as its one batch.
+func waitStatusBatch(t *testing.T, out string, want runstats.BatchRecord) {
+	t.Helper()
+	var got struct{ Batches []runstats.BatchRecord }
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile(layout.Dir(out).Status())
+		if err == nil && json.Unmarshal(b, &got) == nil && len(got.Batches) == 1 && got.Batches[0] == want {
+			return
+		}
+	}
+	t.Errorf("status.json's batches %+v, want %+v", got.Batches, want)
 }

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -83,13 +84,30 @@ func (e *StatusError) Error() string {
 }
 
 // Transient reports whether err may pass if the call is made again: a
-// connection's failure, a 408, 409, 429 or 5xx.
+// connection's failure, a 408, 409, 429 or 5xx, or one the caller marked
+// so (tryAgain).
 func Transient(err error) bool {
-	se, ok := err.(*StatusError)
-	if !ok {
+	var again tryAgain
+	if errors.As(err, &again) {
+		return true
+	}
+	var se *StatusError
+	if !errors.As(err, &se) {
 		return true
 	}
 	return se.Status == 408 || se.Status == 409 || se.Status == 429 || se.Status >= 500
+}
+
+// tryAgain marks an error Transient would not call so, for a few more
+// tries (a 404 of a batch the provider may yet find).
+type tryAgain struct{ error }
+
+func (t tryAgain) Unwrap() error { return t.error }
+
+// notFound reports whether err is the API's 404.
+func notFound(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Status == http.StatusNotFound
 }
 
 // maxAnswer bounds a JSON answer of the API read into memory.

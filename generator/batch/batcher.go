@@ -43,6 +43,11 @@ type Options struct {
 	// status.json show them. It is called with the ledger's lock held, so
 	// it must not call the Batcher.
 	OnChange func([]Entry)
+	// Moved is given a copy of a batch once its new state is on disk (its
+	// entry added, intended, or moved), in the goroutine that moved it and
+	// before that goroutine takes its next step, no lock held; nil: not
+	// told. The tests stop a run there, as a kill right after that write.
+	Moved func(Entry)
 }
 
 // keep is what Close leaves of a downloaded batch whose collection did
@@ -73,12 +78,32 @@ type Batcher struct {
 	ended   bool                   // intake has stopped
 	resumed int                    // batches an earlier run left, collected from Open on
 	keep    map[int]keep           // batches whose collection left something to look at
+	// handed: downloaded batches each of whose answers went to its
+	// request; only these are marked collected by Close.
+	handed map[int]bool
+	// untaken: batches an answer of which came to a request as it gave
+	// up waiting (Complete): never marked collected by this run.
+	untaken map[int]bool
 
 	recording sync.Mutex // one batch recorded at a time (record)
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	stopped chan error // the first error that ends the run (Stopped), buffered 1
+}
+
+// Stopped brings the error a batch ends the run with (ErrStuck): the
+// caller stops the run and returns it. It comes once, if ever.
+func (b *Batcher) Stopped() <-chan error { return b.stopped }
+
+// stop hands err to Stopped, unless an earlier error is there.
+func (b *Batcher) stop(err error) {
+	select {
+	case b.stopped <- err:
+	default:
+	}
 }
 
 var _ pool.Completer = (*Batcher)(nil)
@@ -97,9 +122,10 @@ func Open(o Options) (*Batcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.onChange = o.OnChange
-	l.told()
-	b := &Batcher{o: o, l: l, waiters: map[string]chan answer{}, ready: map[string]answer{}, known: map[string]bool{}, keep: map[int]keep{}}
+	l.onChange, l.moved = o.OnChange, o.Moved
+	l.tellNow()
+	b := &Batcher{o: o, l: l, waiters: map[string]chan answer{}, ready: map[string]answer{}, known: map[string]bool{}, keep: map[int]keep{}, handed: map[int]bool{}, untaken: map[int]bool{},
+		stopped: make(chan error, 1)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	// Every entry's input is read before any goroutine starts: an entry
 	// that cannot be read fails Open with nothing left running.
@@ -185,6 +211,10 @@ func (b *Batcher) Complete(ctx context.Context, req wire.Request, _ func(int)) (
 		b.mu.Lock()
 		if b.waiters[cid] == ch {
 			delete(b.waiters, cid)
+		} else if a := <-ch; a.batch > 0 {
+			// Its answer came as it gave up: that batch's answers are
+			// not all written, so Close leaves it downloaded.
+			b.untaken[a.batch] = true
 		}
 		b.mu.Unlock()
 		return wire.Response{}, ctx.Err()
@@ -193,7 +223,12 @@ func (b *Batcher) Complete(ctx context.Context, req wire.Request, _ func(int)) (
 
 func (a answer) response() (wire.Response, error) {
 	if a.fail != "" {
-		return wire.Response{}, &wire.Error{Cause: wire.CauseBatch, Message: a.fail}
+		// A line the server refused as too long for the model's context
+		// is too_long, as on the streaming path: never asked again, and
+		// counted apart by the summary.
+		e := &wire.Error{Status: a.status, Cause: wire.CauseBatch, Message: a.fail}
+		wire.MarkTooLong(e, a.errBody)
+		return wire.Response{}, e
 	}
 	r, err := wire.DecodeBody(a.body)
 	if err != nil {
@@ -228,19 +263,29 @@ func (b *Batcher) add(cid string, req wire.Request) error {
 	if n > b.o.MaxBytes {
 		return fmt.Errorf("the request's line (%d bytes) is over batch.max_bytes (%d)", n, b.o.MaxBytes)
 	}
-	if int64(b.open.Len())+n > b.o.MaxBytes {
+	var line bytes.Buffer
+	line.Grow(int(n))
+	line.WriteString(linePrefix)
+	line.Write(id)
+	line.WriteString(lineMiddle)
+	line.Write(body)
+	line.WriteString(lineEnd)
+	b.addLine(cid, line.Bytes())
+	return nil
+}
+
+// addLine writes a whole input line (its newline included) into the open
+// batch, first sending the open batch if the line would take it past
+// MaxBytes. b.mu is held.
+func (b *Batcher) addLine(cid string, line []byte) {
+	if int64(b.open.Len())+int64(len(line)) > b.o.MaxBytes {
 		b.seal()
 	}
-	b.open.WriteString(linePrefix)
-	b.open.Write(id)
-	b.open.WriteString(lineMiddle)
-	b.open.Write(body)
-	b.open.WriteString(lineEnd)
+	b.open.Write(line)
 	b.openIDs = append(b.openIDs, cid)
 	if len(b.openIDs) >= b.o.MaxRequests {
 		b.seal()
 	}
-	return nil
 }
 
 // maybeSeal sends the open batch when nothing more can join it soon: every
@@ -269,6 +314,7 @@ func (b *Batcher) seal() {
 			b.failAll(ids, "batch: "+err.Error())
 			return
 		}
+		b.l.told(e)
 		fmt.Fprintf(b.o.Log, "batch %d: %d requests, %d bytes, recorded\n", e.Number, e.Requests, e.Bytes)
 		b.run(e, ids, false)
 	})
@@ -290,19 +336,22 @@ func (b *Batcher) record(data []byte, n int) (*Entry, error) {
 }
 
 // deliver hands a line's answer to its request, or keeps it for the
-// request to come.
-func (b *Batcher) deliver(cid string, a answer) {
+// request to come; false when neither (the request has given up waiting,
+// its run ending): the answer is only on disk.
+func (b *Batcher) deliver(cid string, a answer) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if ch, ok := b.waiters[cid]; ok {
 		delete(b.waiters, cid)
 		delete(b.known, cid)
 		ch <- a
-		return
+		return true
 	}
 	if b.known[cid] {
 		b.ready[cid] = a
+		return true
 	}
+	return false
 }
 
 func (b *Batcher) failAll(ids []string, why string) {
@@ -345,8 +394,8 @@ func (b *Batcher) Close(clean bool) error {
 		return nil
 	}
 	for _, e := range b.l.f.Batches {
-		if e.State != StateDownloaded || b.keep[e.Number] == keepDownloaded {
-			continue
+		if e.State != StateDownloaded || b.keep[e.Number] == keepDownloaded || !b.handed[e.Number] || b.untaken[e.Number] {
+			continue // its answers are on disk only: the next run collects them
 		}
 		if err := b.l.move(e, StateCollected, nil); err != nil {
 			return err

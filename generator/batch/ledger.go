@@ -53,6 +53,7 @@ type ledger struct {
 	path     string
 	f        ledgerFile
 	onChange func([]Entry) // Options.OnChange
+	moved    func(Entry)   // Options.Moved
 }
 
 func openLedger(dir string) (*ledger, error) {
@@ -94,12 +95,23 @@ func (l *ledger) move(e *Entry, to State, change func()) error {
 	if from := e.State; !from.CanMove(to) {
 		return fmt.Errorf("%s: batch %d cannot go from %s to %s", LedgerName, e.Number, from, to)
 	}
-	return l.update(func() {
+	err := l.update(func() {
 		e.State = to
 		if change != nil {
 			change()
 		}
 	})
+	if err == nil {
+		l.told(e)
+	}
+	return err
+}
+
+// told tells Options.Moved that e's state is on disk; l.mu is not held.
+func (l *ledger) told(e *Entry) {
+	if l.moved != nil {
+		l.moved(*e)
+	}
 }
 
 // update changes e under the lock and saves the ledger.
@@ -118,8 +130,8 @@ func (l *ledger) update(change func()) error {
 	return nil
 }
 
-// told tells Options.OnChange the batches as they are now.
-func (l *ledger) told() {
+// tellNow tells Options.OnChange the batches as they are now.
+func (l *ledger) tellNow() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.tell()

@@ -7,15 +7,16 @@ import (
 	"testing"
 )
 
-// TestStateMoves: a batch moves one step at a time, to abandoned only
-// before the server took it, and never out of collected or abandoned; a
+// TestStateMoves: a batch moves one step at a time, to abandoned before
+// it is downloaded (refused, or lost by the provider), and never out of collected or abandoned; a
 // refused move leaves the ledger on disk as it was.
 func TestStateMoves(t *testing.T) {
 	all := []State{StateIntended, StateUploaded, StateSubmitted, StateDownloaded, StateCollected, StateAbandoned}
 	allowed := map[[2]State]bool{
 		{StateIntended, StateUploaded}: true, {StateIntended, StateAbandoned}: true,
 		{StateUploaded, StateSubmitted}: true, {StateUploaded, StateAbandoned}: true,
-		{StateSubmitted, StateDownloaded}: true, {StateDownloaded, StateCollected}: true,
+		{StateSubmitted, StateDownloaded}: true, {StateSubmitted, StateAbandoned}: true,
+		{StateDownloaded, StateCollected}: true,
 	}
 	for _, from := range all {
 		for _, to := range all {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/synthgen/synthgen/sink"
@@ -50,10 +52,12 @@ func customID(k sink.Key, turns int) string {
 
 // answer is what a line brings its request: the body of a 200, or why not.
 type answer struct {
-	body   []byte
-	status int    // the line's status code; 0: none
-	fail   string // "" with a body
-	where  string // the file and line it came from; "": none
+	body    []byte
+	status  int    // the line's status code; 0: none
+	errBody []byte // the body of a status other than 200, for its error's cause
+	fail    string // "" with a body
+	where   string // the file and line it came from; "": none
+	batch   int    // the number of the batch it came from; 0: none (a failure of its own)
 }
 
 // errBadLine marks a line that is not what its file should hold: it costs
@@ -127,6 +131,9 @@ func (l *outputLine) answer() answer {
 		if a.status == 200 && l.Error == nil && len(body) > 0 && string(body) != "null" {
 			a.body = body
 			return a
+		}
+		if a.status != 200 {
+			a.errBody = body
 		}
 	}
 	switch {
@@ -202,4 +209,26 @@ func inputIDs(r io.Reader, name string, each func(cid string)) error {
 		each(l.CustomID)
 		return nil
 	}, nil)
+}
+
+// inputLines reads a batch input file's lines by custom_id, each whole
+// with its newline, as they go into a new batch again.
+func inputLines(path string) (map[string][]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string][]byte{}
+	err = eachLine(f, path, func(b []byte, _ int) error {
+		var l struct {
+			CustomID string `json:"custom_id"`
+		}
+		if err := json.Unmarshal(b, &l); err != nil || l.CustomID == "" {
+			return errors.New("not a batch input line with a custom_id")
+		}
+		out[l.CustomID] = append(slices.Clip(b), '\n')
+		return nil
+	}, nil)
+	return out, err
 }

@@ -1,8 +1,12 @@
 package batch
 
 import (
+	"errors"
+
 	"strings"
 	"testing"
+
+	"github.com/synthgen/synthgen/generator/wire"
 
 	"github.com/synthgen/synthgen/sink"
 )
@@ -108,5 +112,35 @@ func TestCustomID(t *testing.T) {
 	}
 	if len(ids) != 4 {
 		t.Errorf("%d distinct custom_ids of 4 requests: %v", len(ids), ids)
+	}
+}
+
+// TestTooLongLineIsTooLong: a line the server refused because the prompt
+// does not fit the model's context (a 400 with vLLM's words, or an error
+// object saying so) is cause too_long, as the streaming path has it, and
+// not batch; any other failed line stays batch.
+func TestTooLongLineIsTooLong(t *testing.T) {
+	in := `{"custom_id":"0.1.a","response":{"status_code":400,"body":{"error":{"message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the messages, 1000 in the completion).","type":"BadRequestError"}}}}
+{"custom_id":"0.1.b","response":null,"error":{"code":"context_length_exceeded","message":"The decoder prompt (length 5000) is longer than the maximum model length of 4096."}}
+{"custom_id":"0.1.c","response":{"status_code":400,"body":{"error":{"message":"bad temperature"}}}}
+{"custom_id":"0.1.d","response":{"status_code":500,"body":{"error":{"message":"maximum context length is 4096 tokens"}}}}
+`
+	got := map[string]answer{}
+	if err := readLines(strings.NewReader(in), "out.jsonl", func(cid string, a answer) { got[cid] = a }, nil); err != nil {
+		t.Fatal(err)
+	}
+	for cid, want := range map[string]string{"0.1.a": wire.CauseTooLong, "0.1.b": wire.CauseTooLong, "0.1.c": wire.CauseBatch, "0.1.d": wire.CauseBatch} {
+		_, err := got[cid].response()
+		var e *wire.Error
+		if !errors.As(err, &e) || e.Cause != want {
+			t.Errorf("%s: %v, want cause %s", cid, err, want)
+			continue
+		}
+		if want == wire.CauseTooLong && (e.Retryable || !strings.Contains(e.Message, "context")) {
+			t.Errorf("%s: %+v: retryable, or its message lost", cid, e)
+		}
+	}
+	if _, err := got["0.1.a"].response(); !strings.Contains(err.Error(), "max_model_len 4096") && !strings.Contains(err.Error(), "4096") {
+		t.Errorf("0.1.a: %v, want the sizes", err)
 	}
 }

@@ -25,6 +25,17 @@ func (b *Batcher) run(e *Entry, ids []string, resumed bool) {
 			if b.ctx.Err() != nil {
 				return // the run ends: the next collects it
 			}
+			if errors.Is(err, errGone) {
+				b.abandon(e, ids, err)
+				return
+			}
+			if errors.Is(err, ErrStuck) {
+				// Its rows are answered at the provider: no error records;
+				// the run ends, the ledger keeping the batch submitted.
+				b.say(e, "%v", err)
+				b.stop(err)
+				return
+			}
 			b.say(e, "failed: %v", err)
 			if e.BatchID == "" {
 				_ = b.l.move(e, StateAbandoned, nil)
@@ -37,6 +48,39 @@ func (b *Batcher) run(e *Entry, ids []string, resumed bool) {
 		b.say(e, "%v", err)
 		b.failAll(ids, "batch: "+err.Error())
 	}
+}
+
+// goneTries is how many 404s in a row a batch's status gets before the
+// batch is taken as lost by the provider (errGone).
+const goneTries = 4
+
+// errGone: the provider answers 404 for a batch it was given, every try.
+var errGone = errors.New("the provider no longer knows batch")
+
+// abandon records batch e abandoned, the provider having lost it, says so
+// once, and asks its rows again in a new batch of this run: none of them
+// was answered (its output was never downloaded), so none is an error.
+func (b *Batcher) abandon(e *Entry, ids []string, why error) {
+	input, _, _ := files(b.o.Dir, e.Number)
+	lines, err := inputLines(input)
+	if err == nil {
+		err = b.l.move(e, StateAbandoned, nil)
+	}
+	if err != nil {
+		b.say(e, "%v; and its abandonment could not be recorded: %v", why, err)
+		b.failAll(ids, "batch: "+why.Error())
+		return
+	}
+	b.say(e, "%v: abandoned in %s; its %d requests, never answered, go again in a new batch", why, LedgerName, len(ids))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, id := range ids {
+		delete(b.known, id)
+		if _, waits := b.waiters[id]; waits {
+			b.addLine(id, lines[id])
+		}
+	}
+	b.maybeSeal()
 }
 
 func (b *Batcher) say(e *Entry, format string, args ...any) {
@@ -120,7 +164,20 @@ func (b *Batcher) submit(e *Entry, resumed bool) error {
 func (b *Batcher) poll(e *Entry) (string, error) {
 	for {
 		var bt Batch
-		if err := b.retry(func() (err error) { bt, err = b.o.API.Get(b.ctx, e.BatchID); return err }); err != nil {
+		gone := 0
+		err := b.retry(func() (err error) {
+			bt, err = b.o.API.Get(b.ctx, e.BatchID)
+			if notFound(err) {
+				// A 404 may be the provider's for a moment (a replica that
+				// has not seen the batch yet): asked a few times more.
+				if gone++; gone < goneTries {
+					return tryAgain{err}
+				}
+				return fmt.Errorf("%w %s (404 on %d tries, the last: %w)", errGone, e.BatchID, gone, err)
+			}
+			return err
+		})
+		if err != nil {
 			return "", err
 		}
 		if bt.Status != e.Status || bt.Counts != e.Counts {
@@ -148,11 +205,52 @@ func (b *Batcher) download(e *Entry, bt *Batch) error {
 		if f.id == "" {
 			continue
 		}
-		if err := b.retry(func() error { return b.fetch(f.id, f.path) }); err != nil {
+		if err := b.fetchPatiently(e, f.id, f.path); err != nil {
 			return err
 		}
 	}
 	return b.l.move(e, StateDownloaded, func() { e.OutputFileID, e.ErrorFileID = bt.OutputFileID, bt.ErrorFileID })
+}
+
+// Downloads that keep failing: said after sayAfter failures in a row,
+// and given up (ErrStuck) once the waits between them pass outageBound,
+// the time an endpoint may answer nothing but 429s before it is said to
+// be out and a server still loading is waited for at start.
+const (
+	sayAfter    = 5
+	outageBound = 10 * time.Minute
+)
+
+// ErrStuck is a batch whose output cannot be downloaded for outageBound:
+// the run ends with it, the batch kept submitted in the ledger for the
+// same command to collect later.
+var ErrStuck = errors.New("cannot download")
+
+// fetchPatiently downloads file id of e's batch to path as retry does,
+// but says the failures once, after sayAfter of them, and gives up past
+// outageBound of waits (the run's clock, Options.After, is what passes).
+func (b *Batcher) fetchPatiently(e *Entry, id, path string) error {
+	p := backoff.Policy{Initial: time.Second, Max: max(b.o.PollInterval, time.Second)}
+	var waited time.Duration
+	for attempt := 1; ; attempt++ {
+		err := b.fetch(id, path)
+		if err == nil || !Transient(err) || b.ctx.Err() != nil {
+			return err
+		}
+		if waited >= outageBound {
+			return fmt.Errorf("%w file %s of %s for %s (%d tries, the last: %w): the run stops; %s keeps the batch, and the same command downloads it later", ErrStuck, id, e.BatchID, waited, attempt, err, LedgerName)
+		}
+		if attempt == sayAfter {
+			b.say(e, "file %s of %s: %d downloads failed, the last: %v; trying again for up to %s", id, e.BatchID, attempt, err, outageBound)
+		}
+		d := p.Ceiling(attempt)
+		waited += d
+		select {
+		case <-b.ctx.Done():
+			return b.ctx.Err()
+		case <-b.o.After(d):
+		}
+	}
 }
 
 func (b *Batcher) fetch(id, path string) error {
@@ -181,6 +279,13 @@ func (b *Batcher) collect(e *Entry, ids []string, why string) error {
 	answered := make(map[string]bool, len(ids))
 	failed := map[string]answer{} // the first failure of each custom_id not answered
 	var bad []string
+	dropped := 0 // answers no request took
+	deliver := func(cid string, a answer) {
+		a.batch = e.Number
+		if !b.deliver(cid, a) {
+			dropped++
+		}
+	}
 	_, output, errs := files(b.o.Dir, e.Number)
 	for _, p := range []string{output, errs} {
 		f, err := os.Open(p)
@@ -194,7 +299,7 @@ func (b *Batcher) collect(e *Entry, ids []string, why string) error {
 				case a.body != nil:
 					answered[cid] = true
 					delete(failed, cid)
-					b.deliver(cid, a)
+					deliver(cid, a)
 				default:
 					if _, ok := failed[cid]; !ok {
 						failed[cid] = a
@@ -214,7 +319,7 @@ func (b *Batcher) collect(e *Entry, ids []string, why string) error {
 		}
 	}
 	for cid, a := range failed {
-		b.deliver(cid, a)
+		deliver(cid, a)
 	}
 	if len(bad) > 0 {
 		why = fmt.Sprintf("%s (%d malformed lines in its files, the first %s)", why, len(bad), bad[0])
@@ -228,7 +333,17 @@ func (b *Batcher) collect(e *Entry, ids []string, why string) error {
 			missing = append(missing, id)
 		}
 	}
-	b.failAll(missing, why)
+	for _, id := range missing {
+		deliver(id, answer{fail: why})
+	}
+	if dropped == 0 {
+		b.mu.Lock()
+		b.handed[e.Number] = true
+		b.mu.Unlock()
+	}
 	b.say(e, "collected: %d answers, %d failed, %d without a line, %d malformed lines", len(answered), len(failed), len(missing), len(bad))
+	if dropped > 0 {
+		b.say(e, "%d answers found no request waiting (the run ending): kept downloaded, the next run writes them", dropped)
+	}
 	return nil
 }

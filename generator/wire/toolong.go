@@ -19,7 +19,26 @@ const tooLongPrefix = "prompt too long for the model's context"
 // from the message (vLLM says them in words) or from the error body's
 // fields (llama.cpp's exceed_context_size_error); body may be nil.
 func markTooLong(e *Error, body []byte) {
-	if e.Status != http.StatusBadRequest || strings.HasPrefix(e.Message, tooLongPrefix) {
+	if e.Status != http.StatusBadRequest {
+		return
+	}
+	markTooLongAny(e, body)
+}
+
+// MarkTooLong is markTooLong for an answer that did not come over HTTP
+// itself: a batch's output or error line, whose status is its response's
+// status_code, or 0 when the line holds only an error object. A 400 or no
+// status at all whose message (or body) refuses the prompt as too long
+// gets cause too_long, as the streaming path gives it.
+func MarkTooLong(e *Error, body []byte) {
+	if e.Status != 0 && e.Status != http.StatusBadRequest {
+		return
+	}
+	markTooLongAny(e, body)
+}
+
+func markTooLongAny(e *Error, body []byte) {
+	if strings.HasPrefix(e.Message, tooLongPrefix) {
 		return
 	}
 	z, ok := toolong.Parse(e.Message)

@@ -27,8 +27,10 @@ const (
 	BatchSubmitted  BatchState = "submitted"
 	BatchDownloaded BatchState = "downloaded"
 	BatchCollected  BatchState = "collected"
-	// BatchAbandoned: given up before the server took it (its upload or
-	// creation refused); its rows were error records.
+	// BatchAbandoned: given up. Before the server took it (its upload or
+	// creation refused), its rows were error records; once submitted, when
+	// the provider no longer knows its batch id (404 on every try), its
+	// rows, never answered, were asked again in a new batch.
 	BatchAbandoned BatchState = "abandoned"
 )
 
@@ -39,7 +41,7 @@ const (
 var nextBatchStates = map[BatchState][]BatchState{
 	BatchIntended:   {BatchUploaded, BatchAbandoned},
 	BatchUploaded:   {BatchSubmitted, BatchAbandoned},
-	BatchSubmitted:  {BatchDownloaded},
+	BatchSubmitted:  {BatchDownloaded, BatchAbandoned},
 	BatchDownloaded: {BatchCollected},
 }
 
