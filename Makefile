@@ -42,9 +42,15 @@ run: build
 # whole suite 6 min 25 s). A hung test ends the run with every goroutine's
 # stack well inside CI's 15 minutes, not at go test's default 10.
 TEST_TIMEOUT ?= 8m
+# TEST_PACKAGES is how many packages test at once. Most of the suite waits
+# (mock token delays, child processes, a browser): at go test's default of
+# one a core, cmd/synthgen held one slot for two minutes while the other
+# ran the 60 other packages one by one, and the whole took 200 s on the
+# quiet 2-core machine; at 4 it took 180 s, CPU-bound (330 CPU-seconds).
+TEST_PACKAGES ?= 4
 .PHONY: test
 test:
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -race -count=1 -p $(TEST_PACKAGES) -timeout $(TEST_TIMEOUT) ./...
 
 ## bench: the end-to-end scenarios beside a minimal client, on loopback (under 5 min; writes bench/results.json)
 .PHONY: bench
