@@ -5,7 +5,7 @@
 // (request.go, decode.go, tokens.go, toolcalls.go: encoding, a decoded
 // answer or chunk folded into a Response or an *Error, tool-call delta
 // assembly; the bytes are decoded by package codec); the HTTP client over them (client.go, send.go, transport.go,
-// tls.go, redact.go, ratelimit.go); stranded streams, the requests a
+// tls.go, redact.go, ratelimit.go; what cuts a request short, cut.go); stranded streams, the requests a
 // server holds without a byte while later ones are answered (stranded.go);
 // and model discovery from /v1/models (model.go). It speaks package chat's
 // messages, the record's own, so nothing is copied on the way in or out.
@@ -571,32 +571,6 @@ func (c *Client) failStream(ctx context.Context, stall time.Duration, a *answer,
 	return e
 }
 
-// failStall is fail for a request whose stream is watched for silence: a
-// cut made by the watch is a stall, not the caller's cancel.
-func (c *Client) failStall(ctx context.Context, stall time.Duration, err error) *Error {
-	if errors.Is(context.Cause(ctx), errStranded) {
-		return &Error{Cause: CauseStall, Retryable: true,
-			Message: fmt.Sprintf("no answer, not even headers, %s (endpoint.stall_timeout) after a request sent later to this server had its own: the server lost it (an old process still holding its queue?)", stall),
-			Err:     fmt.Errorf("%w: %v", errStranded, err)}
-	}
-	if errors.Is(context.Cause(ctx), errIdle) {
-		return &Error{Cause: CauseStall, Retryable: true,
-			Message: "no answer, not even headers, after a request sent later to this server had its own, and its /metrics shows nothing running or waiting: the server lost it (an old process still holding its connections?)",
-			Err:     fmt.Errorf("%w: %v", errIdle, err)}
-	}
-	if errors.Is(context.Cause(ctx), errSilent) {
-		return &Error{Cause: CauseStall, Retryable: true,
-			Message: fmt.Sprintf("no answer, not even headers, for %s (endpoint.stall_timeout) while other replicas answered or stood idle: this server takes requests and says nothing", stall),
-			Err:     fmt.Errorf("%w: %v", errSilent, err)}
-	}
-	if errors.Is(context.Cause(ctx), errStalled) {
-		return &Error{Cause: CauseStall, Retryable: true,
-			Message: fmt.Sprintf("no byte for %s (endpoint.stall_timeout)", stall),
-			Err:     fmt.Errorf("%w: %v", errStalled, err)}
-	}
-	return c.fail(ctx, err)
-}
-
 // fail classifies err: the context's own state first (a canceled request
 // fails with whatever the transport made of it), then what an error status
 // said (its message, whether the prompt is too long, Retry-After).
@@ -627,30 +601,4 @@ func (c *Client) fail(ctx context.Context, err error) *Error {
 	}
 	e.Limits = parseLimits(se.header)
 	return e
-}
-
-func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if c.timeout > 0 {
-		return context.WithTimeout(ctx, c.timeout)
-	}
-	return context.WithCancel(ctx)
-}
-
-// errTimedOut is the cause with which a request's own context ends at
-// endpoint.timeout: a deadline, classified as one (CauseTimeout).
-var errTimedOut = fmt.Errorf("endpoint.timeout: %w", context.DeadlineExceeded)
-
-// requestContext is ctx for one chat completion, which abort ends with a
-// cause, and the timer that ends it at the timeout (nil: no timeout);
-// the caller stops both. Neither a timeout nor cuttable: ctx itself, and
-// no context is made.
-func (c *Client) requestContext(ctx context.Context, cuttable bool) (context.Context, context.CancelCauseFunc, *time.Timer) {
-	if c.timeout <= 0 && !cuttable {
-		return ctx, nil, nil
-	}
-	ctx, abort := context.WithCancelCause(ctx)
-	if c.timeout <= 0 {
-		return ctx, abort, nil
-	}
-	return ctx, abort, time.AfterFunc(c.timeout, func() { abort(errTimedOut) })
 }
