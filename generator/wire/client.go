@@ -7,7 +7,8 @@
 // assembly; the bytes are decoded by package codec); the HTTP client over them (client.go, send.go, transport.go,
 // tls.go, redact.go, ratelimit.go; what cuts a request short, cut.go); stranded streams, the requests a
 // server holds without a byte while later ones are answered (stranded.go);
-// and model discovery from /v1/models (model.go). It speaks package chat's
+// several answers to one request carrying n (choices.go); and model
+// discovery from /v1/models (model.go). It speaks package chat's
 // messages, the record's own, so nothing is copied on the way in or out.
 package wire
 
