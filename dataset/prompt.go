@@ -43,6 +43,12 @@ type Prompt struct {
 	// Model is the model a request row names (body.model), "" when none.
 	// The server serves one model: the job's is asked whatever a row says.
 	Model string
+	// Hint is the size (bytes of content) of the row's own answer that the
+	// job regenerates: its first assistant turn after the prompt, or with
+	// whole conversations (Options.Conversations) the sum of its assistant
+	// turns. 0 when the row has none (and for the shapes that hold a
+	// single prompt). The producer starts long answers first by it.
+	Hint int
 	// Location is "file:line" (JSONL) or "file:row N" (Parquet, JSON array),
 	// for messages about this row.
 	Location string

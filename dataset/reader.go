@@ -522,7 +522,9 @@ func (r *Reader) convert(rw row, p *Prompt) *fieldError {
 		return fieldErr(fe.Field, fe.Err)
 	}
 	p.ID, p.Messages, p.Source, p.Params, p.Ignored, p.Model, p.Tools = s.ID, s.Messages, s.Source, s.Params, s.Ignored, s.Model, s.Tools
+	p.Hint = s.Hint
 	if r.opts.Conversations {
+		p.Hint = r.conv.WholeHint(rw)
 		conv, fe := r.conv.Conversation(rw)
 		if fe != nil {
 			return fieldErr(fe.Field, fe.Err)

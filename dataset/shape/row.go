@@ -26,6 +26,11 @@ type Row struct {
 	Params  map[string]any
 	Ignored []string
 	Model   string
+	// Hint is the size (bytes of content) of the row's own first
+	// assistant turn, the answer a first-turn job regenerates (0 none):
+	// the producer starts long answers first. Converter.WholeHint is the
+	// whole conversation's.
+	Hint int
 }
 
 // FieldError is what makes a row bad: the path of its field ("" for the

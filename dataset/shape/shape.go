@@ -68,8 +68,10 @@ func (c *Converter) Convert(r row, p *Row) *FieldError {
 		msgs, fe = batchRequest(r, p)
 	case FormatShareGPT:
 		msgs, fe = turns(r, "conversations", "from", "value", false)
+		p.Hint = answerSize(r, "conversations", "from", "value", false)
 	case FormatMessages:
 		msgs, fe = turns(r, "messages", "role", "content", false)
+		p.Hint = answerSize(r, "messages", "role", "content", false)
 	case FormatPrompt:
 		msgs, fe = promptColumn(r, c.promptFieldName())
 	case FormatAlpaca:
