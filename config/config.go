@@ -80,7 +80,11 @@ type GenerationConfig struct {
 	// NPerRequest asks a prompt's samples in one request carrying n (the
 	// server computes the prompt once); false: one request per sample. It
 	// changes no answer asked, so it is no part of the job.
-	NPerRequest  bool   `mapstructure:"n_per_request"`
+	NPerRequest bool `mapstructure:"n_per_request"`
+	// LongestFirst starts the rows whose own answer is longest first, a
+	// bounded window at a time; it changes no answer asked, so it is no
+	// part of the job.
+	LongestFirst bool   `mapstructure:"longest_first"`
 	SystemPrompt string `mapstructure:"system_prompt"`
 	Turns        string `mapstructure:"turns"`
 	OnLength     string `mapstructure:"on_length"`
@@ -191,6 +195,7 @@ func Default() Config {
 			TopP:          0.95,
 			N:             1,
 			NPerRequest:   true,
+			LongestFirst:  true,
 			Turns:         "first",
 			OnLength:      "keep",
 			ToolChoice:    "auto",

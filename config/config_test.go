@@ -20,7 +20,7 @@ func documentedDefaults() Config {
 	var c Config
 	c.Endpoint = EndpointConfig{BaseURL: "http://localhost:8000/v1", APIKeyEnv: "OPENAI_API_KEY", Timeout: 30 * time.Minute, StallTimeout: 2 * time.Minute}
 	c.Dataset = DatasetConfig{Format: "auto", OnBadRow: "skip", ShardBy: "rows"}
-	c.Generation = GenerationConfig{MaxTokens: 8192, Temperature: 0.6, TopP: 0.95, N: 1, NPerRequest: true, Turns: "first", OnLength: "keep", ToolChoice: "auto", SchemaRetries: 2, Stream: true, ExtraBody: map[string]any{}}
+	c.Generation = GenerationConfig{MaxTokens: 8192, Temperature: 0.6, TopP: 0.95, N: 1, NPerRequest: true, LongestFirst: true, Turns: "first", OnLength: "keep", ToolChoice: "auto", SchemaRetries: 2, Stream: true, ExtraBody: map[string]any{}}
 	c.Concurrency = 200
 	c.Retry = RetryConfig{MaxAttempts: 6, InitialBackoff: time.Second, MaxBackoff: time.Minute}
 	c.Output = OutputConfig{Dir: "out/run", Format: "parquet", ShardSize: 1000, SyncInterval: time.Second}

@@ -212,7 +212,7 @@ func TestLoadEveryKeyFromEnv(t *testing.T) {
 		"dataset.path": "d.jsonl", "dataset.format": "prompt", "dataset.prompt_field": "q", "dataset.id_field": "id", "dataset.params_field": "p",
 		"dataset.limit": "5", "dataset.on_bad_row": "fail", "dataset.shard_by": "files",
 		"generation.max_tokens": "9", "generation.temperature": "0", "generation.top_p": "0.5", "generation.n": "2",
-		"generation.system_prompt": "s", "generation.turns": "all", "generation.on_length": "retry", "generation.tool_choice": "required", "generation.require_reasoning": "true", "generation.return_token_ids": "true", "generation.logprobs": "20", "generation.require_token_ids": "true", "generation.response_format": "json_object", "generation.schema_retries": "3", "generation.stream": "false", "generation.n_per_request": "false", "generation.extra_body": `{"top_k":3}`,
+		"generation.system_prompt": "s", "generation.turns": "all", "generation.on_length": "retry", "generation.tool_choice": "required", "generation.require_reasoning": "true", "generation.return_token_ids": "true", "generation.logprobs": "20", "generation.require_token_ids": "true", "generation.response_format": "json_object", "generation.schema_retries": "3", "generation.stream": "false", "generation.n_per_request": "false", "generation.longest_first": "false", "generation.extra_body": `{"top_k":3}`,
 		"prompt.messages": "[]", "concurrency": "4", "retry.max_attempts": "2", "retry.initial_backoff": "3s", "retry.max_backoff": "4s",
 		"output.dir": "o", "output.format": "jsonl", "output.shard_size": "6", "output.sync_interval": "0",
 		"progress.interval": "7s", "shutdown.grace": "8s",
@@ -236,7 +236,7 @@ func TestLoadEveryKeyFromEnv(t *testing.T) {
 	b, _ := json.Marshal(r)
 	want := `{"batch":{"completion_window":"24h","enabled":true,"in_flight":3,"max_bytes":2048,"max_requests":10,"poll_interval":"9s","price_factor":0.4},"concurrency":4,"dataset":{"format":"prompt","id_field":"id","limit":5,"on_bad_row":"fail","params_field":"p","path":"d.jsonl","prompt_field":"q","shard_by":"files"},` +
 		`"endpoint":{"api_key_env":"K","base_url":"https://h:1/v1","ca_file":"ca.pem","insecure_skip_verify":true,"max_requests_per_minute":600,"max_tokens_per_minute":200000,"metrics_url":"http://h:2/metrics","model":"m","price":"{\"input\":2.5,\"output\":10}","stall_timeout":"0s","timeout":"1m0s"},` +
-		`"generation":{"extra_body":{"top_k":3},"logprobs":20,"max_tokens":9,"n":2,"n_per_request":false,"on_length":"retry","require_reasoning":true,"require_token_ids":true,"response_format":"json_object","return_token_ids":true,"schema_retries":3,"stream":false,"system_prompt":"s","temperature":0,"tool_choice":"required","top_p":0.5,"turns":"all"},` +
+		`"generation":{"extra_body":{"top_k":3},"logprobs":20,"longest_first":false,"max_tokens":9,"n":2,"n_per_request":false,"on_length":"retry","require_reasoning":true,"require_token_ids":true,"response_format":"json_object","return_token_ids":true,"schema_retries":3,"stream":false,"system_prompt":"s","temperature":0,"tool_choice":"required","top_p":0.5,"turns":"all"},` +
 		`"hidden_states":{"base_url":"http://h:3/v1","dir":"/hs","enabled":true,"hidden_size":4096,"layers":4,"lock_wait":"11s"},` +
 		`"output":{"dir":"o","format":"jsonl","shard_size":6,"sync_interval":"0s"},"progress":{"interval":"7s"},"prompt":{"messages":[]},` +
 		`"retry":{"initial_backoff":"3s","max_attempts":2,"max_backoff":"4s"},"shutdown":{"grace":"8s"}}`

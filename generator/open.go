@@ -184,6 +184,7 @@ func (r *Runner) openPool(eps endpoints, opts dataset.Options) (err error) {
 		Stream:       s.Stream && s.Batch == nil,
 		KeyedContext: s.Batch != nil,
 		NPerRequest:  s.NPerRequest && s.Batch == nil,
+		LongestFirst: s.LongestFirst,
 		RetryErrors:  s.RetryErrors,
 		UniqueIDs:    r.job.Selection.IDField == "", // row indices, or a row's own custom_id
 		Log:          s.Log,

@@ -67,6 +67,9 @@ type Setup struct {
 	// NPerRequest asks a prompt's samples in one request carrying n
 	// (generation.n_per_request; pool.Options.NPerRequest).
 	NPerRequest bool
+	// LongestFirst starts rows with a length hint longest first
+	// (generation.longest_first; pool.Options.LongestFirst).
+	LongestFirst bool
 	// SchemaRetries is how often an answer not in the job's response
 	// format is asked again before it is a failure (cause "schema").
 	SchemaRetries int

@@ -336,6 +336,7 @@ func runSetup(cfg config.Config, rf runFlags, job job.Job, stats *runstats.Stats
 		Rehash:           rf.rehash,
 		RequireReasoning: cfg.Generation.RequireReasoning,
 		NPerRequest:      cfg.Generation.NPerRequest,
+		LongestFirst:     cfg.Generation.LongestFirst,
 		SchemaRetries:    cfg.Generation.SchemaRetries,
 		RequireTokenIDs:  cfg.Generation.RequireTokenIDs,
 		OnBadRow:         cfg.Dataset.OnBadRow,

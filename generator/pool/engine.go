@@ -133,6 +133,10 @@ type Options struct {
 	// carrying n (choices.go), until a server is found to ignore n; false:
 	// one request per sample.
 	NPerRequest bool
+	// LongestFirst holds rows with a length hint in a window of 2 x
+	// Concurrency and starts the longest first (produce.go, window);
+	// false: dataset order.
+	LongestFirst bool
 }
 
 // ReasoningPolicy is what the Engine does about a server without a

@@ -4,6 +4,7 @@ package pool
 // asked (not those the directory held, nor a key this run asked already).
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -30,13 +31,22 @@ func (e *Engine) produce(ctx context.Context, src Source, out Output, start func
 	countBad, reports, unhook := e.hook(src, &asked, held)
 	defer unhook()
 	notedModel := false
+	win := window{}
+	if e.opts.LongestFirst {
+		win.size = 2 * e.opts.Concurrency
+	}
 	for {
 		if e.draining() || ctx.Err() != nil {
-			return false, nil
+			return false, nil // rows in the window are left unasked: nothing was recorded for them
 		}
 		p, err := src.Next()
 		countBad()
 		if errors.Is(err, io.EOF) {
+			for win.Len() > 0 {
+				if !e.startRow(ctx, heap.Pop(&win).(dataset.Prompt), held, &asked, true, start) {
+					return false, nil
+				}
+			}
 			return true, nil
 		}
 		if err != nil {
@@ -55,10 +65,46 @@ func (e *Engine) produce(ctx context.Context, src Source, out Output, start func
 			fmt.Fprintf(e.opts.Log, "note: rows ask for model %q (first at %s); every request goes to %q, the one model the server serves (endpoint.model)\n",
 				p.Model, p.Location, e.opts.Sampling.Model)
 		}
+		if win.size > 0 && byIndex && (p.Hint > 0 || win.Len() > 0) {
+			// Held, the longest hint started first. Its row is marked
+			// produced now, so that a later row's own id spelling its
+			// index is a repeat in dataset order.
+			asked.addRow(p.Index)
+			if heap.Push(&win, p); win.Len() < win.size {
+				continue
+			}
+			p = heap.Pop(&win).(dataset.Prompt)
+		}
 		if !e.startRow(ctx, p, held, &asked, byIndex, start) {
 			return false, nil
 		}
 	}
+}
+
+// window holds rows with a length hint (Prompt.Hint) and starts the longest
+// first, ties in dataset order (Options.LongestFirst): a long answer that
+// starts late holds the job's last minutes with the servers less than
+// full. size 0: off. Only rows whose id is their index are held, so that
+// an id repeat cannot hide in it; a row without a hint goes straight
+// through while it is empty.
+type window struct {
+	size int
+	rows []dataset.Prompt
+}
+
+func (w *window) Len() int { return len(w.rows) }
+func (w *window) Less(i, j int) bool {
+	a, b := &w.rows[i], &w.rows[j]
+	return a.Hint > b.Hint || (a.Hint == b.Hint && a.Index < b.Index)
+}
+func (w *window) Swap(i, j int) { w.rows[i], w.rows[j] = w.rows[j], w.rows[i] }
+func (w *window) Push(x any)    { w.rows = append(w.rows, x.(dataset.Prompt)) }
+func (w *window) Pop() any {
+	n := len(w.rows) - 1
+	p := w.rows[n]
+	w.rows[n] = dataset.Prompt{}
+	w.rows = w.rows[:n]
+	return p
 }
 
 // hook sets src's hooks that the Source offers: a count of its bad rows
