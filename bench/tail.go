@@ -88,7 +88,7 @@ type tailJob struct {
 // tailRun is a job's wall time, the least the model allows for its
 // answers, and their lengths.
 type tailRun struct {
-	wall, least    time.Duration
+	wall, least      time.Duration
 	n, mean, longest int
 }
 
