@@ -3,6 +3,8 @@ package pool
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -34,23 +36,30 @@ func askedOrder(c *talker) string {
 	return strings.Join(ids, " ")
 }
 
-// With one request in flight the window is 2 rows: each start is the
-// longest hint of the 2 (ties in dataset order), rows without a hint join
-// the window once it holds one, and at the end it drains longest first.
-// Off, or with ids of an id column, the rows go in dataset order.
+// With one request in flight the window is longestWindow rows: each start
+// is the longest hint of those held (ties in dataset order), rows without
+// a hint join the window once it holds one, and at the end it drains
+// longest first. Off, or with ids of an id column, the rows go in dataset
+// order.
 func TestLongestFirstOrder(t *testing.T) {
-	hints := []int{1, 5, 3, 0, 9, 2, 2, 7}
+	// 0 for a row without an answer; more rows than the window holds.
+	hints := []int{1, 5, 3, 0, 9, 2, 2, 7, 4, 4, 8, 1, 6, 3, 5, 2, 9, 1, 7, 0, 3, 6, 2, 8}
+	inOrder := make([]string, len(hints))
+	for i := range hints {
+		inOrder[i] = strconv.Itoa(i)
+	}
 	cases := []struct {
 		name    string
 		longest bool
 		unique  bool
 		want    string
 	}{
-		// window {0:1,1:5} -> 1; +2:3 -> 2; +3:0 -> 0; +4:9 -> 4;
-		// +5:2 -> 5; +6:2 -> 6; +7:7 -> 7; end: 3.
-		{"longest first", true, true, "1 2 0 4 5 6 7 3"},
-		{"off", false, true, "0 1 2 3 4 5 6 7"},
-		{"ids of an id column", true, false, "0 1 2 3 4 5 6 7"},
+		{"longest first", true, true, windowOrder(hints, longestWindow)},
+		{"off", false, true, strings.Join(inOrder, " ")},
+		{"ids of an id column", true, false, strings.Join(inOrder, " ")},
+	}
+	if first := strings.Fields(cases[0].want)[0]; first != "4" {
+		t.Fatalf("the reference starts row %s first, want 4: the longest of the first %d", first, longestWindow)
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -95,7 +104,7 @@ func (d *drainer) Complete(ctx context.Context, req wire.Request, onDelta func(i
 // record, nothing pending); the resume asks exactly them and the rest, and
 // every key is written once.
 func TestLongestFirstDrainMidWindow(t *testing.T) {
-	hints := make([]int, 40)
+	hints := make([]int, 80)
 	for i := range hints {
 		hints[i] = (i * 37) % 101
 	}
@@ -116,8 +125,8 @@ func TestLongestFirstDrainMidWindow(t *testing.T) {
 	}
 	first := readIDs(t, dir)
 	asked := len(d.sent)
-	if asked >= len(hints) || src.next-asked < 2*opts.Concurrency-1 {
-		t.Fatalf("drain: %d rows read, %d asked: want the window's %d rows read and not asked", src.next, asked, 2*opts.Concurrency-1)
+	if asked >= len(hints) || src.next-asked < longestWindow*opts.Concurrency-1 {
+		t.Fatalf("drain: %d rows read, %d asked: want the window's %d rows read and not asked", src.next, asked, longestWindow*opts.Concurrency-1)
 	}
 	if len(first) != asked {
 		t.Fatalf("drain: %d rows asked, %d written", asked, len(first))
@@ -201,4 +210,39 @@ func TestLongestFirstNoHintsNoBuffering(t *testing.T) {
 	if got := askedOrder(&talk.talker); len(strings.Fields(got)) != n {
 		t.Errorf("asked %q, want %d rows", got, n)
 	}
+}
+
+// windowOrder is the order a window of size rows starts hints in, worked
+// by selection over a list (the code keeps a heap): once the window holds
+// size rows, the longest (the earliest of equals) starts; a row without a
+// hint goes straight through while the window is empty.
+func windowOrder(hints []int, size int) string {
+	var win, out []int
+	pop := func() {
+		best := 0
+		for k, i := range win {
+			if hints[i] > hints[win[best]] {
+				best = k
+			}
+		}
+		out = append(out, win[best])
+		win = slices.Delete(win, best, best+1)
+	}
+	for i, h := range hints {
+		if h == 0 && len(win) == 0 {
+			out = append(out, i)
+			continue
+		}
+		if win = append(win, i); len(win) >= size {
+			pop()
+		}
+	}
+	for len(win) > 0 {
+		pop()
+	}
+	s := make([]string, len(out))
+	for k, i := range out {
+		s[k] = strconv.Itoa(i)
+	}
+	return strings.Join(s, " ")
 }

@@ -33,7 +33,7 @@ func (e *Engine) produce(ctx context.Context, src Source, out Output, start func
 	notedModel := false
 	win := window{}
 	if e.opts.LongestFirst {
-		win.size = 2 * e.opts.Concurrency
+		win.size = longestWindow * e.opts.Concurrency
 	}
 	for {
 		if e.draining() || ctx.Err() != nil {
@@ -80,6 +80,14 @@ func (e *Engine) produce(ctx context.Context, src Source, out Output, start func
 		}
 	}
 }
+
+// longestWindow is the window's size in concurrencies. The tail is set by
+// the rows started while the longest answer runs, about concurrency x
+// (longest / mean answer): 12x for answers of a mean 648 tokens capped at
+// 8,192, as the seeds saw. A held row costs its prompt's memory
+// (docs/decisions/2026-12-longest-first.md: 2x caught a sixth of the tail
+// bench's excess, the whole job nine tenths).
+const longestWindow = 16
 
 // window holds rows with a length hint (Prompt.Hint) and starts the longest
 // first, ties in dataset order (Options.LongestFirst): a long answer that
