@@ -102,7 +102,8 @@ func batchRows(t *testing.T, n int) (path string, rows []batchRow) {
 // config's where it has none; the records hold what was sent; a resume asks
 // nothing. A repeated custom_id is asked once: the repeat is a bad row.
 func TestRunAnswersAnOpenAIBatchFile(t *testing.T) {
-	t.Parallel()
+	// Not parallel: clearSynthgenEnv sets the environment (t.Setenv), as
+	// soon as any SYNTHGEN_ variable is set (.ci/run sets one).
 	clearSynthgenEnv(t)
 	for _, format := range []string{"openai-batch", "auto"} {
 		t.Run(format, func(t *testing.T) {

@@ -215,7 +215,8 @@ func waitDone(t *testing.T, p *proc, n int64, timeout time.Duration) {
 // second began is refused on resume with the part that is new, and a first
 // pass a live run holds is refused with the pid holding it.
 func TestTwoPassRefusesChangedFirstPass(t *testing.T) {
-	t.Parallel()
+	// Not parallel: clearSynthgenEnv sets the environment (t.Setenv), as
+	// soon as any SYNTHGEN_ variable is set (.ci/run sets one).
 	clearSynthgenEnv(t)
 	synthgenBinary(t)
 	work := t.TempDir()
