@@ -103,6 +103,22 @@ type promptTokensDetailsJSON struct {
 	CachedTokens int `json:"cached_tokens"`
 }
 
+// into sets d's usage from u; u nil (no usage sent) leaves d as it is.
+func (u *usageJSON) into(d *Delta) {
+	if u != nil {
+		d.PromptTokens, d.CompletionTokens, d.UsageKnown = u.PromptTokens, u.CompletionTokens, true
+		d.CachedTokens = u.cached()
+	}
+}
+
+// choiceDelta is one choice's fields on base (the answer's model and
+// prompt ids): t is its delta (a chunk's) or message (an answer's).
+func choiceDelta(base Delta, t *textJSON, finish string, ids []int32, lp *logprobsJSON) Delta {
+	base.Reasoning, base.Content, base.FinishReason = pickReasoning(t), t.Content, finish
+	base.TokenIDs, base.Logprobs, base.ToolCalls = pickTokenIDs(ids, t.TokenIDs), lp.tokens(), toolDeltas(t.ToolCalls)
+	return base
+}
+
 // cached is u's cached prompt tokens; 0 when the server sent no details.
 func (u *usageJSON) cached() int {
 	if u.PromptTokensDetails == nil {
@@ -193,18 +209,10 @@ func DecodeChunk(data []byte) (d Delta, isError bool, err error) {
 		if ch.Index != 0 {
 			continue // n > 1 set through extra_body: only sample 0 is recorded
 		}
-		d.Reasoning = pickReasoning(&ch.Delta)
-		d.Content = ch.Delta.Content
-		d.FinishReason = ch.FinishReason
-		d.TokenIDs = pickTokenIDs(ch.TokenIDs, ch.Delta.TokenIDs)
-		d.Logprobs = ch.Logprobs.tokens()
-		d.ToolCalls = toolDeltas(ch.Delta.ToolCalls)
+		d = choiceDelta(d, &ch.Delta, ch.FinishReason, ch.TokenIDs, ch.Logprobs)
 		break
 	}
-	if c.Usage != nil {
-		d.PromptTokens, d.CompletionTokens, d.UsageKnown = c.Usage.PromptTokens, c.Usage.CompletionTokens, true
-		d.CachedTokens = c.Usage.cached()
-	}
+	c.Usage.into(&d)
 	return d, false, nil
 }
 
@@ -220,22 +228,13 @@ func DecodeAnswer(body []byte) (d Delta, choices int, picked, isError bool, err 
 		return Delta{}, 0, false, true, nil
 	}
 	d = Delta{Model: r.Model, PromptTokenIDs: nilIfEmpty(r.PromptTokenIDs)}
-	if r.Usage != nil {
-		d.PromptTokens, d.CompletionTokens, d.UsageKnown = r.Usage.PromptTokens, r.Usage.CompletionTokens, true
-		d.CachedTokens = r.Usage.cached()
-	}
+	r.Usage.into(&d)
 	for i := range r.Choices {
 		ch := &r.Choices[i]
 		if ch.Index != 0 {
 			continue
 		}
-		d.Reasoning = pickReasoning(&ch.Message)
-		d.Content = ch.Message.Content
-		d.FinishReason = ch.FinishReason
-		d.TokenIDs = pickTokenIDs(ch.TokenIDs, ch.Message.TokenIDs)
-		d.Logprobs = ch.Logprobs.tokens()
-		d.ToolCalls = toolDeltas(ch.Message.ToolCalls)
-		return d, len(r.Choices), true, false, nil
+		return choiceDelta(d, &ch.Message, ch.FinishReason, ch.TokenIDs, ch.Logprobs), len(r.Choices), true, false, nil
 	}
 	return Delta{}, len(r.Choices), false, false, nil
 }
@@ -265,17 +264,9 @@ func DecodeChunkChoices(data []byte) (top Delta, choices []Choice, isError bool,
 	top = Delta{Model: c.Model, PromptTokenIDs: nilIfEmpty(c.PromptTokenIDs)}
 	for i := range c.Choices {
 		ch := &c.Choices[i]
-		choices = append(choices, Choice{Index: ch.Index, Delta: Delta{
-			Model: c.Model, Reasoning: pickReasoning(&ch.Delta), Content: ch.Delta.Content,
-			FinishReason: ch.FinishReason, PromptTokenIDs: top.PromptTokenIDs,
-			TokenIDs: pickTokenIDs(ch.TokenIDs, ch.Delta.TokenIDs), Logprobs: ch.Logprobs.tokens(),
-			ToolCalls: toolDeltas(ch.Delta.ToolCalls),
-		}})
+		choices = append(choices, Choice{Index: ch.Index, Delta: choiceDelta(top, &ch.Delta, ch.FinishReason, ch.TokenIDs, ch.Logprobs)})
 	}
-	if c.Usage != nil {
-		top.PromptTokens, top.CompletionTokens, top.UsageKnown = c.Usage.PromptTokens, c.Usage.CompletionTokens, true
-		top.CachedTokens = c.Usage.cached()
-	}
+	c.Usage.into(&top)
 	return top, choices, false, nil
 }
 
@@ -290,18 +281,10 @@ func DecodeAnswerChoices(body []byte) (top Delta, choices []Choice, isError bool
 		return Delta{}, nil, true, nil
 	}
 	top = Delta{Model: r.Model, PromptTokenIDs: nilIfEmpty(r.PromptTokenIDs)}
-	if r.Usage != nil {
-		top.PromptTokens, top.CompletionTokens, top.UsageKnown = r.Usage.PromptTokens, r.Usage.CompletionTokens, true
-		top.CachedTokens = r.Usage.cached()
-	}
 	for i := range r.Choices {
 		ch := &r.Choices[i]
-		choices = append(choices, Choice{Index: ch.Index, Delta: Delta{
-			Model: r.Model, Reasoning: pickReasoning(&ch.Message), Content: ch.Message.Content,
-			FinishReason: ch.FinishReason, PromptTokenIDs: top.PromptTokenIDs,
-			TokenIDs: pickTokenIDs(ch.TokenIDs, ch.Message.TokenIDs), Logprobs: ch.Logprobs.tokens(),
-			ToolCalls: toolDeltas(ch.Message.ToolCalls),
-		}})
+		choices = append(choices, Choice{Index: ch.Index, Delta: choiceDelta(top, &ch.Message, ch.FinishReason, ch.TokenIDs, ch.Logprobs)})
 	}
+	r.Usage.into(&top)
 	return top, choices, false, nil
 }
