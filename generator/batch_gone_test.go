@@ -57,14 +57,7 @@ func TestBatchGoneOnResumeIsAskedAgain(t *testing.T) {
 	t.Cleanup(first.Close)
 	dir := t.TempDir()
 	s := batchSetup(t, first.URL, dir, 25)
-	log := &lineWaiter{want: ": submitted as", n: 3, seen: make(chan struct{})}
-	s.Log = log
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		<-log.seen
-		cancel()
-	}()
-	runBatch(t, ctx, s)
+	log := runUntilSubmitted(t, s, 3)
 	es, err := batch.ReadLedger(s.Dir)
 	if err != nil || len(es) != 3 {
 		t.Fatalf("ledger %+v (%v), want three batches", es, err)

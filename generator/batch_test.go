@@ -184,6 +184,21 @@ func TestBatchResume(t *testing.T) {
 	}
 }
 
+// runUntilSubmitted runs s and stops it once n batches were submitted;
+// its log is returned.
+func runUntilSubmitted(t *testing.T, s Setup, n int) *lineWaiter {
+	t.Helper()
+	log := &lineWaiter{want: ": submitted as", n: n, seen: make(chan struct{})}
+	s.Log = log
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-log.seen
+		cancel()
+	}()
+	runBatch(t, ctx, s)
+	return log
+}
+
 // lineWaiter is a Log that closes seen once want has been written n times.
 type lineWaiter struct {
 	mu   sync.Mutex
@@ -220,14 +235,7 @@ func TestBatchStoppedSaysWhatIsLeft(t *testing.T) {
 	t.Cleanup(ts.Close)
 	dir := t.TempDir()
 	s := batchSetup(t, ts.URL, dir, 15)
-	log := &lineWaiter{want: ": submitted as", n: 2, seen: make(chan struct{})}
-	s.Log = log
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		<-log.seen
-		cancel()
-	}()
-	runBatch(t, ctx, s)
+	log := runUntilSubmitted(t, s, 2)
 	es, err := batch.ReadLedger(s.Dir)
 	if err != nil || len(es) != 2 || es[0].State != batch.StateSubmitted || es[1].State != batch.StateSubmitted {
 		t.Fatalf("ledger %+v (%v), want two batches submitted", es, err)
