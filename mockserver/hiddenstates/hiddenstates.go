@@ -57,7 +57,12 @@ type Server struct {
 	mu                           sync.Mutex
 	rng                          *rand.Rand
 	asked                        map[string]int // files begun, by the ids they are of
-	wg                           sync.WaitGroup
+	// pending counts files begun and not yet written, under mu; idle is
+	// signalled when it falls to zero. Not a WaitGroup: requests still
+	// arriving from a killed client may begin files while a test waits,
+	// which a WaitGroup forbids (Add from zero during Wait panics).
+	pending int
+	idle    *sync.Cond
 }
 
 // New makes a server writing under opts.Dir (which must exist).
@@ -68,7 +73,9 @@ func New(opts Options) *Server {
 	if opts.Hidden <= 0 {
 		opts.Hidden = 8
 	}
-	return &Server{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x4869646465)), asked: map[string]int{}}
+	s := &Server{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x4869646465)), asked: map[string]int{}}
+	s.idle = sync.NewCond(&s.mu)
+	return s
 }
 
 // Counts returns a snapshot of the counters.
@@ -83,8 +90,23 @@ func (s *Server) Asked(ids []int64) int {
 	return s.asked[fmt.Sprint(ids)]
 }
 
-// Wait returns once every file begun has been written (or failed).
-func (s *Server) Wait() { s.wg.Wait() }
+// Wait returns once every file begun has been written (or failed),
+// including files begun while it waits.
+func (s *Server) Wait() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.pending > 0 {
+		s.idle.Wait()
+	}
+}
+
+func (s *Server) written() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending--; s.pending == 0 {
+		s.idle.Broadcast()
+	}
+}
 
 // Value is the hidden state the server writes for a token at a position,
 // layer and dimension, as BF16 bits: a pure function, so a test can check
@@ -158,10 +180,10 @@ func (s *Server) Begin(ids []int64) (string, error) {
 	mismatch := s.rng.Float64() < s.opts.RateMismatch
 	nan := !mismatch && s.rng.Float64() < s.opts.RateNaN
 	at := s.rng.IntN(len(ids))
+	s.pending++
 	s.mu.Unlock()
-	s.wg.Add(1)
 	go func() {
-		defer s.wg.Done()
+		defer s.written()
 		defer lock.Close() // closing the descriptor releases the flock; the file stays
 		if s.opts.Hold != nil {
 			<-s.opts.Hold
