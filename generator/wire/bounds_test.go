@@ -114,7 +114,7 @@ func TestEndlessAnswerCut(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			var accepted int
-			_, err := s.client(Options{}).Complete(ctx, req, func(int) { accepted++ })
+			_, err := s.client(Options{}).Complete(ctx, req, func(n int) { accepted += n })
 			e := asError(t, err, CauseOverlong, true)
 			if !strings.Contains(e.Message, "max_tokens 64") {
 				t.Errorf("message %q does not name max_tokens", e.Message)

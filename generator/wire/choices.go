@@ -112,6 +112,8 @@ func (c *Client) completeStreamN(ctx context.Context, body io.Reader, stall time
 	defer events.release()
 	answers := make([]*answer, n)
 	var top answer // the request's model, usage and chunk count
+	deltas := deltaBatch{report: onDelta, events: events}
+	defer deltas.flush()
 	whole := func() bool {
 		seen := false
 		for _, a := range answers {
@@ -160,9 +162,7 @@ func (c *Client) completeStreamN(ctx context.Context, body io.Reader, stall time
 			if top.resp.Chunks++; top.resp.Chunks == 1 {
 				top.resp.TTFT = time.Since(start)
 			}
-			if onDelta != nil {
-				onDelta(1)
-			}
+			deltas.add()
 		}
 	}
 	resp := top.result()

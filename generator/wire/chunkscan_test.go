@@ -246,8 +246,9 @@ func TestChunkScanValues(t *testing.T) {
 	}
 }
 
-// TestChunkScanAllocs: the point of the fast path is one allocation per
-// chunk (the text), none for a chunk without text.
+// TestChunkScanAllocs: the point of the fast path is at most one
+// allocation per chunk (the text), none for a chunk without text, and none
+// for a chunk of a stream.
 func TestChunkScanAllocs(t *testing.T) {
 	for _, c := range []struct {
 		in   string
@@ -261,6 +262,12 @@ func TestChunkScanAllocs(t *testing.T) {
 			data := []byte(c.in)
 			if n := testing.AllocsPerRun(100, func() { _, _ = decodeChunk(data) }); n > c.max {
 				t.Errorf("%.0f allocations per chunk, want at most %.0f", n, c.max)
+			}
+			// A stream's chunks share one TokenBuf: its text scratch is
+			// reused, so a chunk after the first allocates nothing.
+			var tb codec.TokenBuf
+			if n := testing.AllocsPerRun(100, func() { _, _ = decodeChunkInto(data, &tb) }); n > 0 {
+				t.Errorf("%.0f allocations per chunk of a stream, want 0", n)
 			}
 		})
 	}
@@ -276,6 +283,28 @@ func FuzzChunkScanMatchesReference(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sameDecode(t, data)
+	})
+}
+
+// FuzzHeadResume: a stream's scan that resumes after the head it kept from
+// the chunk before (codec's head) returns exactly what a fresh scan of the
+// chunk returns. The second chunk is the first's first k bytes and any
+// tail, so it shares a head with the first as often as not.
+func FuzzHeadResume(f *testing.F) {
+	seeds := chunkSeeds(f)
+	for i, s := range seeds {
+		next := seeds[(i+1)%len(seeds)]
+		f.Add(s, uint16(bytes.Index(s, []byte(`"choices":`))+10), next[min(len(next), 120):])
+	}
+	f.Fuzz(func(t *testing.T, first []byte, k uint16, tail []byte) {
+		second := append(first[:min(int(k), len(first)):min(int(k), len(first))], tail...)
+		tb := codec.TokenBuf{Stream: true}
+		codec.Scan(first, codec.ChunkShape, &tb)
+		got, gotPicked, gotOK := codec.Scan(second, codec.ChunkShape, &tb)
+		want, wantPicked, wantOK := codec.Scan(second, codec.ChunkShape, &codec.TokenBuf{})
+		if gotOK != wantOK || gotPicked != wantPicked || !reflect.DeepEqual(got, want) {
+			t.Fatalf("after %q, %q:\nresumed %+v %v %v\n  fresh %+v %v %v", first, second, got, gotPicked, gotOK, want, wantPicked, wantOK)
+		}
 	})
 }
 

@@ -312,9 +312,11 @@ func (c *Client) ModelList(ctx context.Context) ([]Model, error) {
 }
 
 // Complete sends one chat completion and returns the complete answer, or an
-// *Error (see Classify). onDelta (may be nil) is called on every streamed
-// chunk that carries reasoning or content text, with the number of such
-// deltas in that chunk (1), so the caller can count tokens as they arrive.
+// *Error (see Classify). onDelta (may be nil) is told of the streamed
+// chunks that carry reasoning or content text, so the caller can count
+// tokens as they arrive: with n such chunks at a time, once the chunks
+// one read brought are decoded (before the stream waits for the server),
+// not once a chunk.
 //
 // An answer is complete only when a finish_reason arrived: a stream that ends
 // before one (with or without [DONE]) is an
@@ -511,10 +513,10 @@ func (c *Client) completeStream(ctx context.Context, body io.Reader, stall time.
 	if c.chunkDecoder != nil {
 		decode = func(b []byte, _ *codec.TokenBuf) (codec.Delta, error) { return c.chunkDecoder(b) }
 	}
-	var (
-		a  answer
-		tb codec.TokenBuf // the chunks' token scratch, one chunk's at a time
-	)
+	var a answer
+	tb := codec.TokenBuf{Stream: true} // the chunks' scratch, one chunk's at a time
+	deltas := deltaBatch{report: onDelta, events: events}
+	defer deltas.flush()
 	for {
 		raw, err := events.next()
 		if err != nil {
@@ -542,9 +544,7 @@ func (c *Client) completeStream(ctx context.Context, body io.Reader, stall time.
 			if a.resp.Chunks == 1 {
 				a.resp.TTFT = time.Since(start)
 			}
-			if onDelta != nil {
-				onDelta(1)
-			}
+			deltas.add()
 		}
 	}
 	if err := checkFinish(a.resp.FinishReason); err != nil {

@@ -633,3 +633,41 @@ func benchStreamPayload(chunks int) string {
 	sb.WriteString(`data: {"id":"chatcmpl-9c1d5e0f2a7b4c3d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":[],"usage":{"prompt_tokens":14,"total_tokens":526,"completion_tokens":512}}` + "\n\ndata: [DONE]\n\n")
 	return sb.String()
 }
+
+// TestDeltasReportedBeforeTheStreamWaits: onDelta is batched per read, so
+// a chunk must be reported before the stream waits for the next one. The
+// server sends each chunk only after the one before was reported: a batch
+// held over a wait would hang here, and the test would fail by its bound.
+// Three chunks sent in one write may come as one report of 3.
+func TestDeltasReportedBeforeTheStreamWaits(t *testing.T) {
+	t.Parallel()
+	const waited = 4
+	reported := make(chan int, 16)
+	chunk := func(text, finish string) string {
+		return fmt.Sprintf("data: {\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":%s}]}\n\n", text, finish)
+	}
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range waited {
+			_, _ = io.WriteString(w, chunk(fmt.Sprint("t", i), "null"))
+			w.(http.Flusher).Flush()
+			select {
+			case <-reported:
+			case <-time.After(time.Minute): // a bound for a failure, not a wait
+				return
+			}
+		}
+		_, _ = io.WriteString(w, chunk("a", "null")+chunk("b", "null")+chunk("c", `"stop"`)+"data: [DONE]\n\n")
+	})
+	total := 0
+	got, err := s.client(Options{}).Complete(context.Background(), userReq(true), func(n int) {
+		total += n
+		reported <- n
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != waited+3 || got.Content != "t0t1t2t3abc" {
+		t.Errorf("reported %d deltas, content %q; want %d and t0t1t2t3abc", total, got.Content, waited+3)
+	}
+}

@@ -183,12 +183,16 @@ type answer struct {
 // add folds one chunk in and reports whether it carried text. A chunk's
 // tokens count whether or not it carried text (vLLM sends the ids of text
 // its parsers held back in a chunk of empty text).
+//
+// d's strings may be views of the stream's scratch (codec.Scan), so what
+// is kept past this call is copied: the text into the builders, the model
+// and the finish reason (once each an answer) cloned.
 func (a *answer) add(d *codec.Delta) bool {
-	if a.resp.Model == "" {
-		a.resp.Model = d.Model
+	if a.resp.Model == "" && d.Model != "" {
+		a.resp.Model = strings.Clone(d.Model)
 	}
-	if d.FinishReason != "" {
-		a.resp.FinishReason = d.FinishReason
+	if d.FinishReason != "" && d.FinishReason != a.resp.FinishReason {
+		a.resp.FinishReason = strings.Clone(d.FinishReason)
 	}
 	if d.UsageKnown {
 		a.resp.PromptTokens, a.resp.CompletionTokens, a.resp.UsageKnown = d.PromptTokens, d.CompletionTokens, true

@@ -76,7 +76,7 @@ func inFlight(t *testing.T, n int, payload string, ids bool) (during, after floa
 	)
 	for i := range n {
 		wg.Go(func() {
-			resps[i], errs[i] = c.Complete(context.Background(), req, func(int) { deltas.Add(1) })
+			resps[i], errs[i] = c.Complete(context.Background(), req, func(n int) { deltas.Add(int64(n)) })
 		})
 	}
 	deadline := time.Now().Add(5 * time.Minute) // a bound for a failure, not a wait

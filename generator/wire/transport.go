@@ -230,6 +230,44 @@ func (s *sseReader) next() ([]byte, error) {
 	}
 }
 
+// ready reports whether the next line is already read: a line end in the
+// buffer after the blank lines that close an event. While it is, the next
+// call to next does not wait for the server.
+func (s *sseReader) ready() bool {
+	n := s.r.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := s.r.Peek(n)
+	return bytes.IndexByte(bytes.TrimLeft(b, "\r\n"), '\n') >= 0
+}
+
+// deltaBatch counts a stream's text chunks and reports them (Complete's
+// onDelta) when the stream is about to wait, and at its end: one report a
+// read, not one a chunk, which the caller's counters (atomics and a clock
+// read) would otherwise pay for every token.
+type deltaBatch struct {
+	report  func(int)
+	events  *sseReader
+	pending int
+}
+
+func (d *deltaBatch) add() {
+	if d.report == nil {
+		return
+	}
+	if d.pending++; !d.events.ready() {
+		d.flush()
+	}
+}
+
+func (d *deltaBatch) flush() {
+	if d.pending > 0 {
+		d.report(d.pending)
+		d.pending = 0
+	}
+}
+
 // trimRE2Space drops the white space go-openai's `^data:\s*` takes with the
 // prefix (RE2's \s: tab, newline, form feed, carriage return, space).
 func trimRE2Space(b []byte) []byte {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"reflect"
 	"strings"
+	"unsafe"
 
 	"github.com/synthgen/synthgen/internal/jsonlex"
 )
@@ -102,8 +103,8 @@ var (
 
 // Scan decodes a chunk or a plain answer (by shape) as its reference
 // would; picked says whether a choice with index 0 was there. Its token
-// ids and logprobs are read into tb (reset first), and d's token lists are
-// slices of it.
+// ids, logprobs and text are read into tb (reset first): d's token lists
+// are slices of it and its strings views of it, valid until tb's next use.
 func Scan(data []byte, shape Shape, tb *TokenBuf) (d Delta, picked, ok bool) {
 	tb.reset()
 	s := chunkScanner{Cursor: jsonlex.Cursor{B: data}, shape: shape, tb: tb}
@@ -128,18 +129,28 @@ type answerFields struct {
 // reference decoder must read it (malformed, an error body, a duplicate
 // key, a key the reference would read differently).
 func (s *chunkScanner) answer(f *answerFields) bool {
-	s.WS()
-	if !s.Consume('{') {
-		return false
-	}
 	var seen uint8
-	for first := true; ; first = false {
-		key, done, ok := s.member(first)
-		if !ok {
+	resumed := s.resume(f, &seen)
+	if !resumed {
+		s.WS()
+		if !s.Consume('{') {
 			return false
 		}
-		if done {
-			break
+	}
+	for first := true; ; first = false {
+		key := choicesKey
+		if resumed {
+			resumed = false
+		} else {
+			var done, ok bool
+			if key, done, ok = s.member(first); !ok {
+				return false
+			} else if done {
+				break
+			}
+			if s.tb.Stream && string(key.b) == "choices" {
+				s.remember(f, seen)
+			}
 		}
 		bit, ok := s.topMember(key, f)
 		if !ok {
@@ -152,6 +163,45 @@ func (s *chunkScanner) answer(f *answerFields) bool {
 	}
 	s.WS()
 	return s.I == len(s.B)
+}
+
+var choicesKey = strKey{b: []byte("choices")}
+
+// head is what the scanner knew of a stream's last chunk just before its
+// choices: the bytes up to their value and the state those left. A
+// stream's chunks repeat their head (id, object, created, model) byte for
+// byte, and the scanner's state is a function of the bytes it read, so a
+// chunk that begins with the same bytes resumes from that state instead of
+// reading them again: the head was half of decoding a vLLM chunk.
+// FuzzHeadResume holds a resumed scan to a fresh one.
+type head struct {
+	bytes []byte
+	f     answerFields
+	seen  uint8
+	valid bool
+}
+
+// remember keeps the head just read (the cursor is at the choices' value),
+// unless the head held token ids, which live in tb and are reset.
+func (s *chunkScanner) remember(f *answerFields, seen uint8) {
+	h := &s.tb.head
+	if s.tb.used {
+		h.valid = false
+		return
+	}
+	h.bytes = append(h.bytes[:0], s.B[:s.I]...)
+	h.f, h.seen, h.valid = *f, seen, true
+}
+
+// resume starts the scan after the remembered head when the chunk begins
+// with it, the cursor at the choices' value, and reports whether it did.
+func (s *chunkScanner) resume(f *answerFields, seen *uint8) bool {
+	h := &s.tb.head
+	if !h.valid || len(s.B) <= len(h.bytes) || !bytes.Equal(s.B[:len(h.bytes)], h.bytes) {
+		return false
+	}
+	*f, *seen, s.I = h.f, h.seen, len(h.bytes)
+	return true
 }
 
 // topMember reads the value of the top-level member key into f. bit is
@@ -194,20 +244,34 @@ func (f *answerFields) delta(data []byte, tb *TokenBuf) Delta {
 	if reasoning.Empty() { // pickReasoning: an empty `reasoning` does not count
 		reasoning = f.pick.reasonAlt
 	}
-	// One allocation for all the text: the fields are slices of one string,
-	// so keeping one keeps the chunk's text (a few hundred bytes) alive;
-	// answer keeps one chunk's Model and copies the text out.
-	var arr [512]byte
-	buf := arr[:0]
+	// The text is unescaped into tb's scratch and the fields are views of
+	// it, as the token lists are slices of tb: a stream's TokenBuf, reused
+	// chunk after chunk, makes no allocation a chunk (it was one string a
+	// chunk, a third of decoding one in a stream's profile); a plain
+	// answer's, used once, makes one. The caller copies what it keeps
+	// before tb's next use (answer.add).
+	spans := [4]jsonlex.Span{f.model, reasoning, f.pick.content, f.pick.finish}
+	size := 0 // unescaping only shortens: room for the raw spans is enough
+	for _, sp := range spans {
+		size += sp.Hi - sp.Lo
+	}
+	if size == 0 {
+		return d
+	}
+	buf := tb.text[:0]
+	if cap(buf) < size {
+		buf = make([]byte, 0, size)
+	}
 	var ends [4]int
-	for i, sp := range [4]jsonlex.Span{f.model, reasoning, f.pick.content, f.pick.finish} {
+	for i, sp := range spans {
 		buf = jsonlex.AppendSpan(buf, data, sp)
 		ends[i] = len(buf)
 	}
 	if len(buf) == 0 {
 		return d
 	}
-	all := string(buf)
+	tb.text = buf
+	all := unsafe.String(unsafe.SliceData(buf), len(buf))
 	d.Model = all[:ends[0]]
 	d.Reasoning = all[ends[0]:ends[1]]
 	d.Content = all[ends[1]:ends[2]]

@@ -61,11 +61,17 @@ func ParseTokenID(s string) (int32, bool) {
 // TokenIDText is an id as vLLM names it, for alternatives kept as text.
 func TokenIDText(id int32) string { return tokenIDPrefix + strconv.Itoa(int(id)) }
 
-// TokenBuf is the scanner's scratch for one chunk's ids and logprobs
-// (scan.go), reused chunk after chunk of a stream: what a chunk
-// carries is appended here and handed on as slices of it, valid until the
-// next chunk, which tokenAcc.add copies from. A plain answer's is its own.
+// TokenBuf is the scanner's scratch for one chunk's ids, logprobs and
+// text (scan.go), reused chunk after chunk of a stream: what a chunk
+// carries is appended here and handed on as slices (the text as strings
+// that view it), valid until the next chunk; tokenAcc.add and answer.add
+// copy what they keep. A plain answer's is its own, never reused.
 type TokenBuf struct {
+	// Stream says the buffer reads one stream's chunks in turn, all of one
+	// Shape: Scan then remembers their repeated head and skips it (scan.go,
+	// head). Off, a buffer used once copies no head.
+	Stream bool
+
 	prompt   []int32 // the top level's prompt_token_ids
 	ids      []int32 // the picked choice's token_ids
 	deltaIDs []int32 // its delta's (or message's) token_ids
@@ -73,6 +79,8 @@ type TokenBuf struct {
 	topN     []int32
 	topIDs   []int32
 	topLP    []float32
+	text     []byte // the chunk's model, reasoning, content and finish reason, unescaped
+	head     head   // the last chunk's head, to resume after (scan.go)
 	// used: the chunk had a token list (the scanner set it). A chunk that
 	// carries none, every chunk of a job that asks none, costs no reset,
 	// mark or fill: the token scan added 2-4% to every chunk.

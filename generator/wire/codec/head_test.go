@@ -1,0 +1,48 @@
+package codec
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/synthgen/synthgen/internal/jsonlex"
+)
+
+// TestHeadResumes: a stream's chunks after the first are read from after
+// their head, and read as a fresh scan reads them; a chunk whose head
+// differs (the usage chunk's, another id's) is read whole, and one whose
+// head held token ids is never resumed after (those live in the buffer).
+func TestHeadResumes(t *testing.T) {
+	const head = `{"id":"chatcmpl-9c1d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":`
+	chunk := func(h, text string) string {
+		return h + `[{"index":0,"delta":{"content":"` + text + `"},"logprobs":null,"finish_reason":null}]}`
+	}
+	stream := []struct {
+		chunk   string
+		resumes bool
+	}{
+		{chunk(head, "a"), false}, // nothing kept yet
+		{chunk(head, "b"), true},
+		{chunk(head, `c\"`), true},
+		{chunk(strings.Replace(head, "9c1d", "9c1e", 1), "d"), false}, // another head
+		{chunk(strings.Replace(head, "9c1d", "9c1e", 1), "e"), true},
+		{`{"id":"x","prompt_token_ids":[1,2],"choices":[{"index":0,"delta":{"content":"f"}}]}`, false},
+		{`{"id":"x","prompt_token_ids":[1,2],"choices":[{"index":0,"delta":{"content":"g"}}]}`, false}, // ids in the head: not kept
+		{chunk(head, "h"), false},
+		{head + `[],"usage":{"prompt_tokens":3,"completion_tokens":4}}`, true},
+	}
+	tb := TokenBuf{Stream: true}
+	for i, c := range stream {
+		s := chunkScanner{Cursor: jsonlex.Cursor{B: []byte(c.chunk)}, shape: ChunkShape, tb: &tb}
+		var f answerFields
+		var seen uint8
+		if got := s.resume(&f, &seen); got != c.resumes {
+			t.Errorf("chunk %d %s: resumed %v, want %v", i, c.chunk, got, c.resumes)
+		}
+		got, gotPicked, gotOK := Scan([]byte(c.chunk), ChunkShape, &tb)
+		want, wantPicked, wantOK := Scan([]byte(c.chunk), ChunkShape, &TokenBuf{})
+		if !gotOK || gotOK != wantOK || gotPicked != wantPicked || !reflect.DeepEqual(got, want) {
+			t.Errorf("chunk %d: resumed %+v %v %v, fresh %+v %v %v", i, got, gotPicked, gotOK, want, wantPicked, wantOK)
+		}
+	}
+}
