@@ -87,8 +87,10 @@ func (w *bodyWriter) jobFields(req *Request) (first bool, err error) {
 			w.buf.WriteByte(',')
 		}
 		first = false
-		w.value(k)
-		w.buf.WriteByte(':')
+		// k is one of the names below, which need no escaping.
+		w.buf.WriteByte('"')
+		w.buf.WriteString(k)
+		w.buf.WriteString(`":`)
 		return true
 	}
 	if key("model") {
