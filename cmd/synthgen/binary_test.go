@@ -174,6 +174,7 @@ func startSynthgen(t testing.TB, name string, args ...string) *proc {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.Env = childEnv()
+	dieWithTest(cmd)
 	p := &proc{cmd: cmd, stdoutPath: stdout.Name(), stderrPath: stderr.Name(), done: make(chan struct{})}
 	p.started = time.Now()
 	if err := cmd.Start(); err != nil {
