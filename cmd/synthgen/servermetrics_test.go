@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/synthgen/synthgen/generator/runstats"
 	"github.com/synthgen/synthgen/generator/runstats/runfiles"
@@ -191,11 +192,25 @@ func TestHangingMetricsHoldNoReader(t *testing.T) {
 	if err != nil || !first.HasRunning {
 		t.Fatalf("first scrape: %+v, %v", first, err)
 	}
-	for i := range 3 {
+	read := func(i int) {
 		s, err := a.Scrape(context.Background())
 		if err != nil || !s.At.Equal(first.At) {
 			t.Fatalf("read %d while the scrape hangs: at %v, %v; want the first sample at once", i, s.At, err)
 		}
+	}
+	read(0)
+	// The scrape the read started reaches the server when the scheduler
+	// lets it (a loaded machine is slow to); then more reads must not
+	// start another.
+	deadline := time.Now().Add(time.Minute) // a bound for a failure, not a wait
+	for scrapes.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second scrape never reached the server")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i := 1; i <= 3; i++ {
+		read(i)
 	}
 	if n := scrapes.Load(); n != 2 {
 		t.Errorf("%d scrapes, want the first and the one hanging", n)
