@@ -173,7 +173,8 @@ var choicesKey = strKey{b: []byte("choices")}
 // byte, and the scanner's state is a function of the bytes it read, so a
 // chunk that begins with the same bytes resumes from that state instead of
 // reading them again: the head was half of decoding a vLLM chunk.
-// FuzzHeadResume holds a resumed scan to a fresh one.
+// FuzzHeadResume holds a resumed scan to a fresh one; the figures are in
+// docs/decisions/2026-12-stream-chunk-cost.md.
 type head struct {
 	bytes []byte
 	f     answerFields
