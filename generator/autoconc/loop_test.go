@@ -240,3 +240,43 @@ func TestLoopWarnsOnceOfAnImpossibleFigure(t *testing.T) {
 		t.Errorf("the limit went down to %d and ended at %d: the cache's 45 steered it\n%s", low, f.target.limit, log.String())
 	}
 }
+
+// TestFirstScrapeTriedAgainWhileItTimesOut: the scrape that decides
+// whether a run may steer by /metrics is tried up to startTries times
+// while it times out (a busy server's /metrics is slow), and once for any
+// other error; a run refused after the tries names the timeout.
+func TestFirstScrapeTriedAgainWhileItTimesOut(t *testing.T) {
+	const url = "http://vllm:8000/metrics"
+	timeout := fmt.Errorf("scrape %s: %w", url, context.DeadlineExceeded)
+	usable := promscrape.Sample{At: time.Unix(1, 0), Found: map[string]bool{
+		promscrape.MetricGenerationTokens: true, promscrape.MetricWaiting: true, promscrape.MetricRunning: true}}
+	for _, tc := range []struct {
+		name      string
+		failures  int   // scrapes that fail before one answers
+		err       error // how they fail
+		wantTries int
+		refused   bool
+	}{
+		{"slow twice", startTries - 1, timeout, startTries, false},
+		{"slow always", 100, timeout, startTries, true},
+		{"refused", 100, errors.New("dial tcp: connection refused"), 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tries := 0
+			scrape := func(context.Context) (promscrape.Sample, error) {
+				if tries++; tries <= tc.failures {
+					return promscrape.Sample{}, tc.err
+				}
+				return usable, nil
+			}
+			_, err := Prepare(context.Background(), []Endpoint{{URL: url, Scrape: scrape}},
+				LoopOptions{Ceiling: 64, Target: &target{limit: 16}, Client: func() ClientView { return ClientView{} }})
+			if tries != tc.wantTries {
+				t.Errorf("scraped %d times, want %d", tries, tc.wantTries)
+			}
+			if tc.refused != (err != nil) || tc.refused && !strings.Contains(err.Error(), tc.err.Error()) {
+				t.Errorf("error %v, want refused %v naming %q", err, tc.refused, tc.err)
+			}
+		})
+	}
+}
