@@ -1,13 +1,9 @@
 package pool
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,30 +14,6 @@ import (
 	"github.com/synthgen/synthgen/mockserver"
 	"github.com/synthgen/synthgen/sink"
 )
-
-// readRecords returns every record in dir's data shards.
-func readNRecords(t *testing.T, dir string) []sink.Record {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "data", "part-*"))
-	var out []sink.Record
-	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(fh)
-		sc.Buffer(make([]byte, 1<<20), 1<<26)
-		for sc.Scan() {
-			var r sink.Record
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			out = append(out, r)
-		}
-		fh.Close()
-	}
-	return out
-}
 
 // byKey counts the records of each key, failing on an incomplete one.
 func byKey(t *testing.T, recs []sink.Record) map[sink.Key]int {
@@ -113,7 +85,7 @@ func TestNOneRequestPerPrompt(t *testing.T) {
 			if got := m.Stats().Requests; got != want {
 				t.Errorf("stream %v, together %v: the mock served %d requests, want %d", stream, together, got, want)
 			}
-			recs := readNRecords(t, dir)
+			recs := shardRecords(t, dir)
 			seen := byKey(t, recs)
 			if len(seen) != rows*samples || len(recs) != rows*samples || sum.Written != rows*samples {
 				t.Fatalf("stream %v, together %v: %d records of %d keys (summary %d), want %d once each", stream, together, len(recs), len(seen), sum.Written, rows*samples)
@@ -176,7 +148,7 @@ func TestNIgnoredServer(t *testing.T) {
 		if got := m.Stats().Requests; got != rows*samples {
 			t.Errorf("stream %v: %d requests, want %d: the one choice answered was asked again or lost", stream, got, rows*samples)
 		}
-		if seen := byKey(t, readNRecords(t, dir)); len(seen) != rows*samples {
+		if seen := byKey(t, shardRecords(t, dir)); len(seen) != rows*samples {
 			t.Errorf("stream %v: %d keys written, want %d", stream, len(seen), rows*samples)
 		}
 		if n := strings.Count(log.String(), "ignores n"); n != 1 {
@@ -238,7 +210,7 @@ func TestNResumeAsksTheMissing(t *testing.T) {
 			t.Errorf("%s asked with n %v, want %v", p, got, ns)
 		}
 	}
-	seen := byKey(t, readNRecords(t, dir))
+	seen := byKey(t, shardRecords(t, dir))
 	for id := range rows {
 		for s := range samples {
 			if k := (sink.Key{ID: numberedIDs(rows)[id], Sample: s}); seen[k] != 1 {
@@ -280,7 +252,7 @@ func TestNCutDuringRequest(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	out.Close()
-	first := byKey(t, readNRecords(t, dir))
+	first := byKey(t, shardRecords(t, dir))
 	perID := map[string]int{}
 	for k, n := range first {
 		if n != 1 {
@@ -303,7 +275,7 @@ func TestNCutDuringRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.Close()
-	seen := byKey(t, readNRecords(t, dir))
+	seen := byKey(t, shardRecords(t, dir))
 	if len(seen) != rows*samples {
 		t.Errorf("%d keys after the resume, want %d", len(seen), rows*samples)
 	}
@@ -354,7 +326,7 @@ func TestNRetriedAndFailed(t *testing.T) {
 			}
 			continue
 		}
-		recs := readNRecords(t, dir)
+		recs := shardRecords(t, dir)
 		seen := byKey(t, recs)
 		retried := 0
 		for _, r := range recs {

@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -127,30 +125,33 @@ func openSink(t *testing.T, dir string) *sink.Sink {
 	return s
 }
 
-// readIDs returns how many times each id appears in the final and open
-// JSONL shards of dir.
-func readIDs(t *testing.T, dir string) map[string]int {
+// shardRecords reads every record of dir's data shards, final and open,
+// in file order.
+func shardRecords(t *testing.T, dir string) []sink.Record {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "data", "part-*"))
-	seen := map[string]int{}
+	var out []sink.Record
 	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
+		if err := sink.ForEachRecord(f, func(r *sink.Record, _ sink.Span) error {
+			out = append(out, *r)
+			return nil
+		}); err != nil {
 			t.Fatal(err)
 		}
-		sc := bufio.NewScanner(fh)
-		sc.Buffer(make([]byte, 1<<20), 1<<26)
-		for sc.Scan() {
-			var r sink.Record
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if r.Reasoning == "" || r.Content == "" || r.FinishReason != "stop" {
-				t.Fatalf("%s: incomplete record %+v", f, r)
-			}
-			seen[r.ID]++
+	}
+	return out
+}
+
+// readIDs returns how many times each id appears in the final and open
+// JSONL shards of dir, failing on an incomplete record.
+func readIDs(t *testing.T, dir string) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	for _, r := range shardRecords(t, dir) {
+		if r.Reasoning == "" || r.Content == "" || r.FinishReason != "stop" {
+			t.Fatalf("incomplete record %+v", r)
 		}
-		fh.Close()
+		seen[r.ID]++
 	}
 	return seen
 }

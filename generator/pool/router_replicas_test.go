@@ -267,18 +267,12 @@ func TestThreeEndpointsOneRestarts(t *testing.T) {
 	}
 }
 
-// readRecords reads every record of dir's final shards, by id.
+// readRecords reads every record of dir's shards, by id.
 func readRecords(t *testing.T, dir string) map[string][]sink.Record {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "data", "part-*"))
 	out := map[string][]sink.Record{}
-	for _, f := range files {
-		if err := sink.ForEachRecord(f, func(r *sink.Record, _ sink.Span) error {
-			out[r.ID] = append(out[r.ID], *r)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+	for _, r := range shardRecords(t, dir) {
+		out[r.ID] = append(out[r.ID], r)
 	}
 	return out
 }
