@@ -180,8 +180,17 @@ func watchServers(targets []string) ([]*watchServer, error) {
 // watchLoop scrapes the servers every interval (the first window after one
 // scrape) and prints their rates, once or, with --follow, until Ctrl-C.
 func watchLoop(ctx context.Context, stdout, stderr io.Writer, servers []*watchServer, o watchOptions) error {
+	// A scrape whose failure ends the watch (the first, and each without
+	// --follow) is tried again while it times out; under --follow the next
+	// interval tries again anyway.
+	scrape := func(sv *watchServer, ends bool) (promscrape.Sample, error) {
+		if ends {
+			return promscrape.Persist(ctx, sv.scraper.Scrape)
+		}
+		return sv.scraper.Scrape(ctx)
+	}
 	for _, sv := range servers {
-		s, err := sv.scraper.Scrape(ctx)
+		s, err := scrape(sv, true)
 		if err != nil {
 			return watchScrapeError(sv.redact(err))
 		}
@@ -196,7 +205,7 @@ func watchLoop(ctx context.Context, stdout, stderr io.Writer, servers []*watchSe
 		wait = o.interval
 		var read []watchRead
 		for _, sv := range servers {
-			cur, err := sv.scraper.Scrape(ctx)
+			cur, err := scrape(sv, !o.follow)
 			switch {
 			case err != nil && ctx.Err() != nil:
 				return o.stopped(ctx)

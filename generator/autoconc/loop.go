@@ -113,24 +113,6 @@ type endpoint struct {
 	steering string            // by replies: why, as said at start; "": by its /metrics
 }
 
-// startTries is how often the scrape that decides whether a run can steer
-// by /metrics is tried when it times out: a busy server's /metrics may
-// take longer than one scrape's bound, and a refusal ends the run.
-const startTries = 3
-
-// firstScrape is scrape, tried again (up to startTries in all) while it
-// times out.
-func firstScrape(ctx context.Context, scrape func(context.Context) (promscrape.Sample, error)) (promscrape.Sample, error) {
-	for try := 1; ; try++ {
-		s, err := scrape(ctx)
-		var timeout interface{ Timeout() bool }
-		timedOut := errors.Is(err, context.DeadlineExceeded) || errors.As(err, &timeout) && timeout.Timeout()
-		if err == nil || !timedOut || try == startTries || ctx.Err() != nil {
-			return s, err
-		}
-	}
-}
-
 // Prepare scrapes every endpoint once and builds the loop: an endpoint
 // that serves nothing to steer by (noMetrics) is steered by its answers,
 // as a line on Log says once (and Steering); a run where none answers
@@ -162,7 +144,7 @@ func Prepare(ctx context.Context, eps []Endpoint, o LoopOptions) (*Loop, error) 
 		first, err := errNoURL, error(nil)
 		var smp promscrape.Sample
 		if e.Scrape != nil {
-			if smp, err = firstScrape(ctx, e.Scrape); err == nil {
+			if smp, err = promscrape.Persist(ctx, e.Scrape); err == nil {
 				first = missingRequired(smp)
 			} else {
 				first = err

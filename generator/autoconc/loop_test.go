@@ -242,7 +242,7 @@ func TestLoopWarnsOnceOfAnImpossibleFigure(t *testing.T) {
 }
 
 // TestFirstScrapeTriedAgainWhileItTimesOut: the scrape that decides
-// whether a run may steer by /metrics is tried up to startTries times
+// whether a run may steer by /metrics is tried up to promscrape.Tries times
 // while it times out (a busy server's /metrics is slow), and once for any
 // other error; a run refused after the tries names the timeout.
 func TestFirstScrapeTriedAgainWhileItTimesOut(t *testing.T) {
@@ -257,8 +257,8 @@ func TestFirstScrapeTriedAgainWhileItTimesOut(t *testing.T) {
 		wantTries int
 		refused   bool
 	}{
-		{"slow twice", startTries - 1, timeout, startTries, false},
-		{"slow always", 100, timeout, startTries, true},
+		{"slow twice", promscrape.Tries - 1, timeout, promscrape.Tries, false},
+		{"slow always", 100, timeout, promscrape.Tries, true},
 		{"refused", 100, errors.New("dial tcp: connection refused"), 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

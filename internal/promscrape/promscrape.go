@@ -353,6 +353,25 @@ func MetricsURL(baseURL string) (string, error) {
 // earlier deadline: a slow /metrics must not hold up a progress line.
 const DefaultTimeout = 3 * time.Second
 
+// Tries is how often Persist tries a scrape that times out.
+const Tries = 3
+
+// Persist is scrape, tried again while it times out, Tries times in all
+// (or until ctx ends): where one failed scrape ends what a person asked
+// for (a run's start under concurrency: auto, a watch without --follow),
+// a /metrics that is slow under load is given more than one chance. Any
+// other failure is returned at once.
+func Persist(ctx context.Context, scrape func(context.Context) (Sample, error)) (Sample, error) {
+	for try := 1; ; try++ {
+		s, err := scrape(ctx)
+		var timeout interface{ Timeout() bool }
+		timedOut := errors.Is(err, context.DeadlineExceeded) || errors.As(err, &timeout) && timeout.Timeout()
+		if err == nil || !timedOut || try == Tries || ctx.Err() != nil {
+			return s, err
+		}
+	}
+}
+
 // maxBody caps what a scrape reads: vLLM's /metrics is tens of kilobytes.
 const maxBody = 16 << 20
 
