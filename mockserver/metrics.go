@@ -67,6 +67,11 @@ func (s *Server) registerMetrics() {
 			ConstLabels: labels,
 		}, func() float64 { return float64(s.preemptions()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "mock_requests_total",
+			Help:        "Chat completion requests accepted, as Stats.Requests (not a vLLM metric).",
+			ConstLabels: labels,
+		}, func() float64 { return float64(s.requests.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "mock_recomputed_tokens_total",
 			Help:        "Tokens generated again after a preemption (not a vLLM metric).",
 			ConstLabels: labels,

@@ -531,6 +531,7 @@ func TestMetricsCountServedTokens(t *testing.T) {
 		"vllm:num_requests_running":          0,
 		"vllm:num_requests_waiting":          0,
 		"vllm:kv_cache_usage_perc":           0,
+		"mock_requests_total":                float64(stops + lengths),
 	}
 	for name, want := range checks {
 		got, ok := m[name]

@@ -2,8 +2,10 @@ package main
 
 // Helpers for the end-to-end tests of the built binary (chaos_test.go,
 // e2e_test.go): the binary is built once per test process, without -race
-// (prebuild_test.go), and run as a child process against an
-// in-process mock on loopback, with real files in t.TempDir().
+// (prebuild_test.go), and run as a child process against a mock on
+// loopback (in this process, or the binary's own `synthgen mock` where the
+// mock streams thousands of answers: mockProcess), with real files in
+// t.TempDir().
 
 import (
 	"bufio"
@@ -13,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -28,6 +31,9 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/synthgen/synthgen/chat"
 	"github.com/synthgen/synthgen/mockserver"
@@ -79,9 +85,79 @@ func startMock(t testing.TB, opts mockserver.Options) *mock {
 // last write, a moment after the client may have read it.
 func (m *mock) waitIdle(t testing.TB) mockserver.Stats {
 	t.Helper()
+	return waitMockIdle(t, m.Stats)
+}
+
+// mockProcess is the built binary's `synthgen mock` in a process of its
+// own, for a test whose mock streams thousands of answers: served from
+// this race-instrumented process, each token's write cost several times
+// what it costs the mock built without -race, and the chaos tests' mocks
+// had been a third of the package's CPU. Its counters come from /metrics.
+type mockProcess struct {
+	BaseURL string
+	addr    string
+}
+
+// startMockProcess starts `synthgen mock` on a free loopback port with
+// args; it is killed at the end of the test.
+func startMockProcess(t testing.TB, args ...string) *mockProcess {
+	t.Helper()
+	p := startSynthgen(t, "mock", append([]string{"mock", "--addr", "127.0.0.1:0"}, args...)...)
+	p.waitForOutput(t, true, mockServingRe, 30*time.Second)
+	addr := mockServingRe.FindStringSubmatch(p.stderr(t))[1]
+	return &mockProcess{BaseURL: "http://" + addr + "/v1", addr: addr}
+}
+
+// stats reads the counters waitIdle needs off the mock's /metrics.
+func (m *mockProcess) stats(t testing.TB) mockserver.Stats {
+	t.Helper()
+	resp, err := http.Get("http://" + m.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("the mock's /metrics: %v", err)
+	}
+	value := func(name, reason string) int64 {
+		fam, ok := fams[name]
+		if !ok {
+			t.Fatalf("the mock's /metrics has no %s", name)
+		}
+		for _, mt := range fam.GetMetric() {
+			if !slices.ContainsFunc(mt.GetLabel(), func(l *dto.LabelPair) bool {
+				return l.GetName() == "finished_reason" && l.GetValue() != reason
+			}) {
+				return int64(mt.GetCounter().GetValue() + mt.GetGauge().GetValue())
+			}
+		}
+		t.Fatalf("the mock's /metrics has no %s{finished_reason=%q}", name, reason)
+		return 0
+	}
+	return mockserver.Stats{
+		Requests:  value("mock_requests_total", ""),
+		Completed: value("vllm:request_success_total", "stop") + value("vllm:request_success_total", "length"),
+		Aborted:   value("vllm:request_success_total", "abort"),
+		Running:   value("vllm:num_requests_running", ""),
+		Waiting:   value("vllm:num_requests_waiting", ""),
+	}
+}
+
+// waitIdle is mock.waitIdle's, for the counters /metrics has.
+func (m *mockProcess) waitIdle(t testing.TB) mockserver.Stats {
+	t.Helper()
+	return waitMockIdle(t, func() mockserver.Stats { return m.stats(t) })
+}
+
+// waitMockIdle polls a mock's counters until it runs and queues nothing
+// and every request it accepted has ended.
+func waitMockIdle(t testing.TB, stats func() mockserver.Stats) mockserver.Stats {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st := m.Stats()
+		st := stats()
 		if st.Running == 0 && st.Waiting == 0 && st.Completed+st.Aborted == st.Requests {
 			return st
 		}

@@ -210,7 +210,7 @@ func runChaos(t *testing.T, job chaosJob) {
 	// Answers of ~50 tokens at 2 ms a token, long-tailed and capped by
 	// max_tokens: ~100 ms a request, so 32 in flight make ~300 answers a
 	// second and each run between kills writes a few shards.
-	m := startMock(t, mockserver.Options{TokenDelay: 2 * time.Millisecond, MeanTokens: 50, Seed: job.seed})
+	m := startMockProcess(t, "--token-delay", "2ms", "--mean-tokens", "50", "--seed", strconv.FormatInt(job.seed, 10))
 	runArgs := func(concurrency int) []string {
 		return append([]string{"run",
 			"--dataset.path", ds,
@@ -382,7 +382,7 @@ func TestCountedRecordsDurable(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(seed), uint64(100+i)))
 			work := t.TempDir()
 			out := filepath.Join(work, "out")
-			m := startMock(t, mockserver.Options{TokenDelay: 30 * time.Millisecond, MeanTokens: 300, Seed: seed})
+			m := startMockProcess(t, "--token-delay", "30ms", "--mean-tokens", "300", "--seed", strconv.FormatInt(seed, 10))
 			args := []string{"run",
 				"--dataset.path", writeShareGPT(t, work, 50),
 				"--endpoint.base_url", m.BaseURL,

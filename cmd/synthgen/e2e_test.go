@@ -43,7 +43,7 @@ func TestProgressLinesToFile(t *testing.T) {
 	)
 	// ~50 tokens at 4 ms: ~200 ms an answer, so 160 prompts at 16 in
 	// flight take at least 2 s (Little's law), ten intervals.
-	m := startMock(t, mockserver.Options{TokenDelay: 4 * time.Millisecond, MeanTokens: 50, Seed: 3})
+	m := startMockProcess(t, "--token-delay", "4ms", "--mean-tokens", "50", "--seed", "3")
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	p := startSynthgen(t, "progress", "run",
@@ -133,7 +133,7 @@ func TestInterruptDrains(t *testing.T) {
 			)
 			// ~320 ms an answer (long-tailed up to 1 s): the signal
 			// always finds 16 requests in the middle of their answers.
-			m := startMock(t, mockserver.Options{TokenDelay: 5 * time.Millisecond, TTFT: 20 * time.Millisecond, MeanTokens: 60, Seed: 4})
+			m := startMockProcess(t, "--token-delay", "5ms", "--ttft", "20ms", "--mean-tokens", "60", "--seed", "4")
 			dir := t.TempDir()
 			out := filepath.Join(dir, "out")
 			args := []string{"run",
@@ -151,7 +151,7 @@ func TestInterruptDrains(t *testing.T) {
 			}
 			p := startSynthgen(t, "interrupted", args...)
 			waitProgress(t, p, 10*time.Second, func(l progressLine) bool { return l.Done >= 20 && l.InFlight == inFlight })
-			before := m.Stats()
+			before := m.stats(t)
 			p.signal(t, syscall.SIGINT)
 			// 130, as documented: scripts chain on it.
 			if code := p.wait(t, 30*time.Second); code != 130 {
@@ -206,7 +206,7 @@ func TestInterruptDrains(t *testing.T) {
 func TestHangupIgnored(t *testing.T) {
 	t.Parallel()
 	const prompts = 200
-	m := startMock(t, mockserver.Options{TokenDelay: 2 * time.Millisecond, MeanTokens: 50, Seed: 5})
+	m := startMockProcess(t, "--token-delay", "2ms", "--mean-tokens", "50", "--seed", "5")
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	p := startSynthgen(t, "hangup", "run",

@@ -7,15 +7,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/synthgen/synthgen/mockserver"
 )
 
 // TestCtrlCIsNoError: a Ctrl-C the person gave ends with what happened and
 // what to do, said as an interruption, not as an "Error:", and exit 130.
 func TestCtrlCIsNoError(t *testing.T) {
 	t.Parallel()
-	m := startMock(t, mockserver.Options{TokenDelay: 5 * time.Millisecond, MeanTokens: 40, Seed: 2})
+	m := startMockProcess(t, "--token-delay", "5ms", "--mean-tokens", "40", "--seed", "2")
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	p := startSynthgen(t, "run", "run", "--dataset.path", writeShareGPT(t, dir, 400),

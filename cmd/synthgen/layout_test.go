@@ -247,3 +247,67 @@ func TestSizesAPersonCanHold(t *testing.T) {
 		}
 	}
 }
+
+// TestNoRacePackagesStartNoGoroutine: the packages the Makefile tests
+// without the race detector (NORACE_PACKAGES) start no goroutine and share
+// no memory through sync, in their code, their tests or the module's
+// packages they import, so the detector has nothing to watch there. A
+// package that starts one goes back under -race by leaving the list.
+func TestNoRacePackagesStartNoGoroutine(t *testing.T) {
+	t.Parallel()
+	makefile, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for line := range strings.Lines(string(makefile)) {
+		if rest, ok := strings.CutPrefix(line, "NORACE_PACKAGES :="); ok {
+			listed = strings.Fields(rest)
+		}
+	}
+	if len(listed) == 0 {
+		t.Fatal("the Makefile sets no NORACE_PACKAGES := line")
+	}
+	const module = "github.com/synthgen/synthgen/"
+	seen := map[string]bool{}
+	var check func(pkg, via string)
+	check = func(pkg, via string) {
+		if seen[pkg] {
+			return
+		}
+		seen[pkg] = true
+		paths, err := filepath.Glob(filepath.Join("..", "..", filepath.FromSlash(pkg), "*.go"))
+		if err != nil || len(paths) == 0 {
+			t.Errorf("NORACE_PACKAGES: %s%s holds no Go files (%v)", pkg, via, err)
+			return
+		}
+		for _, path := range paths {
+			if via != "" && strings.HasSuffix(path, "_test.go") {
+				continue // an imported package's tests are not in the listed package's binary
+			}
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range f.Imports {
+				p, _ := strconv.Unquote(imp.Path.Value)
+				switch {
+				case p == "sync" || p == "sync/atomic" || p == "golang.org/x/sync/errgroup":
+					t.Errorf("%s%s imports %s: it shares memory between goroutines; take it out of the Makefile's NORACE_PACKAGES", fset.Position(imp.Pos()), via, p)
+				case strings.HasPrefix(p, module):
+					check(strings.TrimPrefix(p, module), " (imported by "+pkg+via+")")
+				}
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				if g, ok := n.(*ast.GoStmt); ok {
+					t.Errorf("%s%s starts a goroutine; take the package out of the Makefile's NORACE_PACKAGES", fset.Position(g.Pos()), via)
+				}
+				return true
+			})
+		}
+	}
+	for _, p := range listed {
+		check(strings.TrimPrefix(p, "./"), "")
+	}
+}

@@ -105,7 +105,7 @@ func TestTwoPassKill9(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(seed), uint64(40+i)))
 			work := t.TempDir()
 			const rows = 500
-			m := startMock(t, mockserver.Options{TokenDelay: 2 * time.Millisecond, MeanTokens: 40, Seed: seed})
+			m := startMockProcess(t, "--token-delay", "2ms", "--mean-tokens", "40", "--seed", strconv.FormatInt(seed, 10))
 			first, second := filepath.Join(work, "answers"), filepath.Join(work, "judged")
 			p := startSynthgen(t, "first", passArgs(m.BaseURL, qaDataset(t, work, rows), first, c.format, answerTemplate, t, "--generation.n", strconv.Itoa(c.n))...)
 			if code := p.wait(t, 90*time.Second); code != 0 {
