@@ -181,7 +181,7 @@ func checkRampUp(t *testing.T, h viewHistory, from, n int, limit float64) {
 // a point, and the plots show the ramp-up.
 func TestViewOfTheSampleRun(t *testing.T) {
 	t.Parallel() // its own mocks, directories and processes
-	m := startMock(t, mockserver.Options{TokenDelay: 2 * time.Millisecond, TTFT: 50 * time.Millisecond})
+	m := startMockProcess(t, "--token-delay", "2ms", "--ttft", "50ms")
 	out := filepath.Join(t.TempDir(), "sample")
 	if code := runSample(t, "run", m.BaseURL, out).wait(t, 2*time.Minute); code != 0 {
 		t.Fatalf("the sample run exited %d", code)
@@ -219,7 +219,7 @@ func TestViewOfAResumedRunWithARestart(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "resumed")
 	// Run 1: ~300 tokens an answer at 5 ms, 1.5 s a wave of 64; stopped
 	// by Ctrl-C once the first answers are in.
-	m1 := startMock(t, mockserver.Options{TokenDelay: 5 * time.Millisecond, TTFT: 50 * time.Millisecond})
+	m1 := startMockProcess(t, "--token-delay", "5ms", "--ttft", "50ms")
 	p := runSample(t, "run1", m1.BaseURL, out)
 	waitProgress(t, p, time.Minute, func(l progressLine) bool { return l.Done >= 10 })
 	p.signal(t, syscall.SIGINT)
@@ -457,7 +457,7 @@ func TestViewOfALiveRun(t *testing.T) {
 	t.Parallel() // its own mocks, directories and processes
 	// ~300 tokens an answer at 10 ms: 3 s a wave of 64, five waves; the
 	// view starts after the first.
-	m := startMock(t, mockserver.Options{TokenDelay: 10 * time.Millisecond, TTFT: 50 * time.Millisecond})
+	m := startMockProcess(t, "--token-delay", "10ms", "--ttft", "50ms")
 	out := filepath.Join(t.TempDir(), "live")
 	p := startSynthgen(t, "run", "run", "--config", "../../examples/sample.yaml",
 		"--dataset.path", sampleDataset, "--endpoint.base_url", m.BaseURL, "--output.dir", out,
