@@ -36,17 +36,19 @@ run: build
 	done; \
 	$(BIN) run --config examples/sample.yaml --endpoint.base_url http://$$(cat $$tmp/addr)/v1
 
-## test: the whole test suite with the race detector (a few minutes; TEST_TIMEOUT bounds each package)
-# TEST_TIMEOUT is per package: the slowest, cmd/synthgen, took 3 min 40 s
+## test: the whole test suite with the race detector (2 to 3 minutes on 2 cores; TEST_TIMEOUT bounds each package)
+# TEST_TIMEOUT is per package: the slowest, cmd/synthgen, took 3 min 3 s
 # with two busy loops beside the suite on the shared 2-core machine (the
-# whole suite 6 min 25 s). A hung test ends the run with every goroutine's
-# stack well inside CI's 15 minutes, not at go test's default 10.
+# whole suite 3 min 12 s; quiet, 2 min 27 s). A hung test ends the run with
+# every goroutine's stack well inside CI's 15 minutes, not at go test's
+# default 10.
 TEST_TIMEOUT ?= 8m
 # TEST_PACKAGES is how many packages test at once. Most of the suite waits
 # (mock token delays, child processes, a browser): at go test's default of
 # one a core, cmd/synthgen held one slot for two minutes while the other
 # ran the 60 other packages one by one, and the whole took 200 s on the
-# quiet 2-core machine; at 4 it took 180 s, CPU-bound (330 CPU-seconds).
+# quiet 2-core machine; at 4 it took 180 s, CPU-bound (330 CPU-seconds;
+# 270 since).
 TEST_PACKAGES ?= 4
 # NORACE_PACKAGES test without the race detector, beside the rest: they
 # start no goroutine, in their code or their tests, so it has nothing to
