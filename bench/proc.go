@@ -160,6 +160,7 @@ func (m *mock) metric(name string) (float64, error) {
 // generation tokens as an answer is produced (one per streamed chunk).
 const (
 	promptTokensMetric = "vllm:prompt_tokens_total"
+	successMetric      = "vllm:request_success_total" // every finished_reason summed
 	genTokensMetric    = "vllm:generation_tokens_total"
 )
 
@@ -179,6 +180,31 @@ func (m *mock) firstRequest(ctx context.Context, base float64) (time.Time, error
 		case <-ctx.Done():
 			return time.Time{}, errors.New("no request reached the mock")
 		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// lastAnswer polls the mock's finished-request counter until it reaches
+// base+n and returns when it did: every 20 ms while more than a wave of
+// answers is left (a poll costs the mock CPU the runs under test share),
+// then every millisecond, as firstRequest.
+func (m *mock) lastAnswer(ctx context.Context, base float64, n, wave int64) (time.Time, error) {
+	for {
+		v, err := m.metric(successMetric)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if v >= base+float64(n) {
+			return time.Now(), nil
+		}
+		every := time.Millisecond
+		if v < base+float64(n-wave) {
+			every = 20 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("the mock finished %.0f of %d answers", v-base, n)
+		case <-time.After(every):
 		}
 	}
 }

@@ -171,16 +171,16 @@ func littlesLaw(ctx context.Context, c *config) ([]row, error) {
 	// compared with the mean of the two around it: a drift of the shared
 	// machine over the minute this takes falls on both sides alike.
 	type watched struct {
-		u     usage
-		first time.Duration
+		u usage
+		spans
 	}
 	yardstick := func() (watched, error) {
 		loop, err := c.yardstick(ctx, m, bareLoop, sz.littlesN, answerTokens, false)
 		if err != nil {
 			return watched{}, err
 		}
-		u, first, err := runWatched(ctx, m, loop)
-		return watched{u, first}, err
+		u, sp, err := runWatched(ctx, m, loop, sz.littlesN, int64(sz.inFlight))
+		return watched{u, sp}, err
 	}
 	before, err := yardstick()
 	if err != nil {
@@ -193,7 +193,7 @@ func littlesLaw(ctx context.Context, c *config) ([]row, error) {
 	for _, format := range []string{"jsonl", "parquet"} {
 		j := job{data: data, limit: sz.littlesN, format: format, maxTokens: answerTokens,
 			dir: filepath.Join(c.work, name+"-"+format)}
-		su, sfirst, err := runWatched(ctx, m, c.synthgen(ctx, m, j))
+		su, ss, err := runWatched(ctx, m, c.synthgen(ctx, m, j), sz.littlesN, int64(sz.inFlight))
 		if err != nil {
 			return nil, err
 		}
@@ -201,18 +201,24 @@ func littlesLaw(ctx context.Context, c *config) ([]row, error) {
 		if err != nil {
 			return nil, err
 		}
-		wall := (before.u.wall + after.u.wall).Seconds() / 2
-		first := (before.first + after.first).Seconds() / 2
-		// The wall mixes two costs (docs/decisions/2026-12-littles-law-split.md):
+		mean := func(f func(w watched) time.Duration) float64 { return (f(before) + f(after)).Seconds() / 2 }
+		wall := mean(func(w watched) time.Duration { return w.u.wall })
+		first := mean(func(w watched) time.Duration { return w.first })
+		last := mean(func(w watched) time.Duration { return w.last })
+		// The wall mixes three costs (docs/decisions/2026-12-littles-law-split.md):
 		// the launch to the first request (reading the config, opening
-		// the dataset and the output dir, once a run) and the steady state
-		// after it, which is what the rate of answers owes the client.
+		// the dataset and the output dir, once a run), the steady state
+		// after it up to the mock's last answer, which is what the rate of
+		// answers owes the client, and the close after it (the last
+		// Parquet part's conversion, the manifest, the report), once a run.
 		rows = append(rows,
 			compare(name, fmt.Sprintf("%s: wall s (ideal %.1f s)", format, ideal.Seconds()),
 				su.wall.Seconds(), wall, nil),
-			compare(name, format+": first request to exit, s", (su.wall-sfirst).Seconds(), wall-first, atMostX(1.005)),
-			absolute(name, format+": launch to first request, s", sfirst.Seconds(), atMost(0.1)),
-			absolute(name, format+": yardstick's launch to first request, s", first, nil))
+			compare(name, format+": first request to last answer, s", (ss.last-ss.first).Seconds(), last-first, atMostX(1.005)),
+			absolute(name, format+": launch to first request, s", ss.first.Seconds(), atMost(0.1)),
+			absolute(name, format+": last answer to exit, s", (su.wall-ss.last).Seconds(), atMost(0.1)),
+			absolute(name, format+": yardstick's launch to first request, s", first, nil),
+			absolute(name, format+": yardstick's last answer to exit, s", wall-last, nil))
 		rss[format] = mb(su.maxRSS)
 		yWall += after.u.wall.Seconds()
 		before = after
@@ -536,7 +542,9 @@ func (c *config) scaleChain(ctx context.Context, m *mock, j job, rows int64) (sc
 		return p, err
 	}
 	j.limit = rows
-	p.resume, p.firstRequest, err = runWatched(ctx, m, c.synthgen(ctx, m, j))
+	var sp spans
+	p.resume, sp, err = runWatched(ctx, m, c.synthgen(ctx, m, j), 0, 0)
+	p.firstRequest = sp.first
 	if err != nil {
 		return p, fmt.Errorf("the resume of %d rows at 50%%: %w", rows, err)
 	}
@@ -594,17 +602,31 @@ func count(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
+// spans is when, after a run's launch, the first request reached the mock,
+// and the mock finished the run's last answer (0 when not watched).
+type spans struct{ first, last time.Duration }
+
 // runWatched runs cmd and says how long after its launch the first request
-// reached the mock (its prompt-token counter moved). The poll outlives the
-// run: a tiny job may end before the poll's next look, which then comes
-// late (an overstatement, never a miss).
-func runWatched(ctx context.Context, m *mock, cmd *exec.Cmd) (usage, time.Duration, error) {
+// reached the mock (its prompt-token counter moved) and, when answers > 0,
+// when the mock had finished that many more answers (its success counter;
+// wave is how many finish together at the end, polled every millisecond).
+// The polls outlive the run: a tiny job may end before a poll's next look,
+// which then comes late (an overstatement, never a miss); the last answer's
+// is given 10 s after the exit to see a count the mock moves after its last
+// write.
+func runWatched(ctx context.Context, m *mock, cmd *exec.Cmd, answers, wave int64) (usage, spans, error) {
 	base, err := m.metric(promptTokensMetric)
 	if err != nil {
-		return usage{}, 0, err
+		return usage{}, spans{}, err
 	}
-	first := make(chan error, 1)
-	var launched, seen time.Time
+	baseDone, err := m.metric(successMetric)
+	if err != nil {
+		return usage{}, spans{}, err
+	}
+	lastCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	first, last := make(chan error, 1), make(chan error, 1)
+	var launched, seen, done time.Time
 	u, err := run(cmd, func(t0 time.Time) {
 		launched = t0
 		go func() {
@@ -612,14 +634,32 @@ func runWatched(ctx context.Context, m *mock, cmd *exec.Cmd) (usage, time.Durati
 			seen = t
 			first <- err
 		}()
+		if answers > 0 {
+			go func() {
+				t, err := m.lastAnswer(lastCtx, baseDone, answers, wave)
+				done = t
+				last <- err
+			}()
+		}
 	})
 	if err != nil {
-		return u, 0, err
+		return u, spans{}, err
 	}
 	if err := <-first; err != nil {
-		return u, 0, err
+		return u, spans{}, err
 	}
-	return u, seen.Sub(launched), nil
+	sp := spans{first: seen.Sub(launched)}
+	if answers > 0 {
+		timer := time.AfterFunc(10*time.Second, stop)
+		defer timer.Stop()
+		if err := <-last; err != nil {
+			return u, spans{}, fmt.Errorf("after the run's exit: %w", err)
+		}
+		// The client had every answer when it exited: a poll that looked
+		// after the exit is late, not the answer.
+		sp.last = min(done.Sub(launched), u.wall)
+	}
+	return u, sp, nil
 }
 
 func mb(b int64) float64         { return float64(b) / (1 << 20) }
