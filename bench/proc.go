@@ -209,6 +209,66 @@ func (m *mock) lastAnswer(ctx context.Context, base float64, n, wave int64) (tim
 	}
 }
 
+// spans is when, after a run's launch, the first request reached the mock,
+// and the mock finished the run's last answer (0 when not watched).
+type spans struct{ first, last time.Duration }
+
+// runWatched runs cmd and says how long after its launch the first request
+// reached the mock (its prompt-token counter moved) and, when answers > 0,
+// when the mock had finished that many more answers (its success counter;
+// wave is how many finish together at the end, polled every millisecond).
+// The polls outlive the run: a tiny job may end before a poll's next look,
+// which then comes late (an overstatement, never a miss); the last answer's
+// is given 10 s after the exit to see a count the mock moves after its last
+// write.
+func runWatched(ctx context.Context, m *mock, cmd *exec.Cmd, answers, wave int64) (usage, spans, error) {
+	base, err := m.metric(promptTokensMetric)
+	if err != nil {
+		return usage{}, spans{}, err
+	}
+	baseDone, err := m.metric(successMetric)
+	if err != nil {
+		return usage{}, spans{}, err
+	}
+	lastCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	first, last := make(chan error, 1), make(chan error, 1)
+	var launched, seen, done time.Time
+	u, err := run(cmd, func(t0 time.Time) {
+		launched = t0
+		go func() {
+			t, err := m.firstRequest(ctx, base)
+			seen = t
+			first <- err
+		}()
+		if answers > 0 {
+			go func() {
+				t, err := m.lastAnswer(lastCtx, baseDone, answers, wave)
+				done = t
+				last <- err
+			}()
+		}
+	})
+	if err != nil {
+		return u, spans{}, err
+	}
+	if err := <-first; err != nil {
+		return u, spans{}, err
+	}
+	sp := spans{first: seen.Sub(launched)}
+	if answers > 0 {
+		timer := time.AfterFunc(10*time.Second, stop)
+		defer timer.Stop()
+		if err := <-last; err != nil {
+			return u, spans{}, fmt.Errorf("after the run's exit: %w", err)
+		}
+		// The client had every answer when it exited: a poll that looked
+		// after the exit is late, not the answer.
+		sp.last = min(done.Sub(launched), u.wall)
+	}
+	return u, sp, nil
+}
+
 // selfCommand re-executes this binary in the yardstick role.
 func selfCommand(ctx context.Context, args ...string) (*exec.Cmd, error) {
 	exe, err := os.Executable()
