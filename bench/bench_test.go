@@ -206,3 +206,25 @@ func TestPairing(t *testing.T) {
 		t.Errorf("table:\n%s", &out)
 	}
 }
+
+// TestResultsPath: only a whole unpaired run at -size full writes
+// bench/results.json unasked; a run of one scenario, a tiny or a paired one
+// would replace the whole run's rows with its few.
+func TestResultsPath(t *testing.T) {
+	want := filepath.Join("root", "bench", "results.json")
+	for _, c := range []struct {
+		cfg  config
+		want string
+	}{
+		{config{whole: true}, want},
+		{config{whole: true, json: "x.json"}, "x.json"},
+		{config{}, ""}, // -only, or -size tiny
+		{config{json: "x.json"}, "x.json"},
+		{config{whole: true, base: "3318c3a"}, ""},
+		{config{whole: true, baseBin: "/x"}, ""},
+	} {
+		if got := c.cfg.resultsPath("root"); got != c.want {
+			t.Errorf("%+v: results in %q, want %q", c.cfg, got, c.want)
+		}
+	}
+}

@@ -14,6 +14,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,6 +45,7 @@ func main() {
 type config struct {
 	size    sizes
 	only    string
+	whole   bool   // -size full and every scenario: the run bench/results.json holds
 	bin     string // synthgen binary
 	base    string // -base: the other commit of a paired run (empty: not paired)
 	baseBin string // its synthgen binary
@@ -59,7 +61,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	size := fs.String("size", "full", "full (the targets are for this size) or tiny (proves the scenarios work, in seconds)")
 	only := fs.String("only", "", "run one scenario: "+strings.Join(scenarioNames(), ", "))
 	bin := fs.String("bin", "", "the synthgen binary to measure (empty: go build ./cmd/synthgen into a temp dir)")
-	out := fs.String("json", "", "where to write the results (empty: bench/results.json in the module; none in a paired run)")
+	out := fs.String("json", "", "where to write the results (empty: bench/results.json in the module after a whole run at -size full, unpaired; none after any other run, whose rows would replace the whole run's)")
 	keep := fs.Bool("keep", false, "keep the temp dir of datasets and output dirs (its path is printed)")
 	base := fs.String("base", "", "a git commit to pair with: its synthgen is built too and run in turn with this one (needs -only, a scenario that pairs: "+strings.Join(pairedNames(), ", ")+")")
 	baseBin := fs.String("base-bin", "", "like -base, with that commit's synthgen binary already built")
@@ -89,7 +91,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	} else {
 		defer os.RemoveAll(work)
 	}
-	cfg := &config{size: sz, only: *only, bin: *bin, base: *base, baseBin: *baseBin, json: *out, work: work, log: stderr}
+	cfg := &config{size: sz, whole: *size == "full" && *only == "", only: *only, bin: *bin, base: *base, baseBin: *baseBin, json: *out, work: work, log: stderr}
 	if err := cfg.prepare(ctx); err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 1
@@ -111,8 +113,8 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	printTable(stdout, rows)
 	res := results{Size: *size, Machine: cfg.machine, Base: cfg.base, Results: rows}
-	if cfg.json == "" { // a paired run: results.json is the full run's
-		fmt.Fprintf(stdout, "\n%s; paired with %s\n", cfg.machine, cfg.base)
+	if cfg.json == "" { // bench/results.json is the whole run's
+		fmt.Fprintf(stdout, "\n%s; %s\n", cfg.machine, cfg.notWritten())
 		return 0
 	}
 	if err := res.write(cfg.json); err != nil {
@@ -130,9 +132,7 @@ func (c *config) prepare(ctx context.Context) error {
 	if err != nil && (c.bin == "" || c.json == "") {
 		return err
 	}
-	if c.json == "" && c.base == "" && c.baseBin == "" {
-		c.json = filepath.Join(root, "bench", "results.json")
-	}
+	c.json = c.resultsPath(root)
 	if c.bin == "" {
 		c.bin = filepath.Join(c.work, "synthgen")
 		if err := build(ctx, root, describe(ctx, root, "--dirty"), c.bin); err != nil {
@@ -147,6 +147,23 @@ func (c *config) prepare(ctx context.Context) error {
 	}
 	c.machine = describeMachine(ctx, c.bin)
 	return nil
+}
+
+// resultsPath is where the run's rows go: -json, or bench/results.json
+// for a whole unpaired run at -size full, or nowhere ("").
+func (c *config) resultsPath(root string) string {
+	if c.json != "" || !c.whole || c.base != "" || c.baseBin != "" {
+		return c.json
+	}
+	return filepath.Join(root, "bench", "results.json")
+}
+
+// notWritten says why a run without -json wrote no results file.
+func (c *config) notWritten() string {
+	if c.base != "" || c.baseBin != "" {
+		return "paired with " + cmp.Or(c.base, c.baseBin) + "; no results file (-json names one)"
+	}
+	return "not written to bench/results.json, which holds a whole run at -size full (-json names a file)"
 }
 
 func moduleRoot(ctx context.Context) (string, error) {
