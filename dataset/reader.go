@@ -410,7 +410,8 @@ func (r *Reader) Next() (Prompt, error) {
 		}
 		byIndex := p.ID == "" // no id field, and the row names no id of its own
 		if byIndex {
-			p.ID = string(r.appendIndexID(nil, fileRow))
+			r.idBuf = r.appendIndexID(r.idBuf[:0], fileRow)
+			p.ID = string(r.idBuf)
 		}
 		if bad == nil && r.repeat != nil && r.repeat(p.ID, index, byIndex) {
 			bad = fieldErr(r.idFieldOf(byIndex), &RepeatedIDError{ID: p.ID, First: r.firstRow(p.ID, index)})

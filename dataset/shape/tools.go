@@ -131,12 +131,13 @@ func Tools(v any, field string) (string, *FieldError) {
 		if len(bytes.TrimSpace([]byte(s))) == 0 {
 			return "", nil
 		}
+		var parsed any // its own variable: decoding into &v would put v on the heap for every row, with tools or not
 		d := json.NewDecoder(bytes.NewReader([]byte(s)))
 		d.UseNumber()
-		v = nil
-		if err := d.Decode(&v); err != nil {
+		if err := d.Decode(&parsed); err != nil {
 			return "", fieldErr(field, fmt.Errorf("%w: %v", ErrNotJSON, err))
 		}
+		v = parsed
 	}
 	if v == nil {
 		return "", nil

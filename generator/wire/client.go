@@ -171,6 +171,7 @@ type Client struct {
 	timeout time.Duration
 	stall   time.Duration // see Options.StallTimeout
 	key     apiKey        // sent as a bearer token; redacted from everything the server says
+	auth    []string      // the Authorization header of every request (nil: no key, none sent)
 	replay  replayKeys    // marks each POST replayable on a dropped keep-alive connection (send.go)
 	await   *awaiting     // streams without headers yet (stranded.go); nil without StallTimeout
 	// chunkDecoder, when set, replaces decodeChunk: the stream benchmark
@@ -185,6 +186,9 @@ func New(opts Options) *Client {
 		hc = &http.Client{Transport: NewTransport(opts.MaxConns, opts.TLS)}
 	}
 	c := &Client{hc: hc, base: strings.TrimRight(opts.BaseURL, "/"), timeout: opts.Timeout, stall: opts.StallTimeout, key: apiKey(opts.APIKey), replay: newReplayKeys()}
+	if opts.APIKey != "" {
+		c.auth = []string{"Bearer " + opts.APIKey}
+	}
 	if opts.StallTimeout > 0 {
 		c.await = newAwaiting(opts.StallTimeout, opts.OnAwait, opts.Replicas)
 	}

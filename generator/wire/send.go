@@ -41,8 +41,13 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte, str
 	if err != nil {
 		return nil, err
 	}
+	// The header is filled by hand: the names are canonical already, and
+	// the values every request shares are shared (net/http only reads a
+	// request's header; http.Client clones it for a redirect), where
+	// Header.Set would allocate a slice for each of them on every request.
+	h := req.Header
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		h["Content-Type"] = headerJSON
 		// A server may close a keep-alive connection just as a request
 		// goes out on it (llama-server drops about a third of them after
 		// a streamed answer): the request then fails with an EOF before
@@ -53,18 +58,18 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte, str
 		// recorded of an answer that never began. Each request has its
 		// own key, so a proxy that honours the header never mistakes two
 		// attempts for one.
-		req.Header.Set("Idempotency-Key", c.replay.next())
+		h["Idempotency-Key"] = []string{c.replay.next()}
 	}
 	if stream {
-		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set("Cache-Control", "no-cache")
+		h["Accept"] = headerSSE
+		h["Cache-Control"] = headerNoCache
 	} else {
-		req.Header.Set("Accept", "application/json")
+		h["Accept"] = headerJSON
 	}
-	if c.key != "" {
+	if c.auth != nil {
 		// No key, no header: vLLM without --api-key ignores one, and a
 		// server that requires a key rejects "Bearer EMPTY" just the same.
-		req.Header.Set("Authorization", "Bearer "+string(c.key))
+		h["Authorization"] = c.auth
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -91,6 +96,13 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte, str
 	se.err = apiError(resp, se.body)
 	return nil, se
 }
+
+// Header values every request shares (send).
+var (
+	headerJSON    = []string{"application/json"}
+	headerSSE     = []string{"text/event-stream"}
+	headerNoCache = []string{"no-cache"}
+)
 
 // replayKeys makes the Idempotency-Key of each request a client sends: a
 // prefix drawn once per client, then a count.
