@@ -184,6 +184,7 @@ func TestPairing(t *testing.T) {
 		ok              bool
 	}{
 		{"", "", "", true}, {"zero-latency", "3318c3a", "", true}, {"zero-latency", "", "/x", true},
+		{"streaming", "3318c3a", "", true},
 		{"", "3318c3a", "", false}, {"littles-law", "3318c3a", "", false}, {"zero-latency", "a", "/x", false},
 	} {
 		if err := checkPairing(c.only, c.base, c.bin); (err == nil) != c.ok {

@@ -108,6 +108,44 @@ func (c *config) bins() []string {
 	return []string{c.bin, c.baseBin}
 }
 
+// eachBin runs one round's synthgen runs, this build's (i 0) and, paired,
+// the base's (i 1), which swap places each round: the build that always
+// ran right after the yardsticks read 0.93x the CPU a request of its own
+// parent, and 0.99x once they alternated.
+func (c *config) eachBin(round int, run func(i int, bin string) error) error {
+	bins := c.bins()
+	for k := range bins {
+		i := (k + round) % len(bins)
+		if err := run(i, bins[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// figure is one measure of a run, named as a row names it.
+type figure struct {
+	name string
+	of   func(usage) float64
+}
+
+// paired gives each of rows (whose synthgen figure is the median of fs[i]
+// over sg[0]) the base's median of the same figure and this build's ratio
+// to it, and adds the round-by-round spread of each of spreads; rows
+// unchanged when the run is not paired.
+func paired(scenario string, rows []row, sg [][]usage, fs []func(usage) float64, spreads ...figure) []row {
+	if len(sg) < 2 {
+		return rows
+	}
+	for i, f := range fs {
+		rows[i] = pair(rows[i], median(sg[1], f))
+	}
+	for _, f := range spreads {
+		rows = append(rows, spread(scenario, f.name, sg, f.of)...)
+	}
+	return rows
+}
+
 // spread is the lowest and the highest of the rounds' own ratios, this
 // build's run over the base's run of the same round: the medians alone
 // hide how far a shared machine moved them.

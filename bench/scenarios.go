@@ -64,7 +64,7 @@ type scenario struct {
 var scenarios = []scenario{
 	{"littles-law", littlesLaw, false},
 	{"zero-latency", zeroLatency, true},
-	{"streaming", streaming, false},
+	{"streaming", streaming, true},
 	{"streaming-tokens", streamingTokens, false},
 	{"scale-index", func(ctx context.Context, c *config) ([]row, error) { return scale(ctx, c, false) }, false},
 	{"scale-id", func(ctx context.Context, c *config) ([]row, error) { return scale(ctx, c, true) }, false},
@@ -259,18 +259,14 @@ func zeroLatency(ctx context.Context, c *config) ([]row, error) {
 			}
 			*l.runs = append(*l.runs, u)
 		}
-		for k := range c.bins() {
-			// Paired, the two swap places each round: neither always runs
-			// right after the yardsticks.
-			i := (k + round) % len(c.bins())
-			bin := c.bins()[i]
+		if err := c.eachBin(round, func(i int, bin string) error {
 			j := job{data: data, limit: sz.zeroN, format: "jsonl", maxTokens: answerTokens, bin: bin,
 				dir: filepath.Join(c.work, fmt.Sprintf("%s-%d-%d", name, round, i))}
 			su, err := run(c.synthgen(ctx, m, j), nil)
-			if err != nil {
-				return nil, err
-			}
 			sg[i] = append(sg[i], su)
+			return err
+		}); err != nil {
+			return nil, err
 		}
 	}
 	n := float64(sz.zeroN)
@@ -282,14 +278,8 @@ func zeroLatency(ctx context.Context, c *config) ([]row, error) {
 		compare(name, "req/s vs the bare loop (no JSON)", median(sg[0], rate), median(bare, rate), nil),
 		compare(name, "CPU us/request vs the bare loop", median(sg[0], cpu), median(bare, cpu), nil),
 	}
-	if len(sg) > 1 {
-		for i, f := range []func(usage) float64{rate, cpu, rate, cpu} {
-			rows[i] = pair(rows[i], median(sg[1], f))
-		}
-		rows = append(rows, spread(name, "CPU us/request", sg, cpu)...)
-		rows = append(rows, spread(name, "req/s", sg, rate)...)
-	}
-	return rows, nil
+	return paired(name, rows, sg, []func(usage) float64{rate, cpu, rate, cpu},
+		figure{"CPU us/request", cpu}, figure{"req/s", rate}), nil
 }
 
 // median is the median of f over the runs (the upper one of an even count).
@@ -329,7 +319,8 @@ func streaming(ctx context.Context, c *config) ([]row, error) {
 		after, err := m.metric(genTokensMetric)
 		return u, after - before, err
 	}
-	var sg, ys, oa []usage
+	var ys, oa []usage
+	sg := make([][]usage, len(c.bins())) // this build's runs, then the base's
 	var chunks float64
 	same := func(who string, got float64) error {
 		if chunks != 0 && got != chunks {
@@ -353,24 +344,28 @@ func streaming(ctx context.Context, c *config) ([]row, error) {
 			}
 			*l.runs = append(*l.runs, u)
 		}
-		j := job{data: data, limit: sz.streamN, stream: true, format: "jsonl", maxTokens: maxTokens,
-			dir: filepath.Join(c.work, fmt.Sprintf("%s-%d", name, round))}
-		su, k, err := measure(c.synthgen(ctx, m, j))
-		if err != nil {
+		if err := c.eachBin(round, func(i int, bin string) error {
+			j := job{data: data, limit: sz.streamN, stream: true, format: "jsonl", maxTokens: maxTokens, bin: bin,
+				dir: filepath.Join(c.work, fmt.Sprintf("%s-%d-%d", name, round, i))}
+			su, k, err := measure(c.synthgen(ctx, m, j))
+			if err != nil {
+				return err
+			}
+			sg[i] = append(sg[i], su)
+			return same("synthgen "+bin, k)
+		}); err != nil {
 			return nil, err
 		}
-		if err := same("synthgen", k); err != nil {
-			return nil, err
-		}
-		sg = append(sg, su)
 	}
 	rate := func(u usage) float64 { return chunks / u.wall.Seconds() }
 	cpu := func(u usage) float64 { return us(u.cpu) / chunks }
-	return []row{
-		compare(name, fmt.Sprintf("%.0f chunks: chunks/s vs the bare reader (median of %d)", chunks, sz.rounds), median(sg, rate), median(ys, rate), atLeastX(0.95)),
-		compare(name, "CPU us/chunk vs the bare reader", median(sg, cpu), median(ys, cpu), atMostX(1.2)),
-		compare(name, "CPU us/chunk vs go-openai's own stream loop", median(sg, cpu), median(oa, cpu), nil),
-	}, nil
+	rows := []row{
+		compare(name, fmt.Sprintf("%.0f chunks: chunks/s vs the bare reader (median of %d)", chunks, sz.rounds), median(sg[0], rate), median(ys, rate), atLeastX(0.95)),
+		compare(name, "CPU us/chunk vs the bare reader", median(sg[0], cpu), median(ys, cpu), atMostX(1.2)),
+		compare(name, "CPU us/chunk vs go-openai's own stream loop", median(sg[0], cpu), median(oa, cpu), nil),
+	}
+	return paired(name, rows, sg, []func(usage) float64{rate, cpu, cpu},
+		figure{"CPU us/chunk", cpu}, figure{"chunks/s", rate}), nil
 }
 
 // tokenFlags ask for the token ids and 20 logprobs a token.
