@@ -27,6 +27,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -188,6 +189,7 @@ type Hold struct {
 	reached chan struct{}
 	release chan struct{}
 	rel     sync.Once
+	waiting atomic.Int64 // requests stopped here now
 }
 
 func newHold() *Hold { return &Hold{reached: make(chan struct{}), release: make(chan struct{})} }
@@ -198,15 +200,25 @@ func (g *Hold) Reached() <-chan struct{} { return g.reached }
 // Release lets every request held go on, and later ones pass.
 func (g *Hold) Release() { g.rel.Do(func() { close(g.release) }) }
 
-// wait stops at the hold until it is released (true) or ctx ends (false).
+// Waiting is how many requests are stopped at the hold now: after their
+// client is killed, 0 once the server has seen every one of them go (a
+// Release before then could still let one through).
+func (g *Hold) Waiting() int64 { return g.waiting.Load() }
+
+// wait stops at the hold until it is released (true) or ctx ends (false,
+// which wins a tie).
 func (g *Hold) wait(ctx context.Context) bool {
 	if g == nil {
 		return true
 	}
+	g.waiting.Add(1)
+	defer g.waiting.Add(-1)
 	g.once.Do(func() { close(g.reached) })
 	select {
 	case <-g.release:
-		return true
+		// Both may be ready by now, and select picks either: a request
+		// whose client went while it waited is dropped, released or not.
+		return ctx.Err() == nil
 	case <-ctx.Done():
 		return false
 	}
