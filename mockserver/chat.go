@@ -91,6 +91,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	g.toks = tokenids.NewReply(&req.Fields, s.opts.IgnoreTokenIDs, req.promptHash(), req.contents())
 	if t := req.toolReply(); t != nil {
 		if !g.tools(t, prompt, req.Stream, req.includeUsage()) {
+			g.release()
 			s.abort(w, g.done)
 		}
 		*bp = g.buf[:0]
@@ -103,6 +104,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		ok = g.answer(&req, shape, prompt, stalls)
 	}
 	*bp = g.buf[:0]
+	// The slot is free before the outcome is counted (finish frees it
+	// before it counts an answer): whoever reads Aborted or Faulted then
+	// sees the request no longer running.
+	g.release()
 	if !ok && g.faulted {
 		s.inject(g.fault)
 		s.faulted.Add(1)
