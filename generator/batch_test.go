@@ -42,7 +42,7 @@ func batchSetup(t *testing.T, url, dir string, rows int) Setup {
 			Sampling: job.Sampling{MaxTokens: 8, Samples: 1}},
 		BaseURL: url + "/v1", Concurrency: 30, Dir: filepath.Join(dir, "out"), Format: "jsonl", PartSize: 100, Version: "test",
 		Stats: runstats.NewStats(nil), Retry: pool.RetryPolicy{MaxAttempts: 1},
-		Batch: &batch.Options{MaxRequests: 10, MaxBytes: 1 << 20, PollInterval: time.Millisecond, Window: "24h"},
+		Batch: &batch.Options{MaxRequests: 10, MaxBytes: 1 << 20, PollInterval: time.Millisecond, Window: "24h", Settle: time.Millisecond},
 	}
 }
 
@@ -164,12 +164,7 @@ func TestBatchResume(t *testing.T) {
 	hold := m.Batches().HoldCreate(true)
 	dir := t.TempDir()
 	s := batchSetup(t, ts.URL, dir, 25)
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		<-hold.Reached()
-		cancel()
-	}()
-	runBatch(t, ctx, s)
+	runUntilHeld(t, s, hold)
 	if got := recordCount(t, s.Dir); len(got) != 0 {
 		t.Fatalf("%d records before any batch was created", len(got))
 	}
@@ -182,6 +177,117 @@ func TestBatchResume(t *testing.T) {
 	if c := created(t, m); c != 3 {
 		t.Errorf("%d batches created, want 3", c)
 	}
+}
+
+// TestBatchLateCreateIsFound: a run stopped while its creations were in
+// flight, which the server makes only after the resume has started (as a
+// server may finish the POST of a client killed meanwhile): the resume
+// waits out batch.Options.Settle before it looks for them, finds them,
+// and creates none again. The late creations are made by the resume's
+// clock at the settle's wait, so the order is the test's, not the
+// machine's.
+func TestBatchLateCreateIsFound(t *testing.T) {
+	t.Parallel()
+	m, ts := newMock(t)
+	hold := m.Batches().HoldCreate(false) // nothing stored: the stopped run's creations are dropped
+	dir := t.TempDir()
+	s := batchSetup(t, ts.URL, dir, 25)
+	runUntilHeld(t, s, hold)
+	// Released only once the server has seen every held creation's client
+	// go: one let through would be made now, a real late creation beside
+	// the test's own.
+	for deadline := time.Now().Add(time.Minute); hold.Waiting() > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d creations still held a minute after their run stopped", hold.Waiting())
+		}
+	}
+	hold.Release()
+	if c := created(t, m); c != 0 {
+		t.Fatalf("%d batches created by the stopped run, want 0", c)
+	}
+	pending := uploadedNotCreated(t, s.Dir) // read before the resume uploads any of its own
+	var late sync.Once
+	lateMade := 0
+	r := batchSetup(t, ts.URL, dir, 25)
+	r.Batch.Settle = time.Hour
+	r.Batch.After = func(d time.Duration) <-chan time.Time {
+		if d < time.Minute {
+			return time.After(d)
+		}
+		// The settle's wait: the stopped run's creations land now.
+		late.Do(func() { lateMade = createLate(t, ts.URL, pending) })
+		now := make(chan time.Time, 1)
+		now <- time.Now()
+		return now
+	}
+	if res := runBatch(t, context.Background(), r); res.Outcome != OutcomeDone {
+		t.Fatalf("resume: outcome %s, want done", res.Outcome)
+	}
+	if lateMade == 0 {
+		t.Fatal("the resume looked for the stopped run's batches without waiting for their creations to land")
+	}
+	checkOnce(t, m, s.Dir, 25)
+	if c := created(t, m); c != 3 {
+		t.Errorf("%d batches created, %d of them late, want 3", c, lateMade)
+	}
+}
+
+// lateCreate is a creation the stopped run sent: its POST /batches body.
+type lateCreate struct {
+	number int
+	body   string
+}
+
+// uploadedNotCreated is the creation of every ledger entry with a file and
+// no batch id, as the stopped run sent it.
+func uploadedNotCreated(t *testing.T, dir string) []lateCreate {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, batch.LedgerName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l struct {
+		Run     string
+		Batches []batch.Entry
+	}
+	if err := json.Unmarshal(b, &l); err != nil {
+		t.Fatal(err)
+	}
+	var out []lateCreate
+	for _, e := range l.Batches {
+		if e.FileID != "" && e.BatchID == "" {
+			out = append(out, lateCreate{e.Number, fmt.Sprintf(`{"input_file_id":%q,"endpoint":"/v1/chat/completions","completion_window":"24h",`+
+				`"metadata":{"synthgen_run":%q,"synthgen_batch":"%d"}}`, e.FileID, l.Run, e.Number)})
+		}
+	}
+	return out
+}
+
+// createLate makes the creations on the server, and returns how many.
+func createLate(t *testing.T, base string, cs []lateCreate) int {
+	for i, c := range cs {
+		resp, err := http.Post(base+"/v1/batches", "application/json", strings.NewReader(c.body))
+		if err != nil {
+			t.Error(err)
+			return i
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("late creation of batch %d: %s", c.number, resp.Status)
+		}
+	}
+	return len(cs)
+}
+
+// runUntilHeld runs s and stops it once a request reaches the hold.
+func runUntilHeld(t *testing.T, s Setup, hold *batchapi.Hold) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-hold.Reached()
+		cancel()
+	}()
+	runBatch(t, ctx, s)
 }
 
 // runUntilSubmitted runs s and stops it once n batches were submitted;

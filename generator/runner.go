@@ -353,6 +353,17 @@ func (r *Runner) BatchesResumed() int {
 	return r.batch.Resumed()
 }
 
+// BatchesSettling is how many of the batches an earlier run left it may
+// have been creating as it stopped, and how long until they are looked
+// for in the server's list (batch.Batcher.Settling; 0 outside the batch
+// mode).
+func (r *Runner) BatchesSettling() (int, time.Duration) {
+	if r.batch == nil {
+		return 0, 0
+	}
+	return r.batch.Settling()
+}
+
 // Keys is the number of keys (rows x samples) the job selects.
 func (r *Runner) Keys() int64 { return r.job.Total(r.rows) }
 

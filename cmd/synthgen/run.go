@@ -420,6 +420,12 @@ func printHeader(stderr io.Writer, cfg config.Config, r *generator.Runner, metri
 	if n := r.BatchesResumed(); n > 0 {
 		fmt.Fprintf(stderr, "batch: collecting %d batches an earlier run submitted\n", n)
 	}
+	if n, wait := r.BatchesSettling(); n > 0 && wait > 0 {
+		// A creation the killed run had in flight can still be made by
+		// the server: looked for at once, it would be missed and made twice.
+		fmt.Fprintf(stderr, "batch: %d of them may have been in creation when the earlier run stopped; looking for them in the server's list in %s\n",
+			n, wait.Round(100*time.Millisecond))
+	}
 	if n := r.MaxModelLen(); n > 0 {
 		// A prompt plus max_tokens longer than this is refused (too_long).
 		fmt.Fprintf(stderr, "model context: max_model_len %d tokens\n", n)

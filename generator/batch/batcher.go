@@ -35,9 +35,15 @@ type Options struct {
 	Slots    int
 	Left     func() int64
 	InFlight func() int64
-	// After is the clock of the waits between polls; nil: time.After.
+	// After is the clock of the waits between polls and of the settle
+	// before a resumed batch is looked for; nil: time.After.
 	After func(time.Duration) <-chan time.Time
-	Log   io.Writer // a line at each batch's step; nil: discarded
+	// Settle is how long after an earlier run's last ledger write its
+	// batch creations are taken to have reached the server's list (a
+	// resumed batch whose creation may have been sent is looked for only
+	// then); 0: 10 s. The tests shorten it.
+	Settle time.Duration
+	Log    io.Writer // a line at each batch's step; nil: discarded
 	// OnChange is given a copy of every batch each time the ledger is
 	// saved, and once at Open (nil: not told): the progress line and
 	// status.json show them. It is called with the ledger's lock held, so
@@ -77,7 +83,12 @@ type Batcher struct {
 	known   map[string]bool        // custom_ids in a recorded batch not yet answered
 	ended   bool                   // intake has stopped
 	resumed int                    // batches an earlier run left, collected from Open on
-	keep    map[int]keep           // batches whose collection left something to look at
+	// lastWrite is when an earlier run last wrote the ledger, as Open
+	// found it (zero: none), and settling how many of its batches it may
+	// have been creating: see settle.
+	lastWrite time.Time
+	settling  int
+	keep      map[int]keep // batches whose collection left something to look at
 	// handed: downloaded batches each of whose answers went to its
 	// request; only these are marked collected by Close.
 	handed map[int]bool
@@ -118,13 +129,20 @@ func Open(o Options) (*Batcher, error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	if o.Settle <= 0 {
+		o.Settle = createSettle
+	}
 	l, err := openLedger(o.Dir)
 	if err != nil {
 		return nil, err
 	}
 	l.onChange, l.moved = o.OnChange, o.Moved
 	l.tellNow()
-	b := &Batcher{o: o, l: l, waiters: map[string]chan answer{}, ready: map[string]answer{}, known: map[string]bool{}, keep: map[int]keep{}, handed: map[int]bool{}, untaken: map[int]bool{},
+	var lastWrite time.Time // the ledger's: no earlier run's create was sent after it
+	if fi, err := os.Stat(l.path); err == nil {
+		lastWrite = fi.ModTime()
+	}
+	b := &Batcher{o: o, l: l, lastWrite: lastWrite, waiters: map[string]chan answer{}, ready: map[string]answer{}, known: map[string]bool{}, keep: map[int]keep{}, handed: map[int]bool{}, untaken: map[int]bool{},
 		stopped: make(chan error, 1)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	// Every entry's input is read before any goroutine starts: an entry
@@ -142,6 +160,9 @@ func Open(o Options) (*Batcher, error) {
 		}
 		for _, id := range ids {
 			b.known[id] = true
+		}
+		if e.FileID != "" && e.BatchID == "" {
+			b.settling++
 		}
 		left, leftIDs = append(left, e), append(leftIDs, ids)
 	}
@@ -169,6 +190,17 @@ func (b *Batcher) inputIDs(e *Entry) ([]string, error) {
 // Resumed is the number of batches an earlier run submitted that this
 // one collects (said by the caller, after its own header).
 func (b *Batcher) Resumed() int { return b.resumed }
+
+// Settling is how many of those an earlier run may have been creating as
+// it stopped, looked for in the server's list only once wait has passed
+// (Options.Settle); said by the caller, after its own header.
+func (b *Batcher) Settling() (n int, wait time.Duration) {
+	return b.settling, max(0, time.Until(b.settled()))
+}
+
+// settled is when an earlier run's creations are taken to be in the
+// server's list.
+func (b *Batcher) settled() time.Time { return b.lastWrite.Add(b.o.Settle) }
 
 // Drain says no new key will come: the open batch goes as soon as every
 // key in flight waits.

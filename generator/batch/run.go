@@ -109,6 +109,8 @@ func (b *Batcher) retry(f func() error) error {
 // resumed entry, or a try whose answer was lost) the server's list is
 // searched for the batch by its metadata.
 func (b *Batcher) submit(e *Entry, resumed bool) error {
+	// An earlier run that recorded the file id may have sent the creation.
+	sent := resumed && e.FileID != ""
 	input, _, _ := files(b.o.Dir, e.Number)
 	if e.FileID == "" {
 		var f File
@@ -134,6 +136,11 @@ func (b *Batcher) submit(e *Entry, resumed bool) error {
 	}
 	meta := b.l.meta(e.Number)
 	maybe := resumed
+	if sent {
+		if err := b.settle(); err != nil {
+			return err
+		}
+	}
 	var got Batch
 	err := b.retry(func() error {
 		if maybe {
@@ -156,6 +163,31 @@ func (b *Batcher) submit(e *Entry, resumed bool) error {
 	}
 	b.say(e, "submitted as %s (%s)", got.ID, got.Status)
 	return nil
+}
+
+// createSettle is Options.Settle's default: how long after an earlier
+// run's last ledger write its batch creations are taken to have reached
+// the server's list. A run killed while its POST /batches was in flight
+// may still have that batch made after it died: a resume that looked for
+// it at once (a supervisor's restart comes within a second) would not
+// find it, create it again, and have every row of it run and billed twice.
+const createSettle = 10 * time.Second
+
+// settle waits, before a resumed batch whose creation may have been sent
+// is looked for, until Options.Settle has passed since the earlier run
+// last wrote the ledger (the creation was sent after its entry was). The
+// caller says so once for all of them, after its header (Settling).
+func (b *Batcher) settle() error {
+	wait := time.Until(b.settled())
+	if wait <= 0 {
+		return nil
+	}
+	select {
+	case <-b.o.After(wait):
+		return nil
+	case <-b.ctx.Done():
+		return b.ctx.Err()
+	}
 }
 
 // poll waits for e's batch to end, recording its status and counts as
