@@ -140,7 +140,12 @@ func Open(o Options) (*Batcher, error) {
 	l.tellNow()
 	var lastWrite time.Time // the ledger's: no earlier run's create was sent after it
 	if fi, err := os.Stat(l.path); err == nil {
+		// A file server whose clock is ahead would otherwise make the
+		// wait as long as its lead: Settle from now is the most.
 		lastWrite = fi.ModTime()
+		if now := time.Now(); lastWrite.After(now) {
+			lastWrite = now
+		}
 	}
 	b := &Batcher{o: o, l: l, lastWrite: lastWrite, waiters: map[string]chan answer{}, ready: map[string]answer{}, known: map[string]bool{}, keep: map[int]keep{}, handed: map[int]bool{}, untaken: map[int]bool{},
 		stopped: make(chan error, 1)}
