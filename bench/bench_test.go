@@ -208,7 +208,7 @@ func TestPairing(t *testing.T) {
 	}
 }
 
-// TestResultsPath: only a whole unpaired run at -size full writes
+// TestResultsPath: only a whole run at -size full writes
 // bench/results.json unasked; a run of one scenario, a tiny or a paired one
 // would replace the whole run's rows with its few.
 func TestResultsPath(t *testing.T) {
@@ -221,8 +221,6 @@ func TestResultsPath(t *testing.T) {
 		{config{whole: true, json: "x.json"}, "x.json"},
 		{config{}, ""}, // -only, or -size tiny
 		{config{json: "x.json"}, "x.json"},
-		{config{whole: true, base: "3318c3a"}, ""},
-		{config{whole: true, baseBin: "/x"}, ""},
 	} {
 		if got := c.cfg.resultsPath("root"); got != c.want {
 			t.Errorf("%+v: results in %q, want %q", c.cfg, got, c.want)

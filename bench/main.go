@@ -150,9 +150,10 @@ func (c *config) prepare(ctx context.Context) error {
 }
 
 // resultsPath is where the run's rows go: -json, or bench/results.json
-// for a whole unpaired run at -size full, or nowhere ("").
+// for a whole run at -size full (never paired: -base needs -only), or
+// nowhere ("").
 func (c *config) resultsPath(root string) string {
-	if c.json != "" || !c.whole || c.base != "" || c.baseBin != "" {
+	if c.json != "" || !c.whole {
 		return c.json
 	}
 	return filepath.Join(root, "bench", "results.json")

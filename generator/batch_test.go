@@ -196,10 +196,8 @@ func TestBatchLateCreateIsFound(t *testing.T) {
 	// Released only once the server has seen every held creation's client
 	// go: one let through would be made now, a real late creation beside
 	// the test's own.
-	for deadline := time.Now().Add(time.Minute); hold.Waiting() > 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d creations still held a minute after their run stopped", hold.Waiting())
-		}
+	if err := hold.WaitGone(time.Minute); err != nil {
+		t.Fatal(err)
 	}
 	hold.Release()
 	if c := created(t, m); c != 0 {

@@ -42,7 +42,12 @@ func TestBatchModeKill(t *testing.T) {
 			// that, a create could still go through, after the resume
 			// looked for it (a server that commits a dead client's create
 			// late: not this case).
-			return func() { waitGone(t, hold); hold.Release() }
+			return func() {
+				if err := hold.WaitGone(time.Minute); err != nil {
+					t.Fatal(err)
+				}
+				hold.Release()
+			}
 		}},
 		{"created, answer held", func(t *testing.T, m *mock, p *proc) func() {
 			defer ticking()()
@@ -130,17 +135,6 @@ func waitHeld(t *testing.T, hold *batchapi.Hold, p *proc) {
 	case <-hold.Reached():
 	case <-time.After(time.Minute):
 		t.Fatalf("the run never reached the hold; stderr:\n%s", strings.TrimSpace(p.stderr(t)))
-	}
-}
-
-// waitGone waits until no request is stopped at the hold: the server has
-// seen each held request's client go.
-func waitGone(t *testing.T, hold *batchapi.Hold) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); hold.Waiting() > 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d requests still held a minute after their client was killed", hold.Waiting())
-		}
 	}
 }
 

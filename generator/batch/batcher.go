@@ -166,7 +166,7 @@ func Open(o Options) (*Batcher, error) {
 		for _, id := range ids {
 			b.known[id] = true
 		}
-		if e.FileID != "" && e.BatchID == "" {
+		if inCreation(e) {
 			b.settling++
 		}
 		left, leftIDs = append(left, e), append(leftIDs, ids)

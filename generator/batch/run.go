@@ -109,8 +109,7 @@ func (b *Batcher) retry(f func() error) error {
 // resumed entry, or a try whose answer was lost) the server's list is
 // searched for the batch by its metadata.
 func (b *Batcher) submit(e *Entry, resumed bool) error {
-	// An earlier run that recorded the file id may have sent the creation.
-	sent := resumed && e.FileID != ""
+	sent := resumed && inCreation(e)
 	input, _, _ := files(b.o.Dir, e.Number)
 	if e.FileID == "" {
 		var f File
@@ -172,6 +171,10 @@ func (b *Batcher) submit(e *Entry, resumed bool) error {
 // it at once (a supervisor's restart comes within a second) would not
 // find it, create it again, and have every row of it run and billed twice.
 const createSettle = 10 * time.Second
+
+// inCreation says e's creation may have been sent unrecorded: its file id
+// is recorded, its batch id not.
+func inCreation(e *Entry) bool { return e.FileID != "" && e.BatchID == "" }
 
 // settle waits, before a resumed batch whose creation may have been sent
 // is looked for, until Options.Settle has passed since the earlier run

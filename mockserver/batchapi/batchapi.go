@@ -200,10 +200,18 @@ func (g *Hold) Reached() <-chan struct{} { return g.reached }
 // Release lets every request held go on, and later ones pass.
 func (g *Hold) Release() { g.rel.Do(func() { close(g.release) }) }
 
-// Waiting is how many requests are stopped at the hold now: after their
-// client is killed, 0 once the server has seen every one of them go (a
-// Release before then could still let one through).
-func (g *Hold) Waiting() int64 { return g.waiting.Load() }
+// WaitGone waits until no request is stopped at the hold: after their
+// client is killed or has given up, until the server has seen every one
+// of them go (a Release before then could still let one through). It
+// fails after d with how many are still there.
+func (g *Hold) WaitGone(d time.Duration) error {
+	for deadline := time.Now().Add(d); g.waiting.Load() > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d requests still held after %s", g.waiting.Load(), d)
+		}
+	}
+	return nil
+}
 
 // wait stops at the hold until it is released (true) or ctx ends (false,
 // which wins a tie).
