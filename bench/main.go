@@ -7,6 +7,7 @@
 //	go run ./bench -size tiny       # every scenario at a tiny size: proves they work
 //	go run ./bench -only streaming  # one scenario
 //	go run ./bench -only zero-latency -base 3318c3a  # this build against another commit's
+//	go run ./bench -only instructions -base 3318c3a  # the same in instructions (needs valgrind)
 //
 // Every child (the mock, synthgen, the yardstick) is its own process, so its
 // CPU time and peak RSS come from its own rusage. Ratios within one run are
@@ -59,7 +60,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	size := fs.String("size", "full", "full (the targets are for this size) or tiny (proves the scenarios work, in seconds)")
-	only := fs.String("only", "", "run one scenario: "+strings.Join(scenarioNames(), ", "))
+	only := fs.String("only", "", "run one scenario: "+strings.Join(scenarioNames(), ", ")+" (instructions runs only when named: it needs valgrind)")
 	bin := fs.String("bin", "", "the synthgen binary to measure (empty: go build ./cmd/synthgen into a temp dir)")
 	out := fs.String("json", "", "where to write the results (empty: bench/results.json in the module after a whole run at -size full, unpaired; none after any other run, whose rows would replace the whole run's)")
 	keep := fs.Bool("keep", false, "keep the temp dir of datasets and output dirs (its path is printed)")
@@ -98,7 +99,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	var rows []row
 	for _, sc := range scenarios {
-		if cfg.only != "" && sc.name != cfg.only {
+		if (cfg.only != "" || sc.alone) && sc.name != cfg.only {
 			continue
 		}
 		fmt.Fprintf(stderr, "bench: %s ...\n", sc.name)

@@ -25,6 +25,9 @@ type usage struct {
 	cpu    time.Duration // user + system
 	maxRSS int64         // bytes
 	stdout string
+	// instructions the process ran, when valgrind counted them (the
+	// instructions scenario); 0 otherwise.
+	instructions int64
 }
 
 // tail keeps the last bytes written to it: a failed child's message.

@@ -34,6 +34,11 @@ type sizes struct {
 	// turn: their figures are the medians, as a run of a few seconds on a
 	// shared machine moves with what else runs.
 	rounds int
+
+	// requests and rounds of instructions (under valgrind, about 40 times
+	// slower than a run of its own).
+	instrN      int64
+	instrRounds int
 }
 
 var sizeByName = map[string]sizes{
@@ -44,6 +49,7 @@ var sizeByName = map[string]sizes{
 		streamN: 4_000, streamMean: 90, streamPerTok: time.Millisecond,
 		smallRows: 25_000, bigRows: 1_000_000, midRows: 250_000,
 		rounds: 5,
+		instrN: 5_000, instrRounds: 3,
 	},
 	"tiny": {
 		inFlight: 50,
@@ -52,6 +58,7 @@ var sizeByName = map[string]sizes{
 		streamN: 200, streamMean: 20, streamPerTok: time.Millisecond,
 		smallRows: 500, bigRows: 4_000, midRows: 2_000,
 		rounds: 1,
+		instrN: 200, instrRounds: 1,
 	},
 }
 
@@ -59,17 +66,19 @@ type scenario struct {
 	name   string
 	run    func(context.Context, *config) ([]row, error)
 	paired bool // runs -base's build in turn with this one (pair.go)
+	alone  bool // runs only when -only names it
 }
 
 var scenarios = []scenario{
-	{"littles-law", littlesLaw, false},
-	{"zero-latency", zeroLatency, true},
-	{"streaming", streaming, true},
-	{"streaming-tokens", streamingTokens, false},
-	{"scale-index", func(ctx context.Context, c *config) ([]row, error) { return scale(ctx, c, false) }, false},
-	{"scale-id", func(ctx context.Context, c *config) ([]row, error) { return scale(ctx, c, true) }, false},
-	{"prefix", prefix, false},
-	{"tail", tailScenario, false},
+	{name: "littles-law", run: littlesLaw},
+	{name: "zero-latency", run: zeroLatency, paired: true},
+	{name: "streaming", run: streaming, paired: true},
+	{name: "streaming-tokens", run: streamingTokens},
+	{name: "scale-index", run: func(ctx context.Context, c *config) ([]row, error) { return scale(ctx, c, false) }},
+	{name: "scale-id", run: func(ctx context.Context, c *config) ([]row, error) { return scale(ctx, c, true) }},
+	{name: "prefix", run: prefix},
+	{name: "tail", run: tailScenario},
+	{name: "instructions", run: instructions, paired: true, alone: true},
 }
 
 func scenarioNames() []string {
