@@ -199,8 +199,11 @@ func New(opts Options) *Client {
 // server: that many idle keep-alive connections per host (the default of 2
 // would close and reopen connections all the time at 200 in flight), no cap
 // on open connections, HTTP/1.1 (vLLM serves HTTP/1.1, and HTTP/2 would put
-// every stream on one connection's flow-control window), and no
-// ResponseHeaderTimeout.
+// every stream on one connection's flow-control window), no
+// ResponseHeaderTimeout, and no "Accept-Encoding: gzip": an answer is a few
+// KB beside seconds of generation, so compressing it buys nothing, and
+// asking cost every request a header map and two lookups (2.7% of a plain
+// request's instructions, docs/decisions/2026-11-plain-request-cpu.md).
 //
 // TCP keepalive probes a connection after 30 s without traffic, every 15 s,
 // and gives up after 4 unanswered probes: a peer that vanished (a machine
@@ -225,6 +228,7 @@ func NewTransport(maxConns int, tlsConfig *tls.Config) *http.Transport {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		ForceAttemptHTTP2:     false,
+		DisableCompression:    true,
 	}
 }
 

@@ -295,6 +295,9 @@ func TestRequestBody(t *testing.T) {
 			if a := s.headers[0].Get("Authorization"); a != "Bearer sk-test" {
 				t.Errorf("Authorization = %q", a)
 			}
+			if a, ok := s.headers[0]["Accept-Encoding"]; ok {
+				t.Errorf("Accept-Encoding %q sent: compression buys an answer nothing, and asking costs every request", a)
+			}
 		})
 	}
 }
