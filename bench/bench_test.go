@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -293,5 +294,19 @@ func TestCachegrindTotal(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("%s: %d, %v; want %d", c.name, got, err, c.want)
 		}
+	}
+}
+
+// TestBuildIsTheReleaseBuild holds the bench's build configuration to the
+// Dockerfile's, which cmd/synthgen's tests build with too
+// (TestDockerfileBuildsStatic): one compilation of the packages serves all.
+func TestBuildIsTheReleaseBuild(t *testing.T) {
+	b, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Join(append(append(slices.Clone(buildEnv), "go", "build"), buildFlags...), " ")
+	if !strings.Contains(string(b), want) {
+		t.Errorf("the Dockerfile has no %q: bench's build (buildEnv, buildFlags) and the release build differ", want)
 	}
 }
