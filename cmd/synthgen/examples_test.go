@@ -165,55 +165,6 @@ func TestNohupLinesAppend(t *testing.T) {
 	}
 }
 
-// TestREADMEBuildStampsTheCommit: the README's build line stamps the binary
-// with its commit even on a machine whose GOFLAGS holds -buildvcs=false, so
-// that `synthgen version` and every manifest name what made them.
-func TestREADMEBuildStampsTheCommit(t *testing.T) {
-	t.Parallel() // its build shares nothing with the tests that need none
-	git, err := exec.LookPath("git")
-	if err != nil {
-		t.Skip("no git")
-	}
-	head, err := exec.Command(git, "-C", "../..", "rev-parse", "HEAD").Output()
-	if err != nil {
-		t.Skip("not a git checkout")
-	}
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	line := regexp.MustCompile(`(?m)^go build\b.*-o \S+ \./cmd/synthgen$`).FindString(string(readme))
-	if line == "" {
-		t.Fatal("the README has no line building ./cmd/synthgen: update this test")
-	}
-	gobin, err := goTool()
-	if err != nil {
-		t.Skip(err)
-	}
-	bin := filepath.Join(t.TempDir(), "synthgen")
-	args := strings.Fields(line)[1:]
-	for i, a := range args {
-		if a == "-o" {
-			args[i+1] = bin
-		}
-	}
-	// The tests' shared configuration (prebuild_test.go), which stamps
-	// the same version, lets this build only link.
-	build := exec.Command(gobin, append(append([]string{args[0]}, shareBuildFlags...), args[1:]...)...)
-	build.Dir = "../.."
-	build.Env = append(append(os.Environ(), shareBuildEnv...), "GOFLAGS=-buildvcs=false")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", line, err, out)
-	}
-	out, err := exec.Command(bin, "version").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if commit := strings.TrimSpace(string(head)); !strings.Contains(string(out), commit[:12]) {
-		t.Errorf("%q under GOFLAGS=-buildvcs=false: version says\n%s\nwant the commit %s", line, out, commit[:12])
-	}
-}
-
 // TestDrafterExampleNamesItsTurns: the README sells generation.turns: all
 // for draft-model training, so the drafter example states its choice,
 // not the default by silence, with the comment that says why.

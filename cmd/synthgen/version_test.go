@@ -82,12 +82,14 @@ func TestResolveVersion(t *testing.T) {
 	}
 }
 
-// TestPlainGoBuildNamesItsCommit: the README builds with a plain
-// `go build -o synthgen ./cmd/synthgen`; that binary names the commit it
-// was built from, not "dev", and the Makefile's -ldflags version still
-// wins. The repository's files as they are now are committed into a new
-// repository and built there: a git worktree's .git is a file, which the
-// go command does not stamp from.
+// TestPlainGoBuildNamesItsCommit: a plain `go build -o synthgen
+// ./cmd/synthgen` names the commit it was built from, not "dev"; the
+// README's own build line does so even on a machine whose GOFLAGS holds
+// -buildvcs=false, so that `synthgen version` and every manifest name what
+// made them; and the Makefile's -ldflags version still wins. The
+// repository's files as they are now are committed into a new repository
+// and built there: a git worktree's .git is a file, which the go command
+// does not stamp from.
 func TestPlainGoBuildNamesItsCommit(t *testing.T) {
 	t.Parallel() // its builds share nothing with the tests that need none
 	if testing.Short() {
@@ -137,16 +139,16 @@ func TestPlainGoBuildNamesItsCommit(t *testing.T) {
 	gitIn("commit", "--quiet", "--no-verify", "-m", "build me")
 	head := gitIn("rev-parse", "HEAD")
 
-	build := func(extra ...string) string {
+	build := func(goflags string, extra ...string) string {
 		t.Helper()
 		bin := filepath.Join(t.TempDir(), "synthgen")
 		cmd := exec.Command(gobin, append(append(append([]string{"build"}, shareBuildFlags...), extra...), "-o", bin, "./cmd/synthgen")...)
 		cmd.Dir = repo
-		// A GOFLAGS=-buildvcs=false in the environment would be the
-		// person's choice, not what a plain build does. The tests' shared
+		// GOFLAGS is set: the environment's would be the person's choice,
+		// not what the build under test does. The tests' shared
 		// configuration (prebuild_test.go) stamps the same version and
 		// spares compiling every package of the copy again.
-		cmd.Env = append(append(os.Environ(), shareBuildEnv...), "GOFLAGS=-buildvcs=auto")
+		cmd.Env = append(append(os.Environ(), shareBuildEnv...), "GOFLAGS="+goflags)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go build %v: %v\n%s", extra, err, out)
 		}
@@ -158,10 +160,21 @@ func TestPlainGoBuildNamesItsCommit(t *testing.T) {
 		t.Logf("go build %v: %s", extra, strings.TrimSpace(string(out)))
 		return first
 	}
-	if got, want := build(), "synthgen "+head[:12]; got != want {
+	if got, want := build("-buildvcs=auto"), "synthgen "+head[:12]; got != want {
 		t.Errorf("plain go build: %q, want %q", got, want)
 	}
-	if got, want := build("-ldflags", "-X main.version=v9.9.9-test"), "synthgen v9.9.9-test"; got != want {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`(?m)^go build\b(.*) -o \S+ \./cmd/synthgen$`).FindStringSubmatch(string(readme))
+	if line == nil {
+		t.Fatal("the README has no line building ./cmd/synthgen: update this test")
+	}
+	if got, want := build("-buildvcs=false", strings.Fields(line[1])...), "synthgen "+head[:12]; got != want {
+		t.Errorf("%q under GOFLAGS=-buildvcs=false: %q, want %q", line[0], got, want)
+	}
+	if got, want := build("-buildvcs=auto", "-ldflags", "-X main.version=v9.9.9-test"), "synthgen v9.9.9-test"; got != want {
 		t.Errorf("go build -ldflags: %q, want %q", got, want)
 	}
 }
