@@ -34,11 +34,7 @@ func instructions(ctx context.Context, c *config) ([]row, error) {
 		return nil, errors.New("valgrind counts the instructions, and it is not installed (apt-get install valgrind)")
 	}
 	sz := c.size
-	data, err := c.dataset(sz.instrN, false)
-	if err != nil {
-		return nil, err
-	}
-	m, err := startMock(ctx, c.bin, "--mean-tokens", strconv.Itoa(answerTokens))
+	data, m, err := c.zeroMock(ctx, sz.instrN)
 	if err != nil {
 		return nil, err
 	}
@@ -66,8 +62,7 @@ func instructions(ctx context.Context, c *config) ([]row, error) {
 		oa = append(oa, u)
 		if err := c.eachBin(round, func(i int, bin string) error {
 			tag := fmt.Sprintf("%s-%d-%d", name, round, i)
-			j := job{data: data, limit: sz.instrN, format: "jsonl", maxTokens: answerTokens, bin: bin, dir: filepath.Join(c.work, tag)}
-			su, err := counted(c.synthgen(ctx, m, j), tag)
+			su, err := counted(c.synthgen(ctx, m, zeroJob(data, sz.instrN, bin, filepath.Join(c.work, tag))), tag)
 			sg[i] = append(sg[i], su)
 			return err
 		}); err != nil {

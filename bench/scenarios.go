@@ -245,11 +245,7 @@ func littlesLaw(ctx context.Context, c *config) ([]row, error) {
 func zeroLatency(ctx context.Context, c *config) ([]row, error) {
 	const name = "zero-latency"
 	sz := c.size
-	data, err := c.dataset(sz.zeroN, false)
-	if err != nil {
-		return nil, err
-	}
-	m, err := startMock(ctx, c.bin, "--mean-tokens", strconv.Itoa(answerTokens))
+	data, m, err := c.zeroMock(ctx, sz.zeroN)
 	if err != nil {
 		return nil, err
 	}
@@ -269,8 +265,7 @@ func zeroLatency(ctx context.Context, c *config) ([]row, error) {
 			*l.runs = append(*l.runs, u)
 		}
 		if err := c.eachBin(round, func(i int, bin string) error {
-			j := job{data: data, limit: sz.zeroN, format: "jsonl", maxTokens: answerTokens, bin: bin,
-				dir: filepath.Join(c.work, fmt.Sprintf("%s-%d-%d", name, round, i))}
+			j := zeroJob(data, sz.zeroN, bin, filepath.Join(c.work, fmt.Sprintf("%s-%d-%d", name, round, i)))
 			su, err := run(c.synthgen(ctx, m, j), nil)
 			sg[i] = append(sg[i], su)
 			return err
@@ -289,6 +284,21 @@ func zeroLatency(ctx context.Context, c *config) ([]row, error) {
 	}
 	return paired(name, rows, sg, []func(usage) float64{rate, cpu, rate, cpu},
 		figure{"CPU us/request", cpu}, figure{"req/s", rate}), nil
+}
+
+// zeroMock writes n prompts and starts a mock that answers at once: the
+// job of zero-latency, which the instructions scenario counts too.
+func (c *config) zeroMock(ctx context.Context, n int64) (data string, m *mock, err error) {
+	if data, err = c.dataset(n, false); err != nil {
+		return "", nil, err
+	}
+	m, err = startMock(ctx, c.bin, "--mean-tokens", strconv.Itoa(answerTokens))
+	return data, m, err
+}
+
+// zeroJob is synthgen's run of zeroMock's n prompts, into JSONL in dir.
+func zeroJob(data string, n int64, bin, dir string) job {
+	return job{data: data, limit: n, format: "jsonl", maxTokens: answerTokens, bin: bin, dir: dir}
 }
 
 // median is the median of f over the runs (the upper one of an even count).
