@@ -20,7 +20,7 @@ import (
 // the go-openai loop's and, paired, the base build's, in turn each round.
 // A count does not move with what else the machine runs, as CPU time does
 // (one build's CPU a request moved between 47 and 77 µs within minutes on
-// the 2-core box), so it tells a change of 2% between two commits apart
+// the 2-core box), so it tells a change of 3% between two commits apart
 // where a median of CPU times cannot. It leaves out what CPU time adds to
 // it: the kernel's share, cache misses, another core's contention; the
 // zero-latency scenario's figures are still the ones with targets.
