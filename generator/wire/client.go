@@ -202,8 +202,8 @@ func New(opts Options) *Client {
 // every stream on one connection's flow-control window), no
 // ResponseHeaderTimeout, and no "Accept-Encoding: gzip": an answer is a few
 // KB beside seconds of generation, so compressing it buys nothing, and
-// asking cost every request a header map and two lookups (2.7% of a plain
-// request's instructions, docs/decisions/2026-11-plain-request-cpu.md).
+// asking cost every request a header map and two lookups (3.3-3.9% of a
+// plain request's instructions, docs/decisions/2026-11-plain-request-cpu.md).
 //
 // TCP keepalive probes a connection after 30 s without traffic, every 15 s,
 // and gives up after 4 unanswered probes: a peer that vanished (a machine
