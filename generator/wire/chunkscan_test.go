@@ -308,6 +308,37 @@ func FuzzHeadResume(f *testing.F) {
 	})
 }
 
+// FuzzTextResume: a stream's scan that reads a chunk as its text template
+// with another string (codec's textTemplate) returns exactly what a fresh
+// scan returns. The second chunk is the first with bytes k to j replaced
+// by mid: the first's text string, when k and j fall at its two ends and
+// mid is a string's contents, which the seeds give and the fuzzer moves.
+// The two are scanned in turn twice, each time compared with a fresh scan.
+func FuzzTextResume(f *testing.F) {
+	for _, s := range chunkSeeds(f) {
+		for _, key := range []string{`"content":"`, `"reasoning":"`, `"reasoning_content":"`} {
+			if k := bytes.Index(s, []byte(key)); k >= 0 {
+				k += len(key)
+				j := k + bytes.IndexByte(s[k:], '"')
+				f.Add(s, uint16(k), uint16(j), []byte(` other \"text\" \u00e9`))
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, first []byte, k, j uint16, mid []byte) {
+		lo := min(int(k), len(first))
+		hi := min(max(int(j), lo), len(first))
+		second := append(append(append([]byte{}, first[:lo]...), mid...), first[hi:]...)
+		tb := codec.TokenBuf{Stream: true}
+		for _, chunk := range [][]byte{first, second, first, second} {
+			got, gotPicked, gotOK := codec.Scan(chunk, codec.ChunkShape, &tb)
+			want, wantPicked, wantOK := codec.Scan(chunk, codec.ChunkShape, &codec.TokenBuf{})
+			if gotOK != wantOK || gotPicked != wantPicked || !reflect.DeepEqual(got, want) {
+				t.Fatalf("in a stream of %q and %q, %q:\nresumed %+v %v %v\n  fresh %+v %v %v", first, second, chunk, got, gotPicked, gotOK, want, wantPicked, wantOK)
+			}
+		}
+	})
+}
+
 // BenchmarkDecodeChunkReference is BenchmarkDecodeChunk's chunk through
 // encoding/json, for the ratio within one run.
 func BenchmarkDecodeChunkReference(b *testing.B) {

@@ -239,7 +239,11 @@ func (s *sseReader) ready() bool {
 		return false
 	}
 	b, _ := s.r.Peek(n)
-	return bytes.IndexByte(bytes.TrimLeft(b, "\r\n"), '\n') >= 0
+	i := 0
+	for i < len(b) && (b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return bytes.IndexByte(b[i:], '\n') >= 0
 }
 
 // deltaBatch counts a stream's text chunks and reports them (Complete's

@@ -46,3 +46,45 @@ func TestHeadResumes(t *testing.T) {
 		}
 	}
 }
+
+// TestTextResumes: a chunk that is the last one read whole with another
+// text string is read from its template, and read as a fresh scan reads
+// it; a chunk of another shape (reasoning after content, the finish, the
+// usage) is read whole, and becomes the template when it can be one.
+func TestTextResumes(t *testing.T) {
+	const head = `{"id":"chatcmpl-9c1d","object":"chat.completion.chunk","created":1767593900,"model":"Qwen/Qwen3-8B","choices":`
+	chunk := func(key, text, finish string) string {
+		return head + `[{"index":0,"delta":{"` + key + `":"` + text + `"},"logprobs":null,"finish_reason":` + finish + `}]}`
+	}
+	stream := []struct {
+		chunk   string
+		resumes bool
+	}{
+		{chunk("reasoning", "a", "null"), false}, // nothing kept yet
+		{chunk("reasoning", "bc", "null"), true},
+		{chunk("reasoning", `\"d\u00e9`, "null"), true},
+		{chunk("reasoning", "", "null"), true},
+		{chunk("content", "e", "null"), false}, // another key
+		{chunk("content", "f\xc3\xa9", "null"), true},
+		{chunk("content", "g", `"stop"`), false},
+		{chunk("content", "h", `"stop"`), false}, // a finish after the text is never a template
+		{chunk("content", "i", "null"), false},
+		{head + `[{"index":0,"delta":{"content":"j","reasoning":"k"}}]}`, false},
+		{head + `[{"index":0,"delta":{"content":"l","reasoning":"m"}}]}`, false}, // two strings: which one moved?
+		{head + `[],"usage":{"prompt_tokens":3,"completion_tokens":4}}`, false},
+	}
+	tb := TokenBuf{Stream: true}
+	for i, c := range stream {
+		s := chunkScanner{Cursor: jsonlex.Cursor{B: []byte(c.chunk)}, shape: ChunkShape, tb: &tb}
+		var f answerFields
+		var seen uint8
+		if got := s.resume(&f, &seen) && s.resumeText(&f); got != c.resumes {
+			t.Errorf("chunk %d %s: read from the text template %v, want %v", i, c.chunk, got, c.resumes)
+		}
+		got, gotPicked, gotOK := Scan([]byte(c.chunk), ChunkShape, &tb)
+		want, wantPicked, wantOK := Scan([]byte(c.chunk), ChunkShape, &TokenBuf{})
+		if !gotOK || gotOK != wantOK || gotPicked != wantPicked || !reflect.DeepEqual(got, want) {
+			t.Errorf("chunk %d: resumed %+v %v %v, fresh %+v %v %v", i, got, gotPicked, gotOK, want, wantPicked, wantOK)
+		}
+	}
+}

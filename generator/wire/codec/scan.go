@@ -86,6 +86,20 @@ type chunkChoice struct {
 	finish                        jsonlex.Span
 }
 
+// textFields counts a choice's text spans, chunkChoice.text's fields.
+const textFields = 3
+
+// text is the choice's text span i: content, reasoning, reasoning_content.
+func (c *chunkChoice) text(i int) *jsonlex.Span {
+	switch i {
+	case 0:
+		return &c.content
+	case 1:
+		return &c.reasoning
+	}
+	return &c.reasonAlt
+}
+
 // Shape is where a choice keeps its text: a streamed chunk's
 // choices[].delta, a plain answer's choices[].message. The two bodies are
 // otherwise the same object, and the reference decoders' structs differ
@@ -131,6 +145,9 @@ type answerFields struct {
 func (s *chunkScanner) answer(f *answerFields) bool {
 	var seen uint8
 	resumed := s.resume(f, &seen)
+	if resumed && s.resumeText(f) {
+		return true
+	}
 	if !resumed {
 		s.WS()
 		if !s.Consume('{') {
@@ -162,7 +179,13 @@ func (s *chunkScanner) answer(f *answerFields) bool {
 		seen |= bit
 	}
 	s.WS()
-	return s.I == len(s.B)
+	if s.I != len(s.B) {
+		return false
+	}
+	if s.headEnd > 0 {
+		s.rememberText(f)
+	}
+	return true
 }
 
 var choicesKey = strKey{b: []byte("choices")}
@@ -180,6 +203,25 @@ type head struct {
 	f     answerFields
 	seen  uint8
 	valid bool
+	text  textTemplate // the chunk after this head, but for its text
+}
+
+// textTemplate is the rest of a stream's last chunk after its head, read
+// whole: the bytes before and after its one text string (a delta's
+// content, reasoning or reasoning_content) and the fields the whole chunk
+// left. A stream's chunks after the first differ only in that string as
+// often as not: a chunk that is the head, pre, a string and post, byte for
+// byte, is the template's chunk with another string in one place, and its
+// fields are the template's with that string's span, which one Str reads.
+// The choices were the other half of decoding a chunk (2,300 of 3,500
+// instructions a chunk, docs/decisions/2026-12-stream-chunk-cost.md).
+// FuzzTextResume holds a resumed scan to a fresh one.
+type textTemplate struct {
+	pre   []byte // from the head's end to the string's opening quote, included
+	post  []byte // from the string's closing quote, included, to the end
+	f     answerFields
+	field int // the string's span in f.pick (chunkChoice.text)
+	valid bool
 }
 
 // remember keeps the head just read (the cursor is at the choices' value),
@@ -192,6 +234,8 @@ func (s *chunkScanner) remember(f *answerFields, seen uint8) {
 	}
 	h.bytes = append(h.bytes[:0], s.B[:s.I]...)
 	h.f, h.seen, h.valid = *f, seen, true
+	h.text.valid = false // it followed another head
+	s.headEnd = s.I
 }
 
 // resume starts the scan after the remembered head when the chunk begins
@@ -202,7 +246,64 @@ func (s *chunkScanner) resume(f *answerFields, seen *uint8) bool {
 		return false
 	}
 	*f, *seen, s.I = h.f, h.seen, len(h.bytes)
+	s.headEnd = s.I
 	return true
+}
+
+// resumeText reads the rest of a chunk that resumed after its head (the
+// cursor at the choices' value) when it is the remembered text template
+// with another string, and reports whether it did; if not, nothing was
+// changed and the scan goes on from the head.
+func (s *chunkScanner) resumeText(f *answerFields) bool {
+	t := &s.tb.head.text
+	at := s.I
+	if !t.valid || !bytes.HasPrefix(s.B[at:], t.pre) {
+		return false
+	}
+	s.I = at + len(t.pre) - 1 // the opening quote
+	sp, ok := s.Str()
+	if !ok || !bytes.Equal(s.B[sp.Hi:], t.post) {
+		s.I = at
+		return false
+	}
+	*f = t.f
+	*f.pick.text(t.field) = sp
+	s.I = len(s.B)
+	return true
+}
+
+// rememberText keeps the chunk just read whole as the text template when
+// it can stand for the next ones: its head was remembered or resumed, it
+// held no token list (those live in tb and are reset), and its picked
+// choice has exactly one text string, after which no other field's text
+// lies (a span past the string would move with the string's length).
+func (s *chunkScanner) rememberText(f *answerFields) {
+	t := &s.tb.head.text
+	t.valid = false
+	if s.tb.used || !f.picked {
+		return
+	}
+	field := -1
+	for i := range textFields {
+		if f.pick.text(i).Lo > 0 { // a string: null is the zero Span, and data[0] is '{'
+			if field >= 0 {
+				return
+			}
+			field = i
+		}
+	}
+	if field < 0 {
+		return
+	}
+	str := *f.pick.text(field)
+	for _, sp := range [...]jsonlex.Span{f.model, f.object, f.pick.finish} {
+		if !sp.Empty() && sp.Lo >= str.Hi {
+			return
+		}
+	}
+	t.pre = append(t.pre[:0], s.B[s.headEnd:str.Lo]...)
+	t.post = append(t.post[:0], s.B[str.Hi:]...)
+	t.f, t.field, t.valid = *f, field, true
 }
 
 // topMember reads the value of the top-level member key into f. bit is
@@ -285,6 +386,9 @@ type chunkScanner struct {
 	jsonlex.Cursor
 	shape Shape
 	tb    *TokenBuf // where the picked choice's token ids and logprobs go
+	// headEnd is where the chunk's head ends when it is tb's (remembered
+	// or resumed by this scan), else 0.
+	headEnd int
 }
 
 // member steps to the next key of an object whose '{' was consumed: it
