@@ -1,7 +1,8 @@
 package main
 
-// The instructions scenario: zero-latency's job with its CPU counted in
-// instructions (valgrind's cachegrind), not in seconds.
+// The instructions scenario: zero-latency's job and streaming's streams
+// with their CPU counted in instructions (valgrind's cachegrind), not in
+// seconds.
 
 import (
 	"bufio"
@@ -72,7 +73,75 @@ func instructions(ctx context.Context, c *config) ([]row, error) {
 	perRequest := func(u usage) float64 { return float64(u.instructions) / float64(sz.instrN) }
 	rows := []row{compare(name, fmt.Sprintf("instructions a request vs the go-openai loop (median of %d)", sz.instrRounds),
 		median(sg[0], perRequest), median(oa, perRequest), nil)}
-	return paired(name, rows, sg, []func(usage) float64{perRequest}, figure{"instructions a request", perRequest}), nil
+	rows = paired(name, rows, sg, []func(usage) float64{perRequest}, figure{"instructions a request", perRequest})
+	streamRows, err := streamInstructions(ctx, c, counted)
+	return append(rows, streamRows...), err
+}
+
+// streamInstructions counts the instructions a chunk of streaming's
+// streams (instrStreams of them), synthgen's, the bare reader's and,
+// paired, the base's. Each process runs on one P: valgrind runs one thread
+// at a time, and with two Ps the scheduler's spinning for work moved one
+// build's count by 4% from run to run, with one by 0.6%.
+func streamInstructions(ctx context.Context, c *config, counted func(*exec.Cmd, string) (usage, error)) ([]row, error) {
+	const name = "instructions"
+	sz := c.size
+	data, err := c.dataset(sz.instrStreams, false)
+	if err != nil {
+		return nil, err
+	}
+	m, err := startMock(ctx, c.bin, "--token-delay", sz.streamPerTok.String(), "--mean-tokens", strconv.Itoa(sz.streamMean))
+	if err != nil {
+		return nil, err
+	}
+	defer m.stop()
+	const maxTokens = 4096 // streaming's
+	var chunks float64
+	one := func(cmd *exec.Cmd, tag string) (usage, error) {
+		cmd.Env = append(cmd.Environ(), "GOMAXPROCS=1")
+		before, err := m.metric(genTokensMetric)
+		if err != nil {
+			return usage{}, err
+		}
+		u, err := counted(cmd, tag)
+		if err != nil {
+			return u, err
+		}
+		after, err := m.metric(genTokensMetric)
+		if got := after - before; err == nil && chunks != 0 && got != chunks {
+			err = fmt.Errorf("%s: %.0f token chunks, %.0f in the runs before: not the same work", tag, got, chunks)
+		} else {
+			chunks = got
+		}
+		return u, err
+	}
+	var bare []usage
+	sg := make([][]usage, len(c.bins()))
+	for round := range sz.instrRounds {
+		loop, err := c.yardstick(ctx, m, bareLoop, sz.instrStreams, maxTokens, true)
+		if err != nil {
+			return nil, err
+		}
+		u, err := one(loop, fmt.Sprintf("bare-%d", round))
+		if err != nil {
+			return nil, err
+		}
+		bare = append(bare, u)
+		if err := c.eachBin(round, func(i int, bin string) error {
+			tag := fmt.Sprintf("%s-stream-%d-%d", name, round, i)
+			j := job{data: data, limit: sz.instrStreams, stream: true, format: "jsonl", maxTokens: maxTokens, bin: bin,
+				dir: filepath.Join(c.work, tag)}
+			su, err := one(c.synthgen(ctx, m, j), tag)
+			sg[i] = append(sg[i], su)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+	}
+	perChunk := func(u usage) float64 { return float64(u.instructions) / chunks }
+	rows := []row{compare(name, fmt.Sprintf("instructions a chunk vs the bare reader (%.0f chunks, median of %d)", chunks, sz.instrRounds),
+		median(sg[0], perChunk), median(bare, perChunk), nil)}
+	return paired(name, rows, sg, []func(usage) float64{perChunk}, figure{"instructions a chunk", perChunk}), nil
 }
 
 // underCachegrind is cmd run by valgrind's cachegrind without its cache

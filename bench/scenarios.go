@@ -35,10 +35,11 @@ type sizes struct {
 	// shared machine moves with what else runs.
 	rounds int
 
-	// requests and rounds of instructions (under valgrind, about 40 times
-	// slower than a run of its own).
-	instrN      int64
-	instrRounds int
+	// requests, streams and rounds of instructions (under valgrind, about
+	// 40 times slower than a run of its own).
+	instrN       int64
+	instrStreams int64
+	instrRounds  int
 }
 
 var sizeByName = map[string]sizes{
@@ -49,7 +50,7 @@ var sizeByName = map[string]sizes{
 		streamN: 4_000, streamMean: 90, streamPerTok: time.Millisecond,
 		smallRows: 25_000, bigRows: 1_000_000, midRows: 250_000,
 		rounds: 5,
-		instrN: 5_000, instrRounds: 3,
+		instrN: 5_000, instrStreams: 1_000, instrRounds: 3,
 	},
 	"tiny": {
 		inFlight: 50,
@@ -58,7 +59,7 @@ var sizeByName = map[string]sizes{
 		streamN: 200, streamMean: 20, streamPerTok: time.Millisecond,
 		smallRows: 500, bigRows: 4_000, midRows: 2_000,
 		rounds: 1,
-		instrN: 200, instrRounds: 1,
+		instrN: 200, instrStreams: 50, instrRounds: 1,
 	},
 }
 
