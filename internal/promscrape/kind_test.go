@@ -211,6 +211,10 @@ func TestBodyMessage(t *testing.T) {
 		{"", ""},
 		{"tab\tand \x1b[31mred\x1b[0m  spaces", "tab and [31mred[0m spaces"},
 		{strings.Repeat("a", 400), strings.Repeat("a", maxMessage) + "..."},
+		// A space folded in at the bound used to step past it, and
+		// nothing after was cut (FuzzBodyMessage's seed 9bb898f65b6c0239).
+		{strings.Repeat("a", maxMessage-1) + " " + strings.Repeat("b", 400), strings.Repeat("a", maxMessage-1) + "..."},
+		{strings.Repeat("a", maxMessage-2) + " b c", strings.Repeat("a", maxMessage-2) + " b..."},
 	}
 	for _, tc := range tests {
 		if got := BodyMessage([]byte(tc.body)); got != tc.want {

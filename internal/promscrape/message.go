@@ -86,7 +86,11 @@ func clean(s string) string {
 			space = b.Len() > 0
 			continue
 		}
-		if n == maxMessage {
+		need := 1
+		if space {
+			need = 2 // the space folded before it, then the rune
+		}
+		if n+need > maxMessage {
 			b.WriteString("...")
 			break
 		}
