@@ -68,7 +68,7 @@ func TokenIDText(id int32) string { return tokenIDPrefix + strconv.Itoa(int(id))
 // copy what they keep. A plain answer's is its own, never reused.
 type TokenBuf struct {
 	// Stream says the buffer reads one stream's chunks in turn, all of one
-	// Shape: Scan then remembers their repeated head and skips it (scan.go,
+	// Shape: Scan then remembers their repeated head and skips it (resume.go,
 	// head). Off, a buffer used once copies no head.
 	Stream bool
 
@@ -80,7 +80,7 @@ type TokenBuf struct {
 	topIDs   []int32
 	topLP    []float32
 	text     []byte // the chunk's model, reasoning, content and finish reason, unescaped
-	head     head   // the last chunk's head, to resume after (scan.go)
+	head     head   // the last chunk's head, to resume after (resume.go)
 	// used: the chunk had a token list (the scanner set it). A chunk that
 	// carries none, every chunk of a job that asks none, costs no reset,
 	// mark or fill: the token scan added 2-4% to every chunk.
