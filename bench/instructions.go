@@ -42,15 +42,9 @@ func instructions(ctx context.Context, c *config) ([]row, error) {
 	defer m.stop()
 	var oa []usage
 	sg := make([][]usage, len(c.bins()))
-	counted := func(cmd *exec.Cmd, tag string) (usage, error) {
-		out := filepath.Join(c.work, tag+".cachegrind")
-		u, err := run(underCachegrind(ctx, vg, cmd, out), nil)
-		if err != nil {
-			return u, err
-		}
-		u.instructions, err = cachegrindTotal(out)
-		return u, err
-	}
+	k := counter{ctx, vg, c.work}
+	plain := func(cmd *exec.Cmd, _ string) (usage, error) { return run(cmd, nil) }
+	counted := func(cmd *exec.Cmd, tag string) (usage, error) { return k.count(cmd, tag, plain) }
 	for round := range sz.instrRounds {
 		loop, err := c.yardstick(ctx, m, openaiLoop, sz.instrN, answerTokens, false)
 		if err != nil {
@@ -74,7 +68,7 @@ func instructions(ctx context.Context, c *config) ([]row, error) {
 	rows := []row{compare(name, fmt.Sprintf("instructions a request vs the go-openai loop (median of %d)", sz.instrRounds),
 		median(sg[0], perRequest), median(oa, perRequest), nil)}
 	rows = paired(name, rows, sg, []func(usage) float64{perRequest}, figure{"instructions a request", perRequest})
-	streamRows, err := streamInstructions(ctx, c, counted)
+	streamRows, err := streamInstructions(ctx, c, k)
 	return append(rows, streamRows...), err
 }
 
@@ -83,42 +77,22 @@ func instructions(ctx context.Context, c *config) ([]row, error) {
 // paired, the base's. Each process runs on one P: valgrind runs one thread
 // at a time, and with two Ps the scheduler's spinning for work moved one
 // build's count by 4% from run to run, with one by 0.6%.
-func streamInstructions(ctx context.Context, c *config, counted func(*exec.Cmd, string) (usage, error)) ([]row, error) {
+func streamInstructions(ctx context.Context, c *config, k counter) ([]row, error) {
 	const name = "instructions"
 	sz := c.size
-	data, err := c.dataset(sz.instrStreams, false)
-	if err != nil {
-		return nil, err
-	}
-	m, err := startMock(ctx, c.bin, "--token-delay", sz.streamPerTok.String(), "--mean-tokens", strconv.Itoa(sz.streamMean))
+	data, m, err := c.streamMock(ctx, sz.instrStreams)
 	if err != nil {
 		return nil, err
 	}
 	defer m.stop()
-	const maxTokens = 4096 // streaming's
-	var chunks float64
 	one := func(cmd *exec.Cmd, tag string) (usage, error) {
 		cmd.Env = append(cmd.Environ(), "GOMAXPROCS=1")
-		before, err := m.metric(genTokensMetric)
-		if err != nil {
-			return usage{}, err
-		}
-		u, err := counted(cmd, tag)
-		if err != nil {
-			return u, err
-		}
-		after, err := m.metric(genTokensMetric)
-		if got := after - before; err == nil && chunks != 0 && got != chunks {
-			err = fmt.Errorf("%s: %.0f token chunks, %.0f in the runs before: not the same work", tag, got, chunks)
-		} else {
-			chunks = got
-		}
-		return u, err
+		return k.count(cmd, tag, m.run)
 	}
 	var bare []usage
 	sg := make([][]usage, len(c.bins()))
 	for round := range sz.instrRounds {
-		loop, err := c.yardstick(ctx, m, bareLoop, sz.instrStreams, maxTokens, true)
+		loop, err := c.yardstick(ctx, m.mock, bareLoop, sz.instrStreams, streamMaxTokens, true)
 		if err != nil {
 			return nil, err
 		}
@@ -129,19 +103,38 @@ func streamInstructions(ctx context.Context, c *config, counted func(*exec.Cmd, 
 		bare = append(bare, u)
 		if err := c.eachBin(round, func(i int, bin string) error {
 			tag := fmt.Sprintf("%s-stream-%d-%d", name, round, i)
-			j := job{data: data, limit: sz.instrStreams, stream: true, format: "jsonl", maxTokens: maxTokens, bin: bin,
+			j := job{data: data, limit: sz.instrStreams, stream: true, format: "jsonl", maxTokens: streamMaxTokens, bin: bin,
 				dir: filepath.Join(c.work, tag)}
-			su, err := one(c.synthgen(ctx, m, j), tag)
+			su, err := one(c.synthgen(ctx, m.mock, j), tag)
 			sg[i] = append(sg[i], su)
 			return err
 		}); err != nil {
 			return nil, err
 		}
 	}
-	perChunk := func(u usage) float64 { return float64(u.instructions) / chunks }
-	rows := []row{compare(name, fmt.Sprintf("instructions a chunk vs the bare reader (%.0f chunks, median of %d)", chunks, sz.instrRounds),
+	perChunk := func(u usage) float64 { return float64(u.instructions) / m.chunks }
+	rows := []row{compare(name, fmt.Sprintf("instructions a chunk vs the bare reader (%.0f chunks, median of %d)", m.chunks, sz.instrRounds),
 		median(sg[0], perChunk), median(bare, perChunk), nil)}
 	return paired(name, rows, sg, []func(usage) float64{perChunk}, figure{"instructions a chunk", perChunk}), nil
+}
+
+// counter counts the instructions of commands under valgrind's cachegrind.
+type counter struct {
+	ctx  context.Context
+	vg   string // valgrind's path
+	work string // where the counts are written
+}
+
+// count runs cmd under cachegrind, through runIt (run, or a chunkCount's),
+// and reads the instructions it counted.
+func (k counter) count(cmd *exec.Cmd, tag string, runIt func(*exec.Cmd, string) (usage, error)) (usage, error) {
+	out := filepath.Join(k.work, tag+".cachegrind")
+	u, err := runIt(underCachegrind(k.ctx, k.vg, cmd, out), tag)
+	if err != nil {
+		return u, err
+	}
+	u.instructions, err = cachegrindTotal(out)
+	return u, err
 }
 
 // underCachegrind is cmd run by valgrind's cachegrind without its cache

@@ -302,6 +302,53 @@ func zeroJob(data string, n int64, bin, dir string) job {
 	return job{data: data, limit: n, format: "jsonl", maxTokens: answerTokens, bin: bin, dir: dir}
 }
 
+// streamMock is streaming's mock (a token every streamPerTok, streamMean
+// tokens on average) and a dataset of its n prompts; its answers are the
+// mock's own lengths, so a job asks them with streamMaxTokens.
+func (c *config) streamMock(ctx context.Context, n int64) (data string, cc *chunkCount, err error) {
+	if data, err = c.dataset(n, false); err != nil {
+		return "", nil, err
+	}
+	m, err := startMock(ctx, c.bin, "--token-delay", c.size.streamPerTok.String(), "--mean-tokens", strconv.Itoa(c.size.streamMean))
+	if err != nil {
+		return "", nil, err
+	}
+	return data, &chunkCount{mock: m}, nil
+}
+
+const streamMaxTokens = 4096 // the long tail is kept
+
+// chunkCount counts the token chunks the mock generated during each run
+// (one generated token, one chunk) and holds the runs of a scenario to the
+// same work: every one sends the same prompts, so a count that differs
+// means one of them skipped or repeated some.
+type chunkCount struct {
+	*mock
+	chunks float64
+}
+
+// run runs cmd (who names it in an error) and counts its chunks.
+func (cc *chunkCount) run(cmd *exec.Cmd, who string) (usage, error) {
+	before, err := cc.metric(genTokensMetric)
+	if err != nil {
+		return usage{}, err
+	}
+	u, err := run(cmd, nil)
+	if err != nil {
+		return u, err
+	}
+	after, err := cc.metric(genTokensMetric)
+	if err != nil {
+		return u, err
+	}
+	if got := after - before; cc.chunks != 0 && got != cc.chunks {
+		return u, fmt.Errorf("%s was sent %.0f token chunks and the runs before %.0f, for the same prompts: not the same work", who, got, cc.chunks)
+	} else {
+		cc.chunks = got
+	}
+	return u, nil
+}
+
 // median is the median of f over the runs (the upper one of an even count).
 func median(runs []usage, f func(usage) float64) float64 {
 	v := make([]float64, len(runs))
@@ -317,66 +364,36 @@ func median(runs []usage, f func(usage) float64) float64 {
 func streaming(ctx context.Context, c *config) ([]row, error) {
 	const name = "streaming"
 	sz := c.size
-	data, err := c.dataset(sz.streamN, false)
-	if err != nil {
-		return nil, err
-	}
-	m, err := startMock(ctx, c.bin, "--token-delay", sz.streamPerTok.String(), "--mean-tokens", strconv.Itoa(sz.streamMean))
+	data, m, err := c.streamMock(ctx, sz.streamN)
 	if err != nil {
 		return nil, err
 	}
 	defer m.stop()
-	const maxTokens = 4096 // the long tail is kept: the answers are the mock's own lengths
-	measure := func(cmd *exec.Cmd) (usage, float64, error) {
-		before, err := m.metric(genTokensMetric)
-		if err != nil {
-			return usage{}, 0, err
-		}
-		u, err := run(cmd, nil)
-		if err != nil {
-			return u, 0, err
-		}
-		after, err := m.metric(genTokensMetric)
-		return u, after - before, err
-	}
 	var ys, oa []usage
 	sg := make([][]usage, len(c.bins())) // this build's runs, then the base's
-	var chunks float64
-	same := func(who string, got float64) error {
-		if chunks != 0 && got != chunks {
-			return fmt.Errorf("%s was sent %.0f token chunks and the runs before %.0f, for the same %d prompts: not the same work", who, got, chunks, sz.streamN)
-		}
-		chunks = got
-		return nil
-	}
 	for round := range sz.rounds {
 		for _, l := range []loopRuns{{bareLoop, &ys}, {openaiLoop, &oa}} {
-			loop, err := c.yardstick(ctx, m, l.kind, sz.streamN, maxTokens, true)
+			loop, err := c.yardstick(ctx, m.mock, l.kind, sz.streamN, streamMaxTokens, true)
 			if err != nil {
 				return nil, err
 			}
-			u, k, err := measure(loop)
+			u, err := m.run(loop, "the "+l.kind+" loop")
 			if err != nil {
-				return nil, err
-			}
-			if err := same("the "+l.kind+" loop", k); err != nil {
 				return nil, err
 			}
 			*l.runs = append(*l.runs, u)
 		}
 		if err := c.eachBin(round, func(i int, bin string) error {
-			j := job{data: data, limit: sz.streamN, stream: true, format: "jsonl", maxTokens: maxTokens, bin: bin,
+			j := job{data: data, limit: sz.streamN, stream: true, format: "jsonl", maxTokens: streamMaxTokens, bin: bin,
 				dir: filepath.Join(c.work, fmt.Sprintf("%s-%d-%d", name, round, i))}
-			su, k, err := measure(c.synthgen(ctx, m, j))
-			if err != nil {
-				return err
-			}
+			su, err := m.run(c.synthgen(ctx, m.mock, j), "synthgen "+bin)
 			sg[i] = append(sg[i], su)
-			return same("synthgen "+bin, k)
+			return err
 		}); err != nil {
 			return nil, err
 		}
 	}
+	chunks := m.chunks
 	rate := func(u usage) float64 { return chunks / u.wall.Seconds() }
 	cpu := func(u usage) float64 { return us(u.cpu) / chunks }
 	rows := []row{
@@ -402,37 +419,12 @@ func streamingTokens(ctx context.Context, c *config) ([]row, error) {
 	sz := c.size
 	sz.streamN /= 2
 	sz.rounds = min(sz.rounds, 3)
-	data, err := c.dataset(sz.streamN, false)
-	if err != nil {
-		return nil, err
-	}
-	m, err := startMock(ctx, c.bin, "--token-delay", sz.streamPerTok.String(), "--mean-tokens", strconv.Itoa(sz.streamMean))
+	data, m, err := c.streamMock(ctx, sz.streamN)
 	if err != nil {
 		return nil, err
 	}
 	defer m.stop()
-	const maxTokens = 4096
-	var chunks float64
-	measure := func(j job) (usage, error) {
-		before, err := m.metric(genTokensMetric)
-		if err != nil {
-			return usage{}, err
-		}
-		u, err := run(c.synthgen(ctx, m, j), nil)
-		if err != nil {
-			return u, err
-		}
-		after, err := m.metric(genTokensMetric)
-		if err != nil {
-			return u, err
-		}
-		if got := after - before; chunks != 0 && got != chunks {
-			return u, fmt.Errorf("%s: %.0f token chunks, %.0f in the runs before: not the same work", j.dir, got, chunks)
-		} else {
-			chunks = got
-		}
-		return u, nil
-	}
+	measure := func(j job) (usage, error) { return m.run(c.synthgen(ctx, m.mock, j), j.dir) }
 	var with, ids, without []usage
 	rss := map[string][2]float64{} // format: without, with
 	for round := range sz.rounds {
@@ -440,7 +432,7 @@ func streamingTokens(ctx context.Context, c *config) ([]row, error) {
 			extra []string
 			runs  *[]usage
 		}{{nil, &without}, {tokenFlags[:1], &ids}, {tokenFlags, &with}} {
-			j := job{data: data, limit: sz.streamN, stream: true, format: "jsonl", maxTokens: maxTokens, extra: k.extra,
+			j := job{data: data, limit: sz.streamN, stream: true, format: "jsonl", maxTokens: streamMaxTokens, extra: k.extra,
 				dir: filepath.Join(c.work, fmt.Sprintf("%s-%d-%d", name, round, len(k.extra)))}
 			u, err := measure(j)
 			if err != nil {
@@ -451,7 +443,7 @@ func streamingTokens(ctx context.Context, c *config) ([]row, error) {
 	}
 	var parquet [2]usage
 	for i, tokens := range []bool{false, true} {
-		j := job{data: data, limit: sz.streamN, stream: true, format: "parquet", maxTokens: maxTokens,
+		j := job{data: data, limit: sz.streamN, stream: true, format: "parquet", maxTokens: streamMaxTokens,
 			dir: filepath.Join(c.work, fmt.Sprintf("%s-parquet-%v", name, tokens))}
 		if tokens {
 			j.extra = tokenFlags
@@ -460,6 +452,7 @@ func streamingTokens(ctx context.Context, c *config) ([]row, error) {
 			return nil, err
 		}
 	}
+	chunks := m.chunks
 	rss["jsonl"] = [2]float64{median(without, func(u usage) float64 { return mb(u.maxRSS) }), median(with, func(u usage) float64 { return mb(u.maxRSS) })}
 	rss["parquet"] = [2]float64{mb(parquet[0].maxRSS), mb(parquet[1].maxRSS)}
 	cpu := func(u usage) float64 { return us(u.cpu) / chunks }
