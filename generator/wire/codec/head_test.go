@@ -33,18 +33,28 @@ func TestHeadResumes(t *testing.T) {
 	}
 	tb := TokenBuf{Stream: true}
 	for i, c := range stream {
-		s := chunkScanner{Cursor: jsonlex.Cursor{B: []byte(c.chunk)}, shape: ChunkShape, tb: &tb}
-		var f answerFields
-		var seen uint8
-		if got := s.resume(&f, &seen); got != c.resumes {
-			t.Errorf("chunk %d %s: resumed %v, want %v", i, c.chunk, got, c.resumes)
-		}
-		got, gotPicked, gotOK := Scan([]byte(c.chunk), ChunkShape, &tb)
-		want, wantPicked, wantOK := Scan([]byte(c.chunk), ChunkShape, &TokenBuf{})
-		if !gotOK || gotOK != wantOK || gotPicked != wantPicked || !reflect.DeepEqual(got, want) {
-			t.Errorf("chunk %d: resumed %+v %v %v, fresh %+v %v %v", i, got, gotPicked, gotOK, want, wantPicked, wantOK)
+		resumed, _ := scanInStream(t, i, c.chunk, &tb)
+		if resumed != c.resumes {
+			t.Errorf("chunk %d %s: resumed %v, want %v", i, c.chunk, resumed, c.resumes)
 		}
 	}
+}
+
+// scanInStream scans chunk i of a stream with the stream's buffer, fails t
+// unless it reads as a fresh scan does, and says how the buffer was used:
+// resumed after the head, whole from the text template.
+func scanInStream(t *testing.T, i int, chunk string, tb *TokenBuf) (resumed, whole bool) {
+	t.Helper()
+	s := chunkScanner{Cursor: jsonlex.Cursor{B: []byte(chunk)}, shape: ChunkShape, tb: tb}
+	var f answerFields
+	var seen uint8
+	resumed, whole = s.resume(&f, &seen)
+	got, gotPicked, gotOK := Scan([]byte(chunk), ChunkShape, tb)
+	want, wantPicked, wantOK := Scan([]byte(chunk), ChunkShape, &TokenBuf{})
+	if !gotOK || gotOK != wantOK || gotPicked != wantPicked || !reflect.DeepEqual(got, want) {
+		t.Errorf("chunk %d: resumed %+v %v %v, fresh %+v %v %v", i, got, gotPicked, gotOK, want, wantPicked, wantOK)
+	}
+	return resumed, whole
 }
 
 // TestTextResumes: a chunk that is the last one read whole with another
@@ -75,16 +85,8 @@ func TestTextResumes(t *testing.T) {
 	}
 	tb := TokenBuf{Stream: true}
 	for i, c := range stream {
-		s := chunkScanner{Cursor: jsonlex.Cursor{B: []byte(c.chunk)}, shape: ChunkShape, tb: &tb}
-		var f answerFields
-		var seen uint8
-		if got := s.resume(&f, &seen) && s.resumeText(&f); got != c.resumes {
-			t.Errorf("chunk %d %s: read from the text template %v, want %v", i, c.chunk, got, c.resumes)
-		}
-		got, gotPicked, gotOK := Scan([]byte(c.chunk), ChunkShape, &tb)
-		want, wantPicked, wantOK := Scan([]byte(c.chunk), ChunkShape, &TokenBuf{})
-		if !gotOK || gotOK != wantOK || gotPicked != wantPicked || !reflect.DeepEqual(got, want) {
-			t.Errorf("chunk %d: resumed %+v %v %v, fresh %+v %v %v", i, got, gotPicked, gotOK, want, wantPicked, wantOK)
+		if _, whole := scanInStream(t, i, c.chunk, &tb); whole != c.resumes {
+			t.Errorf("chunk %d %s: read from the text template %v, want %v", i, c.chunk, whole, c.resumes)
 		}
 	}
 }

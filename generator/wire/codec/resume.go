@@ -59,15 +59,21 @@ func (s *chunkScanner) remember(f *answerFields, seen uint8) {
 }
 
 // resume starts the scan after the remembered head when the chunk begins
-// with it, the cursor at the choices' value, and reports whether it did.
-func (s *chunkScanner) resume(f *answerFields, seen *uint8) bool {
+// with it, the cursor at the choices' value, and reports whether it did;
+// whole, that the chunk is its text template's with another string, read
+// whole (resumeText), so the head's fields are not copied in for nothing.
+func (s *chunkScanner) resume(f *answerFields, seen *uint8) (resumed, whole bool) {
 	h := &s.tb.head
 	if !h.valid || len(s.B) <= len(h.bytes) || !bytes.Equal(s.B[:len(h.bytes)], h.bytes) {
-		return false
+		return false, false
 	}
-	*f, *seen, s.I = h.f, h.seen, len(h.bytes)
+	s.I = len(h.bytes)
 	s.headEnd = s.I
-	return true
+	if s.resumeText(f) {
+		return true, true
+	}
+	*f, *seen = h.f, h.seen
+	return true, false
 }
 
 // resumeText reads the rest of a chunk that resumed after its head (the

@@ -130,8 +130,8 @@ type answerFields struct {
 // key, a key the reference would read differently).
 func (s *chunkScanner) answer(f *answerFields) bool {
 	var seen uint8
-	resumed := s.resume(f, &seen)
-	if resumed && s.resumeText(f) {
+	resumed, whole := s.resume(f, &seen)
+	if whole {
 		return true
 	}
 	if !resumed {
